@@ -1,0 +1,470 @@
+"""Seeded scenario generator: cluster.json, tree.json and trace.csv (pure Python).
+
+Scenarios (``SCENARIOS``):
+
+- ``ai2-month``: 64 hosts x 8 GPUs, 30 days, org -> 4 programs -> 14 projects with
+  uneven weights; submitted demand ~2.5x capacity, every project's allocated demand
+  above its entitled share all month (so its entitlement is its share); debug jobs
+  (1-8 GPUs, <= 15 min, min runtime = duration), large training (16-128 GPUs on whole
+  hosts, hours to days, resumable, min runtime 1-4 h), small training, interactive
+  sessions (1-2 GPUs, hours, min runtime up to 8 h, not resumable), unallocated sweeps
+  (min runtime 0, ~18% of submitted GPU-time), daytime peaks, bursts, and host failures.
+  Replay it with ``--until-days 30``: the backlog outlives the month by design.
+- ``debug-burst``: 8 hosts, 2 days; a saturating training backlog, then 300 debug jobs
+  within one hour.
+- ``large-gang``: 16 hosts, 3 days; small long jobs that fragment the cluster and large
+  gang jobs of 64 and 128 GPUs that must not starve.
+- ``host-failures``: 16 hosts, 2 days; mixed load and seven failures (one host fails
+  twice, one never comes back).
+- ``zero-weight``: 8 hosts, 2 days; a project with weight 0 that submits unallocated
+  work (and three allocated jobs, which it may not run).
+
+Same scenario and seed -> byte-identical files.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SCENARIOS", "Scenario", "TraceRow", "generate", "write_scenario"]
+
+HOUR = 3600
+DAY = 86400
+
+
+@dataclass(slots=True)
+class TraceRow:
+    job_id: str
+    project: str
+    user: str
+    submit_s: int
+    gpus: int
+    duration_s: int
+    min_runtime_s: int
+    resumable: bool
+    priority: int
+    kind: str
+
+    def as_row(self) -> list[str | int]:
+        return [
+            self.job_id,
+            self.project,
+            self.user,
+            self.submit_s,
+            self.gpus,
+            self.duration_s,
+            self.min_runtime_s,
+            1 if self.resumable else 0,
+            self.priority,
+            self.kind,
+        ]
+
+
+@dataclass(slots=True)
+class Scenario:
+    name: str
+    cluster: dict[str, Any]
+    tree: dict[str, Any]
+    jobs: list[TraceRow]
+    days: float
+    notes: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _leaf_shares(tree: dict[str, Any]) -> dict[str, float]:
+    out: dict[str, float] = {}
+
+    def walk(node: dict[str, Any], share: float) -> None:
+        kids = node.get("children") or []
+        if not kids:
+            out[node["name"]] = share
+            return
+        total = sum(k["weight"] for k in kids)
+        for k in kids:
+            walk(k, share * k["weight"] / total if total else 0.0)
+
+    walk(tree, 1.0)
+    return out
+
+
+class _Clock:
+    """Draws submit times in [t0, t1) with a daytime peak and optional burst windows."""
+
+    def __init__(
+        self,
+        rng: random.Random,
+        t0: float,
+        t1: float,
+        diurnal: float = 0.0,
+        bursts: list[tuple[float, float, float]] | None = None,
+    ) -> None:
+        self.rng, self.t0, self.t1, self.diurnal = rng, t0, t1, diurnal
+        self.bursts = bursts or []  # (start, end, rate multiplier)
+        self.peak = (1 + diurnal) * max([1.0] + [m for _, _, m in self.bursts])
+
+    def rate(self, t: float) -> float:
+        hour = (t % DAY) / HOUR
+        r = 1.0 + self.diurnal * math.sin(math.pi * (hour - 6) / 12) if 6 <= hour < 18 else 1.0
+        for b0, b1, mult in self.bursts:
+            if b0 <= t < b1:
+                r *= mult
+        return r
+
+    def draw(self) -> int:
+        while True:  # thinning
+            t = self.rng.uniform(self.t0, self.t1)
+            if self.rng.random() * self.peak <= self.rate(t):
+                return int(t)
+
+
+def _lognormal(rng: random.Random, median: float, sigma: float, lo: float, hi: float) -> int:
+    return int(min(hi, max(lo, rng.lognormvariate(math.log(median), sigma))))
+
+
+def _debug(rng: random.Random) -> tuple[int, int, int, bool, str]:
+    gpus = rng.choices([1, 2, 4, 8], [0.4, 0.25, 0.2, 0.15])[0]
+    dur = rng.randint(60, 900)
+    return gpus, dur, dur, False, "debug"
+
+
+def _interactive(rng: random.Random) -> tuple[int, int, int, bool, str]:
+    gpus = rng.choices([1, 2], [0.6, 0.4])[0]
+    dur = rng.randint(1 * HOUR, 10 * HOUR)
+    return gpus, dur, min(dur, 8 * HOUR), False, "interactive"
+
+
+def _small_training(rng: random.Random) -> tuple[int, int, int, bool, str]:
+    gpus = rng.choices([1, 2, 4, 8], [0.15, 0.2, 0.3, 0.35])[0]
+    dur = _lognormal(rng, 5 * HOUR, 0.8, 1 * HOUR, 48 * HOUR)
+    return gpus, dur, min(dur, HOUR), True, "training"
+
+
+def _large_training(max_gpus: int) -> Callable[[random.Random], tuple[int, int, int, bool, str]]:
+    sizes = [s for s in (16, 32, 64, 128) if s <= max_gpus] or [16]
+    weights = [0.4, 0.3, 0.2, 0.1][: len(sizes)]
+
+    def make(rng: random.Random) -> tuple[int, int, int, bool, str]:
+        gpus = rng.choices(sizes, weights)[0]
+        dur = _lognormal(rng, 10 * HOUR, 0.9, 2 * HOUR, 4 * DAY)
+        min_rt = min(dur, rng.choice([1, 2, 3, 4]) * HOUR)
+        return gpus, dur, min_rt, True, "training"
+
+    return make
+
+
+def _unallocated(rng: random.Random) -> tuple[int, int, int, bool, str]:
+    gpus = rng.choices([1, 2, 4, 8, 16, 32], [0.15, 0.15, 0.25, 0.3, 0.1, 0.05])[0]
+    dur = _lognormal(rng, 4 * HOUR, 0.8, 20 * 60, 24 * HOUR)
+    return gpus, dur, 0, True, "sweep"
+
+
+Maker = Callable[[random.Random], tuple[int, int, int, bool, str]]
+
+
+def _fill(
+    rng: random.Random,
+    rows: list[TraceRow],
+    project: str,
+    budget_gpu_s: float,
+    make: Maker,
+    clock: _Clock,
+    users: int = 4,
+    priorities: tuple[int, ...] = (0,),
+) -> None:
+    """Add jobs from ``make`` until their GPU-time reaches ``budget_gpu_s``."""
+    spent = 0.0
+    while spent < budget_gpu_s:
+        gpus, dur, min_rt, resumable, kind = make(rng)
+        rows.append(
+            TraceRow(
+                job_id="",
+                project=project,
+                user=f"{project}-u{rng.randrange(users)}",
+                submit_s=clock.draw(),
+                gpus=gpus,
+                duration_s=dur,
+                min_runtime_s=min_rt,
+                resumable=resumable,
+                priority=rng.choice(priorities),
+                kind=kind,
+            )
+        )
+        spent += gpus * dur
+
+
+def _finish(rows: list[TraceRow], prefix: str) -> list[TraceRow]:
+    """Sort by submit time (stable on generation order) and number the jobs."""
+    rows.sort(key=lambda r: r.submit_s)
+    for i, r in enumerate(rows):
+        r.job_id = f"{prefix}-{i:06d}"
+    return rows
+
+
+def _cluster(name: str, hosts: int, events: list[tuple[int, int, str]]) -> dict[str, Any]:
+    width = max(3, len(str(hosts - 1)))
+    return {
+        "name": name,
+        "host_count": hosts,
+        "gpus_per_host": 8,
+        "events": [
+            {"at_s": at, "host": f"h{h:0{width}d}", "health": health}
+            for at, h, health in sorted(events)
+        ],
+    }
+
+
+def _failures(
+    rng: random.Random, hosts: int, count: int, t1: float, permanent: int = 0
+) -> list[tuple[int, int, str]]:
+    events: list[tuple[int, int, str]] = []
+    picked = rng.sample(range(hosts), count)
+    for i, h in enumerate(picked):
+        down = rng.randint(int(0.05 * t1), int(0.85 * t1))
+        events.append((down, h, "unhealthy"))
+        if i >= permanent:
+            events.append((down + rng.randint(2 * HOUR, 24 * HOUR), h, "healthy"))
+    return events
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+def _ai2_month(seed: int) -> Scenario:
+    rng = random.Random(seed)
+    hosts, days = 64, 30
+    t1 = days * DAY
+    capacity_gpu_s = hosts * 8 * t1
+    programs = [
+        ("pretraining", 40, [("olmo-core", 50), ("olmo-mid", 30), ("data-mix", 20)]),
+        ("post-training", 30, [("tulu-sft", 40), ("tulu-rl", 35), ("safety", 15), ("evals", 10)]),
+        ("multimodal", 20, [("molmo", 60), ("vision-enc", 25), ("speech", 15)]),
+        ("science", 10, [("climate", 40), ("bio", 35), ("semantic", 15), ("infra", 10)]),
+    ]
+    tree = {
+        "name": "ai2",
+        "managers": ["ceo"],
+        "children": [
+            {
+                "name": prog,
+                "weight": pw,
+                "managers": [f"lead-{prog}"],
+                "children": [
+                    {"name": proj, "weight": w, "members": [f"{proj}-u{i}" for i in range(4)]}
+                    for proj, w in projs
+                ],
+            }
+            for prog, pw, projs in programs
+        ],
+    }
+    shares = _leaf_shares(tree)
+    rows: list[TraceRow] = []
+    demand = 2.5 * capacity_gpu_s
+    allocated = 0.82 * demand
+    for proj, share in shares.items():
+        prng = random.Random(f"{seed}:{proj}")
+        # every project asks for 1.6x .. 2.4x its entitled share of the cluster (of the
+        # 2.05x allocated demand on average), so it keeps submitting enough work
+        budget = allocated * share * prng.uniform(0.8, 1.2)
+        entitled_gpus = share * hosts * 8
+        n_bursts = prng.randint(1, 3)
+        bursts = []
+        for _ in range(n_bursts):
+            b0 = prng.uniform(0, t1 - DAY)
+            bursts.append((b0, b0 + prng.uniform(4 * HOUR, DAY), prng.uniform(3, 6)))
+        clock = _Clock(prng, 0, t1, diurnal=0.6, bursts=bursts)
+        steady = _Clock(prng, 0, t1, diurnal=0.2)
+        large_max = max(16, 8 * math.ceil(2 * entitled_gpus / 8))
+        _fill(
+            prng,
+            rows,
+            proj,
+            0.66 * budget,
+            _large_training(large_max),
+            steady,
+            priorities=(0, 0, 1, 2),
+        )
+        _fill(prng, rows, proj, 0.24 * budget, _small_training, steady, priorities=(0, 1))
+        _fill(prng, rows, proj, 0.054 * budget, _interactive, clock)
+        _fill(prng, rows, proj, 0.006 * budget, _debug, clock, priorities=(0, 1))
+        # unallocated sweeps: ~18% of all submitted GPU-time
+        _fill(prng, rows, proj, (demand - allocated) * share, _unallocated, steady)
+    events = _failures(rng, hosts, 6, t1)
+    return Scenario(
+        "ai2-month",
+        _cluster("ai2-h100", hosts, events),
+        tree,
+        _finish(rows, "ai2"),
+        days,
+        notes="replay with --until-days 30",
+    )
+
+
+def _small_tree(name: str, projects: list[tuple[str, float]]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "children": [
+            {
+                "name": "prog-a",
+                "weight": 1,
+                "children": [
+                    {"name": p, "weight": w} for p, w in projects[: (len(projects) + 1) // 2]
+                ],
+            },
+            {
+                "name": "prog-b",
+                "weight": 1,
+                "children": [
+                    {"name": p, "weight": w} for p, w in projects[(len(projects) + 1) // 2 :]
+                ],
+            },
+        ],
+    }
+
+
+def _debug_burst(seed: int) -> Scenario:
+    rng = random.Random(seed)
+    hosts, days = 8, 2
+    t1 = days * DAY
+    tree = _small_tree("burst", [("alpha", 60), ("beta", 40), ("gamma", 50), ("delta", 50)])
+    rows: list[TraceRow] = []
+    cap = hosts * 8 * t1
+    for proj, share in _leaf_shares(tree).items():
+        clock = _Clock(rng, 0, t1 - 6 * HOUR)
+        _fill(rng, rows, proj, 2.0 * cap * share, _large_training(32), clock)
+        _fill(rng, rows, proj, 0.3 * cap * share, _unallocated, clock)
+    burst = _Clock(rng, DAY, DAY + HOUR)
+    for i in range(300):
+        gpus, dur, min_rt, res, kind = _debug(rng)
+        proj = ("alpha", "beta", "gamma", "delta")[i % 4]
+        rows.append(
+            TraceRow("", proj, f"{proj}-dev", burst.draw(), gpus, dur, min_rt, res, 0, kind)
+        )
+    return Scenario("debug-burst", _cluster("burst", hosts, []), tree, _finish(rows, "db"), days)
+
+
+def _large_gang(seed: int) -> Scenario:
+    rng = random.Random(seed)
+    hosts, days = 16, 3
+    t1 = days * DAY
+    tree = _small_tree("gang", [("small-a", 1), ("small-b", 1), ("big", 1)])
+    rows: list[TraceRow] = []
+    cap = hosts * 8 * t1
+    clock = _Clock(rng, 0, t1 - 12 * HOUR)
+
+    def fragmenting(r: random.Random) -> tuple[int, int, int, bool, str]:
+        gpus = r.choice([1, 2, 3, 4]) if r.random() < 0.8 else 8
+        gpus = 4 if gpus == 3 else gpus
+        dur = r.randint(2 * HOUR, 10 * HOUR)
+        return gpus, dur, min(dur, HOUR), True, "training"
+
+    def gang(r: random.Random) -> tuple[int, int, int, bool, str]:
+        gpus = r.choice([64, 128])
+        dur = r.randint(4 * HOUR, 12 * HOUR)
+        return gpus, dur, min(dur, 2 * HOUR), True, "training"
+
+    _fill(rng, rows, "small-a", 0.8 * cap, fragmenting, clock)
+    _fill(rng, rows, "small-b", 0.8 * cap, fragmenting, clock)
+    _fill(rng, rows, "big", 0.6 * cap, gang, clock)
+    return Scenario("large-gang", _cluster("gang", hosts, []), tree, _finish(rows, "lg"), days)
+
+
+def _host_failures(seed: int) -> Scenario:
+    rng = random.Random(seed)
+    hosts, days = 16, 2
+    t1 = days * DAY
+    tree = _small_tree("failures", [("train", 2), ("serve", 1), ("eval", 1)])
+    rows: list[TraceRow] = []
+    cap = hosts * 8 * t1
+    clock = _Clock(rng, 0, t1 - 6 * HOUR, diurnal=0.5)
+    for proj, share in _leaf_shares(tree).items():
+        _fill(rng, rows, proj, 1.2 * cap * share, _large_training(32), clock)
+        _fill(rng, rows, proj, 0.4 * cap * share, _small_training, clock)
+        _fill(rng, rows, proj, 0.1 * cap * share, _interactive, clock)
+        _fill(rng, rows, proj, 0.01 * cap * share, _debug, clock)
+        _fill(rng, rows, proj, 0.3 * cap * share, _unallocated, clock)
+    events = _failures(rng, hosts, 6, t1, permanent=1)
+    # one host fails twice
+    again = next(e for e in events if e[2] == "healthy")
+    events += [
+        (again[0] + 4 * HOUR, again[1], "unhealthy"),
+        (again[0] + 9 * HOUR, again[1], "healthy"),
+    ]
+    return Scenario(
+        "host-failures", _cluster("failures", hosts, events), tree, _finish(rows, "hf"), days
+    )
+
+
+def _zero_weight(seed: int) -> Scenario:
+    rng = random.Random(seed)
+    hosts, days = 8, 2
+    t1 = days * DAY
+    tree = _small_tree("zero", [("funded-a", 1), ("funded-b", 1), ("unfunded", 0)])
+    rows: list[TraceRow] = []
+    cap = hosts * 8 * t1
+    clock = _Clock(rng, 0, t1 - 6 * HOUR)
+    for proj in ("funded-a", "funded-b"):
+        _fill(rng, rows, proj, 0.9 * cap, _small_training, clock)
+        _fill(rng, rows, proj, 0.01 * cap, _debug, clock)
+    _fill(rng, rows, "unfunded", 0.6 * cap, _unallocated, clock)
+    for _ in range(3):
+        gpus, dur, min_rt, res, kind = _small_training(rng)
+        rows.append(
+            TraceRow("", "unfunded", "unfunded-u0", clock.draw(), gpus, dur, min_rt, res, 0, kind)
+        )
+    return Scenario("zero-weight", _cluster("zero", hosts, []), tree, _finish(rows, "zw"), days)
+
+
+SCENARIOS: dict[str, Callable[[int], Scenario]] = {
+    "ai2-month": _ai2_month,
+    "debug-burst": _debug_burst,
+    "large-gang": _large_gang,
+    "host-failures": _host_failures,
+    "zero-weight": _zero_weight,
+}
+
+
+def generate(name: str, seed: int = 0) -> Scenario:
+    """Build a named scenario in memory."""
+    try:
+        factory = SCENARIOS[name]
+    except KeyError:
+        raise ValueError(f"unknown scenario {name!r}; choose from {sorted(SCENARIOS)}") from None
+    return factory(seed)
+
+
+def write_scenario(name: str, out_dir: str | Path, seed: int = 0) -> list[Path]:
+    """Write cluster.json, tree.json and trace.csv for a scenario; return their paths."""
+    sc = generate(name, seed)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cluster_p, tree_p, trace_p = out / "cluster.json", out / "tree.json", out / "trace.csv"
+    cluster_p.write_text(json.dumps(sc.cluster, indent=1) + "\n", encoding="utf-8")
+    tree_p.write_text(json.dumps(sc.tree, indent=1) + "\n", encoding="utf-8")
+    with open(trace_p, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(
+            [
+                "job_id",
+                "project",
+                "user",
+                "submit_s",
+                "gpus",
+                "duration_s",
+                "min_runtime_s",
+                "resumable",
+                "priority",
+                "kind",
+            ]
+        )
+        w.writerows(r.as_row() for r in sc.jobs)
+    return [cluster_p, tree_p, trace_p]
