@@ -110,6 +110,8 @@ class JobOutcome:
     waits_s: list[float] = field(default_factory=list)
     preemptions: int = 0
     pending_since_s: float | None = None
+    # why the job was never queued (a shape no host set can ever hold); state TERMINATED
+    rejected: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,3 +143,6 @@ class SimResult:
     # (time, healthy GPUs from then on), sorted by time, first entry at start_s
     capacity: list[tuple[float, int]]
     wall_s: float = 0.0
+    cycles: int = 0  # engine cycles run
+    skipped_cycles: int = 0  # instants with events where a cycle provably could not act
+    events: int = 0  # arrivals, finishes, protection expiries and health changes applied
