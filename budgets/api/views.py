@@ -1,0 +1,191 @@
+"""REST endpoints. Thin: parse, call a service or selector, serialise."""
+
+from __future__ import annotations
+
+from django.utils.dateparse import parse_datetime
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from budgets import selectors, services
+from budgets.api import serializers as s
+from budgets.models import EventKind, Membership
+from config.errors import NotFound, ValidationFailed
+
+
+def _node_payload(index: selectors.TreeIndex, node_id: int) -> dict:
+    node = index.nodes[node_id]
+    share = index.shares[node_id]
+    return {
+        "id": node.pk,
+        "name": node.name,
+        "kind": node.kind,
+        "parent": node.parent_id,
+        "path": index.path(node.pk),
+        "weight": node.weight,
+        "share": share.share,
+        "entitled_share": share.entitled,
+        "managers": index.managers.get(node.pk, []),
+        "members": index.members.get(node.pk, []),
+    }
+
+
+def _validated(serializer_class, data) -> dict:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+class NodeListApi(APIView):
+    @extend_schema(responses=s.NodeOutput(many=True), summary="Every node with its shares")
+    def get(self, request):
+        index = selectors.tree_index(with_people=True)
+        data = [_node_payload(index, node.pk) for node, _ in index.walk()]
+        return Response(s.NodeOutput(data, many=True).data)
+
+    @extend_schema(request=s.NodeCreateInput, responses={201: s.NodeOutput}, summary="Add a node")
+    def post(self, request):
+        data = _validated(s.NodeCreateInput, request.data)
+        node = services.node_create(
+            actor=request.user,
+            parent_id=data["parent"],
+            name=data["name"],
+            weight=data["weight"],
+            kind=data["kind"],
+            reason=data["reason"],
+        )
+        index = selectors.tree_index(with_people=True)
+        return Response(s.NodeOutput(_node_payload(index, node.pk)).data, status=status.HTTP_201_CREATED)
+
+
+class NodeDetailApi(APIView):
+    @extend_schema(responses=s.NodeOutput, summary="One node with its shares")
+    def get(self, request, node_id: int):
+        index = selectors.tree_index(with_people=True)
+        if node_id not in index.nodes:
+            raise NotFound(f"There is no node with id {node_id}.")
+        return Response(s.NodeOutput(_node_payload(index, node_id)).data)
+
+    @extend_schema(request=s.NodeUpdateInput, responses=s.NodeOutput, summary="Rename or move a node")
+    def patch(self, request, node_id: int):
+        data = _validated(s.NodeUpdateInput, request.data)
+        services.node_update(
+            actor=request.user,
+            node_id=node_id,
+            name=data.get("name"),
+            parent_id=data.get("parent"),
+            reason=data["reason"],
+            base_version=data.get("base_version"),
+        )
+        index = selectors.tree_index(with_people=True)
+        return Response(s.NodeOutput(_node_payload(index, node_id)).data)
+
+
+class TreeApi(APIView):
+    @extend_schema(
+        responses=inline_serializer(
+            "TreeOutput", {"version": serializers.IntegerField(), "tree": serializers.JSONField()}
+        ),
+        summary="The whole tree in the import format, with ids and shares",
+    )
+    def get(self, request):
+        roots = selectors.tree_as_dict()
+        return Response({"version": selectors.tree_version(), "tree": roots[0] if roots else None})
+
+
+class BudgetChangeListApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("node", OpenApiTypes.INT, description="events that touched this node"),
+            OpenApiParameter("actor", OpenApiTypes.STR, description="user name of the actor"),
+            OpenApiParameter("since", OpenApiTypes.DATETIME, description="ISO 8601 time"),
+            OpenApiParameter("kind", OpenApiTypes.STR, enum=EventKind.values),
+        ],
+        responses=s.BudgetEventOutput(many=True),
+        summary="Budget history, newest first",
+    )
+    def get(self, request):
+        params = request.query_params
+        node_id = None
+        if params.get("node"):
+            try:
+                node_id = int(params["node"])
+            except ValueError:
+                raise ValidationFailed(f"'{params['node']}' is not a node id.", field="node") from None
+        since = None
+        if params.get("since"):
+            since = parse_datetime(params["since"])
+            if since is None:
+                raise ValidationFailed(
+                    f"'{params['since']}' is not an ISO 8601 time (e.g. 2026-11-01T00:00:00Z).", field="since"
+                )
+        kind = params.get("kind") or None
+        if kind and kind not in EventKind.values:
+            raise ValidationFailed(f"kind must be one of {', '.join(EventKind.values)}.", field="kind")
+        events = selectors.budget_event_list(node_id=node_id, actor=params.get("actor"), since=since, kind=kind)
+        from rest_framework.pagination import LimitOffsetPagination
+
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(events, request, view=self)
+        return paginator.get_paginated_response(s.BudgetEventOutput(page, many=True).data)
+
+    @extend_schema(
+        request=s.BudgetChangeInput,
+        responses={201: s.BudgetEventOutput},
+        summary="Change weights (now or at effective_at) with a reason",
+    )
+    def post(self, request):
+        data = _validated(s.BudgetChangeInput, request.data)
+        event = services.budget_change_create(
+            actor=request.user,
+            reason=data["reason"],
+            changes=data["changes"],
+            effective_at=data["effective_at"],
+            base_version=data["base_version"],
+        )
+        event = selectors.budget_event_list().get(pk=event.pk)
+        return Response(s.BudgetEventOutput(event).data, status=status.HTTP_201_CREATED)
+
+
+class BudgetChangeDetailApi(APIView):
+    @extend_schema(responses=s.BudgetEventOutput, summary="One budget event")
+    def get(self, request, event_id: int):
+        event = selectors.budget_event_list().filter(pk=event_id).first()
+        if event is None:
+            raise NotFound(f"There is no budget event with id {event_id}.")
+        return Response(s.BudgetEventOutput(event).data)
+
+
+class BudgetChangeCancelApi(APIView):
+    @extend_schema(request=s.BudgetCancelInput, responses={201: s.BudgetEventOutput}, summary="Cancel a scheduled change")
+    def post(self, request, event_id: int):
+        data = _validated(s.BudgetCancelInput, request.data)
+        event = services.budget_change_cancel(actor=request.user, scheduled_event_id=event_id, reason=data["reason"])
+        event = selectors.budget_event_list().get(pk=event.pk)
+        return Response(s.BudgetEventOutput(event).data, status=status.HTTP_201_CREATED)
+
+
+class MembershipListApi(APIView):
+    @extend_schema(responses=s.MembershipOutput(many=True), summary="Memberships")
+    def get(self, request):
+        memberships = Membership.objects.select_related("user").order_by("node_id", "role", "user__username")
+        if request.query_params.get("node"):
+            memberships = memberships.filter(node_id=request.query_params["node"])
+        return Response(s.MembershipOutput(memberships, many=True).data)
+
+    @extend_schema(request=s.MembershipInput, responses={201: s.MembershipOutput}, summary="Give a user a role")
+    def post(self, request):
+        data = _validated(s.MembershipInput, request.data)
+        membership = services.membership_add(
+            actor=request.user, node_id=data["node"], username=data["user"], role=data["role"]
+        )
+        return Response(s.MembershipOutput(membership).data, status=status.HTTP_201_CREATED)
+
+
+class MembershipDetailApi(APIView):
+    @extend_schema(responses={204: None}, summary="Remove a membership")
+    def delete(self, request, membership_id: int):
+        services.membership_remove(actor=request.user, membership_id=membership_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)

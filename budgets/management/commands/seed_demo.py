@@ -1,0 +1,68 @@
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from budgets.models import BudgetNode
+from budgets.services import budget_tree_import
+from scheduler.models import Cluster
+
+DEMO_TREE = {
+    "name": "allot-demo",
+    "managers": ["ceo"],
+    "children": [
+        {
+            "name": "language-models",
+            "weight": 50,
+            "managers": ["manager"],
+            "children": [
+                {"name": "pretraining", "weight": 60, "managers": ["pi-pretraining"], "members": ["researcher"]},
+                {"name": "post-training", "weight": 25, "members": ["researcher", "ann"]},
+                {"name": "evaluation", "weight": 10, "members": ["bob"]},
+                {"name": "tokenizers", "weight": 5, "members": ["ann"]},
+            ],
+        },
+        {
+            "name": "multimodal",
+            "weight": 30,
+            "managers": ["lead-multimodal"],
+            "children": [
+                {"name": "vision", "weight": 50, "members": ["carol"]},
+                {"name": "speech", "weight": 30, "members": ["dave"]},
+                {"name": "video", "weight": 20, "members": ["carol"]},
+            ],
+        },
+        {
+            "name": "science",
+            "weight": 20,
+            "managers": ["lead-science"],
+            "children": [
+                {"name": "climate", "weight": 40, "members": ["erin"]},
+                {"name": "biology", "weight": 40, "members": ["frank"]},
+                {"name": "sandbox", "weight": 0, "members": ["researcher"]},
+            ],
+        },
+    ],
+}
+
+DEMO_PASSWORD = "allot-demo"
+
+
+class Command(BaseCommand):
+    help = "Create the demo organisation, its users and a simulated cluster (idempotent)."
+
+    def handle(self, *args, **options):
+        if not BudgetNode.objects.filter(parent=None, name=DEMO_TREE["name"]).exists():
+            budget_tree_import(data=DEMO_TREE, reason="Demo organisation")
+        users = get_user_model().objects
+        for username in ("ceo", "manager", "researcher"):
+            user = users.get(username=username)
+            if not user.has_usable_password():
+                user.set_password(DEMO_PASSWORD)
+                user.save(update_fields=["password"])
+        if not users.filter(username="admin").exists():
+            users.create_superuser("admin", "admin@example.com", DEMO_PASSWORD)
+        Cluster.objects.get_or_create(name="demo-h100", defaults={"host_count": 16, "gpus_per_host": 8})
+        self.stdout.write(
+            "Demo logins (password '%s'): admin (superuser), ceo (organisation manager), "
+            "manager (program language-models), researcher (member of pretraining, "
+            "post-training, sandbox)." % DEMO_PASSWORD
+        )

@@ -1,0 +1,187 @@
+"""Reads of the budget tree. Trees are small (hundreds of nodes), so one query loads
+the whole tree into a `TreeIndex` that answers paths, subtrees and shares."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.contrib.auth import get_user_model
+from django.db.models import Prefetch, QuerySet
+
+from budgets.models import (
+    BudgetEvent,
+    BudgetEventItem,
+    BudgetNode,
+    Membership,
+    Role,
+    ScheduledChange,
+    ScheduledStatus,
+    TreeState,
+)
+from budgets.shares import NodeShare, compute_shares, shares_with_edits
+
+
+@dataclass
+class TreeIndex:
+    """The whole tree in memory: nodes by id, children, slug paths and shares."""
+
+    nodes: dict[int, BudgetNode]
+    children: dict[int | None, list[BudgetNode]]
+    shares: dict[int, NodeShare]
+    managers: dict[int, list[str]] = field(default_factory=dict)
+    members: dict[int, list[str]] = field(default_factory=dict)
+
+    def rows(self) -> list[tuple[int, int | None, Decimal]]:
+        return [(n.pk, n.parent_id, n.weight) for n in self.nodes.values()]
+
+    def path(self, node_id: int) -> str:
+        parts = []
+        current: int | None = node_id
+        while current is not None:
+            node = self.nodes[current]
+            parts.append(node.slug)
+            current = node.parent_id
+        return "/".join(reversed(parts))
+
+    def ancestors(self, node_id: int) -> list[int]:
+        """Strict ancestors, nearest first."""
+        result = []
+        current = self.nodes[node_id].parent_id
+        while current is not None:
+            result.append(current)
+            current = self.nodes[current].parent_id
+        return result
+
+    def descendants(self, node_id: int) -> list[int]:
+        """Strict descendants, depth first."""
+        result: list[int] = []
+        stack = [c.pk for c in reversed(self.children.get(node_id, []))]
+        while stack:
+            current = stack.pop()
+            result.append(current)
+            stack.extend(c.pk for c in reversed(self.children.get(current, [])))
+        return result
+
+    def walk(self) -> Iterator[tuple[BudgetNode, int]]:
+        """(node, depth) depth-first in name order, roots first."""
+        stack = [(n, 0) for n in reversed(self.children.get(None, []))]
+        while stack:
+            node, depth = stack.pop()
+            yield node, depth
+            stack.extend((c, depth + 1) for c in reversed(self.children.get(node.pk, [])))
+
+    def preview(self, edits: Mapping[int, Decimal]) -> dict[int, NodeShare]:
+        return shares_with_edits(self.rows(), edits)
+
+
+def tree_index(*, with_people: bool = False) -> TreeIndex:
+    nodes = {n.pk: n for n in BudgetNode.objects.order_by("name")}
+    children: dict[int | None, list[BudgetNode]] = defaultdict(list)
+    for node in nodes.values():
+        children[node.parent_id].append(node)
+    index = TreeIndex(
+        nodes=nodes,
+        children=dict(children),
+        shares=compute_shares((n.pk, n.parent_id, n.weight) for n in nodes.values()),
+    )
+    if with_people:
+        managers: dict[int, list[str]] = defaultdict(list)
+        members: dict[int, list[str]] = defaultdict(list)
+        for node_id, role, username in Membership.objects.order_by("user__username").values_list(
+            "node_id", "role", "user__username"
+        ):
+            (managers if role == Role.MANAGER else members)[node_id].append(username)
+        index.managers, index.members = dict(managers), dict(members)
+    return index
+
+
+def tree_version() -> int:
+    state = TreeState.objects.filter(pk=1).first()
+    return state.version if state else 0
+
+
+def nodes_governed_by(*, user, index: TreeIndex | None = None) -> set[int]:
+    """Ids of the nodes strictly below any node the user manages."""
+    if not user.is_authenticated:
+        return set()
+    managed = list(
+        Membership.objects.filter(user=user, role=Role.MANAGER).values_list("node_id", flat=True)
+    )
+    if not managed:
+        return set()
+    index = index or tree_index()
+    governed: set[int] = set()
+    for node_id in managed:
+        if node_id in index.nodes:
+            governed.update(index.descendants(node_id))
+    return governed
+
+
+def nodes_usable_by(*, user, index: TreeIndex | None = None) -> set[int]:
+    """Ids of the nodes the user is a member of, manages, or governs from above."""
+    if not user.is_authenticated:
+        return set()
+    index = index or tree_index()
+    usable = set(
+        Membership.objects.filter(user=user).values_list("node_id", flat=True)
+    ) | nodes_governed_by(user=user, index=index)
+    return usable
+
+
+def tree_as_dict(*, index: TreeIndex | None = None) -> list[dict]:
+    """Every root as a nested dict in the import format, plus id, share and entitled_share."""
+    index = index or tree_index(with_people=True)
+
+    def build(node: BudgetNode) -> dict:
+        share = index.shares[node.pk]
+        data: dict = {"id": node.pk, "name": node.name, "kind": node.kind}
+        if node.parent_id is not None:
+            data["weight"] = str(node.weight.normalize()) if node.weight else "0"
+        data["share"] = share.share
+        data["entitled_share"] = share.entitled
+        if index.managers.get(node.pk):
+            data["managers"] = index.managers[node.pk]
+        if index.members.get(node.pk):
+            data["members"] = index.members[node.pk]
+        kids = index.children.get(node.pk, [])
+        if kids:
+            data["children"] = [build(c) for c in kids]
+        return data
+
+    return [build(root) for root in index.children.get(None, [])]
+
+
+def budget_event_list(
+    *,
+    node_id: int | None = None,
+    actor: str | None = None,
+    since: dt.datetime | None = None,
+    kind: str | None = None,
+) -> QuerySet[BudgetEvent]:
+    """Audit history, newest first, with items prefetched."""
+    qs = BudgetEvent.objects.select_related("actor").prefetch_related(
+        Prefetch("items", queryset=BudgetEventItem.objects.order_by("node_path"))
+    )
+    if node_id is not None:
+        qs = qs.filter(items__node_id=node_id).distinct()
+    if actor:
+        qs = qs.filter(actor_name=actor)
+    if since is not None:
+        qs = qs.filter(created_at__gte=since)
+    if kind:
+        qs = qs.filter(kind=kind)
+    return qs
+
+
+def scheduled_changes_pending() -> QuerySet[ScheduledChange]:
+    return ScheduledChange.objects.filter(status=ScheduledStatus.PENDING).select_related(
+        "event", "event__actor"
+    )
+
+
+def user_by_name(username: str):
+    return get_user_model().objects.filter(username=username).first()

@@ -1,0 +1,679 @@
+"""Writes to the budget tree. Every write a person causes takes `actor=` and is
+audited in the same transaction; permission checks happen here, not in views."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pghistory
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from budgets.models import (
+    BudgetEvent,
+    BudgetEventItem,
+    BudgetNode,
+    EventKind,
+    Membership,
+    NodeKind,
+    Role,
+    ScheduledChange,
+    ScheduledStatus,
+    TreeState,
+)
+from budgets.selectors import TreeIndex, tree_index
+from budgets.shares import NodeShare
+from config.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
+
+MAX_REASON_LENGTH = 2000
+MAX_WEIGHT = Decimal("9999999999")
+NAME_MAX_LENGTH = 100
+
+
+@dataclass(frozen=True)
+class WeightEdit:
+    node_id: int
+    weight: Decimal
+
+
+# ---------------------------------------------------------------- validation helpers
+
+
+def _clean_reason(reason: Any, *, field: str = "reason") -> str:
+    text = (reason or "").strip() if isinstance(reason, str) or reason is None else None
+    if text is None:
+        raise ValidationFailed("The reason must be text.", field=field)
+    if not text:
+        raise ValidationFailed(
+            "A written reason is required for every budget change.", field=field
+        )
+    if len(text) > MAX_REASON_LENGTH:
+        raise ValidationFailed(
+            f"The reason is {len(text)} characters long; at most {MAX_REASON_LENGTH} are allowed.",
+            field=field,
+        )
+    return text
+
+
+def parse_weight(value: Any, *, field: str = "weight") -> Decimal:
+    """A weight is a finite decimal >= 0 with at most 4 decimal places."""
+    if isinstance(value, bool) or value is None or (isinstance(value, str) and not value.strip()):
+        raise ValidationFailed("A weight is required: a number >= 0.", field=field)
+    try:
+        weight = Decimal(str(value).strip())
+    except (InvalidOperation, ValueError):
+        raise ValidationFailed(f"'{value}' is not a number; a weight is a number >= 0.", field=field) from None
+    if not weight.is_finite():
+        raise ValidationFailed("A weight must be a finite number.", field=field)
+    if weight < 0:
+        raise ValidationFailed(f"A weight cannot be negative (got {value}).", field=field)
+    if weight > MAX_WEIGHT:
+        raise ValidationFailed(f"A weight must be at most {MAX_WEIGHT}.", field=field)
+    if weight != weight.quantize(Decimal("0.0001")):
+        raise ValidationFailed("A weight has at most 4 decimal places.", field=field)
+    return weight
+
+
+def _clean_name(name: Any, *, field: str = "name") -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationFailed("A name is required.", field=field)
+    name = name.strip()
+    if len(name) > NAME_MAX_LENGTH:
+        raise ValidationFailed(f"A name has at most {NAME_MAX_LENGTH} characters.", field=field)
+    if not slugify(name):
+        raise ValidationFailed(
+            "A name needs at least one letter or digit (it becomes part of the node's path).",
+            field=field,
+        )
+    return name
+
+
+def _actor_name(actor) -> str:
+    return actor.get_username() if actor is not None else ""
+
+
+def _lock_tree() -> TreeState:
+    """Serialise tree writes: every write locks the single version row first."""
+    state, _ = TreeState.objects.select_for_update().get_or_create(pk=1)
+    return state
+
+
+def _check_base_version(state: TreeState, base_version: int | None) -> None:
+    if base_version is not None and base_version != state.version:
+        raise Conflict(
+            f"The tree changed since you loaded it (your version {base_version}, current "
+            f"version {state.version}). Reload, review the new weights and try again.",
+            field="base_version",
+            extra={"current_version": state.version},
+        )
+
+
+def _governed(actor, index: TreeIndex) -> set[int] | None:
+    """Node ids the actor may govern; None means everything (superuser)."""
+    if actor is None or actor.is_superuser:
+        return None
+    from budgets.selectors import nodes_governed_by
+
+    return nodes_governed_by(user=actor, index=index)
+
+
+def _require_governs(actor, index: TreeIndex, node_id: int, *, field: str, action: str) -> None:
+    governed = _governed(actor, index)
+    if governed is not None and node_id not in governed:
+        raise PermissionDenied(
+            f"You may not {action} '{index.path(node_id)}': it is outside the subtree you manage.",
+            field=field,
+        )
+
+
+# ---------------------------------------------------------------- weight changes
+
+
+def _parse_edits(changes: Sequence[Mapping[str, Any]], index: TreeIndex) -> list[WeightEdit]:
+    if not isinstance(changes, Sequence) or isinstance(changes, str | bytes) or not changes:
+        raise ValidationFailed("Give at least one weight change.", field="changes")
+    edits: list[WeightEdit] = []
+    seen: set[int] = set()
+    for i, change in enumerate(changes):
+        if not isinstance(change, Mapping):
+            raise ValidationFailed("Each change is an object with node and weight.", field=f"changes[{i}]")
+        raw_node = change.get("node")
+        if isinstance(raw_node, bool) or not isinstance(raw_node, int | str):
+            raise ValidationFailed("A node id is required.", field=f"changes[{i}].node")
+        try:
+            node_id = int(raw_node)
+        except ValueError:
+            raise ValidationFailed(f"'{raw_node}' is not a node id.", field=f"changes[{i}].node") from None
+        if node_id not in index.nodes:
+            raise ValidationFailed(f"There is no node with id {node_id}.", field=f"changes[{i}].node")
+        if index.nodes[node_id].parent_id is None:
+            raise ValidationFailed(
+                "The root has no siblings, so it has no weight to change.", field=f"changes[{i}].node"
+            )
+        if node_id in seen:
+            raise ValidationFailed(
+                f"Node {node_id} appears twice in one change.", field=f"changes[{i}].node"
+            )
+        seen.add(node_id)
+        edits.append(WeightEdit(node_id, parse_weight(change.get("weight"), field=f"changes[{i}].weight")))
+    return edits
+
+
+def _write_items(
+    event: BudgetEvent,
+    index: TreeIndex,
+    edits: Mapping[int, Decimal],
+    before: Mapping[int, NodeShare],
+    after: Mapping[int, NodeShare],
+) -> None:
+    """One item per node whose weight or entitled share changes."""
+    items = []
+    for node_id, node in index.nodes.items():
+        new_weight = edits.get(node_id, node.weight)
+        if new_weight == node.weight and abs(before[node_id].entitled - after[node_id].entitled) < 1e-12:
+            continue
+        items.append(
+            BudgetEventItem(
+                event=event,
+                node_id=node_id,
+                node_path=index.path(node_id),
+                old_weight=node.weight,
+                new_weight=new_weight,
+                old_entitled_share=before[node_id].entitled,
+                new_entitled_share=after[node_id].entitled,
+            )
+        )
+    BudgetEventItem.objects.bulk_create(items)
+
+
+def _apply_weights(
+    *,
+    actor,
+    reason: str,
+    edits: Mapping[int, Decimal],
+    index: TreeIndex,
+    state: TreeState,
+    kind: str,
+    effective_at: dt.datetime,
+    base_version: int | None = None,
+    scheduled_event: BudgetEvent | None = None,
+) -> BudgetEvent:
+    before = index.shares
+    after = index.preview(edits)
+    state.version += 1
+    state.save(update_fields=["version"])
+    event = BudgetEvent.objects.create(
+        kind=kind,
+        actor=actor,
+        actor_name=_actor_name(actor),
+        reason=reason,
+        effective_at=effective_at,
+        base_version=base_version,
+        tree_version=state.version,
+        scheduled_event=scheduled_event,
+    )
+    _write_items(event, index, edits, before, after)
+    with pghistory.context(budget_event=event.pk, actor=_actor_name(actor), reason=reason):
+        for node_id, weight in edits.items():
+            node = index.nodes[node_id]
+            if node.weight != weight:
+                node.weight = weight
+                node.save(update_fields=["weight"])
+    return event
+
+
+def budget_change_create(
+    *,
+    actor,
+    reason: str,
+    changes: Sequence[Mapping[str, Any]],
+    effective_at: dt.datetime | None = None,
+    base_version: int | None = None,
+    now: dt.datetime | None = None,
+) -> BudgetEvent:
+    """Change several weights at once, now or at a future time, with a written reason.
+
+    Raises ValidationFailed (400), PermissionDenied (403, a node outside the actor's
+    subtree) or Conflict (409, `base_version` is not the current tree version).
+    Nothing is written unless everything is valid.
+    """
+    now = now or timezone.now()
+    reason = _clean_reason(reason)
+    if effective_at is not None and timezone.is_naive(effective_at):
+        raise ValidationFailed("effective_at needs a time zone (e.g. 2026-12-01T09:00:00Z).", field="effective_at")
+    with transaction.atomic():
+        state = _lock_tree()
+        index = tree_index()
+        edit_list = _parse_edits(changes, index)
+        for i, edit in enumerate(edit_list):
+            _require_governs(actor, index, edit.node_id, field=f"changes[{i}].node", action="change the weight of")
+        _check_base_version(state, base_version)
+        edits = {e.node_id: e.weight for e in edit_list}
+        if effective_at is None or effective_at <= now:
+            return _apply_weights(
+                actor=actor,
+                reason=reason,
+                edits=edits,
+                index=index,
+                state=state,
+                kind=EventKind.APPLIED,
+                effective_at=effective_at or now,
+                base_version=base_version,
+            )
+        event = BudgetEvent.objects.create(
+            kind=EventKind.SCHEDULED,
+            actor=actor,
+            actor_name=_actor_name(actor),
+            reason=reason,
+            effective_at=effective_at,
+            base_version=base_version,
+            tree_version=state.version,
+        )
+        _write_items(event, index, edits, index.shares, index.preview(edits))
+        ScheduledChange.objects.create(
+            event=event,
+            effective_at=effective_at,
+            changes=[{"node": e.node_id, "weight": str(e.weight)} for e in edit_list],
+        )
+        return event
+
+
+def budget_change_cancel(*, actor, scheduled_event_id: int, reason: str) -> BudgetEvent:
+    """Cancel a pending future change. Its author, a manager governing all its nodes, or a
+    superuser may cancel it."""
+    reason = _clean_reason(reason)
+    with transaction.atomic():
+        state = _lock_tree()
+        scheduled = (
+            ScheduledChange.objects.select_for_update(of=("self",))
+            .select_related("event")
+            .filter(event_id=scheduled_event_id)
+            .first()
+        )
+        if scheduled is None:
+            raise NotFound(f"There is no scheduled change with event id {scheduled_event_id}.")
+        if scheduled.status != ScheduledStatus.PENDING:
+            raise Conflict(f"This change is already {scheduled.status}; only pending changes can be cancelled.")
+        index = tree_index()
+        if actor is None or actor.pk != scheduled.event.actor_id:
+            for change in scheduled.changes:
+                _require_governs(actor, index, change["node"], field="event", action="cancel a change to")
+        scheduled.status = ScheduledStatus.CANCELLED
+        scheduled.save(update_fields=["status"])
+        return BudgetEvent.objects.create(
+            kind=EventKind.CANCELLED,
+            actor=actor,
+            actor_name=_actor_name(actor),
+            reason=reason,
+            effective_at=timezone.now(),
+            tree_version=state.version,
+            scheduled_event=scheduled.event,
+        )
+
+
+def budget_apply_due_changes(*, now: dt.datetime | None = None) -> list[BudgetEvent]:
+    """Apply every pending change whose effective time has come, oldest first.
+
+    Called by Celery beat and before each scheduling decision, so the next decision
+    after the effective time uses the new weights."""
+    now = now or timezone.now()
+    applied = []
+    with transaction.atomic():
+        state = _lock_tree()
+        due = list(
+            ScheduledChange.objects.select_for_update(of=("self",))
+            .select_related("event", "event__actor")
+            .filter(status=ScheduledStatus.PENDING, effective_at__lte=now)
+            .order_by("effective_at", "pk")
+        )
+        for scheduled in due:
+            index = tree_index()
+            edits = {
+                int(c["node"]): Decimal(c["weight"]) for c in scheduled.changes if int(c["node"]) in index.nodes
+            }
+            applied.append(
+                _apply_weights(
+                    actor=scheduled.event.actor,
+                    reason=scheduled.event.reason,
+                    edits=edits,
+                    index=index,
+                    state=state,
+                    kind=EventKind.APPLIED,
+                    effective_at=scheduled.effective_at,
+                    base_version=scheduled.event.base_version,
+                    scheduled_event=scheduled.event,
+                )
+            )
+            scheduled.status = ScheduledStatus.APPLIED
+            scheduled.save(update_fields=["status"])
+    return applied
+
+
+# ---------------------------------------------------------------- structure
+
+
+def _unique_among_siblings(index: TreeIndex, parent_id: int | None, name: str, *, exclude: int | None) -> None:
+    for sibling in index.children.get(parent_id, []):
+        if sibling.pk != exclude and (sibling.name == name or sibling.slug == slugify(name)):
+            where = f"under '{index.path(parent_id)}'" if parent_id else "among the roots"
+            raise ValidationFailed(f"A node named '{sibling.name}' already exists {where}.", field="name")
+
+
+def _structure_event(*, actor, reason: str, state: TreeState, node: BudgetNode, index: TreeIndex, old_weight, new_weight) -> BudgetEvent:
+    state.version += 1
+    state.save(update_fields=["version"])
+    event = BudgetEvent.objects.create(
+        kind=EventKind.STRUCTURE,
+        actor=actor,
+        actor_name=_actor_name(actor),
+        reason=reason,
+        effective_at=timezone.now(),
+        tree_version=state.version,
+    )
+    after = tree_index()
+    before_shares = index.shares.get(node.pk)
+    BudgetEventItem.objects.create(
+        event=event,
+        node=node,
+        node_path=after.path(node.pk),
+        old_weight=old_weight,
+        new_weight=new_weight,
+        old_entitled_share=before_shares.entitled if before_shares else None,
+        new_entitled_share=after.shares[node.pk].entitled,
+    )
+    return event
+
+
+def node_create(
+    *, actor, parent_id: int, name: str, weight: Any = "1", kind: str | None = None, reason: str
+) -> BudgetNode:
+    """Add a node under `parent_id` (a program or the organisation). Audited."""
+    reason = _clean_reason(reason)
+    name = _clean_name(name)
+    weight_value = parse_weight(weight)
+    with transaction.atomic():
+        state = _lock_tree()
+        index = tree_index()
+        if parent_id not in index.nodes:
+            raise ValidationFailed(f"There is no node with id {parent_id}.", field="parent")
+        parent = index.nodes[parent_id]
+        governed = _governed(actor, index)
+        if governed is not None and parent_id not in governed and not _manages(actor, parent_id):
+            raise PermissionDenied(
+                f"You may not add nodes under '{index.path(parent_id)}': it is outside the subtree you manage.",
+                field="parent",
+            )
+        if parent.kind == NodeKind.PROJECT:
+            raise ValidationFailed(
+                f"'{index.path(parent_id)}' is a project; projects are leaves and own work, not nodes.",
+                field="parent",
+            )
+        _unique_among_siblings(index, parent_id, name, exclude=None)
+        kind = kind or NodeKind.PROJECT
+        if kind not in (NodeKind.PROGRAM, NodeKind.PROJECT):
+            raise ValidationFailed("kind must be 'program' or 'project'.", field="kind")
+        with pghistory.context(actor=_actor_name(actor), reason=reason):
+            node = BudgetNode.objects.create(
+                parent=parent, name=name, slug=slugify(name), kind=kind, weight=weight_value
+            )
+        _structure_event(actor=actor, reason=reason, state=state, node=node, index=index, old_weight=None, new_weight=weight_value)
+        return node
+
+
+def _manages(actor, node_id: int) -> bool:
+    return Membership.objects.filter(user=actor, node_id=node_id, role=Role.MANAGER).exists()
+
+
+def node_update(
+    *,
+    actor,
+    node_id: int,
+    reason: str,
+    name: str | None = None,
+    parent_id: int | None = None,
+    base_version: int | None = None,
+) -> BudgetNode:
+    """Rename a node or move it under another parent. Audited.
+
+    A move needs the actor to govern the node and to manage (or govern) the new parent;
+    a node cannot move under itself or one of its descendants."""
+    reason = _clean_reason(reason)
+    with transaction.atomic():
+        state = _lock_tree()
+        index = tree_index()
+        if node_id not in index.nodes:
+            raise NotFound(f"There is no node with id {node_id}.")
+        node = index.nodes[node_id]
+        _require_governs(actor, index, node_id, field="node", action="change")
+        _check_base_version(state, base_version)
+        new_parent_id = node.parent_id
+        if parent_id is not None and parent_id != node.parent_id:
+            if parent_id not in index.nodes:
+                raise ValidationFailed(f"There is no node with id {parent_id}.", field="parent")
+            if parent_id == node_id or parent_id in index.descendants(node_id):
+                raise ValidationFailed(
+                    f"'{index.path(node_id)}' cannot move under itself or its own descendant "
+                    f"'{index.path(parent_id)}'.",
+                    field="parent",
+                )
+            if index.nodes[parent_id].kind == NodeKind.PROJECT:
+                raise ValidationFailed(
+                    f"'{index.path(parent_id)}' is a project; projects cannot have children.", field="parent"
+                )
+            governed = _governed(actor, index)
+            if governed is not None and parent_id not in governed and not _manages(actor, parent_id):
+                raise PermissionDenied(
+                    f"You may not move nodes under '{index.path(parent_id)}': it is outside the subtree you manage.",
+                    field="parent",
+                )
+            new_parent_id = parent_id
+        new_name = _clean_name(name) if name is not None else node.name
+        _unique_among_siblings(index, new_parent_id, new_name, exclude=node_id)
+        node.name, node.slug, node.parent_id = new_name, slugify(new_name), new_parent_id
+        with pghistory.context(actor=_actor_name(actor), reason=reason):
+            node.save()
+        _structure_event(actor=actor, reason=reason, state=state, node=node, index=index, old_weight=node.weight, new_weight=node.weight)
+        return node
+
+
+# ---------------------------------------------------------------- memberships
+
+
+def membership_add(*, actor, node_id: int, username: str, role: str) -> Membership:
+    """Give a user a role on a node. Managers may do this below the nodes they manage."""
+    if role not in Role.values:
+        raise ValidationFailed(f"role must be one of {', '.join(Role.values)}.", field="role")
+    index = tree_index()
+    if node_id not in index.nodes:
+        raise ValidationFailed(f"There is no node with id {node_id}.", field="node")
+    _require_governs(actor, index, node_id, field="node", action="manage memberships of")
+    if role == Role.MEMBER and index.nodes[node_id].kind != NodeKind.PROJECT:
+        raise ValidationFailed("Members belong to projects; give programs managers instead.", field="role")
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise ValidationFailed(f"There is no user named '{username}'.", field="user")
+    with transaction.atomic(), pghistory.context(actor=_actor_name(actor)):
+        membership, created = Membership.objects.get_or_create(user=user, node_id=node_id, role=role)
+    if not created:
+        raise ValidationFailed(f"'{username}' is already {role} of '{index.path(node_id)}'.", field="user")
+    return membership
+
+
+def membership_remove(*, actor, membership_id: int) -> None:
+    membership = Membership.objects.filter(pk=membership_id).first()
+    if membership is None:
+        raise NotFound(f"There is no membership with id {membership_id}.")
+    index = tree_index()
+    _require_governs(actor, index, membership.node_id, field="node", action="manage memberships of")
+    with transaction.atomic(), pghistory.context(actor=_actor_name(actor)):
+        membership.delete()
+
+
+# ---------------------------------------------------------------- import / export
+
+
+@dataclass
+class ImportedNode:
+    name: str
+    weight: Decimal | None
+    managers: list[str]
+    members: list[str]
+    children: list[ImportedNode]
+    path: str
+
+
+def _parse_people(data: Mapping[str, Any], key: str, path: str) -> list[str]:
+    people = data.get(key, [])
+    if not isinstance(people, list) or not all(isinstance(p, str) and p.strip() for p in people):
+        raise ValidationFailed(f"{path}.{key}: must be a list of user names.", field=f"{path}.{key}")
+    return [p.strip() for p in people]
+
+
+def parse_tree_document(data: Any, *, path: str = "$") -> ImportedNode:
+    """Validate the budget tree format; errors name the node path and field."""
+    if not isinstance(data, Mapping):
+        raise ValidationFailed(f"{path}: each node must be an object.", field=path)
+    raw_name = data.get("name")
+    try:
+        name = _clean_name(raw_name, field=f"{path}.name")
+    except ValidationFailed as exc:
+        raise ValidationFailed(f"{path}.name: {exc.message}", field=exc.field) from None
+    node_path = f"{path}({name})"
+    weight = None
+    if path != "$":
+        try:
+            weight = parse_weight(data.get("weight", 1), field=f"{node_path}.weight")
+        except ValidationFailed as exc:
+            raise ValidationFailed(f"{node_path}.weight: {exc.message}", field=exc.field) from None
+    children_data = data.get("children", [])
+    if not isinstance(children_data, list):
+        raise ValidationFailed(f"{node_path}.children: must be a list.", field=f"{node_path}.children")
+    children = [parse_tree_document(c, path=f"{node_path}.children[{i}]") for i, c in enumerate(children_data)]
+    seen: dict[str, str] = {}
+    for child in children:
+        slug = slugify(child.name)
+        if slug in seen:
+            raise ValidationFailed(
+                f"{node_path}: two children are named '{seen[slug]}' and '{child.name}'; names must be unique among siblings.",
+                field=f"{node_path}.children",
+            )
+        seen[slug] = child.name
+    managers = _parse_people(data, "managers", node_path)
+    members = _parse_people(data, "members", node_path)
+    if members and children:
+        raise ValidationFailed(
+            f"{node_path}.members: only projects (leaves) have members.", field=f"{node_path}.members"
+        )
+    return ImportedNode(name, weight, managers, members, children, node_path)
+
+
+def budget_tree_import(*, data: Any, actor=None, reason: str = "Imported budget tree") -> BudgetNode:
+    """Create or update a tree from the import format, atomically.
+
+    Nodes are matched by name under their parent: matched nodes take the file's weight,
+    new nodes are created, nodes absent from the file are kept. Users named in
+    managers/members are created without a usable password. An invalid file changes nothing.
+    """
+    if actor is not None and not actor.is_superuser:
+        raise PermissionDenied("Only superusers may import a budget tree.")
+    reason = _clean_reason(reason)
+    document = parse_tree_document(data)
+    user_model = get_user_model()
+    with transaction.atomic():
+        state = _lock_tree()
+        index = tree_index()
+        before = index.shares
+        users: dict[str, Any] = {}
+
+        def user(username: str):
+            if username not in users:
+                found = user_model.objects.filter(username=username).first()
+                if found is None:
+                    found = user_model(username=username)
+                    found.set_unusable_password()
+                    found.save()
+                users[username] = found
+            return users[username]
+
+        touched: list[tuple[BudgetNode, Decimal | None]] = []
+
+        def upsert(item: ImportedNode, parent: BudgetNode | None, depth: int) -> BudgetNode:
+            if item.children:
+                kind = NodeKind.ORGANISATION if parent is None else NodeKind.PROGRAM
+            else:
+                kind = NodeKind.ORGANISATION if parent is None else NodeKind.PROJECT
+            node = BudgetNode.objects.filter(parent=parent, name=item.name).first()
+            old_weight = node.weight if node else None
+            if node is None:
+                node = BudgetNode(parent=parent, name=item.name, slug=slugify(item.name))
+            node.kind = kind
+            if item.weight is not None:
+                node.weight = item.weight
+            node.save()
+            touched.append((node, old_weight))
+            for username in item.managers:
+                Membership.objects.get_or_create(user=user(username), node=node, role=Role.MANAGER)
+            for username in item.members:
+                Membership.objects.get_or_create(user=user(username), node=node, role=Role.MEMBER)
+            for child in item.children:
+                upsert(child, node, depth + 1)
+            return node
+
+        with pghistory.context(actor=_actor_name(actor), reason=reason):
+            root = upsert(document, None, 0)
+        state.version += 1
+        state.save(update_fields=["version"])
+        after_index = tree_index()
+        event = BudgetEvent.objects.create(
+            kind=EventKind.IMPORTED,
+            actor=actor,
+            actor_name=_actor_name(actor),
+            reason=reason,
+            effective_at=timezone.now(),
+            tree_version=state.version,
+        )
+        BudgetEventItem.objects.bulk_create(
+            BudgetEventItem(
+                event=event,
+                node=node,
+                node_path=after_index.path(node.pk),
+                old_weight=old_weight,
+                new_weight=node.weight,
+                old_entitled_share=before[node.pk].entitled if node.pk in before else None,
+                new_entitled_share=after_index.shares[node.pk].entitled,
+            )
+            for node, old_weight in touched
+        )
+        return root
+
+
+def budget_tree_export(*, root_name: str | None = None) -> dict[str, Any]:
+    """The tree in the import format (weights as numbers, people by user name)."""
+    index = tree_index(with_people=True)
+    roots = index.children.get(None, [])
+    if root_name is not None:
+        roots = [r for r in roots if r.name == root_name]
+    if not roots:
+        raise NotFound("There is no budget tree to export." if root_name is None else f"There is no tree named '{root_name}'.")
+
+    def build(node: BudgetNode) -> dict[str, Any]:
+        data: dict[str, Any] = {"name": node.name}
+        if node.parent_id is not None:
+            weight = node.weight.normalize()
+            data["weight"] = int(weight) if weight == weight.to_integral() else float(weight)
+        if index.managers.get(node.pk):
+            data["managers"] = index.managers[node.pk]
+        if index.members.get(node.pk):
+            data["members"] = index.members[node.pk]
+        kids = index.children.get(node.pk, [])
+        if kids:
+            data["children"] = [build(c) for c in kids]
+        return data
+
+    return build(roots[0])

@@ -1,0 +1,221 @@
+"""Manager pages: the tree, the edit form with a live preview, and the history."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+from django.views.decorators.http import require_http_methods, require_POST
+
+from budgets import selectors, services
+from budgets.models import EventKind
+from config.errors import ApplicationError, PermissionDenied
+from scheduler.models import Cluster
+
+HOURS_PER_WEEK = 168
+
+
+def _tree_rows(index: selectors.TreeIndex, governed: set[int] | None, clusters) -> list[dict]:
+    rows = []
+    for node, depth in index.walk():
+        share = index.shares[node.pk]
+        children = index.children.get(node.pk, [])
+        rows.append(
+            {
+                "node": node,
+                "depth": depth,
+                "indent": depth * 1.5,
+                "path": index.path(node.pk),
+                "share_pct": share.share * 100,
+                "entitled_pct": share.entitled * 100,
+                "gpu_hours": [share.entitled * c.gpu_capacity * HOURS_PER_WEEK for c in clusters],
+                "managers": index.managers.get(node.pk, []),
+                "members": index.members.get(node.pk, []),
+                "can_edit_children": bool(children)
+                and (governed is None or all(c.pk in governed for c in children)),
+            }
+        )
+    return rows
+
+
+def _governed(user, index) -> set[int] | None:
+    return None if user.is_superuser else selectors.nodes_governed_by(user=user, index=index)
+
+
+@login_required
+def tree_page(request: HttpRequest) -> HttpResponse:
+    index = selectors.tree_index(with_people=True)
+    clusters = list(Cluster.objects.all())
+    context = {
+        "rows": _tree_rows(index, _governed(request.user, index), clusters),
+        "clusters": clusters,
+        "version": selectors.tree_version(),
+        "pending": selectors.scheduled_changes_pending(),
+    }
+    return render(request, "budgets/tree.html", context)
+
+
+def _edit_context(request: HttpRequest, node_id: int) -> dict:
+    index = selectors.tree_index()
+    if node_id not in index.nodes:
+        raise Http404("No such node")
+    children = index.children.get(node_id, [])
+    governed = _governed(request.user, index)
+    if not children or (governed is not None and not all(c.pk in governed for c in children)):
+        raise PermissionDenied(
+            f"You may not change the weights under '{index.path(node_id)}': it is outside the subtree you manage."
+        )
+    return {"index": index, "node": index.nodes[node_id], "children": children, "path": index.path(node_id)}
+
+
+def _posted_weights(request: HttpRequest, children) -> tuple[dict[int, Decimal], dict[int, str], list[dict]]:
+    """Weights typed in the form: parsed edits, per-node errors, and the raw changes."""
+    edits: dict[int, Decimal] = {}
+    errors: dict[int, str] = {}
+    changes = []
+    for child in children:
+        raw = request.POST.get(f"weight-{child.pk}", "")
+        try:
+            weight = services.parse_weight(raw)
+        except ApplicationError as exc:
+            errors[child.pk] = exc.message
+            continue
+        if weight != child.weight:
+            edits[child.pk] = weight
+            changes.append({"node": child.pk, "weight": str(weight)})
+    return edits, errors, changes
+
+
+def _preview_rows(index: selectors.TreeIndex, edits: dict[int, Decimal]) -> list[dict]:
+    after = index.preview(edits)
+    rows = []
+    for node, depth in index.walk():
+        old, new = index.shares[node.pk].entitled, after[node.pk].entitled
+        if node.pk in edits or abs(old - new) > 1e-12:
+            rows.append(
+                {
+                    "path": index.path(node.pk),
+                    "old_weight": node.weight,
+                    "new_weight": edits.get(node.pk, node.weight),
+                    "old_pct": old * 100,
+                    "new_pct": new * 100,
+                    "delta_pct": (new - old) * 100,
+                }
+            )
+    return rows
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
+    try:
+        context = _edit_context(request, node_id)
+    except PermissionDenied as exc:
+        return render(request, "403.html", {"message": exc.message}, status=403)
+    context.update(version=selectors.tree_version(), preview=[], errors={}, form_error=None)
+    context["fields"] = [
+        {"child": c, "value": request.POST.get(f"weight-{c.pk}", c.weight.normalize())}
+        for c in context["children"]
+    ]
+    if request.method == "POST":
+        edits, errors, changes = _posted_weights(request, context["children"])
+        context.update(errors=errors, preview=_preview_rows(context["index"], edits), posted=request.POST)
+        effective_at = None
+        raw_effective = request.POST.get("effective_at", "").strip()
+        if raw_effective:
+            effective_at = parse_datetime(raw_effective)
+            if effective_at is None:
+                context["form_error"] = "Effective time: use the format 2026-12-01T09:00."
+            elif timezone.is_naive(effective_at):
+                effective_at = timezone.make_aware(effective_at, dt.UTC)
+        if not errors and context["form_error"] is None:
+            if not changes:
+                context["form_error"] = "No weight was changed."
+            else:
+                base = request.POST.get("base_version")
+                try:
+                    services.budget_change_create(
+                        actor=request.user,
+                        reason=request.POST.get("reason", ""),
+                        changes=changes,
+                        effective_at=effective_at,
+                        base_version=int(base) if base and base.isdigit() else None,
+                    )
+                except ApplicationError as exc:
+                    context["form_error"] = exc.message
+                    return render(request, "budgets/edit.html", context, status=exc.status_code)
+                messages.success(request, f"Budget change for '{context['path']}' saved.")
+                return redirect("budgets:history")
+        return render(request, "budgets/edit.html", context, status=400)
+    return render(request, "budgets/edit.html", context)
+
+
+@login_required
+@require_POST
+def preview_partial(request: HttpRequest, node_id: int) -> HttpResponse:
+    """htmx: the entitled shares of every affected node if the typed weights were saved."""
+    try:
+        context = _edit_context(request, node_id)
+    except PermissionDenied as exc:
+        return HttpResponse(exc.message, status=403)
+    edits, errors, _ = _posted_weights(request, context["children"])
+    return render(
+        request,
+        "budgets/_preview.html",
+        {"preview": _preview_rows(context["index"], edits), "errors": errors, "index": context["index"]},
+    )
+
+
+@login_required
+def history_page(request: HttpRequest) -> HttpResponse:
+    params = request.GET
+    filters: dict = {}
+    error = None
+    if params.get("node", "").isdigit():
+        filters["node_id"] = int(params["node"])
+    if params.get("actor"):
+        filters["actor"] = params["actor"].strip()
+    if params.get("kind") in EventKind.values:
+        filters["kind"] = params["kind"]
+    if params.get("since"):
+        since = parse_datetime(params["since"]) or (
+            dt.datetime.combine(d, dt.time.min, tzinfo=dt.UTC) if (d := parse_date(params["since"])) else None
+        )
+        if since is None:
+            error = "Since: use a date such as 2026-11-01."
+        else:
+            filters["since"] = since if timezone.is_aware(since) else timezone.make_aware(since, dt.UTC)
+    events = selectors.budget_event_list(**filters)
+    page = Paginator(events, 25).get_page(params.get("page"))
+    index = selectors.tree_index()
+    context = {
+        "page": page,
+        "nodes": [(n.pk, index.path(n.pk)) for n, _ in index.walk()],
+        "kinds": EventKind.choices,
+        "params": params,
+        "error": error,
+        "pending": selectors.scheduled_changes_pending(),
+    }
+    return render(request, "budgets/history.html", context)
+
+
+@login_required
+@require_POST
+def cancel_scheduled(request: HttpRequest, event_id: int) -> HttpResponse:
+    try:
+        services.budget_change_cancel(
+            actor=request.user, scheduled_event_id=event_id, reason=request.POST.get("reason", "")
+        )
+        messages.success(request, "Scheduled change cancelled.")
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        if exc.status_code == 403:
+            return render(request, "403.html", {"message": exc.message}, status=403)
+    return redirect("budgets:history")

@@ -1,0 +1,45 @@
+"""The domain's error family. Services raise these; the API and pages map them to 4xx."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApplicationError(Exception):
+    """A request the domain refuses. `field` names the offending input where there is one."""
+
+    status_code = 400
+    code = "invalid"
+
+    def __init__(self, message: str, *, field: str | None = None, extra: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.extra = extra or {}
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "detail": self.message}
+        if self.field:
+            body["field"] = self.field
+        body.update(self.extra)
+        return body
+
+
+class ValidationFailed(ApplicationError):
+    status_code = 400
+    code = "invalid"
+
+
+class PermissionDenied(ApplicationError):
+    status_code = 403
+    code = "permission_denied"
+
+
+class NotFound(ApplicationError):
+    status_code = 404
+    code = "not_found"
+
+
+class Conflict(ApplicationError):
+    status_code = 409
+    code = "conflict"

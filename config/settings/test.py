@@ -1,0 +1,9 @@
+"""Test settings: fast password hashing, Celery tasks run eagerly unless a test
+starts a real worker."""
+
+from .base import *  # noqa: F403
+
+DEBUG = False
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+CELERY_TASK_ALWAYS_EAGER = True
+CELERY_TASK_EAGER_PROPAGATES = True

@@ -1,0 +1,1 @@
+"""Ledger tables arrive with the live service (occupancy intervals, hourly rollups)."""
