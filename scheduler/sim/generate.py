@@ -180,17 +180,24 @@ def _fill(
     clock: _Clock,
     users: int = 4,
     priorities: tuple[int, ...] = (0,),
+    paced: bool = False,
 ) -> None:
-    """Add jobs from ``make`` until their GPU-time reaches ``budget_gpu_s``."""
+    """Add jobs from ``make`` until their GPU-time reaches ``budget_gpu_s``.
+
+    Submit times come from ``clock``; with ``paced`` they follow the cumulative GPU-time
+    instead (a team that submits its work steadily over [clock.t0, clock.t1)), so a few
+    huge jobs cannot leave a week without demand.
+    """
     spent = 0.0
+    new: list[TraceRow] = []
     while spent < budget_gpu_s:
         gpus, dur, min_rt, resumable, kind = make(rng)
-        rows.append(
+        new.append(
             TraceRow(
                 job_id="",
                 project=project,
                 user=f"{project}-u{rng.randrange(users)}",
-                submit_s=clock.draw(),
+                submit_s=0 if paced else clock.draw(),
                 gpus=gpus,
                 duration_s=dur,
                 min_runtime_s=min_rt,
@@ -200,6 +207,14 @@ def _fill(
             )
         )
         spent += gpus * dur
+    if paced and new:
+        span = clock.t1 - clock.t0
+        before = 0.0
+        for r in new:
+            work = r.gpus * r.duration_s
+            r.submit_s = int(clock.t0 + span * (before + rng.random() * work) / spent)
+            before += work
+    rows.extend(new)
 
 
 def _finish(rows: list[TraceRow], prefix: str) -> list[TraceRow]:
@@ -288,16 +303,19 @@ def _ai2_month(seed: int) -> Scenario:
             prng,
             rows,
             proj,
-            0.66 * budget,
+            0.70 * budget,
             _large_training(large_max),
             steady,
             priorities=(0, 0, 1, 2),
+            paced=True,
         )
-        _fill(prng, rows, proj, 0.24 * budget, _small_training, steady, priorities=(0, 1))
+        _fill(
+            prng, rows, proj, 0.24 * budget, _small_training, steady, priorities=(0, 1), paced=True
+        )
         _fill(prng, rows, proj, 0.054 * budget, _interactive, clock)
         _fill(prng, rows, proj, 0.006 * budget, _debug, clock, priorities=(0, 1))
         # unallocated sweeps: ~18% of all submitted GPU-time
-        _fill(prng, rows, proj, (demand - allocated) * share, _unallocated, steady)
+        _fill(prng, rows, proj, (demand - allocated) * share, _unallocated, steady, paced=True)
     events = _failures(rng, hosts, 6, t1)
     return Scenario(
         "ai2-month",
