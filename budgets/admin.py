@@ -23,7 +23,13 @@ class BudgetEventItemInline(admin.TabularInline):
     model = BudgetEventItem
     extra = 0
     can_delete = False
-    readonly_fields = ["node_path", "old_weight", "new_weight", "old_entitled_share", "new_entitled_share"]
+    readonly_fields = [
+        "node_path",
+        "old_weight",
+        "new_weight",
+        "old_entitled_share",
+        "new_entitled_share",
+    ]
     fields = readonly_fields
 
     def has_add_permission(self, request, obj=None):

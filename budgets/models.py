@@ -11,9 +11,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from tree_queries.models import TreeNode
 
-APPEND_ONLY = pgtrigger.Protect(
-    name="append_only", operation=pgtrigger.Update | pgtrigger.Delete
-)
+APPEND_ONLY = pgtrigger.Protect(name="append_only", operation=pgtrigger.Update | pgtrigger.Delete)
 
 
 class NodeKind(models.TextChoices):
@@ -49,12 +47,18 @@ class BudgetNode(TreeNode):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(fields=["parent", "name"], name="node_name_unique_among_siblings"),
-            models.UniqueConstraint(fields=["parent", "slug"], name="node_slug_unique_among_siblings"),
+            models.UniqueConstraint(
+                fields=["parent", "name"], name="node_name_unique_among_siblings"
+            ),
+            models.UniqueConstraint(
+                fields=["parent", "slug"], name="node_slug_unique_among_siblings"
+            ),
             models.UniqueConstraint(
                 fields=["name"], condition=models.Q(parent__isnull=True), name="root_name_unique"
             ),
-            models.CheckConstraint(condition=models.Q(weight__gte=0), name="node_weight_not_negative"),
+            models.CheckConstraint(
+                condition=models.Q(weight__gte=0), name="node_weight_not_negative"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -65,7 +69,9 @@ class BudgetNode(TreeNode):
 class Membership(models.Model):
     """A user's role on a node: managers govern the subtree below, members use a project."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
     node = models.ForeignKey(BudgetNode, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=20, choices=Role.choices)
 
@@ -144,7 +150,9 @@ class ScheduledChange(models.Model):
 
     event = models.OneToOneField(BudgetEvent, on_delete=models.PROTECT, related_name="scheduled")
     effective_at = models.DateTimeField(db_index=True)
-    status = models.CharField(max_length=20, choices=ScheduledStatus.choices, default=ScheduledStatus.PENDING)
+    status = models.CharField(
+        max_length=20, choices=ScheduledStatus.choices, default=ScheduledStatus.PENDING
+    )
     changes = models.JSONField()  # [{"node": id, "weight": "60"}]
 
     class Meta:

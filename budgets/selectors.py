@@ -22,7 +22,7 @@ from budgets.models import (
     ScheduledStatus,
     TreeState,
 )
-from budgets.shares import NodeShare, compute_shares, shares_with_edits
+from budgets.shares import NodeShare, compute_shares, shares_with_edits, weight_text
 
 
 @dataclass
@@ -140,7 +140,7 @@ def tree_as_dict(*, index: TreeIndex | None = None) -> list[dict]:
         share = index.shares[node.pk]
         data: dict = {"id": node.pk, "name": node.name, "kind": node.kind}
         if node.parent_id is not None:
-            data["weight"] = str(node.weight.normalize()) if node.weight else "0"
+            data["weight"] = weight_text(node.weight)
         data["share"] = share.share
         data["entitled_share"] = share.entitled
         if index.managers.get(node.pk):

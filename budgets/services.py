@@ -50,9 +50,7 @@ def _clean_reason(reason: Any, *, field: str = "reason") -> str:
     if text is None:
         raise ValidationFailed("The reason must be text.", field=field)
     if not text:
-        raise ValidationFailed(
-            "A written reason is required for every budget change.", field=field
-        )
+        raise ValidationFailed("A written reason is required for every budget change.", field=field)
     if len(text) > MAX_REASON_LENGTH:
         raise ValidationFailed(
             f"The reason is {len(text)} characters long; at most {MAX_REASON_LENGTH} are allowed.",
@@ -68,7 +66,9 @@ def parse_weight(value: Any, *, field: str = "weight") -> Decimal:
     try:
         weight = Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
-        raise ValidationFailed(f"'{value}' is not a number; a weight is a number >= 0.", field=field) from None
+        raise ValidationFailed(
+            f"'{value}' is not a number; a weight is a number >= 0.", field=field
+        ) from None
     if not weight.is_finite():
         raise ValidationFailed("A weight must be a finite number.", field=field)
     if weight < 0:
@@ -142,26 +142,35 @@ def _parse_edits(changes: Sequence[Mapping[str, Any]], index: TreeIndex) -> list
     seen: set[int] = set()
     for i, change in enumerate(changes):
         if not isinstance(change, Mapping):
-            raise ValidationFailed("Each change is an object with node and weight.", field=f"changes[{i}]")
+            raise ValidationFailed(
+                "Each change is an object with node and weight.", field=f"changes[{i}]"
+            )
         raw_node = change.get("node")
         if isinstance(raw_node, bool) or not isinstance(raw_node, int | str):
             raise ValidationFailed("A node id is required.", field=f"changes[{i}].node")
         try:
             node_id = int(raw_node)
         except ValueError:
-            raise ValidationFailed(f"'{raw_node}' is not a node id.", field=f"changes[{i}].node") from None
+            raise ValidationFailed(
+                f"'{raw_node}' is not a node id.", field=f"changes[{i}].node"
+            ) from None
         if node_id not in index.nodes:
-            raise ValidationFailed(f"There is no node with id {node_id}.", field=f"changes[{i}].node")
+            raise ValidationFailed(
+                f"There is no node with id {node_id}.", field=f"changes[{i}].node"
+            )
         if index.nodes[node_id].parent_id is None:
             raise ValidationFailed(
-                "The root has no siblings, so it has no weight to change.", field=f"changes[{i}].node"
+                "The root has no siblings, so it has no weight to change.",
+                field=f"changes[{i}].node",
             )
         if node_id in seen:
             raise ValidationFailed(
                 f"Node {node_id} appears twice in one change.", field=f"changes[{i}].node"
             )
         seen.add(node_id)
-        edits.append(WeightEdit(node_id, parse_weight(change.get("weight"), field=f"changes[{i}].weight")))
+        edits.append(
+            WeightEdit(node_id, parse_weight(change.get("weight"), field=f"changes[{i}].weight"))
+        )
     return edits
 
 
@@ -176,7 +185,10 @@ def _write_items(
     items = []
     for node_id, node in index.nodes.items():
         new_weight = edits.get(node_id, node.weight)
-        if new_weight == node.weight and abs(before[node_id].entitled - after[node_id].entitled) < 1e-12:
+        if (
+            new_weight == node.weight
+            and abs(before[node_id].entitled - after[node_id].entitled) < 1e-12
+        ):
             continue
         items.append(
             BudgetEventItem(
@@ -246,13 +258,21 @@ def budget_change_create(
     now = now or timezone.now()
     reason = _clean_reason(reason)
     if effective_at is not None and timezone.is_naive(effective_at):
-        raise ValidationFailed("effective_at needs a time zone (e.g. 2026-12-01T09:00:00Z).", field="effective_at")
+        raise ValidationFailed(
+            "effective_at needs a time zone (e.g. 2026-12-01T09:00:00Z).", field="effective_at"
+        )
     with transaction.atomic():
         state = _lock_tree()
         index = tree_index()
         edit_list = _parse_edits(changes, index)
         for i, edit in enumerate(edit_list):
-            _require_governs(actor, index, edit.node_id, field=f"changes[{i}].node", action="change the weight of")
+            _require_governs(
+                actor,
+                index,
+                edit.node_id,
+                field=f"changes[{i}].node",
+                action="change the weight of",
+            )
         _check_base_version(state, base_version)
         edits = {e.node_id: e.weight for e in edit_list}
         if effective_at is None or effective_at <= now:
@@ -299,11 +319,15 @@ def budget_change_cancel(*, actor, scheduled_event_id: int, reason: str) -> Budg
         if scheduled is None:
             raise NotFound(f"There is no scheduled change with event id {scheduled_event_id}.")
         if scheduled.status != ScheduledStatus.PENDING:
-            raise Conflict(f"This change is already {scheduled.status}; only pending changes can be cancelled.")
+            raise Conflict(
+                f"This change is already {scheduled.status}; only pending changes can be cancelled."
+            )
         index = tree_index()
         if actor is None or actor.pk != scheduled.event.actor_id:
             for change in scheduled.changes:
-                _require_governs(actor, index, change["node"], field="event", action="cancel a change to")
+                _require_governs(
+                    actor, index, change["node"], field="event", action="cancel a change to"
+                )
         scheduled.status = ScheduledStatus.CANCELLED
         scheduled.save(update_fields=["status"])
         return BudgetEvent.objects.create(
@@ -335,7 +359,9 @@ def budget_apply_due_changes(*, now: dt.datetime | None = None) -> list[BudgetEv
         for scheduled in due:
             index = tree_index()
             edits = {
-                int(c["node"]): Decimal(c["weight"]) for c in scheduled.changes if int(c["node"]) in index.nodes
+                int(c["node"]): Decimal(c["weight"])
+                for c in scheduled.changes
+                if int(c["node"]) in index.nodes
             }
             applied.append(
                 _apply_weights(
@@ -358,14 +384,27 @@ def budget_apply_due_changes(*, now: dt.datetime | None = None) -> list[BudgetEv
 # ---------------------------------------------------------------- structure
 
 
-def _unique_among_siblings(index: TreeIndex, parent_id: int | None, name: str, *, exclude: int | None) -> None:
+def _unique_among_siblings(
+    index: TreeIndex, parent_id: int | None, name: str, *, exclude: int | None
+) -> None:
     for sibling in index.children.get(parent_id, []):
         if sibling.pk != exclude and (sibling.name == name or sibling.slug == slugify(name)):
             where = f"under '{index.path(parent_id)}'" if parent_id else "among the roots"
-            raise ValidationFailed(f"A node named '{sibling.name}' already exists {where}.", field="name")
+            raise ValidationFailed(
+                f"A node named '{sibling.name}' already exists {where}.", field="name"
+            )
 
 
-def _structure_event(*, actor, reason: str, state: TreeState, node: BudgetNode, index: TreeIndex, old_weight, new_weight) -> BudgetEvent:
+def _structure_event(
+    *,
+    actor,
+    reason: str,
+    state: TreeState,
+    node: BudgetNode,
+    index: TreeIndex,
+    old_weight,
+    new_weight,
+) -> BudgetEvent:
     state.version += 1
     state.save(update_fields=["version"])
     event = BudgetEvent.objects.create(
@@ -422,7 +461,15 @@ def node_create(
             node = BudgetNode.objects.create(
                 parent=parent, name=name, slug=slugify(name), kind=kind, weight=weight_value
             )
-        _structure_event(actor=actor, reason=reason, state=state, node=node, index=index, old_weight=None, new_weight=weight_value)
+        _structure_event(
+            actor=actor,
+            reason=reason,
+            state=state,
+            node=node,
+            index=index,
+            old_weight=None,
+            new_weight=weight_value,
+        )
         return node
 
 
@@ -464,10 +511,15 @@ def node_update(
                 )
             if index.nodes[parent_id].kind == NodeKind.PROJECT:
                 raise ValidationFailed(
-                    f"'{index.path(parent_id)}' is a project; projects cannot have children.", field="parent"
+                    f"'{index.path(parent_id)}' is a project; projects cannot have children.",
+                    field="parent",
                 )
             governed = _governed(actor, index)
-            if governed is not None and parent_id not in governed and not _manages(actor, parent_id):
+            if (
+                governed is not None
+                and parent_id not in governed
+                and not _manages(actor, parent_id)
+            ):
                 raise PermissionDenied(
                     f"You may not move nodes under '{index.path(parent_id)}': it is outside the subtree you manage.",
                     field="parent",
@@ -478,7 +530,15 @@ def node_update(
         node.name, node.slug, node.parent_id = new_name, slugify(new_name), new_parent_id
         with pghistory.context(actor=_actor_name(actor), reason=reason):
             node.save()
-        _structure_event(actor=actor, reason=reason, state=state, node=node, index=index, old_weight=node.weight, new_weight=node.weight)
+        _structure_event(
+            actor=actor,
+            reason=reason,
+            state=state,
+            node=node,
+            index=index,
+            old_weight=node.weight,
+            new_weight=node.weight,
+        )
         return node
 
 
@@ -494,14 +554,20 @@ def membership_add(*, actor, node_id: int, username: str, role: str) -> Membersh
         raise ValidationFailed(f"There is no node with id {node_id}.", field="node")
     _require_governs(actor, index, node_id, field="node", action="manage memberships of")
     if role == Role.MEMBER and index.nodes[node_id].kind != NodeKind.PROJECT:
-        raise ValidationFailed("Members belong to projects; give programs managers instead.", field="role")
+        raise ValidationFailed(
+            "Members belong to projects; give programs managers instead.", field="role"
+        )
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
         raise ValidationFailed(f"There is no user named '{username}'.", field="user")
     with transaction.atomic(), pghistory.context(actor=_actor_name(actor)):
-        membership, created = Membership.objects.get_or_create(user=user, node_id=node_id, role=role)
+        membership, created = Membership.objects.get_or_create(
+            user=user, node_id=node_id, role=role
+        )
     if not created:
-        raise ValidationFailed(f"'{username}' is already {role} of '{index.path(node_id)}'.", field="user")
+        raise ValidationFailed(
+            f"'{username}' is already {role} of '{index.path(node_id)}'.", field="user"
+        )
     return membership
 
 
@@ -531,7 +597,9 @@ class ImportedNode:
 def _parse_people(data: Mapping[str, Any], key: str, path: str) -> list[str]:
     people = data.get(key, [])
     if not isinstance(people, list) or not all(isinstance(p, str) and p.strip() for p in people):
-        raise ValidationFailed(f"{path}.{key}: must be a list of user names.", field=f"{path}.{key}")
+        raise ValidationFailed(
+            f"{path}.{key}: must be a list of user names.", field=f"{path}.{key}"
+        )
     return [p.strip() for p in people]
 
 
@@ -553,8 +621,13 @@ def parse_tree_document(data: Any, *, path: str = "$") -> ImportedNode:
             raise ValidationFailed(f"{node_path}.weight: {exc.message}", field=exc.field) from None
     children_data = data.get("children", [])
     if not isinstance(children_data, list):
-        raise ValidationFailed(f"{node_path}.children: must be a list.", field=f"{node_path}.children")
-    children = [parse_tree_document(c, path=f"{node_path}.children[{i}]") for i, c in enumerate(children_data)]
+        raise ValidationFailed(
+            f"{node_path}.children: must be a list.", field=f"{node_path}.children"
+        )
+    children = [
+        parse_tree_document(c, path=f"{node_path}.children[{i}]")
+        for i, c in enumerate(children_data)
+    ]
     seen: dict[str, str] = {}
     for child in children:
         slug = slugify(child.name)
@@ -568,12 +641,15 @@ def parse_tree_document(data: Any, *, path: str = "$") -> ImportedNode:
     members = _parse_people(data, "members", node_path)
     if members and children:
         raise ValidationFailed(
-            f"{node_path}.members: only projects (leaves) have members.", field=f"{node_path}.members"
+            f"{node_path}.members: only projects (leaves) have members.",
+            field=f"{node_path}.members",
         )
     return ImportedNode(name, weight, managers, members, children, node_path)
 
 
-def budget_tree_import(*, data: Any, actor=None, reason: str = "Imported budget tree") -> BudgetNode:
+def budget_tree_import(
+    *, data: Any, actor=None, reason: str = "Imported budget tree"
+) -> BudgetNode:
     """Create or update a tree from the import format, atomically.
 
     Nodes are matched by name under their parent: matched nodes take the file's weight,
@@ -660,7 +736,11 @@ def budget_tree_export(*, root_name: str | None = None) -> dict[str, Any]:
     if root_name is not None:
         roots = [r for r in roots if r.name == root_name]
     if not roots:
-        raise NotFound("There is no budget tree to export." if root_name is None else f"There is no tree named '{root_name}'.")
+        raise NotFound(
+            "There is no budget tree to export."
+            if root_name is None
+            else f"There is no tree named '{root_name}'."
+        )
 
     def build(node: BudgetNode) -> dict[str, Any]:
         data: dict[str, Any] = {"name": node.name}

@@ -50,3 +50,9 @@ def shares_with_edits(
     return compute_shares(
         (node_id, parent_id, edits.get(node_id, weight)) for node_id, parent_id, weight in nodes
     )
+
+
+def weight_text(weight: Decimal) -> str:
+    """A weight without trailing zeros or exponent: 50.0000 -> '50', 2.5000 -> '2.5'."""
+    text = f"{Decimal(weight).normalize():f}"
+    return text

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from budgets import selectors, services
 from budgets.models import EventKind
+from budgets.shares import weight_text
 from config.errors import ApplicationError, PermissionDenied
 from scheduler.models import Cluster
 
@@ -72,10 +73,17 @@ def _edit_context(request: HttpRequest, node_id: int) -> dict:
         raise PermissionDenied(
             f"You may not change the weights under '{index.path(node_id)}': it is outside the subtree you manage."
         )
-    return {"index": index, "node": index.nodes[node_id], "children": children, "path": index.path(node_id)}
+    return {
+        "index": index,
+        "node": index.nodes[node_id],
+        "children": children,
+        "path": index.path(node_id),
+    }
 
 
-def _posted_weights(request: HttpRequest, children) -> tuple[dict[int, Decimal], dict[int, str], list[dict]]:
+def _posted_weights(
+    request: HttpRequest, children
+) -> tuple[dict[int, Decimal], dict[int, str], list[dict]]:
     """Weights typed in the form: parsed edits, per-node errors, and the raw changes."""
     edits: dict[int, Decimal] = {}
     errors: dict[int, str] = {}
@@ -121,12 +129,14 @@ def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
         return render(request, "403.html", {"message": exc.message}, status=403)
     context.update(version=selectors.tree_version(), preview=[], errors={}, form_error=None)
     context["fields"] = [
-        {"child": c, "value": request.POST.get(f"weight-{c.pk}", c.weight.normalize())}
+        {"child": c, "value": request.POST.get(f"weight-{c.pk}", weight_text(c.weight))}
         for c in context["children"]
     ]
     if request.method == "POST":
         edits, errors, changes = _posted_weights(request, context["children"])
-        context.update(errors=errors, preview=_preview_rows(context["index"], edits), posted=request.POST)
+        context.update(
+            errors=errors, preview=_preview_rows(context["index"], edits), posted=request.POST
+        )
         effective_at = None
         raw_effective = request.POST.get("effective_at", "").strip()
         if raw_effective:
@@ -169,7 +179,11 @@ def preview_partial(request: HttpRequest, node_id: int) -> HttpResponse:
     return render(
         request,
         "budgets/_preview.html",
-        {"preview": _preview_rows(context["index"], edits), "errors": errors, "index": context["index"]},
+        {
+            "preview": _preview_rows(context["index"], edits),
+            "errors": errors,
+            "index": context["index"],
+        },
     )
 
 
@@ -186,12 +200,16 @@ def history_page(request: HttpRequest) -> HttpResponse:
         filters["kind"] = params["kind"]
     if params.get("since"):
         since = parse_datetime(params["since"]) or (
-            dt.datetime.combine(d, dt.time.min, tzinfo=dt.UTC) if (d := parse_date(params["since"])) else None
+            dt.datetime.combine(d, dt.time.min, tzinfo=dt.UTC)
+            if (d := parse_date(params["since"]))
+            else None
         )
         if since is None:
             error = "Since: use a date such as 2026-11-01."
         else:
-            filters["since"] = since if timezone.is_aware(since) else timezone.make_aware(since, dt.UTC)
+            filters["since"] = (
+                since if timezone.is_aware(since) else timezone.make_aware(since, dt.UTC)
+            )
     events = selectors.budget_event_list(**filters)
     page = Paginator(events, 25).get_page(params.get("page"))
     index = selectors.tree_index()

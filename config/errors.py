@@ -11,7 +11,9 @@ class ApplicationError(Exception):
     status_code = 400
     code = "invalid"
 
-    def __init__(self, message: str, *, field: str | None = None, extra: dict[str, Any] | None = None):
+    def __init__(
+        self, message: str, *, field: str | None = None, extra: dict[str, Any] | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.field = field

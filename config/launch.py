@@ -31,11 +31,24 @@ def main() -> int:
     env = dict(os.environ, REDIS_URL=settings.REDIS_URL)
     children = [
         subprocess.Popen(
-            [python, "-m", "celery", "-A", "config", "worker", "-B", "--pool=solo", "--loglevel=INFO",
-             "--schedule", str(settings.BASE_DIR / "var" / "celerybeat-schedule")],
+            [
+                python,
+                "-m",
+                "celery",
+                "-A",
+                "config",
+                "worker",
+                "-B",
+                "--pool=solo",
+                "--loglevel=INFO",
+                "--schedule",
+                str(settings.BASE_DIR / "var" / "celerybeat-schedule"),
+            ],
             env=env,
         ),
-        subprocess.Popen([python, "manage.py", "runserver", f"{host}:{port}", "--noreload"], env=env),
+        subprocess.Popen(
+            [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"], env=env
+        ),
     ]
     where = "embedded PostgreSQL" if embedded_db else "DATABASE_URL"
     where += ", embedded Redis" if embedded_redis else ", REDIS_URL"

@@ -16,7 +16,12 @@ EXAMPLE_TREE = {
                 {"name": "a2", "weight": 30, "members": ["bob"]},
             ],
         },
-        {"name": "prog-b", "weight": 50, "managers": ["lead-b"], "children": [{"name": "b1", "weight": 1}]},
+        {
+            "name": "prog-b",
+            "weight": 50,
+            "managers": ["lead-b"],
+            "children": [{"name": "b1", "weight": 1}],
+        },
     ],
 }
 

@@ -22,7 +22,9 @@ class NodeCreateInput(serializers.Serializer):
     parent = serializers.IntegerField()
     name = serializers.CharField(max_length=100)
     weight = serializers.CharField(required=False, default="1")
-    kind = serializers.ChoiceField(choices=["program", "project"], required=False, default="project")
+    kind = serializers.ChoiceField(
+        choices=["program", "project"], required=False, default="project"
+    )
     reason = serializers.CharField(allow_blank=True, max_length=5000)
 
 
@@ -41,7 +43,9 @@ class WeightChangeInput(serializers.Serializer):
 class BudgetChangeInput(serializers.Serializer):
     reason = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100000)
     effective_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
-    base_version = serializers.IntegerField(required=False, allow_null=True, min_value=0, default=None)
+    base_version = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, default=None
+    )
     changes = WeightChangeInput(many=True, allow_empty=True)
 
 
@@ -54,7 +58,14 @@ class EventItemOutput(serializers.ModelSerializer):
 
     class Meta:
         model = BudgetEventItem
-        fields = ["node", "node_path", "old_weight", "new_weight", "old_entitled_share", "new_entitled_share"]
+        fields = [
+            "node",
+            "node_path",
+            "old_weight",
+            "new_weight",
+            "old_entitled_share",
+            "new_entitled_share",
+        ]
 
 
 class BudgetEventOutput(serializers.ModelSerializer):

@@ -57,7 +57,9 @@ class NodeListApi(APIView):
             reason=data["reason"],
         )
         index = selectors.tree_index(with_people=True)
-        return Response(s.NodeOutput(_node_payload(index, node.pk)).data, status=status.HTTP_201_CREATED)
+        return Response(
+            s.NodeOutput(_node_payload(index, node.pk)).data, status=status.HTTP_201_CREATED
+        )
 
 
 class NodeDetailApi(APIView):
@@ -68,7 +70,9 @@ class NodeDetailApi(APIView):
             raise NotFound(f"There is no node with id {node_id}.")
         return Response(s.NodeOutput(_node_payload(index, node_id)).data)
 
-    @extend_schema(request=s.NodeUpdateInput, responses=s.NodeOutput, summary="Rename or move a node")
+    @extend_schema(
+        request=s.NodeUpdateInput, responses=s.NodeOutput, summary="Rename or move a node"
+    )
     def patch(self, request, node_id: int):
         data = _validated(s.NodeUpdateInput, request.data)
         services.node_update(
@@ -113,18 +117,25 @@ class BudgetChangeListApi(APIView):
             try:
                 node_id = int(params["node"])
             except ValueError:
-                raise ValidationFailed(f"'{params['node']}' is not a node id.", field="node") from None
+                raise ValidationFailed(
+                    f"'{params['node']}' is not a node id.", field="node"
+                ) from None
         since = None
         if params.get("since"):
             since = parse_datetime(params["since"])
             if since is None:
                 raise ValidationFailed(
-                    f"'{params['since']}' is not an ISO 8601 time (e.g. 2026-11-01T00:00:00Z).", field="since"
+                    f"'{params['since']}' is not an ISO 8601 time (e.g. 2026-11-01T00:00:00Z).",
+                    field="since",
                 )
         kind = params.get("kind") or None
         if kind and kind not in EventKind.values:
-            raise ValidationFailed(f"kind must be one of {', '.join(EventKind.values)}.", field="kind")
-        events = selectors.budget_event_list(node_id=node_id, actor=params.get("actor"), since=since, kind=kind)
+            raise ValidationFailed(
+                f"kind must be one of {', '.join(EventKind.values)}.", field="kind"
+            )
+        events = selectors.budget_event_list(
+            node_id=node_id, actor=params.get("actor"), since=since, kind=kind
+        )
         from rest_framework.pagination import LimitOffsetPagination
 
         paginator = LimitOffsetPagination()
@@ -159,10 +170,16 @@ class BudgetChangeDetailApi(APIView):
 
 
 class BudgetChangeCancelApi(APIView):
-    @extend_schema(request=s.BudgetCancelInput, responses={201: s.BudgetEventOutput}, summary="Cancel a scheduled change")
+    @extend_schema(
+        request=s.BudgetCancelInput,
+        responses={201: s.BudgetEventOutput},
+        summary="Cancel a scheduled change",
+    )
     def post(self, request, event_id: int):
         data = _validated(s.BudgetCancelInput, request.data)
-        event = services.budget_change_cancel(actor=request.user, scheduled_event_id=event_id, reason=data["reason"])
+        event = services.budget_change_cancel(
+            actor=request.user, scheduled_event_id=event_id, reason=data["reason"]
+        )
         event = selectors.budget_event_list().get(pk=event.pk)
         return Response(s.BudgetEventOutput(event).data, status=status.HTTP_201_CREATED)
 
@@ -170,12 +187,16 @@ class BudgetChangeCancelApi(APIView):
 class MembershipListApi(APIView):
     @extend_schema(responses=s.MembershipOutput(many=True), summary="Memberships")
     def get(self, request):
-        memberships = Membership.objects.select_related("user").order_by("node_id", "role", "user__username")
+        memberships = Membership.objects.select_related("user").order_by(
+            "node_id", "role", "user__username"
+        )
         if request.query_params.get("node"):
             memberships = memberships.filter(node_id=request.query_params["node"])
         return Response(s.MembershipOutput(memberships, many=True).data)
 
-    @extend_schema(request=s.MembershipInput, responses={201: s.MembershipOutput}, summary="Give a user a role")
+    @extend_schema(
+        request=s.MembershipInput, responses={201: s.MembershipOutput}, summary="Give a user a role"
+    )
     def post(self, request):
         data = _validated(s.MembershipInput, request.data)
         membership = services.membership_add(

@@ -6,8 +6,7 @@ from decimal import Decimal
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import connection, transaction
-from django.db import DatabaseError
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from budgets import selectors, services
@@ -54,7 +53,10 @@ def test_weight_change_applies_now_and_records_old_and_new_values(tree):
     event = services.budget_change_create(
         actor=tree.user("lead-a"),
         reason="Q4 review: a2 ships the eval suite",
-        changes=[{"node": tree.node("a1").pk, "weight": "30"}, {"node": tree.node("a2").pk, "weight": 70}],
+        changes=[
+            {"node": tree.node("a1").pk, "weight": "30"},
+            {"node": tree.node("a2").pk, "weight": 70},
+        ],
         base_version=version,
     )
     assert event.kind == EventKind.APPLIED
@@ -73,12 +75,18 @@ def test_stale_base_version_is_a_conflict_and_changes_nothing(tree):
     version = selectors.tree_version()
     a1 = tree.node("a1").pk
     services.budget_change_create(
-        actor=tree.user("ceo"), reason="first", changes=[{"node": a1, "weight": 10}], base_version=version
+        actor=tree.user("ceo"),
+        reason="first",
+        changes=[{"node": a1, "weight": 10}],
+        base_version=version,
     )
     before = snapshot()
     with pytest.raises(Conflict) as exc:
         services.budget_change_create(
-            actor=tree.user("lead-a"), reason="second", changes=[{"node": a1, "weight": 20}], base_version=version
+            actor=tree.user("lead-a"),
+            reason="second",
+            changes=[{"node": a1, "weight": 20}],
+            base_version=version,
         )
     assert exc.value.status_code == 409
     assert exc.value.field == "base_version"
@@ -111,7 +119,9 @@ def test_empty_or_too_long_reason_is_refused(tree):
     a1 = tree.node("a1").pk
     for reason in ["", "   ", "x" * 2001]:
         with pytest.raises(ValidationFailed) as exc:
-            services.budget_change_create(actor=tree.user("ceo"), reason=reason, changes=[{"node": a1, "weight": 1}])
+            services.budget_change_create(
+                actor=tree.user("ceo"), reason=reason, changes=[{"node": a1, "weight": 1}]
+            )
         assert exc.value.field == "reason"
 
 
@@ -122,7 +132,9 @@ def test_empty_change_list_and_duplicate_nodes_are_refused(tree):
     a1 = tree.node("a1").pk
     with pytest.raises(ValidationFailed) as exc:
         services.budget_change_create(
-            actor=tree.user("ceo"), reason="r", changes=[{"node": a1, "weight": 1}, {"node": a1, "weight": 2}]
+            actor=tree.user("ceo"),
+            reason="r",
+            changes=[{"node": a1, "weight": 1}, {"node": a1, "weight": 2}],
         )
     assert exc.value.field == "changes[1].node"
 
@@ -168,7 +180,10 @@ def test_one_forbidden_node_rejects_the_whole_change(tree):
         services.budget_change_create(
             actor=tree.user("lead-a"),
             reason="r",
-            changes=[{"node": tree.node("a1").pk, "weight": 1}, {"node": tree.node("b1").pk, "weight": 9}],
+            changes=[
+                {"node": tree.node("a1").pk, "weight": 1},
+                {"node": tree.node("b1").pk, "weight": 9},
+            ],
         )
     assert exc.value.field == "changes[1].node"
     assert snapshot() == before
@@ -186,8 +201,11 @@ def test_future_change_waits_then_applies_at_its_effective_time(tree):
     now = timezone.now()
     a1 = tree.node("a1").pk
     event = services.budget_change_create(
-        actor=tree.user("lead-a"), reason="from Monday", changes=[{"node": a1, "weight": 30}],
-        effective_at=now + dt.timedelta(hours=2), now=now,
+        actor=tree.user("lead-a"),
+        reason="from Monday",
+        changes=[{"node": a1, "weight": 30}],
+        effective_at=now + dt.timedelta(hours=2),
+        now=now,
     )
     assert event.kind == EventKind.SCHEDULED
     assert entitled("a1") == pytest.approx(0.35)  # not yet
@@ -200,23 +218,35 @@ def test_future_change_waits_then_applies_at_its_effective_time(tree):
 
 def test_pending_change_can_be_cancelled_by_its_author_but_not_by_outsiders(tree):
     event = services.budget_change_create(
-        actor=tree.user("lead-a"), reason="later", changes=[{"node": tree.node("a1").pk, "weight": 1}],
+        actor=tree.user("lead-a"),
+        reason="later",
+        changes=[{"node": tree.node("a1").pk, "weight": 1}],
         effective_at=timezone.now() + dt.timedelta(days=1),
     )
     with pytest.raises(PermissionDenied):
-        services.budget_change_cancel(actor=tree.user("lead-b"), scheduled_event_id=event.pk, reason="no")
+        services.budget_change_cancel(
+            actor=tree.user("lead-b"), scheduled_event_id=event.pk, reason="no"
+        )
     with pytest.raises(ValidationFailed):
-        services.budget_change_cancel(actor=tree.user("lead-a"), scheduled_event_id=event.pk, reason="")
-    cancelled = services.budget_change_cancel(actor=tree.user("lead-a"), scheduled_event_id=event.pk, reason="dropped")
+        services.budget_change_cancel(
+            actor=tree.user("lead-a"), scheduled_event_id=event.pk, reason=""
+        )
+    cancelled = services.budget_change_cancel(
+        actor=tree.user("lead-a"), scheduled_event_id=event.pk, reason="dropped"
+    )
     assert cancelled.kind == EventKind.CANCELLED
     assert services.budget_apply_due_changes(now=timezone.now() + dt.timedelta(days=2)) == []
     assert entitled("a1") == pytest.approx(0.35)
     with pytest.raises(Conflict):
-        services.budget_change_cancel(actor=tree.user("lead-a"), scheduled_event_id=event.pk, reason="again")
+        services.budget_change_cancel(
+            actor=tree.user("lead-a"), scheduled_event_id=event.pk, reason="again"
+        )
 
 
 def test_history_rows_cannot_be_updated_or_deleted_even_with_raw_sql(tree):
-    services.budget_change_create(actor=tree.user("ceo"), reason="r", changes=[{"node": tree.node("a1").pk, "weight": 5}])
+    services.budget_change_create(
+        actor=tree.user("ceo"), reason="r", changes=[{"node": tree.node("a1").pk, "weight": 5}]
+    )
     event = BudgetEvent.objects.filter(kind=EventKind.APPLIED).first()
     item = BudgetEventItem.objects.filter(event=event).first()
     attempts = [
@@ -238,7 +268,9 @@ def test_node_weight_changes_are_also_tracked_by_pghistory(tree):
     from budgets.models import BudgetNodeEvent
 
     a1 = tree.node("a1")
-    services.budget_change_create(actor=tree.user("ceo"), reason="tracked", changes=[{"node": a1.pk, "weight": 9}])
+    services.budget_change_create(
+        actor=tree.user("ceo"), reason="tracked", changes=[{"node": a1.pk, "weight": 9}]
+    )
     last = BudgetNodeEvent.objects.filter(pgh_obj=a1).order_by("-pgh_id").first()
     assert last.weight == Decimal(9)
     assert last.pgh_context.metadata["reason"] == "tracked"
@@ -248,7 +280,10 @@ def test_move_under_own_descendant_is_refused(tree):
     before = snapshot()
     with pytest.raises(ValidationFailed) as exc:
         services.node_update(
-            actor=tree.user("ceo"), node_id=tree.node("prog-a").pk, parent_id=tree.node("a1").pk, reason="r"
+            actor=tree.user("ceo"),
+            node_id=tree.node("prog-a").pk,
+            parent_id=tree.node("a1").pk,
+            reason="r",
         )
     assert exc.value.field == "parent"
     assert "descendant" in exc.value.message
@@ -264,12 +299,20 @@ def test_duplicate_sibling_name_is_refused_on_create_rename_and_move(tree):
         services.node_update(actor=ceo, node_id=tree.node("a1").pk, name="a2", reason="r")
     services.node_create(actor=ceo, parent_id=tree.node("prog-b").pk, name="a1", reason="r")
     with pytest.raises(ValidationFailed):
-        services.node_update(actor=ceo, node_id=tree.node("b1").pk, parent_id=tree.node("prog-a").pk, name="a1", reason="r")
+        services.node_update(
+            actor=ceo,
+            node_id=tree.node("b1").pk,
+            parent_id=tree.node("prog-a").pk,
+            name="a1",
+            reason="r",
+        )
 
 
 def test_move_is_audited_and_changes_shares(tree):
     ceo = tree.user("ceo")
-    services.node_update(actor=ceo, node_id=tree.node("b1").pk, parent_id=tree.node("prog-a").pk, reason="merge")
+    services.node_update(
+        actor=ceo, node_id=tree.node("b1").pk, parent_id=tree.node("prog-a").pk, reason="merge"
+    )
     event = BudgetEvent.objects.filter(kind=EventKind.STRUCTURE).get()
     assert event.items.get().node_path == "org/prog-a/b1"
     assert entitled("b1") == pytest.approx(0.5 * 1 / 101)
@@ -277,21 +320,37 @@ def test_move_is_audited_and_changes_shares(tree):
 
 def test_node_create_permissions(tree):
     with pytest.raises(PermissionDenied):
-        services.node_create(actor=tree.user("lead-b"), parent_id=tree.node("prog-a").pk, name="x", reason="r")
-    node = services.node_create(actor=tree.user("lead-a"), parent_id=tree.node("prog-a").pk, name="a3", weight="0", reason="new")
+        services.node_create(
+            actor=tree.user("lead-b"), parent_id=tree.node("prog-a").pk, name="x", reason="r"
+        )
+    node = services.node_create(
+        actor=tree.user("lead-a"),
+        parent_id=tree.node("prog-a").pk,
+        name="a3",
+        weight="0",
+        reason="new",
+    )
     assert node.kind == "project"
     with pytest.raises(ValidationFailed):
-        services.node_create(actor=tree.user("ceo"), parent_id=tree.node("a1").pk, name="sub", reason="r")
+        services.node_create(
+            actor=tree.user("ceo"), parent_id=tree.node("a1").pk, name="sub", reason="r"
+        )
 
 
 def test_membership_rules(tree):
-    membership = services.membership_add(actor=tree.user("lead-a"), node_id=tree.node("a2").pk, username="ann", role="member")
+    membership = services.membership_add(
+        actor=tree.user("lead-a"), node_id=tree.node("a2").pk, username="ann", role="member"
+    )
     with pytest.raises(PermissionDenied):
-        services.membership_add(actor=tree.user("lead-a"), node_id=tree.node("b1").pk, username="ann", role="member")
+        services.membership_add(
+            actor=tree.user("lead-a"), node_id=tree.node("b1").pk, username="ann", role="member"
+        )
     with pytest.raises(PermissionDenied):
         services.membership_remove(actor=tree.user("ann"), membership_id=membership.pk)
     with pytest.raises(ValidationFailed) as exc:
-        services.membership_add(actor=tree.user("lead-a"), node_id=tree.node("a2").pk, username="nobody", role="member")
+        services.membership_add(
+            actor=tree.user("lead-a"), node_id=tree.node("a2").pk, username="nobody", role="member"
+        )
     assert exc.value.field == "user"
     services.membership_remove(actor=tree.user("lead-a"), membership_id=membership.pk)
     assert not Membership.objects.filter(pk=membership.pk).exists()
@@ -299,9 +358,20 @@ def test_membership_rules(tree):
 
 def test_import_is_atomic_and_names_the_bad_node_and_field(tree, tmp_path):
     before = snapshot()
-    bad = json.loads(json.dumps({**{"name": "org"}, "children": [
-        {"name": "prog-a", "weight": 80, "children": [{"name": "a1", "weight": 10}, {"name": "a9", "weight": -3}]},
-    ]}))
+    bad = json.loads(
+        json.dumps(
+            {
+                **{"name": "org"},
+                "children": [
+                    {
+                        "name": "prog-a",
+                        "weight": 80,
+                        "children": [{"name": "a1", "weight": 10}, {"name": "a9", "weight": -3}],
+                    },
+                ],
+            }
+        )
+    )
     with pytest.raises(ValidationFailed) as exc:
         services.budget_tree_import(data=bad)
     assert "a9" in exc.value.message and "weight" in exc.value.message
@@ -334,7 +404,12 @@ def test_import_rejects_malformed_documents(db, document, fragment):
 def test_export_round_trips_through_import(tree, tmp_path, capsys):
     call_command("budget_export")
     exported = json.loads(capsys.readouterr().out)
-    assert exported["children"][0]["children"][0] == {"name": "a1", "weight": 70, "managers": ["pi-a1"], "members": ["ann"]}
+    assert exported["children"][0]["children"][0] == {
+        "name": "a1",
+        "weight": 70,
+        "managers": ["pi-a1"],
+        "members": ["ann"],
+    }
     path = tmp_path / "tree.json"
     path.write_text(json.dumps(exported))
     call_command("budget_import", str(path))
@@ -343,7 +418,9 @@ def test_export_round_trips_through_import(tree, tmp_path, capsys):
 
 
 def test_reimport_updates_weights_and_is_audited(tree):
-    services.budget_tree_import(data={"name": "org", "children": [{"name": "prog-a", "weight": 25}]})
+    services.budget_tree_import(
+        data={"name": "org", "children": [{"name": "prog-a", "weight": 25}]}
+    )
     assert entitled("prog-a") == pytest.approx(1 / 3)
     event = BudgetEvent.objects.filter(kind=EventKind.IMPORTED).first()
     assert event.items.get(node_path="org/prog-a").old_weight == Decimal(50)

@@ -30,8 +30,14 @@ def test_zero_weight_sibling_gets_nothing_and_others_split_the_rest():
 
 
 def test_entitled_shares_of_leaves_sum_to_one():
-    rows = [("o", None, 1), ("p", "o", Decimal("2.5")), ("q", "o", 7), ("p1", "p", 1), ("p2", "p", 3),
-            ("q1", "q", 1)]
+    rows = [
+        ("o", None, 1),
+        ("p", "o", Decimal("2.5")),
+        ("q", "o", 7),
+        ("p1", "p", 1),
+        ("p2", "p", 3),
+        ("q1", "q", 1),
+    ]
     shares = compute_shares(rows)
     assert sum(shares[x].entitled for x in ("p1", "p2", "q1")) == pytest.approx(1.0)
 

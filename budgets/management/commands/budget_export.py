@@ -10,7 +10,9 @@ class Command(BaseCommand):
     help = "Print the budget tree as JSON in the import format."
 
     def add_arguments(self, parser):
-        parser.add_argument("--root", default=None, help="name of the tree to export (default: the first)")
+        parser.add_argument(
+            "--root", default=None, help="name of the tree to export (default: the first)"
+        )
 
     def handle(self, *args, root: str | None, **options):
         try:

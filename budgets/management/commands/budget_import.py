@@ -20,7 +20,9 @@ class Command(BaseCommand):
         except FileNotFoundError:
             raise CommandError(f"{file}: no such file") from None
         except json.JSONDecodeError as exc:
-            raise CommandError(f"{file}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+            raise CommandError(
+                f"{file}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+            ) from None
         try:
             root = budget_tree_import(data=data, reason=reason)
         except ApplicationError as exc:

@@ -14,7 +14,12 @@ DEMO_TREE = {
             "weight": 50,
             "managers": ["manager"],
             "children": [
-                {"name": "pretraining", "weight": 60, "managers": ["pi-pretraining"], "members": ["researcher"]},
+                {
+                    "name": "pretraining",
+                    "weight": 60,
+                    "managers": ["pi-pretraining"],
+                    "members": ["researcher"],
+                },
                 {"name": "post-training", "weight": 25, "members": ["researcher", "ann"]},
                 {"name": "evaluation", "weight": 10, "members": ["bob"]},
                 {"name": "tokenizers", "weight": 5, "members": ["ann"]},
@@ -60,7 +65,9 @@ class Command(BaseCommand):
                 user.save(update_fields=["password"])
         if not users.filter(username="admin").exists():
             users.create_superuser("admin", "admin@example.com", DEMO_PASSWORD)
-        Cluster.objects.get_or_create(name="demo-h100", defaults={"host_count": 16, "gpus_per_host": 8})
+        Cluster.objects.get_or_create(
+            name="demo-h100", defaults={"host_count": 16, "gpus_per_host": 8}
+        )
         self.stdout.write(
             "Demo logins (password '%s'): admin (superuser), ceo (organisation manager), "
             "manager (program language-models), researcher (member of pretraining, "

@@ -1,0 +1,346 @@
+"""REST API: every endpoint, allowed and forbidden, and every bad-input case."""
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from budgets import selectors
+from budgets.models import BudgetEvent, BudgetNode
+
+pytestmark = pytest.mark.django_db
+
+
+def as_user(client, user):
+    client.force_authenticate(user)
+    return client
+
+
+def weights():
+    return dict(BudgetNode.objects.values_list("name", "weight"))
+
+
+def test_token_auth_flow(tree, api_client):
+    tree.user("lead-a")  # sets password "pw"
+    response = api_client.post(
+        "/api/v1/auth/token/", {"username": "lead-a", "password": "pw"}, format="json"
+    )
+    assert response.status_code == 200
+    token = response.json()["token"]
+    assert (
+        api_client.post("/api/v1/auth/token/", {"username": "lead-a", "password": "no"}).status_code
+        == 400
+    )
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    assert api_client.get("/api/v1/tree/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("method", "url"),
+    [
+        ("get", "/api/v1/nodes/"),
+        ("get", "/api/v1/nodes/1/"),
+        ("get", "/api/v1/tree/"),
+        ("get", "/api/v1/budget-changes/"),
+        ("post", "/api/v1/budget-changes/"),
+        ("post", "/api/v1/budget-changes/1/cancel/"),
+        ("get", "/api/v1/memberships/"),
+        ("post", "/api/v1/memberships/"),
+        ("delete", "/api/v1/memberships/1/"),
+        ("post", "/api/v1/nodes/"),
+        ("patch", "/api/v1/nodes/1/"),
+    ],
+)
+def test_anonymous_requests_are_refused(tree, api_client, method, url):
+    assert getattr(api_client, method)(url, {}, format="json").status_code == 401
+
+
+def test_every_signed_in_user_reads_nodes_and_tree(tree, api_client):
+    as_user(api_client, tree.user("bob"))
+    nodes = api_client.get("/api/v1/nodes/").json()
+    a1 = next(n for n in nodes if n["name"] == "a1")
+    assert a1["path"] == "org/prog-a/a1"
+    assert a1["entitled_share"] == pytest.approx(0.35)
+    assert a1["share"] == pytest.approx(0.7)
+    assert a1["managers"] == ["pi-a1"] and a1["members"] == ["ann"]
+    assert a1["kind"] == "project" and a1["parent"] == tree.node("prog-a").pk
+    detail = api_client.get(f"/api/v1/nodes/{a1['id']}/").json()
+    assert detail == a1
+    assert api_client.get("/api/v1/nodes/999999/").status_code == 404
+    body = api_client.get("/api/v1/tree/").json()
+    assert body["version"] == selectors.tree_version()
+    prog_a = body["tree"]["children"][0]
+    assert prog_a["name"] == "prog-a" and prog_a["children"][0]["entitled_share"] == pytest.approx(
+        0.35
+    )
+    assert "id" in prog_a and prog_a["weight"] == "50"
+
+
+def test_budget_change_created_returns_the_stored_event(tree, api_client):
+    as_user(api_client, tree.user("lead-a"))
+    version = api_client.get("/api/v1/tree/").json()["version"]
+    response = api_client.post(
+        "/api/v1/budget-changes/",
+        {
+            "reason": "review",
+            "effective_at": None,
+            "base_version": version,
+            "changes": [{"node": tree.node("a1").pk, "weight": "60"}],
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    event = response.json()
+    assert (
+        event["kind"] == "applied"
+        and event["actor"] == "lead-a"
+        and event["tree_version"] == version + 1
+    )
+    item = next(i for i in event["items"] if i["node_path"] == "org/prog-a/a1")
+    assert item["old_weight"] == "70.0000" and item["new_weight"] == "60.0000"
+    assert api_client.get("/api/v1/tree/").json()["version"] == version + 1
+
+
+def test_budget_change_outside_subtree_is_403_and_changes_nothing(tree, api_client):
+    as_user(api_client, tree.user("lead-a"))
+    before = weights()
+    response = api_client.post(
+        "/api/v1/budget-changes/",
+        {"reason": "grab", "changes": [{"node": tree.node("b1").pk, "weight": "60"}]},
+        format="json",
+    )
+    assert response.status_code == 403
+    assert response.json()["field"] == "changes[0].node"
+    assert weights() == before
+
+
+def test_researchers_cannot_change_weights(tree, api_client):
+    as_user(api_client, tree.user("ann"))
+    response = api_client.post(
+        "/api/v1/budget-changes/",
+        {"reason": "mine", "changes": [{"node": tree.node("a1").pk, "weight": 99}]},
+        format="json",
+    )
+    assert response.status_code == 403
+
+
+def test_stale_base_version_is_409(tree, api_client):
+    as_user(api_client, tree.user("ceo"))
+    version = selectors.tree_version()
+    payload = {
+        "reason": "r",
+        "base_version": version,
+        "changes": [{"node": tree.node("a1").pk, "weight": 1}],
+    }
+    assert api_client.post("/api/v1/budget-changes/", payload, format="json").status_code == 201
+    before = weights()
+    payload["changes"][0]["weight"] = 2
+    response = api_client.post("/api/v1/budget-changes/", payload, format="json")
+    assert response.status_code == 409
+    assert response.json()["current_version"] == version + 1
+    assert weights() == before
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"reason": "", "changes": [{"node": "A1", "weight": 1}]}, "reason"),
+        ({"reason": "r", "changes": [{"node": "A1", "weight": -5}]}, "changes[0].weight"),
+        ({"reason": "r", "changes": [{"node": "A1", "weight": "ten"}]}, "changes[0].weight"),
+        ({"reason": "r", "changes": [{"node": 123456, "weight": 1}]}, "changes[0].node"),
+        ({"reason": "r", "changes": []}, "changes"),
+        (
+            {"reason": "r", "changes": [{"node": "A1", "weight": 1}], "base_version": "x"},
+            "base_version",
+        ),
+        (
+            {"reason": "r", "changes": [{"node": "A1", "weight": 1}], "effective_at": "tomorrow"},
+            "effective_at",
+        ),
+        ({"reason": "r", "changes": [{"weight": 1}]}, "changes"),
+        ({"changes": [{"node": "A1", "weight": 1}]}, "reason"),
+    ],
+)
+def test_bad_budget_changes_are_400_with_the_field(tree, api_client, payload, field):
+    as_user(api_client, tree.user("ceo"))
+    for change in payload["changes"]:
+        if change.get("node") == "A1":
+            change["node"] = tree.node("a1").pk
+    before = weights()
+    response = api_client.post("/api/v1/budget-changes/", payload, format="json")
+    assert response.status_code == 400, response.json()
+    body = response.json()
+    assert body.get("field", "").startswith(field) or field in body, body
+    assert weights() == before
+
+
+def test_history_filters(tree, api_client):
+    as_user(api_client, tree.user("ceo"))
+    api_client.post(
+        "/api/v1/budget-changes/",
+        {"reason": "ceo move", "changes": [{"node": tree.node("prog-b").pk, "weight": 10}]},
+        format="json",
+    )
+    as_user(api_client, tree.user("lead-a"))
+    api_client.post(
+        "/api/v1/budget-changes/",
+        {"reason": "lead move", "changes": [{"node": tree.node("a2").pk, "weight": 10}]},
+        format="json",
+    )
+    as_user(api_client, tree.user("bob"))  # anyone signed in reads history
+    by_actor = api_client.get("/api/v1/budget-changes/?actor=lead-a").json()["results"]
+    assert [e["reason"] for e in by_actor] == ["lead move"]
+    by_node = api_client.get(
+        f"/api/v1/budget-changes/?node={tree.node('b1').pk}&kind=applied"
+    ).json()["results"]
+    assert [e["reason"] for e in by_node] == ["ceo move"]  # b1's entitled share changed
+    future = (timezone.now() + dt.timedelta(days=1)).isoformat()
+    assert api_client.get("/api/v1/budget-changes/", {"since": future}).json()["results"] == []
+    assert api_client.get("/api/v1/budget-changes/?since=yesterday").status_code == 400
+    assert api_client.get("/api/v1/budget-changes/?node=x").json()["field"] == "node"
+
+
+def test_scheduled_change_and_cancel_over_api(tree, api_client):
+    as_user(api_client, tree.user("lead-a"))
+    when = (timezone.now() + dt.timedelta(hours=3)).isoformat()
+    event = api_client.post(
+        "/api/v1/budget-changes/",
+        {
+            "reason": "next week",
+            "effective_at": when,
+            "changes": [{"node": tree.node("a1").pk, "weight": 1}],
+        },
+        format="json",
+    ).json()
+    assert event["kind"] == "scheduled"
+    as_user(api_client, tree.user("lead-b"))
+    assert (
+        api_client.post(
+            f"/api/v1/budget-changes/{event['id']}/cancel/", {"reason": "no"}, format="json"
+        ).status_code
+        == 403
+    )
+    as_user(api_client, tree.user("lead-a"))
+    response = api_client.post(
+        f"/api/v1/budget-changes/{event['id']}/cancel/", {"reason": "not needed"}, format="json"
+    )
+    assert response.status_code == 201 and response.json()["kind"] == "cancelled"
+    assert (
+        api_client.post(
+            "/api/v1/budget-changes/999999/cancel/", {"reason": "x"}, format="json"
+        ).status_code
+        == 404
+    )
+
+
+def test_node_create_rename_and_move_permissions(tree, api_client):
+    as_user(api_client, tree.user("lead-b"))
+    assert (
+        api_client.post(
+            "/api/v1/nodes/",
+            {"parent": tree.node("prog-a").pk, "name": "x", "reason": "r"},
+            format="json",
+        ).status_code
+        == 403
+    )
+    response = api_client.post(
+        "/api/v1/nodes/",
+        {"parent": tree.node("prog-b").pk, "name": "b2", "weight": "3", "reason": "new project"},
+        format="json",
+    )
+    assert response.status_code == 201 and response.json()["path"] == "org/prog-b/b2"
+    b2 = response.json()["id"]
+    assert (
+        api_client.patch(
+            f"/api/v1/nodes/{b2}/", {"name": "b1", "reason": "r"}, format="json"
+        ).status_code
+        == 400
+    )
+    assert (
+        api_client.patch(
+            f"/api/v1/nodes/{b2}/", {"parent": tree.node("prog-a").pk, "reason": "r"}, format="json"
+        ).status_code
+        == 403
+    )
+    as_user(api_client, tree.user("ceo"))
+    response = api_client.patch(
+        f"/api/v1/nodes/{tree.node('prog-a').pk}/",
+        {"parent": tree.node("a1").pk, "reason": "r"},
+        format="json",
+    )
+    assert response.status_code == 400 and response.json()["field"] == "parent"
+    assert (
+        api_client.patch(
+            f"/api/v1/nodes/{b2}/", {"parent": tree.node("prog-a").pk, "reason": ""}, format="json"
+        ).status_code
+        == 400
+    )
+    assert (
+        api_client.patch(
+            f"/api/v1/nodes/{b2}/",
+            {"parent": tree.node("prog-a").pk, "reason": "merge"},
+            format="json",
+        ).json()["path"]
+        == "org/prog-a/b2"
+    )
+
+
+def test_membership_endpoints(tree, api_client):
+    as_user(api_client, tree.user("ann"))
+    assert (
+        api_client.post(
+            "/api/v1/memberships/",
+            {"user": "bob", "node": tree.node("a1").pk, "role": "member"},
+            format="json",
+        ).status_code
+        == 403
+    )
+    as_user(api_client, tree.user("lead-a"))
+    response = api_client.post(
+        "/api/v1/memberships/",
+        {"user": "bob", "node": tree.node("a1").pk, "role": "member"},
+        format="json",
+    )
+    assert response.status_code == 201
+    membership = response.json()["id"]
+    assert (
+        api_client.post(
+            "/api/v1/memberships/",
+            {"user": "bob", "node": tree.node("a1").pk, "role": "boss"},
+            format="json",
+        ).status_code
+        == 400
+    )
+    assert len(api_client.get(f"/api/v1/memberships/?node={tree.node('a1').pk}").json()) == 3
+    as_user(api_client, tree.user("bob"))
+    assert api_client.delete(f"/api/v1/memberships/{membership}/").status_code == 403
+    as_user(api_client, tree.user("lead-a"))
+    assert api_client.delete(f"/api/v1/memberships/{membership}/").status_code == 204
+
+
+def test_openapi_schema_and_docs_are_served_locally(tree, api_client):
+    as_user(api_client, tree.user("bob"))
+    schema = api_client.get("/api/schema/?format=json")
+    assert schema.status_code == 200
+    paths = schema.json()["paths"]
+    assert "/api/v1/budget-changes/" in paths and "/api/v1/tree/" in paths
+    docs = api_client.get("/api/docs/")
+    assert docs.status_code == 200
+    html = docs.content.decode()
+    assert "cdn" not in html.lower() and "/static/drf_spectacular_sidecar/" in html
+
+
+def test_history_events_are_listed_newest_first(tree, api_client):
+    as_user(api_client, tree.user("ceo"))
+    for weight in (1, 2, 3):
+        api_client.post(
+            "/api/v1/budget-changes/",
+            {"reason": f"w{weight}", "changes": [{"node": tree.node("a1").pk, "weight": weight}]},
+            format="json",
+        )
+    reasons = [
+        e["reason"]
+        for e in api_client.get("/api/v1/budget-changes/?kind=applied").json()["results"]
+    ]
+    assert reasons == ["w3", "w2", "w1"]
+    assert BudgetEvent.objects.count() == 4  # 3 changes + the import

@@ -1,0 +1,169 @@
+"""Server-rendered pages: who sees what, and what a manager can do."""
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from budgets import services
+from budgets.models import BudgetEvent, BudgetNode, EventKind
+
+pytestmark = pytest.mark.django_db
+
+PAGES = ["/budgets/", "/budgets/history/", "/budgets/nodes/{prog_a}/edit/"]
+
+
+@pytest.mark.parametrize("url", [*PAGES, "/budgets/nodes/{prog_a}/preview/"])
+def test_anonymous_users_are_sent_to_sign_in(tree, client, url):
+    response = client.get(url.format(prog_a=tree.node("prog-a").pk))
+    assert response.status_code == 302 and response.url.startswith("/accounts/login/")
+
+
+def test_tree_page_shows_shares_and_gpu_hours(tree, client):
+    from tests.factories import ClusterFactory
+
+    ClusterFactory(name="h100", host_count=10, gpus_per_host=8)
+    client.force_login(tree.user("bob"))
+    html = client.get("/budgets/").content.decode()
+    assert "35.00%" in html  # a1's entitled share
+    assert ">4704<" in html  # 0.35 x 80 GPUs x 168 h
+    assert "Edit weights" not in html  # bob manages nothing
+
+
+def test_edit_links_only_where_the_user_governs_every_child(tree, client):
+    client.force_login(tree.user("lead-a"))
+    html = client.get("/budgets/").content.decode()
+    assert f"/budgets/nodes/{tree.node('prog-a').pk}/edit/" in html
+    assert f"/budgets/nodes/{tree.node('prog-b').pk}/edit/" not in html
+    assert f"/budgets/nodes/{tree.node('org').pk}/edit/" not in html
+
+
+@pytest.mark.parametrize(
+    ("user", "node", "status"),
+    [
+        ("lead-a", "prog-a", 200),
+        ("ceo", "prog-a", 200),
+        ("ceo", "org", 200),
+        ("lead-a", "org", 403),
+        ("lead-a", "prog-b", 403),
+        ("ann", "prog-a", 403),
+        ("pi-a1", "prog-a", 403),
+        ("root", "org", 200),
+    ],
+)
+def test_edit_page_permission_matrix(tree, admin_user, client, user, node, status):
+    client.force_login(admin_user if user == "root" else tree.user(user))
+    url = f"/budgets/nodes/{tree.node(node).pk}/edit/"
+    assert client.get(url).status_code == status
+    preview = client.post(url.replace("edit", "preview"), {})
+    assert preview.status_code == status
+
+
+def test_forbidden_post_changes_nothing(tree, client):
+    client.force_login(tree.user("lead-b"))
+    a1 = tree.node("a1")
+    response = client.post(
+        f"/budgets/nodes/{tree.node('prog-a').pk}/edit/", {f"weight-{a1.pk}": "1", "reason": "x"}
+    )
+    assert response.status_code == 403
+    assert BudgetNode.objects.get(pk=a1.pk).weight == 70
+
+
+def test_preview_shows_new_entitled_shares_of_affected_nodes(tree, client):
+    client.force_login(tree.user("lead-a"))
+    a1, a2 = tree.node("a1"), tree.node("a2")
+    html = client.post(
+        f"/budgets/nodes/{tree.node('prog-a').pk}/preview/",
+        {f"weight-{a1.pk}": "30", f"weight-{a2.pk}": "30"},
+    ).content.decode()
+    assert "org/prog-a/a1" in html and "35.00%" in html and "25.00%" in html
+    assert "org/prog-b" not in html
+    bad = client.post(
+        f"/budgets/nodes/{tree.node('prog-a').pk}/preview/", {f"weight-{a1.pk}": "-2"}
+    ).content.decode()
+    assert "negative" in bad
+
+
+def test_saving_requires_a_reason_and_valid_weights(tree, client):
+    client.force_login(tree.user("lead-a"))
+    a1, a2 = tree.node("a1"), tree.node("a2")
+    url = f"/budgets/nodes/{tree.node('prog-a').pk}/edit/"
+    response = client.post(url, {f"weight-{a1.pk}": "40", f"weight-{a2.pk}": "30", "reason": " "})
+    assert response.status_code == 400 and "reason is required" in response.content.decode()
+    response = client.post(
+        url, {f"weight-{a1.pk}": "forty", f"weight-{a2.pk}": "30", "reason": "r"}
+    )
+    assert response.status_code == 400 and "not a number" in response.content.decode()
+    assert BudgetNode.objects.get(pk=a1.pk).weight == 70
+    response = client.post(
+        url, {f"weight-{a1.pk}": "40", f"weight-{a2.pk}": "30", "reason": "rebalance"}
+    )
+    assert response.status_code == 302 and response.url == "/budgets/history/"
+    assert BudgetNode.objects.get(pk=a1.pk).weight == 40
+
+
+def test_stale_form_is_a_conflict(tree, client):
+    client.force_login(tree.user("lead-a"))
+    a1, a2 = tree.node("a1"), tree.node("a2")
+    url = f"/budgets/nodes/{tree.node('prog-a').pk}/edit/"
+    response = client.post(
+        url, {f"weight-{a1.pk}": "40", f"weight-{a2.pk}": "30", "reason": "r", "base_version": "0"}
+    )
+    assert (
+        response.status_code == 409 and "changed since you loaded it" in response.content.decode()
+    )
+
+
+def test_history_page_filters(tree, client):
+    services.budget_change_create(
+        actor=tree.user("ceo"),
+        reason="ceo reason",
+        changes=[{"node": tree.node("prog-b").pk, "weight": 9}],
+    )
+    services.budget_change_create(
+        actor=tree.user("lead-a"),
+        reason="lead reason",
+        changes=[{"node": tree.node("a1").pk, "weight": 9}],
+    )
+    client.force_login(tree.user("bob"))
+    html = client.get("/budgets/history/?actor=lead-a").content.decode()
+    assert "lead reason" in html and "ceo reason" not in html
+    html = client.get(f"/budgets/history/?node={tree.node('b1').pk}&kind=applied").content.decode()
+    assert "ceo reason" in html and "lead reason" not in html
+    assert "use a date" in client.get("/budgets/history/?since=soon").content.decode()
+
+
+def test_cancel_scheduled_from_history_page(tree, client):
+    event = services.budget_change_create(
+        actor=tree.user("lead-a"),
+        reason="later",
+        changes=[{"node": tree.node("a1").pk, "weight": 1}],
+        effective_at=timezone.now() + dt.timedelta(days=1),
+    )
+    client.force_login(tree.user("bob"))
+    assert (
+        client.post(f"/budgets/scheduled/{event.pk}/cancel/", {"reason": "no"}).status_code == 403
+    )
+    client.force_login(tree.user("lead-a"))
+    client.post(f"/budgets/scheduled/{event.pk}/cancel/", {"reason": "dropped"})
+    assert BudgetEvent.objects.filter(kind=EventKind.CANCELLED).count() == 1
+
+
+def test_admin_history_is_read_only(tree, admin_user, client):
+    client.force_login(admin_user)
+    event = BudgetEvent.objects.first()
+    assert client.get("/admin/budgets/budgetevent/").status_code == 200
+    assert client.get(f"/admin/budgets/budgetevent/{event.pk}/change/").status_code == 200
+    assert (
+        client.post(f"/admin/budgets/budgetevent/{event.pk}/delete/", {"post": "yes"}).status_code
+        == 403
+    )
+    assert client.get("/admin/budgets/budgetevent/add/").status_code == 403
+    assert BudgetEvent.objects.filter(pk=event.pk).exists()
+    assert client.get("/admin/scheduler/cluster/add/").status_code == 200
+    assert client.get("/admin/budgets/membership/").status_code == 200
+
+
+def test_admin_is_closed_to_non_staff(tree, client):
+    client.force_login(tree.user("lead-a"))
+    assert client.get("/admin/budgets/budgetevent/").status_code == 302
