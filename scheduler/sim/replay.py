@@ -197,11 +197,17 @@ class _Replay:
         self.healthy = [True] * len(names)
         self.used = [0] * len(names)  # bit mask of busy GPU indices
         self.free = list(self.host_gpus)
+        # Healthy hosts by free GPUs, and the GPUs of healthy hosts that are wholly free:
+        # kept up to date so that "could anything fit?" costs O(host size), not O(hosts).
+        self.max_host = max(self.host_gpus, default=0)
+        self.free_hist = [0] * (self.max_host + 1)
+        for g in self.host_gpus:
+            self.free_hist[g] += 1
+        self.whole_free = sum(self.host_gpus)
         self.on_host: list[set[int]] = [set() for _ in names]  # job indices per host
         self.hosts_tuple: tuple[Host, ...] = tuple(
             Host(n, g, True) for n, g in zip(names, self.host_gpus, strict=True)
         )
-        self.max_host = max(self.host_gpus, default=0)
 
         projects = leaf_projects(tree)
         known = set(projects)
@@ -317,6 +323,11 @@ class _Replay:
         if self.healthy[h] == healthy:
             return
         self.healthy[h] = healthy
+        free, gpus = self.free[h], self.host_gpus[h]
+        step = 1 if healthy else -1
+        self.free_hist[free] += step
+        if free == gpus:
+            self.whole_free += step * gpus
         hosts = list(self.hosts_tuple)
         hosts[h] = Host(host, self.host_gpus[h], healthy)
         self.hosts_tuple = tuple(hosts)
@@ -335,6 +346,18 @@ class _Replay:
             self.capacity.append((now, gpus))
 
     # -- applying a plan ----------------------------------------------------------------
+
+    def _set_free(self, h: int, free: int) -> None:
+        old = self.free[h]
+        self.free[h] = free
+        if self.healthy[h]:
+            gpus = self.host_gpus[h]
+            self.free_hist[old] -= 1
+            self.free_hist[free] += 1
+            if old == gpus:
+                self.whole_free -= gpus
+            if free == gpus:
+                self.whole_free += gpus
 
     def _start(
         self, now: float, job_id: str, placements: tuple[Placement, ...], allocated: bool
@@ -362,7 +385,7 @@ class _Replay:
             if bits & self.used[h] or bin(bits).count("1") != len(pl.gpu_indices):
                 raise ReplayError(f"engine gave a busy GPU of {pl.host} to {job_id}")
             self.used[h] |= bits
-            self.free[h] -= len(pl.gpu_indices)
+            self._set_free(h, self.free[h] - len(pl.gpu_indices))
             self.on_host[h].add(idx)
             hosts.append(h)
             total += len(pl.gpu_indices)
@@ -403,7 +426,7 @@ class _Replay:
             for g in pl.gpu_indices:
                 bits |= 1 << g
             self.used[h] &= ~bits
-            self.free[h] += len(pl.gpu_indices)
+            self._set_free(h, self.free[h] + len(pl.gpu_indices))
             self.on_host[h].discard(idx)
         del self.running[idx]
         if j.unprotected:
@@ -500,16 +523,13 @@ class _Replay:
 
     def _fits_somewhere(self) -> bool:
         """A necessary condition for a start without preemption: some pending shape fits."""
-        max_free = 0
-        whole = 0
-        for free, gpus, ok in zip(self.free, self.host_gpus, self.healthy, strict=True):
-            if ok and free:
-                if free > max_free:
-                    max_free = free
-                if free == gpus:
-                    whole += gpus
+        hist = self.free_hist
+        max_free = len(hist) - 1
+        while max_free and not hist[max_free]:
+            max_free -= 1
         if not max_free:
             return False
+        whole = self.whole_free
         big = self.max_host
         return any(g <= max_free or big < g <= whole for g in self.pending_sizes)
 

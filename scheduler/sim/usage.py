@@ -59,6 +59,8 @@ class WindowUsage(UsageTracker):
         self.buckets: list[dict[int, float]] = [{} for _ in range(n)]
         self.inside = [0.0] * n  # sum of the buckets fully inside the window
         self.edge: int | None = None  # the bucket that the window's left edge cuts
+        self.edge_value = [0.0] * n  # each project's usage in the edge bucket
+        self.flushed_bucket: int | None = None  # every rate is flushed up to this bucket
 
     def _project(self, project: str) -> int:
         i = self.index.get(project)
@@ -69,6 +71,7 @@ class WindowUsage(UsageTracker):
             self.since.append(0.0)
             self.buckets.append({})
             self.inside.append(0.0)
+            self.edge_value.append(0.0)
         return i
 
     def _advance(self, now: float) -> None:
@@ -96,6 +99,7 @@ class WindowUsage(UsageTracker):
                     del buckets[h]
             self.inside[i] -= gone
         self.edge = edge
+        self.edge_value = [b.get(edge, 0.0) if b else 0.0 for b in self.buckets]
 
     def _flush(self, i: int, now: float) -> None:
         """Move project i's running usage from `since` to `now` into the buckets."""
@@ -118,6 +122,8 @@ class WindowUsage(UsageTracker):
             buckets[h] = buckets.get(h, 0.0) + amount
             if h > edge:
                 self.inside[i] += amount
+            elif h == edge:
+                self.edge_value[i] += amount
             t = end
 
     def add_rate(self, project: str, now: float, delta_gpus: float) -> None:
@@ -133,18 +139,20 @@ class WindowUsage(UsageTracker):
         edge = self.edge
         assert edge is not None
         size = self.bucket_s
-        frac = ((edge + 1) * size - (now - self.window_s)) / size
         current = math.floor(now / size)
+        if self.flushed_bucket != current:
+            # Once per bucket: keep every unflushed part inside the current bucket.
+            for i, rate in enumerate(self.rate):
+                if rate:
+                    self._flush(i, now)
+            self.flushed_bucket = current
+        frac = ((edge + 1) * size - (now - self.window_s)) / size
         out: dict[str, float] = {}
-        for i, name in enumerate(self.names):
-            rate = self.rate[i]
-            if rate and math.floor(self.since[i] / size) < current:
-                self._flush(i, now)
-            value = self.inside[i] + rate * (now - self.since[i])
-            buckets = self.buckets[i]
-            if buckets:
-                value += frac * buckets.get(edge, 0.0)
-            if value > 0.0:
+        for name, inside, rate, since, edge_value in zip(
+            self.names, self.inside, self.rate, self.since, self.edge_value, strict=True
+        ):
+            value = inside + rate * (now - since) + frac * edge_value
+            if value > 1e-9:
                 out[name] = value
         return out
 
