@@ -92,6 +92,9 @@ def _solve(
     solver.parameters.max_time_in_seconds = max(0.05, deadline - time.perf_counter())
     solver.parameters.num_workers = max(1, min(8, os.cpu_count() or 1))
     solver.parameters.random_seed = 0
+    if sum(len(c) for c in placements.values()) > 5000:
+        # symmetry detection on large grids can overrun the time limit many times over
+        solver.parameters.symmetry_level = 0
     status = solver.solve(model)
     info = {"status": solver.status_name(status), "wall_s": round(solver.wall_time, 3)}
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
