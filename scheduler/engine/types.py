@@ -109,6 +109,9 @@ class Policy:
     restart_overhead_s: float = 120.0
     explain_queue: bool = True  # compute position/metric/reason for every pending workload
     seed: int = 0
+    # "fairshare" (ours) or a baseline: "fifo", "priority" (old scheduler), "static"
+    mode: str = "fairshare"
+    max_reservations: int = 1  # large jobs at the head of the order that get hosts reserved
 
 
 class StopReason(StrEnum):

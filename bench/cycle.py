@@ -1,0 +1,196 @@
+"""Benchmark one scheduling cycle of the engine; prints JSON.
+
+Scenario (seeded): 128 hosts x 8 GPUs, 10,000 pending jobs, ~800 running jobs,
+200 projects in a 3-level tree (4 divisions x 10 programs x 5 projects).
+Timed cases:
+- ``live``: explain_queue on and off, a full cluster in steady operation with some
+  preemptible work (unallocated jobs, jobs past their min runtime);
+- ``burst``: a cold start where most running work is preemptible (worst case);
+- ``steady``: a full cluster where nothing is preemptible (what most simulator cycles
+  look like), explain_queue off.
+
+Usage: ``python bench/cycle.py [--repeat 50] [--seed 0]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scheduler.engine import (  # noqa: E402
+    BudgetNode,
+    Host,
+    Placement,
+    Policy,
+    RunningWorkload,
+    Snapshot,
+    Workload,
+    plan,
+)
+
+HOSTS = 128
+GPUS = 8
+PENDING = 10_000
+RUNNING_TARGET = 800
+
+
+def make_tree(rng: random.Random) -> BudgetNode:
+    divisions = []
+    for d in range(4):
+        programs = []
+        for p in range(10):
+            projects = tuple(
+                BudgetNode(name=f"d{d}p{p}j{j}", weight=rng.choice([1, 1, 2, 3, 5]))
+                for j in range(5)
+            )
+            programs.append(
+                BudgetNode(name=f"d{d}p{p}", weight=rng.randint(1, 4), children=projects)
+            )
+        divisions.append(
+            BudgetNode(name=f"d{d}", weight=rng.randint(1, 3), children=tuple(programs))
+        )
+    return BudgetNode(name="org", children=tuple(divisions))
+
+
+def make_snapshot(seed: int, *, mode: str = "live") -> Snapshot:
+    """A cluster state. ``live``: steady operation (about 4% of running jobs unallocated,
+    about 6% past their min runtime); ``burst``: a cold start where usage is random and
+    most running jobs are preemptible (hundreds of preemptions in one cycle);
+    ``full``: a full cluster where every running job is protected."""
+    rng = random.Random(seed)
+    tree = make_tree(rng)
+    projects = [c.name for d in tree.children for p in d.children for c in p.children]
+    now = 30 * 86400.0
+    hosts = [Host(name=f"h{i:03d}", gpus=GPUS) for i in range(HOSTS)]
+    running: list[RunningWorkload] = []
+    n = 0
+    # Fill hosts with aligned blocks until ~RUNNING_TARGET jobs run and the cluster is full.
+    per_host = RUNNING_TARGET / HOSTS
+    for h in hosts:
+        pos = 0
+        sizes: list[int] = []
+        while pos < GPUS:
+            left = GPUS - pos
+            want = 1 if rng.random() < per_host / (per_host + 1.5) else rng.choice([2, 4, 8])
+            size = want
+            while size > left or pos % size:
+                size //= 2
+            sizes.append(size)
+            pos += size
+        pos = 0
+        for size in sizes:
+            proj = rng.choice(projects)
+            minrt = rng.choice([0.0, 900.0, 3600.0, 4 * 3600.0, 8 * 3600.0])
+            if mode == "burst":
+                started = now - rng.uniform(60, 12 * 3600)
+            elif mode == "live":
+                minrt = 0.0 if rng.random() < 0.04 else max(minrt, 3600.0)
+                past = rng.random() < 0.06
+                started = now - (minrt + rng.uniform(60, 3600) if past else rng.uniform(0, minrt))
+            else:
+                started = now - rng.uniform(0, 800)  # all protected
+                minrt = max(minrt, 3600.0)
+            w = Workload(
+                id=f"r{n}",
+                project=proj,
+                gpus=size,
+                submit_s=started - rng.uniform(0, 3600),
+                min_runtime_s=minrt,
+                resumable=rng.random() < 0.7,
+                priority=rng.randint(0, 3),
+            )
+            running.append(
+                RunningWorkload(
+                    workload=w,
+                    placements=(Placement(h.name, tuple(range(pos, pos + size))),),
+                    started_s=started,
+                    allocated=minrt > 0,
+                    last_checkpoint_s=started + 1800 * int((now - started) // 1800),
+                )
+            )
+            pos += size
+            n += 1
+    pending: dict[str, list[Workload]] = {p: [] for p in projects}
+    for i in range(PENDING):
+        proj = rng.choice(projects)
+        g = rng.choices([1, 2, 4, 8, 16, 32], weights=[50, 15, 12, 12, 6, 5])[0]
+        pending[proj].append(
+            Workload(
+                id=f"p{i}",
+                project=proj,
+                gpus=g,
+                submit_s=now - rng.uniform(0, 86400),
+                min_runtime_s=rng.choice([0.0, 0.0, 900.0, 3600.0, 4 * 3600.0, 8 * 3600.0]),
+                resumable=rng.random() < 0.7,
+                priority=rng.randint(0, 3),
+            )
+        )
+    for lst in pending.values():
+        lst.sort(key=lambda w: (-w.priority, w.submit_s, w.id))
+    usage = {p: rng.uniform(0, 7 * 86400 * 20) for p in projects}
+    return Snapshot(hosts=hosts, running=running, pending=pending, tree=tree, usage=usage)
+
+
+def time_case(snap: Snapshot, policy: Policy, repeat: int) -> dict[str, float]:
+    now = 30 * 86400.0
+    plan(snap, policy, now)  # warm caches (compiled tree, block tables)
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = plan(snap, policy, now)
+        times.append((time.perf_counter() - t0) * 1000.0)
+    times.sort()
+    p99 = times[min(len(times) - 1, int(round(0.99 * (len(times) - 1))))]
+    return {
+        "median_ms": round(statistics.median(times), 3),
+        "p99_ms": round(p99, 3),
+        "max_ms": round(times[-1], 3),
+        "starts": len(out.starts),
+        "stops": len(out.stops),
+        "reservations": len(out.reservations),
+        "queue": len(out.queue),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeat", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    live = make_snapshot(args.seed)
+    burst = make_snapshot(args.seed, mode="burst")
+    steady = make_snapshot(args.seed, mode="full")
+    result = {
+        "scenario": {
+            "hosts": HOSTS,
+            "gpus_per_host": GPUS,
+            "pending": sum(len(v) for v in live.pending.values()),
+            "running": len(live.running),
+            "projects": len(live.pending),
+            "tree_levels": 3,
+        },
+        "targets_ms": {"median": 20, "p99": 50},
+        "live_explain_on": time_case(live, Policy(explain_queue=True), args.repeat),
+        "live_explain_off": time_case(live, Policy(explain_queue=False), args.repeat),
+        "burst_explain_on": time_case(burst, Policy(explain_queue=True), max(5, args.repeat // 5)),
+        "burst_explain_off": time_case(
+            burst, Policy(explain_queue=False), max(5, args.repeat // 5)
+        ),
+        "steady_full_explain_off": time_case(steady, Policy(explain_queue=False), args.repeat),
+    }
+    for mode in ("fifo", "priority", "static"):
+        result[f"{mode}_explain_off"] = time_case(
+            live, Policy(explain_queue=False, mode=mode), args.repeat
+        )
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

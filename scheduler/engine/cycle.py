@@ -1,0 +1,1106 @@
+"""One scheduling cycle: `plan(snapshot, policy, now) -> CyclePlan`.
+
+Pure and deterministic: no clock, no I/O, no Django; ties are broken by a seeded hash
+(see `fairshare`), by list order of the inputs or by host index, never by `hash(str)`.
+The caller applies the plan's stops before its starts (starts may use GPUs that the
+stops free).
+
+Fair-share mode (ours), in order:
+
+1. Drain: jobs on unhealthy hosts are stopped if unallocated or past their (capped)
+   min runtime; an unhealthy host with nothing left is reported ready for repair.
+2. Phase 1, allocated jobs: projects in Fair Tree order, each project's pending list
+   in its given order (priority, submit). A job starts in free GPUs (best fit), else
+   on a host reserved for a large job if it cannot delay that job, else by preempting:
+   unallocated jobs, allocated jobs past their min runtime whose project ranks below
+   the preemptor's *and still would after the preemptor's usage grows by the new
+   job's GPUs x its min runtime* (no preemption cycles), and lower-priority jobs of
+   the same project past their min runtime. Victims are chosen to lose the fewest
+   GPU-seconds of work on allocated jobs, then on unallocated ones, then the fewest
+   jobs. The first job needing whole hosts that can start neither way gets hosts
+   reserved (those that become usable for it soonest).
+   Projects with weight 0 run no allocated jobs.
+3. Phase 2, unallocated jobs: same project order, free GPUs only (reserved hosts
+   included: the job they are reserved for may preempt these at any time).
+
+The scan stops early when nothing is free and nobody further down the order could
+preempt anything, failed preemption searches are remembered for the cycle, and a job
+that cannot fit is rejected in O(1) through the free-block index.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+from scheduler.engine.fairshare import compute_fair_share
+from scheduler.engine.placement import FreeIndex, Shape, aligned_blocks, block_info, mask_of
+from scheduler.engine.types import (
+    CyclePlan,
+    HostReady,
+    Placement,
+    Policy,
+    QueueEntry,
+    Reservation,
+    RunningWorkload,
+    Snapshot,
+    Start,
+    Stop,
+    StopReason,
+    Workload,
+)
+
+__all__ = ["MODES", "plan"]
+
+MODES = ("fairshare", "fifo", "priority", "static")
+INF = math.inf
+
+# Fast construction of the frozen, slotted QueueEntry (one per pending job).
+_QE_NEW = QueueEntry.__new__
+_QE_SET = tuple(
+    QueueEntry.__dict__[f].__set__
+    for f in ("workload_id", "project", "position", "project_rank", "metric", "reason")
+)
+
+
+def _queue_entry(wid: str, project: str, pos: int, rank: int, metric: float, reason: str):
+    e = _QE_NEW(QueueEntry)
+    s0, s1, s2, s3, s4, s5 = _QE_SET
+    s0(e, wid)
+    s1(e, project)
+    s2(e, pos)
+    s3(e, rank)
+    s4(e, metric)
+    s5(e, reason)
+    return e
+
+
+def _hours(s: float) -> str:
+    if s < 3600:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+class _Run:
+    """A running workload as the cycle sees it (built only when preemption needs it)."""
+
+    __slots__ = (
+        "alive",
+        "alloc",
+        "gpus",
+        "hm",
+        "id",
+        "lost",
+        "prio",
+        "project",
+        "prot_end",
+        "rank",
+        "rw",
+    )
+
+    def __init__(
+        self, rw: RunningWorkload, hm: tuple[tuple[int, int], ...], now: float, cap: float
+    ):
+        w = rw.workload
+        self.rw = rw
+        self.id = w.id
+        self.project = w.project
+        self.gpus = w.gpus
+        self.alloc = rw.allocated
+        self.prio = w.priority
+        self.prot_end = rw.started_s + min(w.min_runtime_s, cap) if rw.allocated else rw.started_s
+        base = rw.started_s
+        if w.resumable and rw.last_checkpoint_s is not None:
+            base = max(base, rw.last_checkpoint_s)
+        self.lost = w.gpus * max(0.0, now - base)
+        self.hm = hm
+        self.alive = True
+        self.rank = 0  # fair-share order index of its project (set by the fair-share cycle)
+
+
+class _Cycle:
+    def __init__(self, snap: Snapshot, policy: Policy, now: float) -> None:
+        self.snap = snap
+        self.policy = policy
+        self.now = now
+        self.cap = policy.max_min_runtime_s
+        hosts = snap.hosts
+        self.hosts = hosts
+        self.hidx = {h.name: i for i, h in enumerate(hosts)}
+        self.G = [h.gpus for h in hosts]
+        self.healthy = [h.healthy for h in hosts]
+        self.full = [(1 << g) - 1 for g in self.G]
+        self.healthy_gpus = sum(g for g, ok in zip(self.G, self.healthy, strict=True) if ok)
+        self.sizes_healthy = [g for g, ok in zip(self.G, self.healthy, strict=True) if ok]
+        self.host_sizes = set(self.sizes_healthy)
+        self.index = FreeIndex(self.G)
+        self.tfree = [0] * len(hosts)  # true free mask of healthy hosts
+        self.reserved: dict[int, int] = {}  # host -> reservation number
+        self.res_info: list[tuple[Workload, int, float, list[int]]] = []  # (job, rank, T, hosts)
+        self.starts: list[Start] = []
+        self.stops: list[Stop] = []
+        self.reservations: list[Reservation] = []
+        self.ready: list[HostReady] = []
+        self.started: set[str] = set()
+        self.stopped: set[str] = set()
+        self.touched: set[int] = set()  # hosts that got new work this cycle
+        self.why: dict[str, str] = {}
+        self.shapes: dict[int, Shape] = {}
+        self.allruns: list[tuple[RunningWorkload, tuple[tuple[int, int], ...]]] = []
+        self.cands: list[tuple[RunningWorkload, tuple[tuple[int, int], ...]]] = []
+        self._vbh: dict[int, list[_Run]] | None = None
+        self._vsorted: list[_Run] = []
+        self._vdead = 0
+        self.rank: dict[str, int] = {}
+        self._build()
+
+    # -- state --------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        hidx, healthy, now, cap = self.hidx, self.healthy, self.now, self.cap
+        used = [0] * len(self.G)
+        bad = []
+        allruns, cands = self.allruns, self.cands
+        for rw in self.snap.running:
+            pls = rw.placements
+            ok = True
+            if len(pls) == 1:
+                pl = pls[0]
+                try:
+                    h = hidx[pl.host]
+                except KeyError:
+                    raise ValueError(f"running {rw.workload.id} is on unknown host {pl.host!r}")
+                m = mask_of(pl.gpu_indices)
+                used[h] |= m
+                hm: tuple[tuple[int, int], ...] = ((h, m),)
+                ok = healthy[h]
+            else:
+                lst = []
+                for pl in pls:
+                    h = hidx.get(pl.host, -1)
+                    if h < 0:
+                        raise ValueError(f"running {rw.workload.id} is on unknown host {pl.host!r}")
+                    m = mask_of(pl.gpu_indices)
+                    used[h] |= m
+                    lst.append((h, m))
+                    ok = ok and healthy[h]
+                hm = tuple(lst)
+            allruns.append((rw, hm))
+            if not ok:
+                bad.append((rw, hm))
+            elif not rw.allocated or rw.started_s + min(rw.workload.min_runtime_s, cap) <= now:
+                cands.append((rw, hm))
+        full, tfree, index = self.full, self.tfree, self.index
+        for h, ok in enumerate(healthy):
+            if ok:
+                f = full[h] & ~used[h]
+                tfree[h] = f
+                if f:
+                    index.set(h, f)
+        self._drain(bad)
+
+    def _drain(self, bad: list[tuple[RunningWorkload, tuple[tuple[int, int], ...]]]) -> None:
+        healthy = self.healthy
+        unhealthy = [h for h, ok in enumerate(healthy) if not ok]
+        if not unhealthy:
+            return
+        left = dict.fromkeys(unhealthy, 0)
+        for rw, hm in bad:
+            w = rw.workload
+            prot_end = rw.started_s + min(w.min_runtime_s, self.cap) if rw.allocated else 0.0
+            bad_hosts = [self.hosts[h].name for h, _ in hm if not healthy[h]]
+            if prot_end <= self.now:
+                if rw.allocated:
+                    why = (
+                        f"drained: host {', '.join(bad_hosts)} is unhealthy and the job's "
+                        f"{_hours(min(w.min_runtime_s, self.cap))} protected minimum runtime is over"
+                    )
+                else:
+                    why = (
+                        f"drained: host {', '.join(bad_hosts)} is unhealthy; unallocated jobs "
+                        "are stopped at once"
+                    )
+                self._stop(rw.workload, StopReason.DRAIN, why, None)
+                for h, m in hm:
+                    if healthy[h]:
+                        self._free(h, m)
+            else:
+                for h, _ in hm:
+                    if not healthy[h]:
+                        left[h] += 1
+        for h in unhealthy:
+            if not left[h]:
+                self.ready.append(
+                    HostReady(
+                        host=self.hosts[h].name,
+                        reason=f"host {self.hosts[h].name} is unhealthy and empty: ready for repair",
+                    )
+                )
+
+    def reserved_usable(self) -> bool:
+        """Whether a reserved host has free GPUs that some job could still be allowed."""
+        if not self.reserved:
+            return False
+        return any(
+            T < INF and any(self.tfree[h] for h in hosts) for _, _, T, hosts in self.res_info
+        )
+
+    def _free(self, h: int, m: int) -> None:
+        f = self.tfree[h] | m
+        self.tfree[h] = f
+        if h not in self.reserved:
+            self.index.set(h, f)
+
+    def _take(self, h: int, m: int) -> None:
+        f = self.tfree[h] & ~m
+        self.tfree[h] = f
+        self.touched.add(h)
+        self.index.set(h, 0 if h in self.reserved else f)
+
+    def _stop(self, w: Workload, code: StopReason, why: str, for_id: str | None) -> None:
+        self.stopped.add(w.id)
+        self.stops.append(
+            Stop(
+                workload_id=w.id,
+                reason_code=code,
+                reason=why,
+                requeue=w.resumable,
+                for_workload_id=for_id,
+            )
+        )
+
+    def shape(self, g: int) -> Shape:
+        sh = self.shapes.get(g)
+        if sh is None:
+            sh = Shape(g, self.sizes_healthy or self.G)
+            self.shapes[g] = sh
+        return sh
+
+    # -- placement ----------------------------------------------------------------------
+
+    def place_free(self, w: Workload, sh: Shape) -> tuple[Placement, ...] | None:
+        """Placements for `w` in free, unreserved GPUs (best fit), or None."""
+        index = self.index
+        if sh.block:
+            h = index.find_block(sh.block)
+            if h >= 0:
+                s = block_info(self.G[h], self.tfree[h])[1][sh.block]
+                g = sh.gpus
+                self._take(h, ((1 << g) - 1) << s)
+                return (Placement(self.hosts[h].name, tuple(range(s, s + g))),)
+        for size, n in sh.whole:
+            d = index.whole.get(size)
+            if d is not None and len(d) >= n:
+                chosen = list(d)[:n]
+                out = []
+                for h in chosen:
+                    self._take(h, self.full[h])
+                    out.append(Placement(self.hosts[h].name, tuple(range(size))))
+                return tuple(out)
+        return None
+
+    def place_reserved(
+        self, w: Workload, sh: Shape, hosts: Iterable[int]
+    ) -> tuple[Placement, ...] | None:
+        """Placements for a single-host job on the free GPUs of reserved hosts."""
+        if not sh.block:
+            return None
+        best = -1
+        for h in hosts:
+            f = self.tfree[h]
+            if (
+                f
+                and block_info(self.G[h], f)[0] >= sh.block
+                and (best < 0 or f.bit_count() < self.tfree[best].bit_count())
+            ):
+                best = h
+        if best < 0:
+            return None
+        s = block_info(self.G[best], self.tfree[best])[1][sh.block]
+        g = sh.gpus
+        self._take(best, ((1 << g) - 1) << s)
+        return (Placement(self.hosts[best].name, tuple(range(s, s + g))),)
+
+    def start(self, w: Workload, pls: tuple[Placement, ...], allocated: bool, why: str) -> None:
+        self.started.add(w.id)
+        self.starts.append(Start(workload_id=w.id, placements=pls, allocated=allocated, reason=why))
+
+    # -- preemption ---------------------------------------------------------------------
+
+    def victims_by_host(self) -> dict[int, list[_Run]]:
+        """Preemption candidates (unallocated or past min runtime) per healthy host.
+
+        Also keeps them in one list sorted cheapest first (unallocated by lost work,
+        then allocated by lost work) for the best-first block search.
+        """
+        vbh = self._vbh
+        if vbh is None:
+            vbh = {}
+            now, cap, stopped = self.now, self.cap, self.stopped
+            rank, nrank = self.rank, len(self.rank)
+            runs = []
+            for rw, hm in self.cands:
+                if rw.workload.id in stopped:
+                    continue
+                r = _Run(rw, hm, now, cap)
+                r.rank = rank.get(r.project, nrank)
+                runs.append(r)
+                for h, _ in hm:
+                    lst = vbh.get(h)
+                    if lst is None:
+                        vbh[h] = [r]
+                    else:
+                        lst.append(r)
+            runs.sort(key=lambda r: (r.alloc, r.lost))
+            self._vsorted = runs
+            self._vdead = 0
+            self._vbh = vbh
+        return vbh
+
+    def preempt_search(
+        self, sh: Shape, proj: str | None, prio: int, tfun: Callable[[], int]
+    ) -> tuple[list[tuple[int, int]], list[_Run]] | None:
+        """Cheapest (hosts, block starts) and victims that make room for a job of shape `sh`.
+
+        Cost: GPU-seconds lost on allocated victims, then on unallocated ones, then the
+        number of victims, then fewest free GPUs left (tighter fit). Reserved hosts are
+        never used. Single-host jobs use a best-first search: victims are visited
+        cheapest first and the search ends once the next victim alone costs at least
+        the best block found (costs add up, so no later block can be cheaper).
+        """
+        vbh = self.victims_by_host()
+        tfree, G, reserved = self.tfree, self.G, self.reserved
+
+        def allowed(v: _Run) -> bool:
+            # unallocated; same project and lower priority; other project ranked >= t
+            if not v.alloc:
+                return True
+            if v.project == proj:
+                return v.prio < prio
+            return v.rank >= tfun()
+
+        if sh.block:
+            p = sh.block
+            pmask = (1 << p) - 1
+            best_key: tuple | None = None
+            best: tuple[list[tuple[int, int]], list[_Run]] | None = None
+            runs = self._vsorted
+            if self._vdead * 4 > len(runs):
+                runs = [v for v in runs if v.alive]
+                self._vsorted = runs
+                self._vdead = 0
+            i = 0
+            host_avail: dict[int, tuple[int, list[tuple[_Run, int]]]] = {}
+            seen: set[tuple[int, int]] = set()
+            for k in range(i, len(runs)):
+                v = runs[k]
+                if not v.alive:
+                    continue
+                if v.alloc and (v.prio >= prio if v.project == proj else v.rank < tfun()):
+                    continue
+                if best_key is not None:
+                    lb = (v.lost, 0.0) if v.alloc else (0.0, v.lost)
+                    if lb >= best_key[:2]:
+                        break
+                for h, m in v.hm:
+                    if h in reserved or G[h] < p:
+                        continue
+                    ha = host_avail.get(h)
+                    if ha is None:
+                        avail = tfree[h]
+                        on = []
+                        for u in vbh[h]:
+                            if u.alive and (u is v or allowed(u)):
+                                mu = _mask_on(u, h)
+                                avail |= mu
+                                on.append((u, mu))
+                        ha = (avail, on)
+                        host_avail[h] = ha
+                    avail, on = ha
+                    fr = tfree[h]
+                    for s in range(0, G[h] - p + 1, p):
+                        bm = pmask << s
+                        if not bm & m or avail & bm != bm or (h, s) in seen:
+                            continue
+                        seen.add((h, s))
+                        ca = cu = 0.0
+                        chosen = []
+                        for u, mu in on:
+                            if mu & bm:
+                                chosen.append(u)
+                                if u.alloc:
+                                    ca += u.lost
+                                else:
+                                    cu += u.lost
+                        key = (ca, cu, len(chosen), fr.bit_count(), h, s)
+                        if best_key is None or key < best_key:
+                            best_key = key
+                            best = ([(h, s)], chosen)
+            return best
+        for size, n in sh.whole:
+            cand = []
+            for h in self.index.whole.get(size, {}):
+                cand.append(((0.0, 0.0, 0, h), h, []))
+            for h, vs in vbh.items():
+                if h in reserved or G[h] != size:
+                    continue
+                live = [v for v in vs if v.alive and allowed(v)]
+                if not live:
+                    continue
+                vm = tfree[h]
+                for v in live:
+                    vm |= _mask_on(v, h)
+                if vm != self.full[h]:
+                    continue
+                ca = sum(v.lost for v in live if v.alloc)
+                cu = sum(v.lost for v in live if not v.alloc)
+                on = [v for v in live if _mask_on(v, h)]
+                cand.append(((ca, cu, len(on), h), h, on))
+            if len(cand) < n:
+                continue
+            cand.sort(key=lambda c: c[0])
+            hosts = []
+            victims: dict[str, _Run] = {}
+            for _, h, on in cand[:n]:
+                hosts.append((h, 0))
+                for v in on:
+                    victims[v.id] = v
+            return hosts, list(victims.values())
+        return None
+
+    def apply_preemption(
+        self,
+        w: Workload,
+        sh: Shape,
+        hosts: list[tuple[int, int]],
+        victims: list[_Run],
+        reason_of: Callable[[_Run], tuple[StopReason, str]],
+    ) -> tuple[Placement, ...]:
+        self._vdead += len(victims)
+        for v in victims:
+            v.alive = False
+            code, why = reason_of(v)
+            self._stop(v.rw.workload, code, why, w.id)
+            for h, m in v.hm:
+                if self.healthy[h]:
+                    self._free(h, m)
+        out = []
+        if sh.block:
+            h, s = hosts[0]
+            g = sh.gpus
+            self._take(h, ((1 << g) - 1) << s)
+            out.append(Placement(self.hosts[h].name, tuple(range(s, s + g))))
+        else:
+            for h, _ in hosts:
+                self._take(h, self.full[h])
+                out.append(Placement(self.hosts[h].name, tuple(range(self.G[h]))))
+        return tuple(out)
+
+    def plan(self, queue: list[QueueEntry], order: tuple[tuple[str, float], ...] = ()) -> CyclePlan:
+        return CyclePlan(
+            starts=tuple(self.starts),
+            stops=tuple(self.stops),
+            reservations=tuple(self.reservations),
+            hosts_ready=tuple(self.ready),
+            queue=tuple(queue),
+            project_order=order,
+        )
+
+
+def _mask_on(v: _Run, h: int) -> int:
+    for hh, m in v.hm:
+        if hh == h:
+            return m
+    return 0
+
+
+def _lost_text(v: _Run) -> str:
+    return f"{v.lost / 3600:.1f} GPU-h of work since its last checkpoint is lost"
+
+
+# ---------------------------------------------------------------------------------------
+# fair share (ours)
+# ---------------------------------------------------------------------------------------
+
+
+class _FairShareCycle(_Cycle):
+    def run(self) -> CyclePlan:
+        snap, policy, now, cap = self.snap, self.policy, self.now, self.cap
+        pending = snap.pending
+        fs = compute_fair_share(snap.tree, snap.usage, policy.seed)
+        self.fs = fs
+        order = list(fs.order)
+        known = fs.tree.leaf_index
+        extra = sorted(p for p in pending if p not in known)
+        order.extend(extra)
+        self.order = order
+        rank = {p: i for i, p in enumerate(order)}
+        self.rank = rank
+        ct = fs.tree
+        ent = {ct.names[i]: ct.entitled[i] for i in ct.leaves}
+        self.ent = ent
+        nproj = len(order)
+
+        # What may still be preempted, kept exact as victims are stopped.
+        self.unalloc_gpus = 0
+        self.pre_cnt = [0] * (nproj + 1)  # alive past-min-runtime allocated jobs per rank
+        self.pre_max_rank = -1
+        self.own_cnt: dict[str, int] = {}
+        own_min_prio: dict[str, int] = {}  # lowest priority among them (a lower bound)
+        for rw, _ in self.cands:
+            w = rw.workload
+            if w.id in self.stopped:
+                continue
+            if not rw.allocated:
+                self.unalloc_gpus += w.gpus
+            else:
+                r = rank.get(w.project, nproj)
+                self.pre_cnt[r] += 1
+                if r > self.pre_max_rank:
+                    self.pre_max_rank = r
+                self.own_cnt[w.project] = self.own_cnt.get(w.project, 0) + 1
+                mp = own_min_prio.get(w.project)
+                if mp is None or w.priority < mp:
+                    own_min_prio[w.project] = w.priority
+        self.own_min_prio = own_min_prio
+
+        delta: dict[str, float] = {}
+        last_t: dict[str, int] = {}
+        fails: list[tuple[int, int]] = []  # (threshold, size) of failed preemption searches
+        own_fails: dict[str, list[tuple[int, int, int]]] = {}  # same, with own victims
+        index = self.index
+        shape = self.shape
+        why = self.why
+        res_left = max(0, policy.max_reservations)
+
+        for r, proj in enumerate(order):
+            lst = pending.get(proj)
+            if not lst or ent.get(proj, 0.0) <= 0.0:
+                continue
+            omp = own_min_prio.get(proj)
+            if (
+                not index.any_free()
+                and self.unalloc_gpus <= 0
+                and self.pre_max_rank <= r
+                and omp is None
+                and not self.reserved_usable()
+            ):
+                continue  # nothing free and nothing this project may preempt
+            for w in lst:
+                if w.min_runtime_s <= 0:
+                    continue
+                omp = own_min_prio.get(proj)
+                can_own = omp is not None and omp < w.priority
+                if (
+                    not index.any_free()
+                    and self.unalloc_gpus <= 0
+                    and self.pre_max_rank <= r
+                    and not can_own
+                    and not self.reserved_usable()
+                ):
+                    break  # list is in priority order: later jobs can preempt even less
+                sh = shape(w.gpus)
+                if sh.reason:
+                    why[w.id] = sh.reason
+                    continue
+                d_job = w.gpus * min(w.min_runtime_s, cap)
+                pls = self.place_free(w, sh)
+                if pls is not None:
+                    delta[proj] = delta.get(proj, 0.0) + d_job
+                    self.start(w, pls, True, self._start_text(w, r, pls, "free GPUs"))
+                    continue
+                if self.reserved and sh.block:
+                    pls = self._place_on_reservations(w, r)
+                    if pls is not None:
+                        delta[proj] = delta.get(proj, 0.0) + d_job
+                        self.start(
+                            w,
+                            pls,
+                            True,
+                            self._start_text(w, r, pls, "GPUs of a reserved host it cannot delay"),
+                        )
+                        continue
+                # Preemption: victims' projects must rank at order index t or below, where
+                # t is where this project would land with its usage grown by the new jobs.
+                size = sh.block or sh.gpus
+                tc = [nproj if self.pre_max_rank <= r or proj not in known else -1]
+                d = delta.get(proj, 0.0) + d_job
+
+                def tfun(proj: str = proj, d: float = d, r: int = r, tc: list[int] = tc) -> int:
+                    """Computed only when an allocated victim of another project is seen."""
+                    if tc[0] < 0:
+                        lo = max(r, last_t.get(proj, r))  # t only grows with added usage
+                        tc[0] = last_t[proj] = fs.position_after(proj, d, lo)
+                    return tc[0]
+
+                possible = (
+                    self.unalloc_gpus > 0
+                    or can_own
+                    or (self.pre_max_rank > r and self.pre_max_rank >= tfun())
+                )
+                if possible and not can_own:
+                    for ft, fsz in fails:
+                        if fsz <= size and (ft <= r + 1 or ft <= tfun()):
+                            possible = False
+                            break
+                elif possible:
+                    for ft, fsz, fp in own_fails.get(proj, ()):
+                        if fsz <= size and fp >= w.priority and (ft <= r + 1 or ft <= tfun()):
+                            possible = False
+                            break
+                if possible:
+                    found = self.preempt_search(sh, proj, w.priority, tfun)
+                    if found is None:
+                        t = tfun()
+                        if can_own:
+                            own_fails.setdefault(proj, []).append((t, size, w.priority))
+                        else:
+                            fails.append((t, size))
+                    else:
+                        hosts, victims = found
+                        pls = self.apply_preemption(
+                            w, sh, hosts, victims, lambda v, w=w, r=r: self._victim_text(v, w, r)
+                        )
+                        self._forget(victims)
+                        delta[proj] = delta.get(proj, 0.0) + d_job
+                        n = len(victims)
+                        self.start(
+                            w,
+                            pls,
+                            True,
+                            self._start_text(
+                                w, r, pls, f"GPUs freed by preempting {n} job{'s' if n > 1 else ''}"
+                            ),
+                        )
+                        continue
+                # Cannot start now.
+                if res_left and (sh.whole or sh.block in self.host_sizes):
+                    res_left -= 1
+                    self._reserve(w, sh, r)
+                elif index.any_free() or possible:
+                    why[w.id] = f"no free aligned block of {size} GPUs and no job it may preempt"
+
+        # Phase 2: unallocated work fills what is left, reserved hosts included.
+        for h in list(self.reserved):
+            del self.reserved[h]
+            self.index.set(h, self.tfree[h])
+        for proj in order:
+            if not index.any_free():
+                break
+            lst = pending.get(proj)
+            if not lst:
+                continue
+            r = rank[proj]
+            for w in lst:
+                if w.min_runtime_s > 0:
+                    continue
+                sh = shape(w.gpus)
+                if sh.reason:
+                    why[w.id] = sh.reason
+                    continue
+                pls = self.place_free(w, sh)
+                if pls is not None:
+                    self.start(
+                        w, pls, False, self._start_text(w, r, pls, "free GPUs (unallocated)")
+                    )
+                elif not index.any_free():
+                    break
+        queue = self._explain() if policy.explain_queue else []
+        return self.plan(queue, tuple((p, fs.factor.get(p, 0.0)) for p in order))
+
+    def _forget(self, victims: list[_Run]) -> None:
+        """Keep the preemptible-work counters exact after victims are stopped."""
+        for v in victims:
+            if not v.alloc:
+                self.unalloc_gpus -= v.gpus
+                continue
+            self.pre_cnt[v.rank] -= 1
+            left = self.own_cnt[v.project] - 1
+            if left:
+                self.own_cnt[v.project] = left
+            else:
+                del self.own_cnt[v.project]
+                self.own_min_prio.pop(v.project, None)
+        m = self.pre_max_rank
+        while m >= 0 and not self.pre_cnt[m]:
+            m -= 1
+        self.pre_max_rank = m
+
+    # -- reservations -------------------------------------------------------------------
+
+    def _place_on_reservations(self, w: Workload, r: int) -> tuple[Placement, ...] | None:
+        """A job may use a reserved host's free GPUs only if it cannot delay the job the
+        host is reserved for: that job may preempt it by the time the host would be free."""
+        end = self.now + min(w.min_runtime_s, self.cap)
+        for k, (rj, rr, T, hosts) in enumerate(self.res_info):
+            if T == INF or end > T:
+                continue
+            if not (r > rr or (w.project == rj.project and w.priority < rj.priority)):
+                continue
+            pls = self.place_reserved(
+                w, self.shape(w.gpus), [h for h in hosts if self.reserved.get(h) == k]
+            )
+            if pls is not None:
+                return pls
+        return None
+
+    def _reserve(self, w: Workload, sh: Shape, r: int) -> None:
+        """Reserve the whole hosts that become usable for `w` soonest."""
+        now, healthy, rank = self.now, self.healthy, self.rank
+        nproj = len(self.order)
+        avail: dict[int, float] = {}
+        for rw, hm in self.allruns:
+            x = rw.workload
+            if x.id in self.stopped:
+                continue
+            if not rw.allocated:
+                t = now
+            else:
+                below = rank.get(x.project, nproj) > r or (
+                    x.project == w.project and x.priority < w.priority
+                )
+                t = max(now, rw.started_s + min(x.min_runtime_s, self.cap)) if below else INF
+            for h, _ in hm:
+                if healthy[h] and t > avail.get(h, now):
+                    avail[h] = t
+        for h in self.touched:
+            avail[h] = INF  # new work of projects ranked above
+        for size, n in sh.whole or [(sh.block, 1)]:
+            hosts = [
+                h
+                for h, ok in enumerate(healthy)
+                if ok and self.G[h] == size and h not in self.reserved
+            ]
+            if len(hosts) < n:
+                continue
+            hosts.sort(key=lambda h: (avail.get(h, now), -self.tfree[h].bit_count(), h))
+            chosen = hosts[:n]
+            T = max(avail.get(h, now) for h in chosen)
+            k = len(self.res_info)
+            self.res_info.append((w, r, T, chosen))
+            for h in chosen:
+                self.reserved[h] = k
+                self.index.set(h, 0)
+            names = [self.hosts[h].name for h in chosen]
+            when = (
+                f"expected usable in {_hours(T - now)} when the jobs on them pass their protection"
+                if T < INF
+                else "usable when jobs of higher-ranked projects on them finish"
+            )
+            text = (
+                f"reserved {len(names)} host{'s' if len(names) > 1 else ''} "
+                f"({', '.join(names)}) for {w.id} ({w.gpus} GPUs, project {w.project}, "
+                f"first in the fair-share order that needs whole hosts): {when}; until then only "
+                "unallocated jobs and jobs it may preempt by then can use them"
+            )
+            self.reservations.append(Reservation(workload_id=w.id, hosts=tuple(names), reason=text))
+            self.why[w.id] = "next in line: " + text
+            return
+        self.why[w.id] = f"needs {sh.gpus} GPUs of whole hosts; not enough healthy hosts"
+
+    # -- reasons ------------------------------------------------------------------------
+
+    def _pct(self, proj: str) -> float:
+        ent = self.ent.get(proj, 0.0)
+        window = self.policy.lookback_s
+        if self.policy.half_life_s:
+            window = self.policy.half_life_s / math.log(2)
+        denom = ent * self.healthy_gpus * window
+        return 100.0 * self.snap.usage.get(proj, 0.0) / denom if denom > 0 else INF
+
+    def _window(self) -> str:
+        if self.policy.half_life_s:
+            return f"decayed (half-life {_hours(self.policy.half_life_s)})"
+        return f"{self.policy.lookback_s / 86400:g}-day"
+
+    def _project_text(self, proj: str, r: int) -> str:
+        return (
+            f"project {proj} is at {self._pct(proj):.0f}% of its {self._window()} entitlement "
+            f"(fair-share rank {r + 1} of {len(self.order)})"
+        )
+
+    def _start_text(self, w: Workload, r: int, pls: tuple[Placement, ...], how: str) -> str:
+        where = ", ".join(f"{p.host}[{p.gpu_indices[0]}-{p.gpu_indices[-1]}]" for p in pls)
+        if w.min_runtime_s > 0:
+            prot = f"protected for {_hours(min(w.min_runtime_s, self.cap))}"
+        else:
+            prot = "unallocated: free of charge, preemptible at any time"
+        return f"started on {where} using {how}; {self._project_text(w.project, r)}; {prot}"
+
+    def _victim_text(self, v: _Run, w: Workload, r: int) -> tuple[StopReason, str]:
+        lost = _lost_text(v)
+        if not v.alloc:
+            return StopReason.UNALLOCATED, (
+                f"preempted: unallocated job (min runtime 0) gives way to allocated job {w.id} "
+                f"of project {w.project}; {lost}"
+            )
+        if v.project == w.project:
+            return StopReason.PRIORITY, (
+                f"preempted after its protected minimum runtime by higher-priority job {w.id} "
+                f"(priority {w.priority} > {v.prio}) of the same project {w.project}; {lost}"
+            )
+        rq = self.rank.get(v.project, len(self.order))
+        return StopReason.FAIR_SHARE, (
+            f"preempted after its protected minimum runtime: {self._project_text(v.project, rq)} "
+            f"and ranks below project {w.project} (rank {r + 1}), which it would still do "
+            f"with {w.id} running; {lost}"
+        )
+
+    def _explain(self) -> list[QueueEntry]:
+        out: list[QueueEntry] = []
+        pending, started, why = self.snap.pending, self.started, self.why
+        factor = self.fs.factor
+        pos = 0
+        n = len(self.order)
+        full_note = "" if self.index.any_free() else "; no free GPUs"
+        for alloc_phase in (True, False):
+            for r, proj in enumerate(self.order):
+                lst = pending.get(proj)
+                if not lst:
+                    continue
+                metric = factor.get(proj, 0.0)
+                if alloc_phase:
+                    if self.ent.get(proj, 0.0) <= 0.0:
+                        base = (
+                            f"waiting: project {proj} has no budget (weight 0): it may run only "
+                            "unallocated jobs (min runtime 0)"
+                        )
+                    else:
+                        base = (
+                            f"waiting: {self._project_text(proj, r)}; "
+                            f"{r} project{'s' if r != 1 else ''} ahead of it{full_note}"
+                        )
+                else:
+                    base = (
+                        "waiting: unallocated job (min runtime 0) runs only on GPUs no allocated "
+                        f"job wants; queued after all allocated jobs (project rank {r + 1} of {n})"
+                        f"{full_note}"
+                    )
+                for w in lst:
+                    if (w.min_runtime_s > 0) is not alloc_phase or w.id in started:
+                        continue
+                    pos += 1
+                    extra = why.get(w.id)
+                    out.append(
+                        _queue_entry(
+                            w.id, proj, pos, r + 1, metric, f"{base}; {extra}" if extra else base
+                        )
+                    )
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# baselines
+# ---------------------------------------------------------------------------------------
+
+
+def _merge_priority(pending: dict[str, Sequence[Workload]]) -> Iterable[Workload]:
+    lists = [pending[p] for p in sorted(pending) if pending[p]]
+    return heapq.merge(*lists, key=lambda w: (-w.priority, w.submit_s, w.id))
+
+
+def _merge_fifo(pending: dict[str, Sequence[Workload]]) -> Iterable[Workload]:
+    lists = []
+    for p in sorted(pending):
+        lst = pending[p]
+        if not lst:
+            continue
+        if lst[0].priority != lst[-1].priority:
+            lst = sorted(lst, key=lambda w: (w.submit_s, w.id))
+        lists.append(lst)
+    return heapq.merge(*lists, key=lambda w: (w.submit_s, w.id))
+
+
+class _BaselineCycle(_Cycle):
+    def run(self) -> CyclePlan:
+        mode = self.policy.mode
+        from scheduler.engine.fairshare import entitled_shares
+
+        self.ent = entitled_shares(self.snap.tree)
+        pending = dict(self.snap.pending)
+        if mode == "fifo":
+            self._fifo(pending)
+        elif mode == "static":
+            self._static(pending)
+        else:
+            self._priority(pending)
+        return self.plan(self._explain(pending, mode) if self.policy.explain_queue else [])
+
+    def _try(self, w: Workload) -> tuple[Placement, ...] | None:
+        sh = self.shape(w.gpus)
+        if sh.reason:
+            self.why[w.id] = sh.reason
+            return None
+        return self.place_free(w, sh)
+
+    def _fifo(self, pending: dict[str, Sequence[Workload]]) -> None:
+        for w in _merge_fifo(pending):
+            if not self.index.any_free():
+                break
+            pls = self._try(w)
+            if pls is not None:
+                self.start(
+                    w,
+                    pls,
+                    w.allocated,
+                    f"started on free GPUs in arrival order (fifo); submitted at {w.submit_s:.0f}",
+                )
+
+    def _static(self, pending: dict[str, Sequence[Workload]]) -> None:
+        caps = {p: math.floor(s * self.healthy_gpus + 1e-9) for p, s in self.ent.items()}
+        self.caps = caps
+        used: dict[str, int] = {}
+        for rw, _ in self.allruns:
+            if rw.workload.id not in self.stopped:
+                p = rw.workload.project
+                used[p] = used.get(p, 0) + rw.workload.gpus
+        self.used = used
+        for w in _merge_priority(pending):
+            if not self.index.any_free():
+                break
+            c = caps.get(w.project, 0)
+            if used.get(w.project, 0) + w.gpus > c:
+                self.why[w.id] = f"project {w.project} is at its static limit of {c} GPUs"
+                continue
+            pls = self._try(w)
+            if pls is not None:
+                used[w.project] = used.get(w.project, 0) + w.gpus
+                self.start(
+                    w,
+                    pls,
+                    w.allocated,
+                    f"started inside project {w.project}'s static limit of {c} GPUs",
+                )
+
+    def _priority(self, pending: dict[str, Sequence[Workload]]) -> None:
+        limit = {p: s * self.healthy_gpus for p, s in self.ent.items()}
+        by_proj: dict[
+            str, list[tuple[float, str, int, RunningWorkload, tuple[tuple[int, int], ...]]]
+        ] = {}
+        for rw, hm in self.allruns:
+            w = rw.workload
+            if w.id in self.stopped:
+                continue
+            by_proj.setdefault(w.project, []).append((rw.started_s, w.id, w.gpus, rw, hm))
+        in_use: dict[str, float] = {}
+        opp: set[str] = set()
+        for p, runs in by_proj.items():
+            runs.sort(key=lambda x: (x[0], x[1]))
+            acc = 0
+            lim = limit.get(p, 0.0)
+            for _, wid, g, _, _ in runs:
+                if acc + g <= lim + 1e-9:
+                    acc += g
+                else:
+                    opp.add(wid)
+            in_use[p] = acc
+        # Only opportunistic jobs (beyond their project's limit) may be preempted.
+        self.cands = [
+            (rw, hm)
+            for rw, hm in self.allruns
+            if rw.workload.id in opp
+            and rw.workload.id not in self.stopped
+            and all(self.healthy[h] for h, _ in hm)
+        ]
+        self._vbh = None
+        opp_gpus = sum(rw.workload.gpus for rw, _ in self.cands)
+        deferred = False
+        for w in _merge_priority(pending):
+            free = self.index.any_free()
+            if not free and opp_gpus <= 0:
+                deferred = True
+                break
+            lim = limit.get(w.project, 0.0)
+            if in_use.get(w.project, 0.0) + w.gpus > lim + 1e-9:
+                deferred = True
+                continue
+            sh = self.shape(w.gpus)
+            if sh.reason:
+                self.why[w.id] = sh.reason
+                continue
+            pls = self.place_free(w, sh) if free else None
+            how = "free GPUs"
+            if pls is None and opp_gpus > 0:
+                found = self.preempt_search(sh, None, 0, lambda: 0)
+                if found is not None:
+                    hosts, victims = found
+                    pls = self.apply_preemption(
+                        w,
+                        sh,
+                        hosts,
+                        victims,
+                        lambda v, w=w: (
+                            StopReason.PRIORITY,
+                            f"preempted: opportunistic job beyond project {v.project}'s GPU limit "
+                            f"gives way to {w.id}, which is inside project {w.project}'s limit; "
+                            + _lost_text(v),
+                        ),
+                    )
+                    opp_gpus -= sum(v.gpus for v in victims)
+                    how = f"GPUs freed by preempting {len(victims)} opportunistic job(s)"
+            if pls is not None:
+                in_use[w.project] = in_use.get(w.project, 0.0) + w.gpus
+                self.start(
+                    w,
+                    pls,
+                    w.allocated,
+                    f"started inside project {w.project}'s limit of {lim:.0f} GPUs on {how}; never preempted",
+                )
+        if not deferred:
+            return
+        for w in _merge_priority(pending):
+            if not self.index.any_free():
+                break
+            if w.id in self.started:
+                continue
+            pls = self._try(w)
+            if pls is not None:
+                self.start(
+                    w,
+                    pls,
+                    w.allocated,
+                    f"started opportunistically beyond project {w.project}'s limit; preemptible by jobs inside their limit",
+                )
+
+    def _explain(self, pending: dict[str, Sequence[Workload]], mode: str) -> list[QueueEntry]:
+        out: list[QueueEntry] = []
+        it = _merge_fifo(pending) if mode == "fifo" else _merge_priority(pending)
+        pos = 0
+        full = "" if self.index.any_free() else "; no free GPUs"
+        for w in it:
+            if w.id in self.started:
+                continue
+            pos += 1
+            extra = self.why.get(w.id)
+            if mode == "fifo":
+                base = f"waiting ({mode}): {pos - 1} jobs ahead of it in arrival order{full}"
+            elif mode == "static":
+                base = f"waiting (static): project {w.project} is confined to {self.caps.get(w.project, 0)} GPUs{full}"
+            else:
+                base = f"waiting (priority {w.priority}): {pos - 1} jobs ahead of it{full}"
+            out.append(
+                _queue_entry(
+                    w.id,
+                    w.project,
+                    pos,
+                    0,
+                    float(w.priority),
+                    f"{base}; {extra}" if extra else base,
+                )
+            )
+        return out
+
+
+def plan(snapshot: Snapshot, policy: Policy, now: float) -> CyclePlan:
+    """One scheduling cycle: the starts, stops, reservations, ready hosts and queue.
+
+    `policy.mode` selects our fair-share scheduler ("fairshare") or a baseline
+    ("fifo", "priority", "static"). Pure and deterministic; apply stops before starts.
+    """
+    mode = policy.mode
+    if mode == "fairshare":
+        return _FairShareCycle(snapshot, policy, now).run()
+    if mode in ("fifo", "priority", "static"):
+        return _BaselineCycle(snapshot, policy, now).run()
+    raise ValueError(f"unknown policy mode {mode!r}; expected one of {', '.join(MODES)}")

@@ -1,0 +1,306 @@
+"""Hierarchical fair share: entitled shares and Slurm's Fair Tree walk.
+
+Pure Python, no clock, no I/O. The tree is compiled once per `BudgetNode` object
+(cached by identity) so a scheduling cycle only redoes the arithmetic on usage.
+
+Fair Tree, as in Slurm (doc/html/fair_tree.shtml): at every level siblings are
+compared by their level fair-share LF = S / U where S is the node's share among its
+siblings (weight / sum of sibling weights) and U its usage among its siblings
+(usage / parent's usage). Higher LF is better served first; U = 0 gives LF = inf, a
+zero weight gives LF = 0 (last). Walking the sorted tree depth first gives the order
+of the leaves (projects). Ties follow Slurm's rules: tied leaves get the same rank;
+tied inner nodes have their children merged into one list before sorting; a leaf tied
+with a sibling inner node gets the rank of that node's best leaf (leaves sort before
+inner nodes at equal LF). The Slurm-style fair-share factor of a leaf is
+rank / number of leaves, 1.0 for the best. Remaining ties in the queue order are
+broken by a seeded, process-independent hash of the node path.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scheduler.engine.types import BudgetNode
+
+__all__ = ["FairShare", "compute_fair_share", "entitled_shares", "fair_tree"]
+
+INF = math.inf
+
+
+class _Tree:
+    """A budget tree flattened into arrays (node 0 is the root)."""
+
+    __slots__ = (
+        "children",
+        "entitled",
+        "is_leaf",
+        "leaf_index",
+        "leaves",
+        "names",
+        "parent",
+        "path_nodes",
+        "paths",
+        "postorder_inner",
+        "share",
+        "tiekeys",
+    )
+
+    def __init__(self, root: BudgetNode) -> None:
+        self.names: list[str] = []
+        self.paths: list[str] = []
+        self.parent: list[int] = []
+        self.children: list[list[int]] = []
+        self.share: list[float] = []
+        self.entitled: list[float] = []
+        self.is_leaf: list[bool] = []
+        self.path_nodes: list[tuple[int, ...]] = []
+        self.leaves: list[int] = []
+        self.leaf_index: dict[str, int] = {}
+        self.tiekeys: dict[int, list[int]] = {}
+        self._add(root, -1, "", 1.0, 1.0, ())
+        # Children before parents, so node usage can be summed in one pass.
+        self.postorder_inner = [
+            i for i in range(len(self.names) - 1, -1, -1) if not self.is_leaf[i]
+        ]
+
+    def _add(
+        self,
+        node: BudgetNode,
+        parent: int,
+        path: str,
+        share: float,
+        entitled: float,
+        anc: tuple[int, ...],
+    ) -> int:
+        i = len(self.names)
+        self.names.append(node.name)
+        self.paths.append(path)
+        self.parent.append(parent)
+        self.children.append([])
+        self.share.append(share)
+        self.entitled.append(entitled)
+        leaf = not node.children and parent >= 0
+        self.is_leaf.append(leaf)
+        anc = (*anc, i)
+        self.path_nodes.append(anc)
+        if leaf:
+            if node.name in self.leaf_index:
+                raise ValueError(f"project {node.name!r} appears twice in the budget tree")
+            self.leaves.append(i)
+            self.leaf_index[node.name] = i
+        total = sum(max(float(c.weight), 0.0) for c in node.children)
+        for c in node.children:
+            s = max(float(c.weight), 0.0) / total if total > 0 else 0.0
+            cpath = f"{path}/{c.name}" if path else c.name
+            j = self._add(c, i, cpath, s, entitled * s, anc)
+            self.children[i].append(j)
+        return i
+
+    def tiekey(self, seed: int) -> list[int]:
+        keys = self.tiekeys.get(seed)
+        if keys is None:
+            keys = [zlib.crc32(f"{seed}\x00{p}".encode()) for p in self.paths]
+            self.tiekeys[seed] = keys
+        return keys
+
+
+_CACHE: dict[int, tuple[BudgetNode, _Tree]] = {}
+
+
+def _compile(tree: BudgetNode) -> _Tree:
+    hit = _CACHE.get(id(tree))
+    if hit is not None and hit[0] is tree:
+        return hit[1]
+    ct = _Tree(tree)
+    if len(_CACHE) >= 16:
+        _CACHE.clear()
+    _CACHE[id(tree)] = (tree, ct)  # keeps the tree alive so its id stays unique
+    return ct
+
+
+def entitled_shares(tree: BudgetNode) -> dict[str, float]:
+    """Each project's entitled share of the cluster: product of sibling shares on its path.
+
+    A node's share among siblings is weight / sum of sibling weights (0 when all are 0).
+    Example: A/B at 50/50 and A1/A2 at 70/30 under A give A1 = 0.35.
+    """
+    ct = _compile(tree)
+    return {ct.names[i]: ct.entitled[i] for i in ct.leaves}
+
+
+@dataclass(slots=True)
+class FairShare:
+    """The result of one Fair Tree walk (engine-internal, also used by the queue).
+
+    `order` lists the projects best first (a strict order: Slurm ties broken by the
+    seeded hash); `factor` is the Slurm-style fair-share factor (rank / leaves, ties
+    share a rank); `usage` and `lf` are per node index of the compiled tree.
+    """
+
+    tree: _Tree
+    order: list[str]
+    factor: dict[str, float]
+    usage: list[float]
+    lf: list[float]
+    node_factor: list[float]
+
+    def position_after(self, project: str, delta: float, index: int) -> int:
+        """The first order index whose project `project` would still strictly beat
+        after adding `delta` GPU-seconds to its usage (order index > `index`).
+
+        Adding usage to one project only moves it down in the order; the others keep
+        their relative order, so a binary search over the current order suffices.
+        Returns len(order) when it beats nobody below it.
+        """
+        lo, hi = index + 1, len(self.order)
+        p = self.tree.leaf_index.get(project)
+        if p is None:
+            return hi
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.beats_after(p, delta, self.order[mid]):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def beats_after(self, p: int, delta: float, other: str) -> bool:
+        """Whether leaf `p` with `delta` more usage still ranks strictly above `other`.
+
+        Ties (which Slurm would merge or rank equally) count as not above, so that two
+        equally served projects never preempt each other.
+        """
+        ct = self.tree
+        q = ct.leaf_index.get(other)
+        if q is None:
+            return True
+        pa, qa = ct.path_nodes[p], ct.path_nodes[q]
+        k = 1
+        while k < len(pa) and k < len(qa) and pa[k] == qa[k]:
+            k += 1
+        u, share, is_leaf, parent = self.usage, ct.share, ct.is_leaf, ct.parent
+        while k < len(pa) and k < len(qa):
+            a, b = pa[k], qa[k]
+            lfa = _lf(share[a], u[a] + delta, u[parent[a]] + delta)
+            pb = parent[b]
+            # b's parent holds the extra usage only if it is on p's path.
+            ub_par = u[pb] + (delta if pb in pa else 0.0)
+            lfb = _lf(share[b], u[b], ub_par)
+            if lfa != lfb:
+                return lfa > lfb
+            if is_leaf[a] or is_leaf[b]:
+                return False
+            k += 1  # tied inner nodes: Slurm merges their children, compare one level down
+        return False
+
+
+def _lf(share: float, usage: float, parent_usage: float) -> float:
+    if share <= 0.0:
+        return 0.0
+    if usage <= 0.0 or parent_usage <= 0.0:
+        return INF
+    return share * parent_usage / usage
+
+
+def compute_fair_share(tree: BudgetNode, usage: Mapping[str, float], seed: int = 0) -> FairShare:
+    """Run the Fair Tree walk on `tree` with per-project `usage` (missing = 0)."""
+    ct = _compile(tree)
+    n = len(ct.names)
+    u = [0.0] * n
+    get = usage.get
+    names = ct.names
+    for i in ct.leaves:
+        v = get(names[i], 0.0)
+        if v > 0.0:
+            u[i] = float(v)
+    children = ct.children
+    for i in ct.postorder_inner:
+        u[i] = sum(u[c] for c in children[i])
+    share, parent = ct.share, ct.parent
+    lf = [0.0] * n
+    for i in range(1, n):
+        s = share[i]
+        if s <= 0.0:
+            continue
+        up = u[parent[i]]
+        ui = u[i]
+        lf[i] = INF if ui <= 0.0 or up <= 0.0 else s * up / ui
+    tie = ct.tiekey(seed)
+    is_leaf = ct.is_leaf
+    nleaves = len(ct.leaves)
+    node_factor = [0.0] * n
+    order: list[str] = []
+    factor: dict[str, float] = {}
+    rank = nleaves
+    rnt = nleaves
+
+    def key(i: int) -> tuple[float, bool, int, str]:
+        return (-lf[i], not is_leaf[i], tie[i], ct.paths[i])
+
+    def walk(sibs: list[int], tied_in: bool) -> None:
+        nonlocal rank, rnt
+        sibs.sort(key=key)
+        m = len(sibs)
+        i = 0
+        prev = None
+        while i < m:
+            a = sibs[i]
+            tied = tied_in if i == 0 else lf[a] == prev
+            if is_leaf[a]:
+                if not tied:
+                    rank = rnt
+                f = rank / nleaves
+                node_factor[a] = f
+                factor[names[a]] = f
+                order.append(names[a])
+                rnt -= 1
+                i += 1
+            else:
+                j = i
+                while j + 1 < m and not is_leaf[sibs[j + 1]] and lf[sibs[j + 1]] == lf[a]:
+                    j += 1
+                merged: list[int] = []
+                for b in sibs[i : j + 1]:
+                    merged.extend(children[b])
+                if merged:
+                    walk(merged, tied)
+                i = j + 1
+            prev = lf[a]
+
+    if nleaves:
+        walk(list(children[0]), False)
+    # An inner node's factor is that of its best leaf.
+    for i in ct.postorder_inner:
+        if children[i]:
+            node_factor[i] = max(node_factor[c] for c in children[i])
+    return FairShare(tree=ct, order=order, factor=factor, usage=u, lf=lf, node_factor=node_factor)
+
+
+def fair_tree(tree: BudgetNode, usage: Mapping[str, float], seed: int = 0) -> dict[str, object]:
+    """Slurm Fair Tree figures for every node, as plain data.
+
+    Returns ``{"order": [project, ...best first], "nodes": {path: {...}}}`` where a
+    node path is the names below the root joined by "/" (e.g. "A/A1") and each node
+    has ``norm_shares`` (share among siblings), ``norm_usage`` (usage among siblings),
+    ``level_fs`` (S/U; ``inf`` for zero usage, 0 for zero weight), ``fairshare``
+    (rank among leaves / number of leaves, 1.0 best; for an inner node the factor of
+    its best leaf), plus ``usage`` (raw) and ``entitled_share`` (product of shares).
+    """
+    fs = compute_fair_share(tree, usage, seed)
+    ct = fs.tree
+    u = fs.usage
+    nodes: dict[str, dict[str, float]] = {}
+    for i in range(1, len(ct.names)):
+        up = u[ct.parent[i]]
+        nodes[ct.paths[i]] = {
+            "norm_shares": ct.share[i],
+            "norm_usage": u[i] / up if up > 0 else 0.0,
+            "level_fs": fs.lf[i],
+            "fairshare": fs.node_factor[i],
+            "usage": u[i],
+            "entitled_share": ct.entitled[i],
+        }
+    return {"order": list(fs.order), "nodes": nodes}
