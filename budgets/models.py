@@ -89,6 +89,9 @@ class TreeState(models.Model):
 
     version = models.PositiveIntegerField(default=0)
 
+    def __str__(self) -> str:
+        return f"tree version {self.version}"
+
 
 class EventKind(models.TextChoices):
     APPLIED = "applied", "Weights changed"
@@ -138,6 +141,9 @@ class BudgetEventItem(models.Model):
         ordering = ["node_path"]
         triggers = [APPEND_ONLY]
 
+    def __str__(self) -> str:
+        return f"{self.node_path}: {self.old_weight} -> {self.new_weight}"
+
 
 class ScheduledStatus(models.TextChoices):
     PENDING = "pending", "Pending"
@@ -157,3 +163,6 @@ class ScheduledChange(models.Model):
 
     class Meta:
         ordering = ["effective_at"]
+
+    def __str__(self) -> str:
+        return f"{self.status} change at {self.effective_at:%Y-%m-%d %H:%M}"

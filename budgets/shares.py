@@ -33,9 +33,11 @@ def compute_shares(
         total = sum((w for _, w in siblings), Decimal(0))
         for node_id, weight in siblings:
             if parent_id is None:
-                share = 1.0
+                share = 1.0  # a root has no siblings
+            elif total > 0:
+                share = float(weight / total)
             else:
-                share = float(weight / total) if total > 0 else 0.0
+                share = 0.0
             entitled = parent_entitled * share
             result[node_id] = NodeShare(share=share, entitled=entitled)
             stack.append((node_id, entitled))

@@ -104,7 +104,7 @@ def _posted_weights(
 def _preview_rows(index: selectors.TreeIndex, edits: dict[int, Decimal]) -> list[dict]:
     after = index.preview(edits)
     rows = []
-    for node, depth in index.walk():
+    for node, _depth in index.walk():
         old, new = index.shares[node.pk].entitled, after[node.pk].entitled
         if node.pk in edits or abs(old - new) > 1e-12:
             rows.append(

@@ -46,6 +46,9 @@ def test_import_builds_the_tree_with_the_spec_shares(tree):
     assert tree.node("a1").kind == "project"
     assert selectors.tree_index().path(tree.node("a1").pk) == "org/prog-a/a1"
     assert Membership.objects.filter(user__username="ann", node__name="a1", role="member").exists()
+    from django.contrib.auth import get_user_model
+
+    assert not get_user_model().objects.get(username="bob").has_usable_password()
 
 
 def test_weight_change_applies_now_and_records_old_and_new_values(tree):

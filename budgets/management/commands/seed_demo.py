@@ -69,7 +69,7 @@ class Command(BaseCommand):
             name="demo-h100", defaults={"host_count": 16, "gpus_per_host": 8}
         )
         self.stdout.write(
-            "Demo logins (password '%s'): admin (superuser), ceo (organisation manager), "
-            "manager (program language-models), researcher (member of pretraining, "
-            "post-training, sandbox)." % DEMO_PASSWORD
+            f"Demo logins (password '{DEMO_PASSWORD}'): admin (superuser), ceo (organisation "
+            "manager), manager (program language-models), researcher (member of pretraining, "
+            "post-training, sandbox)."
         )
