@@ -117,7 +117,9 @@ def generate_scenario(
     decay: float = 0.97,
 ) -> dict[str, Any]:
     """A random scenario (JSON form): `services` diurnal services using about a third
-    of the cluster at their peaks, and `jobs` batch jobs of mixed kinds."""
+    of the cluster at their peaks, and `jobs` batch jobs of mixed kinds. Job sizes
+    grow with the cluster (x gpus/64 from 128 GPUs up) so a large cluster is as
+    contended as a small one."""
     rng = random.Random(seed)
     realtime = []
     for s in range(services):
@@ -140,6 +142,9 @@ def generate_scenario(
         priorities=(1, 2, 3, 4),
         arrival_span=(0, steps * 2 // 3),
     )
+    scale = 1 << max(0, (gpus // 64).bit_length() - 1) if gpus >= 128 else 1
+    for job in batch:
+        job["gpus"] = min(gpus, job["gpus"] * scale)
     return {
         "name": name,
         "gpus": gpus,
