@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 
 from scheduler.engine.fairshare import compute_fair_share
-from scheduler.engine.placement import FreeIndex, Shape, aligned_blocks, block_info, mask_of
+from scheduler.engine.placement import FreeIndex, Shape, block_info, mask_of
 from scheduler.engine.types import (
     CyclePlan,
     HostReady,
@@ -170,7 +170,9 @@ class _Cycle:
                 try:
                     h = hidx[pl.host]
                 except KeyError:
-                    raise ValueError(f"running {rw.workload.id} is on unknown host {pl.host!r}")
+                    raise ValueError(
+                        f"running {rw.workload.id} is on unknown host {pl.host!r}"
+                    ) from None
                 m = mask_of(pl.gpu_indices)
                 used[h] |= m
                 hm: tuple[tuple[int, int], ...] = ((h, m),)
@@ -526,7 +528,7 @@ def _lost_text(v: _Run) -> str:
 
 class _FairShareCycle(_Cycle):
     def run(self) -> CyclePlan:
-        snap, policy, now, cap = self.snap, self.policy, self.now, self.cap
+        snap, policy, cap = self.snap, self.policy, self.cap
         pending = snap.pending
         fs = compute_fair_share(snap.tree, snap.usage, policy.seed)
         self.fs = fs
@@ -630,7 +632,8 @@ class _FairShareCycle(_Cycle):
                 def tfun(proj: str = proj, d: float = d, r: int = r, tc: list[int] = tc) -> int:
                     """Computed only when an allocated victim of another project is seen."""
                     if tc[0] < 0:
-                        lo = max(r, last_t.get(proj, r))  # t only grows with added usage
+                        # t only grows with added usage: search from the last one
+                        lo = max(r, last_t.get(proj, r + 1) - 1)
                         tc[0] = last_t[proj] = fs.position_after(proj, d, lo)
                     return tc[0]
 

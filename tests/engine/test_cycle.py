@@ -1,0 +1,275 @@
+"""One fair-share cycle: order, contracts, preemption rules, drain, reservations."""
+
+from __future__ import annotations
+
+from scheduler.engine import BudgetNode, StopReason
+
+from .helpers import H, cycle, hosts, job, pending, run, snap, tree
+
+NOW = 100 * H
+
+
+def test_queue_order_projects_by_fair_tree_then_unallocated_last():
+    t = tree(a=1, b=1)
+    usage = {"a": 100 * H, "b": 10 * H}  # b less served -> first
+    p = pending(
+        job("a1", "a", minrt=H, submit=1),
+        job("a0", "a", minrt=0, submit=0),
+        job("b1", "b", minrt=H, prio=1, submit=5),
+        job("b2", "b", minrt=H, prio=0, submit=2),
+    )
+    full = [
+        run(job(f"r{i}", "a", 8, minrt=8 * H), f"h{i}", tuple(range(8)), NOW - H) for i in range(1)
+    ]
+    out = cycle(snap(hosts(1), full, p, t, usage))
+    order = [q.workload_id for q in out.queue]
+    assert order == ["b1", "b2", "a1", "a0"]
+    assert [q.position for q in out.queue] == [1, 2, 3, 4]
+    assert out.queue[0].project_rank == 1 and out.queue[2].project_rank == 2
+    assert out.queue[0].metric == 1.0
+    assert "b is at" in out.queue[0].reason and "entitlement" in out.queue[0].reason
+    assert "unallocated" in out.queue[3].reason
+    assert [p for p, _ in out.project_order] == ["b", "a"]
+
+
+def test_zero_weight_project_runs_only_unallocated_jobs():
+    t = tree(z=0, a=1)
+    p = pending(job("za", "z", minrt=H), job("zu", "z", minrt=0, submit=1))
+    out = cycle(snap(hosts(1), [], p, t))
+    started = {s.workload_id: s.allocated for s in out.starts}
+    assert started == {"zu": False}
+    (q,) = out.queue
+    assert q.workload_id == "za" and "no budget" in q.reason
+
+
+def test_protected_jobs_are_never_preempted():
+    t = tree(a=1, b=1)
+    usage = {"a": 1.0, "b": 1000 * H}
+    # b's job is inside its min runtime (started 1 h ago, min runtime 4 h)
+    r = run(job("rb", "b", 8, minrt=4 * H), "h0", tuple(range(8)), NOW - H)
+    out = cycle(snap(hosts(1), [r], pending(job("ja", "a", 8, minrt=H)), t, usage))
+    assert out.stops == () and out.starts == ()
+
+
+def test_min_runtime_protection_is_capped_by_policy():
+    t = tree(a=1, b=1)
+    usage = {"a": 1.0, "b": 1000 * H}
+    r = run(job("rb", "b", 8, minrt=100 * H), "h0", tuple(range(8)), NOW - 3 * H)
+    p = pending(job("ja", "a", 8, minrt=H))
+    assert cycle(snap(hosts(1), [r], p, t, usage)).stops == ()  # 8 h cap: still protected
+    out = cycle(snap(hosts(1), [r], p, t, usage), max_min_runtime_s=2 * H)
+    assert [s.workload_id for s in out.stops] == ["rb"]
+    assert out.stops[0].reason_code == StopReason.FAIR_SHARE
+
+
+def test_unallocated_job_preempted_at_once_and_requeue_follows_resumable():
+    t = tree(a=1, b=1)
+    r = run(job("free", "b", 8, minrt=0, resumable=False), "h0", tuple(range(8)), NOW - 60)
+    out = cycle(snap(hosts(1), [r], pending(job("ja", "a", 4, minrt=H)), t))
+    (stop,) = out.stops
+    assert stop.reason_code == StopReason.UNALLOCATED
+    assert stop.requeue is False and stop.for_workload_id == "ja"
+    assert [s.workload_id for s in out.starts] == ["ja"]
+    assert "unallocated" in stop.reason
+
+
+def test_unallocated_jobs_never_preempt():
+    t = tree(a=1, b=1)
+    r = run(job("free", "b", 8, minrt=0), "h0", tuple(range(8)), NOW - 60)
+    out = cycle(snap(hosts(1), [r], pending(job("ua", "a", 4, minrt=0)), t))
+    assert out.stops == () and out.starts == ()
+
+
+def test_fair_share_preemption_only_of_lower_ranked_projects():
+    t = tree(a=1, b=1)
+    rb = run(job("rb", "b", 8, minrt=H), "h0", tuple(range(8)), NOW - 5 * H)
+    p = pending(job("ja", "a", 8, minrt=H))
+    # a is far less served than b: b's job is past its min runtime -> preempted
+    out = cycle(snap(hosts(1), [rb], p, t, {"a": 0.0, "b": 500 * H}))
+    assert [(s.workload_id, s.reason_code) for s in out.stops] == [("rb", StopReason.FAIR_SHARE)]
+    assert "ranks below" in out.stops[0].reason
+    # a ranks below b: nothing happens
+    out = cycle(snap(hosts(1), [rb], p, t, {"a": 500 * H, "b": 0.0}))
+    assert out.stops == ()
+
+
+def test_no_preemption_when_the_preemptor_would_then_rank_below():
+    t = tree(a=1, b=1)
+    rb = run(job("rb", "b", 8, minrt=H), "h0", tuple(range(8)), NOW - 5 * H)
+    # a is slightly less served (90 vs 100 GPU-h) but its 8-GPU x 4 h job adds 32 GPU-h
+    p = pending(job("ja", "a", 8, minrt=4 * H))
+    out = cycle(snap(hosts(1), [rb], p, t, {"a": 90 * 8 * H / 8, "b": 100 * H}))
+    assert out.stops == ()
+    # with a 1 h min runtime (8 GPU-h more) it still ranks above: preempts
+    p = pending(job("ja", "a", 8, minrt=H))
+    out = cycle(snap(hosts(1), [rb], p, t, {"a": 90 * H, "b": 100 * H}))
+    assert [s.workload_id for s in out.stops] == ["rb"]
+
+
+def test_same_project_lower_priority_preempted_after_min_runtime():
+    t = tree(a=1, b=1)
+    low = run(job("low", "a", 8, minrt=H, prio=0), "h0", tuple(range(8)), NOW - 2 * H)
+    p = pending(job("hi", "a", 8, minrt=H, prio=5))
+    out = cycle(snap(hosts(1), [low], p, t))
+    assert [(s.workload_id, s.reason_code) for s in out.stops] == [("low", StopReason.PRIORITY)]
+    # equal priority: no preemption within the project
+    p = pending(job("same", "a", 8, minrt=H, prio=0))
+    assert cycle(snap(hosts(1), [low], p, t)).stops == ()
+
+
+def test_victims_lose_the_least_work_and_unallocated_go_first():
+    t = tree(a=1, b=1)
+    usage = {"a": 0.0, "b": 100 * H}
+    # h0: allocated b job past min runtime, checkpointed 5 min ago (little loss)
+    # h1: unallocated job, non-resumable, running 3 h (large loss) -> still chosen first
+    # h2: allocated b job, non-resumable, 6 h lost
+    r0 = run(job("b_ck", "b", 8, minrt=H), "h0", tuple(range(8)), NOW - 6 * H, ckpt=NOW - 300)
+    r1 = run(job("free", "b", 8, minrt=0, resumable=False), "h1", tuple(range(8)), NOW - 3 * H)
+    r2 = run(job("b_nr", "b", 8, minrt=H, resumable=False), "h2", tuple(range(8)), NOW - 6 * H)
+    s = snap(hosts(3), [r0, r1, r2], pending(job("ja", "a", 8, minrt=H)), t, usage)
+    out = cycle(s)
+    assert [x.workload_id for x in out.stops] == ["free"]
+    # two jobs needed: the unallocated one and the cheaper allocated one
+    s = snap(
+        hosts(3),
+        [r0, r1, r2],
+        pending(job("ja", "a", 8, minrt=H), job("jb", "a", 8, minrt=H, submit=1)),
+        t,
+        usage,
+    )
+    out = cycle(s)
+    assert [x.workload_id for x in out.stops] == ["free", "b_ck"]
+
+
+def test_fewest_gpu_hours_lost_among_small_victims():
+    t = tree(a=1, b=1)
+    usage = {"a": 0.0, "b": 100 * H}
+    rs = [
+        run(job(f"v{i}", "b", 1, minrt=H), "h0", (i,), NOW - (2 + i) * H, ckpt=NOW - (8 - i) * 60)
+        for i in range(8)
+    ]
+    out = cycle(snap(hosts(1), rs, pending(job("ja", "a", 2, minrt=H)), t, usage))
+    # cheapest aligned pair: GPUs 6,7 (checkpointed 2 and 1 min ago)
+    assert sorted(x.workload_id for x in out.stops) == ["v6", "v7"]
+    assert out.starts[0].placements[0].gpu_indices == (6, 7)
+
+
+def test_two_equal_projects_with_endless_demand_settle():
+    """Iterate cycles with usage growing: preemptions happen only when one project has
+    fallen behind by more than a job's worth of protected time, never back and forth
+    in consecutive cycles, and each job runs at least its min runtime."""
+    t = tree(a=1, b=1)
+    minrt = H
+    usage = {"a": 0.0, "b": 0.0}
+    running = {}
+    counter = 0
+    starts_at = {}
+    now = 0.0
+    stops = 0
+    last_stop_time = None
+    demand = {"a": [], "b": []}
+
+    def refill():
+        nonlocal counter
+        for p in ("a", "b"):
+            while len(demand[p]) < 3:
+                counter += 1
+                demand[p].append(job(f"{p}{counter}", p, 8, minrt=minrt, submit=counter))
+
+    for _ in range(200):
+        refill()
+        pend = {p: list(v) for p, v in demand.items()}
+        out = cycle(snap(hosts(1), list(running.values()), pend, t, dict(usage)), now=now)
+        for s in out.stops:
+            r = running.pop(s.workload_id)
+            assert now - r.started_s >= minrt  # protected time honoured
+            stops += 1
+            if last_stop_time is not None:
+                assert now - last_stop_time >= minrt
+            last_stop_time = now
+        for s in out.starts:
+            w = next(w for p in demand.values() for w in p if w.id == s.workload_id)
+            demand[w.project].remove(w)
+            running[w.id] = run(w, "h0", s.placements[0].gpu_indices, now)
+            starts_at[w.id] = now
+        # charge 10 minutes of use
+        now += 600
+        for r in running.values():
+            usage[r.workload.project] += r.workload.gpus * 600
+    # time slicing, not thrashing: at most one switch per protected period
+    assert 0 < stops <= 200 * 600 / minrt
+    # both projects got a fair half of the time (within one job's protected time)
+    assert abs(usage["a"] - usage["b"]) <= 2 * 8 * minrt
+
+
+def test_equal_projects_with_equal_usage_do_not_preempt_each_other():
+    t = tree(a=1, b=1)
+    rb = run(job("rb", "b", 8, minrt=H), "h0", tuple(range(8)), NOW - 5 * H)
+    out = cycle(
+        snap(hosts(1), [rb], pending(job("ja", "a", 8, minrt=H)), t, {"a": 50 * H, "b": 50 * H})
+    )
+    assert out.stops == ()
+
+
+def test_drain_unhealthy_host():
+    t = tree(a=1)
+    hs = hosts(3, unhealthy=(0, 1))
+    free = run(job("u", "a", 4, minrt=0), "h0", (0, 1, 2, 3), NOW - 60)
+    prot = run(job("p", "a", 4, minrt=4 * H), "h0", (4, 5, 6, 7), NOW - H)
+    past = run(job("q", "a", 8, minrt=H), "h1", tuple(range(8)), NOW - 2 * H)
+    out = cycle(snap(hs, [free, prot, past], pending(job("new", "a", 8)), t))
+    assert {(s.workload_id, s.reason_code) for s in out.stops} == {
+        ("u", StopReason.DRAIN),
+        ("q", StopReason.DRAIN),
+    }
+    assert [r.host for r in out.hosts_ready] == ["h1"]  # h0 still holds a protected job
+    (start,) = out.starts
+    assert start.placements[0].host == "h2"  # never on an unhealthy host
+    # after the protection ends, h0 is emptied too
+    later = cycle(snap(hs, [prot], {}, t), now=NOW + 3 * H + 1)
+    assert [s.workload_id for s in later.stops] == ["p"]
+    assert {r.host for r in later.hosts_ready} == {"h0", "h1"}
+
+
+def test_reservation_for_a_large_job_blocks_only_work_that_could_delay_it():
+    t = tree(big=1, small=1)
+    usage = {"big": 0.0, "small": 100 * H}
+    # 2 hosts; h0 busy with a protected small-project job for 30 more minutes,
+    # h1 has one protected GPU for 2 more hours
+    r0 = run(job("p0", "small", 4, minrt=H), "h0", (0, 1, 2, 3), NOW - 0.5 * H)
+    r1 = run(job("p1", "small", 1, minrt=3 * H), "h1", (0,), NOW - H)
+    p = pending(
+        job("big", "big", 16, minrt=H),
+        job("long", "small", 2, minrt=4 * H, submit=1),  # would delay big: must not use h0/h1
+        job("short", "small", 2, minrt=0.25 * H, submit=2),  # ends protection before: may
+        job("free", "small", 1, minrt=0, submit=3),  # unallocated: may
+    )
+    out = cycle(snap(hosts(2), [r0, r1], p, t, usage))
+    (res,) = out.reservations
+    assert res.workload_id == "big" and set(res.hosts) == {"h0", "h1"}
+    started = {s.workload_id for s in out.starts}
+    assert "long" not in started
+    assert {"short", "free"} <= started
+    why = {q.workload_id: q.reason for q in out.queue}
+    assert "reserved" in why["big"]
+
+
+def test_determinism_same_input_same_plan():
+    t = BudgetNode("r", children=tuple(BudgetNode(f"p{i}", 1 + i % 3) for i in range(6)))
+    jobs = [
+        job(f"j{i}", f"p{i % 6}", [1, 2, 4, 8][i % 4], minrt=(i % 3) * H, submit=i)
+        for i in range(40)
+    ]
+    running = [
+        run(
+            job(f"r{i}", f"p{i % 6}", 2, minrt=(i % 2) * H),
+            f"h{i // 4}",
+            (2 * (i % 4), 2 * (i % 4) + 1),
+            NOW - i * 1000,
+        )
+        for i in range(12)
+    ]
+    s = snap(hosts(4), running, pending(*jobs), t, {f"p{i}": i * 10 * H for i in range(6)})
+    a, b = cycle(s), cycle(s)
+    assert a == b
+    assert cycle(s, seed=1).queue  # seeded variant runs as well

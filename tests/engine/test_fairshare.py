@@ -1,0 +1,162 @@
+"""Fair-share arithmetic against hand-checked numbers (Slurm Fair Tree semantics)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scheduler.engine import BudgetNode, entitled_shares, fair_tree
+from scheduler.engine.fairshare import compute_fair_share
+
+SPEC_TREE = BudgetNode(
+    "org",
+    children=(
+        BudgetNode("A", 50, (BudgetNode("A1", 70), BudgetNode("A2", 30))),
+        BudgetNode("B", 50, (BudgetNode("B1", 1),)),
+    ),
+)
+
+
+def test_spec_example_a1_is_entitled_to_35_percent():
+    shares = entitled_shares(SPEC_TREE)
+    assert shares["A1"] == pytest.approx(0.35)
+    assert shares["A2"] == pytest.approx(0.15)
+    assert shares["B1"] == pytest.approx(0.50)
+    assert sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_all_zero_weights_give_zero_share():
+    t = BudgetNode("r", children=(BudgetNode("a", 0), BudgetNode("b", 0)))
+    assert entitled_shares(t) == {"a": 0.0, "b": 0.0}
+
+
+def test_level_fs_and_norm_values_by_hand():
+    # A used 300, B used 100 (A1 200, A2 100): at root level U_A = 0.75, S_A = 0.5
+    res = fair_tree(SPEC_TREE, {"A1": 200.0, "A2": 100.0, "B1": 100.0})
+    n = res["nodes"]
+    assert n["A"]["norm_shares"] == pytest.approx(0.5)
+    assert n["A"]["norm_usage"] == pytest.approx(0.75)
+    assert n["A"]["level_fs"] == pytest.approx(0.5 / 0.75)
+    assert n["B"]["level_fs"] == pytest.approx(0.5 / 0.25)
+    # inside A: A1 S=0.7 U=2/3 -> 1.05 ; A2 S=0.3 U=1/3 -> 0.9
+    assert n["A/A1"]["level_fs"] == pytest.approx(0.7 / (2 / 3))
+    assert n["A/A2"]["level_fs"] == pytest.approx(0.3 / (1 / 3))
+    # B is less served, so B1 first; then A1 (1.05) before A2 (0.9)
+    assert res["order"] == ["B1", "A1", "A2"]
+    assert n["B/B1"]["fairshare"] == pytest.approx(3 / 3)
+    assert n["A/A1"]["fairshare"] == pytest.approx(2 / 3)
+    assert n["A/A2"]["fairshare"] == pytest.approx(1 / 3)
+    assert set(n["A/A1"]) >= {"norm_shares", "norm_usage", "level_fs", "fairshare"}
+
+
+def test_zero_usage_ranks_first_with_infinite_level_fs():
+    res = fair_tree(SPEC_TREE, {"A1": 10.0, "B1": 1e9})
+    n = res["nodes"]
+    assert math.isinf(n["A/A2"]["level_fs"])
+    assert res["order"][0] == "A2"
+    assert res["order"][-1] == "B1"
+
+
+def test_zero_weight_ranks_last_even_with_zero_usage():
+    t = BudgetNode("r", children=(BudgetNode("z", 0), BudgetNode("a", 1), BudgetNode("b", 1)))
+    res = fair_tree(t, {"a": 1e6, "b": 5.0})
+    assert res["order"] == ["b", "a", "z"]
+    assert res["nodes"]["z"]["level_fs"] == 0.0
+    assert res["nodes"]["z"]["fairshare"] == pytest.approx(1 / 3)
+
+
+def test_tied_leaves_share_a_rank():
+    t = BudgetNode("r", children=(BudgetNode("a", 1), BudgetNode("b", 1), BudgetNode("c", 2)))
+    res = fair_tree(t, {"a": 10.0, "b": 10.0, "c": 100.0})
+    f = {p: res["nodes"][p]["fairshare"] for p in "abc"}
+    assert f["a"] == f["b"] == pytest.approx(1.0)  # tied, both best
+    assert f["c"] == pytest.approx(1 / 3)  # rank counts the tied pair: 3 - 2 = 1
+    assert res["order"][2] == "c"
+
+
+def test_tied_accounts_are_merged_before_descending():
+    # X and Y tie at the top level (equal shares, equal usage); their children are then
+    # sorted together: y1 (LF 2.0) < x1 (LF 4.0) > ... Without merging, all of X would
+    # come before all of Y (or vice versa).
+    t = BudgetNode(
+        "r",
+        children=(
+            BudgetNode("X", 1, (BudgetNode("x1", 1), BudgetNode("x2", 1))),
+            BudgetNode("Y", 1, (BudgetNode("y1", 1), BudgetNode("y2", 1))),
+        ),
+    )
+    usage = {"x1": 10.0, "x2": 90.0, "y1": 25.0, "y2": 75.0}
+    res = fair_tree(t, usage)
+    # x1: 0.5/0.1 = 5 ; y1: 0.5/0.25 = 2 ; y2: 0.5/0.75 = 0.667 ; x2: 0.5/0.9 = 0.556
+    assert res["order"] == ["x1", "y1", "y2", "x2"]
+
+
+def test_leaf_tied_with_account_gets_its_best_leafs_rank():
+    t = BudgetNode(
+        "r",
+        children=(
+            BudgetNode("u", 1),
+            BudgetNode("A", 1, (BudgetNode("a1", 1), BudgetNode("a2", 1))),
+        ),
+    )
+    res = fair_tree(t, {"u": 50.0, "a1": 10.0, "a2": 40.0})
+    f = {p: res["nodes"][p]["fairshare"] for p in ("u", "A/a1", "A/a2")}
+    assert res["order"] == ["u", "a1", "a2"]  # leaves sort before accounts at equal LF
+    assert f["u"] == f["A/a1"] == pytest.approx(1.0)
+    assert f["A/a2"] == pytest.approx(1 / 3)
+
+
+def test_three_level_tree_by_hand():
+    t = BudgetNode(
+        "org",
+        children=(
+            BudgetNode(
+                "D",
+                3,
+                (
+                    BudgetNode("P", 1, (BudgetNode("p1", 1), BudgetNode("p2", 3))),
+                    BudgetNode("Q", 1, (BudgetNode("q1", 1),)),
+                ),
+            ),
+            BudgetNode("E", 1, (BudgetNode("E1", 1, (BudgetNode("e1", 1),)),)),
+        ),
+    )
+    shares = entitled_shares(t)
+    assert shares["p1"] == pytest.approx(0.75 * 0.5 * 0.25)
+    assert shares["p2"] == pytest.approx(0.75 * 0.5 * 0.75)
+    assert shares["q1"] == pytest.approx(0.375)
+    assert shares["e1"] == pytest.approx(0.25)
+    usage = {"p1": 30.0, "p2": 30.0, "q1": 40.0, "e1": 100.0}
+    res = fair_tree(t, usage)
+    # root: D S=.75 U=.5 -> 1.5 ; E S=.25 U=.5 -> .5 ; D first.
+    # D: P S=.5 U=.6 -> .833 ; Q S=.5 U=.4 -> 1.25 ; Q first. P: p2 1.5 > p1 .5
+    assert res["order"] == ["q1", "p2", "p1", "e1"]
+    assert res["nodes"]["D/P/p2"]["level_fs"] == pytest.approx(0.75 / 0.5)
+    assert res["nodes"]["D"]["level_fs"] == pytest.approx(1.5)
+    assert [res["nodes"][k]["fairshare"] for k in ("D/Q/q1", "D/P/p2", "D/P/p1", "E/E1/e1")] == [
+        1.0,
+        0.75,
+        0.5,
+        0.25,
+    ]
+
+
+def test_order_is_deterministic_and_seeded_for_full_ties():
+    t = BudgetNode("r", children=tuple(BudgetNode(f"p{i}", 1) for i in range(12)))
+    a = compute_fair_share(t, {}, seed=1).order
+    assert a == compute_fair_share(t, {}, seed=1).order
+    assert sorted(a) == sorted(f"p{i}" for i in range(12))
+    assert any(compute_fair_share(t, {}, seed=s).order != a for s in range(2, 6))
+
+
+def test_position_after_added_usage():
+    t = BudgetNode("r", children=(BudgetNode("a", 1), BudgetNode("b", 1), BudgetNode("c", 1)))
+    fs = compute_fair_share(t, {"a": 10.0, "b": 20.0, "c": 40.0})
+    assert fs.order == ["a", "b", "c"]
+    # a +5 -> 15: still beats b (20) and c
+    assert fs.position_after("a", 5.0, 0) == 1
+    # a +15 -> 25: below b, above c
+    assert fs.position_after("a", 15.0, 0) == 2
+    # a +30 -> 40: ties c: a tie is not "strictly above"
+    assert fs.position_after("a", 30.0, 0) == 3
