@@ -1,0 +1,10 @@
+from django.urls import path
+
+from scheduler import views
+
+app_name = "scheduler"
+
+urlpatterns = [
+    path("planner/", views.planner_list, name="planner-list"),
+    path("planner/<slug:name>/", views.planner_detail, name="planner-detail"),
+]

@@ -1,0 +1,33 @@
+"""Pages of the scheduler app: the window planner's plans side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from scheduler.planner import load_scenario, run_mode
+from scheduler.planner.views_data import heatmap_data, list_scenarios
+
+PAGE_TIME_LIMIT_S = 2.0  # the full (CP-SAT) mode's limit on the page; the CLI defaults to 10 s
+
+
+@login_required
+def planner_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "scheduler/planner_list.html", {"scenarios": list_scenarios()})
+
+
+@login_required
+def planner_detail(request: HttpRequest, name: str) -> HttpResponse:
+    scenarios = {s["name"]: s for s in list_scenarios()}
+    if name not in scenarios:
+        raise Http404(f"No scenario named {name!r}")
+    scenario = load_scenario(Path(scenarios[name]["path"]))
+    plans = [heatmap_data(scenario, run_mode(scenario, mode, PAGE_TIME_LIMIT_S)) for mode in ("fifo", "fast", "full")]
+    return render(
+        request,
+        "scheduler/planner_detail.html",
+        {"scenario": scenarios[name], "plans": plans, "time_limit": PAGE_TIME_LIMIT_S},
+    )
