@@ -12,10 +12,11 @@
 4. Real-time services are topped up into whatever batch work left free.
 
 Insertion order: priority x decay^arrival first (bigger, longer jobs first on
-ties); the same construction is also run in arrival order, and a third plan is
-built by a time-forward sweep (at each step start the arrived jobs that fit,
-highest priority first), which leaves no early holes behind late high-priority
-jobs. The best objective of the three is kept. Every step
+ties). A second plan is built by a time-forward sweep (at each step start the
+arrived jobs that fit, highest priority first), which leaves no early holes
+behind late high-priority jobs; the better objective of the two is kept.
+(`ORDERS` also has an arrival-order insertion; it never won on the shipped or
+generated scenarios, so it is off by default to save a third of the time.) Every step
 keeps the grid legal, so the result needs no repair.
 """
 
@@ -248,7 +249,7 @@ def _sweep(scenario: Scenario, base: _Realtime) -> tuple[Schedule, float]:
 
 
 def schedule_fast(
-    scenario: Scenario, orders: tuple[str, ...] = tuple(ORDERS), *, sweep: bool = True
+    scenario: Scenario, orders: tuple[str, ...] = ("priority",), *, sweep: bool = True
 ) -> Schedule:
     """The fast heuristic's decisions: the best objective over the insertion orders
     `orders` and (with `sweep`) the time-forward sweep."""

@@ -77,16 +77,16 @@ def format_report(report: dict[str, Any]) -> str:
     """The report as one plain-text table."""
     head = f"{'scenario':<19}{'GPUs':>5}{'jobs':>5}{'cont':>5}"
     for mode in MODES:
-        head += f" | {mode + ' util':>9}{'value':>7}{'done':>5}{'ms':>8}"
-    head += f" | {'fast-fifo':>15} | {'full-fifo':>15}"
+        head += f" | {mode + ' util':>9}{'value':>6}{'obj':>7}{'done':>5}{'ms':>9}"
+    head += f" | {'fast vs fifo':>15} | {'full vs fifo':>15}"
     lines = [head, "-" * len(head)]
     for r in report["rows"]:
         line = f"{r.scenario:<19}{r.gpus:>5}{r.jobs:>5}{'yes' if r.contended else 'no':>5}"
         for mode in MODES:
             m = r.metrics[mode]
             line += (
-                f" | {100 * m['utilization']:>8.1f}%{m['value']:>7.0f}{m['completed']:>5}"
-                f"{m['runtime_ms']:>8.2f}"
+                f" | {100 * m['utilization']:>8.1f}%{m['value']:>6.0f}{m['objective']:>7.1f}"
+                f"{m['completed']:>5}{m['runtime_ms']:>9.2f}"
             )
         for mode in ("fast", "full"):
             points, pct = r.gain(mode)
