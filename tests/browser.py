@@ -1,6 +1,5 @@
 """Launching Debian's chromium for the page tests (Playwright; nothing is downloaded)."""
 
-import os
 import shutil
 
 import pytest
@@ -19,21 +18,11 @@ LAUNCH_ARGS = [
 BROWSER_MARKS = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (make test installs it as root)"),
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="Debian's chromium is not installed (make test installs it as root)",
+    ),
 ]
-
-
-@pytest.fixture
-def page():
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        page = browser.new_page()
-        page.set_default_timeout(20000)
-        yield page
-        browser.close()
 
 
 def sign_in(page, base_url: str, username: str, password: str = "pw") -> None:

@@ -1,9 +1,7 @@
 """A real browser (Debian's chromium driven by Playwright): a manager edits a weight,
 sees the live preview, saves with a reason and finds the change in the history."""
 
-import pytest
-
-from tests.browser import BROWSER_MARKS, page, sign_in  # noqa: F401  (page is a fixture)
+from tests.browser import BROWSER_MARKS, sign_in
 
 pytestmark = BROWSER_MARKS
 

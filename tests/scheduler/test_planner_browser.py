@@ -1,8 +1,6 @@
 """The window planner page in a real browser: three Plotly heatmaps side by side."""
 
-import pytest
-
-from tests.browser import BROWSER_MARKS, page, sign_in  # noqa: F401  (page is a fixture)
+from tests.browser import BROWSER_MARKS, sign_in
 from tests.factories import UserFactory
 
 pytestmark = BROWSER_MARKS
