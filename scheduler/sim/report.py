@@ -13,8 +13,11 @@
   interpolation; ``by_kind`` per trace kind, and ``by_class`` with
   ``debug_le8gpu_le15min`` = allocated jobs of <= 8 GPUs with min runtime <= 15 min.
   Stats with no samples have ``count`` 0 and ``None`` elsewhere.
-- ``preemptions`` (``total``, ``by_reason``), ``jobs``, ``drain`` (host unhealthy ->
-  empty, over drains that finished), ``wall_s``.
+- ``preemptions`` (``total``, ``by_reason``), ``jobs`` (only jobs submitted by the end
+  of the run: a ``--until-days`` cut-off leaves later trace rows out), ``drain`` (host
+  unhealthy -> empty, over drains that finished), ``wall_s``.
+- Jobs still pending at the end contribute no wait sample (their open waits are not
+  in ``wait_s``; compare ``wait_s.all.count`` with ``jobs.pending_at_end``).
 """
 
 from __future__ import annotations
@@ -201,10 +204,12 @@ def build_report(result: SimResult, tree: BudgetNode) -> dict[str, Any]:
                     lost += per_host * _overlap(iv.start_s, iv.end_s, max(w0, t0), min(w1, t1))
         busy_healthy += gpu_s - lost
 
+    # jobs submitted after a cut-off (--until-days) were never part of the run
+    jobs = [j for j in result.jobs if j.submit_s <= t1]
     shares = entitled_shares(tree)
     demand = [
         DemandSpan(j.project, j.gpus, j.submit_s, j.end_s if j.end_s is not None else t1)
-        for j in result.jobs
+        for j in jobs
         if j.min_runtime_s > 0
     ]
     ent = entitlement_summary(shares, result.intervals, demand, capacity, t0, t1)
@@ -212,7 +217,7 @@ def build_report(result: SimResult, tree: BudgetNode) -> dict[str, Any]:
     waits_all: list[float] = []
     by_kind: dict[str, list[float]] = defaultdict(list)
     debug: list[float] = []
-    for j in result.jobs:
+    for j in jobs:
         if not j.waits_s:
             continue
         waits_all.extend(j.waits_s)
@@ -220,7 +225,7 @@ def build_report(result: SimResult, tree: BudgetNode) -> dict[str, Any]:
         if 0 < j.min_runtime_s <= DEBUG_MAX_MIN_RUNTIME_S and j.gpus <= DEBUG_MAX_GPUS:
             debug.extend(j.waits_s)
 
-    states = Counter(j.state for j in result.jobs)
+    states = Counter(j.state for j in jobs)
     drain_times = sorted(d.ready_s - d.start_s for d in result.drains if d.ready_s is not None)
 
     return {
@@ -253,7 +258,7 @@ def build_report(result: SimResult, tree: BudgetNode) -> dict[str, Any]:
             "by_reason": dict(sorted(Counter(p.reason_code for p in result.preemptions).items())),
         },
         "jobs": {
-            "submitted": len(result.jobs),
+            "submitted": len(jobs),
             "completed": states.get(JobState.COMPLETED, 0),
             "terminated": states.get(JobState.TERMINATED, 0),
             "pending_at_end": states.get(JobState.PENDING, 0),

@@ -296,3 +296,11 @@ def test_comparison_table_lists_policies_and_figures() -> None:
     assert "90.0%" in text  # fairshare occupancy
     assert "60.0% (B)" in text
     assert "1/2" in text  # projects at 95%
+
+
+def test_jobs_submitted_after_the_cut_off_are_not_counted() -> None:
+    res = occupancy_result()
+    res.jobs.append(JobOutcome("late", "A", "training", 8, 3600, 5 * H, JobState.PENDING))
+    rep = build_report(res, TREE)
+    assert rep["jobs"]["submitted"] == 4 and rep["jobs"]["pending_at_end"] == 1
+    assert rep["entitlement"]["projects"]["A"]["entitled_gpu_h"] == pytest.approx(26)
