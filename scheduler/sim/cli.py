@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--cycle-s", type=_positive(), default=60.0)
     r.add_argument("--until-days", type=_positive(), default=None)
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--quiet", action="store_true", help="no progress bar, no table")
+    r.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
     f = sub.add_parser("fairshare", help="print the fair-share figures of every tree node")
     f.add_argument("--tree", required=True, type=Path, help="TREE.json with leaf 'usage'")
@@ -179,8 +179,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     doc = reports if many else reports[policies[0]]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    if not args.quiet:
-        print(comparison_table(reports))
+    print(comparison_table(reports))
     return 0
 
 
