@@ -69,13 +69,24 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="INTERVALS.csv (one row per run interval); per policy as for --jobs-out",
     )
-    r.add_argument("--lookback-days", type=_positive(), default=7.0)
+    r.add_argument(
+        "--lookback-days", type=_positive(), default=7.0, help="usage window (default 7)"
+    )
     r.add_argument("--half-life-days", type=_positive(), default=None, help="decayed usage instead")
-    r.add_argument("--max-min-runtime-h", type=_positive(), default=8.0)
-    r.add_argument("--checkpoint-min", type=_positive(), default=30.0)
-    r.add_argument("--restart-overhead-s", type=_positive(allow_zero=True), default=120.0)
-    r.add_argument("--cycle-s", type=_positive(), default=60.0)
-    r.add_argument("--until-days", type=_positive(), default=None)
+    r.add_argument(
+        "--max-min-runtime-h", type=_positive(), default=8.0, help="cap on min runtime (8)"
+    )
+    r.add_argument(
+        "--checkpoint-min", type=_positive(), default=30.0, help="checkpoint interval (30)"
+    )
+    r.add_argument(
+        "--restart-overhead-s",
+        type=_positive(allow_zero=True),
+        default=120.0,
+        help="cost of restarting a preempted job (120)",
+    )
+    r.add_argument("--cycle-s", type=_positive(), default=60.0, help="periodic cycle (60)")
+    r.add_argument("--until-days", type=_positive(), default=None, help="stop the replay then")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
@@ -204,11 +215,14 @@ def _cmd_fairshare(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from scheduler.sim.generate import write_scenario
+    from scheduler.sim.generate import SCENARIO_NOTES, write_scenario
 
     paths = write_scenario(args.scenario, args.out_dir, seed=args.seed)
     for p in paths:
         print(p)
+    notes = SCENARIO_NOTES.get(args.scenario)
+    if notes:
+        print(f"note: {notes}", file=sys.stderr)
     return 0
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SCENARIOS", "Scenario", "TraceRow", "generate", "write_scenario"]
+__all__ = ["SCENARIOS", "SCENARIO_NOTES", "Scenario", "TraceRow", "generate", "write_scenario"]
 
 HOUR = 3600
 DAY = 86400
@@ -448,6 +448,12 @@ SCENARIOS: dict[str, Callable[[int], Scenario]] = {
     "large-gang": _large_gang,
     "host-failures": _host_failures,
     "zero-weight": _zero_weight,
+}
+
+
+SCENARIO_NOTES: dict[str, str] = {
+    "ai2-month": "demand is ~2.5x capacity, so the backlog outlives the month: "
+    "replay with --until-days 30",
 }
 
 
