@@ -9,6 +9,8 @@ Scenarios (``SCENARIOS``):
   hosts, hours to days, resumable, min runtime 1-4 h), small training, interactive
   sessions (1-2 GPUs, hours, min runtime up to 8 h, not resumable), unallocated sweeps
   (min runtime 0, ~18% of submitted GPU-time), daytime peaks, bursts, and host failures.
+  Inside a project, debug (priority 2-3) and interactive (2) work outranks training
+  (0-1): ordering a project's own jobs is what its priorities are for.
   Replay it with ``--until-days 30``: the backlog outlives the month by design.
 - ``debug-burst``: 8 hosts, 2 days; a saturating training backlog, then 300 debug jobs
   within one hour.
@@ -185,8 +187,9 @@ def _fill(
     """Add jobs from ``make`` until their GPU-time reaches ``budget_gpu_s``.
 
     Submit times come from ``clock``; with ``paced`` they follow the cumulative GPU-time
-    instead (a team that submits its work steadily over [clock.t0, clock.t1)), so a few
-    huge jobs cannot leave a week without demand.
+    instead (a team that submits its work steadily over [clock.t0, clock.t1)): each job
+    is submitted at the start of its share of the span, so the work submitted by any time
+    t is at least ``budget * (t - t0) / span`` and the team never runs dry.
     """
     spent = 0.0
     new: list[TraceRow] = []
@@ -212,7 +215,7 @@ def _fill(
         before = 0.0
         for r in new:
             work = r.gpus * r.duration_s
-            r.submit_s = int(clock.t0 + span * (before + rng.random() * work) / spent)
+            r.submit_s = int(clock.t0 + span * before / spent)  # at the start of its slot
             before += work
     rows.extend(new)
 
@@ -306,14 +309,14 @@ def _ai2_month(seed: int) -> Scenario:
             0.70 * budget,
             _large_training(large_max),
             steady,
-            priorities=(0, 0, 1, 2),
+            priorities=(0, 0, 1),
             paced=True,
         )
         _fill(
             prng, rows, proj, 0.24 * budget, _small_training, steady, priorities=(0, 1), paced=True
         )
-        _fill(prng, rows, proj, 0.054 * budget, _interactive, clock)
-        _fill(prng, rows, proj, 0.006 * budget, _debug, clock, priorities=(0, 1))
+        _fill(prng, rows, proj, 0.054 * budget, _interactive, clock, priorities=(2,))
+        _fill(prng, rows, proj, 0.006 * budget, _debug, clock, priorities=(2, 3))
         # unallocated sweeps: ~18% of all submitted GPU-time
         _fill(prng, rows, proj, (demand - allocated) * share, _unallocated, steady, paced=True)
     events = _failures(rng, hosts, 6, t1)
