@@ -12,10 +12,13 @@ headline figures. The workload is synthetic and seeded, built here:
   ~5% large training (16-64 GPUs on whole hosts, min runtime <= 4 h, resumable),
   ~3% interactive sessions (1-2 GPUs, hours, not resumable), and ~10% unallocated
   work (min runtime 0, resumable);
-- training durations scaled so that submitted GPU-time is `--demand` x capacity;
+- an opening backlog of `--backlog` x the cluster's GPUs queued in the first hour, then
+  training durations scaled so that submitted GPU-time is `--load` x capacity, which
+  keeps queued + running GPUs at 2-3x the cluster ("demand 2-3x capacity at all times");
 - a few host failures (unhealthy for some hours, then healthy again).
 
-Usage: python bench/sim.py [--days 30] [--hosts 128] [--jobs 52000] [--demand 2.5]
+Usage: python bench/sim.py [--days 30] [--hosts 128] [--jobs 52000] [--load 1.0] [--backlog 1.5]
+       [--gap SECONDS] [--policy fairshare]
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ def _lognormal(rng: random.Random, median: float, sigma: float, lo: float, hi: f
 
 
 def build_workload(
-    seed: int, days: float, hosts: int, jobs: int, demand: float
+    seed: int, days: float, hosts: int, jobs: int, load: float, backlog: float = 1.5
 ) -> tuple[ClusterSpec, BudgetNode, list[TraceJob]]:
     """The seeded cluster, tree and trace of the benchmark."""
     rng = random.Random(seed)
@@ -81,6 +84,12 @@ def build_workload(
         t = rng.uniform(0.0, horizon)
         if rng.random() < 0.6 + 0.4 * math.sin(2 * math.pi * (t % DAY) / DAY) ** 2:
             times.append(float(int(t)))
+    times.sort()
+    # An opening backlog: the first jobs all arrive in the first hour, so that queued
+    # plus running GPUs start (and, with `load` near 1, stay) at 2-3x the cluster.
+    opening = int(backlog * hosts * 8 / 4.0)  # jobs average ~4 GPUs
+    for i in range(min(opening, len(times))):
+        times[i] = float(int(rng.uniform(0.0, HOUR)))
     times.sort()
 
     rows: list[list] = []  # [project, submit, gpus, duration, min_rt, resumable, kind, scalable]
@@ -107,7 +116,7 @@ def build_workload(
     capacity = hosts * 8 * horizon
     fixed = sum(r[2] * r[3] for r in rows if not r[7])
     scalable = sum(r[2] * r[3] for r in rows if r[7])
-    scale = max(0.05, (demand * capacity - fixed) / scalable)
+    scale = max(0.05, (load * capacity - fixed) / scalable)
     trace: list[TraceJob] = []
     for i, (project, t, g, d, min_rt, resumable, kind, scal) in enumerate(rows):
         if scal:
@@ -144,6 +153,18 @@ def build_workload(
     return cluster, tree, trace
 
 
+def _avg_demand(result) -> float:
+    """Time-averaged GPUs asked for (queued or running) over the run."""
+    t0, t1 = result.start_s, result.end_s
+    total = 0.0
+    for j in result.jobs:
+        if j.rejected:
+            continue
+        end = t1 if j.end_s is None else min(j.end_s, t1)
+        total += j.gpus * max(0.0, end - max(j.submit_s, t0))
+    return total / max(t1 - t0, 1e-9)
+
+
 def _headline(result, tree) -> dict | None:
     try:
         report = importlib.import_module("scheduler.sim.report")
@@ -170,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--days", type=float, default=30.0)
     ap.add_argument("--hosts", type=int, default=128)
     ap.add_argument("--jobs", type=int, default=52_000)
-    ap.add_argument("--demand", type=float, default=2.5, help="submitted GPU-time / capacity")
+    ap.add_argument("--load", type=float, default=1.0, help="submitted GPU-time / capacity")
+    ap.add_argument("--backlog", type=float, default=1.5, help="GPUs queued at the start / GPUs")
+    ap.add_argument("--gap", type=float, default=0.0, help="SimConfig.min_cycle_gap_s")
     ap.add_argument("--policy", default="fairshare")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--planner", default=None, help="module:function replacing the engine's plan")
@@ -178,13 +201,17 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
-    cluster, tree, trace = build_workload(args.seed, args.days, args.hosts, args.jobs, args.demand)
+    cluster, tree, trace = build_workload(
+        args.seed, args.days, args.hosts, args.jobs, args.load, args.backlog
+    )
     build_s = time.perf_counter() - t0
     planner = None
     if args.planner:
         mod, _, fn = args.planner.partition(":")
         planner = getattr(importlib.import_module(mod), fn)
-    config = SimConfig(policy=args.policy, until_s=args.days * DAY, seed=args.seed)
+    config = SimConfig(
+        policy=args.policy, until_s=args.days * DAY, seed=args.seed, min_cycle_gap_s=args.gap
+    )
     t1 = time.perf_counter()
     result = simulate(cluster, tree, trace, config, planner=planner)
     wall = time.perf_counter() - t1
@@ -195,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         "jobs": len(trace),
         "gpus": cluster.total_gpus,
         "simulated_days": round((result.end_s - result.start_s) / DAY, 3),
-        "demand_x_capacity": round(submitted / (cluster.total_gpus * args.days * DAY), 2),
+        "submitted_x_capacity": round(submitted / (cluster.total_gpus * args.days * DAY), 2),
+        "avg_demand_x_capacity": round(_avg_demand(result) / cluster.total_gpus, 2),
+        "min_cycle_gap_s": args.gap,
         "wall_s": round(wall, 2),
         "build_s": round(build_s, 2),
         "cycles": result.cycles,

@@ -80,6 +80,9 @@ class SimConfig:
     restart_overhead_s: float = 120.0
     cycle_period_s: float = 60.0
     until_s: float | None = None  # None: until the last job ends
+    # Like Slurm's sched_min_interval: event-driven cycles run at least this far apart
+    # (events are still applied at their own times). 0: a cycle at every event instant.
+    min_cycle_gap_s: float = 0.0
     seed: int = 0
 
 

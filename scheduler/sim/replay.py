@@ -75,7 +75,7 @@ _EXPIRE = 1
 # Policies whose decisions depend on usage (and so may change while time passes).
 _USAGE_DRIVEN = frozenset({"fairshare"})
 # Policies under which the engine never preempts.
-_NO_PREEMPTION = frozenset({"fifo"})
+_NO_PREEMPTION = frozenset({"fifo", "static"})
 
 _MAX_CYCLES_AT_ONE_TIME = 10_000
 
@@ -601,8 +601,10 @@ class _Replay:
 
         inf = math.inf
         heap = self.heap
-        tick: float | None = None
+        gap = max(0.0, float(getattr(cfg, "min_cycle_gap_s", 0.0) or 0.0))
+        due: float | None = None  # when the next cycle runs (events, periodic tick)
         now = start
+        t = start
         same_time = 0
         last_cycle_t = -inf
         loops = 0
@@ -610,44 +612,48 @@ class _Replay:
         span = max(horizon - start, 1e-9)
 
         while True:
-            t = heap[0][0] if heap else inf
-            if ai < na and arrival_t[ai] < t:
-                t = arrival_t[ai]
-            if hi < nh and health_t[hi] < t:
-                t = health_t[hi]
-            if tick is not None and tick < t:
-                t = tick
+            t_ev = heap[0][0] if heap else inf
+            if ai < na and arrival_t[ai] < t_ev:
+                t_ev = arrival_t[ai]
+            if hi < nh and health_t[hi] < t_ev:
+                t_ev = health_t[hi]
+            t = t_ev if due is None or t_ev <= due else due
             if t == inf or (until is not None and t > until):
                 break
             now = t
-            # Coalesce everything that happens at this instant.
-            while heap and heap[0][0] <= now:
-                _, kind, _, idx, token = heapq.heappop(heap)
-                j = self.jobs[idx]
-                if j.token != token:
-                    continue  # the run this event belonged to was stopped
-                self.events += 1
-                if kind == _FINISH:
-                    self._release(now, idx, j, EndReason.COMPLETED)
-                    j.remaining = 0.0
-                    j.out.state = JobState.COMPLETED
-                    j.out.end_s = now
-                else:
-                    j.unprotected = True
-                    self.n_unprotected += 1
-            while hi < nh and health_t[hi] <= now:
-                ev = health[hi][1]
-                self._set_health(now, ev.host, ev.healthy)
-                self.events += 1
-                hi += 1
-            while ai < na and arrival_t[ai] <= now:
-                self._enqueue(arrivals[ai], now)
-                self.events += 1
-                ai += 1
+            if t_ev == now:
+                # Apply everything that happens at this instant, then ask for a cycle.
+                while heap and heap[0][0] <= now:
+                    _, kind, _, idx, token = heapq.heappop(heap)
+                    j = self.jobs[idx]
+                    if j.token != token:
+                        continue  # the run this event belonged to was stopped
+                    self.events += 1
+                    if kind == _FINISH:
+                        self._release(now, idx, j, EndReason.COMPLETED)
+                        j.remaining = 0.0
+                        j.out.state = JobState.COMPLETED
+                        j.out.end_s = now
+                    else:
+                        j.unprotected = True
+                        self.n_unprotected += 1
+                while hi < nh and health_t[hi] <= now:
+                    ev = health[hi][1]
+                    self._set_health(now, ev.host, ev.healthy)
+                    self.events += 1
+                    hi += 1
+                while ai < na and arrival_t[ai] <= now:
+                    self._enqueue(arrivals[ai], now)
+                    self.events += 1
+                    ai += 1
+                when = now if gap <= 0.0 else max(now, last_cycle_t + gap)
+                due = when if due is None or when < due else due
             if until is not None and now >= until:
                 break
+            if due is None or due > now:
+                continue
 
-            tick = None
+            due = None
             if self._could_act():
                 same_time = same_time + 1 if now == last_cycle_t else 0
                 if same_time > _MAX_CYCLES_AT_ONE_TIME:
@@ -655,9 +661,9 @@ class _Replay:
                 acted = self._cycle(now)
                 last_cycle_t = now
                 if usage_driven and self._could_act():
-                    tick = now + period
+                    due = now + max(period, gap)
                 if not acted and not self.running and not heap and ai >= na and hi >= nh:
-                    tick = None  # an empty cluster that starts nothing: stuck for good
+                    due = None  # an empty cluster that starts nothing: stuck for good
             else:
                 self.skipped += 1
 

@@ -359,3 +359,33 @@ def test_half_life_usage_is_fed_when_configured() -> None:
     k = math.log(2) / 3600.0
     expected = 8 * (1 - math.exp(-k * 3600)) / k * 0.5  # accrued over [0, 3600), halved by 7200
     assert usage[7200.0]["a"] == pytest.approx(expected)
+
+
+def test_min_cycle_gap_spaces_cycles_but_keeps_event_times() -> None:
+    jobs = [job("x", 0, duration=100), job("y", 10, duration=50)]
+    r = simulate(cluster(), TREE, jobs, SimConfig(min_cycle_gap_s=60.0))
+    assert runs(r, "x") == [(0.0, 100.0, "completed")]  # the finish is applied on time
+    # y arrives at 10: its cycle waits until 60 (and is skipped: x is protected);
+    # x ends at 100, more than 60 s after the last cycle, so y starts at once
+    assert runs(r, "y") == [(100.0, 150.0, "completed")]
+    assert r.cycles == 2
+    jobs = [job("x", 0, duration=100), job("y", 70, duration=50, project="b")]
+    r = simulate(cluster(), TREE, jobs, SimConfig(min_cycle_gap_s=60.0))
+    assert runs(r, "y") == [(100.0, 150.0, "completed")]
+    r = simulate(
+        cluster(),
+        TREE,
+        [job("x", 0, duration=30), job("y", 10, duration=50)],
+        SimConfig(min_cycle_gap_s=60.0),
+    )
+    assert runs(r, "x") == [(0.0, 30.0, "completed")]
+    assert runs(r, "y") == [(60.0, 110.0, "completed")]  # x ended at 30, cycle at 60
+
+
+def test_fifo_skips_cycles_that_cannot_start_anything() -> None:
+    # one long job fills the host; 50 arrivals cannot fit and fifo never preempts
+    jobs = [job("x", 0, duration=10000)] + [job(f"q{i}", 10 + i, duration=10) for i in range(50)]
+    r = simulate(cluster(), TREE, jobs, SimConfig(policy="fifo"))
+    assert r.skipped_cycles >= 50
+    assert r.cycles <= 52  # x's start, then one cycle per finish
+    assert outcome(r, "q49").state == JobState.COMPLETED
