@@ -82,6 +82,10 @@ def _hours(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
+_RUN_CACHE: dict[int, tuple[RunningWorkload, tuple[tuple[int, int], ...], bool, float]] = {}
+_RUN_CACHE_KEY: tuple[object, float, list[bool], dict[str, int]] | None = None
+
+
 class _Run:
     """A running workload as the cycle sees it (built only when preemption needs it)."""
 
@@ -136,6 +140,8 @@ class _Cycle:
         self.host_sizes = set(self.sizes_healthy)
         self.index = FreeIndex(self.G)
         self.tfree = [0] * len(hosts)  # true free mask of healthy hosts
+        self.free_gpus = 0  # free GPUs on healthy hosts (reserved ones included)
+        self._coverable: dict[int, int] | None = None
         self.reserved: dict[int, int] = {}  # host -> reservation number
         self.res_info: list[tuple[Workload, int, float, list[int]]] = []  # (job, rank, T, hosts)
         self.starts: list[Start] = []
@@ -158,40 +164,39 @@ class _Cycle:
     # -- state --------------------------------------------------------------------------
 
     def _build(self) -> None:
-        hidx, healthy, now, cap = self.hidx, self.healthy, self.now, self.cap
+        healthy, now = self.healthy, self.now
         used = [0] * len(self.G)
         bad = []
         allruns, cands = self.allruns, self.cands
+        # Per-run derived data (host indices, GPU masks, protection end) is memoised by
+        # object identity while the caller passes the same hosts object and cap (the
+        # simulator does): a cycle then costs a few dict lookups per running job.
+        global _RUN_CACHE_KEY
+        ck = _RUN_CACHE_KEY
+        if (
+            ck is None
+            or ck[0] is not self.hosts
+            or ck[1] != self.cap
+            or ck[2] != self.healthy
+            or ck[3] != self.hidx
+        ):
+            _RUN_CACHE.clear()
+            _RUN_CACHE_KEY = (self.hosts, self.cap, self.healthy, self.hidx)
+        elif len(_RUN_CACHE) > 200_000:
+            _RUN_CACHE.clear()
+        get = _RUN_CACHE.get
         for rw in self.snap.running:
-            pls = rw.placements
-            ok = True
-            if len(pls) == 1:
-                pl = pls[0]
-                try:
-                    h = hidx[pl.host]
-                except KeyError:
-                    raise ValueError(
-                        f"running {rw.workload.id} is on unknown host {pl.host!r}"
-                    ) from None
-                m = mask_of(pl.gpu_indices)
+            c = get(id(rw))
+            if c is None or c[0] is not rw:
+                c = self._derive(rw)
+                _RUN_CACHE[id(rw)] = c
+            _, hm, ok, prot_end = c
+            for h, m in hm:
                 used[h] |= m
-                hm: tuple[tuple[int, int], ...] = ((h, m),)
-                ok = healthy[h]
-            else:
-                lst = []
-                for pl in pls:
-                    h = hidx.get(pl.host, -1)
-                    if h < 0:
-                        raise ValueError(f"running {rw.workload.id} is on unknown host {pl.host!r}")
-                    m = mask_of(pl.gpu_indices)
-                    used[h] |= m
-                    lst.append((h, m))
-                    ok = ok and healthy[h]
-                hm = tuple(lst)
             allruns.append((rw, hm))
             if not ok:
                 bad.append((rw, hm))
-            elif not rw.allocated or rw.started_s + min(rw.workload.min_runtime_s, cap) <= now:
+            elif prot_end <= now:
                 cands.append((rw, hm))
         full, tfree, index = self.full, self.tfree, self.index
         for h, ok in enumerate(healthy):
@@ -200,7 +205,24 @@ class _Cycle:
                 tfree[h] = f
                 if f:
                     index.set(h, f)
+                    self.free_gpus += f.bit_count()
         self._drain(bad)
+
+    def _derive(
+        self, rw: RunningWorkload
+    ) -> tuple[RunningWorkload, tuple[tuple[int, int], ...], bool, float]:
+        hidx, healthy = self.hidx, self.healthy
+        lst = []
+        ok = True
+        for pl in rw.placements:
+            h = hidx.get(pl.host, -1)
+            if h < 0:
+                raise ValueError(f"running {rw.workload.id} is on unknown host {pl.host!r}")
+            lst.append((h, mask_of(pl.gpu_indices)))
+            ok = ok and healthy[h]
+        w = rw.workload
+        prot_end = rw.started_s + min(w.min_runtime_s, self.cap) if rw.allocated else -INF
+        return (rw, tuple(lst), ok, prot_end)
 
     def _drain(self, bad: list[tuple[RunningWorkload, tuple[tuple[int, int], ...]]]) -> None:
         healthy = self.healthy
@@ -249,12 +271,14 @@ class _Cycle:
         )
 
     def _free(self, h: int, m: int) -> None:
+        self.free_gpus += (m & ~self.tfree[h]).bit_count()
         f = self.tfree[h] | m
         self.tfree[h] = f
         if h not in self.reserved:
             self.index.set(h, f)
 
     def _take(self, h: int, m: int) -> None:
+        self.free_gpus -= (m & self.tfree[h]).bit_count()
         f = self.tfree[h] & ~m
         self.tfree[h] = f
         self.touched.add(h)
@@ -360,6 +384,27 @@ class _Cycle:
             self._vbh = vbh
         return vbh
 
+    def _enough_coverable(self, sh: Shape) -> bool:
+        """Whether enough hosts could be emptied for a whole-host job (upper bound)."""
+        cov = self._coverable
+        if cov is None:
+            cov = {}
+            vbh = self.victims_by_host()
+            for h, vs in vbh.items():
+                m = self.tfree[h]
+                for v in vs:
+                    m |= _mask_on(v, h)
+                if m == self.full[h] and h not in self.reserved:
+                    cov[h] = self.G[h]
+            for g, d in self.index.whole.items():
+                for h in d:
+                    cov[h] = g
+            self._coverable = cov
+        for size, n in sh.whole:
+            if sum(1 for h, g in cov.items() if g == size and h not in self.touched) >= n:
+                return True
+        return False
+
     def preempt_search(
         self, sh: Shape, proj: str | None, prio: int, tfun: Callable[[], int]
     ) -> tuple[list[tuple[int, int]], list[_Run]] | None:
@@ -374,13 +419,17 @@ class _Cycle:
         vbh = self.victims_by_host()
         tfree, G, reserved = self.tfree, self.G, self.reserved
 
+        tbox: list[int] = []
+
         def allowed(v: _Run) -> bool:
             # unallocated; same project and lower priority; other project ranked >= t
             if not v.alloc:
                 return True
             if v.project == proj:
                 return v.prio < prio
-            return v.rank >= tfun()
+            if not tbox:
+                tbox.append(tfun())
+            return v.rank >= tbox[0]
 
         if sh.block:
             p = sh.block
@@ -399,7 +448,7 @@ class _Cycle:
                 v = runs[k]
                 if not v.alive:
                     continue
-                if v.alloc and (v.prio >= prio if v.project == proj else v.rank < tfun()):
+                if v.alloc and not allowed(v):
                     continue
                 if best_key is not None:
                     lb = (v.lost, 0.0) if v.alloc else (0.0, v.lost)
@@ -547,6 +596,8 @@ class _FairShareCycle(_Cycle):
         # What may still be preempted, kept exact as victims are stopped.
         self.unalloc_gpus = 0
         self.pre_cnt = [0] * (nproj + 1)  # alive past-min-runtime allocated jobs per rank
+        self.pre_gpus = [0] * (nproj + 1)  # and their GPUs
+        self.own_gpus: dict[str, int] = {}
         self.pre_max_rank = -1
         self.own_cnt: dict[str, int] = {}
         own_min_prio: dict[str, int] = {}  # lowest priority among them (a lower bound)
@@ -559,6 +610,8 @@ class _FairShareCycle(_Cycle):
             else:
                 r = rank.get(w.project, nproj)
                 self.pre_cnt[r] += 1
+                self.pre_gpus[r] += w.gpus
+                self.own_gpus[w.project] = self.own_gpus.get(w.project, 0) + w.gpus
                 if r > self.pre_max_rank:
                     self.pre_max_rank = r
                 self.own_cnt[w.project] = self.own_cnt.get(w.project, 0) + 1
@@ -575,6 +628,7 @@ class _FairShareCycle(_Cycle):
         shape = self.shape
         why = self.why
         res_left = max(0, policy.max_reservations)
+        searches_left = policy.max_failed_preemption_searches
 
         for r, proj in enumerate(order):
             lst = pending.get(proj)
@@ -652,7 +706,20 @@ class _FairShareCycle(_Cycle):
                         if fsz <= size and fp >= w.priority and (ft <= r + 1 or ft <= tfun()):
                             possible = False
                             break
+                if possible and searches_left <= 0:
+                    possible = False  # bounded work per cycle; later cycles retry
                 if possible:
+                    # Necessary conditions, O(projects): enough GPUs among free and allowed
+                    # victims; for whole hosts, enough hosts that could be emptied at all.
+                    room = self.free_gpus + self.unalloc_gpus
+                    if can_own:
+                        room += self.own_gpus.get(proj, 0)
+                    if room < w.gpus and self.pre_max_rank > r:
+                        room += sum(self.pre_gpus[tfun() :])
+                    if room < w.gpus or not sh.block and not self._enough_coverable(sh):
+                        possible = False
+                if possible:
+                    searches_left -= 1
                     found = self.preempt_search(sh, proj, w.priority, tfun)
                     if found is None:
                         t = tfun()
@@ -666,6 +733,7 @@ class _FairShareCycle(_Cycle):
                             w, sh, hosts, victims, lambda v, w=w, r=r: self._victim_text(v, w, r)
                         )
                         self._forget(victims)
+                        searches_left += 1  # only failed searches count
                         delta[proj] = delta.get(proj, 0.0) + d_job
                         n = len(victims)
                         self.start(
@@ -719,6 +787,8 @@ class _FairShareCycle(_Cycle):
                 self.unalloc_gpus -= v.gpus
                 continue
             self.pre_cnt[v.rank] -= 1
+            self.pre_gpus[v.rank] -= v.gpus
+            self.own_gpus[v.project] -= v.gpus
             left = self.own_cnt[v.project] - 1
             if left:
                 self.own_cnt[v.project] = left
@@ -753,31 +823,31 @@ class _FairShareCycle(_Cycle):
         now, healthy, rank = self.now, self.healthy, self.rank
         nproj = len(self.order)
         avail: dict[int, float] = {}
+        stopped, proj, prio = self.stopped, w.project, w.priority
         for rw, hm in self.allruns:
             x = rw.workload
-            if x.id in self.stopped:
-                continue
             if not rw.allocated:
                 t = now
+            elif rank.get(x.project, nproj) > r or (x.project == proj and x.priority < prio):
+                t = max(now, rw.started_s + min(x.min_runtime_s, self.cap))
             else:
-                below = rank.get(x.project, nproj) > r or (
-                    x.project == w.project and x.priority < w.priority
-                )
-                t = max(now, rw.started_s + min(x.min_runtime_s, self.cap)) if below else INF
-            for h, _ in hm:
-                if healthy[h] and t > avail.get(h, now):
-                    avail[h] = t
+                t = INF
+            if t > now and x.id not in stopped:
+                for h, _ in hm:
+                    if t > avail.get(h, now):
+                        avail[h] = t
         for h in self.touched:
             avail[h] = INF  # new work of projects ranked above
+        tfree = self.tfree
         for size, n in sh.whole or [(sh.block, 1)]:
-            hosts = [
-                h
+            keys = [
+                (avail.get(h, now), -tfree[h].bit_count(), h)
                 for h, ok in enumerate(healthy)
                 if ok and self.G[h] == size and h not in self.reserved
             ]
-            if len(hosts) < n:
+            if len(keys) < n:
                 continue
-            hosts.sort(key=lambda h: (avail.get(h, now), -self.tfree[h].bit_count(), h))
+            hosts = [k[2] for k in heapq.nsmallest(n, keys)]
             chosen = hosts[:n]
             T = max(avail.get(h, now) for h in chosen)
             k = len(self.res_info)

@@ -112,6 +112,7 @@ class Policy:
     # "fairshare" (ours) or a baseline: "fifo", "priority" (old scheduler), "static"
     mode: str = "fairshare"
     max_reservations: int = 1  # large jobs at the head of the order that get hosts reserved
+    max_failed_preemption_searches: int = 16  # per cycle; bounds work, later cycles retry
 
 
 class StopReason(StrEnum):
