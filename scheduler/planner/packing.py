@@ -69,6 +69,14 @@ class BitPacker:
             masks[t] |= block
             used[t] += size
 
+    def release(self, t0: int, t1: int, g0: int, size: int) -> None:
+        """Mark GPUs [g0, g0 + size) free again for steps [t0, t1) (they must be busy)."""
+        keep = ~(((1 << size) - 1) << g0)
+        masks, used = self.masks, self.used
+        for t in range(t0, t1):
+            masks[t] &= keep
+            used[t] -= size
+
     def _spread_bits(self, size: int, level: int) -> int:
         """Pattern that copies a bit at a multiple of `level` onto each `size` block in it."""
         key = (size, level)
