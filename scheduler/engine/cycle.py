@@ -82,6 +82,7 @@ def _hours(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
+_NO_ROOM: dict[int, str] = {}
 _RUN_CACHE: dict[int, tuple[RunningWorkload, tuple[tuple[int, int], ...], bool, float]] = {}
 _RUN_CACHE_KEY: tuple[object, float, list[bool], dict[str, int]] | None = None
 
@@ -629,6 +630,7 @@ class _FairShareCycle(_Cycle):
         why = self.why
         res_left = max(0, policy.max_reservations)
         searches_left = policy.max_failed_preemption_searches
+        stop_phase1 = False
 
         for r, proj in enumerate(order):
             lst = pending.get(proj)
@@ -666,7 +668,7 @@ class _FairShareCycle(_Cycle):
                     delta[proj] = delta.get(proj, 0.0) + d_job
                     self.start(w, pls, True, self._start_text(w, r, pls, "free GPUs"))
                     continue
-                if self.reserved and sh.block:
+                if self.reserved and sh.block and self.reserved_usable():
                     pls = self._place_on_reservations(w, r)
                     if pls is not None:
                         delta[proj] = delta.get(proj, 0.0) + d_job
@@ -750,7 +752,19 @@ class _FairShareCycle(_Cycle):
                     res_left -= 1
                     self._reserve(w, sh, r)
                 elif index.any_free() or possible:
-                    why[w.id] = f"no free aligned block of {size} GPUs and no job it may preempt"
+                    why[w.id] = _NO_ROOM.get(size) or _NO_ROOM.setdefault(
+                        size, f"no free aligned block of {size} GPUs and no job it may preempt"
+                    )
+                if (
+                    searches_left <= 0
+                    and not res_left
+                    and not index.any_free()
+                    and not self.reserved_usable()
+                ):
+                    stop_phase1 = True  # no more work this cycle can do for allocated jobs
+                    break
+            if stop_phase1:
+                break
 
         # Phase 2: unallocated work fills what is left, reserved hosts included.
         for h in list(self.reserved):
