@@ -104,6 +104,33 @@ def _lock_tree() -> TreeState:
     return state
 
 
+def _new_event(
+    *,
+    kind: str,
+    actor,
+    reason: str,
+    state: TreeState,
+    effective_at: dt.datetime | None = None,
+    bump_version: bool = True,
+    base_version: int | None = None,
+    scheduled_event: BudgetEvent | None = None,
+) -> BudgetEvent:
+    """Write an audit event; an event that changes the tree bumps its version first."""
+    if bump_version:
+        state.version += 1
+        state.save(update_fields=["version"])
+    return BudgetEvent.objects.create(
+        kind=kind,
+        actor=actor,
+        actor_name=_actor_name(actor),
+        reason=reason,
+        effective_at=effective_at or timezone.now(),
+        base_version=base_version,
+        tree_version=state.version,
+        scheduled_event=scheduled_event,
+    )
+
+
 def _check_base_version(state: TreeState, base_version: int | None) -> None:
     if base_version is not None and base_version != state.version:
         raise Conflict(
@@ -218,16 +245,13 @@ def _apply_weights(
 ) -> BudgetEvent:
     before = index.shares
     after = index.preview(edits)
-    state.version += 1
-    state.save(update_fields=["version"])
-    event = BudgetEvent.objects.create(
+    event = _new_event(
         kind=kind,
         actor=actor,
-        actor_name=_actor_name(actor),
         reason=reason,
+        state=state,
         effective_at=effective_at,
         base_version=base_version,
-        tree_version=state.version,
         scheduled_event=scheduled_event,
     )
     _write_items(event, index, edits, before, after)
@@ -286,14 +310,14 @@ def budget_change_create(
                 effective_at=effective_at or now,
                 base_version=base_version,
             )
-        event = BudgetEvent.objects.create(
+        event = _new_event(
             kind=EventKind.SCHEDULED,
             actor=actor,
-            actor_name=_actor_name(actor),
             reason=reason,
+            state=state,
             effective_at=effective_at,
+            bump_version=False,
             base_version=base_version,
-            tree_version=state.version,
         )
         _write_items(event, index, edits, index.shares, index.preview(edits))
         ScheduledChange.objects.create(
@@ -330,13 +354,12 @@ def budget_change_cancel(*, actor, scheduled_event_id: int, reason: str) -> Budg
                 )
         scheduled.status = ScheduledStatus.CANCELLED
         scheduled.save(update_fields=["status"])
-        return BudgetEvent.objects.create(
+        return _new_event(
             kind=EventKind.CANCELLED,
             actor=actor,
-            actor_name=_actor_name(actor),
             reason=reason,
-            effective_at=timezone.now(),
-            tree_version=state.version,
+            state=state,
+            bump_version=False,
             scheduled_event=scheduled.event,
         )
 
@@ -405,16 +428,7 @@ def _structure_event(
     old_weight,
     new_weight,
 ) -> BudgetEvent:
-    state.version += 1
-    state.save(update_fields=["version"])
-    event = BudgetEvent.objects.create(
-        kind=EventKind.STRUCTURE,
-        actor=actor,
-        actor_name=_actor_name(actor),
-        reason=reason,
-        effective_at=timezone.now(),
-        tree_version=state.version,
-    )
+    event = _new_event(kind=EventKind.STRUCTURE, actor=actor, reason=reason, state=state)
     after = tree_index()
     before_shares = index.shares.get(node.pk)
     BudgetEventItem.objects.create(
@@ -703,17 +717,8 @@ def budget_tree_import(
 
         with pghistory.context(actor=_actor_name(actor), reason=reason):
             root = upsert(document, None, 0)
-        state.version += 1
-        state.save(update_fields=["version"])
         after_index = tree_index()
-        event = BudgetEvent.objects.create(
-            kind=EventKind.IMPORTED,
-            actor=actor,
-            actor_name=_actor_name(actor),
-            reason=reason,
-            effective_at=timezone.now(),
-            tree_version=state.version,
-        )
+        event = _new_event(kind=EventKind.IMPORTED, actor=actor, reason=reason, state=state)
         BudgetEventItem.objects.bulk_create(
             BudgetEventItem(
                 event=event,
