@@ -22,7 +22,7 @@ from budgets.models import (
     ScheduledStatus,
     TreeState,
 )
-from budgets.shares import NodeShare, compute_shares, shares_with_edits, weight_text
+from budgets.shares import NodeShare, compute_shares, shares_with_edits, weight_number, weight_text
 
 
 @dataclass
@@ -132,17 +132,25 @@ def nodes_usable_by(*, user, index: TreeIndex | None = None) -> set[int]:
     return usable
 
 
-def tree_as_dict(*, index: TreeIndex | None = None) -> list[dict]:
-    """Every root as a nested dict in the import format, plus id, share and entitled_share."""
+def tree_as_dict(*, index: TreeIndex | None = None, for_export: bool = False) -> list[dict]:
+    """Every root as a nested dict in the import format.
+
+    By default each node also carries id, kind, share and entitled_share, and weights are
+    decimal strings (the API's form); `for_export` gives the plain file format with numeric
+    weights, which `budget_import` reads back."""
     index = index or tree_index(with_people=True)
 
     def build(node: BudgetNode) -> dict:
-        share = index.shares[node.pk]
-        data: dict = {"id": node.pk, "name": node.name, "kind": node.kind}
+        data: dict = (
+            {"name": node.name}
+            if for_export
+            else {"id": node.pk, "name": node.name, "kind": node.kind}
+        )
         if node.parent_id is not None:
-            data["weight"] = weight_text(node.weight)
-        data["share"] = share.share
-        data["entitled_share"] = share.entitled
+            data["weight"] = weight_number(node.weight) if for_export else weight_text(node.weight)
+        if not for_export:
+            data["share"] = index.shares[node.pk].share
+            data["entitled_share"] = index.shares[node.pk].entitled
         if index.managers.get(node.pk):
             data["managers"] = index.managers[node.pk]
         if index.members.get(node.pk):

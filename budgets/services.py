@@ -27,7 +27,7 @@ from budgets.models import (
     ScheduledStatus,
     TreeState,
 )
-from budgets.selectors import TreeIndex, tree_index
+from budgets.selectors import TreeIndex, tree_as_dict, tree_index
 from budgets.shares import NodeShare
 from config.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
 
@@ -736,29 +736,13 @@ def budget_tree_import(
 
 def budget_tree_export(*, root_name: str | None = None) -> dict[str, Any]:
     """The tree in the import format (weights as numbers, people by user name)."""
-    index = tree_index(with_people=True)
-    roots = index.children.get(None, [])
+    roots = tree_as_dict(for_export=True)
     if root_name is not None:
-        roots = [r for r in roots if r.name == root_name]
+        roots = [r for r in roots if r["name"] == root_name]
     if not roots:
         raise NotFound(
             "There is no budget tree to export."
             if root_name is None
             else f"There is no tree named '{root_name}'."
         )
-
-    def build(node: BudgetNode) -> dict[str, Any]:
-        data: dict[str, Any] = {"name": node.name}
-        if node.parent_id is not None:
-            weight = node.weight.normalize()
-            data["weight"] = int(weight) if weight == weight.to_integral() else float(weight)
-        if index.managers.get(node.pk):
-            data["managers"] = index.managers[node.pk]
-        if index.members.get(node.pk):
-            data["members"] = index.members[node.pk]
-        kids = index.children.get(node.pk, [])
-        if kids:
-            data["children"] = [build(c) for c in kids]
-        return data
-
-    return build(roots[0])
+    return roots[0]

@@ -58,3 +58,9 @@ def weight_text(weight: Decimal) -> str:
     """A weight without trailing zeros or exponent: 50.0000 -> '50', 2.5000 -> '2.5'."""
     text = f"{Decimal(weight).normalize():f}"
     return text
+
+
+def weight_number(weight: Decimal) -> int | float:
+    """A weight as a JSON number: 50.0000 -> 50, 2.5000 -> 2.5."""
+    value = Decimal(weight).normalize()
+    return int(value) if value == value.to_integral() else float(value)
