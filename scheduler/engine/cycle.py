@@ -160,6 +160,9 @@ class _Cycle:
         self._vsorted: list[_Run] = []
         self._vdead = 0
         self.rank: dict[str, int] = {}
+        self.ver = 0  # bumped on every change of free GPUs or reservations
+        self._ru = False
+        self._ru_ver = -1
         self._build()
 
     # -- state --------------------------------------------------------------------------
@@ -264,14 +267,20 @@ class _Cycle:
                 )
 
     def reserved_usable(self) -> bool:
-        """Whether a reserved host has free GPUs that some job could still be allowed."""
+        """Whether a reserved host has free GPUs that some job could still be allowed.
+
+        Cached until the next change of free GPUs or reservations (`ver`)."""
         if not self.reserved:
             return False
-        return any(
-            T < INF and any(self.tfree[h] for h in hosts) for _, _, T, hosts in self.res_info
-        )
+        if self._ru_ver == self.ver:
+            return self._ru
+        tfree = self.tfree
+        ru = any(T < INF and any(tfree[h] for h in hosts) for _, _, T, hosts in self.res_info)
+        self._ru, self._ru_ver = ru, self.ver
+        return ru
 
     def _free(self, h: int, m: int) -> None:
+        self.ver += 1
         self.free_gpus += (m & ~self.tfree[h]).bit_count()
         f = self.tfree[h] | m
         self.tfree[h] = f
@@ -279,6 +288,7 @@ class _Cycle:
             self.index.set(h, f)
 
     def _take(self, h: int, m: int) -> None:
+        self.ver += 1
         self.free_gpus -= (m & self.tfree[h]).bit_count()
         f = self.tfree[h] & ~m
         self.tfree[h] = f
@@ -645,9 +655,43 @@ class _FairShareCycle(_Cycle):
                 and not self.reserved_usable()
             ):
                 continue  # nothing free and nothing this project may preempt
+            # Fast path: while nothing is free, no reserved host is usable and no job of
+            # this project may preempt its own jobs, a job can only start by preempting,
+            # and a failed search at threshold <= r + 1 for a size <= its own proves it
+            # cannot (victims only get fewer). Such jobs are skipped with one lookup; the
+            # flags are recomputed after every job that takes the full path.
+            top_prio = lst[0].priority  # lists come in priority order
+            need = True
+            fast = False
+            dead = INF
             for w in lst:
                 if w.min_runtime_s <= 0:
                     continue
+                if need:
+                    need = fast = False
+                    if not index.any_free() and not self.reserved_usable():
+                        omp = own_min_prio.get(proj)
+                        if omp is None or omp >= top_prio:
+                            if self.unalloc_gpus <= 0 and self.pre_max_rank <= r:
+                                break  # nothing free and nothing this project may preempt
+                            fast = True
+                            dead = INF
+                            if searches_left <= 0:
+                                dead = 0
+                            else:
+                                lo = r + 1 if self.pre_max_rank > r else INF
+                                for ft, fsz in fails:
+                                    if ft <= lo and fsz < dead:
+                                        dead = fsz
+                            if dead <= 1 and not res_left:
+                                break  # every job of this project would fail
+                if fast:
+                    sh = shape(w.gpus)
+                    if (sh.block or sh.gpus) >= dead and not (
+                        res_left and (sh.whole or sh.block in self.host_sizes)
+                    ):
+                        continue
+                need = True
                 omp = own_min_prio.get(proj)
                 can_own = omp is not None and omp < w.priority
                 if (
@@ -724,7 +768,12 @@ class _FairShareCycle(_Cycle):
                     searches_left -= 1
                     found = self.preempt_search(sh, proj, w.priority, tfun)
                     if found is None:
+                        # The failure also holds for any threshold down to the next rank
+                        # that still has preemptible jobs (counts only ever shrink).
                         t = tfun()
+                        pc = self.pre_cnt
+                        while t > 0 and not pc[t - 1]:
+                            t -= 1
                         if can_own:
                             own_fails.setdefault(proj, []).append((t, size, w.priority))
                         else:
@@ -866,6 +915,7 @@ class _FairShareCycle(_Cycle):
             T = max(avail.get(h, now) for h in chosen)
             k = len(self.res_info)
             self.res_info.append((w, r, T, chosen))
+            self.ver += 1
             for h in chosen:
                 self.reserved[h] = k
                 self.index.set(h, 0)
