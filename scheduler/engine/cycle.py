@@ -33,6 +33,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Sequence
+from itertools import count, repeat
+from operator import attrgetter
 
 from scheduler.engine.fairshare import compute_fair_share
 from scheduler.engine.placement import FreeIndex, Shape, block_info, mask_of
@@ -56,24 +58,13 @@ __all__ = ["MODES", "plan"]
 MODES = ("fairshare", "fifo", "priority", "static")
 INF = math.inf
 
-# Fast construction of the frozen, slotted QueueEntry (one per pending job).
-_QE_NEW = QueueEntry.__new__
-_QE_SET = tuple(
-    QueueEntry.__dict__[f].__set__
-    for f in ("workload_id", "project", "position", "project_rank", "metric", "reason")
-)
+# QueueEntry is a NamedTuple: entries are built in bulk with tuple.__new__ (C speed).
+_QE_NEW = tuple.__new__
+_GPUS = attrgetter("gpus")
 
 
 def _queue_entry(wid: str, project: str, pos: int, rank: int, metric: float, reason: str):
-    e = _QE_NEW(QueueEntry)
-    s0, s1, s2, s3, s4, s5 = _QE_SET
-    s0(e, wid)
-    s1(e, project)
-    s2(e, pos)
-    s3(e, rank)
-    s4(e, metric)
-    s5(e, reason)
-    return e
+    return _QE_NEW(QueueEntry, (wid, project, pos, rank, metric, reason))
 
 
 def _hours(s: float) -> str:
@@ -152,7 +143,10 @@ class _Cycle:
         self.started: set[str] = set()
         self.stopped: set[str] = set()
         self.touched: set[int] = set()  # hosts that got new work this cycle
-        self.why: dict[str, str] = {}
+        self.why: dict[str, str] = {}  # job-specific notes for the queue
+        self.why_proj: set[str] = set()  # projects with such notes
+        self.started_proj: set[str] = set()
+        self._good: set[int] | None = None
         self.shapes: dict[int, Shape] = {}
         self.allruns: list[tuple[RunningWorkload, tuple[tuple[int, int], ...]]] = []
         self.cands: list[tuple[RunningWorkload, tuple[tuple[int, int], ...]]] = []
@@ -361,6 +355,7 @@ class _Cycle:
 
     def start(self, w: Workload, pls: tuple[Placement, ...], allocated: bool, why: str) -> None:
         self.started.add(w.id)
+        self.started_proj.add(w.project)
         self.starts.append(Start(workload_id=w.id, placements=pls, allocated=allocated, reason=why))
 
     # -- preemption ---------------------------------------------------------------------
@@ -705,6 +700,7 @@ class _FairShareCycle(_Cycle):
                 sh = shape(w.gpus)
                 if sh.reason:
                     why[w.id] = sh.reason
+                    self.why_proj.add(w.project)
                     continue
                 d_job = w.gpus * min(w.min_runtime_s, cap)
                 pls = self.place_free(w, sh)
@@ -804,6 +800,7 @@ class _FairShareCycle(_Cycle):
                     why[w.id] = _NO_ROOM.get(size) or _NO_ROOM.setdefault(
                         size, f"no free aligned block of {size} GPUs and no job it may preempt"
                     )
+                    self.why_proj.add(w.project)
                 if (
                     searches_left <= 0
                     and not res_left
@@ -832,6 +829,7 @@ class _FairShareCycle(_Cycle):
                 sh = shape(w.gpus)
                 if sh.reason:
                     why[w.id] = sh.reason
+                    self.why_proj.add(w.project)
                     continue
                 pls = self.place_free(w, sh)
                 if pls is not None:
@@ -933,8 +931,10 @@ class _FairShareCycle(_Cycle):
             )
             self.reservations.append(Reservation(workload_id=w.id, hosts=tuple(names), reason=text))
             self.why[w.id] = "next in line: " + text
+            self.why_proj.add(w.project)
             return
         self.why[w.id] = f"needs {sh.gpus} GPUs of whole hosts; not enough healthy hosts"
+        self.why_proj.add(w.project)
 
     # -- reasons ------------------------------------------------------------------------
 
@@ -985,19 +985,27 @@ class _FairShareCycle(_Cycle):
         )
 
     def _explain(self) -> list[QueueEntry]:
+        """The waiting queue, built per project: one shared reason string for all of a
+        project's waiting jobs (positions are consecutive), entries made in bulk; only
+        projects with a job-specific note (reservation, no room, invalid size) or a job
+        started this cycle take the per-job path."""
         out: list[QueueEntry] = []
         pending, started, why = self.snap.pending, self.started, self.why
+        touched = self.why_proj | self.started_proj
         factor = self.fs.factor
-        pos = 0
         n = len(self.order)
         full_note = "" if self.index.any_free() else "; no free GPUs"
+        good = self._good_sizes()
+        extend = out.extend
         for alloc_phase in (True, False):
             for r, proj in enumerate(self.order):
                 lst = pending.get(proj)
                 if not lst:
                     continue
-                metric = factor.get(proj, 0.0)
                 if alloc_phase:
+                    ids = [w.id for w in lst if w.min_runtime_s > 0]
+                    if not ids:
+                        continue
                     if self.ent.get(proj, 0.0) <= 0.0:
                         base = (
                             f"waiting: project {proj} has no budget (weight 0): it may run only "
@@ -1009,22 +1017,71 @@ class _FairShareCycle(_Cycle):
                             f"{r} project{'s' if r != 1 else ''} ahead of it{full_note}"
                         )
                 else:
+                    ids = [w.id for w in lst if w.min_runtime_s <= 0]
+                    if not ids:
+                        continue
                     base = (
                         "waiting: unallocated job (min runtime 0) runs only on GPUs no allocated "
                         f"job wants; queued after all allocated jobs (project rank {r + 1} of {n})"
                         f"{full_note}"
                     )
-                for w in lst:
-                    if (w.min_runtime_s > 0) is not alloc_phase or w.id in started:
-                        continue
-                    pos += 1
-                    extra = why.get(w.id)
-                    out.append(
-                        _queue_entry(
-                            w.id, proj, pos, r + 1, metric, f"{base}; {extra}" if extra else base
-                        )
+                reasons: Iterable[str] = repeat(base)
+                if proj in touched or not good.issuperset(map(_GPUS, lst)):
+                    ids, reasons = self._explain_jobs(lst, alloc_phase, base, started, why)
+                extend(
+                    map(
+                        _QE_NEW,
+                        repeat(QueueEntry),
+                        zip(
+                            ids,
+                            repeat(proj),
+                            count(len(out) + 1),
+                            repeat(r + 1),
+                            repeat(factor.get(proj, 0.0)),
+                            reasons,
+                        ),
                     )
+                )
         return out
+
+    def _explain_jobs(
+        self,
+        lst: Sequence[Workload],
+        alloc_phase: bool,
+        base: str,
+        started: set[str],
+        why: dict[str, str],
+    ) -> tuple[list[str], list[str]]:
+        ids: list[str] = []
+        reasons: list[str] = []
+        for w in lst:
+            if (w.min_runtime_s > 0) is not alloc_phase or w.id in started:
+                continue
+            extra = why.get(w.id)
+            if extra is None:
+                sh = self.shape(w.gpus)
+                extra = sh.reason or None
+            ids.append(w.id)
+            reasons.append(f"{base}; {extra}" if extra else base)
+        return ids, reasons
+
+    def _good_sizes(self) -> set[int]:
+        """Job sizes (GPUs) that can run on this cluster at all."""
+        good = self._good
+        if good is None:
+            good = self._good = set()
+            g = 1
+            top = max(self.sizes_healthy or self.G or [0])
+            while g <= top:  # single-host sizes; larger ones are checked per job
+                if not self.shape(g).reason:
+                    good.add(g)
+                g += 1
+            for g in set(self.sizes_healthy or self.G):
+                k = 2
+                while not self.shape(g * k).reason:
+                    good.add(g * k)
+                    k += 1
+        return good
 
 
 # ---------------------------------------------------------------------------------------

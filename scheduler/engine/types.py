@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 HOURS = 3600.0
 DAYS = 86400.0
@@ -159,8 +160,10 @@ class HostReady:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class QueueEntry:
+class QueueEntry(NamedTuple):
+    """One waiting workload in the queue (a NamedTuple: the queue holds one per pending
+    job and is built every cycle, so entries must be cheap to make)."""
+
     workload_id: str
     project: str
     position: int  # 1-based position in the global queue order
