@@ -74,6 +74,7 @@ def _hours(s: float) -> str:
 
 
 _NO_ROOM: dict[int, str] = {}
+_GOOD: dict[tuple[int, ...], set[int]] = {}  # host sizes -> job sizes that can run
 _RUN_CACHE: dict[int, tuple[RunningWorkload, tuple[tuple[int, int], ...], bool, float]] = {}
 _RUN_CACHE_KEY: tuple[object, float, list[bool], dict[str, int]] | None = None
 
@@ -151,6 +152,7 @@ class _Cycle:
         self.allruns: list[tuple[RunningWorkload, tuple[tuple[int, int], ...]]] = []
         self.cands: list[tuple[RunningWorkload, tuple[tuple[int, int], ...]]] = []
         self._vbh: dict[int, list[_Run]] | None = None
+        self._vbhm: dict[int, list[tuple[_Run, int]]] = {}  # same, with the GPU mask there
         self._vsorted: list[_Run] = []
         self._vdead = 0
         self.rank: dict[str, int] = {}
@@ -369,6 +371,8 @@ class _Cycle:
         vbh = self._vbh
         if vbh is None:
             vbh = {}
+            vbhm: dict[int, list[tuple[_Run, int]]] = {}
+            self._vbhm = vbhm
             now, cap, stopped = self.now, self.cap, self.stopped
             rank, nrank = self.rank, len(self.rank)
             runs = []
@@ -378,12 +382,14 @@ class _Cycle:
                 r = _Run(rw, hm, now, cap)
                 r.rank = rank.get(r.project, nrank)
                 runs.append(r)
-                for h, _ in hm:
+                for h, m in hm:
                     lst = vbh.get(h)
                     if lst is None:
                         vbh[h] = [r]
+                        vbhm[h] = [(r, m)]
                     else:
                         lst.append(r)
+                        vbhm[h].append((r, m))
             runs.sort(key=lambda r: (r.alloc, r.lost))
             self._vsorted = runs
             self._vdead = 0
@@ -447,19 +453,26 @@ class _Cycle:
                 runs = [v for v in runs if v.alive]
                 self._vsorted = runs
                 self._vdead = 0
-            i = 0
+            vbhm = self._vbhm
             host_avail: dict[int, tuple[int, list[tuple[_Run, int]]]] = {}
             seen: set[tuple[int, int]] = set()
-            for k in range(i, len(runs)):
-                v = runs[k]
+            t = -1  # victims' rank threshold, computed when first needed
+            for v in runs:
                 if not v.alive:
                     continue
-                if v.alloc and not allowed(v):
-                    continue
-                if best_key is not None:
-                    lb = (v.lost, 0.0) if v.alloc else (0.0, v.lost)
-                    if lb >= best_key[:2]:
-                        break
+                if v.alloc:
+                    if best_key is not None and (v.lost, 0.0) >= best_key[:2]:
+                        break  # victims come cheapest first: nothing later can be cheaper
+                    if v.project == proj:
+                        if v.prio >= prio:
+                            continue
+                    else:
+                        if t < 0:
+                            t = tfun()
+                        if v.rank < t:
+                            continue
+                elif best_key is not None and (0.0, v.lost) >= best_key[:2]:
+                    break
                 for h, m in v.hm:
                     if h in reserved or G[h] < p:
                         continue
@@ -467,16 +480,28 @@ class _Cycle:
                     if ha is None:
                         avail = tfree[h]
                         on = []
-                        for u in vbh[h]:
-                            if u.alive and (u is v or allowed(u)):
-                                mu = _mask_on(u, h)
-                                avail |= mu
-                                on.append((u, mu))
+                        for u, mu in vbhm[h]:
+                            if not u.alive:
+                                continue
+                            if u.alloc and u is not v:
+                                if u.project == proj:
+                                    if u.prio >= prio:
+                                        continue
+                                else:
+                                    if t < 0:
+                                        t = tfun()
+                                    if u.rank < t:
+                                        continue
+                            avail |= mu
+                            on.append((u, mu))
                         ha = (avail, on)
                         host_avail[h] = ha
                     avail, on = ha
-                    fr = tfree[h]
-                    for s in range(0, G[h] - p + 1, p):
+                    gh = G[h]
+                    if block_info(gh, avail)[0] < p:
+                        continue
+                    fr = None
+                    for s in range(0, gh - p + 1, p):
                         bm = pmask << s
                         if not bm & m or avail & bm != bm or (h, s) in seen:
                             continue
@@ -490,7 +515,9 @@ class _Cycle:
                                     ca += u.lost
                                 else:
                                     cu += u.lost
-                        key = (ca, cu, len(chosen), fr.bit_count(), h, s)
+                        if fr is None:
+                            fr = tfree[h].bit_count()
+                        key = (ca, cu, len(chosen), fr, h, s)
                         if best_key is None or key < best_key:
                             best_key = key
                             best = ([(h, s)], chosen)
@@ -1069,7 +1096,14 @@ class _FairShareCycle(_Cycle):
         """Job sizes (GPUs) that can run on this cluster at all."""
         good = self._good
         if good is None:
-            good = self._good = set()
+            key = tuple(self.sizes_healthy or self.G)
+            good = _GOOD.get(key)
+            if good is not None:
+                self._good = good
+                return good
+            if len(_GOOD) > 64:
+                _GOOD.clear()
+            good = self._good = _GOOD[key] = set()
             g = 1
             top = max(self.sizes_healthy or self.G or [0])
             while g <= top:  # single-host sizes; larger ones are checked per job
