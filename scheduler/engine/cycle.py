@@ -33,6 +33,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from itertools import count, repeat
 from operator import attrgetter
 
@@ -418,7 +419,12 @@ class _Cycle:
         return False
 
     def preempt_search(
-        self, sh: Shape, proj: str | None, prio: int, tfun: Callable[[], int]
+        self,
+        sh: Shape,
+        proj: str | None,
+        prio: int,
+        tfun: Callable[[], int],
+        beats: Callable[[str], bool] | None = None,
     ) -> tuple[list[tuple[int, int]], list[_Run]] | None:
         """Cheapest (hosts, block starts) and victims that make room for a job of shape `sh`.
 
@@ -432,6 +438,17 @@ class _Cycle:
         tfree, G, reserved = self.tfree, self.G, self.reserved
 
         tbox: list[int] = []
+        # Another project's job is a victim only if that project ranks at or below the
+        # threshold t *and* the preemptor still beats it after the preemption: the
+        # threshold alone is not exact where adding usage moves a whole subtree of the
+        # tree below another (then the order of "still beaten" is not a suffix).
+        beaten: dict[str, bool] = {}
+
+        def beat(q: str) -> bool:
+            ok = beaten.get(q)
+            if ok is None:
+                ok = beaten[q] = beats is None or beats(q)
+            return ok
 
         def allowed(v: _Run) -> bool:
             # unallocated; same project and lower priority; other project ranked >= t
@@ -441,7 +458,7 @@ class _Cycle:
                 return v.prio < prio
             if not tbox:
                 tbox.append(tfun())
-            return v.rank >= tbox[0]
+            return v.rank >= tbox[0] and beat(v.project)
 
         if sh.block:
             p = sh.block
@@ -469,7 +486,7 @@ class _Cycle:
                     else:
                         if t < 0:
                             t = tfun()
-                        if v.rank < t:
+                        if v.rank < t or not beat(v.project):
                             continue
                 elif best_key is not None and (0.0, v.lost) >= best_key[:2]:
                     break
@@ -490,7 +507,7 @@ class _Cycle:
                                 else:
                                     if t < 0:
                                         t = tfun()
-                                    if u.rank < t:
+                                    if u.rank < t or not beat(u.project):
                                         continue
                             avail |= mu
                             on.append((u, mu))
@@ -789,7 +806,14 @@ class _FairShareCycle(_Cycle):
                         possible = False
                 if possible:
                     searches_left -= 1
-                    found = self.preempt_search(sh, proj, w.priority, tfun)
+                    pidx = known.get(proj)
+                    found = self.preempt_search(
+                        sh,
+                        proj,
+                        w.priority,
+                        tfun,
+                        None if pidx is None else partial(fs.beats_after, pidx, d),
+                    )
                     if found is None:
                         # The failure also holds for any threshold down to the next rank
                         # that still has preemptible jobs (counts only ever shrink).

@@ -152,13 +152,23 @@ class FairShare:
         after adding `delta` GPU-seconds to its usage (order index > `index`).
 
         Adding usage to one project only moves it down in the order; the others keep
-        their relative order, so a binary search over the current order suffices.
-        Returns len(order) when it beats nobody below it.
+        their relative order, so a search over the current order suffices: galloping
+        from `index` (the answer is usually close: callers pass the last answer), then
+        binary. Returns len(order) when it beats nobody below it.
         """
         lo, hi = index + 1, len(self.order)
         p = self.tree.leaf_index.get(project)
         if p is None:
             return hi
+        step = 1
+        probe = lo
+        while probe < hi:
+            if self.beats_after(p, delta, self.order[probe]):
+                hi = probe
+                break
+            lo = probe + 1
+            probe = lo + step
+            step *= 2
         while lo < hi:
             mid = (lo + hi) // 2
             if self.beats_after(p, delta, self.order[mid]):

@@ -273,3 +273,33 @@ def test_determinism_same_input_same_plan():
     a, b = cycle(s), cycle(s)
     assert a == b
     assert cycle(s, seed=1).queue  # seeded variant runs as well
+
+
+def _subtree_shift_case(p_minrt: float):
+    """D1 = {P, A, B, C} is just ahead of D2 = {X}. P's new job adds usage that drops D1
+    below D2 while P still beats A, B and C: "still beaten" is then not a suffix of the
+    order (A, B, C yes; X, last, no), so a rank threshold alone would allow X."""
+    t = BudgetNode(
+        "org",
+        children=(
+            BudgetNode("D1", 1, tuple(BudgetNode(n, 1) for n in ("P", "A", "B", "C"))),
+            BudgetNode("D2", 1, (BudgetNode("X", 1),)),
+        ),
+    )
+    usage = {"P": 1 * H, "A": 30 * H, "B": 30 * H, "C": 30 * H, "X": 100 * H}
+    x = run(job("x", "X", 8, minrt=H), "h0", tuple(range(8)), 100 * H - 5 * H)
+    return snap(hosts(1), [x], pending(job("p", "P", 8, minrt=p_minrt)), t, usage)
+
+
+def test_no_preemption_of_a_project_that_would_rank_above_after_it():
+    # +20 GPU-h for P: D1 falls below D2, so X would outrank P once p runs
+    out = cycle(_subtree_shift_case(2.5 * H))
+    assert out.stops == () and out.starts == ()
+
+
+def test_preemption_allowed_when_the_project_still_ranks_below():
+    # +2 GPU-h for P: D1 stays ahead of D2
+    out = cycle(_subtree_shift_case(0.25 * H))
+    (stop,) = out.stops
+    assert stop.workload_id == "x" and stop.reason_code == "fair_share"
+    assert [s.workload_id for s in out.starts] == ["p"]

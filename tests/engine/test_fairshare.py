@@ -160,3 +160,28 @@ def test_position_after_added_usage():
     assert fs.position_after("a", 15.0, 0) == 2
     # a +30 -> 40: ties c: a tie is not "strictly above"
     assert fs.position_after("a", 30.0, 0) == 3
+
+
+def test_position_after_gallops_to_the_same_answer_as_a_scan_when_monotone():
+    """On a flat tree "still beaten" is a suffix of the order: the search finds its start."""
+    import random
+
+    rng = random.Random(7)
+    for _ in range(20):
+        t = BudgetNode(
+            "org", children=tuple(BudgetNode(f"p{i}", rng.choice([1, 2, 5])) for i in range(30))
+        )
+        usage = {f"p{i}": rng.choice([0.0, rng.uniform(0, 100)]) for i in range(30)}
+        fs = compute_fair_share(t, usage)
+        leaf = fs.tree.leaf_index
+        for r, proj in enumerate(fs.order):
+            for delta in (0.0, 1.0, 30.0, 1e4):
+                want = next(
+                    (
+                        i
+                        for i in range(r + 1, len(fs.order))
+                        if fs.beats_after(leaf[proj], delta, fs.order[i])
+                    ),
+                    len(fs.order),
+                )
+                assert fs.position_after(proj, delta, r) == want, (proj, delta, r)
