@@ -78,6 +78,9 @@ _NO_ROOM: dict[int, str] = {}
 _GOOD: dict[tuple[int, ...], set[int]] = {}  # host sizes -> job sizes that can run
 _RUN_CACHE: dict[int, tuple[RunningWorkload, tuple[tuple[int, int], ...], bool, float]] = {}
 _RUN_CACHE_KEY: tuple[object, float, list[bool], dict[str, int]] | None = None
+# (ids of the last cycle's running workloads, their used-GPU mask per host)
+_RUN_STATE: tuple[set[int], list[int]] | None = None
+_Derived = tuple[RunningWorkload, tuple[tuple[int, int], ...], bool, float]
 
 
 class _Run:
@@ -150,8 +153,9 @@ class _Cycle:
         self.started_proj: set[str] = set()
         self._good: set[int] | None = None
         self.shapes: dict[int, Shape] = {}
-        self.allruns: list[tuple[RunningWorkload, tuple[tuple[int, int], ...]]] = []
-        self.cands: list[tuple[RunningWorkload, tuple[tuple[int, int], ...]]] = []
+        # (workload, ((host, GPU mask), ...), on healthy hosts only, protected until)
+        self.allruns: list[_Derived] = []
+        self.cands: list[_Derived] = []  # unprotected, on healthy hosts
         self._vbh: dict[int, list[_Run]] | None = None
         self._vbhm: dict[int, list[tuple[_Run, int]]] = {}  # same, with the GPU mask there
         self._vsorted: list[_Run] = []
@@ -166,13 +170,12 @@ class _Cycle:
 
     def _build(self) -> None:
         healthy, now = self.healthy, self.now
-        used = [0] * len(self.G)
-        bad = []
-        allruns, cands = self.allruns, self.cands
         # Per-run derived data (host indices, GPU masks, protection end) is memoised by
         # object identity while the caller passes the same hosts object and cap (the
-        # simulator does): a cycle then costs a few dict lookups per running job.
-        global _RUN_CACHE_KEY
+        # simulator does); the used-GPU masks are then updated from the previous cycle's
+        # by the difference of the two running sets (a few starts and stops), so a cycle
+        # costs a few C-level passes over the running list instead of Python per job.
+        global _RUN_CACHE_KEY, _RUN_STATE
         ck = _RUN_CACHE_KEY
         if (
             ck is None
@@ -182,23 +185,55 @@ class _Cycle:
             or ck[3] != self.hidx
         ):
             _RUN_CACHE.clear()
+            _RUN_STATE = None
             _RUN_CACHE_KEY = (self.hosts, self.cap, self.healthy, self.hidx)
         elif len(_RUN_CACHE) > 200_000:
             _RUN_CACHE.clear()
-        get = _RUN_CACHE.get
-        for rw in self.snap.running:
-            c = get(id(rw))
-            if c is None or c[0] is not rw:
-                c = self._derive(rw)
-                _RUN_CACHE[id(rw)] = c
-            _, hm, ok, prot_end = c
-            for h, m in hm:
-                used[h] |= m
-            allruns.append((rw, hm))
-            if not ok:
-                bad.append((rw, hm))
-            elif prot_end <= now:
-                cands.append((rw, hm))
+            _RUN_STATE = None
+        cache = _RUN_CACHE
+        running = self.snap.running
+        ids = list(map(id, running))
+        cur = set(ids)
+        state = _RUN_STATE
+        _RUN_STATE = None
+        used: list[int] | None = None
+        overlap = len(cur) != len(ids)
+        if state is not None and not overlap:
+            old, used0 = state
+            gone = old - cur
+            new = cur - old
+            if len(gone) + len(new) < len(ids):
+                used = used0  # owned by the state, which was taken out above
+                for i in gone:
+                    for h, m in cache.pop(i)[1]:
+                        used[h] &= ~m
+                by_id: dict[int, RunningWorkload] | None = None
+                for i in new:
+                    c = cache.get(i)
+                    if c is None:
+                        if by_id is None:
+                            by_id = dict(zip(ids, running, strict=True))
+                        c = cache[i] = self._derive(by_id[i])
+                    for h, m in c[1]:
+                        if used[h] & m:
+                            overlap = True
+                        used[h] |= m
+        if used is None:
+            used = [0] * len(self.G)
+            get = cache.get
+            for rw in running:
+                c = get(id(rw))
+                if c is None or c[0] is not rw:
+                    c = cache[id(rw)] = self._derive(rw)
+                for h, m in c[1]:
+                    if used[h] & m:
+                        overlap = True
+                    used[h] |= m
+        allruns = self.allruns = list(map(cache.__getitem__, ids))
+        if not overlap:
+            _RUN_STATE = (cur, used.copy())
+        self.cands = [c for c in allruns if c[3] <= now and c[2]]
+        bad = [c for c in allruns if not c[2]] if not all(healthy) else []
         full, tfree, index = self.full, self.tfree, self.index
         for h, ok in enumerate(healthy):
             if ok:
@@ -225,13 +260,13 @@ class _Cycle:
         prot_end = rw.started_s + min(w.min_runtime_s, self.cap) if rw.allocated else -INF
         return (rw, tuple(lst), ok, prot_end)
 
-    def _drain(self, bad: list[tuple[RunningWorkload, tuple[tuple[int, int], ...]]]) -> None:
+    def _drain(self, bad: list[_Derived]) -> None:
         healthy = self.healthy
         unhealthy = [h for h, ok in enumerate(healthy) if not ok]
         if not unhealthy:
             return
         left = dict.fromkeys(unhealthy, 0)
-        for rw, hm in bad:
+        for rw, hm, _, _ in bad:
             w = rw.workload
             prot_end = rw.started_s + min(w.min_runtime_s, self.cap) if rw.allocated else 0.0
             bad_hosts = [self.hosts[h].name for h, _ in hm if not healthy[h]]
@@ -377,7 +412,7 @@ class _Cycle:
             now, cap, stopped = self.now, self.cap, self.stopped
             rank, nrank = self.rank, len(self.rank)
             runs = []
-            for rw, hm in self.cands:
+            for rw, hm, _, _ in self.cands:
                 if rw.workload.id in stopped:
                     continue
                 r = _Run(rw, hm, now, cap)
@@ -651,7 +686,7 @@ class _FairShareCycle(_Cycle):
         self.pre_max_rank = -1
         self.own_cnt: dict[str, int] = {}
         own_min_prio: dict[str, int] = {}  # lowest priority among them (a lower bound)
-        for rw, _ in self.cands:
+        for rw, _, _, _ in self.cands:
             w = rw.workload
             if w.id in self.stopped:
                 continue
@@ -936,7 +971,7 @@ class _FairShareCycle(_Cycle):
         nproj = len(self.order)
         avail: dict[int, float] = {}
         stopped, proj, prio = self.stopped, w.project, w.priority
-        for rw, hm in self.allruns:
+        for rw, hm, _, _ in self.allruns:
             x = rw.workload
             if not rw.allocated:
                 t = now
@@ -1203,7 +1238,7 @@ class _BaselineCycle(_Cycle):
         caps = {p: math.floor(s * self.healthy_gpus + 1e-9) for p, s in self.ent.items()}
         self.caps = caps
         used: dict[str, int] = {}
-        for rw, _ in self.allruns:
+        for rw, _, _, _ in self.allruns:
             if rw.workload.id not in self.stopped:
                 p = rw.workload.project
                 used[p] = used.get(p, 0) + rw.workload.gpus
@@ -1230,7 +1265,7 @@ class _BaselineCycle(_Cycle):
         by_proj: dict[
             str, list[tuple[float, str, int, RunningWorkload, tuple[tuple[int, int], ...]]]
         ] = {}
-        for rw, hm in self.allruns:
+        for rw, hm, _, _ in self.allruns:
             w = rw.workload
             if w.id in self.stopped:
                 continue
@@ -1249,14 +1284,12 @@ class _BaselineCycle(_Cycle):
             in_use[p] = acc
         # Only opportunistic jobs (beyond their project's limit) may be preempted.
         self.cands = [
-            (rw, hm)
-            for rw, hm in self.allruns
-            if rw.workload.id in opp
-            and rw.workload.id not in self.stopped
-            and all(self.healthy[h] for h, _ in hm)
+            c
+            for c in self.allruns
+            if c[0].workload.id in opp and c[0].workload.id not in self.stopped and c[2]
         ]
         self._vbh = None
-        opp_gpus = sum(rw.workload.gpus for rw, _ in self.cands)
+        opp_gpus = sum(c[0].workload.gpus for c in self.cands)
         deferred = False
         for w in _merge_priority(pending):
             free = self.index.any_free()

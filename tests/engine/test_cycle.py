@@ -303,3 +303,55 @@ def test_preemption_allowed_when_the_project_still_ranks_below():
     (stop,) = out.stops
     assert stop.workload_id == "x" and stop.reason_code == "fair_share"
     assert [s.workload_id for s in out.starts] == ["p"]
+
+
+def test_incremental_running_state_matches_a_cold_cycle():
+    """Across cycles with the same hosts object the engine updates its used-GPU masks
+    from the difference of the running sets; every plan must equal a cold one."""
+    import random
+
+    import scheduler.engine.cycle as engine_cycle
+    from scheduler.engine import RunningWorkload
+
+    def cold(s, now):
+        engine_cycle._RUN_CACHE.clear()
+        engine_cycle._RUN_STATE = None
+        engine_cycle._RUN_CACHE_KEY = None
+        return cycle(s, now)
+
+    rng = random.Random(3)
+    t = tree(a=1, b=2, c=1)
+    hs = tuple(hosts(6))
+    waiting = {
+        p: [
+            job(
+                f"{p}{i}", p, rng.choice([1, 1, 2, 4, 8]), minrt=rng.choice([0, H, 3 * H]), submit=i
+            )
+            for i in range(25)
+        ]
+        for p in "abc"
+    }
+    running: dict[str, RunningWorkload] = {}
+    usage = {"a": 0.0, "b": 0.0, "c": 0.0}
+    now = 100 * H
+    for _ in range(25):
+        s = snap(hs, list(running.values()), {p: list(v) for p, v in waiting.items()}, t, usage)
+        warm = cycle(s, now)
+        assert warm == cold(s, now)
+        cycle(s, now)  # leave the warm state at this running set for the next cycle
+        for st in warm.stops:
+            rw = running.pop(st.workload_id)
+            if st.requeue:
+                waiting[rw.workload.project].append(rw.workload)
+                waiting[rw.workload.project].sort(key=lambda w: (-w.priority, w.submit_s, w.id))
+        byid = {w.id: w for v in waiting.values() for w in v}
+        for st in warm.starts:
+            w = byid[st.workload_id]
+            waiting[w.project].remove(w)
+            running[w.id] = RunningWorkload(w, st.placements, now, st.allocated, None)
+        for wid in rng.sample(sorted(running), k=min(2, len(running))):
+            del running[wid]  # finished
+        for rw in running.values():
+            if rw.allocated:
+                usage[rw.workload.project] += rw.workload.gpus * 0.5 * H
+        now += 0.5 * H
