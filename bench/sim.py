@@ -87,15 +87,15 @@ def build_workload(
     times.sort()
     # An opening backlog: the first jobs all arrive in the first hour, so that queued
     # plus running GPUs start (and, with `load` near 1, stay) at 2-3x the cluster.
-    opening = int(backlog * hosts * 8 / 4.0)  # jobs average ~4 GPUs
+    opening = int(backlog * hosts * 8 / 5.5)  # training jobs average ~5.5 GPUs
     for i in range(min(opening, len(times))):
         times[i] = float(int(rng.uniform(0.0, HOUR)))
     times.sort()
 
     rows: list[list] = []  # [project, submit, gpus, duration, min_rt, resumable, kind, scalable]
-    for t in times:
+    for n, t in enumerate(times):
         project = rng.choices(projects, popularity)[0]
-        r = rng.random()
+        r = rng.random() if n >= opening else rng.uniform(0.30, 0.87)  # backlog: training
         if r < 0.30:
             d = float(rng.randint(30, 900))
             rows.append([project, t, rng.choice([1, 1, 2, 4, 8]), d, d, False, "debug", False])

@@ -389,3 +389,31 @@ def test_fifo_skips_cycles_that_cannot_start_anything() -> None:
     assert r.skipped_cycles >= 50
     assert r.cycles <= 52  # x's start, then one cycle per finish
     assert outcome(r, "q49").state == JobState.COMPLETED
+
+
+def test_result_does_not_depend_on_the_process_hash_seed() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import hashlib, sys; sys.path[:0] = ['.', 'tests/sim'];"
+        "from test_replay import random_trace, cluster, TREE3;"
+        "from scheduler.sim.replay import simulate;"
+        "from scheduler.sim.model import SimConfig;"
+        "r = simulate(cluster(hosts=4), TREE3, random_trace(11, n=120), SimConfig());"
+        "print(hashlib.sha256(repr((r.intervals, r.jobs, r.preemptions)).encode()).hexdigest())"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(digests) == 1
