@@ -6,7 +6,17 @@ minimum runtime running out, a host changing health) it runs one engine cycle wi
 `scheduler.engine.plan` and applies the returned stops and starts; events at the same
 timestamp are coalesced into one cycle. While the engine could still act on what it
 sees, a periodic cycle follows at most `config.cycle_period_s` after the last one, so
-that fair-share usage drifting over time is noticed too.
+that fair-share usage drifting over time is noticed too (fair-share mode only: the
+baselines do not look at usage). `config.min_cycle_gap_s` > 0 spaces event-driven
+cycles at least that far apart (Slurm's sched_min_interval); events are still applied
+at their own times, so intervals and usage stay exact and only decisions wait.
+
+The run ends at `config.until_s` (still-running work is closed as `running_at_end`) or
+when every job has ended; pending work that an empty cluster will not start (a shape
+only unhealthy hosts could hold, an allocated job of a zero-weight project) stays
+pending instead of hanging the loop. Shapes no set of hosts can ever hold (more GPUs
+than the cluster, above one host but not whole hosts) are never queued: their
+`JobOutcome` is terminated with `rejected` saying why.
 
 Job life cycle in the replay:
 
