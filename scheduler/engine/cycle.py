@@ -30,8 +30,10 @@ that cannot fit is rejected in O(1) through the free-block index.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from itertools import count, repeat
@@ -41,6 +43,7 @@ from scheduler.engine.fairshare import compute_fair_share
 from scheduler.engine.placement import FreeIndex, Shape, block_info, mask_of
 from scheduler.engine.types import (
     CyclePlan,
+    Host,
     HostReady,
     Placement,
     Policy,
@@ -81,6 +84,42 @@ _RUN_CACHE_KEY: tuple[object, float, list[bool], dict[str, int]] | None = None
 # (ids of the last cycle's running workloads, their used-GPU mask per host)
 _RUN_STATE: tuple[set[int], list[int]] | None = None
 _Derived = tuple[RunningWorkload, tuple[tuple[int, int], ...], bool, float]
+# Objects that a cycle mutates (the _Run of each running workload) are reused across
+# cycles only by the thread holding this lock; a concurrent plan() builds its own.
+_LOCK = threading.Lock()
+_RUNS: dict[int, _Run] = {}
+
+
+_HostInfo = tuple[
+    dict[str, int], list[int], list[bool], list[int], int, list[int], set[int], dict[int, Shape]
+]
+_HOSTS: tuple[object, _HostInfo] | None = None
+
+
+def _host_info(hosts: Sequence[Host]) -> _HostInfo:
+    """Per-host arrays of a cycle (host index, GPUs, health, full masks, healthy sizes)
+    and the job shapes on them; kept across cycles while the caller passes the same
+    hosts tuple (immutable: a list may change in place, so it is never reused)."""
+    global _HOSTS
+    hit = _HOSTS
+    if hit is not None and hit[0] is hosts:
+        return hit[1]
+    G = [h.gpus for h in hosts]
+    healthy = [h.healthy for h in hosts]
+    sizes_healthy = [g for g, ok in zip(G, healthy, strict=True) if ok]
+    info: _HostInfo = (
+        {h.name: i for i, h in enumerate(hosts)},
+        G,
+        healthy,
+        [(1 << g) - 1 for g in G],
+        sum(sizes_healthy),
+        sizes_healthy,
+        set(sizes_healthy),
+        {},
+    )
+    if isinstance(hosts, tuple):
+        _HOSTS = (hosts, info)
+    return info
 
 
 class _Run:
@@ -89,6 +128,7 @@ class _Run:
     __slots__ = (
         "alive",
         "alloc",
+        "base",
         "gpus",
         "hm",
         "id",
@@ -114,6 +154,7 @@ class _Run:
         base = rw.started_s
         if w.resumable and rw.last_checkpoint_s is not None:
             base = max(base, rw.last_checkpoint_s)
+        self.base = base
         self.lost = w.gpus * max(0.0, now - base)
         self.hm = hm
         self.alive = True
@@ -121,20 +162,24 @@ class _Run:
 
 
 class _Cycle:
-    def __init__(self, snap: Snapshot, policy: Policy, now: float) -> None:
+    def __init__(self, snap: Snapshot, policy: Policy, now: float, shared: bool = False) -> None:
+        self.shared = shared  # this cycle owns the cross-cycle mutable caches (_RUNS)
         self.snap = snap
         self.policy = policy
         self.now = now
         self.cap = policy.max_min_runtime_s
         hosts = snap.hosts
         self.hosts = hosts
-        self.hidx = {h.name: i for i, h in enumerate(hosts)}
-        self.G = [h.gpus for h in hosts]
-        self.healthy = [h.healthy for h in hosts]
-        self.full = [(1 << g) - 1 for g in self.G]
-        self.healthy_gpus = sum(g for g, ok in zip(self.G, self.healthy, strict=True) if ok)
-        self.sizes_healthy = [g for g, ok in zip(self.G, self.healthy, strict=True) if ok]
-        self.host_sizes = set(self.sizes_healthy)
+        (
+            self.hidx,
+            self.G,
+            self.healthy,
+            self.full,
+            self.healthy_gpus,
+            self.sizes_healthy,
+            self.host_sizes,
+            self.shapes,
+        ) = _host_info(hosts)
         self.index = FreeIndex(self.G)
         self.tfree = [0] * len(hosts)  # true free mask of healthy hosts
         self.free_gpus = 0  # free GPUs on healthy hosts (reserved ones included)
@@ -152,7 +197,6 @@ class _Cycle:
         self.why_proj: set[str] = set()  # projects with such notes
         self.started_proj: set[str] = set()
         self._good: set[int] | None = None
-        self.shapes: dict[int, Shape] = {}
         # (workload, ((host, GPU mask), ...), on healthy hosts only, protected until)
         self.allruns: list[_Derived] = []
         self.cands: list[_Derived] = []  # unprotected, on healthy hosts
@@ -181,8 +225,8 @@ class _Cycle:
             ck is None
             or ck[0] is not self.hosts
             or ck[1] != self.cap
-            or ck[2] != self.healthy
-            or ck[3] != self.hidx
+            or (ck[2] is not self.healthy and ck[2] != self.healthy)
+            or (ck[3] is not self.hidx and ck[3] != self.hidx)
         ):
             _RUN_CACHE.clear()
             _RUN_STATE = None
@@ -411,11 +455,24 @@ class _Cycle:
             self._vbhm = vbhm
             now, cap, stopped = self.now, self.cap, self.stopped
             rank, nrank = self.rank, len(self.rank)
+            # _Run objects are kept across cycles (by running-workload identity, the
+            # object is held so its id stays unique) while this thread owns the caches;
+            # only their per-cycle fields (alive, lost, rank) are reset here.
+            cache = _RUNS if self.shared else {}
+            if len(cache) > 4 * len(self.cands) + 1024:
+                cache.clear()
+            get = cache.get
             runs = []
             for rw, hm, _, _ in self.cands:
                 if rw.workload.id in stopped:
                     continue
-                r = _Run(rw, hm, now, cap)
+                r = get(id(rw))
+                if r is None or r.rw is not rw:
+                    r = cache[id(rw)] = _Run(rw, hm, now, cap)
+                else:
+                    r.alive = True
+                    lost = now - r.base
+                    r.lost = r.gpus * lost if lost > 0.0 else 0.0
                 r.rank = rank.get(r.project, nrank)
                 runs.append(r)
                 for h, m in hm:
@@ -432,22 +489,32 @@ class _Cycle:
             self._vbh = vbh
         return vbh
 
-    def _enough_coverable(self, sh: Shape) -> bool:
-        """Whether enough hosts could be emptied for a whole-host job (upper bound)."""
+    def _coverable_hosts(self) -> dict[int, int]:
+        """Hosts (-> GPUs) that free GPUs plus all preemption candidates could empty.
+
+        Computed once per cycle; it stays a superset for the rest of the cycle: GPUs only
+        become free by stopping candidates (already counted), reserved hosts are
+        excluded by every user, and new work only makes hosts less coverable."""
         cov = self._coverable
         if cov is None:
             cov = {}
-            vbh = self.victims_by_host()
-            for h, vs in vbh.items():
-                m = self.tfree[h]
-                for v in vs:
-                    m |= _mask_on(v, h)
-                if m == self.full[h] and h not in self.reserved:
-                    cov[h] = self.G[h]
+            self.victims_by_host()
+            tfree, full, reserved, G = self.tfree, self.full, self.reserved, self.G
+            for h, vs in self._vbhm.items():
+                m = tfree[h]
+                for _, mu in vs:
+                    m |= mu
+                if m == full[h] and h not in reserved:
+                    cov[h] = G[h]
             for g, d in self.index.whole.items():
                 for h in d:
                     cov[h] = g
             self._coverable = cov
+        return cov
+
+    def _enough_coverable(self, sh: Shape) -> bool:
+        """Whether enough hosts could be emptied for a whole-host job (upper bound)."""
+        cov = self._coverable_hosts()
         for size, n in sh.whole:
             if sum(1 for h, g in cov.items() if g == size and h not in self.touched) >= n:
                 return True
@@ -469,7 +536,7 @@ class _Cycle:
         cheapest first and the search ends once the next victim alone costs at least
         the best block found (costs add up, so no later block can be cheaper).
         """
-        vbh = self.victims_by_host()
+        self.victims_by_host()
         tfree, G, reserved = self.tfree, self.G, self.reserved
 
         tbox: list[int] = []
@@ -574,20 +641,27 @@ class _Cycle:
                             best_key = key
                             best = ([(h, s)], chosen)
             return best
+        # Only hosts that all candidates together could empty can be emptied by the
+        # allowed ones (a subset): the per-cycle coverable map prunes the rest.
+        cov = self._coverable_hosts()
+        vbhm, full = self._vbhm, self.full
         for size, n in sh.whole:
             cand = []
             for h in self.index.whole.get(size, {}):
                 cand.append(((0.0, 0.0, 0, h), h, []))
-            for h, vs in vbh.items():
+            for h in cov:
                 if h in reserved or G[h] != size:
                     continue
-                live = [v for v in vs if v.alive and allowed(v)]
-                if not live:
+                vs = vbhm.get(h)
+                if vs is None:
                     continue
                 vm = tfree[h]
-                for v in live:
-                    vm |= _mask_on(v, h)
-                if vm != self.full[h]:
+                live = []
+                for v, mu in vs:
+                    if v.alive and allowed(v):
+                        live.append(v)
+                        vm |= mu
+                if not live or vm != full[h]:
                     continue
                 ca = sum(v.lost for v in live if v.alloc)
                 cu = sum(v.lost for v in live if not v.alloc)
@@ -902,6 +976,7 @@ class _FairShareCycle(_Cycle):
         for h in list(self.reserved):
             del self.reserved[h]
             self.index.set(h, self.tfree[h])
+        cnt, shapes = index.cnt, self.shapes
         for proj in order:
             if not index.any_free():
                 break
@@ -912,11 +987,15 @@ class _FairShareCycle(_Cycle):
             for w in lst:
                 if w.min_runtime_s > 0:
                     continue
-                sh = shape(w.gpus)
+                sh = shapes.get(w.gpus) or shape(w.gpus)
                 if sh.reason:
                     why[w.id] = sh.reason
                     self.why_proj.add(w.project)
                     continue
+                if sh.block and not sh.whole and cnt[sh.block] <= 0:
+                    if cnt[1] <= 0:
+                        break  # nothing free (place_free would fail, as below)
+                    continue  # no free aligned block of its size: place_free would fail
                 pls = self.place_free(w, sh)
                 if pls is not None:
                     self.start(
@@ -967,19 +1046,25 @@ class _FairShareCycle(_Cycle):
 
     def _reserve(self, w: Workload, sh: Shape, r: int) -> None:
         """Reserve the whole hosts that become usable for `w` soonest."""
-        now, healthy, rank = self.now, self.healthy, self.rank
-        nproj = len(self.order)
+        now, healthy = self.now, self.healthy
         avail: dict[int, float] = {}
         stopped, proj, prio = self.stopped, w.project, w.priority
-        for rw, hm, _, _ in self.allruns:
+        above = set(self.order[: r + 1])  # projects ranked at or above w's
+        # A host is usable for w once every job on it may be preempted by w: unallocated
+        # ones at once, allocated ones of lower-ranked projects (or lower priority in
+        # w's project) when their protection ends (`pe`, cached), others never (INF).
+        for rw, hm, _, pe in self.allruns:
+            if pe == -INF:
+                continue  # unallocated: preemptible now
             x = rw.workload
-            if not rw.allocated:
-                t = now
-            elif rank.get(x.project, nproj) > r or (x.project == proj and x.priority < prio):
-                t = max(now, rw.started_s + min(x.min_runtime_s, self.cap))
+            p = x.project
+            if p not in above or (p == proj and x.priority < prio):
+                if pe <= now:
+                    continue
+                t = pe
             else:
                 t = INF
-            if t > now and x.id not in stopped:
+            if x.id not in stopped:
                 for h, _ in hm:
                     if t > avail.get(h, now):
                         avail[h] = t
@@ -1289,6 +1374,7 @@ class _BaselineCycle(_Cycle):
             if c[0].workload.id in opp and c[0].workload.id not in self.stopped and c[2]
         ]
         self._vbh = None
+        self._coverable = None
         opp_gpus = sum(c[0].workload.gpus for c in self.cands)
         deferred = False
         for w in _merge_priority(pending):
@@ -1385,7 +1471,21 @@ def plan(snapshot: Snapshot, policy: Policy, now: float) -> CyclePlan:
     """
     mode = policy.mode
     if mode == "fairshare":
-        return _FairShareCycle(snapshot, policy, now).run()
-    if mode in ("fifo", "priority", "static"):
-        return _BaselineCycle(snapshot, policy, now).run()
-    raise ValueError(f"unknown policy mode {mode!r}; expected one of {', '.join(MODES)}")
+        cls: type[_Cycle] = _FairShareCycle
+    elif mode in ("fifo", "priority", "static"):
+        cls = _BaselineCycle
+    else:
+        raise ValueError(f"unknown policy mode {mode!r}; expected one of {', '.join(MODES)}")
+    shared = _LOCK.acquire(blocking=False)
+    # A cycle allocates many short-lived objects and no reference cycles: the cyclic
+    # collector would only add pauses (tens of ms on a large heap) to its tail latency.
+    gc_was_on = gc.isenabled()
+    if gc_was_on:
+        gc.disable()
+    try:
+        return cls(snapshot, policy, now, shared).run()
+    finally:
+        if gc_was_on:
+            gc.enable()
+        if shared:
+            _LOCK.release()
