@@ -760,23 +760,34 @@ class _FairShareCycle(_Cycle):
         self.pre_max_rank = -1
         self.own_cnt: dict[str, int] = {}
         own_min_prio: dict[str, int] = {}  # lowest priority among them (a lower bound)
+        own_gpus, own_cnt, stopped = self.own_gpus, self.own_cnt, self.stopped
+        unalloc = 0
         for rw, _, _, _ in self.cands:
             w = rw.workload
-            if w.id in self.stopped:
+            if stopped and w.id in stopped:
                 continue
             if not rw.allocated:
-                self.unalloc_gpus += w.gpus
+                unalloc += w.gpus
+                continue
+            p = w.project
+            g = own_gpus.get(p)
+            if g is None:
+                own_gpus[p] = w.gpus
+                own_cnt[p] = 1
+                own_min_prio[p] = w.priority
             else:
-                r = rank.get(w.project, nproj)
-                self.pre_cnt[r] += 1
-                self.pre_gpus[r] += w.gpus
-                self.own_gpus[w.project] = self.own_gpus.get(w.project, 0) + w.gpus
-                if r > self.pre_max_rank:
-                    self.pre_max_rank = r
-                self.own_cnt[w.project] = self.own_cnt.get(w.project, 0) + 1
-                mp = own_min_prio.get(w.project)
-                if mp is None or w.priority < mp:
-                    own_min_prio[w.project] = w.priority
+                own_gpus[p] = g + w.gpus
+                own_cnt[p] += 1
+                if w.priority < own_min_prio[p]:
+                    own_min_prio[p] = w.priority
+        self.unalloc_gpus = unalloc
+        pre_cnt, pre_gpus = self.pre_cnt, self.pre_gpus
+        for p, c in own_cnt.items():
+            r = rank.get(p, nproj)
+            pre_cnt[r] += c
+            pre_gpus[r] += own_gpus[p]
+            if r > self.pre_max_rank:
+                self.pre_max_rank = r
         self.own_min_prio = own_min_prio
 
         delta: dict[str, float] = {}
@@ -1070,12 +1081,13 @@ class _FairShareCycle(_Cycle):
                         avail[h] = t
         for h in self.touched:
             avail[h] = INF  # new work of projects ranked above
-        tfree = self.tfree
+        tfree, G, reserved = self.tfree, self.G, self.reserved
+        get = avail.get
         for size, n in sh.whole or [(sh.block, 1)]:
             keys = [
-                (avail.get(h, now), -tfree[h].bit_count(), h)
+                (get(h, now), -tfree[h].bit_count(), h)
                 for h, ok in enumerate(healthy)
-                if ok and self.G[h] == size and h not in self.reserved
+                if ok and G[h] == size and h not in reserved
             ]
             if len(keys) < n:
                 continue
