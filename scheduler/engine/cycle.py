@@ -65,6 +65,8 @@ INF = math.inf
 # QueueEntry is a NamedTuple: entries are built in bulk with tuple.__new__ (C speed).
 _QE_NEW = tuple.__new__
 _GPUS = attrgetter("gpus")
+_LOST = attrgetter("lost")
+_ALLOC = attrgetter("alloc")
 
 
 def _queue_entry(wid: str, project: str, pos: int, rank: int, metric: float, reason: str):
@@ -467,7 +469,8 @@ class _Cycle:
                 if rw.workload.id in stopped:
                     continue
                 r = get(id(rw))
-                if r is None or r.rw is not rw:
+                if r is None or r.rw is not rw or r.hm is not hm:  # hm: re-derived on
+                    # a change of hosts or cap, so a kept _Run never has stale host indices
                     r = cache[id(rw)] = _Run(rw, hm, now, cap)
                 else:
                     r.alive = True
@@ -483,7 +486,9 @@ class _Cycle:
                     else:
                         lst.append(r)
                         vbhm[h].append((r, m))
-            runs.sort(key=lambda r: (r.alloc, r.lost))
+            # == sort by (alloc, lost), stable: two C-level key sorts
+            runs.sort(key=_LOST)
+            runs.sort(key=_ALLOC)
             self._vsorted = runs
             self._vdead = 0
             self._vbh = vbh
