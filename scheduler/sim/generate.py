@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scheduler.sim.io import TRACE_COLUMNS
+
 __all__ = ["SCENARIOS", "SCENARIO_NOTES", "Scenario", "TraceRow", "generate", "write_scenario"]
 
 HOUR = 3600
@@ -479,19 +481,6 @@ def write_scenario(name: str, out_dir: str | Path, seed: int = 0) -> list[Path]:
     tree_p.write_text(json.dumps(sc.tree, indent=1) + "\n", encoding="utf-8")
     with open(trace_p, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(
-            [
-                "job_id",
-                "project",
-                "user",
-                "submit_s",
-                "gpus",
-                "duration_s",
-                "min_runtime_s",
-                "resumable",
-                "priority",
-                "kind",
-            ]
-        )
+        w.writerow(TRACE_COLUMNS)
         w.writerows(r.as_row() for r in sc.jobs)
     return [cluster_p, tree_p, trace_p]

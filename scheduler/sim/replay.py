@@ -62,6 +62,7 @@ from scheduler.engine.types import (
     StopReason,
     Workload,
 )
+from scheduler.sim.io import leaf_names
 from scheduler.sim.model import (
     ClusterSpec,
     DrainRecord,
@@ -95,16 +96,8 @@ class ReplayError(RuntimeError):
 
 
 def leaf_projects(tree: BudgetNode) -> list[str]:
-    """The project names (leaves) of a budget tree, depth first."""
-    out: list[str] = []
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if node.children:
-            stack.extend(reversed(node.children))
-        elif node is not tree:
-            out.append(node.name)
-    return out
+    """The project names (leaves) of a budget tree, depth first; a bare root has none."""
+    return leaf_names(tree) if tree.children else []
 
 
 def feasible_gpus(gpus: int, host_sizes: Sequence[int]) -> bool:
