@@ -427,3 +427,21 @@ def test_reimport_updates_weights_and_is_audited(tree):
     assert entitled("prog-a") == pytest.approx(1 / 3)
     event = BudgetEvent.objects.filter(kind=EventKind.IMPORTED).first()
     assert event.items.get(node_path="org/prog-a").old_weight == Decimal(50)
+
+
+def test_decision_tree_uses_a_scheduled_change_once_it_is_due(tree):
+    from scheduler.engine import entitled_shares
+
+    now = timezone.now()
+    services.budget_change_create(
+        actor=tree.user("lead-a"),
+        reason="from noon",
+        changes=[{"node": tree.node("a1").pk, "weight": 30}],
+        effective_at=now + dt.timedelta(minutes=5),
+        now=now,
+    )
+    before = entitled_shares(services.budget_tree_for_decision(now=now))
+    after = entitled_shares(services.budget_tree_for_decision(now=now + dt.timedelta(minutes=6)))
+    assert before["org/prog-a/a1"] == pytest.approx(0.35)
+    assert after["org/prog-a/a1"] == pytest.approx(0.25)
+    assert set(after) == {"org/prog-a/a1", "org/prog-a/a2", "org/prog-b/b1"}
