@@ -60,6 +60,11 @@ from scheduler.engine.types import (
 __all__ = ["MODES", "plan"]
 
 MODES = ("fairshare", "fifo", "priority", "static")
+# When a project's jobs can start only on reserved hosts (by taking free GPUs or
+# preempting unallocated backfill there), how many of its waiting jobs, in its order
+# (priority first), are looked at per cycle; bounds the work on long queues.
+RES_SCAN = 64
+RES_SCAN_CYCLE = 512  # the same, for all projects together
 INF = math.inf
 
 # QueueEntry is a NamedTuple: entries are built in bulk with tuple.__new__ (C speed).
@@ -186,8 +191,16 @@ class _Cycle:
         self.tfree = [0] * len(hosts)  # true free mask of healthy hosts
         self.free_gpus = 0  # free GPUs on healthy hosts (reserved ones included)
         self._coverable: dict[int, int] | None = None
+        self._hp: list[dict[str, int]] | None = None
+        self._start_proj: dict[str, str] = {}
         self.reserved: dict[int, int] = {}  # host -> reservation number
         self.res_info: list[tuple[Workload, int, float, list[int]]] = []  # (job, rank, T, hosts)
+        # reservation -> smallest block size that its hosts' free + unallocated GPUs
+        # could not hold (exact for the cycle: those GPUs only get fewer)
+        self.res_fail: dict[int, int] = {}
+        self._rp = False
+        self._rp_ver = -1
+        self.res_budget = RES_SCAN_CYCLE  # jobs looked at only for reserved-host room
         self.starts: list[Start] = []
         self.stops: list[Stop] = []
         self.reservations: list[Reservation] = []
@@ -357,6 +370,25 @@ class _Cycle:
         self._ru, self._ru_ver = ru, self.ver
         return ru
 
+    def reserved_preemptible(self) -> bool:
+        """Whether a reserved host (usable by some job before its reservation's time) runs
+        unallocated work: a job that cannot delay the reservation may preempt it there.
+
+        Cached until the next change of free GPUs or reservations (`ver`)."""
+        if not self.reserved or self.res_budget <= 0:
+            return False
+        if self._rp_ver == self.ver:
+            return self._rp
+        self.victims_by_host()
+        vbhm = self._vbhm
+        rp = False
+        for _, _, T, hosts in self.res_info:
+            if T < INF and any(u.alive and not u.alloc for h in hosts for u, _ in vbhm.get(h, ())):
+                rp = True
+                break
+        self._rp, self._rp_ver = rp, self.ver
+        return rp
+
     def _free(self, h: int, m: int) -> None:
         self.ver += 1
         self.free_gpus += (m & ~self.tfree[h]).bit_count()
@@ -400,6 +432,8 @@ class _Cycle:
         if sh.block:
             h = index.find_block(sh.block)
             if h >= 0:
+                if self.policy.mode == "fairshare":
+                    h = self._same_project(h, sh.block, w)
                 s = block_info(self.G[h], self.tfree[h])[1][sh.block]
                 g = sh.gpus
                 self._take(h, ((1 << g) - 1) << s)
@@ -414,6 +448,49 @@ class _Cycle:
                     out.append(Placement(self.hosts[h].name, tuple(range(size))))
                 return tuple(out)
         return None
+
+    def _host_projects(self) -> list[dict[str, int]]:
+        """Per host, the GPUs each project's jobs hold there (built when first needed in
+        a cycle, this cycle's starts included; kept up to date by `_same_project`)."""
+        hp = self._hp
+        if hp is None:
+            hp = self._hp = [{} for _ in self.G]
+            for rw, hm, _, _ in self.allruns:
+                p = rw.workload.project
+                for h, m in hm:
+                    d = hp[h]
+                    d[p] = d.get(p, 0) + m.bit_count()
+            hidx = self.hidx
+            for st in self.starts:
+                p = self._start_proj[st.workload_id]
+                for pl in st.placements:
+                    d = hp[hidx[pl.host]]
+                    d[p] = d.get(p, 0) + len(pl.gpu_indices)
+        return hp
+
+    def _same_project(self, h0: int, p: int, w: Workload) -> int:
+        """Among the best-fit hosts (as few free GPUs as `h0`), the one where `w`'s project
+        holds the most GPUs: hosts then hold one project's work, so that project's
+        higher-priority jobs (and projects ranked above it) can assemble whole blocks
+        by preemption without hitting a third project's job."""
+        index = self.index
+        d = index.buckets[p][index.nfree[h0]]
+        proj = w.project
+        if len(d) > 1:
+            hp = self._host_projects()
+            best, bk = h0, hp[h0].get(proj, 0)
+            for n, h in enumerate(d):
+                k = hp[h].get(proj, 0)
+                if k > bk or (k == bk and h < best):
+                    best, bk = h, k
+                if n >= 31:
+                    break
+            h0 = best
+        hp = self._hp
+        if hp is not None:
+            dd = hp[h0]
+            dd[proj] = dd.get(proj, 0) + w.gpus
+        return h0
 
     def place_reserved(
         self, w: Workload, sh: Shape, hosts: Iterable[int]
@@ -438,6 +515,7 @@ class _Cycle:
         return (Placement(self.hosts[best].name, tuple(range(s, s + g))),)
 
     def start(self, w: Workload, pls: tuple[Placement, ...], allocated: bool, why: str) -> None:
+        self._start_proj[w.id] = w.project
         self.started.add(w.id)
         self.started_proj.add(w.project)
         self.starts.append(Start(workload_id=w.id, placements=pls, allocated=allocated, reason=why))
@@ -741,7 +819,7 @@ def _lost_text(v: _Run) -> str:
 
 class _FairShareCycle(_Cycle):
     def run(self) -> CyclePlan:
-        snap, policy, cap = self.snap, self.policy, self.cap
+        snap, policy, cap, now = self.snap, self.policy, self.cap, self.now
         pending = snap.pending
         fs = compute_fair_share(snap.tree, snap.usage, policy.seed)
         self.fs = fs
@@ -827,12 +905,16 @@ class _FairShareCycle(_Cycle):
             top_prio = lst[0].priority  # lists come in priority order
             need = True
             fast = False
+            res_pre = False
+            res_t, res_blk = -INF, 0
+            res_scan = -1  # > 0: jobs left to look at for room on reserved hosts only
             dead = INF
             for w in lst:
                 if w.min_runtime_s <= 0:
                     continue
                 if need:
                     need = fast = False
+                    res_scan = -1
                     if not index.any_free() and not self.reserved_usable():
                         omp = own_min_prio.get(proj)
                         if omp is None or omp >= top_prio:
@@ -847,13 +929,34 @@ class _FairShareCycle(_Cycle):
                                 for ft, fsz in fails:
                                     if ft <= lo and fsz < dead:
                                         dead = fsz
+                            res_pre = self.reserved_preemptible()
+                            if res_pre:
+                                res_t, res_blk = self._res_bound(r, proj)
+                                res_pre = res_blk > 1
                             if dead <= 1 and not res_left:
-                                break  # every job of this project would fail
+                                if not res_pre:
+                                    break  # every job of this project would fail
+                                # only room on a reserved host is left: look for it
+                                # among the project's first (highest-priority) jobs
+                                res_scan = RES_SCAN
                 if fast:
                     sh = shape(w.gpus)
-                    if (sh.block or sh.gpus) >= dead and not (
-                        res_left and (sh.whole or sh.block in self.host_sizes)
+                    if (
+                        (sh.block or sh.gpus) >= dead
+                        and not (res_left and (sh.whole or sh.block in self.host_sizes))
+                        and not (
+                            res_pre
+                            and 0 < sh.block < res_blk
+                            and now + min(w.min_runtime_s, cap) <= res_t
+                        )
                     ):
+                        if res_pre:
+                            self.res_budget -= 1
+                            res_scan -= 1
+                            if not res_scan or self.res_budget <= 0:
+                                need = True  # re-check: reserved room may be spent
+                                if not res_scan:
+                                    break
                         continue
                 need = True
                 omp = own_min_prio.get(proj)
@@ -877,16 +980,23 @@ class _FairShareCycle(_Cycle):
                     delta[proj] = delta.get(proj, 0.0) + d_job
                     self.start(w, pls, True, self._start_text(w, r, pls, "free GPUs"))
                     continue
-                if self.reserved and sh.block and self.reserved_usable():
-                    pls = self._place_on_reservations(w, r)
-                    if pls is not None:
+                if (
+                    self.reserved
+                    and sh.block
+                    and (self.reserved_usable() or self.reserved_preemptible())
+                ):
+                    got = self._place_on_reservations(w, r)
+                    if got is not None:
+                        pls, victims = got
+                        how = "GPUs of a reserved host it cannot delay"
+                        if victims:
+                            self._forget(victims)
+                            n = len(victims)
+                            how += (
+                                f", freed by preempting {n} unallocated job{'s' if n > 1 else ''}"
+                            )
                         delta[proj] = delta.get(proj, 0.0) + d_job
-                        self.start(
-                            w,
-                            pls,
-                            True,
-                            self._start_text(w, r, pls, "GPUs of a reserved host it cannot delay"),
-                        )
+                        self.start(w, pls, True, self._start_text(w, r, pls, how))
                         continue
                 # Preemption: victims' projects must rank at order index t or below, where
                 # t is where this project would land with its usage grown by the new jobs.
@@ -971,7 +1081,7 @@ class _FairShareCycle(_Cycle):
                 # Cannot start now.
                 if res_left and (sh.whole or sh.block in self.host_sizes):
                     res_left -= 1
-                    self._reserve(w, sh, r)
+                    self._reserve(w, sh, r, d)
                 elif index.any_free() or possible:
                     why[w.id] = _NO_ROOM.get(size) or _NO_ROOM.setdefault(
                         size, f"no free aligned block of {size} GPUs and no job it may preempt"
@@ -982,6 +1092,7 @@ class _FairShareCycle(_Cycle):
                     and not res_left
                     and not index.any_free()
                     and not self.reserved_usable()
+                    and not self.reserved_preemptible()
                 ):
                     stop_phase1 = True  # no more work this cycle can do for allocated jobs
                     break
@@ -1044,37 +1155,114 @@ class _FairShareCycle(_Cycle):
 
     # -- reservations -------------------------------------------------------------------
 
-    def _place_on_reservations(self, w: Workload, r: int) -> tuple[Placement, ...] | None:
-        """A job may use a reserved host's free GPUs only if it cannot delay the job the
-        host is reserved for: that job may preempt it by the time the host would be free."""
+    def _res_bound(self, r: int, proj: str) -> tuple[float, int]:
+        """For jobs of `proj` (rank index `r`): the latest protection end and the block
+        size bound (exclusive) with which one may still find room on a reserved host;
+        an upper bound that lets the fast path skip the others with two comparisons."""
+        t, blk = -INF, 0
+        fail = self.res_fail
+        for k, (rj, rr, T, _) in enumerate(self.res_info):
+            if T == INF or not (r > rr or proj == rj.project):
+                continue
+            t = max(t, T)
+            blk = max(blk, fail.get(k, 1 << 30))
+        return t, blk
+
+    def _place_on_reservations(
+        self, w: Workload, r: int
+    ) -> tuple[tuple[Placement, ...], list[_Run]] | None:
+        """A job may use a reserved host only if it cannot delay the job the host is
+        reserved for: its protection ends by the time the host would be usable for that
+        job, which may then preempt it. It takes free GPUs there, else an aligned block of
+        free GPUs and unallocated jobs (preempted; they run there only as backfill), the
+        one losing the least work. Returns the placements and the victims to stop."""
         end = self.now + min(w.min_runtime_s, self.cap)
+        sh = self.shape(w.gpus)
+        fail = self.res_fail
         for k, (rj, rr, T, hosts) in enumerate(self.res_info):
             if T == INF or end > T:
                 continue
             if not (r > rr or (w.project == rj.project and w.priority < rj.priority)):
                 continue
-            pls = self.place_reserved(
-                w, self.shape(w.gpus), [h for h in hosts if self.reserved.get(h) == k]
-            )
+            mine = [h for h in hosts if self.reserved.get(h) == k]
+            pls = self.place_reserved(w, sh, mine)
             if pls is not None:
-                return pls
+                return pls, []
+            if not sh.block or sh.block >= fail.get(k, 1 << 30):
+                continue
+            found = self._reserved_block(sh.block, mine)
+            if found is None:
+                fail[k] = sh.block
+                continue
+            h, s, victims = found
+            pls = self.apply_preemption(
+                w, sh, [(h, s)], victims, lambda v, w=w, r=r: self._victim_text(v, w, r)
+            )
+            return pls, victims
         return None
 
-    def _reserve(self, w: Workload, sh: Shape, r: int) -> None:
-        """Reserve the whole hosts that become usable for `w` soonest."""
+    def _reserved_block(self, p: int, hosts: list[int]) -> tuple[int, int, list[_Run]] | None:
+        """Cheapest aligned p-block of free GPUs and unallocated jobs on `hosts`: least
+        lost work, then fewest victims, then fewest free GPUs left (tighter fit)."""
+        self.victims_by_host()
+        vbhm, tfree, G = self._vbhm, self.tfree, self.G
+        pmask = (1 << p) - 1
+        best_key: tuple[float, int, int, int, int] | None = None
+        best: tuple[int, int, list[_Run]] | None = None
+        for h in hosts:
+            if G[h] < p:
+                continue
+            on = [(u, mu) for u, mu in vbhm.get(h, ()) if u.alive and not u.alloc]
+            if not on:
+                continue
+            avail = tfree[h]
+            for _, mu in on:
+                avail |= mu
+            if block_info(G[h], avail)[0] < p:
+                continue
+            fr = tfree[h].bit_count()
+            for s in range(0, G[h] - p + 1, p):
+                bm = pmask << s
+                if avail & bm != bm:
+                    continue
+                chosen = [u for u, mu in on if mu & bm]
+                key = (sum(u.lost for u in chosen), len(chosen), fr, h, s)
+                if best_key is None or key < best_key:
+                    best_key, best = key, (h, s, chosen)
+        return best
+
+    def _reserve(self, w: Workload, sh: Shape, r: int, d: float) -> None:
+        """Reserve the whole hosts that become usable for `w` soonest.
+
+        `d` is the usage `w`'s project would be charged with `w` started (its other
+        starts this cycle included): another project's job is usable for `w` only if
+        `w`'s project still beats it then, exactly as the preemption search requires
+        (no preemption cycles). Otherwise a reservation would expect hosts to be usable
+        when `w` may in fact never preempt them, and block them for nothing.
+        """
         now, healthy = self.now, self.healthy
         avail: dict[int, float] = {}
         stopped, proj, prio = self.stopped, w.project, w.priority
-        above = set(self.order[: r + 1])  # projects ranked at or above w's
+        pidx = self.fs.tree.leaf_index.get(proj)
+        beats_after = self.fs.beats_after
+        beaten: dict[str, bool] = {proj: False}
+
+        def beats(q: str) -> bool:
+            ok = beaten.get(q)
+            if ok is None:
+                ok = beaten[q] = pidx is None or beats_after(pidx, d, q)
+            return ok
+
         # A host is usable for w once every job on it may be preempted by w: unallocated
-        # ones at once, allocated ones of lower-ranked projects (or lower priority in
-        # w's project) when their protection ends (`pe`, cached), others never (INF).
+        # ones at once, allocated ones of projects w's still beats after starting (or
+        # lower priority in w's project) when their protection ends (`pe`, cached),
+        # others never (INF).
         for rw, hm, _, pe in self.allruns:
             if pe == -INF:
                 continue  # unallocated: preemptible now
             x = rw.workload
             p = x.project
-            if p not in above or (p == proj and x.priority < prio):
+            if (p == proj and x.priority < prio) or beats(p):
                 if pe <= now:
                     continue
                 t = pe
@@ -1089,11 +1277,14 @@ class _FairShareCycle(_Cycle):
         tfree, G, reserved = self.tfree, self.G, self.reserved
         get = avail.get
         for size, n in sh.whole or [(sh.block, 1)]:
-            keys = [
-                (get(h, now), -tfree[h].bit_count(), h)
-                for h, ok in enumerate(healthy)
-                if ok and G[h] == size and h not in reserved
-            ]
+            # Hosts usable soonest; among those usable at a known time the emptiest
+            # (less to wait for), among the others the fullest (fewest GPUs held idle).
+            keys = []
+            for h, ok in enumerate(healthy):
+                if ok and G[h] == size and h not in reserved:
+                    a = get(h, now)
+                    f = tfree[h].bit_count()
+                    keys.append((a, f if a == INF else -f, h))
             if len(keys) < n:
                 continue
             hosts = [k[2] for k in heapq.nsmallest(n, keys)]
@@ -1109,7 +1300,7 @@ class _FairShareCycle(_Cycle):
             when = (
                 f"expected usable in {_hours(T - now)} when the jobs on them pass their protection"
                 if T < INF
-                else "usable when jobs of higher-ranked projects on them finish"
+                else "usable when jobs on them that it may not preempt finish"
             )
             text = (
                 f"reserved {len(names)} host{'s' if len(names) > 1 else ''} "

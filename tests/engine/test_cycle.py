@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scheduler.engine import BudgetNode, StopReason
 
-from .helpers import H, cycle, hosts, job, pending, run, snap, tree
+from .helpers import H, cycle, gpus_of, hosts, job, pending, run, snap, tree
 
 NOW = 100 * H
 
@@ -355,3 +355,103 @@ def test_incremental_running_state_matches_a_cold_cycle():
             if rw.allocated:
                 usage[rw.workload.project] += rw.workload.gpus * 0.5 * H
         now += 0.5 * H
+
+
+def test_block_from_free_gpus_and_several_victim_classes_on_one_host():
+    # h0: GPUs 0-1 free, 2-3 unallocated, 4-5 own lower-priority job past its min
+    # runtime, 6-7 a lower-ranked project's job past its min runtime. h1 is full of
+    # protected work. An 8-GPU job can start only by combining all four on h0.
+    t = tree(a=1, b=1)
+    usage = {"a": 0.0, "b": 100 * H}
+    running = [
+        run(job("u", "b", 2, minrt=0), "h0", (2, 3), NOW - H),
+        run(job("own", "a", 2, minrt=H, prio=0), "h0", (4, 5), NOW - 2 * H),
+        run(job("low", "b", 2, minrt=H), "h0", (6, 7), NOW - 2 * H),
+        run(job("prot", "b", 8, minrt=8 * H), "h1", tuple(range(8)), NOW - H),
+    ]
+    p = pending(job("dbg", "a", 8, minrt=0.25 * H, prio=2))
+    out = cycle(snap(hosts(2), running, p, t, usage))
+    (st,) = out.starts
+    assert st.workload_id == "dbg" and gpus_of(st) == {("h0", i) for i in range(8)}
+    assert {s.workload_id for s in out.stops} == {"u", "own", "low"}
+    assert all(s.for_workload_id == "dbg" for s in out.stops)
+
+
+def test_short_job_preempts_unallocated_backfill_on_a_reserved_host():
+    # big (ranked first) needs both hosts; h0 holds a protected job for 30 more
+    # minutes, so both hosts are reserved for big until then. h1 has 2 free GPUs and
+    # two unallocated jobs (backfill). A job whose protection ends before the
+    # reservation's time cannot delay big: it may take h1 by preempting the backfill.
+    # One that would still be protected then may not.
+    t = tree(big=1, small=1)
+    usage = {"big": 0.0, "small": 100 * H}
+    running = [
+        run(job("p0", "small", 4, minrt=H), "h0", (0, 1, 2, 3), NOW - 0.5 * H),
+        run(job("u1", "small", 2, minrt=0), "h1", (2, 3), NOW - H),
+        run(job("u2", "small", 4, minrt=0), "h1", (4, 5, 6, 7), NOW - H),
+    ]
+    p = pending(
+        job("big", "big", 16, minrt=H),
+        job("long", "small", 8, minrt=4 * H, submit=1, prio=1),
+        job("short", "small", 8, minrt=0.25 * H, submit=2),
+    )
+    out = cycle(snap(hosts(2), running, p, t, usage))
+    (res,) = out.reservations
+    assert res.workload_id == "big" and set(res.hosts) == {"h0", "h1"}
+    (st,) = out.starts
+    assert st.workload_id == "short" and gpus_of(st) == {("h1", i) for i in range(8)}
+    assert "reserved host" in st.reason and "preempting 2 unallocated jobs" in st.reason
+    stops = {s.workload_id: s for s in out.stops}
+    assert set(stops) == {"u1", "u2"}
+    assert all(s.reason_code == StopReason.UNALLOCATED for s in stops.values())
+    assert all(s.for_workload_id == "short" for s in stops.values())
+    # deterministic
+    assert cycle(snap(hosts(2), running, p, t, usage)) == out
+
+
+def test_reserved_host_backfill_is_not_preempted_for_work_that_would_delay_it():
+    t = tree(big=1, small=1)
+    usage = {"big": 0.0, "small": 100 * H}
+    running = [
+        run(job("p0", "small", 4, minrt=H), "h0", (0, 1, 2, 3), NOW - 0.5 * H),
+        run(job("u1", "small", 2, minrt=0), "h1", (2, 3), NOW - H),
+        run(job("u2", "small", 4, minrt=0), "h1", (4, 5, 6, 7), NOW - H),
+    ]
+    p = pending(job("big", "big", 16, minrt=H), job("long", "small", 8, minrt=4 * H, submit=1))
+    out = cycle(snap(hosts(2), running, p, t, usage))
+    assert not out.starts and not out.stops
+    assert [r.workload_id for r in out.reservations] == ["big"]
+
+
+def test_best_fit_prefers_a_host_of_the_same_project():
+    # h0 and h1 both have 4 free GPUs (equal best fit); h1 runs project a's work, h0
+    # project b's. A new job of a goes next to a's work, so hosts stay one project's.
+    t = tree(a=1, b=1)
+    running = [
+        run(job("b0", "b", 4, minrt=8 * H), "h0", (0, 1, 2, 3), NOW - H),
+        run(job("a0", "a", 4, minrt=8 * H), "h1", (0, 1, 2, 3), NOW - H),
+        run(job("x", "b", 8, minrt=8 * H), "h2", tuple(range(8)), NOW - H),
+    ]
+    out = cycle(snap(hosts(3), running, pending(job("a1", "a", 2)), t))
+    (st,) = out.starts
+    assert {h for h, _ in gpus_of(st)} == {"h1"}
+    out = cycle(snap(hosts(3), running, pending(job("b1", "b", 2)), t))
+    (st,) = out.starts
+    assert {h for h, _ in gpus_of(st)} == {"h0"}
+
+
+def test_reservation_time_counts_only_jobs_the_large_job_may_preempt():
+    # big ranks above mid now, but with its 16 GPUs x 1 h charged it would not (16 h of
+    # usage against mid's 10 h at equal weights): mid's jobs past their protection are
+    # not its victims (no preemption cycles), so the hosts are not "usable now".
+    t = tree(big=1, mid=1)
+    usage = {"big": 0.0, "mid": 10 * H}
+    running = [
+        run(job("m0", "mid", 8, minrt=H), "h0", tuple(range(8)), NOW - 2 * H),
+        run(job("m1", "mid", 8, minrt=H), "h1", tuple(range(8)), NOW - 2 * H),
+    ]
+    p = pending(job("big", "big", 16, minrt=H))
+    out = cycle(snap(hosts(2), running, p, t, usage))
+    assert not out.starts and not out.stops
+    (res,) = out.reservations
+    assert "may not preempt" in res.reason and "usable in" not in res.reason
