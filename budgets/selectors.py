@@ -121,17 +121,6 @@ def nodes_governed_by(*, user, index: TreeIndex | None = None) -> set[int]:
     return governed
 
 
-def nodes_usable_by(*, user, index: TreeIndex | None = None) -> set[int]:
-    """Ids of the nodes the user is a member of, manages, or governs from above."""
-    if not user.is_authenticated:
-        return set()
-    index = index or tree_index()
-    usable = set(
-        Membership.objects.filter(user=user).values_list("node_id", flat=True)
-    ) | nodes_governed_by(user=user, index=index)
-    return usable
-
-
 def tree_as_dict(*, index: TreeIndex | None = None, for_export: bool = False) -> list[dict]:
     """Every root as a nested dict in the import format.
 

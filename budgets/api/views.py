@@ -6,6 +6,7 @@ from django.utils.dateparse import parse_datetime
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -136,8 +137,6 @@ class BudgetChangeListApi(APIView):
         events = selectors.budget_event_list(
             node_id=node_id, actor=params.get("actor"), since=since, kind=kind
         )
-        from rest_framework.pagination import LimitOffsetPagination
-
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(events, request, view=self)
         return paginator.get_paginated_response(s.BudgetEventOutput(page, many=True).data)
