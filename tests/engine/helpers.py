@@ -71,3 +71,17 @@ def cycle(s: Snapshot, now: float = 100 * H, **policy):
 
 def gpus_of(start) -> set[tuple[str, int]]:
     return {(p.host, i) for p in start.placements for i in p.gpu_indices}
+
+
+def apply_plan(result, running: dict, waiting: dict, now: float) -> None:
+    """Apply a cycle's stops then starts to a test's running/waiting state, as a caller does."""
+    for st in result.stops:
+        rw = running.pop(st.workload_id)
+        if st.requeue:
+            waiting[rw.workload.project].append(rw.workload)
+            waiting[rw.workload.project].sort(key=lambda w: (-w.priority, w.submit_s, w.id))
+    by_id = {w.id: w for v in waiting.values() for w in v}
+    for st in result.starts:
+        w = by_id[st.workload_id]
+        waiting[w.project].remove(w)
+        running[w.id] = RunningWorkload(w, st.placements, now, st.allocated, None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from scheduler.engine import BudgetNode, StopReason
 
-from .helpers import H, cycle, gpus_of, hosts, job, pending, run, snap, tree
+from .helpers import H, apply_plan, cycle, gpus_of, hosts, job, pending, run, snap, tree
 
 NOW = 100 * H
 
@@ -339,16 +339,7 @@ def test_incremental_running_state_matches_a_cold_cycle():
         warm = cycle(s, now)
         assert warm == cold(s, now)
         cycle(s, now)  # leave the warm state at this running set for the next cycle
-        for st in warm.stops:
-            rw = running.pop(st.workload_id)
-            if st.requeue:
-                waiting[rw.workload.project].append(rw.workload)
-                waiting[rw.workload.project].sort(key=lambda w: (-w.priority, w.submit_s, w.id))
-        byid = {w.id: w for v in waiting.values() for w in v}
-        for st in warm.starts:
-            w = byid[st.workload_id]
-            waiting[w.project].remove(w)
-            running[w.id] = RunningWorkload(w, st.placements, now, st.allocated, None)
+        apply_plan(warm, running, waiting, now)
         for wid in rng.sample(sorted(running), k=min(2, len(running))):
             del running[wid]  # finished
         for rw in running.values():

@@ -9,7 +9,7 @@ import random
 import scheduler.engine.cycle as engine_cycle
 from scheduler.engine import Host, RunningWorkload
 
-from .helpers import H, cycle, job, snap, tree
+from .helpers import H, apply_plan, cycle, job, snap, tree
 
 
 def _cold(s, now):
@@ -67,16 +67,7 @@ def test_warm_cold_and_unshared_plans_agree_over_evolving_cycles():
         assert warm == _cold(s, now)
         cycle(s, now)  # leave warm caches for the next cycle
         acted += bool(warm.starts or warm.stops)
-        for st in warm.stops:
-            rw = running.pop(st.workload_id)
-            if st.requeue:
-                waiting[rw.workload.project].append(rw.workload)
-                waiting[rw.workload.project].sort(key=lambda w: (-w.priority, w.submit_s, w.id))
-        byid = {w.id: w for v in waiting.values() for w in v}
-        for st in warm.starts:
-            w = byid[st.workload_id]
-            waiting[w.project].remove(w)
-            running[w.id] = RunningWorkload(w, st.placements, now, st.allocated, None)
+        apply_plan(warm, running, waiting, now)
         for wid in rng.sample(sorted(running), k=min(2, len(running))):
             del running[wid]  # finished
         for wid, rw in list(running.items()):  # checkpoints: new objects, same runs
