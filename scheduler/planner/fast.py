@@ -11,10 +11,13 @@
    space stays in aligned shapes the remaining jobs can use.
 4. Real-time services are topped up into whatever batch work left free.
 
-Insertion order: priority x decay^arrival first (bigger, longer jobs first on
-ties). A second plan is built by a time-forward sweep (at each step start the
-arrived jobs that fit, highest priority first), which leaves no early holes
-behind late high-priority jobs.
+Two insertion orders are built: priority x decay^arrival first, smaller jobs
+(GPU-steps) first on ties, so a tie does not hand a wide block to a big job while a
+small one could share the step with others; and value (priority x GPU-steps x
+decay^arrival) first, which places the jobs worth most before the grid fragments.
+A third plan is built by a time-forward sweep (at each step start the arrived jobs
+that fit, highest priority first), which leaves no early holes behind late
+high-priority jobs.
 
 5. Each candidate is then improved by a local search with real-time fixed, so
    its objective can only rise (`_improve`): unscheduled jobs fill any spot they
@@ -22,10 +25,10 @@ behind late high-priority jobs.
    out, let the unscheduled jobs use its cells and put it back where it fits,
    kept only when batch value rises.
 
-The better objective of the candidates is kept (more busy GPU-steps on ties).
-`ORDERS` has further insertion orders (arrival, priority with small jobs first on
-ties, value); each extra order costs about one more construction, so the default
-uses priority alone. Every step keeps the grid legal, so the result needs no repair.
+The best objective of the candidates is kept (more busy GPU-steps on ties).
+`ORDERS` has further insertion orders (priority with big jobs first on ties,
+arrival, size); each extra order costs about one more construction and local
+search. Every step keeps the grid legal, so the result needs no repair.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ __all__ = ["ORDERS", "plan_fast", "schedule_fast"]
 
 _SOFT_TRIES = 3
 _BUDGET = 4000  # placement attempts per candidate in `_improve`
-_PASSES = 2
+_PASSES = 1
 
 
 class _Realtime:
@@ -176,54 +179,70 @@ ORDERS: dict[str, Callable[[Scenario], Callable[[int], tuple]]] = {
 
 
 def _insert(
-    scenario: Scenario, job: BatchJob, packer: BitPacker, rt: _Realtime, decay_cum: list[float]
+    scenario: Scenario,
+    job: BatchJob,
+    packer: BitPacker,
+    rt: _Realtime,
+    decay_cum: list[float],
+    free: list[int],
 ) -> tuple[int, int, dict[int, tuple] | None, float] | None:
     """Best (start, first GPU, real-time change, net value) for one job, or None.
 
-    The earliest start where a block is free and real-time keeps its GPUs (found by
-    `_earliest`) is the best of those (later starts are worth less). Before it, up to
-    `_SOFT_TRIES` starts that would take GPUs from real-time are priced.
+    `free[t]` = GPUs that batch work and real-time leave at step t. The earliest
+    start where a block is free and real-time keeps its GPUs (found by `_earliest`)
+    is the best of those (later starts are worth less). Before it, up to
+    `_SOFT_TRIES` starts that would take GPUs from real-time are priced; a start is
+    only priced when its value less `penalty` x the GPUs it lacks (a lower bound of
+    what real-time loses) still beats the best so far.
     """
     steps, gpus, penalty = scenario.steps, scenario.gpus, scenario.penalty
-    size, dur = job.gpus, job.duration
+    size, dur, arrival = job.gpus, job.duration, job.arrival
     weight = job.priority * size
-    used = packer.used
-    free = [gpus - a - b for a, b in zip(rt.total, used, strict=True)]
     hard = _earliest(job, packer, free, steps)
     best: tuple[int, int, dict[int, tuple] | None, float] | None = None
     best_net = 0.0
-    end = steps if hard is None else hard[0]
-    if rt.switch and end > job.arrival:
-        lost_cum = [0]
-        for f in free:
-            lost_cum.append(lost_cum[-1] + (size - f if f < size else 0))
-        tries = _SOFT_TRIES
-        for t0 in range(job.arrival, end):
-            if used[t0] + size > gpus:
-                continue
-            t1 = min(steps, t0 + dur)
-            value = weight * (decay_cum[t1] - decay_cum[t0])
-            if value <= best_net:
-                return best
-            lost = lost_cum[t1] - lost_cum[t0]
-            if lost == 0 or value - penalty * lost <= best_net:
-                continue  # lost == 0 before `hard`: no free block
-            blocks = packer.free_blocks(size, t0, t1)
-            if not blocks:
-                continue
-            deficit = [lost_cum[t + 1] - lost_cum[t] for t in range(t0, t1)]
-            rows, cost = rt.reduced(t0, t1, deficit)
-            net = value - penalty * cost
-            if net > best_net:
-                best, best_net = (t0, packer.best_fit(size, t0, t1, blocks), rows, net), net
-            tries -= 1
-            if not tries:
-                break
+    end = steps
     if hard is not None:
-        t0, g0 = hard
-        value = weight * (decay_cum[min(steps, t0 + dur)] - decay_cum[t0])
-        if value > best_net:
-            return t0, g0, None, value
+        end = hard[0]
+        best_net = weight * (decay_cum[min(steps, end + dur)] - decay_cum[end])
+        best = (end, hard[1], None, best_net)
+    if not rt.switch or end <= arrival:
+        return best
+    # every start lacks at least one GPU-step; none beats `best_net` if the most
+    # valuable start (at arrival) cannot pay that
+    if weight * (decay_cum[min(steps, arrival + dur)] - decay_cum[arrival]) - penalty <= best_net:
+        return best
+    used = packer.used
+    lost_cum = [0]  # GPUs lacking over [arrival, t)
+    acc = 0
+    for f in free[arrival : min(steps, end - 1 + dur)]:
+        if f < size:
+            acc += size - f
+        lost_cum.append(acc)
+    tries = _SOFT_TRIES
+    for t0 in range(arrival, end):
+        if used[t0] + size > gpus:
+            continue
+        t1 = t0 + dur
+        if t1 > steps:
+            t1 = steps
+        value = weight * (decay_cum[t1] - decay_cum[t0])
+        if value <= best_net:
+            break  # later starts are worth no more
+        lost = lost_cum[t1 - arrival] - lost_cum[t0 - arrival]
+        if lost == 0 or value - penalty * lost <= best_net:
+            continue  # lost == 0 before `hard`: no free block
+        blocks = packer.free_blocks(size, t0, t1)
+        if not blocks:
+            continue
+        deficit = [size - f if f < size else 0 for f in free[t0:t1]]
+        rows, cost = rt.reduced(t0, t1, deficit)
+        net = value - penalty * cost
+        if net > best_net:
+            best, best_net = (t0, packer.best_fit(size, t0, t1, blocks), rows, net), net
+        tries -= 1
+        if not tries:
+            break
     return best
 
 
@@ -240,18 +259,25 @@ def _construct(
 ) -> tuple[dict[int, tuple[int, int]], BitPacker, _Realtime]:
     """Insert the jobs in `order`, each at its best start (see `_insert`)."""
     steps = scenario.steps
+    gpus = scenario.gpus
     rt = base.copy()
-    packer = BitPacker(steps, scenario.gpus)
+    packer = BitPacker(steps, gpus)
+    free = [gpus - x for x in rt.total]
     starts: dict[int, tuple[int, int]] = {}
     for i in order:
         job = scenario.batch[i]
-        found = _insert(scenario, job, packer, rt, decay_cum)
+        found = _insert(scenario, job, packer, rt, decay_cum, free)
         if found is None:
             continue
         t0, g0, rows, _ = found
-        packer.occupy(t0, min(steps, t0 + job.duration), g0, job.gpus)
+        t1 = min(steps, t0 + job.duration)
+        packer.occupy(t0, t1, g0, job.gpus)
         if rows:
             rt.commit(rows)
+            free = [gpus - x - u for x, u in zip(rt.total, packer.used, strict=True)]
+        else:
+            for t in range(t0, t1):
+                free[t] -= job.gpus
         starts[i] = (t0, g0)
     rt.top_up(packer.used, scenario.gpus)
     return starts, packer, rt
@@ -270,29 +296,37 @@ def _sweep(
         range(len(jobs)), key=lambda i: (-jobs[i].priority, -jobs[i].gpus, jobs[i].arrival, i)
     )
     starts: dict[int, tuple[int, int]] = {}
-    used, total = packer.used, rt.total
+    cap = [gpus - x for x in rt.total]  # GPUs batch work may still take at each step
     for t0 in range(steps):
         if not waiting:
             break
-        cap = [gpus - a - b for a, b in zip(total, used, strict=True)]
         if cap[t0] <= 0:
             continue
         left = []
-        for i in waiting:
+        for pos, i in enumerate(waiting):
             job = jobs[i]
-            t1 = min(steps, t0 + job.duration)
-            if job.arrival > t0 or min(cap[t0:t1]) < job.gpus:
+            size = job.gpus
+            if job.arrival > t0 or size > cap[t0]:
                 left.append(i)
                 continue
-            free = packer.free_blocks(job.gpus, t0, t1)
+            t1 = t0 + job.duration
+            if t1 > steps:
+                t1 = steps
+            if min(cap[t0:t1]) < size:
+                left.append(i)
+                continue
+            free = packer.free_blocks(size, t0, t1)
             if not free:
                 left.append(i)
                 continue
-            g0 = packer.best_fit(job.gpus, t0, t1, free)
-            packer.occupy(t0, t1, g0, job.gpus)
+            g0 = packer.best_fit(size, t0, t1, free)
+            packer.occupy(t0, t1, g0, size)
             for t in range(t0, t1):
-                cap[t] -= job.gpus
+                cap[t] -= size
             starts[i] = (t0, g0)
+            if not cap[t0]:
+                left.extend(waiting[pos + 1 :])
+                break
         waiting = left
     rt.top_up(packer.used, gpus)
     return starts, packer, rt
@@ -319,9 +353,10 @@ def _earliest(
     batch work and real-time leave). The earliest start is the job's most valuable one.
     Only starts in [lo, hi) are tried (`hi` 0: up to the window end)."""
     size, dur = job.gpus, job.duration
-    t0 = t = max(job.arrival, lo)
+    t0 = t = job.arrival if job.arrival > lo else lo
     if hi <= 0 or hi > steps:
         hi = steps
+    masks = packer.masks
     while t0 < hi:
         end = t0 + dur
         if end > steps:
@@ -331,9 +366,14 @@ def _earliest(
         if t < end:  # no room at step t: no run that covers it
             t0 = t = t + 1
             continue
-        blocks = packer.free_blocks(size, t0, end)
+        busy = 0
+        for m in masks[t0:end]:
+            busy |= m
+        blocks = packer.align(size) & ~packer.fold(busy, size)
         if blocks:
-            return t0, packer.best_fit(size, t0, end, blocks)
+            if blocks & (blocks - 1):
+                return t0, packer.best_fit(size, t0, end, blocks)
+            return t0, blocks.bit_length() - 1
         t0 += 1
     return None
 
@@ -352,9 +392,9 @@ def _improve(
     1. Fill: every unscheduled job that fits somewhere (free aligned block, GPUs
        real-time leaves, cut at the window end if need be) takes its earliest spot.
     2. Eject: take one placed job out, let the unscheduled jobs (then the ejected one)
-       take their earliest spots; keep the change only if batch value rises. Then the
-       same with the ejected job first (left shift). Repeated while it pays, at most
-       `budget` placement attempts.
+       take their earliest spots (the ejected one may land earlier: a left shift);
+       keep the change only if batch value rises. One pass over the placed jobs
+       (`_PASSES`), at most `budget` placement attempts.
     """
     steps, gpus, jobs = scenario.steps, scenario.gpus, scenario.batch
     free = [gpus - x - u for x, u in zip(rt.total, packer.used, strict=True)]
@@ -364,12 +404,23 @@ def _improve(
         return job.priority * job.gpus * (decay_cum[min(steps, t0 + job.duration)] - decay_cum[t0])
 
     def place(order: list[int], lo: int = 0, hi: int = 0) -> float:
-        """Place the jobs of `order` (their starts in [lo, hi) if `hi`)."""
+        """Place the jobs of `order` (their starts in [lo, hi) if `hi`).
+
+        Placing only takes space, so once a job finds no spot, neither does a later
+        one that is no smaller, no shorter and arrives no earlier (its run would hold
+        the first one's, and with `hi` overlap [lo, hi) if the first one's did not,
+        which cannot fit either: the caller only frees space in [lo, hi))."""
         gain = 0.0
+        failed: list[tuple[int, int, int]] = []
         for i in order:
             job = jobs[i]
-            spot = _earliest(job, packer, free, steps, lo - job.duration + 1, hi)
-            if spot is not None:
+            size, dur, arrival = job.gpus, job.duration, job.arrival
+            if any(size >= g and dur >= d and arrival >= a for g, d, a in failed):
+                continue
+            spot = _earliest(job, packer, free, steps, lo - dur + 1, hi)
+            if spot is None:
+                failed.append((size, dur, arrival))
+            else:
                 t0, g0 = spot
                 t1 = min(steps, t0 + job.duration)
                 packer.occupy(t0, t1, g0, job.gpus)
@@ -394,7 +445,7 @@ def _improve(
     work = len(waiting)
     improved = True
     passes = 0
-    while improved and work < budget and passes < _PASSES:
+    while improved and waiting and work < budget and passes < _PASSES:
         improved = False
         passes += 1
         for j in sorted(starts, key=starts.__getitem__):
@@ -409,26 +460,33 @@ def _improve(
             near = [i for i in waiting if jobs[i].arrival < t1 and jobs[i].gpus <= room]
             if not near:
                 continue
-            saved = list(packer.masks), list(packer.used), list(free), dict(starts)
             # the waiting jobs take j's space first, then j goes where it fits
             gain = -take(j)
             work += len(near) + 1
-            gain += place(near, t0, t1) + place([j])
+            gain += place(near, t0, t1)
+            placed = [i for i in near if i in starts]
+            gain += place([j])
             if gain > 1e-9:
-                waiting = sorted(
-                    (i for i in [*waiting, j] if i not in starts), key=rank.__getitem__
-                )
+                waiting = [i for i in waiting if i not in starts]
+                if j not in starts:
+                    waiting = sorted([*waiting, j], key=rank.__getitem__)
                 improved = True
                 continue
-            packer.masks, packer.used = saved[0], saved[1]
-            free[:] = saved[2]
-            starts.clear()
-            starts.update(saved[3])
+            # undo: the jobs placed in this move leave, j returns to (t0, g0)
+            if j in starts:
+                placed.append(j)
+            for i in placed:
+                take(i)
+            size = jobs[j].gpus
+            packer.occupy(t0, t1, g0, size)
+            for t in range(t0, t1):
+                free[t] -= size
+            starts[j] = (t0, g0)
 
 
 def schedule_fast(
     scenario: Scenario,
-    orders: tuple[str, ...] = ("priority",),
+    orders: tuple[str, ...] = ("priority_small", "value"),
     *,
     sweep: bool = True,
     improve: bool = True,
