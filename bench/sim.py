@@ -53,6 +53,7 @@ from scheduler.sim.model import (  # noqa: E402
     TraceJob,
 )
 from scheduler.sim.replay import simulate  # noqa: E402
+from scheduler.sim.report import average_demand_gpus  # noqa: E402
 
 DAY = 86400.0
 HOUR = 3600.0
@@ -162,18 +163,6 @@ def build_workload(
     return cluster, tree, trace
 
 
-def _avg_demand(result) -> float:
-    """Time-averaged GPUs asked for (queued or running) over the run."""
-    t0, t1 = result.start_s, result.end_s
-    total = 0.0
-    for j in result.jobs:
-        if j.rejected:
-            continue
-        end = t1 if j.end_s is None else min(j.end_s, t1)
-        total += j.gpus * max(0.0, end - max(j.submit_s, t0))
-    return total / max(t1 - t0, 1e-9)
-
-
 def _headline(result, tree) -> dict | None:
     try:
         report = importlib.import_module("scheduler.sim.report")
@@ -237,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         "gpus": cluster.total_gpus,
         "simulated_days": round((result.end_s - result.start_s) / DAY, 3),
         "submitted_x_capacity": round(submitted / (cluster.total_gpus * args.days * DAY), 2),
-        "avg_demand_x_capacity": round(_avg_demand(result) / cluster.total_gpus, 2),
+        "avg_demand_x_capacity": round(average_demand_gpus(result) / cluster.total_gpus, 2),
         "min_cycle_gap_s": args.gap,
         "wall_s": round(wall, 2),
         "build_s": round(build_s, 2),

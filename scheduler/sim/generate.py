@@ -3,15 +3,22 @@
 Scenarios (``SCENARIOS``):
 
 - ``ai2-month``: 64 hosts x 8 GPUs, 30 days, org -> 4 programs -> 14 projects with
-  uneven weights; submitted demand ~2.5x capacity, every project's allocated demand
-  above its entitled share all month (so its entitlement is its share); debug jobs
-  (1-8 GPUs, <= 15 min, min runtime = duration), large training (16-128 GPUs on whole
-  hosts, hours to days, resumable, min runtime 1-4 h), small training, interactive
-  sessions (1-2 GPUs, hours, min runtime up to 8 h, not resumable), unallocated sweeps
-  (min runtime 0, ~18% of submitted GPU-time), daytime peaks, bursts, and host failures.
+  uneven weights, calibrated to the production mix SPEC 1.2/1.6 reports (demand 2-3x
+  capacity, 98% occupancy, ~18% of delivered time unallocated): allocated work of
+  ~0.85x capacity in all, with each team busier or quieter than its share (0.4-1.6x)
+  and two to four pushes of one to four days at 2-4x its usual rate, so budgets and
+  demand do not match hour by hour; on top, a standing backlog of unallocated sweeps
+  (min runtime 0; 1.5x the cluster's GPUs queued in the first hour, then a steady
+  stream) that fills what budgets leave idle. Job kinds: debug jobs (1-8 GPUs,
+  <= 15 min, min runtime = duration), large training (16-128 GPUs on whole hosts,
+  hours to days, resumable, min runtime 1-4 h), small training, interactive sessions
+  (1-2 GPUs, hours, min runtime up to 8 h, not resumable), sweeps; and host failures.
   Inside a project, debug (priority 2-3) and interactive (2) work outranks training
   (0-1): ordering a project's own jobs is what its priorities are for.
-  Replay it with ``--until-days 30``: the backlog outlives the month by design.
+- ``ai2-saturated``: the same tree and kinds as a stress test: every project's allocated
+  demand stays above its entitled share all month (2.05x capacity of allocated work,
+  sweeps ~18% of submitted GPU-time), so unallocated work only fills fragments.
+  Replay either with ``--until-days 30``: the backlog outlives the month by design.
 - ``debug-burst``: 8 hosts, 2 days; a saturating training backlog, then 300 debug jobs
   within one hour.
 - ``large-gang``: 16 hosts, 3 days; small long jobs that fragment the cluster and large
@@ -259,18 +266,14 @@ def _failures(
 # --------------------------------------------------------------------------- scenarios
 
 
-def _ai2_month(seed: int) -> Scenario:
-    rng = random.Random(seed)
-    hosts, days = 64, 30
-    t1 = days * DAY
-    capacity_gpu_s = hosts * 8 * t1
+def _ai2_tree() -> dict[str, Any]:
     programs = [
         ("pretraining", 40, [("olmo-core", 50), ("olmo-mid", 30), ("data-mix", 20)]),
         ("post-training", 30, [("tulu-sft", 40), ("tulu-rl", 35), ("safety", 15), ("evals", 10)]),
         ("multimodal", 20, [("molmo", 60), ("vision-enc", 25), ("speech", 15)]),
         ("science", 10, [("climate", 40), ("bio", 35), ("semantic", 15), ("infra", 10)]),
     ]
-    tree = {
+    return {
         "name": "ai2",
         "managers": ["ceo"],
         "children": [
@@ -286,6 +289,85 @@ def _ai2_month(seed: int) -> Scenario:
             for prog, pw, projs in programs
         ],
     }
+
+
+def _ai2_allocated(
+    prng: random.Random,
+    rows: list[TraceRow],
+    proj: str,
+    budget: float,
+    entitled_gpus: float,
+    steady: _Clock,
+    clock: _Clock,
+    paced: bool,
+) -> None:
+    """One team's allocated work: large and small training, interactive sessions, debug."""
+    large_max = max(16, 8 * math.ceil(2 * entitled_gpus / 8))
+    _fill(
+        prng,
+        rows,
+        proj,
+        0.70 * budget,
+        _large_training(large_max),
+        steady,
+        priorities=(0, 0, 1),
+        paced=paced,
+    )
+    _fill(prng, rows, proj, 0.24 * budget, _small_training, steady, priorities=(0, 1), paced=paced)
+    _fill(prng, rows, proj, 0.054 * budget, _interactive, clock, priorities=(2,))
+    _fill(prng, rows, proj, 0.006 * budget, _debug, clock, priorities=(2, 3))
+
+
+def _ai2_month(seed: int) -> Scenario:
+    """The production mix SPEC 1.2/1.6 reports: teams whose allocated demand swings above
+    and below their share (quiet weeks, deadline pushes), ~0.85x capacity of allocated
+    work in all, and a standing backlog of unallocated sweeps that keeps the cluster's
+    demand at 2-3x capacity and fills what budgets leave idle."""
+    rng = random.Random(seed)
+    hosts, days = 64, 30
+    t1 = days * DAY
+    gpus = hosts * 8
+    capacity_gpu_s = gpus * t1
+    tree = _ai2_tree()
+    shares = _leaf_shares(tree)
+    rows: list[TraceRow] = []
+    # how busy each team is relative to its share, normalised to 0.85x capacity in all
+    intensity = {p: random.Random(f"{seed}:{p}:busy").uniform(0.4, 1.6) for p in shares}
+    norm = sum(shares[p] * intensity[p] for p in shares)
+    for proj, share in shares.items():
+        prng = random.Random(f"{seed}:{proj}")
+        budget = 0.85 * capacity_gpu_s * share * intensity[proj] / norm
+        # two to four pushes of one to four days at 2-4x the team's usual rate
+        pushes = []
+        for _ in range(prng.randint(2, 4)):
+            b0 = prng.uniform(0, t1 - DAY)
+            pushes.append((b0, b0 + prng.uniform(DAY, 4 * DAY), prng.uniform(2, 4)))
+        clock = _Clock(prng, 0, t1, diurnal=0.6, bursts=pushes)
+        steady = _Clock(prng, 0, t1, diurnal=0.2, bursts=pushes)
+        _ai2_allocated(prng, rows, proj, budget, share * gpus, steady, clock, paced=False)
+        # unallocated sweeps: an opening backlog, then a steady stream
+        opening = _Clock(prng, 0, HOUR)
+        _fill(prng, rows, proj, 1.5 * gpus * 5 * HOUR * share, _unallocated, opening)
+        _fill(prng, rows, proj, 0.25 * capacity_gpu_s * share, _unallocated, _Clock(prng, 0, t1))
+    events = _failures(rng, hosts, 6, t1)
+    return Scenario(
+        "ai2-month",
+        _cluster("ai2-h100", hosts, events),
+        tree,
+        _finish(rows, "ai2"),
+        days,
+        notes="replay with --until-days 30",
+    )
+
+
+def _ai2_saturated(seed: int) -> Scenario:
+    """A stress variant: every team's allocated demand stays above its share all month
+    (2.05x capacity of allocated work), so unallocated work only fills fragments."""
+    rng = random.Random(seed)
+    hosts, days = 64, 30
+    t1 = days * DAY
+    capacity_gpu_s = hosts * 8 * t1
+    tree = _ai2_tree()
     shares = _leaf_shares(tree)
     rows: list[TraceRow] = []
     demand = 2.5 * capacity_gpu_s
@@ -295,7 +377,6 @@ def _ai2_month(seed: int) -> Scenario:
         # every project asks for 1.6x .. 2.4x its entitled share of the cluster (of the
         # 2.05x allocated demand on average), so it keeps submitting enough work
         budget = allocated * share * prng.uniform(0.8, 1.2)
-        entitled_gpus = share * hosts * 8
         n_bursts = prng.randint(1, 3)
         bursts = []
         for _ in range(n_bursts):
@@ -303,27 +384,12 @@ def _ai2_month(seed: int) -> Scenario:
             bursts.append((b0, b0 + prng.uniform(4 * HOUR, DAY), prng.uniform(3, 6)))
         clock = _Clock(prng, 0, t1, diurnal=0.6, bursts=bursts)
         steady = _Clock(prng, 0, t1, diurnal=0.2)
-        large_max = max(16, 8 * math.ceil(2 * entitled_gpus / 8))
-        _fill(
-            prng,
-            rows,
-            proj,
-            0.70 * budget,
-            _large_training(large_max),
-            steady,
-            priorities=(0, 0, 1),
-            paced=True,
-        )
-        _fill(
-            prng, rows, proj, 0.24 * budget, _small_training, steady, priorities=(0, 1), paced=True
-        )
-        _fill(prng, rows, proj, 0.054 * budget, _interactive, clock, priorities=(2,))
-        _fill(prng, rows, proj, 0.006 * budget, _debug, clock, priorities=(2, 3))
+        _ai2_allocated(prng, rows, proj, budget, share * hosts * 8, steady, clock, paced=True)
         # unallocated sweeps: ~18% of all submitted GPU-time
         _fill(prng, rows, proj, (demand - allocated) * share, _unallocated, steady, paced=True)
     events = _failures(rng, hosts, 6, t1)
     return Scenario(
-        "ai2-month",
+        "ai2-saturated",
         _cluster("ai2-h100", hosts, events),
         tree,
         _finish(rows, "ai2"),
@@ -449,6 +515,7 @@ def _zero_weight(seed: int) -> Scenario:
 
 SCENARIOS: dict[str, Callable[[int], Scenario]] = {
     "ai2-month": _ai2_month,
+    "ai2-saturated": _ai2_saturated,
     "debug-burst": _debug_burst,
     "large-gang": _large_gang,
     "host-failures": _host_failures,
@@ -457,7 +524,8 @@ SCENARIOS: dict[str, Callable[[int], Scenario]] = {
 
 
 SCENARIO_NOTES: dict[str, str] = {
-    "ai2-month": "demand is ~2.5x capacity, so the backlog outlives the month: "
+    "ai2-month": "a standing backlog of sweeps outlives the month: replay with --until-days 30",
+    "ai2-saturated": "allocated demand is ~2x capacity, so the backlog outlives the month: "
     "replay with --until-days 30",
 }
 

@@ -5,6 +5,8 @@
 - ``occupancy``: busy GPU-time on healthy hosts / available healthy GPU-time (the
   ``capacity`` steps of the result). A run on a host that went unhealthy stops counting
   as busy from that moment (the host is no longer available capacity).
+- ``demand_x_capacity`` (beyond the issue's keys): time-averaged GPUs of jobs queued or
+  running / time-averaged available GPUs, the "demand 2-3x capacity" of SPEC 1.6.
 - ``allocated_share`` / ``unallocated_share``: shares of all busy GPU-time.
 - ``entitlement``: see `ledger.accounting` (entitled share x healthy capacity, capped
   hour by hour by the project's allocated demand; ``ratio_hourly`` is the stricter
@@ -180,6 +182,18 @@ def _ratio(num: float, den: float) -> float | None:
     return num / den if den > 0 else None
 
 
+def average_demand_gpus(result: SimResult) -> float:
+    """Time-averaged GPUs asked for (jobs queued or running) over the run."""
+    t0, t1 = result.start_s, result.end_s
+    total = 0.0
+    for j in result.jobs:
+        if j.rejected:
+            continue
+        end = t1 if j.end_s is None else min(j.end_s, t1)
+        total += j.gpus * max(0.0, end - max(j.submit_s, t0))
+    return total / max(t1 - t0, 1e-9)
+
+
 def build_report(result: SimResult, tree: BudgetNode) -> dict[str, Any]:
     """The REPORT.json figures of one simulated run (see the module docstring)."""
     t0, t1 = result.start_s, result.end_s
@@ -230,6 +244,7 @@ def build_report(result: SimResult, tree: BudgetNode) -> dict[str, Any]:
 
     return {
         "occupancy": _ratio(busy_healthy, available),
+        "demand_x_capacity": _ratio(average_demand_gpus(result) * (t1 - t0), available),
         "allocated_share": _ratio(busy_alloc, busy),
         "unallocated_share": _ratio(busy - busy_alloc, busy),
         "entitlement": {
@@ -356,6 +371,7 @@ def comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
 
     rows = [
         row("occupancy", lambda r: _fmt_pct(r["occupancy"])),
+        row("demand / capacity", lambda r: f"{r['demand_x_capacity'] or 0:.2f}x"),
         row("unallocated share", lambda r: _fmt_pct(r["unallocated_share"])),
         row("entitlement overall", lambda r: _fmt_pct(r["entitlement"]["overall"])),
         row(

@@ -108,7 +108,7 @@ def test_report_has_every_key_of_the_issue() -> None:
     rep = build_report(occupancy_result(), TREE)
     assert set(rep) == {
         "occupancy", "allocated_share", "unallocated_share", "entitlement", "wait_s",
-        "preemptions", "jobs", "drain", "wall_s",
+        "preemptions", "jobs", "drain", "wall_s", "demand_x_capacity",
     }  # fmt: skip
     assert set(rep["entitlement"]) == {
         "overall", "worst", "worst_project", "projects_at_95", "projects",
@@ -122,6 +122,13 @@ def test_report_has_every_key_of_the_issue() -> None:
         "submitted", "completed", "terminated", "pending_at_end", "running_at_end",
     }  # fmt: skip
     assert set(rep["drain"]) == {"drains", "median_s", "max_s"}
+
+
+def test_demand_counts_queued_and_running_gpus_against_available_capacity() -> None:
+    # j1 8 GPUs x 3 h + j2 4 x 3 h (still pending at the end) + j3 4 x 1 h + j4 4 x 2 h
+    # = 48 GPU-h asked for, over 40 GPU-h available
+    rep = build_report(occupancy_result(), TREE)
+    assert rep["demand_x_capacity"] == pytest.approx(48 / 40)
 
 
 def test_occupancy_and_allocated_shares() -> None:
