@@ -15,7 +15,9 @@ class Cluster(models.Model):
     name = models.CharField(max_length=100, unique=True)
     host_count = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     gpus_per_host = models.PositiveIntegerField(default=8, validators=[MinValueValidator(1)])
-    adapter = models.CharField(max_length=20, choices=AdapterKind.choices, default=AdapterKind.SIMULATED)
+    adapter = models.CharField(
+        max_length=20, choices=AdapterKind.choices, default=AdapterKind.SIMULATED
+    )
 
     class Meta:
         ordering = ["name"]

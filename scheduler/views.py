@@ -25,7 +25,10 @@ def planner_detail(request: HttpRequest, name: str) -> HttpResponse:
     if name not in scenarios:
         raise Http404(f"No scenario named {name!r}")
     scenario = load_scenario(Path(scenarios[name]["path"]))
-    plans = [heatmap_data(scenario, run_mode(scenario, mode, PAGE_TIME_LIMIT_S)) for mode in ("fifo", "fast", "full")]
+    plans = [
+        heatmap_data(scenario, run_mode(scenario, mode, PAGE_TIME_LIMIT_S))
+        for mode in ("fifo", "fast", "full")
+    ]
     return render(
         request,
         "scheduler/planner_detail.html",
