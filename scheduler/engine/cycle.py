@@ -168,6 +168,10 @@ class _Run:
         self.rank = 0  # fair-share order index of its project (set by the fair-share cycle)
 
 
+# Host-packing key of unallocated work (no project name can be empty).
+_UNALLOCATED = ""
+
+
 class _Cycle:
     def __init__(self, snap: Snapshot, policy: Policy, now: float, shared: bool = False) -> None:
         self.shared = shared  # this cycle owns the cross-cycle mutable caches (_RUNS)
@@ -456,7 +460,7 @@ class _Cycle:
         if hp is None:
             hp = self._hp = [{} for _ in self.G]
             for rw, hm, _, _ in self.allruns:
-                p = rw.workload.project
+                p = rw.workload.project if rw.allocated else _UNALLOCATED
                 for h, m in hm:
                     d = hp[h]
                     d[p] = d.get(p, 0) + m.bit_count()
@@ -472,10 +476,12 @@ class _Cycle:
         """Among the best-fit hosts (as few free GPUs as `h0`), the one where `w`'s project
         holds the most GPUs: hosts then hold one project's work, so that project's
         higher-priority jobs (and projects ranked above it) can assemble whole blocks
-        by preemption without hitting a third project's job."""
+        by preemption without hitting a third project's job. Unallocated jobs count as
+        one project of their own: packed together, their hosts can be emptied at once
+        for any allocated job, instead of each sharing a host with protected work."""
         index = self.index
         d = index.buckets[p][index.nfree[h0]]
-        proj = w.project
+        proj = w.project if w.min_runtime_s > 0 else _UNALLOCATED
         if len(d) > 1:
             hp = self._host_projects()
             best, bk = h0, hp[h0].get(proj, 0)
@@ -515,7 +521,7 @@ class _Cycle:
         return (Placement(self.hosts[best].name, tuple(range(s, s + g))),)
 
     def start(self, w: Workload, pls: tuple[Placement, ...], allocated: bool, why: str) -> None:
-        self._start_proj[w.id] = w.project
+        self._start_proj[w.id] = w.project if allocated else _UNALLOCATED
         self.started.add(w.id)
         self.started_proj.add(w.project)
         self.starts.append(Start(workload_id=w.id, placements=pls, allocated=allocated, reason=why))

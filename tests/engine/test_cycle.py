@@ -431,6 +431,25 @@ def test_best_fit_prefers_a_host_of_the_same_project():
     assert {h for h, _ in gpus_of(st)} == {"h0"}
 
 
+def test_unallocated_work_is_packed_with_unallocated_work():
+    # h0 holds a's protected job, h1 a's unallocated sweep, both with 4 GPUs free. A new
+    # unallocated job of a goes next to the sweep, so h1 stays one host that any
+    # allocated job can empty at once; an allocated job of a goes next to a's protected
+    # work.
+    t = tree(a=1, b=1)
+    running = [
+        run(job("a0", "a", 4, minrt=8 * H), "h0", (0, 1, 2, 3), NOW - H),
+        run(job("s0", "a", 4, minrt=0), "h1", (0, 1, 2, 3), NOW - H),
+        run(job("x", "b", 8, minrt=8 * H), "h2", tuple(range(8)), NOW - H),
+    ]
+    out = cycle(snap(hosts(3), running, pending(job("s1", "a", 2, minrt=0)), t))
+    (st,) = out.starts
+    assert {h for h, _ in gpus_of(st)} == {"h1"}
+    out = cycle(snap(hosts(3), running, pending(job("a1", "a", 2)), t))
+    (st,) = out.starts
+    assert {h for h, _ in gpus_of(st)} == {"h0"}
+
+
 def test_reservation_time_counts_only_jobs_the_large_job_may_preempt():
     # big ranks above mid now, but with its 16 GPUs x 1 h charged it would not (16 h of
     # usage against mid's 10 h at equal weights): mid's jobs past their protection are
