@@ -3,18 +3,21 @@
 Scenarios (``SCENARIOS``):
 
 - ``ai2-month``: 64 hosts x 8 GPUs, 30 days, org -> 4 programs -> 14 projects with
-  uneven weights, calibrated to the production mix SPEC 1.2/1.6 reports (demand 2-3x
-  capacity, 98% occupancy, ~18% of delivered time unallocated): allocated work of
-  ~0.85x capacity in all, with each team busier or quieter than its share (0.4-1.6x)
-  and two to four pushes of one to four days at 2-4x its usual rate, so budgets and
-  demand do not match hour by hour; on top, a standing backlog of unallocated sweeps
-  (min runtime 0; 1.5x the cluster's GPUs queued in the first hour, then a steady
-  stream) that fills what budgets leave idle. Job kinds: debug jobs (1-8 GPUs,
-  <= 15 min, min runtime = duration), large training (16-128 GPUs on whole hosts,
-  hours to days, resumable, min runtime 1-4 h), small training, interactive sessions
-  (1-2 GPUs, hours, min runtime up to 8 h, not resumable), sweeps; and host failures.
-  Inside a project, debug (priority 2-3) and interactive (2) work outranks training
-  (0-1): ordering a project's own jobs is what its priorities are for.
+  uneven weights, calibrated to the production conditions SPEC 1.2/1.6 reports (demand
+  2-3x capacity, ~98% occupancy, unallocated work filling what budgets leave idle):
+  allocated work of 0.85x capacity in all, with each team busier or quieter than its
+  share (0.4-1.6x) and two to four pushes of one to four days at 2-4x its usual rate, so
+  budgets and demand do not match hour by hour; on top, unallocated sweeps (min runtime
+  0): 2x the cluster's GPUs queued in the first hour, then a stream of 0.065x capacity,
+  which keeps a standing backlog. The three constants were tuned so that a fairshare
+  replay has queued + running GPUs at ~3x the cluster on average (``demand_x_capacity``
+  in the report); a static trace cannot follow the queue the way real users do.
+  Job kinds: debug jobs (1-8 GPUs, <= 15 min, min runtime = duration), large training
+  (16-128 GPUs on whole hosts, hours to days, resumable, min runtime 1-4 h), small
+  training, interactive sessions (1-2 GPUs, hours, min runtime up to 8 h, not
+  resumable), sweeps; and host failures. Inside a project, debug (priority 2-3) and
+  interactive (2) work outranks training (0-1): ordering a project's own jobs is what
+  its priorities are for.
 - ``ai2-saturated``: the same tree and kinds as a stress test: every project's allocated
   demand stays above its entitled share all month (2.05x capacity of allocated work,
   sweeps ~18% of submitted GPU-time), so unallocated work only fills fragments.
@@ -318,11 +321,15 @@ def _ai2_allocated(
     _fill(prng, rows, proj, 0.006 * budget, _debug, clock, priorities=(2, 3))
 
 
+_AI2_ALLOCATED_X = 0.85  # allocated work submitted, x capacity
+_AI2_OPENING_X = 2.0  # sweeps queued in the first hour, x the cluster's GPUs (5 h each)
+_AI2_SWEEPS_X = 0.065  # sweeps submitted over the month, x capacity
+
+
 def _ai2_month(seed: int) -> Scenario:
-    """The production mix SPEC 1.2/1.6 reports: teams whose allocated demand swings above
-    and below their share (quiet weeks, deadline pushes), ~0.85x capacity of allocated
-    work in all, and a standing backlog of unallocated sweeps that keeps the cluster's
-    demand at 2-3x capacity and fills what budgets leave idle."""
+    """The production conditions SPEC 1.2/1.6 report: teams whose allocated demand swings
+    above and below their share (quiet weeks, deadline pushes) and a standing backlog of
+    unallocated sweeps that fills what budgets leave idle (see the module docstring)."""
     rng = random.Random(seed)
     hosts, days = 64, 30
     t1 = days * DAY
@@ -336,7 +343,7 @@ def _ai2_month(seed: int) -> Scenario:
     norm = sum(shares[p] * intensity[p] for p in shares)
     for proj, share in shares.items():
         prng = random.Random(f"{seed}:{proj}")
-        budget = 0.85 * capacity_gpu_s * share * intensity[proj] / norm
+        budget = _AI2_ALLOCATED_X * capacity_gpu_s * share * intensity[proj] / norm
         # two to four pushes of one to four days at 2-4x the team's usual rate
         pushes = []
         for _ in range(prng.randint(2, 4)):
@@ -347,8 +354,15 @@ def _ai2_month(seed: int) -> Scenario:
         _ai2_allocated(prng, rows, proj, budget, share * gpus, steady, clock, paced=False)
         # unallocated sweeps: an opening backlog, then a steady stream
         opening = _Clock(prng, 0, HOUR)
-        _fill(prng, rows, proj, 1.5 * gpus * 5 * HOUR * share, _unallocated, opening)
-        _fill(prng, rows, proj, 0.25 * capacity_gpu_s * share, _unallocated, _Clock(prng, 0, t1))
+        _fill(prng, rows, proj, _AI2_OPENING_X * gpus * 5 * HOUR * share, _unallocated, opening)
+        _fill(
+            prng,
+            rows,
+            proj,
+            _AI2_SWEEPS_X * capacity_gpu_s * share,
+            _unallocated,
+            _Clock(prng, 0, t1),
+        )
     events = _failures(rng, hosts, 6, t1)
     return Scenario(
         "ai2-month",
