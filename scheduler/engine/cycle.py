@@ -85,12 +85,21 @@ def _hours(s: float) -> str:
 
 
 _NO_ROOM: dict[int, str] = {}
+# Per running workload: (it, ((host index, GPU mask), ...), all its hosts healthy,
+# protected until (-INF when unallocated), and for allocated ones (project, priority,
+# id, host indices) as the reservation scan reads them, else None).
+_Derived = tuple[
+    RunningWorkload,
+    tuple[tuple[int, int], ...],
+    bool,
+    float,
+    tuple[str, int, str, tuple[int, ...]] | None,
+]
 _GOOD: dict[tuple[int, ...], set[int]] = {}  # host sizes -> job sizes that can run
-_RUN_CACHE: dict[int, tuple[RunningWorkload, tuple[tuple[int, int], ...], bool, float]] = {}
+_RUN_CACHE: dict[int, _Derived] = {}
 _RUN_CACHE_KEY: tuple[object, float, list[bool], dict[str, int]] | None = None
 # (ids of the last cycle's running workloads, their used-GPU mask per host)
 _RUN_STATE: tuple[set[int], list[int]] | None = None
-_Derived = tuple[RunningWorkload, tuple[tuple[int, int], ...], bool, float]
 # Objects that a cycle mutates (the _Run of each running workload) are reused across
 # cycles only by the thread holding this lock; a concurrent plan() builds its own.
 _LOCK = threading.Lock()
@@ -309,7 +318,7 @@ class _Cycle:
 
     def _derive(
         self, rw: RunningWorkload
-    ) -> tuple[RunningWorkload, tuple[tuple[int, int], ...], bool, float]:
+    ) -> _Derived:
         hidx, healthy = self.hidx, self.healthy
         lst = []
         ok = True
@@ -320,8 +329,11 @@ class _Cycle:
             lst.append((h, mask_of(pl.gpu_indices)))
             ok = ok and healthy[h]
         w = rw.workload
-        prot_end = rw.started_s + min(w.min_runtime_s, self.cap) if rw.allocated else -INF
-        return (rw, tuple(lst), ok, prot_end)
+        if rw.allocated:
+            prot_end = rw.started_s + min(w.min_runtime_s, self.cap)
+            info = (w.project, w.priority, w.id, tuple(h for h, _ in lst))
+            return (rw, tuple(lst), ok, prot_end, info)
+        return (rw, tuple(lst), ok, -INF, None)
 
     def _drain(self, bad: list[_Derived]) -> None:
         healthy = self.healthy
@@ -329,7 +341,7 @@ class _Cycle:
         if not unhealthy:
             return
         left = dict.fromkeys(unhealthy, 0)
-        for rw, hm, _, _ in bad:
+        for rw, hm, _, _, _ in bad:
             w = rw.workload
             prot_end = rw.started_s + min(w.min_runtime_s, self.cap) if rw.allocated else 0.0
             bad_hosts = [self.hosts[h].name for h, _ in hm if not healthy[h]]
@@ -459,7 +471,7 @@ class _Cycle:
         hp = self._hp
         if hp is None:
             hp = self._hp = [{} for _ in self.G]
-            for rw, hm, _, _ in self.allruns:
+            for rw, hm, _, _, _ in self.allruns:
                 p = rw.workload.project if rw.allocated else _UNALLOCATED
                 for h, m in hm:
                     d = hp[h]
@@ -549,7 +561,7 @@ class _Cycle:
                 cache.clear()
             get = cache.get
             runs = []
-            for rw, hm, _, _ in self.cands:
+            for rw, hm, _, _, _ in self.cands:
                 if rw.workload.id in stopped:
                     continue
                 r = get(id(rw))
@@ -851,7 +863,7 @@ class _FairShareCycle(_Cycle):
         own_min_prio: dict[str, int] = {}  # lowest priority among them (a lower bound)
         own_gpus, own_cnt, stopped = self.own_gpus, self.own_cnt, self.stopped
         unalloc = 0
-        for rw, _, _, _ in self.cands:
+        for rw, _, _, _, _ in self.cands:
             w = rw.workload
             if stopped and w.id in stopped:
                 continue
@@ -1251,33 +1263,34 @@ class _FairShareCycle(_Cycle):
         stopped, proj, prio = self.stopped, w.project, w.priority
         pidx = self.fs.tree.leaf_index.get(proj)
         beats_after = self.fs.beats_after
-        beaten: dict[str, bool] = {proj: False}
-
-        def beats(q: str) -> bool:
-            ok = beaten.get(q)
-            if ok is None:
-                ok = beaten[q] = pidx is None or beats_after(pidx, d, q)
-            return ok
+        beaten: dict[str, bool] = {}
+        get = avail.get
 
         # A host is usable for w once every job on it may be preempted by w: unallocated
         # ones at once, allocated ones of projects w's still beats after starting (or
         # lower priority in w's project) when their protection ends (`pe`, cached),
-        # others never (INF).
-        for rw, hm, _, pe in self.allruns:
-            if pe == -INF:
+        # others never (INF). The loop is inlined: it runs over every allocated job.
+        for _, _, _, pe, info in self.allruns:
+            if info is None:
                 continue  # unallocated: preemptible now
-            x = rw.workload
-            p = x.project
-            if (p == proj and x.priority < prio) or beats(p):
+            p, x_prio, x_id, hs = info
+            if p == proj:
+                ok = x_prio < prio
+            else:
+                ok = beaten.get(p)
+                if ok is None:
+                    ok = beaten[p] = pidx is None or beats_after(pidx, d, p)
+            if ok:
                 if pe <= now:
                     continue
                 t = pe
             else:
                 t = INF
-            if x.id not in stopped:
-                for h, _ in hm:
-                    if t > avail.get(h, now):
-                        avail[h] = t
+            if stopped and x_id in stopped:
+                continue
+            for h in hs:
+                if t > get(h, now):
+                    avail[h] = t
         for h in self.touched:
             avail[h] = INF  # new work of projects ranked above
         tfree, G, reserved = self.tfree, self.G, self.reserved
@@ -1537,7 +1550,7 @@ class _BaselineCycle(_Cycle):
         caps = {p: math.floor(s * self.healthy_gpus + 1e-9) for p, s in self.ent.items()}
         self.caps = caps
         used: dict[str, int] = {}
-        for rw, _, _, _ in self.allruns:
+        for rw, _, _, _, _ in self.allruns:
             if rw.workload.id not in self.stopped:
                 p = rw.workload.project
                 used[p] = used.get(p, 0) + rw.workload.gpus
@@ -1564,7 +1577,7 @@ class _BaselineCycle(_Cycle):
         by_proj: dict[
             str, list[tuple[float, str, int, RunningWorkload, tuple[tuple[int, int], ...]]]
         ] = {}
-        for rw, hm, _, _ in self.allruns:
+        for rw, hm, _, _, _ in self.allruns:
             w = rw.workload
             if w.id in self.stopped:
                 continue
