@@ -36,7 +36,7 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from itertools import count, repeat
+from itertools import compress, count, repeat
 from operator import attrgetter
 
 from scheduler.engine.fairshare import compute_fair_share
@@ -98,8 +98,9 @@ _Derived = tuple[
 _GOOD: dict[tuple[int, ...], set[int]] = {}  # host sizes -> job sizes that can run
 _RUN_CACHE: dict[int, _Derived] = {}
 _RUN_CACHE_KEY: tuple[object, float, list[bool], dict[str, int]] | None = None
-# (ids of the last cycle's running workloads, their used-GPU mask per host)
-_RUN_STATE: tuple[set[int], list[int]] | None = None
+# (ids of the last cycle's running workloads, their used-GPU mask per host, the free
+# mask per host (0 on unhealthy ones) and the free GPUs in all)
+_RUN_STATE: tuple[set[int], list[int], list[int], int] | None = None
 # Objects that a cycle mutates (the _Run of each running workload) are reused across
 # cycles only by the thread holding this lock; a concurrent plan() builds its own.
 _LOCK = threading.Lock()
@@ -107,14 +108,22 @@ _RUNS: dict[int, _Run] = {}
 
 
 _HostInfo = tuple[
-    dict[str, int], list[int], list[bool], list[int], int, list[int], set[int], dict[int, Shape]
+    dict[str, int],
+    list[int],
+    list[bool],
+    list[int],
+    int,
+    list[int],
+    set[int],
+    dict[int, Shape],
+    dict[int, list[int]],
 ]
 _HOSTS: tuple[object, _HostInfo] | None = None
 
 
 def _host_info(hosts: Sequence[Host]) -> _HostInfo:
-    """Per-host arrays of a cycle (host index, GPUs, health, full masks, healthy sizes)
-    and the job shapes on them; kept across cycles while the caller passes the same
+    """Per-host arrays of a cycle (host index, GPUs, health, full masks, healthy sizes),
+    the job shapes on them and the healthy hosts of each size; kept across cycles while the caller passes the same
     hosts tuple (immutable: a list may change in place, so it is never reused)."""
     global _HOSTS
     hit = _HOSTS
@@ -132,7 +141,12 @@ def _host_info(hosts: Sequence[Host]) -> _HostInfo:
         sizes_healthy,
         set(sizes_healthy),
         {},
+        {},
     )
+    by_size = info[8]
+    for h, (g, ok) in enumerate(zip(G, healthy, strict=True)):
+        if ok:
+            by_size.setdefault(g, []).append(h)
     if isinstance(hosts, tuple):
         _HOSTS = (hosts, info)
     return info
@@ -199,6 +213,7 @@ class _Cycle:
             self.sizes_healthy,
             self.host_sizes,
             self.shapes,
+            self.healthy_by_size,
         ) = _host_info(hosts)
         self.index = FreeIndex(self.G)
         self.tfree = [0] * len(hosts)  # true free mask of healthy hosts
@@ -228,8 +243,8 @@ class _Cycle:
         # (workload, ((host, GPU mask), ...), on healthy hosts only, protected until)
         self.allruns: list[_Derived] = []
         self.cands: list[_Derived] = []  # unprotected, on healthy hosts
-        self._vbh: dict[int, list[_Run]] | None = None
-        self._vbhm: dict[int, list[tuple[_Run, int]]] = {}  # same, with the GPU mask there
+        self._vbh: dict[int, list[tuple[_Run, int]]] | None = None  # built when needed
+        self._vbhm: dict[int, list[tuple[_Run, int]]] = {}  # the same, once built
         self._vsorted: list[_Run] = []
         self._vdead = 0
         self.rank: dict[str, int] = {}
@@ -269,16 +284,22 @@ class _Cycle:
         state = _RUN_STATE
         _RUN_STATE = None
         used: list[int] | None = None
+        tfree: list[int] | None = None
+        nfree = 0
+        full = self.full
         overlap = len(cur) != len(ids)
         if state is not None and not overlap:
-            old, used0 = state
+            old, used0, tfree0, nfree = state
             gone = old - cur
             new = cur - old
             if len(gone) + len(new) < len(ids):
                 used = used0  # owned by the state, which was taken out above
+                tfree = tfree0  # (the same)
+                changed: set[int] = set()
                 for i in gone:
                     for h, m in cache.pop(i)[1]:
                         used[h] &= ~m
+                        changed.add(h)
                 by_id: dict[int, RunningWorkload] | None = None
                 for i in new:
                     c = cache.get(i)
@@ -290,6 +311,13 @@ class _Cycle:
                         if used[h] & m:
                             overlap = True
                         used[h] |= m
+                        changed.add(h)
+                # free masks: only the hosts whose used GPUs changed are recomputed
+                for h in changed:
+                    if healthy[h]:
+                        f = full[h] & ~used[h]
+                        nfree += f.bit_count() - tfree[h].bit_count()
+                        tfree[h] = f
         if used is None:
             used = [0] * len(self.G)
             get = cache.get
@@ -301,24 +329,29 @@ class _Cycle:
                     if used[h] & m:
                         overlap = True
                     used[h] |= m
+        if tfree is None:
+            tfree = [0] * len(used)
+            nfree = 0
+            for h, ok in enumerate(healthy):
+                if ok:
+                    f = full[h] & ~used[h]
+                    tfree[h] = f
+                    nfree += f.bit_count()
         allruns = self.allruns = list(map(cache.__getitem__, ids))
         if not overlap:
-            _RUN_STATE = (cur, used.copy())
+            _RUN_STATE = (cur, used.copy(), tfree.copy(), nfree)
         self.cands = [c for c in allruns if c[3] <= now and c[2]]
         bad = [c for c in allruns if not c[2]] if not all(healthy) else []
-        full, tfree, index = self.full, self.tfree, self.index
-        for h, ok in enumerate(healthy):
-            if ok:
-                f = full[h] & ~used[h]
-                tfree[h] = f
-                if f:
-                    index.set(h, f)
-                    self.free_gpus += f.bit_count()
+        # true free masks (full & ~used on healthy hosts, else 0) and their GPU count;
+        # only hosts with free GPUs (a few) are indexed, in host order
+        self.tfree = tfree  # owned by this cycle: the state keeps a copy
+        self.free_gpus = nfree
+        iset = self.index.set
+        for h in compress(range(len(tfree)), tfree):
+            iset(h, tfree[h])
         self._drain(bad)
 
-    def _derive(
-        self, rw: RunningWorkload
-    ) -> _Derived:
+    def _derive(self, rw: RunningWorkload) -> _Derived:
         hidx, healthy = self.hidx, self.healthy
         lst = []
         ok = True
@@ -337,6 +370,8 @@ class _Cycle:
 
     def _drain(self, bad: list[_Derived]) -> None:
         healthy = self.healthy
+        if not bad and all(healthy):
+            return
         unhealthy = [h for h, ok in enumerate(healthy) if not ok]
         if not unhealthy:
             return
@@ -540,16 +575,16 @@ class _Cycle:
 
     # -- preemption ---------------------------------------------------------------------
 
-    def victims_by_host(self) -> dict[int, list[_Run]]:
-        """Preemption candidates (unallocated or past min runtime) per healthy host.
+    def victims_by_host(self) -> dict[int, list[tuple[_Run, int]]]:
+        """Preemption candidates (unallocated or past min runtime) per healthy host,
+        each with its GPU mask there.
 
         Also keeps them in one list sorted cheapest first (unallocated by lost work,
         then allocated by lost work) for the best-first block search.
         """
-        vbh = self._vbh
-        if vbh is None:
-            vbh = {}
-            vbhm: dict[int, list[tuple[_Run, int]]] = {}
+        vbhm = self._vbh
+        if vbhm is None:
+            vbhm = {}
             self._vbhm = vbhm
             now, cap, stopped = self.now, self.cap, self.stopped
             rank, nrank = self.rank, len(self.rank)
@@ -561,8 +596,9 @@ class _Cycle:
                 cache.clear()
             get = cache.get
             runs = []
+            append = runs.append
             for rw, hm, _, _, _ in self.cands:
-                if rw.workload.id in stopped:
+                if stopped and rw.workload.id in stopped:
                     continue
                 r = get(id(rw))
                 if r is None or r.rw is not rw or r.hm is not hm:  # hm: re-derived on
@@ -573,22 +609,20 @@ class _Cycle:
                     lost = now - r.base
                     r.lost = r.gpus * lost if lost > 0.0 else 0.0
                 r.rank = rank.get(r.project, nrank)
-                runs.append(r)
+                append(r)
                 for h, m in hm:
-                    lst = vbh.get(h)
+                    lst = vbhm.get(h)
                     if lst is None:
-                        vbh[h] = [r]
                         vbhm[h] = [(r, m)]
                     else:
-                        lst.append(r)
-                        vbhm[h].append((r, m))
+                        lst.append((r, m))
             # == sort by (alloc, lost), stable: two C-level key sorts
             runs.sort(key=_LOST)
             runs.sort(key=_ALLOC)
             self._vsorted = runs
             self._vdead = 0
-            self._vbh = vbh
-        return vbh
+            self._vbh = vbhm
+        return vbhm
 
     def _coverable_hosts(self) -> dict[int, int]:
         """Hosts (-> GPUs) that free GPUs plus all preemption candidates could empty.
@@ -674,6 +708,7 @@ class _Cycle:
                 self._vsorted = runs
                 self._vdead = 0
             vbhm = self._vbhm
+            bget = beaten.get
             host_avail: dict[int, tuple[int, list[tuple[_Run, int]]]] = {}
             seen: set[tuple[int, int]] = set()
             t = -1  # victims' rank threshold, computed when first needed
@@ -689,7 +724,12 @@ class _Cycle:
                     else:
                         if t < 0:
                             t = tfun()
-                        if v.rank < t or not beat(v.project):
+                        if v.rank < t:
+                            continue
+                        ok = bget(v.project)
+                        if ok is None:
+                            ok = beat(v.project)
+                        if not ok:
                             continue
                 elif best_key is not None and (0.0, v.lost) >= best_key[:2]:
                     break
@@ -710,7 +750,12 @@ class _Cycle:
                                 else:
                                     if t < 0:
                                         t = tfun()
-                                    if u.rank < t or not beat(u.project):
+                                    if u.rank < t:
+                                        continue
+                                    ok = bget(u.project)
+                                    if ok is None:
+                                        ok = beat(u.project)
+                                    if not ok:
                                         continue
                             avail |= mu
                             on.append((u, mu))
@@ -1258,12 +1303,13 @@ class _FairShareCycle(_Cycle):
         (no preemption cycles). Otherwise a reservation would expect hosts to be usable
         when `w` may in fact never preempt them, and block them for nothing.
         """
-        now, healthy = self.now, self.healthy
+        now = self.now
         avail: dict[int, float] = {}
         stopped, proj, prio = self.stopped, w.project, w.priority
         pidx = self.fs.tree.leaf_index.get(proj)
-        beats_after = self.fs.beats_after
-        beaten: dict[str, bool] = {}
+        # whether w's project still beats each other project after starting w (all
+        # at once: one walk of the tree; unknown projects are beaten)
+        bget = ({} if pidx is None else self.fs.beaten_all(pidx, d)).get
         get = avail.get
 
         # A host is usable for w once every job on it may be preempted by w: unallocated
@@ -1274,13 +1320,7 @@ class _FairShareCycle(_Cycle):
             if info is None:
                 continue  # unallocated: preemptible now
             p, x_prio, x_id, hs = info
-            if p == proj:
-                ok = x_prio < prio
-            else:
-                ok = beaten.get(p)
-                if ok is None:
-                    ok = beaten[p] = pidx is None or beats_after(pidx, d, p)
-            if ok:
+            if x_prio < prio if p == proj else bget(p, True):
                 if pe <= now:
                     continue
                 t = pe
@@ -1293,17 +1333,23 @@ class _FairShareCycle(_Cycle):
                     avail[h] = t
         for h in self.touched:
             avail[h] = INF  # new work of projects ranked above
-        tfree, G, reserved = self.tfree, self.G, self.reserved
+        tfree, reserved = self.tfree, self.reserved
         get = avail.get
         for size, n in sh.whole or [(sh.block, 1)]:
             # Hosts usable soonest; among those usable at a known time the emptiest
             # (less to wait for), among the others the fullest (fewest GPUs held idle).
-            keys = []
-            for h, ok in enumerate(healthy):
-                if ok and G[h] == size and h not in reserved:
-                    a = get(h, now)
-                    f = tfree[h].bit_count()
-                    keys.append((a, f if a == INF else -f, h))
+            hs = self.healthy_by_size.get(size, ())
+            if reserved:
+                hs = [h for h in hs if h not in reserved]
+            keys = [
+                (a, f if a == INF else -f, h)
+                for a, f, h in zip(
+                    map(get, hs, repeat(now)),
+                    map(int.bit_count, map(tfree.__getitem__, hs)),
+                    hs,
+                    strict=True,
+                )
+            ]
             if len(keys) < n:
                 continue
             hosts = [k[2] for k in heapq.nsmallest(n, keys)]

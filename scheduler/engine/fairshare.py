@@ -39,6 +39,7 @@ class _Tree:
         "is_leaf",
         "leaf_index",
         "leaves",
+        "leaves_under",
         "names",
         "parent",
         "path_nodes",
@@ -61,6 +62,11 @@ class _Tree:
         self.leaf_index: dict[str, int] = {}
         self.tiekeys: dict[int, list[int]] = {}
         self._add(root, -1, "", 1.0, 1.0, ())
+        # Per node, the names of the leaves below it (itself for a leaf).
+        self.leaves_under: list[list[str]] = [[] for _ in self.names]
+        for i in self.leaves:
+            for a in self.path_nodes[i][1:]:
+                self.leaves_under[a].append(self.names[i])
         # Children before parents, so node usage can be summed in one pass.
         self.postorder_inner = [
             i for i in range(len(self.names) - 1, -1, -1) if not self.is_leaf[i]
@@ -205,6 +211,47 @@ class FairShare:
                 return False
             k += 1  # tied inner nodes: Slurm merges their children, compare one level down
         return False
+
+    def beaten_all(self, p: int, delta: float) -> dict[str, bool]:
+        """`beats_after(p, delta, q)` for every leaf q other than `p`, by name, in one
+        walk down `p`'s path (the same comparisons, each node's computed once)."""
+        ct = self.tree
+        u, share, is_leaf, parent, children = (
+            self.usage,
+            ct.share,
+            ct.is_leaf,
+            ct.parent,
+            ct.children,
+        )
+        under = ct.leaves_under
+        pa = ct.path_nodes[p]
+        npa = len(pa)
+        out: dict[str, bool] = {}
+        # (node b, level k, p's node a at k, a's level fair-share, b's); no closure, so
+        # that no reference cycle is left for the (disabled) cyclic collector
+        todo: list[tuple[int, int, int, float, float]] = []
+        for k in range(1, npa):
+            a = pa[k]
+            pk = pa[k - 1]
+            lfa = _lf(share[a], u[a] + delta, u[pk] + delta)
+            up = u[pk] + delta  # siblings' parent is on p's path
+            for b in children[pk]:
+                if b != a:
+                    todo.append((b, k, a, lfa, _lf(share[b], u[b], up)))
+            while todo:
+                b, kb, ab, lfa, lfb = todo.pop()
+                if lfa != lfb:
+                    out.update(dict.fromkeys(under[b], lfa > lfb))
+                elif is_leaf[ab] or is_leaf[b] or kb + 1 >= npa:
+                    out.update(dict.fromkeys(under[b], False))
+                else:
+                    # tied inner nodes: Slurm merges their children, compare a level down
+                    a2 = pa[kb + 1]
+                    lfa2 = _lf(share[a2], u[a2] + delta, u[parent[a2]] + delta)
+                    ub = u[b] + 0.0  # b is not on p's path
+                    for c in children[b]:
+                        todo.append((c, kb + 1, a2, lfa2, _lf(share[c], u[c], ub)))
+        return out
 
 
 def _lf(share: float, usage: float, parent_usage: float) -> float:

@@ -94,3 +94,41 @@ def test_plan_leaves_the_garbage_collector_as_it_found_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_kept_free_masks_follow_snapshots_that_jump_between_running_sets():
+    """The cross-cycle state keeps each host's free mask and the free GPU count, updated
+    only on hosts whose used GPUs changed: plans must equal cold ones when the caller
+    alternates between unrelated snapshots (different running jobs on the same hosts
+    tuple) and when it goes back to an earlier one."""
+    rng = random.Random(5)
+    t = tree(a=1, b=2, c=1)
+    hs = tuple(Host(f"h{i}", 8) for i in range(6))
+    states = []
+    for k in range(3):  # three independent histories on the same hosts tuple
+        waiting = {
+            p: [
+                job(f"{p}{k}_{i}", p, rng.choice([1, 2, 4, 8, 16]), minrt=rng.choice([0, H]))
+                for i in range(12)
+            ]
+            for p in "abc"
+        }
+        running: dict[str, RunningWorkload] = {}
+        now = 10 * H
+        for _ in range(3):
+            s = snap(hs, list(running.values()), {p: list(v) for p, v in waiting.items()}, t)
+            apply_plan(_cold(s, now), running, waiting, now)
+            now += H
+        states.append((running, waiting, now))
+    order = [0, 1, 0, 2, 2, 1, 0, 2, 1, 1]
+    for step, k in enumerate(order):
+        running, waiting, now = states[k]
+        s = snap(hs, list(running.values()), {p: list(v) for p, v in waiting.items()}, t)
+        warm = cycle(s, now)
+        assert warm == _cold(s, now), (step, k)
+        cycle(s, now)  # leave this snapshot's state for the next (different) one
+        if step % 3 == 2:  # drop one job: a small change from the kept state
+            running = dict(running)
+            if running:
+                del running[sorted(running)[0]]
+            states[k] = (running, waiting, now)

@@ -185,3 +185,31 @@ def test_position_after_gallops_to_the_same_answer_as_a_scan_when_monotone():
                     len(fs.order),
                 )
                 assert fs.position_after(proj, delta, r) == want, (proj, delta, r)
+
+
+def test_beaten_all_equals_beats_after_for_every_leaf():
+    """The one-walk vector form gives exactly `beats_after` for each other leaf, on
+    uneven, tied, zero-weight and mixed-depth trees."""
+    import random
+
+    rng = random.Random(3)
+
+    def node(name: str, depth: int) -> BudgetNode:
+        w = rng.choice([0, 1, 1, 2, 3, 5])
+        if depth >= 3 or rng.random() < 0.3:
+            return BudgetNode(name, w)
+        kids = tuple(node(f"{name}.{i}", depth + 1) for i in range(rng.randint(1, 4)))
+        return BudgetNode(name, w, kids)
+
+    for _ in range(60):
+        t = BudgetNode("org", children=tuple(node(f"n{i}", 1) for i in range(rng.randint(1, 4))))
+        fs0 = compute_fair_share(t, {})
+        names = list(fs0.tree.leaf_index)
+        usage = {n: rng.choice([0.0, 0.0, 10.0, 20.0, rng.uniform(0, 100)]) for n in names}
+        fs = compute_fair_share(t, usage)
+        leaf = fs.tree.leaf_index
+        for p in names:
+            for delta in (0.0, 10.0, rng.uniform(0, 50), 1e6):
+                got = fs.beaten_all(leaf[p], delta)
+                want = {q: fs.beats_after(leaf[p], delta, q) for q in names if q != p}
+                assert got == want
