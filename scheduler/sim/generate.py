@@ -338,7 +338,7 @@ def _ai2_month(seed: int) -> Scenario:
     tree = _ai2_tree()
     shares = _leaf_shares(tree)
     rows: list[TraceRow] = []
-    # how busy each team is relative to its share, normalised to 0.85x capacity in all
+    # how busy each team is relative to its share, normalised to _AI2_ALLOCATED_X in all
     intensity = {p: random.Random(f"{seed}:{p}:busy").uniform(0.4, 1.6) for p in shares}
     norm = sum(shares[p] * intensity[p] for p in shares)
     for proj, share in shares.items():
