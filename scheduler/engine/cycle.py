@@ -708,7 +708,6 @@ class _Cycle:
                 self._vsorted = runs
                 self._vdead = 0
             vbhm = self._vbhm
-            bget = beaten.get
             host_avail: dict[int, tuple[int, list[tuple[_Run, int]]]] = {}
             seen: set[tuple[int, int]] = set()
             t = -1  # victims' rank threshold, computed when first needed
@@ -724,12 +723,7 @@ class _Cycle:
                     else:
                         if t < 0:
                             t = tfun()
-                        if v.rank < t:
-                            continue
-                        ok = bget(v.project)
-                        if ok is None:
-                            ok = beat(v.project)
-                        if not ok:
+                        if v.rank < t or not beat(v.project):
                             continue
                 elif best_key is not None and (0.0, v.lost) >= best_key[:2]:
                     break
@@ -750,12 +744,7 @@ class _Cycle:
                                 else:
                                     if t < 0:
                                         t = tfun()
-                                    if u.rank < t:
-                                        continue
-                                    ok = bget(u.project)
-                                    if ok is None:
-                                        ok = beat(u.project)
-                                    if not ok:
+                                    if u.rank < t or not beat(u.project):
                                         continue
                             avail |= mu
                             on.append((u, mu))
