@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test install browser lint bench clean-var
+.PHONY: run serve test install browser slurm lint bench clean-var
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,20 +21,36 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "warning: could not install chromium; browser tests will be skipped"; \
 	  else echo "warning: chromium is not installed (apt-get install chromium); browser tests will be skipped"; fi; }
 
+# Debian's Slurm 22.05 (munge, slurmctld, slurmd, clients) for the Slurm adapter's tests,
+# which start and stop their own cluster (scheduler/adapters/slurm_local.py).
+slurm: install
+	@$(BIN)/python -m scheduler.adapters.slurm_local install
+
 run: install
 	$(BIN)/python -m config.launch
 
-test: install browser
+# Production serving: gunicorn with several workers, static files by WhiteNoise.
+# Needs SECRET_KEY, ALLOWED_HOSTS and the rest of README's production settings.
+serve: install
+	DJANGO_SETTINGS_MODULE=config.settings.production $(BIN)/python manage.py migrate --noinput
+	DJANGO_SETTINGS_MODULE=config.settings.production $(BIN)/python manage.py collectstatic --noinput -v0
+	DJANGO_SETTINGS_MODULE=config.settings.production $(BIN)/gunicorn config.wsgi -c config/gunicorn.py
+
+test: install browser slurm
 	$(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 bench: install
 	$(BIN)/python bench/cycle.py
 	$(BIN)/python bench/sim.py
 	$(BIN)/python bench/planner.py
+	$(BIN)/python bench/simcluster.py
+	$(BIN)/python bench/live_cycle.py
+	$(BIN)/python bench/e2e.py
 
 # Stop the embedded PostgreSQL and Redis (they keep running between commands for speed).
 clean-var: install

@@ -99,6 +99,8 @@ class EventKind(models.TextChoices):
     CANCELLED = "cancelled", "Scheduled change cancelled"
     IMPORTED = "imported", "Tree imported"
     STRUCTURE = "structure", "Tree structure changed"
+    ROLE_GRANTED = "role_granted", "Role granted"
+    ROLE_REMOVED = "role_removed", "Role removed"
 
 
 class BudgetEvent(models.Model):

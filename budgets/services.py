@@ -6,14 +6,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import pghistory
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
-from django.utils.text import slugify
 
 from budgets.models import (
     BudgetEvent,
@@ -29,11 +28,14 @@ from budgets.models import (
 )
 from budgets.selectors import TreeIndex, tree_as_dict, tree_index
 from budgets.shares import NodeShare
-from config.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
+from config.errors import Conflict, NotFound, NothingToChange, PermissionDenied, ValidationFailed
+from config.text import refuse_control_characters
+from scheduler.engine import budget_tree
+from scheduler.engine.budget_tree import name_slug
 
 MAX_REASON_LENGTH = 2000
-MAX_WEIGHT = Decimal("9999999999")
-NAME_MAX_LENGTH = 100
+MAX_WEIGHT = budget_tree.MAX_WEIGHT
+NAME_MAX_LENGTH = budget_tree.NAME_MAX_LENGTH
 
 
 @dataclass(frozen=True)
@@ -56,42 +58,27 @@ def _clean_reason(reason: Any, *, field: str = "reason") -> str:
             f"The reason is {len(text)} characters long; at most {MAX_REASON_LENGTH} are allowed.",
             field=field,
         )
+    refuse_control_characters(text, field=field, multiline=True)
     return text
 
 
 def parse_weight(value: Any, *, field: str = "weight") -> Decimal:
-    """A weight is a finite decimal >= 0 with at most 4 decimal places."""
-    if isinstance(value, bool) or value is None or (isinstance(value, str) and not value.strip()):
-        raise ValidationFailed("A weight is required: a number >= 0.", field=field)
+    """A weight, by the budget tree's one rule (`budget_tree.parse_weight`): a finite
+    decimal >= 0, at most `MAX_WEIGHT`, with at most 4 decimal places."""
     try:
-        weight = Decimal(str(value).strip())
-    except (InvalidOperation, ValueError):
-        raise ValidationFailed(
-            f"'{value}' is not a number; a weight is a number >= 0.", field=field
-        ) from None
-    if not weight.is_finite():
-        raise ValidationFailed("A weight must be a finite number.", field=field)
-    if weight < 0:
-        raise ValidationFailed(f"A weight cannot be negative (got {value}).", field=field)
-    if weight > MAX_WEIGHT:
-        raise ValidationFailed(f"A weight must be at most {MAX_WEIGHT}.", field=field)
-    if weight != weight.quantize(Decimal("0.0001")):
-        raise ValidationFailed("A weight has at most 4 decimal places.", field=field)
-    return weight
+        return budget_tree.parse_weight(value)
+    except budget_tree.WeightProblem as exc:
+        raise ValidationFailed(str(exc), field=field) from None
 
 
 def _clean_name(name: Any, *, field: str = "name") -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise ValidationFailed("A name is required.", field=field)
-    name = name.strip()
-    if len(name) > NAME_MAX_LENGTH:
-        raise ValidationFailed(f"A name has at most {NAME_MAX_LENGTH} characters.", field=field)
-    if not slugify(name):
-        raise ValidationFailed(
-            "A name needs at least one letter or digit (it becomes part of the node's path).",
-            field=field,
-        )
-    return name
+    """A node name by the budget tree's one rule (`budget_tree.clean_name`)."""
+    if isinstance(name, str):
+        refuse_control_characters(name.strip(), field=field, multiline=False)
+    try:
+        return budget_tree.clean_name(name)
+    except budget_tree.NameProblem as exc:
+        raise ValidationFailed(str(exc), field=field) from None
 
 
 def _actor_name(actor) -> str:
@@ -115,10 +102,12 @@ def _new_event(
     base_version: int | None = None,
     scheduled_event: BudgetEvent | None = None,
 ) -> BudgetEvent:
-    """Write an audit event; an event that changes the tree bumps its version first."""
+    """Write an audit event; an event that changes the tree bumps its version first
+    (and asks every cluster for a scheduling cycle once the change commits)."""
     if bump_version:
         state.version += 1
         state.save(update_fields=["version"])
+        transaction.on_commit(_request_cycles)
     return BudgetEvent.objects.create(
         kind=kind,
         actor=actor,
@@ -129,6 +118,13 @@ def _new_event(
         tree_version=state.version,
         scheduled_event=scheduled_event,
     )
+
+
+def _request_cycles() -> None:
+    # Imported here: the scheduler builds on budgets, not the other way round.
+    from scheduler.tasks import request_cycles_all
+
+    request_cycles_all()
 
 
 def _check_base_version(state: TreeState, base_version: int | None) -> None:
@@ -162,41 +158,72 @@ def _require_governs(actor, index: TreeIndex, node_id: int, *, field: str, actio
 # ---------------------------------------------------------------- weight changes
 
 
-def _parse_edits(changes: Sequence[Mapping[str, Any]], index: TreeIndex) -> list[WeightEdit]:
+def weight_edits_check(
+    *, actor, node_id: int, changes: Sequence[Mapping[str, Any]], field: str = "weights"
+) -> tuple[TreeIndex, dict[int, Decimal]]:
+    """Proposed weights of `node_id`'s children, validated by the rules of
+    `budget_change_create` (nothing is written): the actor must govern every child (as
+    on the edit page), each change names a child of the node and a valid weight.
+
+    Raises PermissionDenied, or ValidationFailed naming `node` or `field`."""
+    index = tree_index()
+    if node_id not in index.nodes:
+        raise ValidationFailed(f"There is no node with id {node_id}.", field="node")
+    children = index.children.get(node_id, [])
+    if not children:
+        raise ValidationFailed(
+            f"'{index.path(node_id)}' is a project: it has no children to weigh.", field="node"
+        )
+    for child in children:
+        _require_governs(actor, index, child.pk, field="node", action="change the weights under")
+    edits = _parse_edits(changes, index, field=field)
+    child_ids = {c.pk for c in children}
+    for i, edit in enumerate(edits):
+        if edit.node_id not in child_ids:
+            raise ValidationFailed(
+                f"Node {edit.node_id} is not a child of '{index.path(node_id)}'.",
+                field=f"{field}[{i}].node",
+            )
+    return index, {e.node_id: e.weight for e in edits}
+
+
+def _parse_edits(
+    changes: Sequence[Mapping[str, Any]], index: TreeIndex, *, field: str = "changes"
+) -> list[WeightEdit]:
     if not isinstance(changes, Sequence) or isinstance(changes, str | bytes) or not changes:
-        raise ValidationFailed("Give at least one weight change.", field="changes")
+        raise ValidationFailed("Give at least one weight change.", field=field)
     edits: list[WeightEdit] = []
     seen: set[int] = set()
     for i, change in enumerate(changes):
         if not isinstance(change, Mapping):
             raise ValidationFailed(
-                "Each change is an object with node and weight.", field=f"changes[{i}]"
+                "Each change is an object with node and weight.", field=f"{field}[{i}]"
             )
         raw_node = change.get("node")
         if isinstance(raw_node, bool) or not isinstance(raw_node, int | str):
-            raise ValidationFailed("A node id is required.", field=f"changes[{i}].node")
+            raise ValidationFailed("A node id is required.", field=f"{field}[{i}].node")
         try:
             node_id = int(raw_node)
         except ValueError:
             raise ValidationFailed(
-                f"'{raw_node}' is not a node id.", field=f"changes[{i}].node"
+                f"'{raw_node}' is not a node id.", field=f"{field}[{i}].node"
             ) from None
         if node_id not in index.nodes:
             raise ValidationFailed(
-                f"There is no node with id {node_id}.", field=f"changes[{i}].node"
+                f"There is no node with id {node_id}.", field=f"{field}[{i}].node"
             )
         if index.nodes[node_id].parent_id is None:
             raise ValidationFailed(
                 "The root has no siblings, so it has no weight to change.",
-                field=f"changes[{i}].node",
+                field=f"{field}[{i}].node",
             )
         if node_id in seen:
             raise ValidationFailed(
-                f"Node {node_id} appears twice in one change.", field=f"changes[{i}].node"
+                f"Node {node_id} appears twice in one change.", field=f"{field}[{i}].node"
             )
         seen.add(node_id)
         edits.append(
-            WeightEdit(node_id, parse_weight(change.get("weight"), field=f"changes[{i}].weight"))
+            WeightEdit(node_id, parse_weight(change.get("weight"), field=f"{field}[{i}].weight"))
         )
     return edits
 
@@ -300,6 +327,11 @@ def budget_change_create(
         _check_base_version(state, base_version)
         edits = {e.node_id: e.weight for e in edit_list}
         if effective_at is None or effective_at <= now:
+            if all(index.nodes[n].weight == w for n, w in edits.items()):
+                raise NothingToChange(
+                    "Every weight in this change equals the current one; nothing was recorded.",
+                    field="changes",
+                )
             return _apply_weights(
                 actor=actor,
                 reason=reason,
@@ -411,7 +443,7 @@ def _unique_among_siblings(
     index: TreeIndex, parent_id: int | None, name: str, *, exclude: int | None
 ) -> None:
     for sibling in index.children.get(parent_id, []):
-        if sibling.pk != exclude and (sibling.name == name or sibling.slug == slugify(name)):
+        if sibling.pk != exclude and (sibling.name == name or sibling.slug == name_slug(name)):
             where = f"under '{index.path(parent_id)}'" if parent_id else "among the roots"
             raise ValidationFailed(
                 f"A node named '{sibling.name}' already exists {where}.", field="name"
@@ -473,7 +505,7 @@ def node_create(
             raise ValidationFailed("kind must be 'program' or 'project'.", field="kind")
         with pghistory.context(actor=_actor_name(actor), reason=reason):
             node = BudgetNode.objects.create(
-                parent=parent, name=name, slug=slugify(name), kind=kind, weight=weight_value
+                parent=parent, name=name, slug=name_slug(name), kind=kind, weight=weight_value
             )
         _structure_event(
             actor=actor,
@@ -540,8 +572,13 @@ def node_update(
                 )
             new_parent_id = parent_id
         new_name = _clean_name(name) if name is not None else node.name
+        if new_name == node.name and new_parent_id == node.parent_id:
+            raise NothingToChange(
+                f"'{index.path(node_id)}' already has this name and parent; nothing was recorded.",
+                field="name" if name is not None else ("parent" if parent_id is not None else None),
+            )
         _unique_among_siblings(index, new_parent_id, new_name, exclude=node_id)
-        node.name, node.slug, node.parent_id = new_name, slugify(new_name), new_parent_id
+        node.name, node.slug, node.parent_id = new_name, name_slug(new_name), new_parent_id
         with pghistory.context(actor=_actor_name(actor), reason=reason):
             node.save()
         _structure_event(
@@ -559,106 +596,114 @@ def node_update(
 # ---------------------------------------------------------------- memberships
 
 
-def membership_add(*, actor, node_id: int, username: str, role: str) -> Membership:
-    """Give a user a role on a node. Managers may do this below the nodes they manage."""
+def _role_event(
+    *, kind: str, actor, reason: str | None, state: TreeState, index: TreeIndex, membership
+) -> BudgetEvent:
+    """Audit a role grant or removal: who gave or took which role of whom, on which node."""
+    path = index.path(membership.node_id)
+    subject = membership.user.get_username()
+    verb = "granted" if kind == EventKind.ROLE_GRANTED else "removed"
+    event = _new_event(
+        kind=kind,
+        actor=actor,
+        reason=reason or f"{membership.role} role of {subject} on {path} {verb}",
+        state=state,
+        bump_version=False,
+    )
+    share = index.shares[membership.node_id].entitled
+    weight = index.nodes[membership.node_id].weight
+    BudgetEventItem.objects.create(
+        event=event,
+        node_id=membership.node_id,
+        node_path=path,
+        old_weight=weight,
+        new_weight=weight,
+        old_entitled_share=share,
+        new_entitled_share=share,
+    )
+    return event
+
+
+def membership_add(
+    *, actor, node_id: int, username: str, role: str, reason: str | None = None
+) -> Membership:
+    """Give a user a role on a node; audited as a `role_granted` event.
+
+    Managers may do this below the nodes they manage. The permission check runs under
+    the tree lock, in the same transaction as the write."""
     if role not in Role.values:
         raise ValidationFailed(f"role must be one of {', '.join(Role.values)}.", field="role")
-    index = tree_index()
-    if node_id not in index.nodes:
-        raise ValidationFailed(f"There is no node with id {node_id}.", field="node")
-    _require_governs(actor, index, node_id, field="node", action="manage memberships of")
-    if role == Role.MEMBER and index.nodes[node_id].kind != NodeKind.PROJECT:
-        raise ValidationFailed(
-            "Members belong to projects; give programs managers instead.", field="role"
-        )
-    user = get_user_model().objects.filter(username=username).first()
-    if user is None:
-        raise ValidationFailed(f"There is no user named '{username}'.", field="user")
-    with transaction.atomic(), pghistory.context(actor=_actor_name(actor)):
-        membership, created = Membership.objects.get_or_create(
-            user=user, node_id=node_id, role=role
-        )
-    if not created:
-        raise ValidationFailed(
-            f"'{username}' is already {role} of '{index.path(node_id)}'.", field="user"
+    if reason is not None:
+        reason = _clean_reason(reason)
+    with transaction.atomic():
+        state = _lock_tree()
+        index = tree_index()
+        if node_id not in index.nodes:
+            raise ValidationFailed(f"There is no node with id {node_id}.", field="node")
+        _require_governs(actor, index, node_id, field="node", action="manage memberships of")
+        if role == Role.MEMBER and index.nodes[node_id].kind != NodeKind.PROJECT:
+            raise ValidationFailed(
+                "Members belong to projects; give programs managers instead.", field="role"
+            )
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise ValidationFailed(f"There is no user named '{username}'.", field="user")
+        if Membership.objects.filter(user=user, node_id=node_id, role=role).exists():
+            raise NothingToChange(
+                f"'{username}' is already {role} of '{index.path(node_id)}'.", field="user"
+            )
+        with pghistory.context(actor=_actor_name(actor)):
+            membership = Membership.objects.create(user=user, node_id=node_id, role=role)
+        _role_event(
+            kind=EventKind.ROLE_GRANTED,
+            actor=actor,
+            reason=reason,
+            state=state,
+            index=index,
+            membership=membership,
         )
     return membership
 
 
-def membership_remove(*, actor, membership_id: int) -> None:
-    membership = Membership.objects.filter(pk=membership_id).first()
-    if membership is None:
-        raise NotFound(f"There is no membership with id {membership_id}.")
-    index = tree_index()
-    _require_governs(actor, index, membership.node_id, field="node", action="manage memberships of")
-    with transaction.atomic(), pghistory.context(actor=_actor_name(actor)):
-        membership.delete()
+def membership_remove(*, actor, membership_id: int, reason: str | None = None) -> None:
+    """Remove a role; audited as a `role_removed` event, checked under the tree lock."""
+    if reason is not None:
+        reason = _clean_reason(reason)
+    with transaction.atomic():
+        state = _lock_tree()
+        membership = (
+            Membership.objects.select_for_update().select_related("user").filter(pk=membership_id)
+        ).first()
+        if membership is None:
+            raise NotFound(f"There is no membership with id {membership_id}.")
+        index = tree_index()
+        _require_governs(
+            actor, index, membership.node_id, field="node", action="manage memberships of"
+        )
+        _role_event(
+            kind=EventKind.ROLE_REMOVED,
+            actor=actor,
+            reason=reason,
+            state=state,
+            index=index,
+            membership=membership,
+        )
+        with pghistory.context(actor=_actor_name(actor)):
+            membership.delete()
 
 
 # ---------------------------------------------------------------- import / export
 
 
-@dataclass
-class ImportedNode:
-    name: str
-    weight: Decimal | None
-    managers: list[str]
-    members: list[str]
-    children: list[ImportedNode]
-    path: str
-
-
-def _parse_people(data: Mapping[str, Any], key: str, path: str) -> list[str]:
-    people = data.get(key, [])
-    if not isinstance(people, list) or not all(isinstance(p, str) and p.strip() for p in people):
-        raise ValidationFailed(
-            f"{path}.{key}: must be a list of user names.", field=f"{path}.{key}"
-        )
-    return [p.strip() for p in people]
-
-
-def parse_tree_document(data: Any, *, path: str = "$") -> ImportedNode:
-    """Validate the budget tree format; errors name the node path and field."""
-    if not isinstance(data, Mapping):
-        raise ValidationFailed(f"{path}: each node must be an object.", field=path)
-    raw_name = data.get("name")
+def parse_tree_document(data: Any) -> budget_tree.TreeDocument:
+    """Validate the budget tree file format (`scheduler.engine.budget_tree`, the one
+    parser the simulator uses too); the error lists every problem with its node path."""
     try:
-        name = _clean_name(raw_name, field=f"{path}.name")
-    except ValidationFailed as exc:
-        raise ValidationFailed(f"{path}.name: {exc.message}", field=exc.field) from None
-    node_path = f"{path}({name})"
-    weight = None
-    if path != "$":
-        try:
-            weight = parse_weight(data.get("weight", 1), field=f"{node_path}.weight")
-        except ValidationFailed as exc:
-            raise ValidationFailed(f"{node_path}.weight: {exc.message}", field=exc.field) from None
-    children_data = data.get("children", [])
-    if not isinstance(children_data, list):
-        raise ValidationFailed(
-            f"{node_path}.children: must be a list.", field=f"{node_path}.children"
-        )
-    children = [
-        parse_tree_document(c, path=f"{node_path}.children[{i}]")
-        for i, c in enumerate(children_data)
-    ]
-    seen: dict[str, str] = {}
-    for child in children:
-        slug = slugify(child.name)
-        if slug in seen:
-            raise ValidationFailed(
-                f"{node_path}: two children are named '{seen[slug]}' and '{child.name}'; names must be unique among siblings.",
-                field=f"{node_path}.children",
-            )
-        seen[slug] = child.name
-    managers = _parse_people(data, "managers", node_path)
-    members = _parse_people(data, "members", node_path)
-    if members and children:
-        raise ValidationFailed(
-            f"{node_path}.members: only projects (leaves) have members.",
-            field=f"{node_path}.members",
-        )
-    return ImportedNode(name, weight, managers, members, children, node_path)
+        return budget_tree.parse_tree_document(data)
+    except budget_tree.TreeFileError as exc:
+        first = exc.issues[0]
+        field = f"{first.node}.{first.field}" if first.field else first.node
+        raise ValidationFailed(str(exc).replace("\n", "; "), field=field) from None
 
 
 def budget_tree_import(
@@ -679,6 +724,7 @@ def budget_tree_import(
         state = _lock_tree()
         index = tree_index()
         before = index.shares
+        before_paths = {node_id: index.path(node_id) for node_id in index.nodes}
         users: dict[str, Any] = {}
 
         def user(username: str):
@@ -692,8 +738,11 @@ def budget_tree_import(
             return users[username]
 
         touched: list[tuple[BudgetNode, Decimal | None]] = []
+        roles_added = [0]
 
-        def upsert(item: ImportedNode, parent: BudgetNode | None, depth: int) -> BudgetNode:
+        def upsert(
+            item: budget_tree.TreeDocument, parent: BudgetNode | None, depth: int
+        ) -> BudgetNode:
             if item.children:
                 kind = NodeKind.ORGANISATION if parent is None else NodeKind.PROGRAM
             else:
@@ -701,16 +750,18 @@ def budget_tree_import(
             node = BudgetNode.objects.filter(parent=parent, name=item.name).first()
             old_weight = node.weight if node else None
             if node is None:
-                node = BudgetNode(parent=parent, name=item.name, slug=slugify(item.name))
+                node = BudgetNode(parent=parent, name=item.name, slug=name_slug(item.name))
             node.kind = kind
             if item.weight is not None:
                 node.weight = item.weight
             node.save()
             touched.append((node, old_weight))
-            for username in item.managers:
-                Membership.objects.get_or_create(user=user(username), node=node, role=Role.MANAGER)
-            for username in item.members:
-                Membership.objects.get_or_create(user=user(username), node=node, role=Role.MEMBER)
+            for role, people in ((Role.MANAGER, item.managers), (Role.MEMBER, item.members)):
+                for username in people:
+                    _, created = Membership.objects.get_or_create(
+                        user=user(username), node=node, role=role
+                    )
+                    roles_added[0] += created
             for child in item.children:
                 upsert(child, node, depth + 1)
             return node
@@ -718,6 +769,16 @@ def budget_tree_import(
         with pghistory.context(actor=_actor_name(actor), reason=reason):
             root = upsert(document, None, 0)
         after_index = tree_index()
+        changed = [
+            (node, old_weight)
+            for node, old_weight in touched
+            if node.pk not in before
+            or old_weight != node.weight
+            or abs(before[node.pk].entitled - after_index.shares[node.pk].entitled) > 1e-12
+            or before_paths.get(node.pk) != after_index.path(node.pk)
+        ]
+        if not changed and not roles_added[0]:
+            return root  # the file matches the tree: nothing to record
         event = _new_event(kind=EventKind.IMPORTED, actor=actor, reason=reason, state=state)
         BudgetEventItem.objects.bulk_create(
             BudgetEventItem(
@@ -729,7 +790,7 @@ def budget_tree_import(
                 old_entitled_share=before[node.pk].entitled if node.pk in before else None,
                 new_entitled_share=after_index.shares[node.pk].entitled,
             )
-            for node, old_weight in touched
+            for node, old_weight in changed
         )
         return root
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -18,6 +19,7 @@ from budgets import selectors, services
 from budgets.models import EventKind
 from budgets.shares import weight_text
 from config.errors import ApplicationError, PermissionDenied
+from config.text import is_id_text
 from scheduler.models import Cluster
 
 HOURS_PER_WEEK = 168
@@ -128,6 +130,8 @@ def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
     except PermissionDenied as exc:
         return render(request, "403.html", {"message": exc.message}, status=403)
     context.update(version=selectors.tree_version(), preview=[], errors={}, form_error=None)
+    context["clusters"] = list(Cluster.objects.order_by("name"))
+    context["whatif_days"] = settings.ALLOT_PREVIEW_DAYS
     context["fields"] = [
         {"child": c, "value": request.POST.get(f"weight-{c.pk}", weight_text(c.weight))}
         for c in context["children"]
@@ -156,7 +160,7 @@ def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
                         reason=request.POST.get("reason", ""),
                         changes=changes,
                         effective_at=effective_at,
-                        base_version=int(base) if base and base.isdigit() else None,
+                        base_version=int(base) if base and is_id_text(base) else None,
                     )
                 except ApplicationError as exc:
                     context["form_error"] = exc.message
@@ -192,7 +196,7 @@ def history_page(request: HttpRequest) -> HttpResponse:
     params = request.GET
     filters: dict = {}
     error = None
-    if params.get("node", "").isdigit():
+    if is_id_text(params.get("node", "")):
         filters["node_id"] = int(params["node"])
     if params.get("actor"):
         filters["actor"] = params["actor"].strip()
@@ -237,3 +241,89 @@ def cancel_scheduled(request: HttpRequest, event_id: int) -> HttpResponse:
         if exc.status_code == 403:
             return render(request, "403.html", {"message": exc.message}, status=403)
     return redirect("budgets:history")
+
+
+def _per_minute(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds / 60
+
+
+def _percent(fraction: float | None) -> float | None:
+    return None if fraction is None else fraction * 100
+
+
+def _whatif_row(r: dict) -> dict:
+    """One project's figures as the table shows them (percent, minutes, the change)."""
+    return {
+        **r,
+        "delta_gpu_h": (r["delivered_gpu_h_after"] or 0) - (r["delivered_gpu_h_before"] or 0),
+        "p90_before_min": _per_minute(r["p90_wait_s_before"]),
+        "p90_after_min": _per_minute(r["p90_wait_s_after"]),
+        "ratio_before_pct": _percent(r["ratio_before"]),
+        "ratio_after_pct": _percent(r["ratio_after"]),
+        "share_before_pct": _percent(r["entitled_share_before"] or 0),
+        "share_after_pct": _percent(r["entitled_share_after"] or 0),
+    }
+
+
+def _whatif_context(preview) -> dict:
+    """The what-if partial's context: progress, or the per-project table and chart data."""
+    result = preview.result or {}
+    rows = [_whatif_row(r) for r in result.get("projects", [])]
+    chart = {
+        "projects": [r["project"] for r in rows],
+        "before": [r["delivered_gpu_h_before"] for r in rows],
+        "after": [r["delivered_gpu_h_after"] for r in rows],
+        "entitled_before": [r["entitled_gpu_h_before"] for r in rows],
+        "entitled_after": [r["entitled_gpu_h_after"] for r in rows],
+    }
+    return {
+        "preview": preview,
+        "percent": round(preview.progress * 100),
+        "rows": rows,
+        "chart": chart,
+        "result": result,
+        "chart_id": f"whatif-data-{preview.pk}",
+    }
+
+
+@login_required
+@require_POST
+def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
+    """htmx: queue a what-if preview of the typed weights; answers with its progress."""
+    from scheduler.services.previews import preview_request
+
+    try:
+        context = _edit_context(request, node_id)
+    except PermissionDenied as exc:
+        return HttpResponse(exc.message, status=403)
+    edits, errors, changes = _posted_weights(request, context["children"])
+    if errors:
+        return render(request, "budgets/_whatif.html", {"error": next(iter(errors.values()))})
+    days = request.POST.get("days", "").strip()
+    try:
+        preview = preview_request(
+            actor=request.user,
+            node=node_id,
+            weights=changes,
+            cluster=request.POST.get("cluster", ""),
+            days=int(days) if is_id_text(days) else None,
+        )
+    except ApplicationError as exc:
+        message = exc.message
+        if exc.field == "weights":
+            message = "Change at least one weight to preview its effect."
+        return render(request, "budgets/_whatif.html", {"error": message})
+    preview.refresh_from_db()
+    return render(request, "budgets/_whatif.html", _whatif_context(preview))
+
+
+@login_required
+def whatif_status(request: HttpRequest, preview_id: int) -> HttpResponse:
+    """htmx (polled while it runs): a preview's progress, or its result when done."""
+    from scheduler.services.previews import preview_get
+
+    try:
+        preview = preview_get(actor=request.user, preview_id=preview_id)
+    except ApplicationError as exc:
+        return HttpResponse(exc.message, status=exc.status_code)
+    return render(request, "budgets/_whatif.html", _whatif_context(preview))

@@ -32,6 +32,12 @@ class ValidationFailed(ApplicationError):
     code = "invalid"
 
 
+class NothingToChange(ValidationFailed):
+    """The request would change nothing; it is refused so the audit trail stays meaningful."""
+
+    code = "no_change"
+
+
 class PermissionDenied(ApplicationError):
     status_code = 403
     code = "permission_denied"

@@ -41,6 +41,7 @@ HOUR_S = 3600.0
 __all__ = [
     "HOUR_S",
     "DemandSpan",
+    "OccupancyHour",
     "EndReason",
     "EntitlementSummary",
     "ProjectEntitlement",
@@ -52,6 +53,7 @@ __all__ = [
     "entitlement_hourly",
     "entitlement_summary",
     "hour_count",
+    "occupancy_hour",
 ]
 
 
@@ -242,7 +244,7 @@ def entitlement_summary(
         dlv = del_h.get(p)
         e_total = math.fsum(ent) if ent else 0.0
         d_total = math.fsum(dlv) if dlv else 0.0
-        if e_total > 1e-9:
+        if ent and e_total > 1e-9:
             ratio: float | None = min(1.0, d_total / e_total)
             pairs = zip(dlv or [0.0] * len(ent), ent, strict=True)
             hourly = math.fsum(min(d, e) for d, e in pairs)
@@ -260,4 +262,66 @@ def entitlement_summary(
         worst_project=worst[1] if worst else None,
         projects_at_95=sum(1 for r, _ in rated if r >= threshold - 1e-12),
         projects=projects,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OccupancyHour:
+    """One hour of a cluster split into buckets that sum to ``capacity`` (GPU-hours)."""
+
+    capacity: float
+    healthy: float
+    within_entitlement: float
+    borrowed: float
+    unallocated: float
+    idle_demand: float
+    idle: float
+    draining: float
+    down: float
+
+
+def occupancy_hour(
+    *,
+    capacity: float,
+    healthy: float,
+    down: float,
+    draining_idle: float,
+    allocated: Mapping[str, float],
+    entitled: Mapping[str, float],
+    unallocated: float,
+    demand: float,
+) -> OccupancyHour:
+    """Split one hour of a cluster into the occupancy buckets (sum == ``capacity``).
+
+    ``allocated``/``entitled`` are per project; allocated GPU-time up to the project's
+    entitlement is *within*, the rest *borrowed*. GPU-time neither run nor down nor
+    draining is idle: *idle_demand* up to the allocated demand that was not running
+    (``demand - allocated``), plain *idle* for the rest. Runs recorded on hosts counted
+    down or draining (a lost host, a slow stop) are taken out of those buckets first, so
+    the buckets still sum to the capacity.
+    """
+    within = math.fsum(min(a, entitled.get(p, 0.0)) for p, a in allocated.items())
+    allocated_total = math.fsum(allocated.values())
+    borrowed = max(0.0, allocated_total - within)
+    busy = allocated_total + unallocated
+    free = capacity - down - draining_idle - busy
+    if free < 0:
+        take = min(-free, draining_idle)
+        draining_idle -= take
+        free += take
+        take = min(-free, down)
+        down -= take
+        free += take
+    free = max(0.0, free)
+    idle_demand = min(free, max(0.0, demand - allocated_total))
+    return OccupancyHour(
+        capacity=capacity,
+        healthy=healthy,
+        within_entitlement=within,
+        borrowed=borrowed,
+        unallocated=unallocated,
+        idle_demand=idle_demand,
+        idle=free - idle_demand,
+        draining=draining_idle,
+        down=down,
     )

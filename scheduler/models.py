@@ -1,7 +1,22 @@
-"""Clusters. Hosts and workloads arrive with the live service."""
+"""Clusters, hosts, jobs, their attempts and events, and the records of scheduling cycles.
 
+The live data flow (ARCHITECTURE.md): a job is stored PENDING by `scheduler.services`;
+a cycle per cluster reconciles with the cluster adapter, asks the pure engine for a
+plan and applies it. Every run of a job is an `Attempt` with an id stamped on the
+cluster's job (adopt-before-retry); every state change is an append-only `JobEvent`.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.utils import timezone
+
+from budgets.models import APPEND_ONLY
+
+HOUR_S = 3600
+DAY_S = 86400
 
 
 class AdapterKind(models.TextChoices):
@@ -10,13 +25,35 @@ class AdapterKind(models.TextChoices):
 
 
 class Cluster(models.Model):
-    """A pool of identical hosts. Capacity = host_count x gpus_per_host."""
+    """A pool of hosts run through one cluster adapter, with its scheduling policy.
+
+    `host_count` x `gpus_per_host` is the declared shape (the hosts themselves are
+    `Host` rows, kept in step with the adapter by each cycle's reconcile)."""
 
     name = models.CharField(max_length=100, unique=True)
     host_count = models.PositiveIntegerField(validators=[MinValueValidator(1)])
     gpus_per_host = models.PositiveIntegerField(default=8, validators=[MinValueValidator(1)])
     adapter = models.CharField(
         max_length=20, choices=AdapterKind.choices, default=AdapterKind.SIMULATED
+    )
+    # Where the adapter reaches the cluster: the simulated cluster's base URL; for Slurm
+    # the options hold e.g. {"slurm_conf": "/etc/slurm/slurm.conf"}.
+    adapter_url = models.CharField(max_length=500, blank=True)
+    adapter_options = models.JSONField(default=dict, blank=True)
+    # Policy (SPEC 1.3-1.4): how often a cycle runs, how long a stopped job may take to
+    # exit, the cap on declared minimum runtimes, and the fair-share usage window.
+    cycle_s = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1)])
+    grace_s = models.PositiveIntegerField(default=30)
+    max_min_runtime_s = models.PositiveIntegerField(default=8 * HOUR_S)
+    lookback_s = models.PositiveIntegerField(default=7 * DAY_S, validators=[MinValueValidator(1)])
+    half_life_s = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    # Besides staff, these users may drain and resume the cluster's hosts.
+    operators = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="operated_clusters",
+        help_text="Users who may drain and resume this cluster's hosts (staff always may).",
     )
 
     class Meta:
@@ -28,3 +65,357 @@ class Cluster(models.Model):
     @property
     def gpu_capacity(self) -> int:
         return self.host_count * self.gpus_per_host
+
+
+class HostHealth(models.TextChoices):
+    HEALTHY = "healthy", "Healthy"
+    DRAINING = "draining", "Draining"  # takes no new work; running jobs stop after protection
+    DOWN = "down", "Down"  # unreachable or failed (reported by the adapter)
+
+
+class Host(models.Model):
+    """A machine of a cluster. Only HEALTHY hosts take new work (SPEC 1.4 drain)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="hosts")
+    name = models.CharField(max_length=200)
+    gpus = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    health = models.CharField(max_length=20, choices=HostHealth.choices, default=HostHealth.HEALTHY)
+    health_reason = models.CharField(max_length=500, blank=True)
+    health_changed_at = models.DateTimeField(null=True, blank=True)
+    # When the drain emptied the host (the engine reported it ready for repair).
+    ready_for_repair_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "name"], name="host_name_unique_in_cluster")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.name}"
+
+
+class HostEvent(models.Model):
+    """An audited health change of a host (append-only): a drain asked by an operator,
+    its end, or a state the adapter reported."""
+
+    host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="events")
+    at = models.DateTimeField()
+    from_health = models.CharField(max_length=20, choices=HostHealth.choices)
+    to_health = models.CharField(max_length=20, choices=HostHealth.choices)
+    reason = models.CharField(max_length=500)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        triggers = [APPEND_ONLY]
+
+    def __str__(self) -> str:
+        return f"{self.host}: {self.from_health} -> {self.to_health}"
+
+
+class JobKind(models.TextChoices):
+    DEBUG = "debug", "Debug"
+    TRAINING = "training", "Training"
+    INTERACTIVE = "interactive", "Interactive"
+    INFERENCE = "inference", "Inference"
+    BATCH = "batch", "Batch"
+    SWEEP = "sweep", "Sweep"
+
+
+class JobState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    STARTING = "starting", "Starting"
+    RUNNING = "running", "Running"
+    STOPPING = "stopping", "Stopping"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    PREEMPTED = "preempted", "Preempted"  # stopped and not resumable: ends here
+
+
+TERMINAL_STATES = frozenset(
+    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED}
+)
+# States in which a job holds (or may hold) GPUs on the cluster: it has an open attempt.
+ACTIVE_STATES = frozenset({JobState.STARTING, JobState.RUNNING, JobState.STOPPING})
+
+
+class Job(models.Model):
+    """A workload submitted to a project (a leaf of the budget tree) on a cluster.
+
+    `min_runtime_s` > 0 makes it allocated work (charged to the project, protected for
+    that long); 0 makes it unallocated (free, preemptible at any time). `priority`
+    orders it only among its project's jobs. `duration_s` is a hint the simulated
+    cluster runs the job for; real clusters ignore it. `submitted_at` is the original
+    submission; `queued_at` the last time it entered PENDING (its current wait)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
+    project = models.ForeignKey("budgets.BudgetNode", on_delete=models.PROTECT, related_name="jobs")
+    submitter = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs"
+    )
+    name = models.CharField(max_length=200)
+    gpus = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    min_runtime_s = models.PositiveIntegerField(default=0)
+    resumable = models.BooleanField(default=False)
+    priority = models.IntegerField(default=0)
+    kind = models.CharField(max_length=20, choices=JobKind.choices, default=JobKind.TRAINING)
+    spec = models.JSONField(default=dict, blank=True)  # image, command, env
+    duration_s = models.PositiveIntegerField(null=True, blank=True)
+    state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.PENDING)
+    state_reason = models.CharField(max_length=500, blank=True)
+    submitted_at = models.DateTimeField()
+    queued_at = models.DateTimeField()
+    first_started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # Work saved at checkpoints by earlier attempts (resumable jobs), in seconds: a
+    # simulated run lasts duration_s - progress_s.
+    progress_s = models.FloatField(default=0.0)
+    attempt_count = models.PositiveIntegerField(default=0)
+    # `allot submit --array N` / `"array": N`: the jobs of one request share an array id.
+    array_id = models.UUIDField(null=True, blank=True, db_index=True)
+    array_index = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["cluster", "state"], name="job_cluster_state"),
+            models.Index(fields=["project", "state"], name="job_project_state"),
+            models.Index(fields=["submitter", "-id"], name="job_submitter_newest"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(gpus__gte=1), name="job_gpus_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} {self.name}"
+
+    @property
+    def allocated(self) -> bool:
+        """Charged to the project's budget and protected for its minimum runtime."""
+        return self.min_runtime_s > 0
+
+
+class AttemptState(models.TextChoices):
+    STARTING = "starting", "Starting"  # decided by a cycle; the adapter may not have it yet
+    RUNNING = "running", "Running"  # the adapter reported it running
+    STOPPING = "stopping", "Stopping"  # a graceful stop was sent; GPUs still held
+    ENDED = "ended", "Ended"  # the adapter reported it gone: GPUs are free
+
+
+class AttemptEnd(models.TextChoices):
+    SUCCEEDED = "succeeded", "Finished successfully"
+    FAILED = "failed", "Failed"
+    PREEMPTED = "preempted", "Preempted"
+    DRAINED = "drained", "Drained"
+    CANCELLED = "cancelled", "Cancelled"
+    LOST = "lost", "Lost with its host or outside Allot"
+    START_FAILED = "start_failed", "Could not be started"
+
+
+class Attempt(models.Model):
+    """One run of a job on the cluster. `attempt_id` (unique) is stamped on the
+    cluster's job, so a start that timed out is looked up and adopted, never repeated.
+
+    `placements` is what the cluster actually gave: [{"host": name, "gpu_indices": [..]}].
+    `started_at`..`ended_at` is the occupancy interval the ledger charges (to the
+    project's budget when `allocated`)."""
+
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="attempts")
+    number = models.PositiveIntegerField()
+    attempt_id = models.CharField(max_length=100, unique=True)
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="attempts")
+    # Denormalised from the job so the ledger reads intervals without a join.
+    project = models.ForeignKey(
+        "budgets.BudgetNode", on_delete=models.PROTECT, related_name="attempts"
+    )
+    gpus = models.PositiveIntegerField()
+    placements = models.JSONField(default=list)
+    allocated = models.BooleanField()
+    state = models.CharField(
+        max_length=20, choices=AttemptState.choices, default=AttemptState.STARTING
+    )
+    external_id = models.CharField(max_length=100, blank=True)  # e.g. the Slurm job id
+    created_at = models.DateTimeField()  # when a cycle decided to start it
+    started_at = models.DateTimeField(null=True, blank=True)
+    stop_requested_at = models.DateTimeField(null=True, blank=True)
+    stop_deadline = models.DateTimeField(null=True, blank=True)  # end of the grace period
+    # Why the stop was asked (what the job becomes once the adapter reports the end).
+    stop_intent = models.CharField(max_length=20, choices=AttemptEnd.choices, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=20, choices=AttemptEnd.choices, blank=True)
+    end_detail = models.CharField(max_length=1000, blank=True)
+    preempted_by = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    started_by_cycle = models.ForeignKey(
+        "CycleRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["job", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "number"], name="attempt_number_unique"),
+            # At most one attempt per job holds GPUs at a time: a new attempt starts only
+            # after the adapter has seen the previous one end.
+            models.UniqueConstraint(
+                fields=["job"],
+                condition=~models.Q(state="ended"),
+                name="one_open_attempt_per_job",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["cluster", "state"], name="attempt_cluster_state"),
+            models.Index(fields=["cluster", "ended_at"], name="attempt_cluster_ended"),
+        ]
+
+    def __str__(self) -> str:
+        return self.attempt_id
+
+    @property
+    def host_names(self) -> list[str]:
+        return [p["host"] for p in self.placements]
+
+
+class JobEvent(models.Model):
+    """One state transition of a job (append-only). A preemption names the job that
+    took the GPUs, its project and the rule that allowed it."""
+
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="events")
+    at = models.DateTimeField()
+    from_state = models.CharField(max_length=20, choices=JobState.choices, blank=True)
+    to_state = models.CharField(max_length=20, choices=JobState.choices)
+    reason = models.CharField(max_length=1000)
+    reason_code = models.CharField(max_length=40, blank=True)
+    attempt = models.ForeignKey(
+        Attempt, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    cycle = models.ForeignKey(
+        "CycleRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, blank=True)
+    preempting_job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    preempting_project = models.ForeignKey(
+        "budgets.BudgetNode", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    rule = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        triggers = [APPEND_ONLY]
+        indexes = [models.Index(fields=["job", "at"], name="jobevent_job_at")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.from_state or '-'} -> {self.to_state}"
+
+
+class CycleRecord(models.Model):
+    """One scheduling cycle of a cluster (kept 30 days)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="cycles")
+    started_at = models.DateTimeField()
+    duration_ms = models.FloatField(null=True, blank=True)
+    pending = models.PositiveIntegerField(default=0)
+    running = models.PositiveIntegerField(default=0)
+    starts = models.PositiveIntegerField(default=0)
+    stops = models.PositiveIntegerField(default=0)
+    reservations = models.PositiveIntegerField(default=0)
+    reconciled = models.PositiveIntegerField(default=0)  # attempts whose state the adapter changed
+    errors = models.JSONField(default=list, blank=True)  # ["adapter unreachable: ..."]
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [models.Index(fields=["cluster", "-started_at"], name="cycle_cluster_newest")]
+
+    def __str__(self) -> str:
+        return f"cycle {self.pk} of {self.cluster_id} at {self.started_at:%H:%M:%S}"
+
+
+class QueueSnapshot(models.Model):
+    """The explained queue of a cluster's last successful cycle (one row per cluster).
+
+    `entries` is the engine's queue in start order, stored in columns (10,000 objects
+    of JSON per cycle would cost more than the cycle): {"job": "id,id,..", "project":
+    "node id,..", "project_position", "project_rank", "metric", "reason": "index into
+    reasons,..", "reasons": [texts]}, each column comma-separated text; the position is
+    the index + 1. Read it with `scheduler.selectors.queue`, which gives one dict per
+    job: {"job", "project", "position", "project_position", "project_rank", "metric",
+    "reason"}. `project_order` is [[project node id, factor], ...]."""
+
+    cluster = models.OneToOneField(
+        Cluster, on_delete=models.CASCADE, primary_key=True, related_name="queue_snapshot"
+    )
+    cycle = models.ForeignKey(CycleRecord, null=True, on_delete=models.SET_NULL, related_name="+")
+    computed_at = models.DateTimeField()
+    entries = models.JSONField(default=list)
+    project_order = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return f"queue of {self.cluster_id} at {self.computed_at:%H:%M:%S}"
+
+
+class IdempotencyKey(models.Model):
+    """An `Idempotency-Key` of a submission (IETF httpapi draft): a retry with the same
+    key and body returns the first response; the same key with another body is refused.
+    Kept at least 24 h."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    fingerprint = models.CharField(max_length=64)  # sha256 of the canonical request body
+    created_at = models.DateTimeField()
+    job_ids = models.JSONField(default=list)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_unique")
+        ]
+        indexes = [models.Index(fields=["created_at"], name="idempotency_created")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}:{self.key}"
+
+
+class PreviewState(models.TextChoices):
+    QUEUED = "queued", "queued"
+    RUNNING = "running", "running"
+    DONE = "done", "done"
+    FAILED = "failed", "failed"
+
+
+class Preview(models.Model):
+    """A what-if preview of a weight change (SPEC 1.5): the cluster's jobs of the last
+    `window_days` replayed with the current and the proposed weights of `node`'s
+    children. Nothing in the tree changes; `result` holds the per-project figures."""
+
+    requester = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="previews"
+    )
+    node = models.ForeignKey("budgets.BudgetNode", on_delete=models.CASCADE, related_name="+")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="previews")
+    weights = models.JSONField(default=list)  # [{"node": id, "weight": "2.5"}], as proposed
+    window_days = models.PositiveIntegerField(default=14, validators=[MinValueValidator(1)])
+    state = models.CharField(
+        max_length=20, choices=PreviewState.choices, default=PreviewState.QUEUED
+    )
+    progress = models.FloatField(default=0.0)  # 0..1
+    result = models.JSONField(null=True, blank=True)
+    error = models.CharField(max_length=1000, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["requester", "-created_at"], name="preview_requester")]
+
+    def __str__(self) -> str:
+        return f"preview {self.pk} of node {self.node_id} ({self.state})"

@@ -1,4 +1,4 @@
-"""Pages of the scheduler app: the window planner's plans side by side."""
+"""Pages of the scheduler app: a job's page, the window planner's plans side by side."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.shortcuts import render
 
 from scheduler.planner import load_scenario, run_mode
 from scheduler.planner.views_data import heatmap_data, list_scenarios
+from scheduler.selectors.jobs import job_page
 
 PAGE_TIME_LIMIT_S = 2.0  # the full (CP-SAT) mode's limit on the page; the CLI defaults to 10 s
 
@@ -34,3 +35,12 @@ def planner_detail(request: HttpRequest, name: str) -> HttpResponse:
         "scheduler/planner_detail.html",
         {"scenario": scenarios[name], "plans": plans, "time_limit": PAGE_TIME_LIMIT_S},
     )
+
+
+@login_required
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A job's state, attempts and events; for a pending job its ranked blockers."""
+    context = job_page(actor=request.user, job_id=job_id)
+    if context is None:
+        raise Http404(f"No job {job_id}")
+    return render(request, "scheduler/job_detail.html", context)

@@ -3,8 +3,18 @@
 import os
 
 import pytest
+from django.contrib.auth import get_user_model
+from hypothesis import Phase, settings
 
 from tests.browser import CHROMIUM, LAUNCH_ARGS
+from tests.factories import EXAMPLE_TREE, SuperUserFactory
+
+pytest_plugins = ["tests.simcluster_plugin"]
+
+# Hypothesis's explain phase traces every line the test runs after a failure; on the
+# simulator's tests that turns one failing example into hours. Failures still shrink.
+settings.register_profile("allot", phases=tuple(p for p in Phase if p is not Phase.explain))
+settings.load_profile("allot")
 
 
 @pytest.fixture
@@ -28,3 +38,44 @@ def page():
         page.set_default_timeout(20000)
         yield page
         browser.close()
+
+
+class Tree:
+    """The example tree, with helpers to find nodes and users by name."""
+
+    def node(self, name: str):
+        from budgets.models import BudgetNode
+
+        return BudgetNode.objects.get(name=name)
+
+    def user(self, name: str):
+        user = get_user_model().objects.get(username=name)
+        if not user.has_usable_password():
+            user.set_password("pw")
+            user.save()
+        return user
+
+
+@pytest.fixture
+def tree(db) -> Tree:
+    """The example tree of tests/factories.py, imported through the budget services."""
+    from budgets.services import budget_tree_import
+
+    budget_tree_import(data=EXAMPLE_TREE)
+    return Tree()
+
+
+@pytest.fixture
+def admin_user(db):
+    return SuperUserFactory(username="root")
+
+
+@pytest.fixture(autouse=True)
+def _clear_test_cache(settings):
+    """Empty the tests' keys in the Redis cache (sign-in failure counts, throttles)."""
+    from django.core.cache import cache
+
+    client = cache._cache.get_client(write=True)
+    prefix = settings.CACHES["default"]["KEY_PREFIX"]
+    for key in client.scan_iter(f"{prefix}:*"):
+        client.delete(key)

@@ -53,3 +53,12 @@ class ClusterFactory(factory.django.DjangoModelFactory):
     name = factory.Sequence(lambda n: f"cluster{n}")
     host_count = 10
     gpus_per_host = 8
+
+
+class HostFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "scheduler.Host"
+
+    cluster = factory.SubFactory(ClusterFactory)
+    name = factory.Sequence(lambda n: f"gpu{n:03d}")
+    gpus = 8

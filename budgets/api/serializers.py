@@ -3,6 +3,17 @@
 from rest_framework import serializers
 
 from budgets.models import BudgetEvent, BudgetEventItem, EventKind, Membership, Role
+from budgets.services import MAX_REASON_LENGTH
+from config.api_fields import NumberOrTextField, TextField
+
+MAX_ID = 2**63 - 1  # PostgreSQL bigint
+REASON_HELP = (
+    "Why, for the audit trail: 1-2000 characters, no control characters except newlines and tabs"
+)
+
+
+def reason_field() -> serializers.CharField:
+    return TextField(max_length=MAX_REASON_LENGTH, help_text=REASON_HELP)
 
 
 class NodeOutput(serializers.Serializer):
@@ -19,19 +30,21 @@ class NodeOutput(serializers.Serializer):
 
 
 class NodeCreateInput(serializers.Serializer):
-    parent = serializers.IntegerField()
-    name = serializers.CharField(max_length=100)
-    weight = serializers.CharField(required=False, default="1")
+    parent = serializers.IntegerField(min_value=1, max_value=MAX_ID)
+    name = TextField(max_length=100)
+    weight = NumberOrTextField(
+        required=False, default="1", help_text="A number >= 0 (or numeric text), up to 4 decimals"
+    )
     kind = serializers.ChoiceField(
         choices=["program", "project"], required=False, default="project"
     )
-    reason = serializers.CharField(allow_blank=True, max_length=5000)
+    reason = reason_field()
 
 
 class NodeUpdateInput(serializers.Serializer):
-    name = serializers.CharField(max_length=100, required=False)
-    parent = serializers.IntegerField(required=False)
-    reason = serializers.CharField(allow_blank=True, max_length=5000)
+    name = TextField(max_length=100, required=False)
+    parent = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    reason = reason_field()
     base_version = serializers.IntegerField(required=False, allow_null=True, min_value=0)
 
 
@@ -41,7 +54,7 @@ class WeightChangeInput(serializers.Serializer):
 
 
 class BudgetChangeInput(serializers.Serializer):
-    reason = serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=100000)
+    reason = reason_field()
     effective_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
     base_version = serializers.IntegerField(
         required=False, allow_null=True, min_value=0, default=None
@@ -50,7 +63,7 @@ class BudgetChangeInput(serializers.Serializer):
 
 
 class BudgetCancelInput(serializers.Serializer):
-    reason = serializers.CharField(allow_blank=True, max_length=100000)
+    reason = reason_field()
 
 
 class EventItemOutput(serializers.ModelSerializer):
@@ -98,7 +111,33 @@ class MembershipOutput(serializers.ModelSerializer):
         fields = ["id", "user", "node", "role"]
 
 
+class BudgetChangeFilter(serializers.Serializer):
+    """Query parameters of the history list."""
+
+    node = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID, help_text="events that touched this node"
+    )
+    actor = serializers.CharField(
+        required=False, max_length=150, help_text="user name of the actor"
+    )
+    since = serializers.DateTimeField(
+        required=False, help_text="ISO 8601 time, e.g. 2026-11-01T00:00:00Z"
+    )
+    kind = serializers.ChoiceField(required=False, choices=EventKind.choices)
+
+
+class MembershipFilter(serializers.Serializer):
+    node = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID, help_text="memberships on this node"
+    )
+
+
 class MembershipInput(serializers.Serializer):
-    user = serializers.CharField()
-    node = serializers.IntegerField()
+    user = TextField(max_length=150)
+    node = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     role = serializers.ChoiceField(choices=Role.choices)
+    reason = TextField(
+        max_length=MAX_REASON_LENGTH,
+        required=False,
+        help_text="Why, for the audit trail (a description of the grant by default)",
+    )

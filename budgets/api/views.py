@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from django.utils.dateparse import parse_datetime
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
@@ -12,8 +10,9 @@ from rest_framework.views import APIView
 
 from budgets import selectors, services
 from budgets.api import serializers as s
-from budgets.models import EventKind, Membership
-from config.errors import NotFound, ValidationFailed
+from budgets.models import Membership
+from config.api_schema import error_response, paginated
+from config.errors import NotFound
 
 
 def _node_payload(index: selectors.TreeIndex, node_id: int) -> dict:
@@ -31,6 +30,11 @@ def _node_payload(index: selectors.TreeIndex, node_id: int) -> dict:
         "managers": index.managers.get(node.pk, []),
         "members": index.members.get(node.pk, []),
     }
+
+
+def _query(serializer_class, request) -> dict:
+    """Query parameters checked by a filter serializer (an empty value is invalid too)."""
+    return _validated(serializer_class, request.query_params.dict())
 
 
 def _validated(serializer_class, data) -> dict:
@@ -72,7 +76,9 @@ class NodeDetailApi(APIView):
         return Response(s.NodeOutput(_node_payload(index, node_id)).data)
 
     @extend_schema(
-        request=s.NodeUpdateInput, responses=s.NodeOutput, summary="Rename or move a node"
+        request=s.NodeUpdateInput,
+        responses={200: s.NodeOutput, 409: error_response(409)},
+        summary="Rename or move a node",
     )
     def patch(self, request, node_id: int):
         data = _validated(s.NodeUpdateInput, request.data)
@@ -102,40 +108,18 @@ class TreeApi(APIView):
 
 class BudgetChangeListApi(APIView):
     @extend_schema(
-        parameters=[
-            OpenApiParameter("node", OpenApiTypes.INT, description="events that touched this node"),
-            OpenApiParameter("actor", OpenApiTypes.STR, description="user name of the actor"),
-            OpenApiParameter("since", OpenApiTypes.DATETIME, description="ISO 8601 time"),
-            OpenApiParameter("kind", OpenApiTypes.STR, enum=EventKind.values),
-        ],
-        responses=s.BudgetEventOutput(many=True),
+        parameters=[s.BudgetChangeFilter],
+        responses=paginated(s.BudgetEventOutput, "PaginatedBudgetEventList"),
+        operation_id="v1_budget_changes_list",
         summary="Budget history, newest first",
     )
     def get(self, request):
-        params = request.query_params
-        node_id = None
-        if params.get("node"):
-            try:
-                node_id = int(params["node"])
-            except ValueError:
-                raise ValidationFailed(
-                    f"'{params['node']}' is not a node id.", field="node"
-                ) from None
-        since = None
-        if params.get("since"):
-            since = parse_datetime(params["since"])
-            if since is None:
-                raise ValidationFailed(
-                    f"'{params['since']}' is not an ISO 8601 time (e.g. 2026-11-01T00:00:00Z).",
-                    field="since",
-                )
-        kind = params.get("kind") or None
-        if kind and kind not in EventKind.values:
-            raise ValidationFailed(
-                f"kind must be one of {', '.join(EventKind.values)}.", field="kind"
-            )
+        filters = _query(s.BudgetChangeFilter, request)
         events = selectors.budget_event_list(
-            node_id=node_id, actor=params.get("actor"), since=since, kind=kind
+            node_id=filters.get("node"),
+            actor=filters.get("actor"),
+            since=filters.get("since"),
+            kind=filters.get("kind"),
         )
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(events, request, view=self)
@@ -143,7 +127,7 @@ class BudgetChangeListApi(APIView):
 
     @extend_schema(
         request=s.BudgetChangeInput,
-        responses={201: s.BudgetEventOutput},
+        responses={201: s.BudgetEventOutput, 409: error_response(409)},
         summary="Change weights (now or at effective_at) with a reason",
     )
     def post(self, request):
@@ -171,7 +155,7 @@ class BudgetChangeDetailApi(APIView):
 class BudgetChangeCancelApi(APIView):
     @extend_schema(
         request=s.BudgetCancelInput,
-        responses={201: s.BudgetEventOutput},
+        responses={201: s.BudgetEventOutput, 409: error_response(409)},
         summary="Cancel a scheduled change",
     )
     def post(self, request, event_id: int):
@@ -184,13 +168,18 @@ class BudgetChangeCancelApi(APIView):
 
 
 class MembershipListApi(APIView):
-    @extend_schema(responses=s.MembershipOutput(many=True), summary="Memberships")
+    @extend_schema(
+        parameters=[s.MembershipFilter],
+        responses=s.MembershipOutput(many=True),
+        summary="Memberships",
+    )
     def get(self, request):
+        filters = _query(s.MembershipFilter, request)
         memberships = Membership.objects.select_related("user").order_by(
             "node_id", "role", "user__username"
         )
-        if request.query_params.get("node"):
-            memberships = memberships.filter(node_id=request.query_params["node"])
+        if filters.get("node"):
+            memberships = memberships.filter(node_id=filters["node"])
         return Response(s.MembershipOutput(memberships, many=True).data)
 
     @extend_schema(
@@ -199,7 +188,11 @@ class MembershipListApi(APIView):
     def post(self, request):
         data = _validated(s.MembershipInput, request.data)
         membership = services.membership_add(
-            actor=request.user, node_id=data["node"], username=data["user"], role=data["role"]
+            actor=request.user,
+            node_id=data["node"],
+            username=data["user"],
+            role=data["role"],
+            reason=data.get("reason"),
         )
         return Response(s.MembershipOutput(membership).data, status=status.HTTP_201_CREATED)
 

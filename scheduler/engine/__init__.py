@@ -1,11 +1,19 @@
 """The scheduling engine: pure Python, no Django, no clock, no I/O, deterministic.
 
-`plan(snapshot, policy, now)` runs one scheduling cycle and returns a `CyclePlan`.
-`fairshare` holds the budget arithmetic (entitled shares, Slurm Fair Tree).
+`plan(snapshot, policy, now, state)` runs one scheduling cycle and returns a
+`CyclePlan`; `state` is an `EngineState` the caller creates and owns (warm caches
+across cycles; optional). `budget_tree` holds the budget arithmetic, project keys and
+the tree file format; `fairshare` the Slurm Fair Tree order.
+
+Modules, each deciding one thing: `cluster` (free GPUs, running work), `drain`,
+`fairshare_cycle` (our pass), `placement`, `reservations`, `preemption`, `explain`
+(reasons and the queue), `baselines` (fifo, priority, static), `cycle` (`plan`).
 """
 
+from scheduler.engine.budget_tree import entitled_shares
 from scheduler.engine.cycle import MODES, plan
-from scheduler.engine.fairshare import compute_fair_share, entitled_shares, fair_tree
+from scheduler.engine.fairshare import compute_fair_share, fair_tree
+from scheduler.engine.state import EngineState
 from scheduler.engine.types import (
     DAYS,
     HOURS,
@@ -31,6 +39,7 @@ __all__ = [
     "MODES",
     "BudgetNode",
     "CyclePlan",
+    "EngineState",
     "Host",
     "HostReady",
     "Placement",

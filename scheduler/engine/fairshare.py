@@ -1,7 +1,11 @@
 """Hierarchical fair share: entitled shares and Slurm's Fair Tree walk.
 
-Pure Python, no clock, no I/O. The tree is compiled once per `BudgetNode` object
-(cached by identity) so a scheduling cycle only redoes the arithmetic on usage.
+Decides the order of projects: which project is served first, and whether one
+project would still rank above another after its usage grows (the test preemption
+uses to avoid cycles). Pure Python, no clock, no I/O. The tree is compiled once per
+`BudgetNode` object (memoised by identity in the caller's `EngineState`), so a
+scheduling cycle only redoes the arithmetic on usage. Shares and project keys follow
+`scheduler.engine.budget_tree`.
 
 Fair Tree, as in Slurm (doc/html/fair_tree.shtml): at every level siblings are
 compared by their level fair-share LF = S / U where S is the node's share among its
@@ -23,15 +27,28 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from scheduler.engine.budget_tree import entitled_shares, project_keys, sibling_shares
 from scheduler.engine.types import BudgetNode
 
-__all__ = ["FairShare", "compute_fair_share", "entitled_shares", "fair_tree"]
+__all__ = [
+    "CompiledTree",
+    "FairShare",
+    "TreeMemo",
+    "compile_tree",
+    "compute_fair_share",
+    "entitled_shares",
+    "fair_tree",
+]
 
 INF = math.inf
+# Compiled trees kept per caller state (a tree object per budget version, few at once).
+_MAX_COMPILED_TREES = 16
 
 
-class _Tree:
-    """A budget tree flattened into arrays (node 0 is the root)."""
+class CompiledTree:
+    """A budget tree flattened into arrays (node 0 is the root).
+
+    `names[i]` is node i's name for inner nodes and its project key for leaves."""
 
     __slots__ = (
         "children",
@@ -61,7 +78,18 @@ class _Tree:
         self.leaves: list[int] = []
         self.leaf_index: dict[str, int] = {}
         self.tiekeys: dict[int, list[int]] = {}
-        self._add(root, -1, "", 1.0, 1.0, ())
+        explicit_keys: list[str] = []
+        self._add(root, -1, "", 1.0, 1.0, (), explicit_keys)
+        keys = project_keys(
+            [self.names[i] for i in self.leaves],
+            [self.paths[i] for i in self.leaves],
+            explicit_keys,
+        )
+        for i, key in zip(self.leaves, keys, strict=True):
+            if key in self.leaf_index:
+                raise ValueError(f"project {key!r} appears twice in the budget tree")
+            self.names[i] = key
+            self.leaf_index[key] = i
         # Per node, the names of the leaves below it (itself for a leaf).
         self.leaves_under: list[list[str]] = [[] for _ in self.names]
         for i in self.leaves:
@@ -80,6 +108,7 @@ class _Tree:
         share: float,
         entitled: float,
         anc: tuple[int, ...],
+        explicit_keys: list[str],
     ) -> int:
         i = len(self.names)
         self.names.append(node.name)
@@ -93,15 +122,12 @@ class _Tree:
         anc = (*anc, i)
         self.path_nodes.append(anc)
         if leaf:
-            if node.name in self.leaf_index:
-                raise ValueError(f"project {node.name!r} appears twice in the budget tree")
             self.leaves.append(i)
-            self.leaf_index[node.name] = i
-        total = sum(max(float(c.weight), 0.0) for c in node.children)
-        for c in node.children:
-            s = max(float(c.weight), 0.0) / total if total > 0 else 0.0
+            explicit_keys.append(node.key)
+        shares = sibling_shares([c.weight for c in node.children])
+        for c, s in zip(node.children, shares, strict=True):
             cpath = f"{path}/{c.name}" if path else c.name
-            j = self._add(c, i, cpath, s, entitled * s, anc)
+            j = self._add(c, i, cpath, s, entitled * s, anc, explicit_keys)
             self.children[i].append(j)
         return i
 
@@ -113,28 +139,22 @@ class _Tree:
         return keys
 
 
-_CACHE: dict[int, tuple[BudgetNode, _Tree]] = {}
+# id(tree) -> (tree, compiled): the entry holds the tree, so its id stays unique
+TreeMemo = dict[int, tuple[BudgetNode, CompiledTree]]
 
 
-def _compile(tree: BudgetNode) -> _Tree:
-    hit = _CACHE.get(id(tree))
+def compile_tree(tree: BudgetNode, memo: TreeMemo | None = None) -> CompiledTree:
+    """The compiled form of `tree`, memoised in `memo` by object identity."""
+    if memo is None:
+        return CompiledTree(tree)
+    hit = memo.get(id(tree))
     if hit is not None and hit[0] is tree:
         return hit[1]
-    ct = _Tree(tree)
-    if len(_CACHE) >= 16:
-        _CACHE.clear()
-    _CACHE[id(tree)] = (tree, ct)  # keeps the tree alive so its id stays unique
+    ct = CompiledTree(tree)
+    if len(memo) >= _MAX_COMPILED_TREES:
+        memo.clear()
+    memo[id(tree)] = (tree, ct)
     return ct
-
-
-def entitled_shares(tree: BudgetNode) -> dict[str, float]:
-    """Each project's entitled share of the cluster: product of sibling shares on its path.
-
-    A node's share among siblings is weight / sum of sibling weights (0 when all are 0).
-    Example: A/B at 50/50 and A1/A2 at 70/30 under A give A1 = 0.35.
-    """
-    ct = _compile(tree)
-    return {ct.names[i]: ct.entitled[i] for i in ct.leaves}
 
 
 @dataclass(slots=True)
@@ -146,7 +166,7 @@ class FairShare:
     share a rank); `usage` and `lf` are per node index of the compiled tree.
     """
 
-    tree: _Tree
+    tree: CompiledTree
     order: list[str]
     factor: dict[str, float]
     usage: list[float]
@@ -262,9 +282,11 @@ def _lf(share: float, usage: float, parent_usage: float) -> float:
     return share * parent_usage / usage
 
 
-def compute_fair_share(tree: BudgetNode, usage: Mapping[str, float], seed: int = 0) -> FairShare:
+def compute_fair_share(
+    tree: BudgetNode, usage: Mapping[str, float], seed: int = 0, memo: TreeMemo | None = None
+) -> FairShare:
     """Run the Fair Tree walk on `tree` with per-project `usage` (missing = 0)."""
-    ct = _compile(tree)
+    ct = compile_tree(tree, memo)
     n = len(ct.names)
     u = [0.0] * n
     get = usage.get

@@ -1,206 +1,114 @@
-"""GPU placement: aligned power-of-two blocks inside a host, best fit across hosts.
+"""Placement on free GPUs: which host and GPUs a job that can start gets.
 
-A host's free GPUs are an int bitmask (bit i = GPU i free); no per-GPU objects.
-`FreeIndex` keeps, for every block size p (1, 2, 4, ...), the healthy hosts that have
-a free aligned p-block bucketed by their number of free GPUs, so "does a p-block
-exist anywhere" is O(1) and best fit (fewest free GPUs that still fit, so whole hosts
-stay whole) is a scan of at most `gpus per host` buckets.
-
-Rules:
-- a job of g <= host GPUs uses one host, inside an aligned block of p = next power of
-  two >= g (start divisible by p). A job of non-power-of-two size (e.g. 3) needs a
-  whole free p-block and takes its lowest g GPUs; the rest of the block stays free
-  for smaller jobs. A job equal to the full size of a non-power-of-two host (e.g. 6
-  on a 6-GPU host) takes that whole host.
-- a larger job needs whole hosts of one size that divides it, all-or-nothing.
-- inside a host the block whose largest enclosing free aligned block is smallest is
-  used (buddy-style best fit), lowest index first.
+Decides where, never whether: single-host jobs get the free aligned block of their
+size on the best-fit host (fewest free GPUs that still fit, so whole hosts stay
+whole); among equally good hosts, in fair-share mode, the one where the job's project
+already holds the most GPUs, with unallocated work counted as one project of its own
+(so a host holds one project's work: that project's higher-priority jobs and projects
+ranked above it can assemble whole blocks by preemption, and hosts of unallocated work
+can be emptied at once for allocated jobs). Larger jobs take whole free hosts, all or
+nothing. Reserved hosts take new work only through `place_reserved`.
 """
 
 from __future__ import annotations
 
-__all__ = ["FreeIndex", "Shape", "block_info", "mask_of", "pow2ceil"]
+from collections.abc import Iterable
+
+from scheduler.engine.blocks import Shape
+from scheduler.engine.cluster import UNALLOCATED, ClusterState, Decisions
+from scheduler.engine.types import Placement, Workload
+
+__all__ = ["Placer"]
+
+# How many best-fit hosts the same-project packing looks at.
+_PACKING_LOOKAHEAD = 32
 
 
-def pow2ceil(g: int) -> int:
-    """The smallest power of two >= g (g >= 1)."""
-    return 1 << (g - 1).bit_length()
+class Placer:
+    """Places jobs on the cycle's free GPUs."""
 
+    def __init__(self, cluster: ClusterState, decisions: Decisions, pack_by_project: bool) -> None:
+        self.cluster = cluster
+        self.decisions = decisions
+        self.pack_by_project = pack_by_project
+        self._host_projects: list[dict[str, int]] | None = None
 
-_MASKS: dict[tuple[int, ...], int] = {}
+    def place_free(self, w: Workload, sh: Shape) -> tuple[Placement, ...] | None:
+        """Placements for `w` in free, unreserved GPUs (best fit), or None."""
+        c = self.cluster
+        index = c.index
+        if sh.block:
+            h = index.find_block(sh.block)
+            if h >= 0:
+                if self.pack_by_project:
+                    h = self._same_project(h, sh.block, w)
+                return (c.take_block(h, c.best_start(h, sh.block), sh.gpus),)
+        for size, n in sh.whole:
+            d = index.whole.get(size)
+            if d is not None and len(d) >= n:
+                return tuple(c.take_whole(h) for h in list(d)[:n])
+        return None
 
+    def host_projects(self) -> list[dict[str, int]]:
+        """Per host, the GPUs each project's jobs hold there (built when first needed in
+        a cycle, this cycle's starts included; kept up to date by `_same_project`)."""
+        hp = self._host_projects
+        if hp is None:
+            c = self.cluster
+            hp = self._host_projects = [{} for _ in c.gpus]
+            for rw, host_masks, _, _, _ in c.runs:
+                p = rw.workload.project if rw.allocated else UNALLOCATED
+                for h, m in host_masks:
+                    d = hp[h]
+                    d[p] = d.get(p, 0) + m.bit_count()
+            start_project = self.decisions.start_project
+            for st in self.decisions.starts:
+                p = start_project[st.workload_id]
+                for pl in st.placements:
+                    d = hp[c.host_index[pl.host]]
+                    d[p] = d.get(p, 0) + len(pl.gpu_indices)
+        return hp
 
-def mask_of(indices: tuple[int, ...]) -> int:
-    """Bitmask of GPU indices (memoised: few distinct tuples exist)."""
-    m = _MASKS.get(indices)
-    if m is None:
-        m = 0
-        for i in indices:
-            m |= 1 << i
-        if len(_MASKS) < 100_000:
-            _MASKS[indices] = m
-    return m
-
-
-# (gpus, free mask) -> (largest free aligned block, {p: best block start})
-_INFO: dict[tuple[int, int], tuple[int, dict[int, int]]] = {}
-
-
-def block_info(gpus: int, free: int) -> tuple[int, dict[int, int]]:
-    """Largest free aligned power-of-two block of a host and its best block per size."""
-    key = (gpus, free)
-    hit = _INFO.get(key)
-    if hit is not None:
-        return hit
-    best: dict[int, int] = {}
-    maxblk = 0
-    p = 1
-    while p <= gpus:
-        full = (1 << p) - 1
-        choice = -1
-        choice_q = 0
-        for s in range(0, gpus - p + 1, p):
-            bm = full << s
-            if free & bm != bm:
-                continue
-            q = p
-            while q * 2 <= gpus:
-                s2 = s - s % (2 * q)
-                bm2 = ((1 << (2 * q)) - 1) << s2
-                if s2 + 2 * q <= gpus and free & bm2 == bm2:
-                    q *= 2
-                else:
+    def _same_project(self, h0: int, p: int, w: Workload) -> int:
+        """Among the best-fit hosts (as few free GPUs as `h0`), the one where `w`'s
+        project holds the most GPUs (lowest index on ties)."""
+        index = self.cluster.index
+        d = index.buckets[p][index.nfree[h0]]
+        key = w.project if w.min_runtime_s > 0 else UNALLOCATED
+        if len(d) > 1:
+            hp = self.host_projects()
+            best, best_gpus = h0, hp[h0].get(key, 0)
+            for n, h in enumerate(d):
+                k = hp[h].get(key, 0)
+                if k > best_gpus or (k == best_gpus and h < best):
+                    best, best_gpus = h, k
+                if n >= _PACKING_LOOKAHEAD - 1:
                     break
-            if choice < 0 or q < choice_q:
-                choice, choice_q = s, q
-        if choice < 0:
-            break
-        best[p] = choice
-        maxblk = p
-        p *= 2
-    info = (maxblk, best)
-    if len(_INFO) < 500_000:
-        _INFO[key] = info
-    return info
+            h0 = best
+        built = self._host_projects
+        if built is not None:
+            held = built[h0]
+            held[key] = held.get(key, 0) + w.gpus
+        return h0
 
-
-def aligned_blocks(gpus: int, avail: int, p: int) -> list[int]:
-    """All starts of aligned p-blocks entirely inside `avail`."""
-    full = (1 << p) - 1
-    return [s for s in range(0, gpus - p + 1, p) if avail & (full << s) == full << s]
-
-
-class Shape:
-    """How a job of `gpus` GPUs can be placed on the cluster's host sizes."""
-
-    __slots__ = ("block", "gpus", "hosts_needed", "reason", "whole")
-
-    def __init__(self, gpus: int, host_sizes: list[int]) -> None:
-        self.gpus = gpus
-        self.block = 0  # single host: aligned block size
-        self.whole: list[tuple[int, int]] = []  # [(host size, hosts needed)], whole hosts
-        self.hosts_needed = 1
-        self.reason = ""
-        if gpus <= 0:
-            self.reason = f"cannot run: asks for {gpus} GPUs"
-            return
-        biggest = max(host_sizes) if host_sizes else 0
-        if gpus <= biggest:
-            p = pow2ceil(gpus)
-            if any(p <= g for g in host_sizes):
-                self.block = p
-            if gpus in host_sizes and p > gpus:
-                self.whole = [(gpus, 1)]
-            if not self.block and not self.whole:
-                self.reason = (
-                    f"cannot run: {gpus} GPUs need an aligned block of {p}, "
-                    f"larger than any host ({biggest} GPUs)"
-                )
-            return
-        for g in sorted(set(host_sizes), reverse=True):
-            n = gpus // g
-            if gpus % g == 0 and n <= host_sizes.count(g):
-                self.whole.append((g, n))
-        if self.whole:
-            self.hosts_needed = self.whole[0][1]
-        else:
-            sizes = "/".join(str(s) for s in sorted(set(host_sizes)))
-            self.reason = (
-                f"cannot run: {gpus} GPUs is more than one host holds and not a multiple of "
-                f"the host size ({sizes} GPUs) that the cluster has enough hosts for; "
-                "jobs larger than one host need whole hosts"
-            )
-
-
-class FreeIndex:
-    """Free GPUs of the schedulable hosts, indexed by block size and free count."""
-
-    __slots__ = ("buckets", "cnt", "free", "gpus", "maxblk", "nfree", "sizes", "whole")
-
-    def __init__(self, gpus: list[int]) -> None:
-        self.gpus = gpus
-        n = len(gpus)
-        gmax = max(gpus) if gpus else 0
-        self.sizes: list[int] = []
-        p = 1
-        while p <= gmax:
-            self.sizes.append(p)
-            p *= 2
-        self.free = [0] * n  # mask as seen by new work (0 for unschedulable hosts)
-        self.nfree = [0] * n
-        self.maxblk = [0] * n
-        self.buckets: dict[int, list[dict[int, None]]] = {
-            p: [{} for _ in range(gmax + 1)] for p in self.sizes
-        }
-        self.cnt: dict[int, int] = dict.fromkeys(self.sizes, 0)
-        self.whole: dict[int, dict[int, None]] = {g: {} for g in set(gpus)}
-
-    def set(self, h: int, free: int) -> None:
-        """Set host `h`'s free mask (as usable by new work) and re-index it."""
-        old_mb = self.maxblk[h]
-        old_f = self.nfree[h]
-        g = self.gpus[h]
-        if old_mb:
-            buckets, cnt = self.buckets, self.cnt
-            for p in self.sizes:
-                if p > old_mb:
-                    break
-                del buckets[p][old_f][h]
-                cnt[p] -= 1
-        if old_f == g and old_f:
-            del self.whole[g][h]
-        self.free[h] = free
-        f = free.bit_count()
-        self.nfree[h] = f
-        mb = block_info(g, free)[0] if f else 0
-        self.maxblk[h] = mb
-        if mb:
-            buckets, cnt = self.buckets, self.cnt
-            for p in self.sizes:
-                if p > mb:
-                    break
-                buckets[p][f][h] = None
-                cnt[p] += 1
-        if f == g and f:
-            self.whole[g][h] = None
-
-    def any_free(self) -> bool:
-        """Whether any schedulable GPU is free."""
-        return bool(self.sizes) and self.cnt[1] > 0
-
-    def find_block(self, p: int) -> int:
-        """Best-fit host with a free aligned p-block, or -1 (O(gpus per host))."""
-        if self.cnt.get(p, 0) <= 0:
-            return -1
-        for d in self.buckets[p][p:]:
-            if d:
-                return next(iter(d))
-        return -1
-
-    def take_block(self, h: int, p: int, g: int) -> tuple[int, ...]:
-        """Allocate the lowest g GPUs of the best free aligned p-block on host h."""
-        free = self.free[h]
-        s = block_info(self.gpus[h], free)[1][p]
-        idx = tuple(range(s, s + g))
-        self.set(h, free & ~(((1 << g) - 1) << s))
-        return idx
+    def place_reserved(
+        self, w: Workload, sh: Shape, hosts: Iterable[int]
+    ) -> tuple[Placement, ...] | None:
+        """Placements for a single-host job on the free GPUs of reserved `hosts` (the
+        host with the fewest free GPUs that has a free block of its size)."""
+        if not sh.block:
+            return None
+        c = self.cluster
+        free = c.free
+        best = -1
+        for h in hosts:
+            f = free[h]
+            if (
+                f
+                and c.largest_block(h, f) >= sh.block
+                and (best < 0 or f.bit_count() < free[best].bit_count())
+            ):
+                best = h
+        if best < 0:
+            return None
+        return (c.take_block(best, c.best_start(best, sh.block), sh.gpus),)

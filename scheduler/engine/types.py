@@ -73,11 +73,17 @@ class RunningWorkload:
 
 @dataclass(frozen=True, slots=True)
 class BudgetNode:
-    """A node of the budget tree. Leaves are projects (their `name` is the project key)."""
+    """A node of the budget tree. Leaves are projects.
+
+    A leaf's project key (how snapshots, usage and plans name the project) is `key`
+    when set, else its name when no other leaf has that name, else its path below the
+    root ("prog-a/a1"); see `scheduler.engine.budget_tree`.
+    """
 
     name: str
     weight: float = 1.0
     children: tuple[BudgetNode, ...] = ()
+    key: str = ""
 
 
 @dataclass(frozen=True, slots=True)

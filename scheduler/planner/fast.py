@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from scheduler.planner.model import BatchJob, Scenario
 from scheduler.planner.packing import BitPacker
@@ -73,7 +74,9 @@ class _Realtime:
         other.total = list(self.total)
         return other
 
-    def reduced(self, t0: int, t1: int, deficit: list[int]) -> tuple[dict[int, tuple], int]:
+    def reduced(
+        self, t0: int, t1: int, deficit: list[int]
+    ) -> tuple[dict[int, tuple[Any, ...]], int]:
         """New (upper, held) rows of the services that free `deficit[t - t0]` GPUs at
         each step of [t0, t1), and the real-time GPU-steps that costs in all."""
         rows: dict[int, tuple[list[int], list[int]]] = {}
@@ -99,7 +102,7 @@ class _Realtime:
             rows[s] = (upper, new)
         return rows, cost
 
-    def commit(self, rows: dict[int, tuple]) -> None:
+    def commit(self, rows: dict[int, tuple[Any, ...]]) -> None:
         for s, (upper, held) in rows.items():
             old = self.held[s]
             self.total = [x - o + h for x, o, h in zip(self.total, old, held, strict=True)]
@@ -121,7 +124,7 @@ class _Realtime:
         return sum(sum(d) - sum(h) for d, h in zip(self.demand, self.held, strict=True))
 
 
-def _by_priority(scenario: Scenario) -> Callable[[int], tuple]:
+def _by_priority(scenario: Scenario) -> Callable[[int], tuple[Any, ...]]:
     jobs, decay = scenario.batch, scenario.decay
     return lambda i: (
         -jobs[i].priority * decay ** jobs[i].arrival,
@@ -132,12 +135,12 @@ def _by_priority(scenario: Scenario) -> Callable[[int], tuple]:
     )
 
 
-def _by_arrival(scenario: Scenario) -> Callable[[int], tuple]:
+def _by_arrival(scenario: Scenario) -> Callable[[int], tuple[Any, ...]]:
     jobs = scenario.batch
     return lambda i: (jobs[i].arrival, -jobs[i].priority, -jobs[i].gpus, -jobs[i].duration, i)
 
 
-def _by_priority_small(scenario: Scenario) -> Callable[[int], tuple]:
+def _by_priority_small(scenario: Scenario) -> Callable[[int], tuple[Any, ...]]:
     jobs, decay, steps = scenario.batch, scenario.decay, scenario.steps
     return lambda i: (
         -jobs[i].priority * decay ** jobs[i].arrival,
@@ -147,7 +150,7 @@ def _by_priority_small(scenario: Scenario) -> Callable[[int], tuple]:
     )
 
 
-def _by_value(scenario: Scenario) -> Callable[[int], tuple]:
+def _by_value(scenario: Scenario) -> Callable[[int], tuple[Any, ...]]:
     jobs, decay, steps = scenario.batch, scenario.decay, scenario.steps
     return lambda i: (
         -jobs[i].priority
@@ -159,7 +162,7 @@ def _by_value(scenario: Scenario) -> Callable[[int], tuple]:
     )
 
 
-def _by_size(scenario: Scenario) -> Callable[[int], tuple]:
+def _by_size(scenario: Scenario) -> Callable[[int], tuple[Any, ...]]:
     jobs, decay = scenario.batch, scenario.decay
     return lambda i: (
         -jobs[i].gpus,
@@ -169,7 +172,7 @@ def _by_size(scenario: Scenario) -> Callable[[int], tuple]:
     )
 
 
-ORDERS: dict[str, Callable[[Scenario], Callable[[int], tuple]]] = {
+ORDERS: dict[str, Callable[[Scenario], Callable[[int], tuple[Any, ...]]]] = {
     "priority": _by_priority,
     "arrival": _by_arrival,
     "priority_small": _by_priority_small,
@@ -185,7 +188,7 @@ def _insert(
     rt: _Realtime,
     decay_cum: list[float],
     free: list[int],
-) -> tuple[int, int, dict[int, tuple] | None, float] | None:
+) -> tuple[int, int, dict[int, tuple[Any, ...]] | None, float] | None:
     """Best (start, first GPU, real-time change, net value) for one job, or None.
 
     `free[t]` = GPUs that batch work and real-time leave at step t. The earliest
@@ -199,7 +202,7 @@ def _insert(
     size, dur, arrival = job.gpus, job.duration, job.arrival
     weight = job.priority * size
     hard = _earliest(job, packer, free, steps)
-    best: tuple[int, int, dict[int, tuple] | None, float] | None = None
+    best: tuple[int, int, dict[int, tuple[Any, ...]] | None, float] | None = None
     best_net = 0.0
     end = steps
     if hard is not None:

@@ -38,7 +38,9 @@ _BATCH_COLORS = (
 _REALTIME_COLORS = ("#d62728", "#ff7f0e", "#e6550d", "#a50f15", "#fd8d3c")
 
 
-def _matrix(scenario: Scenario, plan: Plan | dict[str, Any]) -> tuple[np.ndarray, str, dict]:
+def _matrix(
+    scenario: Scenario, plan: Plan | dict[str, Any]
+) -> tuple[np.ndarray, str, dict[str, Any]]:
     if isinstance(plan, Plan):
         return plan.matrix, plan.mode, dict(plan.metrics)
     index = {job_id: i for i, job_id in enumerate(scenario.job_ids())}

@@ -87,6 +87,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--cycle-s", type=_positive(), default=60.0, help="periodic cycle (60)")
     r.add_argument("--until-days", type=_positive(), default=None, help="stop the replay then")
+    r.add_argument(
+        "--warmup-days",
+        type=_positive(allow_zero=True),
+        default=0.0,
+        help="also report every figure without the first D days (an empty cluster fills "
+        "up first); the report keeps the full-run figures and adds 'after_warmup'",
+    )
+    r.add_argument(
+        "--html",
+        type=Path,
+        help="REPORT.html: one self-contained page with the charts of every policy side by "
+        "side (occupancy over time, delivery per project, waits by kind)",
+    )
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
@@ -161,6 +174,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     policies = list(POLICIES) if args.policy == "all" else [args.policy]
     many = len(policies) > 1
     reports: dict[str, dict[str, Any]] = {}
+    charts: dict[str, dict[str, Any]] = {}
     for policy in policies:
         config = SimConfig(
             policy=policy,
@@ -181,7 +195,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
             bar.close()
         if not result.wall_s:
             result.wall_s = time.perf_counter() - t0
-        reports[policy] = build_report(result, tree)
+        reports[policy] = build_report(result, tree, warmup_s=args.warmup_days * DAY_S)
+        if args.html:
+            from scheduler.sim.html import chart_data
+
+            charts[policy] = chart_data(result, reports[policy])
         if args.jobs_out:
             write_jobs_csv(result, _per_policy(args.jobs_out, policy, many))
         if args.intervals_out:
@@ -190,6 +208,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     doc = reports if many else reports[policies[0]]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    if args.html:
+        from scheduler.sim.html import write_html
+
+        write_html(args.html, charts, title=f"{cluster.name}: {', '.join(policies)}")
     print(comparison_table(reports))
     return 0
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scheduler.engine.budget_tree import budget_node, entitled_shares, parse_tree_document
 from scheduler.sim.io import TRACE_COLUMNS
 
 __all__ = ["SCENARIOS", "SCENARIO_NOTES", "Scenario", "TraceRow", "generate", "write_scenario"]
@@ -96,19 +97,8 @@ class Scenario:
 
 
 def _leaf_shares(tree: dict[str, Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
-
-    def walk(node: dict[str, Any], share: float) -> None:
-        kids = node.get("children") or []
-        if not kids:
-            out[node["name"]] = share
-            return
-        total = sum(k["weight"] for k in kids)
-        for k in kids:
-            walk(k, share * k["weight"] / total if total else 0.0)
-
-    walk(tree, 1.0)
-    return out
+    """Each project's entitled share in a tree document (`budget_tree`'s arithmetic)."""
+    return entitled_shares(budget_node(parse_tree_document(tree)))
 
 
 class _Clock:
@@ -326,43 +316,55 @@ _AI2_OPENING_X = 2.0  # sweeps queued in the first hour, x the cluster's GPUs (5
 _AI2_SWEEPS_X = 0.065  # sweeps submitted over the month, x capacity
 
 
-def _ai2_month(seed: int) -> Scenario:
-    """The production conditions SPEC 1.2/1.6 report: teams whose allocated demand swings
-    above and below their share (quiet weeks, deadline pushes) and a standing backlog of
-    unallocated sweeps that fills what budgets leave idle (see the module docstring)."""
-    rng = random.Random(seed)
-    hosts, days = 64, 30
-    t1 = days * DAY
-    gpus = hosts * 8
+def organisation_rows(seed: int, shares: dict[str, float], gpus: int, t1: float) -> list[TraceRow]:
+    """An organisation's month-like load over [0, t1) on `gpus` GPUs (SPEC 1.2, 1.6):
+    teams whose allocated demand swings above and below their share (quiet weeks,
+    deadline pushes: team pushes, long and small training, interactive sessions, debug
+    bursts) and a standing backlog of unallocated sweeps that fills what budgets leave
+    idle. Rows are unsorted and unnumbered (`_finish` does both). The demo organisation's
+    load (`scheduler.services.demo`) is this generator on its own tree."""
     capacity_gpu_s = gpus * t1
-    tree = _ai2_tree()
-    shares = _leaf_shares(tree)
     rows: list[TraceRow] = []
     # how busy each team is relative to its share, normalised to _AI2_ALLOCATED_X in all
     intensity = {p: random.Random(f"{seed}:{p}:busy").uniform(0.4, 1.6) for p in shares}
-    norm = sum(shares[p] * intensity[p] for p in shares)
+    norm = sum(shares[p] * intensity[p] for p in shares) or 1.0
     for proj, share in shares.items():
         prng = random.Random(f"{seed}:{proj}")
         budget = _AI2_ALLOCATED_X * capacity_gpu_s * share * intensity[proj] / norm
         # two to four pushes of one to four days at 2-4x the team's usual rate
         pushes = []
         for _ in range(prng.randint(2, 4)):
-            b0 = prng.uniform(0, t1 - DAY)
+            b0 = prng.uniform(0, max(t1 - DAY, 0.0))
             pushes.append((b0, b0 + prng.uniform(DAY, 4 * DAY), prng.uniform(2, 4)))
         clock = _Clock(prng, 0, t1, diurnal=0.6, bursts=pushes)
         steady = _Clock(prng, 0, t1, diurnal=0.2, bursts=pushes)
-        _ai2_allocated(prng, rows, proj, budget, share * gpus, steady, clock, paced=False)
-        # unallocated sweeps: an opening backlog, then a steady stream
+        if share > 0:
+            _ai2_allocated(prng, rows, proj, budget, share * gpus, steady, clock, paced=False)
+        # unallocated sweeps: an opening backlog, then a steady stream (a zero-weight
+        # project runs only these, sized like an equal share of the organisation)
+        sweep_share = share or 1.0 / len(shares)
         opening = _Clock(prng, 0, HOUR)
-        _fill(prng, rows, proj, _AI2_OPENING_X * gpus * 5 * HOUR * share, _unallocated, opening)
+        _fill(
+            prng, rows, proj, _AI2_OPENING_X * gpus * 5 * HOUR * sweep_share, _unallocated, opening
+        )
         _fill(
             prng,
             rows,
             proj,
-            _AI2_SWEEPS_X * capacity_gpu_s * share,
+            _AI2_SWEEPS_X * capacity_gpu_s * sweep_share,
             _unallocated,
             _Clock(prng, 0, t1),
         )
+    return rows
+
+
+def _ai2_month(seed: int) -> Scenario:
+    """The production conditions SPEC 1.2/1.6 report (see `organisation_rows`)."""
+    rng = random.Random(seed)
+    hosts, days = 64, 30
+    t1 = days * DAY
+    tree = _ai2_tree()
+    rows = organisation_rows(seed, _leaf_shares(tree), hosts * 8, t1)
     events = _failures(rng, hosts, 6, t1)
     return Scenario(
         "ai2-month",

@@ -1,14 +1,16 @@
 """Strict readers for the simulator's input files (pure Python, no Django).
 
-- ``load_tree`` / ``load_tree_with_usage``: TREE.json, the budget tree format shared with
-  ``manage.py budget_import`` (``name``, ``weight``, ``children``; leaves are projects;
-  other keys such as ``managers``/``members`` are ignored; a leaf may carry ``usage``).
+- ``load_tree`` / ``load_tree_with_usage``: TREE.json, the budget tree format of
+  `scheduler.engine.budget_tree`, shared with ``manage.py budget_import`` and
+  ``budget_export`` (``name``, ``weight``, ``children``; leaves are projects; a leaf may
+  carry ``usage``).
 - ``load_cluster``: CLUSTER.json, either ``{"name", "hosts": [{"name", "gpus"}]}`` or
   ``{"name", "host_count", "gpus_per_host"}`` (hosts named h000, h001, ...), with optional
   ``events: [{"at_s", "host", "health": "healthy"|"unhealthy"}]``.
 - ``load_trace``: TRACE.csv with header
   ``job_id,project,user,submit_s,gpus,duration_s,min_runtime_s,resumable,priority,kind``
-  (extra columns ignored).
+  (extra columns ignored). ``project`` names a leaf by its project key or its path key
+  ("prog-a/a1"); jobs carry the project key.
 
 Every problem raises one :class:`InputError` that names the file and the CSV line or the
 JSON node path and field. Row errors are collected (up to ``MAX_ERRORS``) so a user sees
@@ -24,6 +26,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from scheduler.engine.budget_tree import (
+    TreeFileError,
+    budget_node,
+    document_usage,
+    leaves,
+    parse_tree_document,
+    project_lookup,
+)
 from scheduler.engine.types import BudgetNode
 from scheduler.sim.model import ClusterSpec, HealthEvent, HostSpec, TraceJob
 
@@ -121,88 +131,14 @@ def _is_int(value: Any) -> bool:
 
 
 def parse_tree(data: Any, path: str | Path = "<tree>") -> tuple[BudgetNode, dict[str, float]]:
-    """Validate a decoded TREE.json document; return the tree and the leaves' ``usage``.
-
-    Rules: every node has a non-empty string ``name``, unique in the whole tree (leaves are
-    project keys); every node below the root has a finite ``weight`` >= 0 (the root's
-    weight is ignored); ``children`` is a list of nodes; ``usage``, where given, is a
-    number >= 0 on a leaf.
-    """
-    errors = _Errors(path)
-    usage: dict[str, float] = {}
-    seen: dict[str, str] = {}
-
-    def build(node: Any, parent: str, index: int) -> BudgetNode | None:
-        is_root = not parent
-        name = node.get("name") if isinstance(node, dict) else None
-        valid_name = isinstance(name, str) and bool(name.strip())
-        if is_root:
-            label = name if valid_name else "<root>"
-        else:
-            label = f"{parent}/{name}" if valid_name else f"{parent}/children[{index}]"
-        if not isinstance(node, dict):
-            errors.add(f"node '{label}': must be an object, got {type(node).__name__}")
-            return None
-        ok = True
-        if not valid_name:
-            errors.add(f"node '{label}': field 'name': must be a non-empty string, got {name!r}")
-            ok = False
-        elif name in seen:
-            errors.add(
-                f"node '{label}': field 'name': duplicate name {name!r} "
-                f"(already used at '{seen[name]}')"
-            )
-            ok = False
-        else:
-            seen[name] = label
-        weight: float = 1.0
-        if not is_root:
-            if "weight" not in node:
-                errors.add(f"node '{label}': field 'weight': missing")
-                ok = False
-            elif not _is_number(node["weight"]) or node["weight"] < 0:
-                errors.add(
-                    f"node '{label}': field 'weight': must be a number >= 0, got {node['weight']!r}"
-                )
-                ok = False
-            else:
-                weight = float(node["weight"])
-        raw_children = node.get("children", [])
-        if raw_children is None:
-            raw_children = []
-        if not isinstance(raw_children, list):
-            errors.add(f"node '{label}': field 'children': must be a list")
-            return None
-        children: list[BudgetNode] = []
-        sibling_names: set[str] = set()
-        for i, child in enumerate(raw_children):
-            cname = child.get("name") if isinstance(child, dict) else None
-            if isinstance(cname, str) and cname in sibling_names:
-                errors.add(f"node '{label}': field 'children': duplicate sibling name {cname!r}")
-                continue
-            if isinstance(cname, str):
-                sibling_names.add(cname)
-            built = build(child, label, i)
-            if built is not None:
-                children.append(built)
-        if "usage" in node:
-            u = node["usage"]
-            if raw_children:
-                errors.add(f"node '{label}': field 'usage': allowed on leaves (projects) only")
-            elif not _is_number(u) or u < 0:
-                errors.add(f"node '{label}': field 'usage': must be a number >= 0, got {u!r}")
-            elif valid_name:
-                usage[name] = float(u)
-        if not ok:
-            return None
-        return BudgetNode(name=name, weight=weight, children=tuple(children))
-
-    if not isinstance(data, dict):
-        raise InputError(path, ["the tree must be a JSON object with 'name' and 'children'"])
-    root = build(data, "", 0)
-    errors.raise_if_any()
-    assert root is not None
-    return root, usage
+    """Validate a decoded TREE.json document; return the tree and the leaves' ``usage``
+    by project key. The rules are those of `scheduler.engine.budget_tree` (the format
+    ``manage.py budget_export`` writes)."""
+    try:
+        document = parse_tree_document(data)
+    except TreeFileError as exc:
+        raise InputError(path, [str(i) for i in exc.issues], exc.more) from None
+    return budget_node(document), document_usage(document)
 
 
 def load_tree_with_usage(path: str | Path) -> tuple[BudgetNode, dict[str, float]]:
@@ -216,16 +152,8 @@ def load_tree(path: str | Path) -> BudgetNode:
 
 
 def leaf_names(tree: BudgetNode) -> list[str]:
-    """Project names (leaves) in depth-first order."""
-    out: list[str] = []
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if node.children:
-            stack.extend(reversed(node.children))
-        else:
-            out.append(node.name)
-    return out
+    """The project keys of the leaves, depth first (see `budget_tree` for the rule)."""
+    return [leaf.key for leaf in leaves(tree)]
 
 
 # --------------------------------------------------------------------------- cluster
@@ -237,7 +165,7 @@ def load_cluster(path: str | Path) -> ClusterSpec:
     errors = _Errors(path)
     if not isinstance(data, dict):
         raise InputError(path, ["the cluster must be a JSON object"])
-    name = data.get("name")
+    name: Any = data.get("name")
     if not isinstance(name, str) or not name.strip():
         errors.add(f"field 'name': must be a non-empty string, got {name!r}")
     hosts: list[HostSpec] = []
@@ -256,8 +184,8 @@ def load_cluster(path: str | Path) -> ClusterSpec:
                 if not isinstance(h, dict):
                     errors.add(f"{where}: must be an object")
                     continue
-                hname = h.get("name")
-                gpus = h.get("gpus", 8)
+                hname: Any = h.get("name")
+                gpus: Any = h.get("gpus", 8)
                 if not isinstance(hname, str) or not hname.strip():
                     errors.add(f"{where}: field 'name': must be a non-empty string")
                     continue
@@ -271,8 +199,8 @@ def load_cluster(path: str | Path) -> ClusterSpec:
                     continue
                 hosts.append(HostSpec(hname, int(gpus)))
     elif has_count:
-        count = data.get("host_count")
-        per = data.get("gpus_per_host", 8)
+        count: Any = data.get("host_count")
+        per: Any = data.get("gpus_per_host", 8)
         good = True
         if not _is_int(count) or count <= 0:
             errors.add(f"field 'host_count': must be an integer > 0, got {count!r}")
@@ -299,9 +227,9 @@ def load_cluster(path: str | Path) -> ClusterSpec:
         if not isinstance(ev, dict):
             errors.add(f"{where}: must be an object")
             continue
-        at = ev.get("at_s")
-        host = ev.get("host")
-        health = ev.get("health")
+        at: Any = ev.get("at_s")
+        host: Any = ev.get("host")
+        health: Any = ev.get("health")
         good = True
         if not _is_number(at) or at < 0:
             errors.add(f"{where}: field 'at_s': must be a number >= 0, got {at!r}")
@@ -355,11 +283,14 @@ def load_trace(
 ) -> list[TraceJob]:
     """Read and validate TRACE.csv; return the jobs sorted by (submit_s, file order).
 
-    ``projects`` is the set of known project names (or the tree itself). With ``cluster``
+    ``projects`` is the set of known project keys, or the tree itself (then a project may
+    also be named by its path key, "prog-a/a1", and is stored by its key). With ``cluster``
     the GPU counts are also checked against it: a job must fit on one host or ask for
     whole hosts of the same size, and never more GPUs than the cluster has.
     """
-    known = set(leaf_names(projects)) if isinstance(projects, BudgetNode) else set(projects)
+    known = (
+        project_lookup(projects) if isinstance(projects, BudgetNode) else {p: p for p in projects}
+    )
     host_sizes = sorted({h.gpus for h in cluster.hosts}) if cluster else []
     max_host = host_sizes[-1] if host_sizes else 0
     total = cluster.total_gpus if cluster else 0
@@ -412,9 +343,9 @@ def load_trace(
                 )
             else:
                 seen[job_id] = line
-            project = vals["project"]
-            if project not in known:
-                problems.append(f"field 'project': unknown project {project!r}")
+            project = known.get(vals["project"], "")
+            if not project:
+                problems.append(f"field 'project': unknown project {vals['project']!r}")
             parsed: dict[str, Any] = {}
             for field, fn in (
                 ("submit_s", lambda r, f: _parse_float(r, f, 0.0, False)),

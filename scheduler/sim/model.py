@@ -115,6 +115,9 @@ class JobOutcome:
     pending_since_s: float | None = None
     # why the job was never queued (a shape no host set can ever hold); state TERMINATED
     rejected: str | None = None
+    # running time it needs if never preempted (the trace's duration); None when unknown,
+    # which leaves the report without an occupancy bound
+    duration_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ skipped cycle nothing can change until the next event, so no periodic cycle foll
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time
@@ -49,6 +50,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
+from typing import Any
 
 from ledger.accounting import EndReason, RunInterval
 from scheduler.engine.types import (
@@ -78,6 +80,9 @@ from scheduler.sim.usage import make_usage
 __all__ = ["Planner", "ReplayError", "feasible_gpus", "leaf_projects", "policy_for", "simulate"]
 
 Planner = Callable[[Snapshot, Policy, float], CyclePlan]
+# Called at the instant some watched jobs arrive, after that instant's events are applied
+# and before its cycle: (now, the arrived watched ids, the state the cycle would see).
+Probe = Callable[[float, list[str], Snapshot], None]
 
 # Heap event kinds; at one timestamp finishes come first so freed GPUs are seen at once.
 _FINISH = 0
@@ -89,6 +94,10 @@ _USAGE_DRIVEN = frozenset({"fairshare"})
 _NO_PREEMPTION = frozenset({"fifo", "static"})
 
 _MAX_CYCLES_AT_ONE_TIME = 10_000
+# How often (in cycles) the objects alive so far are frozen for the cyclic garbage
+# collector: a cycle makes many short-lived objects and no reference cycles, while the
+# run's records only grow; frozen objects are still freed by reference counting.
+_FREEZE_EVERY = 256
 
 
 class ReplayError(RuntimeError):
@@ -179,7 +188,9 @@ class _Replay:
         config: SimConfig,
         progress: Callable[[float], None] | None,
         planner: Planner,
+        probe: tuple[frozenset[str], Probe] | None = None,
     ) -> None:
+        self.probe = probe
         self.cluster = cluster
         self.tree = tree
         self.config = config
@@ -217,7 +228,7 @@ class _Replay:
         self.usage = make_usage(projects, config.lookback_s, config.half_life_s)
 
         # Per project: pending keys and workloads in within-project order.
-        self.pkeys: dict[str, list[tuple]] = {}
+        self.pkeys: dict[str, list[tuple[int, float, str, int]]] = {}
         self.pending: dict[str, list[Workload]] = {}
         self.pending_sizes: Counter[int] = Counter()
         self.n_pending = 0
@@ -233,7 +244,7 @@ class _Replay:
         self.seq = 0
         self.intervals: list[RunInterval] = []
         self.preemptions: list[PreemptionRecord] = []
-        self.drains: list[list] = []  # [host, start, ready]
+        self.drains: list[list[Any]] = []  # [host, start, ready]
         self.open_drain: dict[int, int] = {}  # host index -> index into drains
         self.capacity: list[tuple[float, int]] = []
         self.cycles = 0
@@ -264,6 +275,7 @@ class _Replay:
                 gpus=spec.gpus,
                 min_runtime_s=min_rt,
                 submit_s=float(spec.submit_s),
+                duration_s=float(spec.duration_s),
             )
             if not feasible_gpus(spec.gpus, sizes):
                 out.state = JobState.TERMINATED
@@ -455,9 +467,9 @@ class _Replay:
 
     def _stop(self, now: float, job_id: str, reason_code: StopReason) -> None:
         idx = self.by_id.get(job_id)
-        j = self.jobs[idx] if idx is not None else None
-        if j is None or not j.running:
+        if idx is None or not self.jobs[idx].running:
             raise ReplayError(f"engine stopped {job_id!r}, which is not running")
+        j = self.jobs[idx]
         code = str(reason_code)
         if code == StopReason.DRAIN:
             end = EndReason.DRAINED
@@ -550,6 +562,18 @@ class _Replay:
             return bool(self.n_pending_alloc and self.n_unprotected)
         return True  # other baselines: preemption rules not modelled here, so be safe
 
+    def _call_probe(self, now: float, watched: list[str]) -> None:
+        """Show the probe the state at `now` (a copy: the replay goes on changing it)."""
+        assert self.probe is not None
+        snapshot = Snapshot(
+            hosts=self.hosts_tuple,
+            running=list(self.running.values()),
+            pending={p: list(wls) for p, wls in self.pending.items()},
+            tree=self.tree,
+            usage=dict(self.usage.usage(now)),
+        )
+        self.probe[1](now, watched, snapshot)
+
     def _cycle(self, now: float) -> bool:
         """Run one engine cycle at `now` and apply it; True when it changed anything."""
         self._refresh_checkpoints(now)
@@ -562,6 +586,8 @@ class _Replay:
         )
         plan = self.planner(snapshot, self.policy, now)
         self.cycles += 1
+        if not self.cycles % _FREEZE_EVERY:
+            gc.freeze()  # what the run keeps (intervals, outcomes) is not walked again
         for stop in plan.stops:
             self._stop(now, stop.workload_id, stop.reason_code)
         for start in plan.starts:
@@ -645,10 +671,15 @@ class _Replay:
                     self._set_health(now, ev.host, ev.healthy)
                     self.events += 1
                     hi += 1
+                watched: list[str] = []
                 while ai < na and arrival_t[ai] <= now:
                     self._enqueue(arrivals[ai], now)
                     self.events += 1
+                    if self.probe is not None and arrivals[ai].wl.id in self.probe[0]:
+                        watched.append(arrivals[ai].wl.id)
                     ai += 1
+                if watched:
+                    self._call_probe(now, watched)
                 when = now if gap <= 0.0 else max(now, last_cycle_t + gap)
                 due = when if due is None or when < due else due
             if until is not None and now >= until:
@@ -707,9 +738,15 @@ class _Replay:
 
 
 def _engine_plan() -> Planner:
-    from scheduler.engine import plan
+    """The engine's `plan` with one `EngineState` for the whole run (warm caches)."""
+    from scheduler.engine import EngineState, plan
 
-    return plan
+    state = EngineState()
+
+    def planner(snapshot: Snapshot, policy: Policy, now: float) -> CyclePlan:
+        return plan(snapshot, policy, now, state)
+
+    return planner
 
 
 def simulate(
@@ -720,17 +757,29 @@ def simulate(
     progress: Callable[[float], None] | None = None,
     *,
     planner: Planner | None = None,
+    probe: tuple[frozenset[str], Probe] | None = None,
 ) -> SimResult:
     """Replay `jobs` on `cluster` under `config.policy` with the real engine.
 
     `progress` is called now and then with the fraction of simulated time done (0..1).
-    `planner` replaces `scheduler.engine.plan` (for tests only).
+    `planner` replaces `scheduler.engine.plan` (for tests only). `probe` = (job ids,
+    callback): the callback sees the state at each instant one of those jobs arrives
+    (see `Probe`; `bench/eta.py` asks its ETA there).
     Raises `ValueError` for inputs the replay cannot play (unknown project, duplicate
     job id, unknown host in a health event) and `ReplayError` for an engine plan that
     cannot be applied (a GPU given twice, an unknown or non-pending job started).
     """
-    replay = _Replay(cluster, tree, jobs, config, progress, planner or _engine_plan())
-    return replay.run()
+    replay = _Replay(cluster, tree, jobs, config, progress, planner or _engine_plan(), probe)
+    # The inputs and the replay's own tables live for the whole run: freezing them keeps
+    # the cyclic garbage collector from walking them again and again (a cycle makes many
+    # short-lived objects and no reference cycles); the run's growing records are frozen
+    # every `_FREEZE_EVERY` cycles. Everything is unfrozen at the end; the caller's gc
+    # settings are left as they were.
+    gc.freeze()
+    try:
+        return replay.run()
+    finally:
+        gc.unfreeze()
 
 
 def iter_open_waits(result: SimResult) -> Iterator[tuple[str, float]]:

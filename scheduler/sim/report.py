@@ -1,25 +1,39 @@
 """REPORT.json, INTERVALS.csv, JOBS.csv and the policy comparison table (pure Python).
 
-`build_report(result, tree)` turns a `SimResult` into the dict of issue 3:
+`build_report(result, tree, warmup_s=0)` turns a `SimResult` into a dict. The figures
+of one window ``[start_s, end_s]`` (the whole run at the top level):
 
 - ``occupancy``: busy GPU-time on healthy hosts / available healthy GPU-time (the
   ``capacity`` steps of the result). A run on a host that went unhealthy stops counting
   as busy from that moment (the host is no longer available capacity).
-- ``demand_x_capacity`` (beyond the issue's keys): time-averaged GPUs of jobs queued or
-  running / time-averaged available GPUs, the "demand 2-3x capacity" of SPEC 1.6.
+- ``occupancy_bound``: the same figure for the ideal schedule of `scheduler.sim.ideal`
+  (fluid processor sharing of the trace's work on the same healthy capacity: no
+  placement limits, nothing lost to preemption); ``occupancy_of_bound`` = occupancy /
+  bound (above 1 when the run re-did lost work or finished differently).
+- ``trace_span``: occupancy, bound and their ratio from the window's start to the last
+  submission (the run can go on for days after it, until the last job ends).
+- ``demand_x_capacity``: time-averaged GPUs of jobs queued or running / time-averaged
+  available GPUs, the "demand 2-3x capacity" of SPEC 1.6.
 - ``allocated_share`` / ``unallocated_share``: shares of all busy GPU-time.
 - ``entitlement``: see `ledger.accounting` (entitled share x healthy capacity, capped
   hour by hour by the project's allocated demand; ``ratio_hourly`` is the stricter
   per-hour variant; projects entitled to nothing have ratio ``None``).
-- ``wait_s``: one sample per start (submit or requeue -> start), percentiles by linear
-  interpolation; ``by_kind`` per trace kind, and ``by_class`` with
+- ``wait_s``: one sample per start whose wait began (submit or requeue) in the window,
+  percentiles by linear interpolation; ``by_kind`` per trace kind, and ``by_class`` with
   ``debug_le8gpu_le15min`` = allocated jobs of <= 8 GPUs with min runtime <= 15 min.
   Stats with no samples have ``count`` 0 and ``None`` elsewhere.
-- ``preemptions`` (``total``, ``by_reason``), ``jobs`` (only jobs submitted by the end
-  of the run: a ``--until-days`` cut-off leaves later trace rows out), ``drain`` (host
-  unhealthy -> empty, over drains that finished), ``wall_s``.
-- Jobs still pending at the end contribute no wait sample (their open waits are not
-  in ``wait_s``; compare ``wait_s.all.count`` with ``jobs.pending_at_end``).
+- ``time_to_share``: see `scheduler.sim.time_to_share`; episodes that began in the
+  window: ``count``, ``p50``, ``p90``, ``max`` (the worst) and its project, and how many
+  were still open when the run ended.
+- ``preemptions`` in the window (``total``, ``by_reason``).
+
+Top level only: ``last_submit_s``, ``ideal_end_s`` (when the ideal schedule's last job
+ends), ``jobs`` (only jobs submitted by the end of the run: a ``--until-days`` cut-off
+leaves later trace rows out), ``drain`` (host unhealthy -> empty, over drains that
+finished), ``wall_s``; with ``warmup_s`` > 0, ``after_warmup`` repeats every window
+figure over ``[start + warmup_s, end]`` (a cluster that starts empty takes days to fill).
+Jobs still pending at the end contribute no wait sample (their open waits are not in
+``wait_s``; compare ``wait_s.all.count`` with ``jobs.pending_at_end``).
 """
 
 from __future__ import annotations
@@ -32,8 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from ledger.accounting import DemandSpan, entitlement_summary
+from scheduler.engine.budget_tree import entitled_shares
 from scheduler.engine.types import BudgetNode
-from scheduler.sim.model import ClusterSpec, JobState, SimResult
+from scheduler.sim.ideal import ideal_schedule
+from scheduler.sim.model import ClusterSpec, JobOutcome, JobState, SimResult
+from scheduler.sim.time_to_share import ShareEpisode, share_episodes
 
 __all__ = [
     "DEBUG_CLASS",
@@ -44,6 +61,7 @@ __all__ = [
     "comparison_table",
     "entitled_shares",
     "percentile",
+    "time_to_share_stats",
     "wait_stats",
     "write_intervals_csv",
     "write_jobs_csv",
@@ -77,33 +95,6 @@ JOB_COLUMNS = (
     "waits_s",
     "preemptions",
 )
-
-
-def entitled_shares(tree: BudgetNode) -> dict[str, float]:
-    """Each leaf's entitled share of the cluster: product of weight / sum(sibling weights).
-
-    Siblings whose weights sum to 0 all get share 0.
-    """
-    out: dict[str, float] = {}
-    stack: list[tuple[BudgetNode, float]] = [(tree, 1.0)]
-    while stack:
-        node, share = stack.pop()
-        if not node.children:
-            out[node.name] = share
-            continue
-        total = sum(c.weight for c in node.children)
-        for c in node.children:
-            stack.append((c, share * c.weight / total if total > 0 else 0.0))
-    # depth-first, left to right, like the tree file
-    order: list[str] = []
-    walk = [tree]
-    while walk:
-        n = walk.pop()
-        if n.children:
-            walk.extend(reversed(n.children))
-        else:
-            order.append(n.name)
-    return {name: out[name] for name in order}
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -182,69 +173,143 @@ def _ratio(num: float, den: float) -> float | None:
     return num / den if den > 0 else None
 
 
-def average_demand_gpus(result: SimResult) -> float:
-    """Time-averaged GPUs asked for (jobs queued or running) over the run."""
-    t0, t1 = result.start_s, result.end_s
+def average_demand_gpus(
+    result: SimResult, start_s: float | None = None, end_s: float | None = None
+) -> float:
+    """Time-averaged GPUs asked for (jobs queued or running) over the run or a window of it."""
+    t0 = result.start_s if start_s is None else start_s
+    t1 = result.end_s if end_s is None else end_s
     total = 0.0
     for j in result.jobs:
-        if j.rejected:
+        if j.rejected or j.submit_s > t1:
             continue
         end = t1 if j.end_s is None else min(j.end_s, t1)
         total += j.gpus * max(0.0, end - max(j.submit_s, t0))
     return total / max(t1 - t0, 1e-9)
 
 
-def build_report(result: SimResult, tree: BudgetNode) -> dict[str, Any]:
-    """The REPORT.json figures of one simulated run (see the module docstring)."""
-    t0, t1 = result.start_s, result.end_s
-    capacity = result.capacity or capacity_steps(result.cluster, t0)
-    available = _integrate_steps(capacity, t0, t1)
-    bad = _unhealthy_windows(result.cluster, t1)
+class _Run:
+    """What every window of a report is computed from, derived once per result."""
 
-    busy = busy_alloc = busy_healthy = 0.0
-    for iv in result.intervals:
-        span = _overlap(iv.start_s, iv.end_s, t0, t1)
-        if span <= 0:
-            continue
-        gpu_s = iv.gpus * span
-        busy += gpu_s
-        if iv.allocated:
-            busy_alloc += gpu_s
-        lost = 0.0
-        if bad and iv.hosts:
-            per_host = iv.gpus / len(iv.hosts)
-            for h in iv.hosts:
-                for w0, w1 in bad.get(h, ()):
-                    lost += per_host * _overlap(iv.start_s, iv.end_s, max(w0, t0), min(w1, t1))
-        busy_healthy += gpu_s - lost
+    def __init__(self, result: SimResult, tree: BudgetNode) -> None:
+        self.result = result
+        t0, t1 = result.start_s, result.end_s
+        self.capacity = result.capacity or capacity_steps(result.cluster, t0)
+        self.bad = _unhealthy_windows(result.cluster, t1)
+        # jobs submitted after a cut-off (--until-days) were never part of the run
+        self.jobs = [j for j in result.jobs if j.submit_s <= t1]
+        self.shares = entitled_shares(tree)
+        self.demand = [
+            DemandSpan(j.project, j.gpus, j.submit_s, j.end_s if j.end_s is not None else t1)
+            for j in self.jobs
+            if j.min_runtime_s > 0
+        ]
+        self.last_submit_s = max((j.submit_s for j in self.jobs), default=t0)
+        self.ideal = (
+            None
+            if any(j.duration_s is None for j in self.jobs)
+            else ideal_schedule(
+                ((j.submit_s, j.gpus, j.duration_s or 0.0) for j in self.jobs if not j.rejected),
+                self.capacity,
+            )
+        )
+        self.episodes = share_episodes(
+            self.shares, self.capacity, self.demand, result.intervals, end_s=t1
+        )
+        self.waits = self._wait_samples()
 
-    # jobs submitted after a cut-off (--until-days) were never part of the run
-    jobs = [j for j in result.jobs if j.submit_s <= t1]
-    shares = entitled_shares(tree)
-    demand = [
-        DemandSpan(j.project, j.gpus, j.submit_s, j.end_s if j.end_s is not None else t1)
-        for j in jobs
-        if j.min_runtime_s > 0
-    ]
-    ent = entitlement_summary(shares, result.intervals, demand, capacity, t0, t1)
+    def _wait_samples(self) -> list[tuple[JobOutcome, float, float]]:
+        """(job, wait, when the wait began) for every start; the begin comes from the
+        job's run intervals (one per start, in order), or its submit time if they do not
+        match its waits (hand-made results)."""
+        starts: dict[str, list[float]] = defaultdict(list)
+        for iv in self.result.intervals:
+            starts[iv.job_id].append(iv.start_s)
+        out: list[tuple[JobOutcome, float, float]] = []
+        for j in self.jobs:
+            run_starts = sorted(starts.get(j.job_id, ()))
+            matched = len(run_starts) == len(j.waits_s)
+            for i, wait in enumerate(j.waits_s):
+                out.append((j, wait, run_starts[i] - wait if matched else j.submit_s))
+        return out
+
+    def available(self, start_s: float, end_s: float) -> float:
+        return _integrate_steps(self.capacity, start_s, end_s)
+
+    def busy(self, start_s: float, end_s: float) -> tuple[float, float, float]:
+        """(busy GPU-time, of it allocated, of it on healthy hosts) within the window."""
+        busy = busy_alloc = busy_healthy = 0.0
+        for iv in self.result.intervals:
+            span = _overlap(iv.start_s, iv.end_s, start_s, end_s)
+            if span <= 0:
+                continue
+            gpu_s = iv.gpus * span
+            busy += gpu_s
+            if iv.allocated:
+                busy_alloc += gpu_s
+            lost = 0.0
+            if self.bad and iv.hosts:
+                per_host = iv.gpus / len(iv.hosts)
+                for h in iv.hosts:
+                    for w0, w1 in self.bad.get(h, ()):
+                        lo, hi = max(w0, start_s), min(w1, end_s)
+                        lost += per_host * _overlap(iv.start_s, iv.end_s, lo, hi)
+            busy_healthy += gpu_s - lost
+        return busy, busy_alloc, busy_healthy
+
+    def occupancy(self, start_s: float, end_s: float) -> dict[str, Any]:
+        """Occupancy, the ideal schedule's occupancy (the bound) and their ratio."""
+        available = self.available(start_s, end_s)
+        occ = _ratio(self.busy(start_s, end_s)[2], available)
+        bound = (
+            None
+            if self.ideal is None
+            else _ratio(_integrate_steps(self.ideal.busy, start_s, end_s), available)
+        )
+        return {
+            "occupancy": occ,
+            "occupancy_bound": bound,
+            "occupancy_of_bound": None if occ is None or not bound else occ / bound,
+        }
+
+
+def _window_figures(run: _Run, start_s: float, end_s: float) -> dict[str, Any]:
+    """The figures that depend on the window [start_s, end_s] of the run."""
+    result = run.result
+    busy, busy_alloc, _ = run.busy(start_s, end_s)
+    occupancy = run.occupancy(start_s, end_s)
+    span_end = min(run.last_submit_s, end_s)
+    ent = entitlement_summary(
+        run.shares, result.intervals, run.demand, run.capacity, start_s, end_s
+    )
 
     waits_all: list[float] = []
     by_kind: dict[str, list[float]] = defaultdict(list)
     debug: list[float] = []
-    for j in jobs:
-        if not j.waits_s:
+    for j, wait, began in run.waits:
+        if not start_s <= began <= end_s:
             continue
-        waits_all.extend(j.waits_s)
-        by_kind[j.kind].extend(j.waits_s)
+        waits_all.append(wait)
+        by_kind[j.kind].append(wait)
         if 0 < j.min_runtime_s <= DEBUG_MAX_MIN_RUNTIME_S and j.gpus <= DEBUG_MAX_GPUS:
-            debug.extend(j.waits_s)
-
-    states = Counter(j.state for j in jobs)
-    drain_times = sorted(d.ready_s - d.start_s for d in result.drains if d.ready_s is not None)
+            debug.append(wait)
+    preemptions = [p for p in result.preemptions if start_s <= p.at_s <= end_s]
 
     return {
-        "occupancy": _ratio(busy_healthy, available),
-        "demand_x_capacity": _ratio(average_demand_gpus(result) * (t1 - t0), available),
+        "start_s": start_s,
+        "end_s": end_s,
+        **occupancy,
+        "trace_span": {
+            "start_s": start_s,
+            "end_s": span_end,
+            **(
+                run.occupancy(start_s, span_end) if span_end > start_s else dict.fromkeys(occupancy)
+            ),
+        },
+        "demand_x_capacity": _ratio(
+            average_demand_gpus(result, start_s, end_s) * (end_s - start_s),
+            run.available(start_s, end_s),
+        ),
         "allocated_share": _ratio(busy_alloc, busy),
         "unallocated_share": _ratio(busy - busy_alloc, busy),
         "entitlement": {
@@ -254,7 +319,7 @@ def build_report(result: SimResult, tree: BudgetNode) -> dict[str, Any]:
             "projects_at_95": ent.projects_at_95,
             "projects": {
                 name: {
-                    "entitled_share": shares.get(name, 0.0),
+                    "entitled_share": run.shares.get(name, 0.0),
                     "entitled_gpu_h": pe.entitled_gpu_h,
                     "delivered_gpu_h": pe.delivered_gpu_h,
                     "ratio": pe.ratio,
@@ -268,24 +333,69 @@ def build_report(result: SimResult, tree: BudgetNode) -> dict[str, Any]:
             "by_kind": {k: wait_stats(v) for k, v in sorted(by_kind.items())},
             "by_class": {DEBUG_CLASS: wait_stats(debug)},
         },
+        "time_to_share": time_to_share_stats(
+            [e for e in run.episodes if start_s <= e.start_s <= end_s]
+        ),
         "preemptions": {
-            "total": len(result.preemptions),
-            "by_reason": dict(sorted(Counter(p.reason_code for p in result.preemptions).items())),
+            "total": len(preemptions),
+            "by_reason": dict(sorted(Counter(p.reason_code for p in preemptions).items())),
         },
-        "jobs": {
-            "submitted": len(jobs),
-            "completed": states.get(JobState.COMPLETED, 0),
-            "terminated": states.get(JobState.TERMINATED, 0),
-            "pending_at_end": states.get(JobState.PENDING, 0),
-            "running_at_end": states.get(JobState.RUNNING, 0),
-        },
-        "drain": {
-            "drains": len(result.drains),
-            "median_s": percentile(drain_times, 50) if drain_times else None,
-            "max_s": drain_times[-1] if drain_times else None,
-        },
-        "wall_s": result.wall_s,
     }
+
+
+def time_to_share_stats(episodes: Sequence[ShareEpisode]) -> dict[str, Any]:
+    """``{count, p50, p90, max, worst_project, open_at_end}`` of episode lengths (s);
+    episodes still open at the end are only counted."""
+    closed = sorted((e.length_s, e.project) for e in episodes if e.length_s is not None)
+    lengths = [length for length, _ in closed]
+    return {
+        "count": len(lengths),
+        "p50": percentile(lengths, 50) if lengths else None,
+        "p90": percentile(lengths, 90) if lengths else None,
+        "max": lengths[-1] if lengths else None,
+        "worst_project": closed[-1][1] if closed else None,
+        "open_at_end": sum(1 for e in episodes if e.end_s is None),
+    }
+
+
+def build_report(result: SimResult, tree: BudgetNode, *, warmup_s: float = 0.0) -> dict[str, Any]:
+    """The REPORT.json figures of one simulated run (see the module docstring).
+
+    With ``warmup_s`` > 0 the window figures are given a second time under
+    ``after_warmup``, computed over the run without its first ``warmup_s`` seconds.
+    """
+    run = _Run(result, tree)
+    t0, t1 = result.start_s, result.end_s
+    jobs = run.jobs
+    states = Counter(j.state for j in jobs)
+    drain_times = sorted(d.ready_s - d.start_s for d in result.drains if d.ready_s is not None)
+
+    report = _window_figures(run, t0, t1)
+    report.update(
+        {
+            "last_submit_s": run.last_submit_s,
+            "ideal_end_s": run.ideal.end_s if run.ideal is not None else None,
+            "jobs": {
+                "submitted": len(jobs),
+                "completed": states.get(JobState.COMPLETED, 0),
+                "terminated": states.get(JobState.TERMINATED, 0),
+                "pending_at_end": states.get(JobState.PENDING, 0),
+                "running_at_end": states.get(JobState.RUNNING, 0),
+            },
+            "drain": {
+                "drains": len(result.drains),
+                "median_s": percentile(drain_times, 50) if drain_times else None,
+                "max_s": drain_times[-1] if drain_times else None,
+            },
+            "wall_s": result.wall_s,
+        }
+    )
+    if warmup_s > 0:
+        report["after_warmup"] = {
+            "warmup_s": warmup_s,
+            **_window_figures(run, min(t0 + warmup_s, t1), t1),
+        }
+    return report
 
 
 def _num(v: float) -> str:
@@ -351,45 +461,74 @@ def _fmt_s(v: float | None) -> str:
     return f"{v / 3600:.1f}h"
 
 
-def comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
-    """A markdown table comparing policies' reports side by side (one column per policy)."""
-    names = list(reports)
-
-    def row(label: str, fn: Any) -> list[str]:
-        cells = []
-        for n in names:
-            try:
-                cells.append(fn(reports[n]))
-            except (KeyError, TypeError):
-                cells.append("-")
-        return [label, *cells]
-
+def _rows(reports: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Any]]:
     def at95(r: Mapping[str, Any]) -> str:
         ent = r["entitlement"]
         rated = sum(1 for p in ent["projects"].values() if p["ratio"] is not None)
         return f"{ent['projects_at_95']}/{rated}"
 
-    rows = [
-        row("occupancy", lambda r: _fmt_pct(r["occupancy"])),
-        row("demand / capacity", lambda r: f"{r['demand_x_capacity'] or 0:.2f}x"),
-        row("unallocated share", lambda r: _fmt_pct(r["unallocated_share"])),
-        row("entitlement overall", lambda r: _fmt_pct(r["entitlement"]["overall"])),
-        row(
-            "entitlement worst",
-            lambda r: (
-                f"{_fmt_pct(r['entitlement']['worst'])} ({r['entitlement']['worst_project']})"
-                if r["entitlement"]["worst"] is not None
-                else "-"
-            ),
-        ),
-        row("projects at >= 95%", at95),
-        row("wait p50 (all)", lambda r: _fmt_s(r["wait_s"]["all"]["p50"])),
-        row("wait p90 (all)", lambda r: _fmt_s(r["wait_s"]["all"]["p90"])),
-        row("debug wait p90", lambda r: _fmt_s(r["wait_s"]["by_class"][DEBUG_CLASS]["p90"])),
-        row("preemptions", lambda r: str(r["preemptions"]["total"])),
-        row("jobs completed", lambda r: f"{r['jobs']['completed']}/{r['jobs']['submitted']}"),
-        row("wall", lambda r: f"{r['wall_s']:.1f}s"),
+    def worst(r: Mapping[str, Any]) -> str:
+        ent = r["entitlement"]
+        return (
+            f"{_fmt_pct(ent['worst'])} ({ent['worst_project']})"
+            if ent["worst"] is not None
+            else "-"
+        )
+
+    def share(key: str) -> Any:
+        return lambda r: _fmt_s(r["time_to_share"][key])
+
+    return [
+        ("occupancy", lambda r: _fmt_pct(r["occupancy"])),
+        ("occupancy bound", lambda r: _fmt_pct(r["occupancy_bound"])),
+        ("occupancy / bound", lambda r: _fmt_pct(r["occupancy_of_bound"])),
+        ("occupancy, trace span", lambda r: _fmt_pct(r["trace_span"]["occupancy"])),
+        ("trace span / bound", lambda r: _fmt_pct(r["trace_span"]["occupancy_of_bound"])),
+        ("demand / capacity", lambda r: f"{r['demand_x_capacity'] or 0:.2f}x"),
+        ("unallocated share", lambda r: _fmt_pct(r["unallocated_share"])),
+        ("entitlement overall", lambda r: _fmt_pct(r["entitlement"]["overall"])),
+        ("entitlement worst", worst),
+        ("projects at >= 95%", at95),
+        ("time to share p50", share("p50")),
+        ("time to share p90", share("p90")),
+        ("time to share worst", share("max")),
+        ("wait p50 (all)", lambda r: _fmt_s(r["wait_s"]["all"]["p50"])),
+        ("wait p90 (all)", lambda r: _fmt_s(r["wait_s"]["all"]["p90"])),
+        ("debug wait p90", lambda r: _fmt_s(r["wait_s"]["by_class"][DEBUG_CLASS]["p90"])),
+        ("debug wait p99", lambda r: _fmt_s(r["wait_s"]["by_class"][DEBUG_CLASS]["p99"])),
+        ("preemptions", lambda r: str(r["preemptions"]["total"])),
     ]
+
+
+def comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
+    """A markdown table comparing policies' reports side by side (one column per policy).
+
+    Reports with an ``after_warmup`` part get its figures as extra rows.
+    """
+    names = list(reports)
+
+    def cells(fn: Any, part: str | None) -> list[str]:
+        out = []
+        for n in names:
+            try:
+                out.append(fn(reports[n][part] if part else reports[n]))
+            except (KeyError, TypeError):
+                out.append("-")
+        return out
+
+    rows = [[label, *cells(fn, None)] for label, fn in _rows(reports)]
+    rows.append(["run / trace span / ideal end", *cells(_days, None)])
+    rows.append(
+        [
+            "jobs completed",
+            *cells(lambda r: f"{r['jobs']['completed']}/{r['jobs']['submitted']}", None),
+        ]
+    )
+    rows.append(["wall", *cells(lambda r: f"{r['wall_s']:.1f}s", None)])
+    warm = [r["after_warmup"]["warmup_s"] for r in reports.values() if "after_warmup" in r]
+    if warm:
+        tag = f"after {warm[0] / 86400:g} d: "
+        rows += [[tag + label, *cells(fn, "after_warmup")] for label, fn in _rows(reports)]
     header = ["figure", *names]
     widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
 
@@ -404,3 +543,11 @@ def comparison_table(reports: Mapping[str, Mapping[str, Any]]) -> str:
         + "|"
     )
     return "\n".join([line(header), sep, *(line(r) for r in rows)])
+
+
+def _days(r: Mapping[str, Any]) -> str:
+    """Run length, trace span and the ideal schedule's end, in days from the run's start."""
+    t0 = r["start_s"]
+    ideal = r["ideal_end_s"]
+    ideal_txt = "-" if ideal is None else f"{(ideal - t0) / 86400:.1f}"
+    return f"{(r['end_s'] - t0) / 86400:.1f} / {(r['trace_span']['end_s'] - t0) / 86400:.1f} / {ideal_txt} d"

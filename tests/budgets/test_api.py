@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from budgets import selectors
-from budgets.models import BudgetEvent, BudgetNode
+from budgets.models import BudgetEvent, BudgetNode, Membership
 
 pytestmark = pytest.mark.django_db
 
@@ -27,12 +27,16 @@ def test_token_auth_flow(tree, api_client):
     )
     assert response.status_code == 200
     token = response.json()["token"]
-    assert (
-        api_client.post("/api/v1/auth/token/", {"username": "lead-a", "password": "no"}).status_code
-        == 400
+    wrong = api_client.post(
+        "/api/v1/auth/token/", {"username": "lead-a", "password": "no"}, format="json"
     )
+    assert wrong.status_code == 400 and "token" not in wrong.json()
+    assert wrong.json()["code"] == "invalid"
     api_client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
-    assert api_client.get("/api/v1/tree/").status_code == 200
+    tree_response = api_client.get("/api/v1/tree/").json()
+    assert tree_response["tree"]["name"] == "org"
+    assert [c["name"] for c in tree_response["tree"]["children"]] == ["prog-a", "prog-b"]
+    assert token.startswith(api_client.get("/api/v1/auth/tokens/").json()[0]["token_key"])
 
 
 @pytest.mark.parametrize(
@@ -52,7 +56,18 @@ def test_token_auth_flow(tree, api_client):
     ],
 )
 def test_anonymous_requests_are_refused(tree, api_client, method, url):
-    assert getattr(api_client, method)(url, {}, format="json").status_code == 401
+    before = (BudgetEvent.objects.count(), weights(), Membership.objects.count())
+    url = url.replace("/1/", f"/{tree.node('a1').pk}/")
+    response = getattr(api_client, method)(
+        url,
+        {"reason": "r", "changes": [{"node": tree.node("a1").pk, "weight": 5}], "name": "x"},
+        format="json",
+    )
+    assert response.status_code == 401
+    assert response.json()["code"] == "not_authenticated"
+    assert response["WWW-Authenticate"] == "Token"
+    assert "results" not in response.json() and "tree" not in response.json()
+    assert (BudgetEvent.objects.count(), weights(), Membership.objects.count()) == before
 
 
 def test_every_signed_in_user_reads_nodes_and_tree(tree, api_client):
@@ -181,6 +196,7 @@ def test_history_filters(tree, api_client):
         {"reason": "ceo move", "changes": [{"node": tree.node("prog-b").pk, "weight": 10}]},
         format="json",
     )
+    between = timezone.now().isoformat()
     as_user(api_client, tree.user("lead-a"))
     api_client.post(
         "/api/v1/budget-changes/",
@@ -195,6 +211,14 @@ def test_history_filters(tree, api_client):
     ).json()["results"]
     assert [e["reason"] for e in by_node] == ["ceo move"]  # b1's entitled share changed
     future = (timezone.now() + dt.timedelta(days=1)).isoformat()
+    everything = api_client.get("/api/v1/budget-changes/", {"since": "2000-01-01T00:00:00Z"})
+    assert [e["reason"] for e in everything.json()["results"]] == [
+        "lead move",
+        "ceo move",
+        "Imported budget tree",
+    ]
+    since_between = api_client.get("/api/v1/budget-changes/", {"since": between}).json()
+    assert [e["reason"] for e in since_between["results"]] == ["lead move"]
     assert api_client.get("/api/v1/budget-changes/", {"since": future}).json()["results"] == []
     assert api_client.get("/api/v1/budget-changes/?since=yesterday").status_code == 400
     assert api_client.get("/api/v1/budget-changes/?node=x").json()["field"] == "node"
@@ -214,35 +238,31 @@ def test_scheduled_change_and_cancel_over_api(tree, api_client):
     ).json()
     assert event["kind"] == "scheduled"
     as_user(api_client, tree.user("lead-b"))
-    assert (
-        api_client.post(
-            f"/api/v1/budget-changes/{event['id']}/cancel/", {"reason": "no"}, format="json"
-        ).status_code
-        == 403
+    refused = api_client.post(
+        f"/api/v1/budget-changes/{event['id']}/cancel/", {"reason": "no"}, format="json"
     )
+    assert refused.status_code == 403 and refused.json()["code"] == "permission_denied"
+    assert not BudgetEvent.objects.filter(kind="cancelled").exists()
     as_user(api_client, tree.user("lead-a"))
     response = api_client.post(
         f"/api/v1/budget-changes/{event['id']}/cancel/", {"reason": "not needed"}, format="json"
     )
     assert response.status_code == 201 and response.json()["kind"] == "cancelled"
-    assert (
-        api_client.post(
-            "/api/v1/budget-changes/999999/cancel/", {"reason": "x"}, format="json"
-        ).status_code
-        == 404
+    missing = api_client.post(
+        "/api/v1/budget-changes/999999/cancel/", {"reason": "x"}, format="json"
     )
+    assert missing.status_code == 404 and missing.json()["code"] == "not_found"
 
 
 def test_node_create_rename_and_move_permissions(tree, api_client):
     as_user(api_client, tree.user("lead-b"))
-    assert (
-        api_client.post(
-            "/api/v1/nodes/",
-            {"parent": tree.node("prog-a").pk, "name": "x", "reason": "r"},
-            format="json",
-        ).status_code
-        == 403
+    refused = api_client.post(
+        "/api/v1/nodes/",
+        {"parent": tree.node("prog-a").pk, "name": "x", "reason": "r"},
+        format="json",
     )
+    assert refused.status_code == 403 and refused.json()["field"] == "parent"
+    assert not BudgetNode.objects.filter(name="x").exists()
     response = api_client.post(
         "/api/v1/nodes/",
         {"parent": tree.node("prog-b").pk, "name": "b2", "weight": "3", "reason": "new project"},
@@ -250,18 +270,15 @@ def test_node_create_rename_and_move_permissions(tree, api_client):
     )
     assert response.status_code == 201 and response.json()["path"] == "org/prog-b/b2"
     b2 = response.json()["id"]
-    assert (
-        api_client.patch(
-            f"/api/v1/nodes/{b2}/", {"name": "b1", "reason": "r"}, format="json"
-        ).status_code
-        == 400
+    taken = api_client.patch(f"/api/v1/nodes/{b2}/", {"name": "b1", "reason": "r"}, format="json")
+    assert taken.status_code == 400 and taken.json()["field"] == "name"
+    assert "already exists" in taken.json()["detail"]
+    outside = api_client.patch(
+        f"/api/v1/nodes/{b2}/", {"parent": tree.node("prog-a").pk, "reason": "r"}, format="json"
     )
-    assert (
-        api_client.patch(
-            f"/api/v1/nodes/{b2}/", {"parent": tree.node("prog-a").pk, "reason": "r"}, format="json"
-        ).status_code
-        == 403
-    )
+    assert outside.status_code == 403 and outside.json()["field"] == "parent"
+    assert BudgetNode.objects.get(pk=b2).name == "b2"
+    assert BudgetNode.objects.get(pk=b2).parent_id == tree.node("prog-b").pk
     as_user(api_client, tree.user("ceo"))
     response = api_client.patch(
         f"/api/v1/nodes/{tree.node('prog-a').pk}/",
@@ -269,12 +286,13 @@ def test_node_create_rename_and_move_permissions(tree, api_client):
         format="json",
     )
     assert response.status_code == 400 and response.json()["field"] == "parent"
-    assert (
-        api_client.patch(
-            f"/api/v1/nodes/{b2}/", {"parent": tree.node("prog-a").pk, "reason": ""}, format="json"
-        ).status_code
-        == 400
+    events_before = BudgetEvent.objects.count()
+    no_reason = api_client.patch(
+        f"/api/v1/nodes/{b2}/", {"parent": tree.node("prog-a").pk, "reason": ""}, format="json"
     )
+    assert no_reason.status_code == 400 and no_reason.json()["field"] == "reason"
+    assert BudgetNode.objects.get(pk=b2).parent_id == tree.node("prog-b").pk
+    assert BudgetEvent.objects.count() == events_before
     assert (
         api_client.patch(
             f"/api/v1/nodes/{b2}/",
@@ -286,36 +304,44 @@ def test_node_create_rename_and_move_permissions(tree, api_client):
 
 
 def test_membership_endpoints(tree, api_client):
+    a1 = tree.node("a1")
     as_user(api_client, tree.user("ann"))
-    assert (
-        api_client.post(
-            "/api/v1/memberships/",
-            {"user": "bob", "node": tree.node("a1").pk, "role": "member"},
-            format="json",
-        ).status_code
-        == 403
+    refused = api_client.post(
+        "/api/v1/memberships/", {"user": "bob", "node": a1.pk, "role": "member"}, format="json"
     )
+    assert refused.status_code == 403 and refused.json()["field"] == "node"
+    assert not Membership.objects.filter(user__username="bob", node=a1).exists()
     as_user(api_client, tree.user("lead-a"))
     response = api_client.post(
-        "/api/v1/memberships/",
-        {"user": "bob", "node": tree.node("a1").pk, "role": "member"},
-        format="json",
+        "/api/v1/memberships/", {"user": "bob", "node": a1.pk, "role": "member"}, format="json"
     )
     assert response.status_code == 201
-    membership = response.json()["id"]
-    assert (
-        api_client.post(
-            "/api/v1/memberships/",
-            {"user": "bob", "node": tree.node("a1").pk, "role": "boss"},
-            format="json",
-        ).status_code
-        == 400
+    created = response.json()
+    assert {k: created[k] for k in ("user", "node", "role")} == {
+        "user": "bob",
+        "node": a1.pk,
+        "role": "member",
+    }
+    assert Membership.objects.filter(pk=created["id"], user__username="bob", role="member").exists()
+    bad_role = api_client.post(
+        "/api/v1/memberships/", {"user": "bob", "node": a1.pk, "role": "boss"}, format="json"
     )
-    assert len(api_client.get(f"/api/v1/memberships/?node={tree.node('a1').pk}").json()) == 3
+    assert bad_role.status_code == 400 and bad_role.json()["field"] == "role"
+    assert not Membership.objects.filter(user__username="bob", role="boss").exists()
+    rows = api_client.get(f"/api/v1/memberships/?node={a1.pk}").json()
+    assert sorted((r["user"], r["role"]) for r in rows) == [
+        ("ann", "member"),
+        ("bob", "member"),
+        ("pi-a1", "manager"),
+    ]
     as_user(api_client, tree.user("bob"))
-    assert api_client.delete(f"/api/v1/memberships/{membership}/").status_code == 403
+    forbidden = api_client.delete(f"/api/v1/memberships/{created['id']}/")
+    assert forbidden.status_code == 403 and forbidden.json()["code"] == "permission_denied"
+    assert Membership.objects.filter(pk=created["id"]).exists()
     as_user(api_client, tree.user("lead-a"))
-    assert api_client.delete(f"/api/v1/memberships/{membership}/").status_code == 204
+    assert api_client.delete(f"/api/v1/memberships/{created['id']}/").status_code == 204
+    assert not Membership.objects.filter(pk=created["id"]).exists()
+    assert api_client.delete(f"/api/v1/memberships/{created['id']}/").status_code == 404
 
 
 def test_openapi_schema_and_docs_are_served_locally(tree, api_client):
@@ -344,3 +370,111 @@ def test_history_events_are_listed_newest_first(tree, api_client):
     ]
     assert reasons == ["w3", "w2", "w1"]
     assert BudgetEvent.objects.count() == 4  # 3 changes + the import
+
+
+@pytest.mark.parametrize(
+    ("url", "field"),
+    [
+        ("/api/v1/memberships/?node=abc", "node"),
+        ("/api/v1/memberships/?node=99999999999999999999999", "node"),
+        ("/api/v1/budget-changes/?node=99999999999999999999999", "node"),
+        ("/api/v1/budget-changes/?actor=%00", "actor"),
+        ("/api/v1/budget-changes/?kind=nope", "kind"),
+    ],
+)
+def test_bad_query_parameters_are_400_naming_the_parameter(tree, api_client, url, field):
+    as_user(api_client, tree.user("bob"))
+    response = api_client.get(url)
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert body["code"] == "invalid" and body["field"] == field and body["detail"]
+
+
+def test_memberships_filter_by_node(tree, api_client):
+    as_user(api_client, tree.user("bob"))
+    rows = api_client.get(f"/api/v1/memberships/?node={tree.node('a1').pk}").json()
+    assert sorted((r["user"], r["role"]) for r in rows) == [("ann", "member"), ("pi-a1", "manager")]
+
+
+def test_the_api_reads_json_only_so_an_empty_form_field_never_becomes_a_default(tree, api_client):
+    """Found by the fuzzer: a multipart body with `weight` empty created a node with the
+    default weight 1. Bodies are JSON; a form gets 415 and nothing is stored."""
+    as_user(api_client, tree.user("lead-b"))
+    body = {"parent": tree.node("prog-b").pk, "name": "b9", "weight": "", "reason": "new"}
+    form = api_client.post("/api/v1/nodes/", body, format="multipart")
+    assert form.status_code == 415 and form.json()["code"] == "unsupported_media_type"
+    empty = api_client.post("/api/v1/nodes/", body, format="json")
+    assert empty.status_code == 400 and empty.json()["field"] == "weight"
+    assert not BudgetNode.objects.filter(name="b9").exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "payload", "field"),
+    [
+        # the fuzzer's finding: a number where the schema says text was taken as text
+        ("/api/v1/nodes/", {"parent": "PROG_B", "name": "b2", "reason": 0}, "reason"),
+        ("/api/v1/nodes/", {"parent": "PROG_B", "name": 7, "reason": "r"}, "name"),
+        ("/api/v1/nodes/", {"parent": "PROG_B", "name": "b2", "reason": True}, "reason"),
+        (
+            "/api/v1/nodes/",
+            {"parent": "PROG_B", "name": "b2", "weight": [], "reason": "r"},
+            "weight",
+        ),
+        ("/api/v1/budget-changes/", {"reason": 1.5, "changes": []}, "reason"),
+        ("/api/v1/memberships/", {"user": 5, "node": "PROG_B", "role": "manager"}, "user"),
+        (
+            "/api/v1/memberships/",
+            {"user": "bob", "node": "PROG_B", "role": "manager", "reason": 3},
+            "reason",
+        ),
+    ],
+)
+def test_text_fields_refuse_values_of_other_json_types(tree, api_client, url, payload, field):
+    as_user(api_client, tree.user("ceo"))
+    payload = {k: tree.node("prog-b").pk if v == "PROG_B" else v for k, v in payload.items()}
+    before = (BudgetEvent.objects.count(), BudgetNode.objects.count(), Membership.objects.count())
+    response = api_client.post(url, payload, format="json")
+    assert response.status_code == 400, response.json()
+    assert response.json()["field"] == field and "string" in response.json()["detail"]
+    after = (BudgetEvent.objects.count(), BudgetNode.objects.count(), Membership.objects.count())
+    assert after == before
+
+
+def test_node_weight_may_be_a_number_or_numeric_text(tree, api_client):
+    as_user(api_client, tree.user("ceo"))
+    parent = tree.node("prog-b").pk
+    for name, weight in [("b2", 3), ("b3", "2.5")]:
+        response = api_client.post(
+            "/api/v1/nodes/",
+            {"parent": parent, "name": name, "weight": weight, "reason": "r"},
+            format="json",
+        )
+        assert response.status_code == 201, response.json()
+        assert float(response.json()["weight"]) == float(weight)
+
+
+def test_schema_says_query_text_may_not_hold_nul_which_gets_400_before_sign_in(tree, api_client):
+    """The fuzzer's finding: anonymous `?actor=%00...` got a 400 (the NUL guard runs before
+    authentication) that a schema-valid request should not get; the schema now says NUL
+    is not valid in any text query parameter."""
+    import re
+
+    schema = api_client.get("/api/schema/?format=json").json()
+    parameters = {
+        p["name"]: p for p in schema["paths"]["/api/v1/budget-changes/"]["get"]["parameters"]
+    }
+    pattern = parameters["actor"]["schema"]["pattern"]
+    assert re.search(pattern, "lead-a") and not re.search(pattern, "lead\x00a")
+    text_parameters = [
+        p
+        for path in schema["paths"].values()
+        for operation in path.values()
+        for p in operation.get("parameters", [])
+        if p["in"] == "query"
+        and p["schema"].get("type") == "string"
+        and not {"enum", "format"} & set(p["schema"])
+    ]
+    assert text_parameters and all(p["schema"].get("pattern") for p in text_parameters)
+    response = api_client.get("/api/v1/budget-changes/", {"actor": "a\x00b"})
+    assert response.status_code == 400 and response.json()["field"] == "actor"
+    assert "400" in schema["paths"]["/api/v1/budget-changes/"]["get"]["responses"]

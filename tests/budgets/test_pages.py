@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from budgets import services
-from budgets.models import BudgetEvent, BudgetNode, EventKind
+from budgets.models import BudgetEvent, BudgetNode, EventKind, ScheduledChange, ScheduledStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -120,12 +120,15 @@ def test_history_page_filters(tree, client):
         reason="ceo reason",
         changes=[{"node": tree.node("prog-b").pk, "weight": 9}],
     )
+    between = timezone.now()
     services.budget_change_create(
         actor=tree.user("lead-a"),
         reason="lead reason",
         changes=[{"node": tree.node("a1").pk, "weight": 9}],
     )
     client.force_login(tree.user("bob"))
+    since = client.get("/budgets/history/", {"since": between.isoformat()}).content.decode()
+    assert "lead reason" in since and "ceo reason" not in since
     html = client.get("/budgets/history/?actor=lead-a").content.decode()
     assert "lead reason" in html and "ceo reason" not in html
     html = client.get(f"/budgets/history/?node={tree.node('b1').pk}&kind=applied").content.decode()
@@ -141,29 +144,64 @@ def test_cancel_scheduled_from_history_page(tree, client):
         effective_at=timezone.now() + dt.timedelta(days=1),
     )
     client.force_login(tree.user("bob"))
+    refused = client.post(f"/budgets/scheduled/{event.pk}/cancel/", {"reason": "no"})
     assert (
-        client.post(f"/budgets/scheduled/{event.pk}/cancel/", {"reason": "no"}).status_code == 403
+        refused.status_code == 403 and "outside the subtree you manage" in refused.content.decode()
     )
+    assert ScheduledChange.objects.get(event=event).status == ScheduledStatus.PENDING
+    assert not BudgetEvent.objects.filter(kind=EventKind.CANCELLED).exists()
     client.force_login(tree.user("lead-a"))
-    client.post(f"/budgets/scheduled/{event.pk}/cancel/", {"reason": "dropped"})
-    assert BudgetEvent.objects.filter(kind=EventKind.CANCELLED).count() == 1
+    response = client.post(f"/budgets/scheduled/{event.pk}/cancel/", {"reason": "dropped"})
+    assert response.status_code == 302 and response.url == "/budgets/history/"
+    cancelled = BudgetEvent.objects.get(kind=EventKind.CANCELLED)
+    assert (cancelled.actor_name, cancelled.reason, cancelled.scheduled_event_id) == (
+        "lead-a",
+        "dropped",
+        event.pk,
+    )
+    assert ScheduledChange.objects.get(event=event).status == ScheduledStatus.CANCELLED
+    history = client.get("/budgets/history/").content.decode()
+    assert "Scheduled change cancelled." in history and "dropped" in history
 
 
 def test_admin_history_is_read_only(tree, admin_user, client):
     client.force_login(admin_user)
     event = BudgetEvent.objects.first()
-    assert client.get("/admin/budgets/budgetevent/").status_code == 200
-    assert client.get(f"/admin/budgets/budgetevent/{event.pk}/change/").status_code == 200
+    listing = client.get("/admin/budgets/budgetevent/").content.decode()
+    assert "Tree imported" in listing and "Add budget event" not in listing
+    detail = client.get(f"/admin/budgets/budgetevent/{event.pk}/change/").content.decode()
+    assert "org/prog-a/a1" in detail and 'name="_save"' not in detail  # read-only
     assert (
         client.post(f"/admin/budgets/budgetevent/{event.pk}/delete/", {"post": "yes"}).status_code
         == 403
     )
     assert client.get("/admin/budgets/budgetevent/add/").status_code == 403
     assert BudgetEvent.objects.filter(pk=event.pk).exists()
-    assert client.get("/admin/scheduler/cluster/add/").status_code == 200
-    assert client.get("/admin/budgets/membership/").status_code == 200
+    assert 'name="host_count"' in client.get("/admin/scheduler/cluster/add/").content.decode()
+    memberships = client.get("/admin/budgets/membership/").content.decode()
+    assert "pi-a1" in memberships and "lead-a" in memberships
 
 
 def test_admin_is_closed_to_non_staff(tree, client):
     client.force_login(tree.user("lead-a"))
-    assert client.get("/admin/budgets/budgetevent/").status_code == 302
+    response = client.get("/admin/budgets/budgetevent/")
+    assert response.status_code == 302 and response.url.startswith("/admin/login/")
+    assert "Tree imported" not in client.get(response.url).content.decode()
+
+
+@pytest.mark.parametrize(
+    "url", ["/budgets/history/?actor=%00", "/budgets/history/?since=%00", "/budgets/?x%00=1"]
+)
+def test_nul_bytes_in_query_are_400_not_500(tree, client, url):
+    client.force_login(tree.user("bob"))
+    response = client.get(url)
+    assert response.status_code == 400 and "NUL" in response.content.decode()
+
+
+def test_history_filter_ignores_digits_that_are_not_ascii(client, tree):
+    """'²'.isdigit() is true but int('²') fails: the filter used to answer 500."""
+    client.force_login(tree.user("ann"))
+    response = client.get("/budgets/history/", {"node": "\u00b2"})
+    assert response.status_code == 200
+    everything = client.get("/budgets/history/")
+    assert response.context["page"].paginator.count == everything.context["page"].paginator.count

@@ -391,7 +391,13 @@ def test_import_is_atomic_and_names_the_bad_node_and_field(tree, tmp_path):
     [
         ({"children": []}, "name"),
         ({"name": "o", "children": [{"name": "x", "weight": "abc"}]}, "not a number"),
-        ({"name": "o", "children": [{"name": "x"}, {"name": "x"}]}, "unique among siblings"),
+        (
+            {"name": "o", "children": [{"name": "x", "weight": 1}, {"name": "X", "weight": 2}]},
+            "unique among siblings",
+        ),
+        ({"name": "o", "children": [{"name": "x"}]}, "weight"),
+        ({"name": "o", "children": [{"name": "x/y", "weight": 1}]}, "cannot contain '/'"),
+        ({"name": "o", "children": [{"name": "x", "weight": 0.00001}]}, "4 decimal places"),
         ({"name": "o", "children": {"name": "x"}}, "must be a list"),
         ({"name": "o", "children": [{"name": "x", "members": "ann"}]}, "list of user names"),
         ([], "object"),
@@ -445,3 +451,59 @@ def test_decision_tree_uses_a_scheduled_change_once_it_is_due(tree):
     assert before["org/prog-a/a1"] == pytest.approx(0.35)
     assert after["org/prog-a/a1"] == pytest.approx(0.25)
     assert set(after) == {"org/prog-a/a1", "org/prog-a/a2", "org/prog-b/b1"}
+
+
+def test_an_exported_tree_loads_in_the_simulator_unchanged_with_repeated_project_names(
+    db, tmp_path, capsys
+):
+    """One tree format: what `budget_export` writes, the simulator reads as it is, also
+    when two programs each have a project called 'shared' (keyed by their paths)."""
+    from scheduler.sim.cli import main as sim_main
+
+    services.budget_tree_import(
+        data={
+            "name": "org",
+            "children": [
+                {
+                    "name": "prog-a",
+                    "weight": 60,
+                    "children": [
+                        {"name": "a1", "weight": 70, "members": ["ann"]},
+                        {"name": "shared", "weight": 30},
+                    ],
+                },
+                {"name": "prog-b", "weight": 40, "children": [{"name": "shared", "weight": 1}]},
+            ],
+        }
+    )
+    call_command("budget_export")
+    (tmp_path / "tree.json").write_text(capsys.readouterr().out)
+    (tmp_path / "cluster.json").write_text(
+        json.dumps({"name": "c", "host_count": 2, "gpus_per_host": 8})
+    )
+    rows = [
+        f"j{i},{project},u,{i * 60},4,3600,1800,1,0,training"
+        for i, project in enumerate(["prog-a/shared", "prog-b/shared", "a1", "prog-a/a1"] * 3)
+    ]
+    (tmp_path / "trace.csv").write_text(
+        "job_id,project,user,submit_s,gpus,duration_s,min_runtime_s,resumable,priority,kind\n"
+        + "\n".join(rows)
+        + "\n"
+    )
+    out = tmp_path / "report.json"
+    code = sim_main(
+        [
+            "run",
+            *("--cluster", str(tmp_path / "cluster.json")),
+            *("--tree", str(tmp_path / "tree.json")),
+            *("--trace", str(tmp_path / "trace.csv")),
+            *("--out", str(out), "--quiet"),
+        ]
+    )
+    assert code == 0
+    projects = json.loads(out.read_text())["entitlement"]["projects"]
+    assert set(projects) == {"a1", "prog-a/shared", "prog-b/shared"}
+    assert projects["a1"]["entitled_share"] == pytest.approx(0.42)
+    assert projects["prog-a/shared"]["entitled_share"] == pytest.approx(0.18)
+    assert projects["prog-b/shared"]["entitled_share"] == pytest.approx(0.40)
+    assert all(p["delivered_gpu_h"] > 0 for p in projects.values())

@@ -3,6 +3,8 @@
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from budgets.shares import compute_shares, shares_with_edits
 
@@ -48,3 +50,12 @@ def test_preview_with_edits_changes_only_the_affected_subtree():
     assert after["A1"].entitled == pytest.approx(0.25)
     assert after["A2"].entitled == pytest.approx(0.25)
     assert after["B"].entitled == pytest.approx(0.5)
+
+
+@given(st.text(max_size=30))
+def test_name_slug_is_djangos_slugify(name):
+    from django.utils.text import slugify
+
+    from scheduler.engine.budget_tree import name_slug
+
+    assert name_slug(name) == slugify(name)

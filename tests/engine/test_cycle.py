@@ -310,14 +310,15 @@ def test_incremental_running_state_matches_a_cold_cycle():
     from the difference of the running sets; every plan must equal a cold one."""
     import random
 
-    import scheduler.engine.cycle as engine_cycle
-    from scheduler.engine import RunningWorkload
+    from scheduler.engine import EngineState, Policy, RunningWorkload, plan
+
+    state = EngineState()
 
     def cold(s, now):
-        engine_cycle._RUN_CACHE.clear()
-        engine_cycle._RUN_STATE = None
-        engine_cycle._RUN_CACHE_KEY = None
-        return cycle(s, now)
+        return plan(s, Policy(), now)
+
+    def warm_cycle(s, now):
+        return plan(s, Policy(), now, state)
 
     rng = random.Random(3)
     t = tree(a=1, b=2, c=1)
@@ -336,9 +337,9 @@ def test_incremental_running_state_matches_a_cold_cycle():
     now = 100 * H
     for _ in range(25):
         s = snap(hs, list(running.values()), {p: list(v) for p, v in waiting.items()}, t, usage)
-        warm = cycle(s, now)
+        warm = warm_cycle(s, now)
         assert warm == cold(s, now)
-        cycle(s, now)  # leave the warm state at this running set for the next cycle
+        warm_cycle(s, now)  # leave the warm state at this running set for the next cycle
         apply_plan(warm, running, waiting, now)
         for wid in rng.sample(sorted(running), k=min(2, len(running))):
             del running[wid]  # finished

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.engine.placement import FreeIndex, Shape, block_info
+from scheduler.engine.blocks import FreeIndex, Shape, block_info
 
 from .helpers import H, cycle, gpus_of, hosts, job, pending, run, snap, tree
 

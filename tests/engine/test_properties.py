@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -129,6 +131,8 @@ def test_cycle_invariants(s: Snapshot, mode: str):
             )
         assert x.requeue == r.workload.resumable
         assert x.reason
+        # A preemption's beneficiary starts in the same plan (drains have none).
+        assert x.for_workload_id is None or x.for_workload_id in started
 
     if mode == "fairshare":
         # Zero-weight project: allocated jobs never start.
@@ -140,8 +144,14 @@ def test_cycle_invariants(s: Snapshot, mode: str):
         assert {q.workload_id for q in out.queue} == set(pending) - set(started)
         assert all(q.reason for q in out.queue)
 
-    # Deterministic.
+    # Deterministic; explaining the queue changes no decision.
     assert plan(s, policy, NOW) == out
+    quiet = plan(s, replace(policy, explain_queue=False), NOW)
+    assert (quiet.starts, quiet.stops, quiet.reservations) == (
+        out.starts,
+        out.stops,
+        out.reservations,
+    )
 
 
 @settings(max_examples=60, deadline=None)

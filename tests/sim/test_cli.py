@@ -209,6 +209,22 @@ def test_until_days_cuts_the_run(tmp_path: Path, fake_engine: None) -> None:
     assert rep["jobs"]["running_at_end"] == 2 and rep["jobs"]["pending_at_end"] == 2
 
 
+def test_warmup_days_adds_the_figures_without_the_first_days(
+    tmp_path: Path, fake_engine: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fifo on two hosts: j1 and j2 start at 0, j3 (submitted at 60 s) at 1,800 s, j4 (at
+    120 s) at 3,600 s. After a 1,000 s warm-up no wait began in the window; the busy
+    GPU-time in [1000, 7200] is 8 x 2600 + 8 x 800 + 4 x 600 + 16 x 3600 = 87,200."""
+    args = scenario(tmp_path) + ["--policy", "fifo", "--quiet", "--warmup-days", str(1000 / 86400)]
+    assert main(args) == 0
+    rep = json.loads((tmp_path / "report.json").read_text())
+    after = rep["after_warmup"]
+    assert after["start_s"] == pytest.approx(1000) and after["end_s"] == 7200
+    assert rep["wait_s"]["all"]["count"] == 4 and after["wait_s"]["all"]["count"] == 0
+    assert after["occupancy"] == pytest.approx(87200 / (16 * 6200))
+    assert "after 0.0115741 d: occupancy" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------ generate and fairshare
 
 

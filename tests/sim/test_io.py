@@ -72,6 +72,25 @@ def bad_tree(mutate) -> dict:  # type: ignore[no-untyped-def]
     return t
 
 
+def test_same_project_name_in_two_programs_is_keyed_by_path(tmp_path: Path) -> None:
+    tree_doc = json.loads(json.dumps(TREE))
+    tree_doc["children"][1]["children"].append({"name": "a2", "weight": 2, "usage": 7})
+    tree, usage = load_tree_with_usage(write(tmp_path, "tree.json", tree_doc))
+    assert leaf_names(tree) == ["a1", "prog-a/a2", "b1", "prog-b/a2"]
+    assert usage == {"a1": 100.0, "prog-b/a2": 7.0}
+    trace = write(
+        tmp_path,
+        "trace.csv",
+        HEADER
+        + "\nj1,prog-a/a2,u,0,1,60,60,0,0,debug\nj2,prog-b/a2,u,0,1,60,60,0,0,debug"
+        + "\nj3,prog-a/a1,u,0,1,60,60,0,0,debug\nj4,a1,u,0,1,60,60,0,0,debug\n",
+    )
+    assert [j.project for j in load_trace(trace, tree)] == ["prog-a/a2", "prog-b/a2", "a1", "a1"]
+    bad = write(tmp_path, "bad.csv", HEADER + "\nj1,a2,u,0,1,60,60,0,0,debug\n")
+    with pytest.raises(InputError, match="unknown project 'a2'"):
+        load_trace(bad, tree)
+
+
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
@@ -80,11 +99,7 @@ def bad_tree(mutate) -> dict:  # type: ignore[no-untyped-def]
         (lambda t: t["children"][1].pop("weight"), ["org/prog-b", "weight", "missing"]),
         (
             lambda t: t["children"][1]["children"].append({"name": "b1", "weight": 2}),
-            ["org/prog-b", "duplicate sibling", "b1"],
-        ),
-        (
-            lambda t: t["children"][1]["children"].append({"name": "a2", "weight": 2}),
-            ["org/prog-b/a2", "name", "duplicate"],
+            ["org/prog-b", "unique among siblings", "b1"],
         ),
         (lambda t: t["children"][0]["children"][0].update(name=""), ["children[0]", "name"]),
         (lambda t: t["children"][0].update(usage=5), ["org/prog-a", "usage", "leaves"]),

@@ -108,7 +108,15 @@ def test_report_has_every_key_of_the_issue() -> None:
     rep = build_report(occupancy_result(), TREE)
     assert set(rep) == {
         "occupancy", "allocated_share", "unallocated_share", "entitlement", "wait_s",
-        "preemptions", "jobs", "drain", "wall_s", "demand_x_capacity",
+        "preemptions", "jobs", "drain", "wall_s", "demand_x_capacity", "occupancy_bound",
+        "occupancy_of_bound", "trace_span", "time_to_share", "start_s", "end_s",
+        "last_submit_s", "ideal_end_s",
+    }  # fmt: skip
+    assert set(rep["trace_span"]) == {
+        "start_s", "end_s", "occupancy", "occupancy_bound", "occupancy_of_bound",
+    }  # fmt: skip
+    assert set(rep["time_to_share"]) == {
+        "count", "p50", "p90", "max", "worst_project", "open_at_end",
     }  # fmt: skip
     assert set(rep["entitlement"]) == {
         "overall", "worst", "worst_project", "projects_at_95", "projects",

@@ -1,9 +1,9 @@
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from budgets.models import BudgetNode
 from budgets.services import budget_tree_import
-from scheduler.models import Cluster
 
 DEMO_TREE = {
     "name": "allot-demo",
@@ -52,7 +52,10 @@ DEMO_PASSWORD = "allot-demo"
 
 
 class Command(BaseCommand):
-    help = "Create the demo organisation, its users and a simulated cluster (idempotent)."
+    help = (
+        "Create the demo organisation, its users, its simulated cluster and 14 days of "
+        "back-filled history (idempotent)."
+    )
 
     def handle(self, *args, **options):
         if not BudgetNode.objects.filter(parent=None, name=DEMO_TREE["name"]).exists():
@@ -65,11 +68,31 @@ class Command(BaseCommand):
                 user.save(update_fields=["password"])
         if not users.filter(username="admin").exists():
             users.create_superuser("admin", "admin@example.com", DEMO_PASSWORD)
-        Cluster.objects.get_or_create(
-            name="demo-h100", defaults={"host_count": 16, "gpus_per_host": 8}
-        )
+        self._cluster_and_history()
         self.stdout.write(
             f"Demo logins (password '{DEMO_PASSWORD}'): admin (superuser), ceo (organisation "
             "manager), manager (program language-models), researcher (member of pretraining, "
             "post-training, sandbox)."
         )
+
+    def _cluster_and_history(self) -> None:
+        """The demo's simulated cluster and its back-filled history (needs the simulated
+        cluster process: `make run` starts it first)."""
+        from scheduler.services.clusters import ClusterUnreachable
+        from scheduler.services.demo import demo_backfill, demo_cluster_ensure
+
+        try:
+            cluster = demo_cluster_ensure()
+        except ClusterUnreachable as exc:
+            self.stderr.write(f"Demo cluster not added: {exc}")
+            return
+        root = BudgetNode.objects.get(parent=None, name=DEMO_TREE["name"])
+        days = settings.ALLOT_DEMO_BACKFILL_DAYS
+        if days > 0:
+            counts = demo_backfill(root=root, cluster=cluster, days=days)
+            if "skipped" not in counts:
+                self.stdout.write(
+                    f"Demo history: {days:g} days of {cluster.name} back-filled through the "
+                    f"simulator ({counts['jobs']} jobs, {counts['attempts']} runs) in "
+                    f"{counts['seconds']:.1f} s."
+                )

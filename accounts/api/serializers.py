@@ -1,0 +1,22 @@
+from rest_framework import serializers
+
+from config.api_fields import TextField
+
+
+class TokenCreateInput(serializers.Serializer):
+    username = TextField(max_length=150)
+    password = TextField(max_length=4096, trim_whitespace=False)
+    name = TextField(
+        max_length=100, required=False, allow_blank=True, help_text="e.g. 'laptop' or 'CI'"
+    )
+
+
+class TokenOutput(serializers.Serializer):
+    token_key = serializers.CharField(help_text="The token's first characters; names it")
+    name = serializers.CharField()
+    created = serializers.DateTimeField()
+    expiry = serializers.DateTimeField(allow_null=True, help_text="null: never expires")
+
+
+class TokenCreatedOutput(TokenOutput):
+    token = serializers.CharField(help_text="The secret; shown this once, stored only hashed")

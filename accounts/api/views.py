@@ -1,0 +1,68 @@
+"""Sign in for a token; list and revoke your own tokens."""
+
+from __future__ import annotations
+
+from django.contrib.auth import authenticate
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts import selectors, services
+from accounts.api import serializers as s
+from accounts.lockout import lockout_message
+from config.errors import ApplicationError, ValidationFailed
+
+
+class TooManyAttempts(ApplicationError):
+    status_code = 429
+    code = "throttled"
+
+
+class TokenCreateApi(APIView):
+    """Exchange a user name and password for a new token (rate-limited by django-axes)."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    documents_throttling = True  # config.api_schema adds the 429
+
+    @extend_schema(
+        request=s.TokenCreateInput,
+        responses={200: s.TokenCreatedOutput},
+        summary="Sign in: a new API token (send it as `Authorization: Token <token>`)",
+    )
+    def post(self, request):
+        serializer = s.TokenCreateInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        user = authenticate(request._request, username=data["username"], password=data["password"])
+        if getattr(request._request, "axes_locked_out", False):
+            raise TooManyAttempts(lockout_message())
+        if user is None or not user.is_active:
+            raise ValidationFailed("Unable to sign in with this user name and password.")
+        token, secret = services.token_create(user=user, name=data.get("name", ""))
+        body = s.TokenCreatedOutput({**s.TokenOutput(token).data, "token": secret}).data
+        return Response(body, status=status.HTTP_200_OK)
+
+
+class TokenListApi(APIView):
+    @extend_schema(responses=s.TokenOutput(many=True), summary="Your API tokens")
+    def get(self, request):
+        return Response(s.TokenOutput(selectors.tokens_of(user=request.user), many=True).data)
+
+    @extend_schema(
+        responses={204: None},
+        summary="Revoke all your API tokens",
+        operation_id="v1_auth_tokens_destroy_all",
+    )
+    def delete(self, request):
+        services.token_revoke_all(user=request.user)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class TokenDetailApi(APIView):
+    @extend_schema(responses={204: None}, summary="Revoke one of your API tokens")
+    def delete(self, request, token_key: str):
+        services.token_revoke(user=request.user, token_key=token_key)
+        return Response(status=status.HTTP_204_NO_CONTENT)

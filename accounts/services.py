@@ -1,0 +1,40 @@
+"""Writes on API tokens. Only a token's owner may list or revoke it."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.conf import settings
+from django.db import transaction
+
+from accounts.models import ApiToken
+from config.errors import NotFound, ValidationFailed
+from config.text import refuse_control_characters
+
+TOKEN_NAME_MAX_LENGTH = 100
+
+
+def token_create(*, user, name: str = "") -> tuple[ApiToken, str]:
+    """A new token for `user`; returns the row and the secret (shown this once only)."""
+    name = (name or "").strip()
+    if len(name) > TOKEN_NAME_MAX_LENGTH:
+        raise ValidationFailed(
+            f"A token name has at most {TOKEN_NAME_MAX_LENGTH} characters.", field="name"
+        )
+    refuse_control_characters(name, field="name", multiline=False)
+    ttl: dt.timedelta | None = settings.REST_KNOX["TOKEN_TTL"]
+    return ApiToken.objects.create(user=user, expiry=ttl, name=name)
+
+
+def token_revoke(*, user, token_key: str) -> None:
+    """Revoke one of `user`'s own tokens by its key (the first characters of the token)."""
+    with transaction.atomic():
+        deleted, _ = ApiToken.objects.filter(user=user, token_key=token_key).delete()
+    if not deleted:
+        raise NotFound(f"You have no token with key '{token_key}'.")
+
+
+def token_revoke_all(*, user) -> int:
+    """Revoke every token of `user`; returns how many there were."""
+    deleted, _ = ApiToken.objects.filter(user=user).delete()
+    return deleted

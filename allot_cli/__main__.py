@@ -1,0 +1,3 @@
+from allot_cli.main import main
+
+main()

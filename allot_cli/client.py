@@ -1,0 +1,201 @@
+"""Talking to the server: where it is, the token, requests and their errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+TIMEOUT_S = 30.0
+RETRIES = 3  # transient failures (connection errors, 502/503/504) of safe requests
+
+# Exit codes: 2 for input the server (or the CLI) refuses, 1 for everything else.
+EXIT_BAD_INPUT = 2
+EXIT_FAILURE = 1
+
+# API field -> the flag that sets it, so that errors name what the user typed.
+FLAGS = {
+    "project": "--project",
+    "cluster": "--cluster",
+    "name": "--name",
+    "gpus": "--gpus",
+    "min_runtime_s": "--min-runtime",
+    "resumable": "--resumable",
+    "priority": "--priority",
+    "kind": "--kind",
+    "spec": "--image/--command/--env",
+    "spec.image": "--image",
+    "spec.command": "--command",
+    "spec.env": "--env",
+    "duration_s": "--duration",
+    "array": "--array",
+}
+
+
+class CliError(Exception):
+    """A failure to report to the user: `message` names the field; `code` is the exit code."""
+
+    def __init__(self, message: str, *, code: int = EXIT_FAILURE, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.field = field
+        self.flag: str | None = None
+
+    def with_flag(self, flag: str) -> CliError:
+        """The same error, naming the command-line flag it is about."""
+        self.flag = flag
+        return self
+
+    def __str__(self) -> str:
+        if self.flag:
+            return f"{self.flag}: {self.message}"
+        if self.field:
+            flag = FLAGS.get(self.field)
+            if flag is None and self.field.startswith("spec.env."):
+                flag = "--env"
+            label = f"{flag} ({self.field})" if flag else self.field
+            return f"{label}: {self.message}"
+        return self.message
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "allot" / "config.json"
+
+
+def load_config() -> dict[str, Any]:
+    path = config_path()
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read {path}: {exc}") from None
+
+
+def save_config(data: dict[str, Any]) -> Path:
+    """Write the config file readable by its owner only (it holds a token)."""
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=2)
+    os.chmod(path, 0o600)  # also when the file existed with wider permissions
+    return path
+
+
+@dataclass
+class Settings:
+    url: str
+    token: str | None
+
+
+def settings(url: str | None = None) -> Settings:
+    """Server URL and token: ALLOT_URL/ALLOT_TOKEN first, then `allot login`'s file."""
+    stored = load_config()
+    return Settings(
+        url=(url or os.environ.get("ALLOT_URL") or stored.get("url") or DEFAULT_URL).rstrip("/"),
+        token=os.environ.get("ALLOT_TOKEN") or stored.get("token"),
+    )
+
+
+def _error_from(response: httpx.Response) -> CliError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    detail = body.get("detail") if isinstance(body, dict) else None
+    field = body.get("field") if isinstance(body, dict) else None
+    status = response.status_code
+    if detail and field and detail.startswith(f"{field}: "):
+        detail = detail[len(field) + 2 :]
+    if status in (400, 422):
+        return CliError(detail or f"refused ({status})", code=EXIT_BAD_INPUT, field=field)
+    if status == 401:
+        return CliError(
+            f"not signed in ({detail or 'no valid token'}): run `allot login` or set ALLOT_TOKEN"
+        )
+    if status == 404 and not detail:
+        return CliError(f"{response.request.url.path} does not exist on this server")
+    return CliError(f"{detail or response.reason_phrase} (HTTP {status})", field=field)
+
+
+class Api:
+    """A thin httpx client for /api/v1/ with the token and error mapping."""
+
+    def __init__(self, conf: Settings, *, need_token: bool = True):
+        if need_token and not conf.token:
+            raise CliError("no API token: run `allot login` or set ALLOT_TOKEN")
+        headers = {"Accept": "application/json", "User-Agent": "allot-cli"}
+        if conf.token:
+            headers["Authorization"] = f"Token {conf.token}"
+        self.url = conf.url
+        self.http = httpx.Client(base_url=f"{conf.url}/api/v1/", headers=headers, timeout=TIMEOUT_S)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        json_body: Any = None,
+        headers: dict[str, str] | None = None,
+        retry: bool = False,
+    ) -> Any:
+        """The decoded JSON answer; raises CliError. `retry` for requests that are safe
+        to repeat (reads, and submissions carrying an Idempotency-Key)."""
+        params = {k: v for k, v in (params or {}).items() if v is not None}
+        attempts = RETRIES if retry else 1
+        for attempt in range(attempts):
+            try:
+                response = self.http.request(
+                    method, path, params=params, json=json_body, headers=headers
+                )
+            except httpx.HTTPError as exc:
+                if attempt + 1 < attempts:
+                    time.sleep(0.5 * 2**attempt)
+                    continue
+                raise CliError(f"cannot reach {self.url}: {exc}") from None
+            if response.status_code in (502, 503, 504) and attempt + 1 < attempts:
+                time.sleep(0.5 * 2**attempt)
+                continue
+            if response.is_success:
+                return response.json() if response.content else None
+            raise _error_from(response)
+        raise CliError("no answer")  # pragma: no cover - the loop always returns or raises
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.request("GET", path, params=params, retry=True)
+
+    def get_all(self, path: str, *, limit: int | None = None, **params: Any) -> list[dict]:
+        """Every row of a paginated list (or the first `limit`)."""
+        rows: list[dict] = []
+        offset = 0
+        while True:
+            page_size = 500 if limit is None else min(500, limit - len(rows))
+            page = self.get(path, limit=page_size, offset=offset, **params)
+            if isinstance(page, list):
+                return page
+            rows.extend(page["results"])
+            offset += len(page["results"])
+            if not page.get("next") or not page["results"] or (limit and len(rows) >= limit):
+                return rows
+
+    def submit(self, body: dict[str, Any], *, dry_run: bool) -> Any:
+        """POST jobs/ with a fresh Idempotency-Key, so retries never submit twice."""
+        return self.request(
+            "POST",
+            "jobs/",
+            params={"dry_run": "true"} if dry_run else None,
+            json_body=body,
+            headers={"Idempotency-Key": str(uuid.uuid4())},
+            retry=True,
+        )

@@ -1,0 +1,549 @@
+"""The `allot` commands (typer). Each one is a REST call and a table; `--json` prints
+the server's answer as it is, for scripts. Exit codes: 0 done, 2 bad input (the error
+names the flag and the field), 1 any other failure."""
+
+from __future__ import annotations
+
+import getpass
+import shlex
+import socket
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from allot_cli import render
+from allot_cli.client import EXIT_BAD_INPUT, Api, CliError, save_config, settings
+from scheduler.durations import parse_duration
+
+app = typer.Typer(
+    help="Submit and follow GPU jobs on Allot (like sbatch/squeue/scancel/sshare).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print the server's JSON answer.")]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option("--cluster", "-M", help="Cluster name or id (default: the only cluster)."),
+]
+
+
+class State:
+    url: str | None = None
+
+
+def api() -> Api:
+    return Api(settings(State.url))
+
+
+@app.callback()
+def _root(
+    url: Annotated[
+        str | None,
+        typer.Option("--url", help="Server URL (default: ALLOT_URL, then `allot login`'s)."),
+    ] = None,
+) -> None:
+    State.url = url
+
+
+def duration_s(value: str, *, flag: str) -> int:
+    """'15m', '1h30m', '8h', '1:30:00' or plain seconds -> whole seconds >= 0."""
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise CliError(str(exc), code=EXIT_BAD_INPUT).with_flag(flag) from None
+
+
+def _only_cluster(client: Api, given: str | None) -> str:
+    if given:
+        return given
+    clusters = client.get("clusters/")
+    if len(clusters) == 1:
+        return clusters[0]["name"]
+    names = ", ".join(c["name"] for c in clusters) or "none"
+    raise CliError(f"choose a cluster with --cluster (clusters: {names})", code=EXIT_BAD_INPUT)
+
+
+# ---------------------------------------------------------------- login
+
+
+@app.command()
+def login(
+    username: Annotated[str | None, typer.Option("--username", "-u")] = None,
+    password: Annotated[
+        str | None, typer.Option("--password", help="Prompted (hidden) when not given.")
+    ] = None,
+) -> None:
+    """Sign in and store a token in your config file (readable by you only)."""
+    conf = settings(State.url)
+    username = username or input("User name: ")
+    password = password if password is not None else getpass.getpass("Password: ")
+    client = Api(conf, need_token=False)
+    answer = client.request(
+        "POST",
+        "auth/token/",
+        json_body={
+            "username": username,
+            "password": password,
+            "name": f"allot CLI on {socket.gethostname()}"[:100],
+        },
+    )
+    path = save_config({"url": conf.url, "token": answer["token"]})
+    render.out.print(f"Signed in to {conf.url} as {username}; token stored in {path}.")
+
+
+# ---------------------------------------------------------------- submit
+
+
+@app.command()
+def submit(
+    project: Annotated[str, typer.Option("--project", "-A", help="Project path or id.")],
+    min_runtime: Annotated[
+        str,
+        typer.Option(
+            "--min-runtime",
+            "-t",
+            help="Protected runtime (15m, 2h, ...); 0 submits unallocated work (free, "
+            "preemptible at any time).",
+        ),
+    ],
+    cluster: ClusterOpt = None,
+    gpus: Annotated[int, typer.Option("--gpus", "-G", help="1, 2, 4, 8 or whole hosts.")] = 1,
+    kind: Annotated[
+        str,
+        typer.Option(help="debug, training, interactive, inference, batch or sweep."),
+    ] = "training",
+    array: Annotated[int, typer.Option("--array", "-a", help="Submit N identical jobs.")] = 1,
+    resumable: Annotated[
+        bool, typer.Option("--resumable", help="Resumes from a checkpoint when preempted.")
+    ] = False,
+    priority: Annotated[int, typer.Option(help="Orders it among your project's jobs.")] = 0,
+    name: Annotated[str, typer.Option("--name", "-J")] = "job",
+    duration: Annotated[
+        str | None,
+        typer.Option(help="Expected run time (the simulated cluster runs it this long)."),
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="Container image.")] = None,
+    command: Annotated[str | None, typer.Option(help="Command line to run.")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V, repeatable.")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Check it and say where it would stand.")
+    ] = False,
+    as_json: JsonFlag = False,
+    args: Annotated[
+        list[str] | None, typer.Argument(help="The command, after `--` (instead of --command).")
+    ] = None,
+) -> None:
+    """Submit a job (like sbatch)."""
+    if args and command:
+        raise CliError("give the command either with --command or after --", code=EXIT_BAD_INPUT)
+    spec: dict[str, Any] = {}
+    if image:
+        spec["image"] = image
+    if command or args:
+        spec["command"] = command or shlex.join(args or [])
+    if env:
+        spec["env"] = _env(env)
+    client = api()
+    body: dict[str, Any] = {
+        "project": int(project) if project.isdigit() else project,
+        "cluster": _only_cluster(client, cluster),
+        "name": name,
+        "gpus": gpus,
+        "min_runtime_s": duration_s(min_runtime, flag="--min-runtime"),
+        "resumable": resumable,
+        "priority": priority,
+        "kind": kind,
+        "spec": spec,
+        "duration_s": duration_s(duration, flag="--duration") if duration else None,
+        "array": array,
+    }
+    answer = client.submit(body, dry_run=dry_run)
+    if as_json:
+        render.print_json(answer)
+    elif dry_run:
+        _print_estimate(answer)
+    else:
+        _print_submitted(answer)
+
+
+def _env(items: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise CliError(f"{item!r} is not K=V", code=EXIT_BAD_INPUT).with_flag("--env")
+        env[key] = value
+    return env
+
+
+def _print_submitted(answer: dict) -> None:
+    jobs = answer["jobs"]
+    first = jobs[0]
+    what = f"{first['gpus']} GPUs, min runtime {render.seconds(first['min_runtime_s'])}, " + (
+        "allocated" if first["allocated"] else "unallocated (free, preemptible)"
+    )
+    again = " (an earlier identical request)" if answer.get("replayed") else ""
+    if len(jobs) == 1:
+        render.out.print(
+            f"Submitted job {first['id']}{again} to {first['project_path']} on "
+            f"{first['cluster_name']}: {what}; {first['state']}."
+        )
+    else:
+        render.out.print(
+            f"Submitted {len(jobs)} jobs{again} (array {answer['array_id']}, ids "
+            f"{jobs[0]['id']}-{jobs[-1]['id']}) to {first['project_path']} on "
+            f"{first['cluster_name']}: each {what}."
+        )
+
+
+def _print_estimate(answer: dict) -> None:
+    job, estimate = answer["job"], answer["estimate"]
+    render.out.print(
+        f"Valid: {answer['count']} job(s) of {job['gpus']} GPUs for {job['project_path']} on "
+        f"{job['cluster_name']}; nothing was submitted."
+    )
+    if estimate["starts_now"]:
+        render.out.print("It would start in the next cycle (free GPUs fit it).")
+    elif estimate["position"] is not None:
+        render.out.print(
+            f"It would wait at position {estimate['position']} of {estimate['queue_length']} "
+            f"({estimate['project_position']} in its project; fair-share factor "
+            f"{render.number(estimate['fairshare_factor'])}): {estimate['reason']}"
+        )
+    else:
+        render.out.print(estimate["reason"])
+
+
+# ---------------------------------------------------------------- queue, show, cancel
+
+
+@app.command()
+def queue(
+    cluster: ClusterOpt = None,
+    limit: Annotated[int, typer.Option(help="Rows to show.")] = 50,
+    all_rows: Annotated[bool, typer.Option("--all", help="Every pending job.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Pending jobs in the order they will start, with position and reason (like squeue)."""
+    client = api()
+    name = _only_cluster(client, cluster)
+    page = client.get("queue/", cluster=name, limit=None if all_rows else max(1, limit))
+    rows = page["results"]
+    if all_rows:
+        rows = client.get_all("queue/", cluster=name)
+    if as_json:
+        render.print_json({**page, "results": rows})
+        return
+    render.out.print(
+        f"Queue of {name}: {page['count']} pending, as of {render.when(page['computed_at'])}"
+        + (f" (cycle {page['cycle']})" if page["cycle"] else "")
+    )
+    render.table(
+        [
+            "POS",
+            "JOBID",
+            "PROJECT",
+            "USER",
+            "NAME",
+            "KIND",
+            "GPUS",
+            "MIN_RT",
+            "PRIO",
+            "FS",
+            "REASON",
+        ],
+        (
+            [
+                r["position"],
+                r["job"],
+                r["project_path"],
+                r["submitter"],
+                r["name"],
+                r["kind"],
+                r["gpus"],
+                render.seconds(r["min_runtime_s"]),
+                r["priority"],
+                r["fairshare_factor"],
+                r["reason"],
+            ]
+            for r in rows
+        ),
+    )
+    if not all_rows and page["count"] > len(rows):
+        render.out.print(f"... {page['count'] - len(rows)} more (--all or --limit N)")
+
+
+@app.command()
+def show(job_id: int, as_json: JsonFlag = False) -> None:
+    """One job: its state, where it stands in the queue and why, attempts and events."""
+    job = api().get(f"jobs/{job_id}/")
+    if as_json:
+        render.print_json(job)
+        return
+    items: list[tuple[str, Any]] = [
+        ("job", f"{job['id']} {job['name']}"),
+        (
+            "state",
+            f"{job['state']} ({job['state_reason']})" if job["state_reason"] else job["state"],
+        ),
+        ("project", job["project_path"]),
+        ("cluster", job["cluster_name"]),
+        ("submitter", job["submitter"]),
+        ("gpus", job["gpus"]),
+        ("kind", job["kind"]),
+        (
+            "min runtime",
+            render.seconds(job["min_runtime_s"])
+            + (" (allocated)" if job["allocated"] else " (unallocated)"),
+        ),
+        ("resumable", "yes" if job["resumable"] else "no"),
+        ("priority", job["priority"]),
+        ("submitted", render.when(job["submitted_at"])),
+    ]
+    if job["array_id"]:
+        items.append(("array", f"{job['array_id']} [{job['array_index']}]"))
+    if job.get("spec"):
+        spec = job["spec"]
+        items += [(k, spec[k]) for k in ("image", "command") if spec.get(k)]
+        if spec.get("env"):
+            items.append(("env", " ".join(f"{k}={v}" for k, v in spec["env"].items())))
+    q = job.get("queue")
+    if q:
+        where = (
+            f"{q['position']} of {q['queue_length']} ({q['project_position']} in its project)"
+            if q["position"]
+            else "not placed yet"
+        )
+        items += [
+            ("position", where),
+            ("fair-share factor", render.number(q["fairshare_factor"])),
+            ("reason", q["reason"]),
+        ]
+    render.pairs(items)
+    if job["attempts"]:
+        render.table(
+            ["#", "ATTEMPT", "STATE", "HOSTS", "STARTED", "ENDED", "END"],
+            (
+                [
+                    a["number"],
+                    a["attempt_id"],
+                    a["state"],
+                    " ".join(
+                        f"{p['host']}:{','.join(map(str, p['gpu_indices']))}"
+                        for p in a["placements"]
+                    ),
+                    render.when(a["started_at"]),
+                    render.when(a["ended_at"]),
+                    a["end_reason"] or a["stop_intent"] or "",
+                ]
+                for a in job["attempts"]
+            ),
+            title="attempts",
+        )
+    render.table(
+        ["AT", "FROM", "TO", "BY", "REASON"],
+        (
+            [
+                render.when(e["at"]),
+                e["from_state"] or "-",
+                e["to_state"],
+                e["actor"] or "allot",
+                e["reason"],
+            ]
+            for e in job["events"]
+        ),
+        title="events",
+    )
+
+
+@app.command()
+def cancel(
+    job_ids: Annotated[list[int], typer.Argument(help="One or more job ids.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Cancel jobs (pending: at once; running: stopped with the cluster's grace period)."""
+    client = api()
+    answers = []
+    failed: CliError | None = None
+    for job_id in job_ids:
+        try:
+            job = client.request("POST", f"jobs/{job_id}/cancel/")
+        except CliError as exc:
+            render.err.print(f"error: job {job_id}: {exc}", markup=False)
+            failed = exc
+            continue
+        answers.append(job)
+        if not as_json:
+            render.out.print(f"job {job['id']}: {job['state']}", markup=False)
+    if as_json:
+        render.print_json(answers)
+    if failed is not None:
+        raise typer.Exit(failed.code)
+
+
+# ---------------------------------------------------------------- clusters, hosts
+
+
+@app.command()
+def clusters(as_json: JsonFlag = False) -> None:
+    """Clusters with their GPUs, hosts by health and jobs."""
+    rows = api().get("clusters/")
+    if as_json:
+        render.print_json(rows)
+        return
+    render.table(
+        [
+            "NAME",
+            "ADAPTER",
+            "HOSTS",
+            "GPUS",
+            "HEALTHY_GPUS",
+            "DRAINING",
+            "DOWN",
+            "PENDING",
+            "RUNNING",
+            "LAST_CYCLE",
+        ],
+        (
+            [
+                c["name"],
+                c["adapter"],
+                c["hosts"],
+                c["gpus"],
+                c["healthy_gpus"],
+                c["draining_hosts"],
+                c["down_hosts"],
+                c["pending_jobs"],
+                c["running_jobs"],
+                render.when(c["last_cycle"]["started_at"]) if c["last_cycle"] else "-",
+            ]
+            for c in rows
+        ),
+    )
+
+
+@app.command()
+def hosts(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
+    """Hosts with their health and GPUs in use (like sinfo -N)."""
+    rows = api().get_all("hosts/", cluster=cluster)
+    if as_json:
+        render.print_json(rows)
+        return
+    render.table(
+        ["CLUSTER", "HOST", "GPUS", "IN_USE", "HEALTH", "SINCE", "REASON"],
+        (
+            [
+                h["cluster_name"],
+                h["name"],
+                h["gpus"],
+                h["gpus_in_use"],
+                h["health"],
+                render.when(h["health_changed_at"]),
+                h["health_reason"],
+            ]
+            for h in rows
+        ),
+    )
+
+
+# ---------------------------------------------------------------- usage, shares
+
+
+@app.command()
+def usage(
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", "-M", help="Cluster name or id (default: all).")
+    ] = None,
+    project: Annotated[
+        str | None,
+        typer.Option("--project", "-A", help="Project, program or organisation path or id."),
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="ISO time or date, e.g. 2026-11-01")] = None,
+    until: Annotated[str | None, typer.Option(help="ISO time or date")] = None,
+    step: Annotated[str, typer.Option(help="hour or day")] = "day",
+    as_json: JsonFlag = False,
+) -> None:
+    """GPU-hours per project and step: allocated, unallocated, demand, entitled, delivered."""
+    rows = api().get_all(
+        "usage/", cluster=cluster, project=project, since=since, until=until, step=step
+    )
+    if as_json:
+        render.print_json(rows)
+        return
+    render.table(
+        [
+            "START",
+            "CLUSTER",
+            "PROJECT",
+            "ALLOCATED",
+            "UNALLOCATED",
+            "DEMAND",
+            "ENTITLED",
+            "DELIVERED",
+        ],
+        (
+            [
+                render.when(r.get("start")),
+                r.get("cluster_name", ""),
+                r.get("project_path", ""),
+                *(
+                    r.get(f"{k}_gpu_h")
+                    for k in ("allocated", "unallocated", "demand", "entitled", "delivered")
+                ),
+            ]
+            for r in rows
+        ),
+        title="GPU-hours",
+    )
+
+
+SHARE_COLUMNS = (
+    "raw_shares",
+    "norm_shares",
+    "raw_usage",
+    "norm_usage",
+    "effective_usage",
+    "level_fs",
+    "fairshare",
+    "rank",
+)
+
+
+@app.command()
+def shares(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
+    """Fair share of every node of the budget tree (like sshare -l)."""
+    client = api()
+    answer = client.get("fairshare/", cluster=_only_cluster(client, cluster))
+    if as_json:
+        render.print_json(answer)
+        return
+    render.out.print(
+        f"Fair share on {answer.get('cluster_name', '?')} as of {render.when(answer.get('as_of'))}",
+        markup=False,
+    )
+    nodes = answer.get("nodes", []) if isinstance(answer, dict) else answer
+    render.table(
+        ["NODE", *(c.upper() for c in SHARE_COLUMNS)],
+        (
+            [
+                "  " * int(n.get("depth") or 0) + str(n.get("name", n.get("path", ""))),
+                *(n.get(c) for c in SHARE_COLUMNS),
+            ]
+            for n in nodes
+        ),  # fmt: skip
+    )
+
+
+def main() -> None:
+    """Console entry point: run a command; report a failure as one line and an exit code."""
+    try:
+        app()
+    except CliError as exc:
+        render.err.print(f"error: {exc}", markup=False)
+        sys.exit(exc.code)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,313 @@
+"""Benchmark: how good is the estimated start time (ETA) of a pending job?
+
+Replays a trace through the simulator (the real engine), and at the submission of each
+sampled job asks `scheduler.sim.eta.estimate` for its ETA from the state at that
+instant (the replay's `probe`): running jobs with their elapsed time, the pending
+queue, usage; runtimes forecast only from the jobs completed so far (never the job's
+own or any running job's real runtime). Compares with the replay's real first start.
+
+Two passes of the same deterministic replay: the first finds the jobs that waited at
+least `--min-wait` (default 5 min) and draws `--samples` of them (seeded), the second
+captures the state at their submissions. Jobs that arrive after a submission are
+unknown to its ETA, as in production.
+
+Prints one JSON object: jobs evaluated, median and p90 absolute error (s), the median
+relative error (|eta - real| / real wait), the share of real starts inside the stated
+range, the same for the baseline (Slurm backfill-style reservation estimate), the
+trace, window, seed and wall time.
+
+Usage: python bench/eta.py [--trace philly] [--start-day 0] [--days 14] [--samples 200]
+       [--seed 0]; --scenario ai2-month [--scenario-seed 1] replays a generated workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from bisect import bisect_left, bisect_right
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scheduler.engine.types import Snapshot, Workload  # noqa: E402
+from scheduler.sim.eta import RuntimeForecast, estimate, repeat_arrivals  # noqa: E402
+from scheduler.sim.generate import write_scenario  # noqa: E402
+from scheduler.sim.io import load_cluster, load_trace, load_tree  # noqa: E402
+from scheduler.sim.model import SimConfig, TraceJob  # noqa: E402
+from scheduler.sim.replay import policy_for, simulate  # noqa: E402
+
+DAY = 86400.0
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+if not DATA.exists():
+    DATA = Path("/work/shared/data")
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
+
+
+def _figures(rows: list[tuple[float, float, float | None, float | None, float | None]]) -> dict:
+    """rows: (real start, submit, eta, earliest, latest)."""
+    errs, rel, inside, unknown = [], [], 0, 0
+    for real, submit, eta, lo, hi in rows:
+        if eta is None:
+            unknown += 1
+            continue
+        err = abs(eta - real)
+        errs.append(err)
+        rel.append(err / max(real - submit, 1.0))
+        if lo is not None and hi is not None and lo - 1e-6 <= real <= hi + 1e-6:
+            inside += 1
+    n = len(rows)
+    return {
+        "median_abs_error_s": round(statistics.median(errs), 1) if errs else None,
+        "p90_abs_error_s": round(_quantile(errs, 0.9) or 0.0, 1) if errs else None,
+        "median_relative_error": round(statistics.median(rel), 3) if rel else None,
+        "inside_range": round(inside / n, 3) if n else None,
+        "no_estimate": unknown,
+    }
+
+
+class _Oracle:
+    """Diagnosis only: the real remaining runtimes (what no forecast can know)."""
+
+    def __init__(self, spec: dict[str, TraceJob]) -> None:
+        self.spec = spec
+
+    def remaining(self, project, user, kind, gpus, elapsed, q):  # noqa: ANN001, ANN201
+        return max(0.0, self.spec[user].duration_s - elapsed)  # `user` carries the job id
+
+
+def full_queue(n_pending: int, seed: int) -> dict:
+    """What the live service computes per cluster and cycle: the ETA of every pending
+    job of a 1,024-GPU cluster (128 x 8, every GPU busy) with `n_pending` queued in 20
+    projects, from 5,000 past runtimes."""
+    from scheduler.engine.types import BudgetNode, Host, Placement, RunningWorkload
+
+    rng = random.Random(seed)
+    projects = [f"p{i:02d}" for i in range(20)]
+    tree = BudgetNode("org", children=tuple(BudgetNode(p, rng.choice([1, 2, 4])) for p in projects))
+    hosts = tuple(Host(f"h{i:03d}", 8) for i in range(128))
+    running = []
+    k = 0
+    for h in hosts:
+        free = 8
+        while free:
+            g = min(free, rng.choice([1, 2, 4, 8]))
+            w = Workload(f"r{k}", rng.choice(projects), g, 0.0, 3600.0, True, 0, "training")
+            idx = tuple(range(8 - free, 8 - free + g))
+            running.append(
+                RunningWorkload(w, (Placement(h.name, idx),), -rng.uniform(0, 7200), True)
+            )
+            free -= g
+            k += 1
+    pending: dict[str, list[Workload]] = {}
+    for i in range(n_pending):
+        w = Workload(
+            f"j{i}",
+            rng.choice(projects),
+            rng.choice([1, 1, 2, 4, 8, 16]),
+            float(i),
+            3600.0,
+            True,
+            0,
+            "training",
+        )
+        pending.setdefault(w.project, []).append(w)
+    usage = {p: rng.uniform(0, 1e7) for p in projects}
+    snap = Snapshot(hosts=hosts, running=running, pending=pending, tree=tree, usage=usage)
+    history = [
+        (
+            rng.choice(projects),
+            "",
+            "training",
+            rng.choice([1, 2, 4, 8, 16]),
+            rng.lognormvariate(8.5, 1.2),
+        )
+        for _ in range(5000)
+    ]
+    t0 = time.perf_counter()
+    forecast = RuntimeForecast(history)
+    est = estimate(snap, policy_for(SimConfig()), 0.0, forecast)
+    ms = 1000 * (time.perf_counter() - t0)
+    return {
+        "full_queue_pending": n_pending,
+        "full_queue_running": len(running),
+        "full_queue_estimated": sum(1 for e in est.values() if e.start is not None),
+        "full_queue_ms": round(ms, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", default="philly", help="philly (Oct-Nov 2017) or a CSV path")
+    ap.add_argument("--cluster", default=None)
+    ap.add_argument("--tree", default=None)
+    ap.add_argument("--scenario", default=None, help="a generated scenario instead of a trace")
+    ap.add_argument("--scenario-seed", type=int, default=1)
+    ap.add_argument("--policy", default="fairshare")
+    ap.add_argument("--start-day", type=float, default=0.0)
+    ap.add_argument("--days", type=float, default=14.0)
+    ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--min-wait", type=float, default=300.0)
+    ap.add_argument("--oracle", action="store_true", help="diagnosis: the real runtimes")
+    ap.add_argument(
+        "--arrivals",
+        choices=("repeat", "none", "oracle"),
+        default="repeat",
+        help="later arrivals: the last --arrival-window repeated (default), none, or the "
+        "real ones (diagnosis)",
+    )
+    ap.add_argument("--arrival-window-h", type=float, default=24.0)
+    ap.add_argument("--warmup-days", type=float, default=2.0)
+    ap.add_argument("--watch", type=float, default=0.15, help="share of jobs whose state is kept")
+    ap.add_argument(
+        "--full-queue",
+        type=int,
+        default=0,
+        help="instead: time the ETA of every job of an N-job queue on 1,024 GPUs",
+    )
+    args = ap.parse_args(argv)
+    wall0 = time.perf_counter()
+    if args.full_queue:
+        print(json.dumps(full_queue(args.full_queue, args.seed), indent=1))
+        return 0
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.scenario:
+            cluster_p, tree_p, trace_p = write_scenario(args.scenario, tmp, args.scenario_seed)
+            source = f"generated {args.scenario} (seed {args.scenario_seed})"
+        else:
+            trace_p = DATA / "philly-octnov-2017.csv" if args.trace == "philly" else args.trace
+            cluster_p = args.cluster or DATA / "philly-cluster.json"
+            tree_p = args.tree or DATA / "philly-tree.json"
+            source = str(trace_p)
+        cluster = load_cluster(cluster_p)
+        tree = load_tree(tree_p)
+        trace = load_trace(trace_p, tree, cluster)
+    t0 = min((j.submit_s for j in trace), default=0.0) + args.start_day * DAY
+    t1 = t0 + args.days * DAY
+    jobs = [j for j in trace if t0 <= j.submit_s < t1]
+    config = SimConfig(policy=args.policy, until_s=t1 + 3 * DAY, seed=0)
+    spec: dict[str, TraceJob] = {j.job_id: j for j in jobs}
+
+    # One replay: the state is captured at the submission of a seeded random share of
+    # the jobs (after the warm-up); those that then waited >= --min-wait are evaluated.
+    rng = random.Random(args.seed)
+    warm = t0 + args.warmup_days * DAY
+    pool = [j.job_id for j in jobs if j.submit_s >= warm]
+    watch = frozenset(rng.sample(pool, min(len(pool), int(args.watch * len(pool)) + 1)))
+    seen: dict[str, tuple[float, Snapshot]] = {}
+
+    def probe(now: float, ids: list[str], snapshot: Snapshot) -> None:
+        for jid in ids:
+            seen[jid] = (now, snapshot)
+
+    first = simulate(cluster, tree, jobs, config, probe=(watch, probe))
+    replay_s = first.wall_s
+    real: dict[str, float] = {}
+    for out in first.jobs:
+        if out.waits_s:
+            real[out.job_id] = out.submit_s + out.waits_s[0]
+    waited = sorted(
+        (jid for jid, s in real.items() if s - spec[jid].submit_s >= args.min_wait),
+        key=lambda jid: (spec[jid].submit_s, jid),
+    )
+    candidates = [jid for jid in waited if jid in seen]
+    sample = sorted(rng.sample(candidates, min(args.samples, len(candidates))))
+    # completed jobs by end time: the forecast's history at a moment is a prefix
+    done = sorted(
+        (out.end_s, out.job_id)
+        for out in first.jobs
+        if out.state == "completed" and out.end_s is not None
+    )
+    done_t = [t for t, _ in done]
+    policy = policy_for(config)
+    window = args.arrival_window_h * 3600.0
+    submits = [j.submit_s for j in jobs]
+    wl = {
+        j.job_id: Workload(
+            id=j.job_id,
+            project=j.project,
+            gpus=j.gpus,
+            submit_s=j.submit_s,
+            min_runtime_s=min(j.min_runtime_s, config.max_min_runtime_s),
+            resumable=j.resumable,
+            priority=j.priority,
+            kind=j.kind,
+        )
+        for j in jobs
+    }
+    users = {j.job_id: (j.job_id if args.oracle else j.user) for j in jobs}
+    ours, base = [], []
+    eta_wall = time.perf_counter()
+    for jid in sample:
+        if jid not in seen:
+            continue
+        now, snapshot = seen[jid]
+        n = bisect_right(done_t, now)
+        history = (
+            (spec[d].project, spec[d].user, spec[d].kind, spec[d].gpus, spec[d].duration_s)
+            for _, d in done[:n]
+        )
+        forecast = RuntimeForecast(history)
+        if args.oracle:
+            forecast = _Oracle(spec)  # type: ignore[assignment]
+        if args.arrivals == "oracle":
+            later = [wl[j.job_id] for j in jobs if now < j.submit_s <= now + 3 * DAY]
+        elif args.arrivals == "repeat":
+            lo = bisect_left(submits, now - window)
+            hi = bisect_left(submits, now)
+            later = repeat_arrivals([wl[j.job_id] for j in jobs[lo:hi]], now, window)
+        else:
+            later = []
+        est = estimate(snapshot, policy, now, forecast, users=users, targets={jid}, arrivals=later)[
+            jid
+        ]
+        submit = spec[jid].submit_s
+        ours.append((real[jid], submit, est.start, est.earliest, est.latest))
+        b = est.baseline_start
+        base.append((real[jid], submit, b, b, b))
+    eta_s = time.perf_counter() - eta_wall
+    waits = [r - s for r, s, *_ in ours]
+    result = {
+        "source": source,
+        "window": f"submissions in days [{args.start_day:g}, {args.start_day + args.days:g})",
+        "policy": args.policy,
+        "arrivals": args.arrivals
+        if args.arrivals != "repeat"
+        else f"repeat last {args.arrival_window_h:g} h",
+        "runtimes": "oracle" if args.oracle else "forecast",
+        "seed": args.seed,
+        "jobs_in_window": len(jobs),
+        "jobs_waited_5min": len(waited),
+        "warmup_days": args.warmup_days,
+        "jobs_evaluated": len(ours),
+        "real_wait_median_s": round(statistics.median(waits), 1) if waits else None,
+        "eta": _figures(ours),
+        "baseline_reservation": _figures(base),
+        "bias_median_s": round(statistics.median(e - r for r, _, e, *_ in ours if e is not None), 1)
+        if ours
+        else None,
+        "replay_s": round(replay_s, 1),
+        "eta_ms_per_job": round(1000 * eta_s / max(len(ours), 1), 1),
+        "wall_s": round(time.perf_counter() - wall0, 1),
+    }
+    result["median_relative_error"] = result["eta"]["median_relative_error"]
+    result["inside_range"] = result["eta"]["inside_range"]
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""Fuzz the whole API for longer than the CI test: schemathesis `--checks all` as each
+role against gunicorn under the production settings, on a fresh database.
+
+    .venv/bin/python bench/fuzz.py [--max-examples 100] [--port 8390]
+
+Needs DATABASE_URL (a server where it may create and drop `<name>_fuzz`) and REDIS_URL.
+Prints JSON: HTTP requests served, server errors (5xx in the access log), schemathesis
+test cases and failures, per role; each role's findings in detail (with a curl command
+that reproduces each) go to `var/fuzz/<role>.txt`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import secrets
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.api.fuzz import run_schemathesis, server_errors  # noqa: E402
+
+ROLES = {"superuser": "admin", "manager": "manager", "member": "researcher", "anonymous": None}
+DEMO_PASSWORD = "allot-demo"
+ACCESS_LINE = re.compile(r'"[A-Z]+ \S+ HTTP/[\d.]+" (\d{3}) ')
+
+
+def _database_env(base_url: str) -> tuple[str, str, str]:
+    """(URL of the fuzz database, its name, URL of the maintenance database)."""
+    head, _, name = base_url.rpartition("/")
+    name = name.split("?")[0]
+    return f"{head}/{name}_fuzz", f"{name}_fuzz", f"{head}/postgres"
+
+
+def _psql(url: str, sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def _statuses(log_path: Path) -> list[int]:
+    """HTTP statuses of the requests gunicorn has logged so far, in order."""
+    return [int(m.group(1)) for m in ACCESS_LINE.finditer(log_path.read_text())]
+
+
+def _token(base: str, username: str) -> str:
+    request = urllib.request.Request(
+        f"{base}/api/v1/auth/token/",
+        data=json.dumps({"username": username, "password": DEMO_PASSWORD}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)["token"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--max-examples", type=int, default=100)
+    parser.add_argument("--port", type=int, default=8390)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--roles", default=",".join(ROLES), help="comma-separated roles to fuzz as")
+    parser.add_argument(
+        "--paths", default=None, help="fuzz only the operations whose path matches this regex"
+    )
+    args = parser.parse_args()
+    if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
+        sys.exit("Set DATABASE_URL and REDIS_URL (the fuzz database is created next to it).")
+    db_url, db_name, maintenance = _database_env(os.environ["DATABASE_URL"])
+    env = dict(
+        os.environ,
+        DATABASE_URL=db_url,
+        DJANGO_SETTINGS_MODULE="config.settings.production",
+        SECRET_KEY=secrets.token_urlsafe(50),
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        ALLOT_SSL_REDIRECT="false",
+        ALLOT_PORT=str(args.port),
+        WEB_CONCURRENCY=str(args.workers),
+        ALLOT_LOGIN_FAILURE_LIMIT="1000000",  # the fuzzer signs in with random passwords
+        ALLOT_VAR_DIR=str(ROOT / "var" / "fuzz"),
+        PYTHONUNBUFFERED="1",
+    )
+    _psql(maintenance, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+    _psql(maintenance, f'CREATE DATABASE "{db_name}"')
+    python = sys.executable
+    for command in (["migrate", "--noinput", "-v0"], ["seed_demo"]):
+        subprocess.run(
+            [python, "manage.py", *command], cwd=ROOT, env=env, check=True, capture_output=True
+        )
+    log_path = ROOT / "var" / "fuzz" / "gunicorn.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    gunicorn = Path(python).parent / "gunicorn"
+    started = time.monotonic()
+    with open(log_path, "w") as log:
+        server = subprocess.Popen(
+            [str(gunicorn), "config.wsgi", "-c", "config/gunicorn.py"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{args.port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{base}/healthz", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        roles = {}
+        for role in args.roles.split(","):
+            served_before = _statuses(log_path)
+            username = ROLES[role]
+            token = _token(base, username) if username else None
+            only = ("--include-path-regex", args.paths) if args.paths else ()
+            report = run_schemathesis(
+                base, token=token, max_examples=args.max_examples, seed=None, extra_args=only
+            )
+            roles[role] = {
+                "test_cases": report["test_cases"]["generated"],
+                "failures": [f"{f['code']} {f['title']}: {f['count']}" for f in report["failures"]],
+                "server_error_failures": server_errors(report),
+                "seconds": round(report["running_time"], 1),
+            }
+            time.sleep(1)  # let the workers write their last access lines
+            served = _statuses(log_path)[len(served_before) :]
+            roles[role]["requests_fuzzed"] = len(served)
+            roles[role]["server_errors"] = sum(1 for s in served if s >= 500)
+            # schemathesis's console text: each finding with the request that reproduces it
+            (log_path.parent / f"{role}.txt").write_text(report["output"])
+    finally:
+        server.terminate()
+        server.wait(30)
+        _psql(maintenance, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+    statuses = _statuses(log_path)
+    print(
+        json.dumps(
+            {
+                "requests_fuzzed": len(statuses),
+                "server_errors": sum(1 for s in statuses if s >= 500),
+                "statuses": {str(s): statuses.count(s) for s in sorted(set(statuses))},
+                "max_examples_per_operation": args.max_examples,
+                "gunicorn_workers": args.workers,
+                "roles": roles,
+                "wall_s": round(time.monotonic() - started, 1),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

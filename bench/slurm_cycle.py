@@ -1,0 +1,203 @@
+"""Benchmark scheduling cycles against a real Slurm cluster; prints JSON.
+
+Scenario (seeded): the local Slurm cluster of the tests (`scheduler.adapters.slurm_local`:
+slurmctld + 16 slurmd x 8 GPUs = 128 GPUs, started here unless `--slurm-conf` names a
+running one), added to Allot with `cluster_create(adapter="slurm")`, and 1,000 pending
+jobs (1-8 GPUs, allocated and unallocated, 20 projects) whose command sleeps.
+
+Cycle 1 starts what fits (every start is sbatch --hold + scontrol release); cycle 2,
+once Slurm runs them, confirms the starts with the GPU indices Slurm gave; cycle 3 is
+a steady one (nothing changes). For each: the cycle's wall time, the time spent in
+Slurm's commands (per command) and, for cycle 1, starts per second of Slurm time and
+of the whole cycle.
+
+Needs root (the daemons run as root) and Slurm installed (`make slurm`). Runs in a
+throwaway database (`test_<DATABASE_URL name>_slurmbench`), created and dropped.
+Usage: ``DATABASE_URL=... python bench/slurm_cycle.py [--pending 1000] [--seed 0]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
+
+GPU_MIX = [(1, 0.5), (2, 0.25), (4, 0.15), (8, 0.10)]
+
+
+def tree_document(programs: int = 4, projects: int = 5) -> dict:
+    return {
+        "name": "org",
+        "children": [
+            {
+                "name": f"prog{p}",
+                "weight": 1 + p,
+                "children": [{"name": f"p{p}-{q}", "weight": 1 + (q % 3)} for q in range(projects)],
+            }
+            for p in range(programs)
+        ],
+    }
+
+
+def populate(cluster, pending: int, seed: int) -> None:
+    """`pending` jobs spread over the tree's projects (their first events too)."""
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from budgets.models import BudgetNode
+    from budgets.services import budget_tree_import
+    from scheduler.models import Job, JobEvent, JobState
+
+    budget_tree_import(data=tree_document())
+    projects = list(BudgetNode.objects.filter(children__isnull=True, parent__isnull=False))
+    user = get_user_model().objects.create(username="bench")
+    rng = random.Random(seed)
+    sizes, weights = zip(*GPU_MIX, strict=True)
+    now = timezone.now()
+    jobs = Job.objects.bulk_create(
+        Job(
+            cluster=cluster,
+            project=rng.choice(projects),
+            submitter=user,
+            name=f"bench-{i}",
+            gpus=rng.choices(sizes, weights)[0],
+            min_runtime_s=rng.choice([0, 600, 3600]),
+            resumable=rng.random() < 0.5,
+            priority=rng.randint(0, 3),
+            spec={"command": "sleep 600"},
+            submitted_at=now,
+            queued_at=now,
+            state=JobState.PENDING,
+        )
+        for i in range(pending)
+    )
+    JobEvent.objects.bulk_create(
+        JobEvent(job=j, at=now, from_state="", to_state=JobState.PENDING, reason="submitted")
+        for j in jobs
+    )
+
+
+def one_cycle(cluster) -> dict:
+    """One cycle through a fresh adapter (as the worker does); its figures."""
+    from scheduler.adapters.slurm import adapter_for_cluster
+    from scheduler.services.cycle import cycle_run
+
+    adapter = adapter_for_cluster(cluster)
+    t = time.perf_counter()
+    record = cycle_run(cluster_id=cluster.pk, adapter=adapter)
+    wall_s = time.perf_counter() - t
+    stats = adapter.client.stats
+    # a start is sbatch --hold + scontrol release (cycle 1 runs no other scontrol)
+    slurm_start_s = sum(stats.by_command.get(c, [0, 0.0])[1] for c in ("sbatch", "scontrol"))
+    out = {
+        "wall_ms": round(wall_s * 1000.0, 1),
+        "starts": record.starts,
+        "stops": record.stops,
+        "reconciled": record.reconciled,
+        "errors": record.errors[:3],
+        "slurm_calls": stats.calls,
+        "slurm_ms": round(stats.seconds * 1000.0, 1),
+        "slurm_ms_by_command": {
+            k: {"calls": n, "ms": round(s * 1000.0, 1)}
+            for k, (n, s) in sorted(stats.by_command.items())
+        },
+        "phases_ms": getattr(record, "phases_ms", {}),
+    }
+    if record.starts:
+        out["starts_per_s_of_slurm_time"] = round(record.starts / slurm_start_s, 1)
+        out["starts_per_s_of_cycle"] = round(record.starts / wall_s, 1)
+    return out
+
+
+def run(pending: int, seed: int, slurm_conf: str | None) -> dict:
+    from scheduler.adapters.slurm_local import LocalSlurm, install_slurm
+    from scheduler.models import Attempt, AttemptState
+    from scheduler.services.clusters import cluster_create
+    from scheduler.services.cycle import engine_state_reset
+
+    local = None
+    if slurm_conf is None:
+        reason = install_slurm()
+        if reason:
+            raise SystemExit(f"no local Slurm cluster: {reason}")
+        local = LocalSlurm.create()
+        local.start()
+        slurm_conf = str(local.conf_path)
+    workdir = Path(slurm_conf).parent.parent / "jobs"
+    workdir.mkdir(exist_ok=True)
+    try:
+        engine_state_reset()
+        cluster = cluster_create(
+            name="slurm-bench",
+            adapter="slurm",
+            gpus_per_host=None,
+            adapter_options={"slurm_conf": slurm_conf, "workdir": str(workdir)},
+        )
+        populate(cluster, pending, seed)
+        first = one_cycle(cluster)
+        # wait until Slurm runs every started job, then confirm them
+        deadline = time.monotonic() + 60
+        started = Attempt.objects.filter(cluster=cluster)
+        from scheduler.adapters.slurm import adapter_for_cluster
+
+        adapter = adapter_for_cluster(cluster)
+        ids = set(started.values_list("attempt_id", flat=True))
+        while time.monotonic() < deadline:
+            running = {j.attempt_id for j in adapter.jobs() if j.state == "running"}
+            if ids <= running:
+                break
+            time.sleep(0.5)
+        second = one_cycle(cluster)
+        third = one_cycle(cluster)
+        return {
+            "scenario": {
+                "slurm": adapter.client.version(),
+                "hosts": cluster.host_count,
+                "gpus": cluster.gpu_capacity,
+                "pending_before": pending,
+                "local_cluster": local is not None,
+            },
+            "cycle_1_starts": first,
+            "cycle_2_confirms": second,
+            "cycle_3_steady": third,
+            "running_attempts": started.filter(state=AttemptState.RUNNING).count(),
+            "gpus_in_use": sum(a.gpus for a in started.filter(state=AttemptState.RUNNING)),
+        }
+    finally:
+        if local is not None:
+            local.stop(remove=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pending", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--slurm-conf", help="a running cluster's slurm.conf (default: start one)")
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.test.utils import setup_databases, teardown_databases
+
+    db = settings.DATABASES["default"]
+    db["TEST"]["NAME"] = f"test_{db['NAME']}_slurmbench"
+    config = setup_databases(verbosity=0, interactive=False)
+    try:
+        result = run(args.pending, args.seed, args.slurm_conf)
+    finally:
+        teardown_databases(config, verbosity=0)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""Input fields for the API that take only the JSON types the schema documents.
+
+DRF's CharField turns a number into text (`"reason": 0` became the reason "0"), so a
+request the schema calls invalid was accepted (schemathesis found it). These fields
+refuse other JSON types with a 400 that names the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+
+class TextField(serializers.CharField):
+    """A CharField that accepts only a JSON string."""
+
+    default_error_messages = {"invalid": "Must be text (a JSON string)."}
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field({"oneOf": [{"type": "number"}, {"type": "string"}]})
+class NumberOrTextField(serializers.Field):
+    """A number, or a number written as a JSON string (weights: `5`, `"2.5"`); the
+    service parses it by its own rule. Other JSON types are refused."""
+
+    default_error_messages = {"invalid": "Not a number or a numeric string."}
+
+    def to_internal_value(self, data: Any) -> int | float | str:
+        if isinstance(data, bool) or not isinstance(data, (int, float, str)):
+            self.fail("invalid")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value

@@ -1,0 +1,121 @@
+"""OpenAPI: every operation documents its error responses with the one error shape.
+
+`AutoSchema` (set as DRF's DEFAULT_SCHEMA_CLASS) adds, to whatever a view declares:
+400 where the operation takes input (a body or query parameters), 401 and 403 where
+authentication is required, 403 for unsafe methods (CSRF on session requests), 404
+where the path has parameters, 414 everywhere (gunicorn refuses request lines over
+8 KiB, without a body of the error shape), 415 where there is a body, 429 where the
+view is throttled. Views add the rest (e.g. 409) with `@extend_schema(responses=...)`.
+New endpoints get this without doing anything.
+"""
+
+from __future__ import annotations
+
+from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+
+
+class FieldErrorSerializer(serializers.Serializer):
+    field = serializers.CharField(required=False, help_text="The input, e.g. `changes[0].weight`")
+    code = serializers.CharField()
+    detail = serializers.CharField()
+
+
+class ErrorSerializer(serializers.Serializer):
+    """The body of every error response (see config/api_errors.py)."""
+
+    code = serializers.CharField(help_text="Machine-readable reason, e.g. `invalid`, `conflict`")
+    detail = serializers.CharField(help_text="What went wrong, for a person")
+    field = serializers.CharField(required=False, help_text="The offending input, if any")
+    errors = FieldErrorSerializer(many=True, required=False, help_text="Every invalid field")
+    current_version = serializers.IntegerField(
+        required=False, help_text="On a stale-version 409: the tree's current version"
+    )
+
+    class Meta:
+        ref_name = "Error"
+
+
+ERROR_DESCRIPTIONS = {
+    "400": "Invalid input; `field` names it",
+    "401": "Not signed in, or the token is invalid or revoked",
+    "403": "Signed in but not allowed (or a session request without a CSRF token)",
+    "404": "No such object",
+    "409": "Conflicts with the current state (e.g. a stale `base_version`)",
+    "414": "The request line (path and query string) is over 8 KiB; gunicorn refuses it",
+    "415": "Unsupported content type (send application/json)",
+    "429": "Too many requests; retry after the `Retry-After` header's seconds",
+}
+
+NO_NUL_PATTERN = r"^[^\x00]*$"
+UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+BODY_METHODS = {"POST", "PUT", "PATCH"}
+
+
+def error_response(status: int | str) -> OpenApiResponse:
+    return OpenApiResponse(ErrorSerializer, description=ERROR_DESCRIPTIONS[str(status)])
+
+
+class AutoSchema(SpectacularAutoSchema):
+    def _error_statuses(self) -> list[str]:
+        statuses = []
+        has_query = bool(
+            self.get_override_parameters()
+            or self._get_filter_parameters()
+            or self._get_pagination_parameters()
+        )
+        if self.method in BODY_METHODS or has_query:
+            statuses.append("400")
+        public = all(isinstance(p, AllowAny) for p in self.view.get_permissions())
+        if self.view.get_authenticators():
+            statuses.append("401")  # also for a bad token sent to a public endpoint
+        if not public or self.method in UNSAFE_METHODS:
+            statuses.append("403")
+        if "{" in self.path:
+            statuses.append("404")
+        statuses.append("414")  # any URL: gunicorn's limit_request_line, before Django
+        if self.method in BODY_METHODS:
+            statuses.append("415")
+        if self.view.get_throttles() or getattr(self.view, "documents_throttling", False):
+            statuses.append("429")
+        return statuses
+
+    def _get_parameters(self):
+        parameters = super()._get_parameters()
+        for parameter in parameters:
+            schema = parameter.get("schema", {})
+            free_text = schema.get("type") == "string" and not {"enum", "format"} & set(schema)
+            if parameter.get("in") == "query" and free_text:
+                # RejectNulBytesMiddleware answers 400 to a NUL in any query parameter,
+                # before authentication; the schema says so, so no client takes it as valid
+                schema.setdefault("pattern", NO_NUL_PATTERN)
+        return parameters
+
+    def _get_response_bodies(self, direction="response"):
+        responses = super()._get_response_bodies(direction)
+        if direction != "response":
+            return responses
+        for status in self._error_statuses():
+            if status == "414":  # gunicorn's own page, not the API's error shape
+                responses.setdefault(status, {"description": ERROR_DESCRIPTIONS[status]})
+            elif status not in responses:
+                responses[status] = self._get_response_for_code(
+                    error_response(status), status, direction=direction
+                )
+        return responses
+
+
+def paginated(serializer_class: type[serializers.Serializer], name: str) -> type:
+    """The limit/offset page of `serializer_class`, as LimitOffsetPagination returns it."""
+    return type(
+        name,
+        (serializers.Serializer,),
+        {
+            "count": serializers.IntegerField(),
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": serializer_class(many=True),
+        },
+    )

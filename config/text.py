@@ -1,0 +1,37 @@
+"""Rules for free text that people type (names, reasons, descriptions)."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from config.errors import ValidationFailed
+
+# Cc: control characters (NUL, ESC, DEL, ...); Cs: lone surrogates, which PostgreSQL
+# cannot store; Cf: invisible format characters (e.g. right-to-left overrides that make
+# a name read differently from what it is); Zl/Zp: line and paragraph separators.
+# Multi-line text (reasons) keeps newlines, tabs and format characters (emoji joiners).
+_REFUSED_IN_NAMES = {"Cc", "Cs", "Cf", "Zl", "Zp"}
+_REFUSED_IN_MULTILINE = {"Cc", "Cs"}
+_ALLOWED_IN_MULTILINE = {"\n", "\t", "\r"}
+
+
+def refuse_control_characters(text: str, *, field: str, multiline: bool) -> None:
+    """Raise ValidationFailed naming `field` when `text` holds a control or invisible
+    character (newlines and tabs are allowed in multi-line text such as reasons)."""
+    refused = _REFUSED_IN_MULTILINE if multiline else _REFUSED_IN_NAMES
+    for position, char in enumerate(text):
+        if multiline and char in _ALLOWED_IN_MULTILINE:
+            continue
+        if unicodedata.category(char) in refused:
+            raise ValidationFailed(
+                f"{field} contains the control or invisible character U+{ord(char):04X} at "
+                f"position {position + 1}; use printable text"
+                + (" (newlines and tabs are fine)." if multiline else "."),
+                field=field,
+            )
+
+
+def is_id_text(text: str) -> bool:
+    """Whether `text` is an id written in ASCII digits. `str.isdigit` alone also takes
+    characters such as "²" or "٣" that `int()` refuses (a 500 the fuzzer found)."""
+    return text.isascii() and text.isdigit()

@@ -1,0 +1,37 @@
+"""REST for the dashboards' figures: `GET /api/v1/waits/` (the others, usage/occupancy/
+fair share, are the ledger's endpoints)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.views import APIView
+
+from config.api_schema import error_response, paginated
+from config.errors import NotFound
+from dashboards import selectors
+from ledger.api import BAD_QUERY, PeriodQuery, page_response, validated
+
+
+class WaitRowOutput(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="Start of the step (UTC)")
+    kind = serializers.CharField(help_text="The jobs' kind: debug, training, ...")
+    jobs = serializers.IntegerField(help_text="Jobs whose first attempt started in the step")
+    p50_wait_s = serializers.FloatField(help_text="Median of first start - submission (s)")
+    p90_wait_s = serializers.FloatField(help_text="90th percentile of the wait (s)")
+
+
+class WaitsApi(APIView):
+    @extend_schema(
+        parameters=[PeriodQuery],
+        responses={
+            200: paginated(WaitRowOutput, "PaginatedWaitList"),
+            400: BAD_QUERY,
+            404: error_response(404),
+        },
+        operation_id="waits_list",
+        summary="p50/p90 wait by job kind per step (first start - submission)",
+    )
+    def get(self, request):
+        period = validated(PeriodQuery, request).period(missing=NotFound)
+        return page_response(request, self, selectors.wait_rows(period), WaitRowOutput)

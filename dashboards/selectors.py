@@ -1,0 +1,362 @@
+"""Reads behind the dashboards: occupancy buckets, entitlement delivery, fair share now,
+waits, preemptions and drains, and a researcher's own jobs and projects.
+
+Periods, occupancy and the fair-share figures are the ledger's (`ledger.selectors`, also
+behind its REST endpoints); delivery sums the ledger's hourly ProjectHour rows per step
+in PostgreSQL. Waits, preemptions and drains come from
+the append-only records (attempts, job events, host events). Everything is plain data
+(lists and dicts); `dashboards.charts` turns it into Plotly figures and CSV.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import Min, Sum
+from django.utils import timezone
+
+from budgets.models import Membership, NodeKind, Role
+from budgets.selectors import TreeIndex, nodes_governed_by, tree_index
+from ledger import selectors as ledger_selectors
+from ledger.models import ProjectHour
+from ledger.selectors import Period, floor_hour, step_key, step_starts
+from scheduler.models import Attempt, Cluster, HostEvent, HostHealth, Job, JobEvent, JobState
+
+DELIVERY_CACHE_S = 300
+GOOD_RATIO = 0.95  # a project "got what its budget promised" at >= 95% (SPEC 1.6)
+BUCKET_LABELS = {
+    "within_entitlement_gpu_h": "Allocated within entitlement",
+    "borrowed_gpu_h": "Allocated above entitlement (borrowed)",
+    "unallocated_gpu_h": "Unallocated (free) runs",
+    "idle_demand_gpu_h": "Idle while work waited",
+    "idle_gpu_h": "Idle, no work waiting",
+    "draining_gpu_h": "Draining",
+    "down_gpu_h": "Down",
+}
+
+
+def cluster_list() -> list[Cluster]:
+    return list(Cluster.objects.order_by("name"))
+
+
+# --- entitlement delivery ------------------------------------------------------------
+
+
+def _ratio(delivered: float, entitled: float) -> float | None:
+    return delivered / entitled if entitled > 0 else None
+
+
+def delivery(period: Period, *, user, index: TreeIndex | None = None) -> dict[str, Any]:
+    """Per project: entitled, delivered, demand and their ratio over the period (the
+    viewer's governed projects first), the count at >= 95%, and per step the total
+    delivered and entitled with the cumulative credit (+) or debt (-)."""
+    index = index or tree_index()
+    by_project, by_step = _delivery_sums(period)
+    mine = nodes_governed_by(user=user, index=index) | _member_projects(user)
+    projects = []
+    for pid, (entitled_h, delivered_h, demand_h, unallocated_h) in by_project.items():
+        projects.append(
+            {
+                "project_id": pid,
+                "path": index.path(pid) if pid in index.nodes else str(pid),
+                "entitled_gpu_h": entitled_h,
+                "delivered_gpu_h": delivered_h,
+                "demand_gpu_h": demand_h,
+                "unallocated_gpu_h": unallocated_h,
+                "ratio": _ratio(delivered_h, entitled_h),
+                "mine": pid in mine,
+            }
+        )
+    projects.sort(key=lambda p: (not p["mine"], p["path"]))
+    rated = [p for p in projects if p["ratio"] is not None]
+    steps = step_starts(period)
+    delivered = [round(by_step.get(at, (0.0, 0.0))[1], 3) for at in steps]
+    entitled = [round(by_step.get(at, (0.0, 0.0))[0], 3) for at in steps]
+    cumulative, running = [], 0.0
+    for d, e in zip(delivered, entitled, strict=True):
+        running += d - e
+        cumulative.append(round(running, 3))
+    return {
+        "projects": projects,
+        "rated": len(rated),
+        "good": sum(1 for p in rated if p["ratio"] >= GOOD_RATIO),
+        "steps": steps,
+        "delivered": delivered,
+        "entitled": entitled,
+        "cumulative": cumulative,
+        "has_data": bool(projects),
+    }
+
+
+def _delivery_sums(
+    period: Period,
+) -> tuple[dict[int, tuple[float, ...]], dict[dt.datetime, tuple[float, float]]]:
+    """Sums of the period's ProjectHour rows per project (entitled, delivered, demand,
+    unallocated) and per step (entitled, delivered), in one scan (GROUPING SETS).
+
+    Cached for DELIVERY_CACHE_S per cluster and period: paging through the table or a
+    second viewer does not scan the rows again (the rollups change at most hourly)."""
+    key = (
+        f"dashboards:delivery:{period.cluster.pk}:{period.since.isoformat()}:"
+        f"{period.until.isoformat()}:{period.step}"
+    )
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    step_sql = "date_trunc('day', hour AT TIME ZONE 'UTC')" if period.step == "day" else "hour"
+    sql = f"""
+        SELECT project_id, {step_sql} AS step, GROUPING(project_id) AS by_step,
+               SUM(entitled_gpu_h), SUM(allocated_gpu_h), SUM(demand_gpu_h),
+               SUM(unallocated_gpu_h)
+        FROM {ProjectHour._meta.db_table}
+        WHERE cluster_id = %s AND hour >= %s AND hour < %s
+        GROUP BY GROUPING SETS ((project_id), ({step_sql}))
+    """  # noqa: S608 (no user input in the text: table name and a fixed expression)
+    by_project: dict[int, tuple[float, ...]] = {}
+    by_step: dict[dt.datetime, tuple[float, float]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [period.cluster.pk, period.since, period.until])
+        for project_id, step, grouped_by_step, entitled, delivered, demand, unallocated in cursor:
+            if grouped_by_step:
+                at = step if step.tzinfo else step.replace(tzinfo=dt.UTC)
+                by_step[at] = (entitled or 0.0, delivered or 0.0)
+            else:
+                by_project[project_id] = (
+                    entitled or 0.0,
+                    delivered or 0.0,
+                    demand or 0.0,
+                    unallocated or 0.0,
+                )
+    cache.set(key, (by_project, by_step), DELIVERY_CACHE_S)
+    return by_project, by_step
+
+
+def _member_projects(user) -> set[int]:
+    if not user.is_authenticated:
+        return set()
+    return set(Membership.objects.filter(user=user).values_list("node_id", flat=True))
+
+
+# --- fair share now -----------------------------------------------------------------
+
+
+def fairshare_now(
+    *, viewer, cluster: Cluster, now: dt.datetime | None = None
+) -> list[dict[str, Any]]:
+    """Each node of the budget tree below the root (depth first) with its entitled share,
+    window usage (GPU-hours, as the next cycle will read it), level fair share (S / U)
+    and fair-share factor (the ledger's `sshare -l` rows), and what that means for its
+    jobs."""
+    rows = []
+    for node in ledger_selectors.fairshare(viewer=viewer, cluster=cluster, now=now)["nodes"]:
+        if node["depth"] == 0:
+            continue
+        infinite = node["level_fs_infinite"]
+        level_fs = math.inf if infinite else node["level_fs"]
+        rows.append(
+            {
+                **{k: node[k] for k in ("id", "path", "name", "kind", "depth", "entitled_share")},
+                "usage_gpu_h": node["raw_usage"],
+                "usage_share": node["effective_usage"],
+                "level_fs": node["level_fs"],
+                "level_fs_text": "∞" if infinite else None,
+                "factor": node["fairshare"],
+                "sentence": fairshare_sentence(
+                    is_project=node["kind"] == NodeKind.PROJECT,
+                    level_fs=level_fs,
+                    factor=node["fairshare"],
+                    weight_zero=node["raw_shares"] == 0.0,
+                ),
+            }
+        )
+    return rows
+
+
+def fairshare_sentence(
+    *, is_project: bool, level_fs: float | None, factor: float | None, weight_zero: bool
+) -> str:
+    """One sentence saying what a node's figures mean for its jobs."""
+    who = "Its jobs" if is_project else "Jobs below it"
+    if weight_zero:
+        return f"Weight 0: {who.lower()} run only on GPUs nobody else wants, and may be preempted."
+    if level_fs is None:
+        return "No figures yet."
+    if math.isinf(level_fs):
+        return f"No usage in the window: {who.lower()} go before siblings that used GPUs."
+    if level_fs >= 1.0:
+        rank = f" (factor {factor:.2f})" if factor is not None else ""
+        return (
+            f"Used less than its share ({level_fs:.2f}x under): "
+            f"{who.lower()} go before siblings that used more{rank}."
+        )
+    return (
+        f"Used more than its share (level FS {level_fs:.2f}): {who.lower()} wait behind "
+        "siblings below their share, and its unprotected runs may be preempted for them."
+    )
+
+
+# --- waits, preemptions, drains -------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-quantile (0..1) with linear interpolation between closest ranks."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def wait_rows(period: Period) -> list[dict[str, Any]]:
+    """p50/p90 wait (seconds) per step and job kind, of the jobs whose first attempt
+    started in the period: wait = first start - submission."""
+    firsts = (
+        Attempt.objects.filter(cluster=period.cluster, started_at__isnull=False)
+        .values("job_id", "job__kind", "job__submitted_at")
+        .annotate(first=Min("started_at"))
+        .filter(first__gte=period.since, first__lt=period.until)
+    )
+    waits: dict[tuple[dt.datetime, str], list[float]] = defaultdict(list)
+    for row in firsts:
+        wait_s = max((row["first"] - row["job__submitted_at"]).total_seconds(), 0.0)
+        waits[(step_key(row["first"], period), row["job__kind"])].append(wait_s)
+    return [
+        {
+            "at": at,
+            "kind": kind,
+            "jobs": len(values),
+            "p50_wait_s": percentile(values, 0.5),
+            "p90_wait_s": percentile(values, 0.9),
+        }
+        for (at, kind), values in sorted(waits.items())
+    ]
+
+
+def preemption_rows(period: Period) -> list[dict[str, Any]]:
+    """Preemptions per step and rule (job events that name the rule that allowed them)."""
+    events = JobEvent.objects.filter(
+        job__cluster=period.cluster, at__gte=period.since, at__lt=period.until
+    ).exclude(rule="")
+    counts: dict[tuple[dt.datetime, str], int] = defaultdict(int)
+    for at, rule in events.values_list("at", "rule"):
+        counts[(step_key(at, period), rule)] += 1
+    return [{"at": at, "rule": rule, "count": n} for (at, rule), n in sorted(counts.items())]
+
+
+def drain_rows(period: Period, *, now: dt.datetime | None = None) -> list[dict[str, Any]]:
+    """Each drain that overlaps the period: host, start, end (None while it lasts),
+    duration in hours and the reason."""
+    at_now = now or timezone.now()
+    events = (
+        HostEvent.objects.filter(host__cluster=period.cluster, at__lt=period.until)
+        .select_related("host")
+        .order_by("host_id", "at", "id")
+    )
+    open_drains: dict[int, HostEvent] = {}
+    drains = []
+    for event in events:
+        started = open_drains.get(event.host_id)
+        if started is not None and event.to_health != HostHealth.DRAINING:
+            drains.append(_drain(started, event.at))
+            del open_drains[event.host_id]
+        if event.to_health == HostHealth.DRAINING and started is None:
+            open_drains[event.host_id] = event
+    drains.extend(_drain(e, None) for e in open_drains.values())
+    kept = [d for d in drains if (d["ended_at"] or at_now) >= period.since]
+    for d in kept:
+        d["duration_h"] = ((d["ended_at"] or at_now) - d["started_at"]).total_seconds() / 3600
+    kept.sort(key=lambda d: d["started_at"], reverse=True)
+    return kept
+
+
+def _drain(event: HostEvent, ended_at: dt.datetime | None) -> dict[str, Any]:
+    return {
+        "host": event.host.name,
+        "started_at": event.at,
+        "ended_at": ended_at,
+        "reason": event.reason,
+        "actor": event.actor_name,
+    }
+
+
+# --- a researcher's own page ------------------------------------------------------------
+
+
+def my_jobs(*, user):
+    """The user's jobs, pending first, then newest first."""
+    from django.db.models import Case, IntegerField, Value, When
+
+    return (
+        Job.objects.filter(submitter=user)
+        .select_related("cluster", "project")
+        .annotate(
+            pending_first=Case(
+                When(state=JobState.PENDING, then=Value(0)),
+                default=Value(1),
+                output_field=IntegerField(),
+            )
+        )
+        .order_by("pending_first", "-id")
+    )
+
+
+def my_projects(*, user, days: int = 7, now: dt.datetime | None = None) -> list[dict[str, Any]]:
+    """The projects the user is a member or manager of (directly or through a node
+    they manage), with delivered vs entitled GPU-hours per cluster over `days` days."""
+    index = tree_index()
+    direct = set(
+        Membership.objects.filter(user=user, role__in=[Role.MEMBER, Role.MANAGER]).values_list(
+            "node_id", flat=True
+        )
+    )
+    project_ids = _projects_under(index, direct)
+    end = floor_hour(now or timezone.now()) + dt.timedelta(hours=1)
+    sums = (
+        ProjectHour.objects.filter(
+            project_id__in=project_ids, hour__gte=end - dt.timedelta(days=days), hour__lt=end
+        )
+        .values("project_id", "cluster__name")
+        .annotate(
+            entitled=Sum("entitled_gpu_h"),
+            delivered=Sum("allocated_gpu_h"),
+            demand=Sum("demand_gpu_h"),
+        )
+    )
+    found = {(r["project_id"]): [] for r in sums}
+    for r in sums:
+        found[r["project_id"]].append(
+            {
+                "cluster": r["cluster__name"],
+                "entitled_gpu_h": r["entitled"] or 0.0,
+                "delivered_gpu_h": r["delivered"] or 0.0,
+                "demand_gpu_h": r["demand"] or 0.0,
+                "ratio": _ratio(r["delivered"] or 0.0, r["entitled"] or 0.0),
+            }
+        )
+    return [
+        {
+            "id": pid,
+            "path": index.path(pid),
+            "entitled_share": index.shares[pid].entitled if pid in index.shares else 0.0,
+            "clusters": sorted(found.get(pid, []), key=lambda c: c["cluster"]),
+        }
+        for pid in sorted(project_ids, key=index.path)
+    ]
+
+
+def _projects_under(index: TreeIndex, node_ids: Iterable[int]) -> set[int]:
+    projects: set[int] = set()
+    for nid in node_ids:
+        if nid not in index.nodes:
+            continue
+        for candidate in [nid, *index.descendants(nid)]:
+            if not index.children.get(candidate):
+                projects.add(candidate)
+    return projects

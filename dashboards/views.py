@@ -1,0 +1,200 @@
+"""Pages: the manager dashboards (one htmx partial per chart, each with a CSV download)
+and a researcher's own page. Thin: parse the period, call selectors, render."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from config.errors import ApplicationError
+from dashboards import charts, selectors
+from ledger import selectors as ledger_selectors
+
+TABLE_PAGE_SIZE = 50
+JOBS_PAGE_SIZE = 25
+CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _period_args(request: HttpRequest) -> dict[str, Any]:
+    return {
+        "cluster": request.GET.get("cluster"),
+        "days": request.GET.get("days"),
+        "since": request.GET.get("since"),
+        "until": request.GET.get("until"),
+        "step": request.GET.get("step"),
+    }
+
+
+def _query(period: ledger_selectors.Period, **extra: Any) -> str:
+    args = {"cluster": period.cluster.pk, "days": period.days, "step": period.step, **extra}
+    return urlencode(args)
+
+
+def _csv_cell(value: Any) -> Any:
+    """User text that a spreadsheet would run as a formula is quoted (CSV injection)."""
+    if isinstance(value, str) and value.startswith(CSV_FORMULA_START):
+        return "'" + value
+    return value
+
+
+def csv_response(rows: list[list[Any]], filename: str) -> HttpResponse:
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    writer = csv.writer(response)
+    for row in rows:
+        writer.writerow([_csv_cell(v) for v in row])
+    return response
+
+
+def _error(request: HttpRequest, error: ApplicationError) -> HttpResponse:
+    return render(
+        request, "dashboards/_error.html", {"message": error.message}, status=error.status_code
+    )
+
+
+def _partial(name: str, build: Callable[[HttpRequest, ledger_selectors.Period], HttpResponse]):
+    """A chart's partial view: parses the period, renders or answers CSV."""
+
+    @login_required
+    def view(request: HttpRequest) -> HttpResponse:
+        try:
+            period = ledger_selectors.resolve_period(**_period_args(request))
+            return build(request, period)
+        except ApplicationError as error:
+            return _error(request, error)
+
+    view.__name__ = name
+    return view
+
+
+@login_required
+def dashboard(request: HttpRequest) -> HttpResponse:
+    clusters = selectors.cluster_list()
+    context: dict[str, Any] = {"clusters": clusters, "days_choices": ledger_selectors.DAYS_CHOICES}
+    if clusters:
+        try:
+            period = ledger_selectors.resolve_period(**_period_args(request))
+        except ApplicationError as error:
+            context["error"] = error.message
+            return render(request, "dashboards/dashboard.html", context, status=error.status_code)
+        context.update(period=period, query=_query(period))
+    return render(request, "dashboards/dashboard.html", context)
+
+
+def _occupancy(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
+    data = ledger_selectors.occupancy(period, viewer=request.user)
+    if request.GET.get("format") == "csv":
+        return csv_response(charts.occupancy_csv(data), f"occupancy-{period.cluster.name}.csv")
+    return render(
+        request,
+        "dashboards/_occupancy.html",
+        {
+            "period": period,
+            "data": data,
+            "figure": charts.occupancy_figure(data),
+            "query": _query(period),
+        },
+    )
+
+
+def _delivery(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
+    data = selectors.delivery(period, user=request.user)
+    fmt = request.GET.get("format")
+    if fmt == "csv":
+        return csv_response(charts.delivery_csv(data), f"delivery-{period.cluster.name}.csv")
+    if fmt == "csv-time":
+        return csv_response(
+            charts.delivery_over_time_csv(data), f"delivery-over-time-{period.cluster.name}.csv"
+        )
+    page = Paginator(data["projects"], TABLE_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "dashboards/_delivery.html",
+        {
+            "period": period,
+            "data": data,
+            "figures": charts.delivery_figures(data),
+            "page": page,
+            "query": _query(period),
+            "good_ratio": selectors.GOOD_RATIO,
+        },
+    )
+
+
+def _fairshare(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
+    rows = selectors.fairshare_now(viewer=request.user, cluster=period.cluster)
+    if request.GET.get("format") == "csv":
+        return csv_response(charts.fairshare_csv(rows), f"fairshare-{period.cluster.name}.csv")
+    return render(
+        request,
+        "dashboards/_fairshare.html",
+        {"period": period, "rows": rows, "query": _query(period)},
+    )
+
+
+def _waits(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
+    waits = selectors.wait_rows(period)
+    preemptions = selectors.preemption_rows(period)
+    drains = selectors.drain_rows(period)
+    fmt, name = request.GET.get("format"), period.cluster.name
+    if fmt == "csv":
+        return csv_response(charts.waits_csv(waits), f"waits-{name}.csv")
+    if fmt == "csv-preemptions":
+        return csv_response(charts.preemptions_csv(preemptions), f"preemptions-{name}.csv")
+    if fmt == "csv-drains":
+        return csv_response(charts.drains_csv(drains), f"drains-{name}.csv")
+    return render(
+        request,
+        "dashboards/_waits.html",
+        {
+            "period": period,
+            "waits": waits,
+            "preemptions": preemptions,
+            "drains": drains,
+            "figures": charts.waits_figures(waits, preemptions),
+            "query": _query(period),
+        },
+    )
+
+
+occupancy = _partial("occupancy", _occupancy)
+delivery = _partial("delivery", _delivery)
+fairshare = _partial("fairshare", _fairshare)
+waits = _partial("waits", _waits)
+
+
+@login_required
+def me(request: HttpRequest) -> HttpResponse:
+    jobs = Paginator(selectors.my_jobs(user=request.user), JOBS_PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    projects = selectors.my_projects(user=request.user)
+    if request.GET.get("format") == "csv":
+        rows: list[list[Any]] = [
+            ["project", "cluster", "entitled_gpu_h", "delivered_gpu_h", "ratio", "demand_gpu_h"]
+        ]
+        for p in projects:
+            for c in p["clusters"]:
+                rows.append(
+                    [
+                        p["path"],
+                        c["cluster"],
+                        round(c["entitled_gpu_h"], 3),
+                        round(c["delivered_gpu_h"], 3),
+                        "" if c["ratio"] is None else round(c["ratio"], 4),
+                        round(c["demand_gpu_h"], 3),
+                    ]
+                )
+        return csv_response(rows, "my-projects.csv")
+    return render(
+        request,
+        "dashboards/me.html",
+        {"jobs": jobs, "projects": projects, "figure": charts.my_projects_figure(projects)},
+    )

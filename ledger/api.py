@@ -1,0 +1,260 @@
+"""REST for the ledger's figures: `GET /api/v1/usage/` (GPU-hours per project and step),
+`GET /api/v1/occupancy/` (a cluster's occupancy buckets per step) and
+`GET /api/v1/fairshare/` (`sshare -l` for a cluster). Everyone signed in reads them.
+
+Thin: validate the query, call `ledger.selectors`, serialize. A query the schema cannot
+refuse (an unknown cluster or project, since not before until, a period over 366 days)
+gets a 400 that names the field, documented on each operation."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from budgets.selectors import tree_index
+from config.api_schema import ErrorSerializer, paginated
+from config.errors import ApplicationError, ValidationFailed
+from ledger import selectors
+from ledger.models import ClusterHour
+from scheduler.api.serializers import CLUSTER_NAME_MAX_LENGTH
+
+PERIOD_RULES = (
+    "Invalid input; `field` names it: a malformed or out-of-range value, an unknown "
+    "cluster or project, `since` not before `until`, or a period longer than "
+    f"{selectors.MAX_PERIOD.days} days"
+)
+# Bounded so that a query, even percent-encoded at 12 bytes a character, fits gunicorn's
+# 8 KiB request line (a longer one is its 414).
+PROJECT_REF_MAX_LENGTH = 400
+BAD_QUERY = OpenApiResponse(ErrorSerializer, description=PERIOD_RULES)
+
+
+def validated(query_class: type[serializers.Serializer], request) -> serializers.Serializer:
+    """The request's query parameters read by `query_class` (400 naming a bad field)."""
+    query = query_class(data=request.query_params.dict())
+    query.is_valid(raise_exception=True)
+    return query
+
+
+def page_response(request, view: APIView, rows, output: type[serializers.Serializer], fill=None):
+    """A limit/offset page of `rows` (paginated in the database for a queryset) through
+    `output`; `fill` may add to the page's rows first."""
+    paginator = LimitOffsetPagination()
+    page = paginator.paginate_queryset(rows, request, view=view)
+    if fill is not None:
+        fill(page)
+    return paginator.get_paginated_response(output(page, many=True).data)
+
+
+def cluster_field(**kwargs) -> serializers.CharField:
+    """A cluster's id or name in a query (bounded by the longest cluster name)."""
+    kwargs.setdefault("help_text", "The cluster's id or name")
+    return serializers.CharField(max_length=CLUSTER_NAME_MAX_LENGTH, **kwargs)
+
+
+def list_schema(query, output, *, name: str, operation_id: str, summary: str):
+    """The schema of a paginated ledger list read with `query` (with its documented 400)."""
+    return extend_schema(
+        parameters=[query],
+        responses={200: paginated(output, name), 400: BAD_QUERY},
+        operation_id=operation_id,
+        summary=summary,
+    )
+
+
+class PeriodQuery(serializers.Serializer):
+    """A cluster and a period, as the ledger's and the dashboards' endpoints read them."""
+
+    cluster = cluster_field()
+    since = serializers.DateTimeField(
+        required=False,
+        help_text="Start of the period (ISO 8601, from 1970); default: `days` before `until`",
+    )
+    until = serializers.DateTimeField(
+        required=False,
+        help_text="End of the period, excluded (ISO 8601, before 9000); default: the end "
+        "of the current hour",
+    )
+    days = serializers.ChoiceField(
+        choices=selectors.DAYS_CHOICES,
+        required=False,
+        help_text="Length of the period when `since` is not given (default 7)",
+    )
+    step = serializers.ChoiceField(
+        choices=list(selectors.STEPS), required=False, help_text="hour (default) or day (UTC)"
+    )
+
+    def span(self) -> selectors.Span:
+        args = self.validated_data
+        return selectors.resolve_span(
+            days=args.get("days"),
+            since=args.get("since"),
+            until=args.get("until"),
+            step=args.get("step"),
+        )
+
+    def period(self, *, missing: type[ApplicationError] = ValidationFailed) -> selectors.Period:
+        """The cluster's period; an unknown cluster raises `missing`."""
+        span = self.span()
+        cluster = selectors.resolve_cluster(self.validated_data["cluster"], missing=missing)
+        return selectors.Period(since=span.since, until=span.until, step=span.step, cluster=cluster)
+
+
+class UsageQuery(PeriodQuery):
+    cluster = cluster_field(required=False, help_text="The cluster's id or name (default: all)")
+    project = serializers.CharField(
+        max_length=PROJECT_REF_MAX_LENGTH,
+        required=False,
+        help_text="A budget node's id or path (`org/program/project`): the projects at or "
+        "below it (default: all)",
+    )
+
+
+class UsageRowOutput(serializers.Serializer):
+    start = serializers.DateTimeField(source="step", help_text="Start of the step (UTC)")
+    cluster = serializers.IntegerField(source="cluster_id")
+    cluster_name = serializers.CharField(source="cluster__name")
+    project = serializers.IntegerField(source="project_id", help_text="The project's node id")
+    project_path = serializers.CharField(help_text="The project's slug path")
+    allocated_gpu_h = serializers.FloatField(help_text="GPU-time of its allocated runs")
+    unallocated_gpu_h = serializers.FloatField(help_text="GPU-time of its unallocated runs")
+    demand_gpu_h = serializers.FloatField(
+        help_text="GPU-time of its allocated jobs present (pending or running)"
+    )
+    entitled_gpu_h = serializers.FloatField(
+        help_text="Entitled share x healthy capacity, capped by its demand, hour by hour"
+    )
+    delivered_gpu_h = serializers.FloatField(
+        help_text="What the ledger charged it (= allocated): compare with entitled"
+    )
+    within_entitlement_gpu_h = serializers.FloatField(
+        help_text="The part delivered within the entitlement: sum of min(allocated, "
+        "entitled) over the step's hours"
+    )
+
+
+class UsageApi(APIView):
+    @list_schema(
+        UsageQuery,
+        UsageRowOutput,
+        name="PaginatedUsageList",
+        operation_id="usage_list",
+        summary="GPU-hours per project and step: allocated, unallocated, demand, entitled, "
+        "delivered",
+    )
+    def get(self, request):
+        query = validated(UsageQuery, request)
+        args = query.validated_data
+        span = query.span()
+        cluster = None
+        if args.get("cluster"):
+            cluster = selectors.resolve_cluster(args["cluster"], missing=ValidationFailed)
+        index = tree_index()
+        node_id = (
+            selectors.resolve_node(args["project"], index=index) if "project" in args else None
+        )
+        rows = selectors.usage_rows(
+            viewer=request.user, span=span, cluster=cluster, node_id=node_id
+        )
+
+        def paths(page):
+            for row in page:
+                pid = row["project_id"]
+                row["project_path"] = index.path(pid) if pid in index.nodes else str(pid)
+
+        return page_response(request, self, rows, UsageRowOutput, fill=paths)
+
+
+class OccupancyRowOutput(serializers.Serializer):
+    start = serializers.DateTimeField(source="step", help_text="Start of the step (UTC)")
+    capacity_gpu_h = serializers.FloatField(
+        help_text="Every GPU of every host, whatever its health: the buckets sum to it"
+    )
+    healthy_gpu_h = serializers.FloatField(help_text="GPU-time of healthy hosts")
+    within_entitlement_gpu_h = serializers.FloatField(
+        help_text="Allocated runs up to each project's entitlement"
+    )
+    borrowed_gpu_h = serializers.FloatField(help_text="Allocated runs above the entitlement")
+    unallocated_gpu_h = serializers.FloatField(help_text="Unallocated (free) runs")
+    idle_demand_gpu_h = serializers.FloatField(help_text="Idle while allocated work waited")
+    idle_gpu_h = serializers.FloatField(help_text="Idle with no work waiting")
+    draining_gpu_h = serializers.FloatField(help_text="Idle GPUs of draining hosts")
+    down_gpu_h = serializers.FloatField(help_text="GPUs of hosts that were down")
+
+
+assert set(ClusterHour.BUCKETS) < set(OccupancyRowOutput().fields)
+
+
+class OccupancyApi(APIView):
+    @list_schema(
+        PeriodQuery,
+        OccupancyRowOutput,
+        name="PaginatedOccupancyList",
+        operation_id="occupancy_list",
+        summary="A cluster's GPU-hours per step in the occupancy buckets (they sum to the "
+        "capacity); steps without ledger rows are left out",
+    )
+    def get(self, request):
+        period = validated(PeriodQuery, request).period()
+        rows = selectors.occupancy_rows(period, viewer=request.user)
+        return page_response(request, self, rows, OccupancyRowOutput)
+
+
+class FairshareQuery(serializers.Serializer):
+    cluster = cluster_field()
+
+
+class FairshareNodeOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    path = serializers.CharField()
+    name = serializers.CharField()
+    kind = serializers.CharField(help_text="organisation, program or project")
+    depth = serializers.IntegerField(help_text="0 for the root")
+    raw_shares = serializers.FloatField(help_text="Its weight")
+    norm_shares = serializers.FloatField(
+        allow_null=True, help_text="Its share among its siblings (1 for the root)"
+    )
+    entitled_share = serializers.FloatField(help_text="Its share of the cluster")
+    raw_usage = serializers.FloatField(help_text="GPU-hours in the cluster's usage window")
+    norm_usage = serializers.FloatField(help_text="Its part of the whole cluster's usage")
+    effective_usage = serializers.FloatField(
+        allow_null=True, help_text="Its part of its siblings' usage together (Fair Tree's U)"
+    )
+    level_fs = serializers.FloatField(
+        allow_null=True,
+        help_text="norm_shares / effective_usage; null for the root and when infinite",
+    )
+    level_fs_infinite = serializers.BooleanField(help_text="It used nothing: level FS is ∞")
+    fairshare = serializers.FloatField(
+        allow_null=True, help_text="Fair-share factor (1 best; an inner node: its best leaf's)"
+    )
+    rank = serializers.IntegerField(
+        allow_null=True, help_text="A project's place in the fair-share order (1 goes first)"
+    )
+
+
+class FairshareOutput(serializers.Serializer):
+    cluster = serializers.IntegerField()
+    cluster_name = serializers.CharField()
+    as_of = serializers.DateTimeField()
+    nodes = FairshareNodeOutput(many=True, help_text="Every node, depth first, the root first")
+
+
+class FairshareApi(APIView):
+    @extend_schema(
+        parameters=[FairshareQuery],
+        responses={200: FairshareOutput, 400: BAD_QUERY},
+        operation_id="fairshare_retrieve",
+        summary="Fair share now, like `sshare -l`: every node's shares, usage, level FS, "
+        "factor and rank",
+    )
+    def get(self, request):
+        query = validated(FairshareQuery, request)
+        cluster = selectors.resolve_cluster(
+            query.validated_data["cluster"], missing=ValidationFailed
+        )
+        answer = selectors.fairshare(viewer=request.user, cluster=cluster)
+        return Response(FairshareOutput(answer).data)

@@ -1,0 +1,443 @@
+"""Reads of the usage ledger.
+
+`window_usage` is what a scheduling cycle hands the engine as `Snapshot.usage`: each
+project's charged (allocated) GPU-seconds in the sliding look-back window, or the
+exponentially decayed equivalent when the cluster has a half-life.
+
+The rest serves the ledger's REST endpoints and the dashboards (which import it):
+periods (`resolve_span`, `resolve_period`: what a request asks for, refused with a 400
+naming the field), occupancy buckets and usage per project summed per step from the
+hourly rollups in PostgreSQL, and fair share now (`sshare -l`) from the window usage.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import F, Q, QuerySet, Sum
+from django.db.models.functions import Least, TruncDay
+from django.utils import timezone
+
+from budgets.selectors import TreeIndex, tree_index
+from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
+from config.text import is_id_text
+from ledger.models import ClusterHour, ProjectHour
+from scheduler.engine.fairshare import fair_tree
+from scheduler.engine.types import BudgetNode as EngineNode
+from scheduler.models import Attempt, Cluster
+from scheduler.services.jobs import resolve_cluster
+
+# Decayed usage ignores runs older than this many half-lives (their weight < 0.1%).
+_HALF_LIVES_KEPT = 10
+
+
+def window_usage(
+    *, cluster_id: int, now: dt.datetime, lookback_s: float, half_life_s: float | None = None
+) -> dict[int, float]:
+    """Charged GPU-seconds per project node id on a cluster, as of `now`.
+
+    Sliding window: the overlap of every allocated attempt's run with
+    [now - lookback_s, now]. Half-life: each GPU-second weighted by
+    2 ** (-age / half_life_s). Attempts still running count up to `now`."""
+    horizon_s = half_life_s * _HALF_LIVES_KEPT if half_life_s else lookback_s
+    window_start = now - dt.timedelta(seconds=horizon_s)
+    runs = (
+        Attempt.objects.filter(cluster_id=cluster_id, allocated=True, started_at__isnull=False)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=window_start))
+        .filter(started_at__lt=now)
+        .values_list("project_id", "gpus", "started_at", "ended_at")
+    )
+    usage: dict[int, float] = {}
+    for project_id, gpus, started_at, ended_at in runs:
+        start = max(started_at, window_start)
+        end = min(ended_at or now, now)
+        if end <= start:
+            continue
+        if half_life_s:
+            age_end = (now - end).total_seconds()
+            age_start = (now - start).total_seconds()
+            rate = math.log(2) / half_life_s
+            gpu_s = gpus * (math.exp(-rate * age_end) - math.exp(-rate * age_start)) / rate
+        else:
+            gpu_s = gpus * (end - start).total_seconds()
+        usage[project_id] = usage.get(project_id, 0.0) + gpu_s
+    return usage
+
+
+# --- who may read ---------------------------------------------------------------------
+
+
+def ensure_reader(viewer) -> None:
+    """The ledger's figures (occupancy, usage per project, fair share) are aggregates
+    without job names or specs: everyone signed in reads them."""
+    if viewer is None or not viewer.is_authenticated:
+        raise PermissionDenied("Sign in to read the ledger's figures.")
+
+
+# --- periods ---------------------------------------------------------------------------
+
+DAYS_CHOICES = (7, 30, 90)
+STEPS = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
+MAX_PERIOD = dt.timedelta(days=366)
+# Times outside these bounds are refused (a period near year 1 or 9999 would overflow).
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+LATEST = dt.datetime(9000, 1, 1, tzinfo=dt.UTC)
+
+
+@dataclass(frozen=True)
+class Span:
+    """The time range [since, until) read in steps of `step` (hour or day, UTC)."""
+
+    since: dt.datetime
+    until: dt.datetime
+    step: str
+
+    @property
+    def days(self) -> int:
+        return round((self.until - self.since) / dt.timedelta(days=1))
+
+
+@dataclass(frozen=True)
+class Period(Span):
+    """A span of one cluster."""
+
+    cluster: Cluster
+
+
+def floor_hour(at: dt.datetime) -> dt.datetime:
+    return at.replace(minute=0, second=0, microsecond=0)
+
+
+def parse_time(value: str | dt.datetime, field: str) -> dt.datetime:
+    """An aware time from an ISO 8601 text or a datetime (naive means UTC), within
+    EARLIEST..LATEST; anything else raises ValidationFailed naming `field`."""
+    if isinstance(value, dt.datetime):
+        at = value
+    else:
+        try:
+            at = dt.datetime.fromisoformat(value)
+        except ValueError:
+            raise ValidationFailed(
+                f"{field} must be an ISO 8601 time such as 2026-01-31T12:00:00Z.", field=field
+            ) from None
+    at = at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+    try:
+        within = EARLIEST <= at <= LATEST
+    except OverflowError:  # an offset that takes the time out of range
+        within = False
+    if not within:
+        raise ValidationFailed(
+            f"{field} must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}.", field=field
+        )
+    return at
+
+
+def resolve_span(
+    *,
+    days: str | int | None = None,
+    since: str | dt.datetime | None = None,
+    until: str | dt.datetime | None = None,
+    step: str | None = None,
+    now: dt.datetime | None = None,
+) -> Span:
+    """The span a request asks for: `until` (default: the end of the current hour),
+    `since` (default: `days` before `until`, `days` one of 7/30/90, default 7), step
+    hour (default) or day; since < until and at most MAX_PERIOD apart."""
+    step = step or "hour"
+    if step not in STEPS:
+        raise ValidationFailed("step must be hour or day.", field="step")
+    if until:
+        end = parse_time(until, "until")
+    else:
+        end = floor_hour((now or timezone.now()).astimezone(dt.UTC)) + dt.timedelta(hours=1)
+    if since:
+        start = parse_time(since, "since")
+    else:
+        try:
+            n_days = int(days or 7)
+        except (TypeError, ValueError):
+            n_days = -1
+        if n_days not in DAYS_CHOICES:
+            raise ValidationFailed("days must be 7, 30 or 90.", field="days")
+        start = end - dt.timedelta(days=n_days)
+    if start >= end:
+        raise ValidationFailed("since must be before until.", field="since")
+    if end - start > MAX_PERIOD:
+        raise ValidationFailed(
+            f"A period is at most {MAX_PERIOD.days} days; ask for a later since.", field="since"
+        )
+    return Span(since=start, until=end, step=step)
+
+
+def resolve_period(
+    *,
+    cluster: str | int | None,
+    days: str | int | None = None,
+    since: str | dt.datetime | None = None,
+    until: str | dt.datetime | None = None,
+    step: str | None = None,
+    now: dt.datetime | None = None,
+    missing: type[ApplicationError] = NotFound,
+) -> Period:
+    """The period a request asks for (see `resolve_span`). `cluster` is an id or a name
+    (the first cluster by name when missing); an unknown one raises `missing`."""
+    if cluster in (None, ""):
+        first = Cluster.objects.order_by("name").first()
+        if first is None:
+            raise missing("There are no clusters yet.", field="cluster")
+        the_cluster = first
+    else:
+        the_cluster = resolve_cluster(str(cluster), missing=missing)
+    span = resolve_span(days=days, since=since, until=until, step=step, now=now)
+    return Period(since=span.since, until=span.until, step=span.step, cluster=the_cluster)
+
+
+def step_key(at: dt.datetime, span: Span) -> dt.datetime:
+    """The start of the step (UTC) that `at` falls in."""
+    if span.step == "day":
+        return at.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return floor_hour(at.astimezone(dt.UTC))
+
+
+def step_starts(span: Span) -> list[dt.datetime]:
+    """Every step of the span, so a chart has a point for hours without rows."""
+    out, at = [], step_key(span.since, span)
+    while at < span.until:
+        out.append(at)
+        at += STEPS[span.step]
+    return out
+
+
+def by_step(
+    queryset: QuerySet,
+    span: Span,
+    group: Sequence[str],
+    fields: Sequence[str],
+    extra: dict[str, Any] | None = None,
+):
+    """Sums of the hourly rows' `fields` (and the `extra` aggregates) per step (UTC day
+    for a day step) and `group` columns, ordered by step then `group`: dicts with
+    `step`, the group and the sums."""
+    if span.step == "day":
+        queryset = queryset.annotate(step=TruncDay("hour", tzinfo=dt.UTC))
+    else:
+        queryset = queryset.annotate(step=F("hour"))
+    return (
+        queryset.filter(hour__gte=span.since, hour__lt=span.until)
+        .values("step", *group)
+        # extra first: they may sum a column that a sum below then names
+        .annotate(**(extra or {}), **{f: Sum(f) for f in fields})
+        .order_by("step", *group)
+    )
+
+
+# --- occupancy -------------------------------------------------------------------------
+
+OCCUPANCY_FIELDS = ("capacity_gpu_h", "healthy_gpu_h", *ClusterHour.BUCKETS)
+
+
+def occupancy_rows(period: Period, *, viewer) -> QuerySet:
+    """Per step with ledger rows: the cluster's capacity, healthy GPU-hours and the seven
+    occupancy buckets (which sum to the capacity), as dicts; steps without rows are
+    left out (a cluster without history has none)."""
+    ensure_reader(viewer)
+    return by_step(ClusterHour.objects.filter(cluster=period.cluster), period, [], OCCUPANCY_FIELDS)
+
+
+def occupancy(period: Period, *, viewer) -> dict[str, Any]:
+    """The cluster's GPU-hours per step (every step, 0 without rows) in the occupancy
+    buckets, and the headline shares over the whole period."""
+    found = {row["step"]: row for row in occupancy_rows(period, viewer=viewer)}
+    steps = step_starts(period)
+    series: dict[str, list[float]] = {f: [] for f in OCCUPANCY_FIELDS}
+    for at in steps:
+        row = found.get(at)
+        for f in OCCUPANCY_FIELDS:
+            series[f].append(round(row[f], 3) if row else 0.0)
+    totals = {f: sum(series[f]) for f in OCCUPANCY_FIELDS}
+    capacity = totals["capacity_gpu_h"]
+    allocated = totals["within_entitlement_gpu_h"] + totals["borrowed_gpu_h"]
+
+    def share(value: float) -> float | None:
+        return value / capacity if capacity > 0 else None
+
+    return {
+        "steps": steps,
+        "series": series,
+        "totals": totals,
+        "has_data": bool(found),
+        "headline": {
+            "occupancy": share(allocated + totals["unallocated_gpu_h"]),
+            "unallocated_share": share(totals["unallocated_gpu_h"]),
+            "idle_with_demand_share": share(totals["idle_demand_gpu_h"]),
+        },
+    }
+
+
+# --- usage per project -----------------------------------------------------------------
+
+USAGE_FIELDS = ("allocated_gpu_h", "unallocated_gpu_h", "demand_gpu_h", "entitled_gpu_h")
+
+
+def resolve_node(value: str | int, *, index: TreeIndex, field: str = "project") -> int:
+    """A budget node (project, program or organisation) by id or slug path."""
+    text = str(value).strip()
+    if is_id_text(text) and int(text) in index.nodes:
+        return int(text)
+    wanted = text.strip("/")
+    for node_id in index.nodes:
+        if index.path(node_id) == wanted:
+            return node_id
+    raise ValidationFailed(
+        f"There is no budget node {text[:100]!r} (give an id or a path like "
+        "'org/program/project').",
+        field=field,
+    )
+
+
+def usage_rows(
+    *, viewer, span: Span, cluster: Cluster | None = None, node_id: int | None = None
+) -> QuerySet:
+    """Per step, cluster and project with ledger rows: allocated, unallocated, demand,
+    entitled and delivered GPU-hours (delivered is what the ledger charged: the
+    allocated GPU-time, `ProjectHour.delivered_gpu_h`) and the part of it within the
+    entitlement (the sum over the step's hours of min(allocated, entitled)).
+    `cluster` None: every cluster; `node_id`: only the projects at or below that node.
+    Dicts ordered by step, cluster and project id."""
+    ensure_reader(viewer)
+    rows = ProjectHour.objects.all()
+    if cluster is not None:
+        rows = rows.filter(cluster=cluster)
+    if node_id is not None:
+        index = tree_index()
+        rows = rows.filter(project_id__in=[node_id, *index.descendants(node_id)])
+    extra = {
+        "delivered_gpu_h": Sum("allocated_gpu_h"),
+        "within_entitlement_gpu_h": Sum(Least("allocated_gpu_h", "entitled_gpu_h")),
+    }
+    return by_step(rows, span, ["cluster_id", "cluster__name", "project_id"], USAGE_FIELDS, extra)
+
+
+# --- fair share -------------------------------------------------------------------------
+
+
+def _engine_tree(index: TreeIndex) -> EngineNode | None:
+    """The budget tree as the engine reads it (leaves named by slug path), read-only."""
+    roots = index.children.get(None, [])
+    if not roots:
+        return None
+
+    def build(node) -> EngineNode:
+        children = tuple(build(c) for c in index.children.get(node.pk, []))
+        name = index.path(node.pk) if not children else node.name
+        return EngineNode(name=name, weight=float(node.weight), children=children)
+
+    return build(roots[0])
+
+
+def _fair_tree_path(index: TreeIndex, node_id: int) -> str:
+    """The key `fair_tree` uses: engine names below the root joined by "/"."""
+    chain = [node_id, *index.ancestors(node_id)][:-1]  # without the root
+    names = []
+    for nid in reversed(chain):
+        leaf = not index.children.get(nid)
+        names.append(index.path(nid) if leaf else index.nodes[nid].name)
+    return "/".join(names)
+
+
+def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
+    """`sshare -l` for a cluster: every node of the budget tree (depth first, the root
+    first) with raw shares (its weight), norm shares (share among its siblings),
+    entitled share (of the cluster), raw usage (GPU-hours in the cluster's window, as
+    the next cycle reads it), norm usage (of the whole cluster's), effective usage (of
+    its siblings' together: what Fair Tree compares), level FS (norm shares / effective
+    usage; None with `level_fs_infinite` when it used nothing), the fair-share factor (Slurm's Fair
+    Tree, the engine's own code) and, for projects, their rank (1 goes first)."""
+    ensure_reader(viewer)
+    at = now or timezone.now()
+    index = tree_index()
+    answer: dict[str, Any] = {"cluster": cluster.pk, "cluster_name": cluster.name, "as_of": at}
+    tree = _engine_tree(index)
+    if tree is None:
+        return {**answer, "nodes": []}
+    usage_by_node = window_usage(
+        cluster_id=cluster.pk,
+        now=at,
+        lookback_s=cluster.lookback_s,
+        half_life_s=cluster.half_life_s,
+    )
+    usage = {index.path(n): v for n, v in usage_by_node.items() if n in index.nodes}
+    computed = fair_tree(tree, usage)
+    figures = computed["nodes"]
+    order = computed["order"]
+    assert isinstance(figures, dict) and isinstance(order, list)
+    ranks = {path: i + 1 for i, path in enumerate(order)}
+    total_s = sum(usage.values())
+    nodes = []
+    for node, depth in index.walk():
+        share = index.shares.get(node.pk)
+        fig = figures.get(_fair_tree_path(index, node.pk), {}) if depth else {}
+        used_s = fig.get("usage", 0.0) if depth else total_s
+        level_fs = fig.get("level_fs")
+        leaf = not index.children.get(node.pk)
+        nodes.append(
+            {
+                "id": node.pk,
+                "path": index.path(node.pk),
+                "name": node.name,
+                "kind": node.kind,
+                "depth": depth,
+                "raw_shares": float(node.weight),
+                "norm_shares": fig.get("norm_shares") if depth else 1.0,
+                "entitled_share": share.entitled if share else (1.0 if not depth else 0.0),
+                "raw_usage": used_s / 3600.0,
+                "norm_usage": used_s / total_s if total_s > 0 else 0.0,
+                "effective_usage": fig.get("norm_usage") if depth else (1.0 if total_s else 0.0),
+                "level_fs": None if level_fs is None or math.isinf(level_fs) else level_fs,
+                "level_fs_infinite": level_fs is not None and math.isinf(level_fs),
+                "fairshare": fig.get("fairshare"),
+                "rank": ranks.get(index.path(node.pk)) if leaf and depth else None,
+            }
+        )
+    return {**answer, "nodes": nodes}
+
+
+# --- operators' metrics ----------------------------------------------------------------
+
+RATIO_WINDOW = dt.timedelta(days=7)
+
+
+def last_hour_occupancy(*, now: dt.datetime | None = None) -> list[tuple[str, str, float]]:
+    """(cluster name, bucket, GPU-hours) of each cluster's last complete hour, the bucket
+    named without its `_gpu_h` suffix; clusters without a row for that hour are left out."""
+    hour = floor_hour((now or timezone.now()).astimezone(dt.UTC)) - dt.timedelta(hours=1)
+    rows = ClusterHour.objects.filter(hour=hour).select_related("cluster").order_by("cluster__name")
+    return [
+        (row.cluster.name, bucket.removesuffix("_gpu_h"), getattr(row, bucket))
+        for row in rows
+        for bucket in ClusterHour.BUCKETS
+    ]
+
+
+def entitlement_ratios(*, now: dt.datetime | None = None) -> list[tuple[str, str, float]]:
+    """(cluster name, project path, delivered / entitled GPU-hours) over the RATIO_WINDOW
+    of complete hours before `now`, for the projects entitled to something (above 1: it
+    also ran on GPUs others did not claim)."""
+    until = floor_hour((now or timezone.now()).astimezone(dt.UTC))
+    sums = (
+        ProjectHour.objects.filter(hour__gte=until - RATIO_WINDOW, hour__lt=until)
+        .values("cluster__name", "project_id")
+        .annotate(delivered=Sum("allocated_gpu_h"), entitled=Sum("entitled_gpu_h"))
+        .filter(entitled__gt=0)
+        .order_by("cluster__name", "project_id")
+    )
+    index = tree_index()
+    return [
+        (row["cluster__name"], index.path(row["project_id"]), row["delivered"] / row["entitled"])
+        for row in sums
+        if row["project_id"] in index.nodes
+    ]

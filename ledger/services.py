@@ -1,0 +1,340 @@
+"""Writes of the usage ledger: recompute the hourly rollups (ProjectHour, ClusterHour).
+
+`rollups_refresh` rebuilds every row of a cluster for the hours in [since, until) from
+the append-only record: attempts (runs), jobs (demand) and host events (health), with
+the pure `ledger.accounting` arithmetic the simulator uses. It is idempotent (the rows
+of those hours are replaced in one transaction), so it may run as often as wanted.
+
+Entitled shares are the budget tree's shares *as of the refresh* (the tree's history of
+weights is not replayed): an hour recomputed after a weight change uses the new weights.
+Hours are recomputed up to `now`: the current hour is partial (its capacity too), and an
+open attempt or a job still present counts up to `now`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from budgets.selectors import tree_index
+from ledger import accounting
+from ledger.models import ClusterHour, ProjectHour
+from scheduler.models import Attempt, Host, HostEvent, HostHealth, Job
+
+HOUR = dt.timedelta(hours=1)
+
+Segment = tuple[float, float]  # [start_s, end_s)
+
+
+def floor_hour(at: dt.datetime) -> dt.datetime:
+    return at.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def ceil_hour(at: dt.datetime) -> dt.datetime:
+    floored = floor_hour(at)
+    return floored if floored == at else floored + HOUR
+
+
+@dataclass(slots=True)
+class _HostHistory:
+    gpus: int
+    healthy: list[Segment]
+    draining: list[Segment]
+    down: list[Segment]
+
+
+def _host_histories(cluster_id: int, start_s: float, end_s: float) -> dict[str, _HostHistory]:
+    """Every host's health segments within [start_s, end_s), from its health events
+    (health before its first event is that event's `from_health`; a host without events
+    kept its current health)."""
+    hosts = {h.pk: h for h in Host.objects.filter(cluster_id=cluster_id)}
+    events: dict[int, list[tuple[float, str, str]]] = defaultdict(list)
+    for host_id, at, from_h, to_h in (
+        HostEvent.objects.filter(
+            host__cluster_id=cluster_id, at__lt=dt.datetime.fromtimestamp(end_s, dt.UTC)
+        )
+        .order_by("at", "pk")
+        .values_list("host_id", "at", "from_health", "to_health")
+    ):
+        events[host_id].append((at.timestamp(), from_h, to_h))
+    out: dict[str, _HostHistory] = {}
+    for host_id, host in hosts.items():
+        history = _HostHistory(gpus=host.gpus, healthy=[], draining=[], down=[])
+        host_events = events.get(host_id, [])
+        before = [e for e in host_events if e[0] <= start_s]
+        after = [e for e in host_events if e[0] > start_s]
+        if before:
+            state = before[-1][2]
+        elif after:
+            state = after[0][1]
+        else:
+            state = host.health
+        t = start_s
+        for at_s, _, to_h in after:
+            _add_segment(history, state, t, at_s)
+            state, t = to_h, at_s
+        _add_segment(history, state, t, end_s)
+        out[host.name] = history
+    return out
+
+
+def _add_segment(history: _HostHistory, state: str, start_s: float, end_s: float) -> None:
+    if end_s <= start_s:
+        return
+    target = {
+        HostHealth.HEALTHY: history.healthy,
+        HostHealth.DRAINING: history.draining,
+        HostHealth.DOWN: history.down,
+    }.get(state, history.healthy)  # type: ignore[call-overload]
+    target.append((start_s, end_s))
+
+
+def _overlaps(start_s: float, end_s: float, segments: Sequence[Segment]) -> Iterable[Segment]:
+    for s, e in segments:
+        lo, hi = max(s, start_s), min(e, end_s)
+        if hi > lo:
+            yield lo, hi
+
+
+@dataclass(slots=True)
+class _Inputs:
+    runs: list[accounting.RunInterval]
+    demand: list[accounting.DemandSpan]
+    hosts: dict[str, _HostHistory]
+
+
+def _as_s(at: dt.datetime | None, default: float) -> float:
+    return at.timestamp() if at is not None else default
+
+
+def _load_inputs(cluster_id: int, since: dt.datetime, until: dt.datetime) -> _Inputs:
+    start_s, end_s = since.timestamp(), until.timestamp()
+    runs = [
+        accounting.RunInterval(
+            job_id=str(job_id),
+            project=str(project_id),
+            kind="",
+            gpus=gpus,
+            hosts=tuple(p.get("host", "") for p in (placements or [])),
+            start_s=started.timestamp(),
+            end_s=_as_s(ended, end_s),
+            allocated=allocated,
+            end_reason=accounting.EndReason.COMPLETED,
+        )
+        for job_id, project_id, gpus, placements, started, ended, allocated in Attempt.objects.filter(
+            cluster_id=cluster_id, started_at__isnull=False, started_at__lt=until
+        )
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
+        .values_list(
+            "job_id", "project_id", "gpus", "placements", "started_at", "ended_at", "allocated"
+        )
+    ]
+    demand = [
+        accounting.DemandSpan(
+            project=str(project_id),
+            gpus=gpus,
+            start_s=submitted.timestamp(),
+            end_s=_as_s(ended, end_s),
+        )
+        for project_id, gpus, submitted, ended in Job.objects.filter(
+            cluster_id=cluster_id, min_runtime_s__gt=0, submitted_at__lt=until
+        )
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
+        .values_list("project_id", "gpus", "submitted_at", "ended_at")
+    ]
+    return _Inputs(runs=runs, demand=demand, hosts=_host_histories(cluster_id, start_s, end_s))
+
+
+def _draining_busy_spans(
+    runs: Sequence[accounting.RunInterval], hosts: dict[str, _HostHistory]
+) -> Iterable[tuple[str, float, float, float]]:
+    """GPU-time of runs on hosts while they were draining (not idle draining GPUs)."""
+    for run in runs:
+        if not run.hosts:
+            continue
+        per_host = run.gpus / len(run.hosts)
+        for name in run.hosts:
+            history = hosts.get(name)
+            if history is None:
+                continue
+            for lo, hi in _overlaps(run.start_s, run.end_s, history.draining):
+                yield "busy", per_host, lo, hi
+
+
+def _host_spans(
+    hosts: dict[str, _HostHistory], attribute: str
+) -> Iterable[tuple[str, float, float, float]]:
+    for history in hosts.values():
+        for lo, hi in getattr(history, attribute):
+            yield attribute, float(history.gpus), lo, hi
+
+
+def _hourly(
+    spans: Iterable[tuple[str, float, float, float]], key: str, start_s: float, end_s: float
+) -> list[float]:
+    return accounting.bucket_spans(spans, start_s, end_s).get(
+        key, [0.0] * accounting.hour_count(start_s, end_s)
+    )
+
+
+def leaf_shares() -> dict[int, float]:
+    """Each project's (leaf node's) entitled share of a cluster, by node id, as of now."""
+    index = tree_index()
+    return {
+        node_id: share.entitled
+        for node_id, share in index.shares.items()
+        if not index.children.get(node_id) and index.nodes[node_id].parent_id is not None
+    }
+
+
+@transaction.atomic
+def rollups_refresh(
+    *,
+    cluster_id: int,
+    since: dt.datetime,
+    until: dt.datetime,
+    now: dt.datetime | None = None,
+) -> int:
+    """Recompute the ProjectHour and ClusterHour rows of a cluster for the hours in
+    [since, until) (widened to whole hours, cut at `now`). Returns the hours written.
+
+    Rows of those hours are deleted and written again in one transaction (idempotent)."""
+    now = now or timezone.now()
+    since = floor_hour(since)
+    until = min(ceil_hour(until), now)
+    if until <= since:
+        return 0
+    start_s, end_s = since.timestamp(), until.timestamp()
+    inputs = _load_inputs(cluster_id, since, until)
+    n = accounting.hour_count(start_s, end_s)
+    capacity_h = _hourly(
+        (("c", float(h.gpus), start_s, end_s) for h in inputs.hosts.values()), "c", start_s, end_s
+    )
+    healthy_h = _hourly(_host_spans(inputs.hosts, "healthy"), "healthy", start_s, end_s)
+    down_h = _hourly(_host_spans(inputs.hosts, "down"), "down", start_s, end_s)
+    draining_h = _hourly(_host_spans(inputs.hosts, "draining"), "draining", start_s, end_s)
+    drain_busy_h = _hourly(_draining_busy_spans(inputs.runs, inputs.hosts), "busy", start_s, end_s)
+    allocated = accounting.delivered_hourly(inputs.runs, start_s, end_s)
+    unallocated = accounting.bucket_spans(
+        ((r.project, r.gpus, r.start_s, r.end_s) for r in inputs.runs if not r.allocated),
+        start_s,
+        end_s,
+    )
+    demand = accounting.demand_hourly(inputs.demand, start_s, end_s)
+    shares = {str(node_id): share for node_id, share in leaf_shares().items()}
+    entitled = accounting.entitlement_hourly(
+        {p: shares.get(p, 0.0) for p in demand}, healthy_h, demand
+    )
+    _write_rows(
+        cluster_id,
+        since,
+        n,
+        now,
+        _project_rows(allocated, unallocated, demand, entitled, n),
+        capacity_h,
+        healthy_h,
+        down_h,
+        [max(0.0, d - b) for d, b in zip(draining_h, drain_busy_h, strict=True)],
+    )
+    return n
+
+
+def _project_rows(
+    allocated: dict[str, list[float]],
+    unallocated: dict[str, list[float]],
+    demand: dict[str, list[float]],
+    entitled: dict[str, list[float]],
+    n: int,
+) -> dict[str, list[tuple[float, float, float, float]]]:
+    """Per project and hour: (allocated, unallocated, demand, entitled) GPU-hours."""
+    zeros = [0.0] * n
+    projects = set(allocated) | set(unallocated) | set(demand)
+    return {
+        p: list(
+            zip(
+                allocated.get(p, zeros),
+                unallocated.get(p, zeros),
+                demand.get(p, zeros),
+                entitled.get(p, zeros),
+                strict=True,
+            )
+        )
+        for p in projects
+    }
+
+
+def _write_rows(
+    cluster_id: int,
+    since: dt.datetime,
+    n: int,
+    now: dt.datetime,
+    per_project: dict[str, list[tuple[float, float, float, float]]],
+    capacity_h: list[float],
+    healthy_h: list[float],
+    down_h: list[float],
+    draining_idle_h: list[float],
+) -> None:
+    hours = [since + i * HOUR for i in range(n)]
+    ProjectHour.objects.filter(
+        cluster_id=cluster_id, hour__gte=hours[0], hour__lte=hours[-1]
+    ).delete()
+    ClusterHour.objects.filter(
+        cluster_id=cluster_id, hour__gte=hours[0], hour__lte=hours[-1]
+    ).delete()
+    project_rows = []
+    cluster_rows = []
+    for i, hour in enumerate(hours):
+        alloc_by_p: dict[str, float] = {}
+        ent_by_p: dict[str, float] = {}
+        unalloc = demand_total = 0.0
+        for p, values in per_project.items():
+            a, u, d, e = values[i]
+            if a or u or d or e:
+                project_rows.append(
+                    ProjectHour(
+                        cluster_id=cluster_id,
+                        project_id=int(p),
+                        hour=hour,
+                        allocated_gpu_h=a,
+                        unallocated_gpu_h=u,
+                        demand_gpu_h=d,
+                        entitled_gpu_h=e,
+                    )
+                )
+            alloc_by_p[p], ent_by_p[p] = a, e
+            unalloc += u
+            demand_total += d
+        occ = accounting.occupancy_hour(
+            capacity=capacity_h[i],
+            healthy=healthy_h[i],
+            down=down_h[i],
+            draining_idle=draining_idle_h[i],
+            allocated=alloc_by_p,
+            entitled=ent_by_p,
+            unallocated=unalloc,
+            demand=demand_total,
+        )
+        cluster_rows.append(
+            ClusterHour(
+                cluster_id=cluster_id,
+                hour=hour,
+                computed_at=now,
+                capacity_gpu_h=occ.capacity,
+                healthy_gpu_h=occ.healthy,
+                within_entitlement_gpu_h=occ.within_entitlement,
+                borrowed_gpu_h=occ.borrowed,
+                unallocated_gpu_h=occ.unallocated,
+                idle_demand_gpu_h=occ.idle_demand,
+                idle_gpu_h=occ.idle,
+                draining_gpu_h=occ.draining,
+                down_gpu_h=occ.down,
+            )
+        )
+    ProjectHour.objects.bulk_create(project_rows, batch_size=2000)
+    ClusterHour.objects.bulk_create(cluster_rows, batch_size=2000)

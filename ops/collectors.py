@@ -1,0 +1,101 @@
+"""State metrics read from the database at scrape time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db.models import Count, Max, Sum
+from django.utils import timezone
+from prometheus_client.core import Metric
+
+from ops.metrics import gauge, register_collector
+
+
+def budget_metrics() -> Iterable[Metric]:
+    from accounts.models import ApiToken
+    from budgets.models import BudgetEvent, BudgetNode, Membership
+
+    yield gauge(
+        "allot_budget_nodes",
+        "Budget tree nodes by kind",
+        ["kind"],
+        BudgetNode.objects.values_list("kind").annotate(n=Count("id")).order_by("kind"),
+    )
+    yield gauge(
+        "allot_budget_events",
+        "Audit events recorded, by kind",
+        ["kind"],
+        BudgetEvent.objects.values_list("kind").annotate(n=Count("id")).order_by("kind"),
+    )
+    yield gauge(
+        "allot_memberships",
+        "Roles on budget nodes, by role",
+        ["role"],
+        Membership.objects.values_list("role").annotate(n=Count("id")).order_by("role"),
+    )
+    yield gauge(
+        "allot_api_tokens", "API tokens issued and not revoked", [], [(ApiToken.objects.count(),)]
+    )
+
+
+def scheduler_metrics() -> Iterable[Metric]:
+    from scheduler.models import ACTIVE_STATES, Cluster, Job, JobState
+
+    states = [JobState.PENDING, *sorted(ACTIVE_STATES)]
+    rows = list(
+        Job.objects.filter(state__in=states)
+        .values_list("cluster__name", "project__slug", "state")
+        .annotate(jobs=Count("id"), gpus=Sum("gpus"))
+        .order_by("cluster__name", "project__slug", "state")
+    )
+    labels = ["cluster", "project", "state"]
+    yield gauge(
+        "allot_jobs",
+        "Jobs pending or active, by cluster, project and state",
+        labels,
+        [r[:4] for r in rows],
+    )
+    yield gauge(
+        "allot_job_gpus",
+        "GPUs requested by jobs pending or active, by cluster, project and state",
+        labels,
+        [(*r[:3], r[4]) for r in rows],
+    )
+    now = timezone.now()
+    clusters = Cluster.objects.annotate(last=Max("cycles__started_at")).order_by("name")
+    yield gauge(
+        "allot_cluster_gpus",
+        "GPU capacity by cluster",
+        ["cluster"],
+        [(c.name, c.gpu_capacity) for c in clusters],
+    )
+    yield gauge(
+        "allot_cycle_last_age_seconds",
+        "Seconds since each cluster's last scheduling cycle started",
+        ["cluster"],
+        [(c.name, (now - c.last).total_seconds()) for c in clusters if c.last],
+    )
+
+
+def ledger_metrics() -> Iterable[Metric]:
+    from ledger.selectors import RATIO_WINDOW, entitlement_ratios, last_hour_occupancy
+
+    yield gauge(
+        "allot_occupancy_gpu_hours",
+        "GPU-hours of each cluster's last complete hour by occupancy bucket (they sum to "
+        "its capacity)",
+        ["cluster", "bucket"],
+        last_hour_occupancy(),
+    )
+    yield gauge(
+        "allot_entitlement_ratio",
+        f"Delivered / entitled GPU-hours by cluster and project over the last "
+        f"{RATIO_WINDOW.days} days (projects entitled to something)",
+        ["cluster", "project"],
+        entitlement_ratios(),
+    )
+
+
+register_collector(budget_metrics)
+register_collector(scheduler_metrics)
+register_collector(ledger_metrics)

@@ -1,0 +1,109 @@
+"""Prometheus metrics for operators (`/metrics`).
+
+Two kinds:
+- process metrics, counted where they happen: HTTP requests (the middleware below)
+  and the scheduler's cycles and actions (`observe_cycle`, for the cycle task). With
+  several processes (gunicorn workers, Celery) set PROMETHEUS_MULTIPROC_DIR to a
+  directory they share; `/metrics` then adds up every process's files.
+- state metrics, read from the database at scrape time by collectors (tree and audit
+  counts, jobs and GPUs by cluster, project and state, last cycle per cluster). Apps add
+  theirs with `register_collector`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import REGISTRY
+
+REQUESTS = Counter(
+    "allot_http_requests_total",
+    "HTTP requests by route, method and status",
+    ["route", "method", "status"],
+)
+REQUEST_SECONDS = Histogram(
+    "allot_http_request_duration_seconds",
+    "HTTP request duration by route and method",
+    ["route", "method"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+CYCLE_SECONDS = Histogram(
+    "allot_cycle_duration_seconds",
+    "Scheduling cycle duration by cluster",
+    ["cluster"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+SCHEDULER_ACTIONS = Counter(
+    "allot_scheduler_actions_total",
+    "Starts and stops decided by the scheduler, by cluster, action and rule",
+    ["cluster", "action", "rule"],
+)
+
+StateCollector = Callable[[], Iterable[Metric]]
+_COLLECTORS: list[StateCollector] = []
+
+
+def register_collector(collect: StateCollector) -> None:
+    """Add a function yielding metric families read at scrape time."""
+    _COLLECTORS.append(collect)
+
+
+def observe_cycle(*, cluster: str, duration_s: float, actions: Iterable[tuple[str, str]]) -> None:
+    """For the cycle task: record one cycle's duration and its (action, rule) pairs,
+    e.g. ("start", "fair share"), ("stop", "preempted for a higher-ranked project")."""
+    CYCLE_SECONDS.labels(cluster).observe(duration_s)
+    for action, rule in actions:
+        SCHEDULER_ACTIONS.labels(cluster, action, rule).inc()
+
+
+class _StateCollector:
+    def collect(self) -> Iterable[Metric]:
+        for collect in _COLLECTORS:
+            yield from collect()
+
+
+def exposition() -> bytes:
+    """The text format of every metric: this process's (or all processes') and state."""
+    registry = CollectorRegistry()
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.MultiProcessCollector(registry)
+        output = generate_latest(registry)
+    else:
+        output = generate_latest(REGISTRY)
+    state = CollectorRegistry()
+    state.register(_StateCollector())
+    return output + generate_latest(state)
+
+
+class RequestMetricsMiddleware:
+    """Count every request by its route pattern (not its path, to keep labels bounded)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        route = f"/{match.route}" if match is not None and match.route else "unmatched"
+        REQUEST_SECONDS.labels(route, request.method).observe(time.perf_counter() - started)
+        REQUESTS.labels(route, request.method, str(response.status_code)).inc()
+        return response
+
+
+def gauge(name: str, documentation: str, labels: list[str], rows: Iterable[tuple]) -> Metric:
+    """A gauge family from (label values..., value) rows."""
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for *values, value in rows:
+        family.add_metric([str(v) for v in values], float(value))
+    return family

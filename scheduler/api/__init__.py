@@ -1,0 +1,1 @@
+"""REST endpoints of the live service: jobs, the queue, clusters and hosts."""

@@ -1,0 +1,454 @@
+"""API input/output shapes of the live service. Inputs check shapes (types and
+ranges the schema shows); the rules live in `scheduler.services`."""
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from config.api_fields import TextField
+from scheduler.models import AttemptEnd, AttemptState, HostHealth, JobKind, JobState
+from scheduler.services import jobs as job_rules
+
+MAX_ID = 2**63 - 1  # PostgreSQL bigint
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "integer", "minimum": 1},
+            {"type": "string", "minLength": 1, "maxLength": 1000},
+        ]
+    }
+)
+class IdOrNameField(serializers.JSONField):
+    """An id (integer) or a name/path (string); the service resolves and checks it."""
+
+
+CLUSTER_NAME_MAX_LENGTH = 100  # Cluster.name
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "integer", "minimum": 1},
+            {"type": "string", "minLength": 1, "maxLength": CLUSTER_NAME_MAX_LENGTH},
+        ]
+    }
+)
+class ClusterRefField(IdOrNameField):
+    """A cluster's id or name in a query string: bounded by the longest name, so that even
+    percent-encoded (12 bytes a character) it fits gunicorn's 8 KiB request line."""
+
+    default_error_messages = {
+        "too_long": "A cluster name has at most {max_length} characters; this has {length}."
+    }
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if isinstance(value, str) and len(value) > CLUSTER_NAME_MAX_LENGTH:
+            self.fail("too_long", max_length=CLUSTER_NAME_MAX_LENGTH, length=len(value))
+        return value
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "image": {"type": "string", "maxLength": job_rules.IMAGE_MAX_LENGTH},
+            "command": {"type": "string", "maxLength": job_rules.COMMAND_MAX_LENGTH},
+            "env": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "maxProperties": job_rules.ENV_MAX_ENTRIES,
+            },
+        },
+        "description": "What to run: image, command and environment (all optional)",
+    }
+)
+class SpecField(serializers.JSONField):
+    """The job's spec, checked by `scheduler.services.jobs.clean_spec`."""
+
+
+class JobSubmitInput(serializers.Serializer):
+    project = IdOrNameField(help_text="The project's node id or its path, e.g. `org/prog-a/a1`")
+    cluster = IdOrNameField(help_text="The cluster's id or name")
+    name = TextField(max_length=job_rules.NAME_MAX_LENGTH, required=False, default="job")
+    gpus = serializers.IntegerField(
+        min_value=1,
+        max_value=1_000_000,
+        help_text="1, 2, 4, 8 (one host) or a multiple of the host size (whole hosts)",
+    )
+    min_runtime_s = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_ID,
+        help_text="Protected, charged runtime in seconds (0: unallocated work, free and "
+        "preemptible); at most the cluster's `max_min_runtime_s`",
+    )
+    resumable = serializers.BooleanField(
+        required=False, default=False, help_text="Resumes from a checkpoint when preempted"
+    )
+    priority = serializers.IntegerField(
+        required=False,
+        default=0,
+        min_value=job_rules.PRIORITY_MIN,
+        max_value=job_rules.PRIORITY_MAX,
+        help_text="Orders the job among its project's jobs only",
+    )
+    kind = serializers.ChoiceField(choices=JobKind.choices, required=False, default="training")
+    spec = SpecField(required=False, default=dict)
+    duration_s = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=job_rules.MAX_DURATION_S,
+        help_text="Expected run time; the simulated cluster runs the job this long",
+    )
+    array = serializers.IntegerField(
+        required=False,
+        default=1,
+        min_value=1,
+        max_value=job_rules.MAX_ARRAY,
+        help_text="Submit this many identical jobs (like `sbatch --array`)",
+    )
+
+
+class SubmitQuery(serializers.Serializer):
+    dry_run = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Validate and say where the job would stand; store nothing",
+    )
+
+
+class JobOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    project = serializers.IntegerField()
+    project_path = serializers.CharField()
+    cluster = serializers.IntegerField()
+    cluster_name = serializers.CharField()
+    submitter = serializers.CharField()
+    gpus = serializers.IntegerField()
+    min_runtime_s = serializers.IntegerField()
+    allocated = serializers.BooleanField(help_text="min_runtime_s > 0: charged and protected")
+    resumable = serializers.BooleanField()
+    priority = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=JobKind.choices)
+    duration_s = serializers.IntegerField(allow_null=True)
+    state = serializers.ChoiceField(choices=JobState.choices)
+    state_reason = serializers.CharField(allow_blank=True)
+    submitted_at = serializers.DateTimeField()
+    queued_at = serializers.DateTimeField()
+    first_started_at = serializers.DateTimeField(allow_null=True)
+    ended_at = serializers.DateTimeField(allow_null=True)
+    progress_s = serializers.FloatField()
+    attempt_count = serializers.IntegerField()
+    array_id = serializers.UUIDField(allow_null=True)
+    array_index = serializers.IntegerField(allow_null=True)
+    spec = SpecField(
+        allow_null=True,
+        help_text="null unless you submitted the job, manage its project or are staff",
+    )
+
+
+class PlacementOutput(serializers.Serializer):
+    host = serializers.CharField()
+    gpu_indices = serializers.ListField(child=serializers.IntegerField())
+
+
+class AttemptOutput(serializers.Serializer):
+    number = serializers.IntegerField()
+    attempt_id = serializers.CharField()
+    state = serializers.ChoiceField(choices=AttemptState.choices)
+    allocated = serializers.BooleanField()
+    gpus = serializers.IntegerField()
+    placements = PlacementOutput(many=True)
+    external_id = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    stop_requested_at = serializers.DateTimeField(allow_null=True)
+    stop_deadline = serializers.DateTimeField(allow_null=True)
+    stop_intent = serializers.CharField(
+        allow_blank=True, help_text=f"Why it is being stopped: {', '.join(AttemptEnd.values)}"
+    )
+    ended_at = serializers.DateTimeField(allow_null=True)
+    end_reason = serializers.CharField(
+        allow_blank=True, help_text=f"How it ended: {', '.join(AttemptEnd.values)}"
+    )
+    end_detail = serializers.CharField(allow_blank=True)
+    preempted_by = serializers.IntegerField(allow_null=True, source="preempted_by_id")
+
+
+class JobEventOutput(serializers.Serializer):
+    at = serializers.DateTimeField()
+    from_state = serializers.CharField(allow_blank=True, help_text="Empty for the submission")
+    to_state = serializers.ChoiceField(choices=JobState.choices)
+    reason = serializers.CharField(allow_blank=True)
+    reason_code = serializers.CharField(allow_blank=True)
+    attempt = serializers.IntegerField(allow_null=True, source="attempt.number", default=None)
+    cycle = serializers.IntegerField(allow_null=True, source="cycle_id")
+    actor = serializers.CharField(allow_blank=True, source="actor_name")
+    preempting_job = serializers.IntegerField(allow_null=True, source="preempting_job_id")
+    preempting_project = serializers.IntegerField(allow_null=True, source="preempting_project_id")
+    rule = serializers.CharField(allow_blank=True)
+
+
+class QueueInfoOutput(serializers.Serializer):
+    position = serializers.IntegerField(allow_null=True, help_text="1 starts next")
+    project_position = serializers.IntegerField(allow_null=True)
+    queue_length = serializers.IntegerField()
+    fairshare_factor = serializers.FloatField(
+        allow_null=True, help_text="The project's fair-share factor (0..1) that orders the queue"
+    )
+    reason = serializers.CharField(help_text="Why it waits, in plain language")
+    computed_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the cycle that explained it ran"
+    )
+
+
+class EtaOutput(serializers.Serializer):
+    start = serializers.DateTimeField(
+        allow_null=True,
+        help_text="Estimated start: a forward simulation of the cluster's running jobs and "
+        "queue through the scheduling engine, runtimes forecast from history (median); "
+        "null when it does not start within the simulated 30 days",
+    )
+    earliest = serializers.DateTimeField(
+        allow_null=True, help_text="Earliest of the range (shorter runtimes, 25th percentile)"
+    )
+    latest = serializers.DateTimeField(
+        allow_null=True, help_text="Latest of the range (longer runtimes, 75th percentile)"
+    )
+    method = serializers.ChoiceField(
+        choices=["forward-simulation", "victims-stopping"],
+        help_text="victims-stopping: the jobs it preempted are exiting; it starts next",
+    )
+    baseline_start = serializers.DateTimeField(
+        allow_null=True,
+        help_text="Slurm backfill-style estimate for comparison: the queue booked in order "
+        "on the GPUs that free first, no preemption",
+    )
+
+
+class BlockerOutput(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["misconfiguration", "budget", "capacity"])
+    text = serializers.CharField(help_text="The reason, with its numbers, in plain language")
+    numbers = serializers.DictField(help_text="The figures the text quotes, by name")
+
+
+class JobDetailOutput(JobOutput):
+    attempts = AttemptOutput(many=True)
+    events = JobEventOutput(many=True)
+    queue = QueueInfoOutput(allow_null=True, help_text="Only while the job is pending")
+    eta = EtaOutput(allow_null=True, help_text="Only while the job is pending")
+    blockers = BlockerOutput(
+        many=True,
+        help_text="Every reason a pending job waits, ranked: misconfiguration, budget, "
+        "capacity; empty once it is not pending",
+    )
+
+
+class SubmitOutput(serializers.Serializer):
+    count = serializers.IntegerField()
+    array_id = serializers.UUIDField(allow_null=True)
+    replayed = serializers.BooleanField(
+        help_text="True when an Idempotency-Key retry returned the first request's jobs"
+    )
+    jobs = JobOutput(many=True)
+
+
+class EstimateOutput(QueueInfoOutput):
+    starts_now = serializers.BooleanField(help_text="The next cycle would start it")
+    computed_at = None
+
+
+class DryRunJobOutput(serializers.Serializer):
+    name = serializers.CharField()
+    project = serializers.IntegerField()
+    project_path = serializers.CharField()
+    cluster = serializers.IntegerField()
+    cluster_name = serializers.CharField()
+    gpus = serializers.IntegerField()
+    min_runtime_s = serializers.IntegerField()
+    allocated = serializers.BooleanField()
+    resumable = serializers.BooleanField()
+    priority = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=JobKind.choices)
+    duration_s = serializers.IntegerField(allow_null=True)
+    spec = SpecField()
+
+
+class DryRunOutput(serializers.Serializer):
+    dry_run = serializers.BooleanField()
+    count = serializers.IntegerField(help_text="Jobs the request would submit")
+    job = DryRunJobOutput()
+    estimate = EstimateOutput()
+
+
+class CancelOutput(JobOutput):
+    pass
+
+
+class JobFilter(serializers.Serializer):
+    mine = serializers.BooleanField(required=False, default=False, help_text="only your jobs")
+    project = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    cluster = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    state = serializers.MultipleChoiceField(
+        choices=JobState.choices, required=False, help_text="repeat or comma-separate"
+    )
+    kind = serializers.MultipleChoiceField(choices=JobKind.choices, required=False)
+
+
+class QueueFilter(serializers.Serializer):
+    cluster = ClusterRefField(help_text="The cluster's id or name")
+
+
+class QueueRowOutput(serializers.Serializer):
+    position = serializers.IntegerField()
+    project_position = serializers.IntegerField()
+    project_rank = serializers.IntegerField(help_text="The project's rank in fair-share order")
+    job = serializers.IntegerField()
+    name = serializers.CharField(allow_blank=True)
+    project = serializers.IntegerField(allow_null=True)
+    project_path = serializers.CharField(allow_blank=True)
+    submitter = serializers.CharField(allow_blank=True)
+    gpus = serializers.IntegerField(allow_null=True)
+    kind = serializers.CharField(allow_blank=True)
+    min_runtime_s = serializers.IntegerField(allow_null=True)
+    priority = serializers.IntegerField(allow_null=True)
+    state = serializers.CharField(
+        allow_blank=True, help_text="The job's state now (the queue is the last cycle's)"
+    )
+    queued_at = serializers.DateTimeField(allow_null=True)
+    fairshare_factor = serializers.FloatField(source="metric")
+    reason = serializers.CharField()
+
+
+class QueuePageOutput(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    computed_at = serializers.DateTimeField(
+        allow_null=True, help_text="When the cycle that ordered this queue ran"
+    )
+    cycle = serializers.IntegerField(allow_null=True)
+    results = QueueRowOutput(many=True)
+
+
+class PolicyOutput(serializers.Serializer):
+    cycle_s = serializers.IntegerField()
+    grace_s = serializers.IntegerField()
+    max_min_runtime_s = serializers.IntegerField()
+    lookback_s = serializers.IntegerField()
+    half_life_s = serializers.IntegerField(allow_null=True)
+
+
+class LastCycleOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    started_at = serializers.DateTimeField()
+    duration_ms = serializers.FloatField(allow_null=True)
+    starts = serializers.IntegerField()
+    stops = serializers.IntegerField()
+    errors = serializers.ListField(child=serializers.CharField())
+
+
+class ClusterOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    adapter = serializers.CharField()
+    hosts = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+    healthy_gpus = serializers.IntegerField()
+    draining_hosts = serializers.IntegerField()
+    down_hosts = serializers.IntegerField()
+    pending_jobs = serializers.IntegerField()
+    running_jobs = serializers.IntegerField()
+    policy = PolicyOutput()
+    operators = serializers.ListField(child=serializers.CharField())
+    last_cycle = LastCycleOutput(allow_null=True)
+
+
+class HostFilter(serializers.Serializer):
+    cluster = ClusterRefField(required=False, help_text="The cluster's id or name")
+    health = serializers.ChoiceField(choices=HostHealth.choices, required=False)
+
+
+class HostOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    cluster = serializers.IntegerField()
+    cluster_name = serializers.CharField()
+    name = serializers.CharField()
+    gpus = serializers.IntegerField()
+    gpus_in_use = serializers.IntegerField()
+    health = serializers.ChoiceField(choices=HostHealth.choices)
+    health_reason = serializers.CharField(allow_blank=True)
+    health_changed_at = serializers.DateTimeField(allow_null=True)
+    ready_for_repair_at = serializers.DateTimeField(
+        allow_null=True, help_text="When a drain emptied it"
+    )
+
+
+class HostEventOutput(serializers.Serializer):
+    at = serializers.DateTimeField()
+    from_health = serializers.ChoiceField(choices=HostHealth.choices)
+    to_health = serializers.ChoiceField(choices=HostHealth.choices)
+    reason = serializers.CharField()
+    actor = serializers.CharField(allow_blank=True, source="actor_name")
+
+
+class HostDetailOutput(HostOutput):
+    events = HostEventOutput(many=True, help_text="The last 20 health changes, newest first")
+
+
+class HostHealthInput(serializers.Serializer):
+    health = serializers.ChoiceField(
+        choices=[("draining", "Draining"), ("healthy", "Healthy")],
+        help_text="`draining` starts a drain, `healthy` ends it",
+    )
+    reason = TextField(max_length=500, help_text="Why, for the audit trail")
+
+
+class PreviewWeightInput(serializers.Serializer):
+    node = serializers.JSONField(help_text="A child of `node` (its id)")
+    weight = serializers.JSONField(help_text="The proposed weight (>= 0, up to 4 decimals)")
+
+
+class PreviewInput(serializers.Serializer):
+    node = serializers.JSONField(help_text="The node whose children's weights change (its id)")
+    cluster = IdOrNameField(help_text="The cluster whose jobs are replayed (id or name)")
+    weights = PreviewWeightInput(many=True, allow_empty=True)
+    days = serializers.JSONField(
+        required=False, default=None, help_text="Days replayed (default ALLOT_PREVIEW_DAYS, 14)"
+    )
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "description": "When done: `jobs` replayed, `skipped` (by reason), `empty` (no job "
+        "in the window), `window_s`, `window_start`, `window_end`, `changed` weights and "
+        "`projects`: per project `<figure>_before` / `<figure>_after` for entitled_share, "
+        "delivered_gpu_h, entitled_gpu_h, ratio and p90_wait_s",
+    }
+)
+class PreviewResultField(serializers.JSONField):
+    """The what-if figures (see `scheduler.sim.whatif.run_whatif`)."""
+
+
+class PreviewOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=["queued", "running", "done", "failed"])
+    progress = serializers.FloatField(help_text="0..1")
+    node = serializers.IntegerField()
+    cluster = serializers.IntegerField()
+    cluster_name = serializers.CharField()
+    requester = serializers.CharField()
+    window_days = serializers.IntegerField()
+    weights = PreviewWeightInput(many=True)
+    error = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    result = PreviewResultField(allow_null=True)

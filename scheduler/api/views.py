@@ -1,0 +1,433 @@
+"""REST endpoints of the live service. Thin: parse, call a service or selector, serialise.
+
+Job rows are built as plain dicts (an array submission answers with up to 10,000 of
+them, and a serializer per row would cost more than storing them); the serializers in
+`scheduler.api.serializers` describe them for the schema.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.api_schema import ErrorSerializer, error_response, paginated
+from config.errors import NotFound
+from scheduler.api import serializers as s
+from scheduler.models import Job
+from scheduler.selectors import eta as eta_selectors
+from scheduler.selectors import jobs as selectors
+from scheduler.services import hosts as host_services
+from scheduler.services import jobs as job_services
+from scheduler.services import previews as preview_services
+
+IDEMPOTENCY_HEADER = OpenApiParameter(
+    "Idempotency-Key",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description=(
+        "Makes the submission safe to retry (IETF httpapi Idempotency-Key draft): a retry "
+        "with the same key and the same body answers with the first request's jobs "
+        "(`replayed: true`, header `Idempotent-Replayed: true`) and creates none; the same "
+        "key with another body gets 422. Keys are kept 24 hours, per user. Up to 255 "
+        'printable ASCII characters, e.g. a UUID, optionally quoted ("...").'
+    ),
+)
+UNPROCESSABLE = OpenApiResponse(
+    ErrorSerializer,
+    description="The Idempotency-Key was used before with another request body",
+)
+
+
+def _validated(serializer_class, data) -> dict:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _query(serializer_class, request) -> dict:
+    data: dict[str, Any] = {}
+    for key, values in request.query_params.lists():
+        if key in getattr(serializer_class, "multi", ()):
+            data[key] = [v for value in values for v in value.split(",") if v]
+        else:
+            data[key] = values[-1]
+    return _validated(serializer_class, data)
+
+
+class JobFilterQuery(s.JobFilter):
+    multi = ("state", "kind")
+
+
+def job_row(
+    job: Job,
+    *,
+    project_path: str,
+    cluster_name: str,
+    submitter: str,
+    show_spec: bool,
+) -> dict[str, Any]:
+    """A job as `JobOutput` describes it."""
+    return {
+        "id": job.pk,
+        "name": job.name,
+        "project": job.project_id,
+        "project_path": project_path,
+        "cluster": job.cluster_id,
+        "cluster_name": cluster_name,
+        "submitter": submitter,
+        "gpus": job.gpus,
+        "min_runtime_s": job.min_runtime_s,
+        "allocated": job.min_runtime_s > 0,
+        "resumable": job.resumable,
+        "priority": job.priority,
+        "kind": job.kind,
+        "duration_s": job.duration_s,
+        "state": job.state,
+        "state_reason": job.state_reason,
+        "submitted_at": job.submitted_at,
+        "queued_at": job.queued_at,
+        "first_started_at": job.first_started_at,
+        "ended_at": job.ended_at,
+        "progress_s": job.progress_s,
+        "attempt_count": job.attempt_count,
+        "array_id": job.array_id,
+        "array_index": job.array_index,
+        "spec": job.spec if show_spec else None,
+    }
+
+
+def _rows(request, jobs: list[Job], paths: dict[int, str] | None = None) -> list[dict]:
+    readable = selectors.spec_readable_projects(request.user)
+    paths = paths if paths is not None else selectors.project_paths()
+    return [
+        job_row(
+            job,
+            project_path=paths.get(job.project_id, ""),
+            cluster_name=job.cluster.name,
+            submitter=job.submitter.get_username(),
+            show_spec=selectors.spec_visible(request.user, job, readable),
+        )
+        for job in jobs
+    ]
+
+
+class JobListApi(APIView):
+    @extend_schema(
+        parameters=[s.JobFilter],
+        responses=paginated(s.JobOutput, "PaginatedJobList"),
+        operation_id="jobs_list",
+        summary="Jobs, newest first (everyone's; the spec only where you may read it)",
+    )
+    def get(self, request):
+        filters = _query(JobFilterQuery, request)
+        jobs = selectors.job_list(
+            actor=request.user,
+            mine=filters.get("mine", False),
+            project_id=filters.get("project"),
+            cluster_id=filters.get("cluster"),
+            states=filters.get("state", ()),
+            kinds=filters.get("kind", ()),
+        )
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(jobs, request, view=self)
+        return paginator.get_paginated_response(_rows(request, page))
+
+    @extend_schema(
+        parameters=[s.SubmitQuery, IDEMPOTENCY_HEADER],
+        request=s.JobSubmitInput,
+        responses={
+            201: s.SubmitOutput,
+            200: OpenApiResponse(s.DryRunOutput, description="`?dry_run=1`: nothing stored"),
+            422: UNPROCESSABLE,
+        },
+        summary="Submit a job (or an array of identical jobs)",
+    )
+    def post(self, request):
+        query = _query(s.SubmitQuery, request)
+        data = _validated(s.JobSubmitInput, request.data)
+        result = job_services.job_submit(
+            actor=request.user,
+            idempotency_key=request.headers.get("Idempotency-Key"),
+            fingerprint=job_services.fingerprint_of(request.data),
+            dry_run=query["dry_run"],
+            **data,
+        )
+        if result.estimate is not None:
+            return Response(_dry_run_body(result, data["array"]))
+        job = result.jobs[0] if result.jobs else None
+        cluster_name = job.cluster.name if job else ""
+        rows = [
+            job_row(
+                j,
+                project_path=result.project_path,
+                cluster_name=cluster_name,
+                submitter=request.user.get_username(),
+                show_spec=True,
+            )
+            for j in result.jobs
+        ]
+        body = {
+            "count": len(rows),
+            "array_id": result.array_id,
+            "replayed": result.replayed,
+            "jobs": rows,
+        }
+        headers = {"Idempotent-Replayed": "true"} if result.replayed else None
+        return Response(body, status=status.HTTP_201_CREATED, headers=headers)
+
+
+def _dry_run_body(result: job_services.SubmitResult, array: int) -> dict:
+    job = result.jobs[0]
+    return {
+        "dry_run": True,
+        "count": array,
+        "job": {
+            "name": job.name,
+            "project": job.project_id,
+            "project_path": result.project_path,
+            "cluster": job.cluster_id,
+            "cluster_name": job.cluster.name,
+            "gpus": job.gpus,
+            "min_runtime_s": job.min_runtime_s,
+            "allocated": job.min_runtime_s > 0,
+            "resumable": job.resumable,
+            "priority": job.priority,
+            "kind": job.kind,
+            "duration_s": job.duration_s,
+            "spec": job.spec,
+        },
+        "estimate": result.estimate,
+    }
+
+
+def _job_detail_body(request, job: Job) -> dict:
+    body = _rows(request, [job])[0]
+    body["attempts"] = s.AttemptOutput(job.attempts.all(), many=True).data
+    body["events"] = s.JobEventOutput(job.events.all(), many=True).data
+    body["queue"] = selectors.job_queue_info(job)
+    body["eta"] = eta_selectors.job_eta(job=job)
+    body["blockers"] = selectors.job_blockers(job)
+    return body
+
+
+class JobDetailApi(APIView):
+    @extend_schema(
+        responses=s.JobDetailOutput,
+        operation_id="jobs_retrieve",
+        summary="One job: attempts, events, and where it stands in the queue, why, and its "
+        "estimated start",
+    )
+    def get(self, request, job_id: int):
+        job = selectors.job_detail(job_id=job_id)
+        if job is None:
+            raise NotFound(f"There is no job with id {job_id}.")
+        return Response(_job_detail_body(request, job))
+
+
+class JobCancelApi(APIView):
+    @extend_schema(
+        request=None,
+        responses={200: s.JobDetailOutput},
+        summary="Cancel a job (pending: at once; running: stopped with the grace period)",
+    )
+    def post(self, request, job_id: int):
+        job_services.job_cancel(actor=request.user, job_id=job_id)
+        return Response(_job_detail_body(request, selectors.job_detail(job_id=job_id)))
+
+
+class QueueApi(APIView):
+    @extend_schema(
+        parameters=[
+            s.QueueFilter,
+            OpenApiParameter("limit", OpenApiTypes.INT, description="rows per page"),
+            OpenApiParameter("offset", OpenApiTypes.INT, description="rows to skip"),
+        ],
+        responses={200: s.QueuePageOutput, 404: error_response(404)},
+        summary="Pending jobs in the order they will start, with position and reason",
+    )
+    def get(self, request):
+        filters = _query(s.QueueFilter, request)
+        cluster = job_services.resolve_cluster(filters["cluster"], missing=NotFound)
+        paginator = LimitOffsetPagination()
+        limit = paginator.get_limit(request)
+        offset = paginator.get_offset(request)
+        page = selectors.queue_page(cluster=cluster, offset=offset, limit=limit)
+        paginator.count, paginator.limit, paginator.offset = page.count, limit, offset
+        paginator.request = request
+        return Response(
+            {
+                "count": page.count,
+                "next": paginator.get_next_link(),
+                "previous": paginator.get_previous_link(),
+                "computed_at": page.computed_at,
+                "cycle": page.cycle_id,
+                "results": s.QueueRowOutput(page.rows, many=True).data,
+            }
+        )
+
+
+class ClusterListApi(APIView):
+    @extend_schema(
+        responses=s.ClusterOutput(many=True),
+        summary="Clusters: policy, hosts by health, jobs and the last cycle",
+    )
+    def get(self, request):
+        rows = []
+        for row in selectors.cluster_list():
+            cluster, last = row.pop("cluster"), row.pop("last_cycle")
+            rows.append(
+                {
+                    "id": cluster.pk,
+                    "name": cluster.name,
+                    "adapter": cluster.adapter,
+                    **row,
+                    "policy": {
+                        "cycle_s": cluster.cycle_s,
+                        "grace_s": cluster.grace_s,
+                        "max_min_runtime_s": cluster.max_min_runtime_s,
+                        "lookback_s": cluster.lookback_s,
+                        "half_life_s": cluster.half_life_s,
+                    },
+                    "last_cycle": None
+                    if last is None
+                    else {
+                        "id": last.pk,
+                        "started_at": last.started_at,
+                        "duration_ms": last.duration_ms,
+                        "starts": last.starts,
+                        "stops": last.stops,
+                        "errors": [str(e) for e in last.errors or []],
+                    },
+                }
+            )
+        return Response(s.ClusterOutput(rows, many=True).data)
+
+
+def _host_row(host, used: dict) -> dict:
+    return {
+        "id": host.pk,
+        "cluster": host.cluster_id,
+        "cluster_name": host.cluster.name,
+        "name": host.name,
+        "gpus": host.gpus,
+        "gpus_in_use": used.get((host.cluster_id, host.name), 0),
+        "health": host.health,
+        "health_reason": host.health_reason,
+        "health_changed_at": host.health_changed_at,
+        "ready_for_repair_at": host.ready_for_repair_at,
+    }
+
+
+class HostListApi(APIView):
+    @extend_schema(
+        parameters=[s.HostFilter],
+        responses={
+            200: paginated(s.HostOutput, "PaginatedHostList"),
+            404: error_response(404),
+        },
+        operation_id="hosts_list",
+        summary="Hosts with their health and GPUs in use",
+    )
+    def get(self, request):
+        filters = _query(s.HostFilter, request)
+        cluster_id = None
+        if "cluster" in filters:
+            cluster_id = job_services.resolve_cluster(filters["cluster"], missing=NotFound).pk
+        hosts = selectors.host_list(cluster_id=cluster_id, health=filters.get("health"))
+        paginator = LimitOffsetPagination()
+        page = paginator.paginate_queryset(hosts, request, view=self)
+        used = selectors.gpus_in_use(page)
+        return paginator.get_paginated_response(
+            s.HostOutput([_host_row(h, used) for h in page], many=True).data
+        )
+
+
+class HostDetailApi(APIView):
+    def _body(self, host_id: int) -> dict:
+        found = selectors.host_detail(host_id=host_id)
+        if found is None:
+            raise NotFound(f"There is no host with id {host_id}.")
+        host, events = found
+        body = _host_row(host, selectors.gpus_in_use([host]))
+        body["events"] = events
+        return s.HostDetailOutput(body).data
+
+    @extend_schema(
+        responses=s.HostDetailOutput,
+        operation_id="hosts_retrieve",
+        summary="One host and its health history",
+    )
+    def get(self, request, host_id: int):
+        return Response(self._body(host_id))
+
+    @extend_schema(
+        request=s.HostHealthInput,
+        responses={200: s.HostDetailOutput, 409: error_response(409)},
+        summary="Drain a host or end its drain (staff and the cluster's operators)",
+    )
+    def patch(self, request, host_id: int):
+        data = _validated(s.HostHealthInput, request.data)
+        host_services.host_set_health(
+            actor=request.user, host_id=host_id, health=data["health"], reason=data["reason"]
+        )
+        return Response(self._body(host_id))
+
+
+def preview_body(preview) -> dict:
+    """A preview as `PreviewOutput` describes it."""
+    return {
+        "id": preview.pk,
+        "state": preview.state,
+        "progress": preview.progress,
+        "node": preview.node_id,
+        "cluster": preview.cluster_id,
+        "cluster_name": preview.cluster.name,
+        "requester": preview.requester.get_username(),
+        "window_days": preview.window_days,
+        "weights": preview.weights,
+        "error": preview.error,
+        "created_at": preview.created_at,
+        "started_at": preview.started_at,
+        "finished_at": preview.finished_at,
+        "result": preview.result,
+    }
+
+
+class PreviewCreateApi(APIView):
+    @extend_schema(
+        request=s.PreviewInput,
+        responses={201: s.PreviewOutput},
+        operation_id="previews_create",
+        summary="Preview a weight change: replay the cluster's recent jobs with the current "
+        "and the proposed weights (runs in the background; poll the preview)",
+    )
+    def post(self, request):
+        data = _validated(s.PreviewInput, request.data)
+        preview = preview_services.preview_request(
+            actor=request.user,
+            node=data["node"],
+            weights=data["weights"],
+            cluster=data["cluster"],
+            days=data["days"],
+        )
+        preview = preview_services.preview_get(actor=request.user, preview_id=preview.pk)
+        return Response(s.PreviewOutput(preview_body(preview)).data, status=201)
+
+
+class PreviewDetailApi(APIView):
+    @extend_schema(
+        responses=s.PreviewOutput,
+        operation_id="previews_retrieve",
+        summary="One what-if preview: its progress, and the figures when done (its "
+        "requester and the managers who may change those weights)",
+    )
+    def get(self, request, preview_id: int):
+        preview = preview_services.preview_get(actor=request.user, preview_id=preview_id)
+        return Response(s.PreviewOutput(preview_body(preview)).data)

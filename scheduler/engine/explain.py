@@ -1,0 +1,238 @@
+"""Plain-language reasons: why a job started, why one was preempted, why each waits.
+
+Decides nothing; turns the cycle's decisions into text a person can read ("waiting:
+project a1 is at 142% of its 7-day entitlement (fair-share rank 3 of 12); 2 projects
+ahead of it"). The queue (`fair_share_queue`, `baseline_queue`) lists every waiting
+job with its position, its project's rank and fair-share factor and the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import count, repeat
+from operator import attrgetter
+
+from scheduler.engine.blocks import Shape
+from scheduler.engine.cluster import ClusterState, Decisions
+from scheduler.engine.preemption import Victim
+from scheduler.engine.types import Placement, Policy, QueueEntry, StopReason, Workload
+
+__all__ = ["FairShareReasons", "baseline_queue", "fair_share_queue", "hours_text"]
+
+INF = math.inf
+_GPUS = attrgetter("gpus")
+# QueueEntry is a NamedTuple: entries are built in bulk with tuple.__new__ (C speed).
+_new_tuple = tuple.__new__
+
+
+def hours_text(s: float) -> str:
+    """A duration in minutes below an hour, else in hours: '45 min', '2.5 h'."""
+    if s < 3600:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def _queue_entry(
+    wid: str, project: str, pos: int, rank: int, metric: float, reason: str
+) -> QueueEntry:
+    return QueueEntry(wid, project, pos, rank, metric, reason)
+
+
+class FairShareReasons:
+    """The reasons of fair-share mode, from the project order and entitlement."""
+
+    def __init__(
+        self,
+        order: Sequence[str],
+        rank: Mapping[str, int],
+        entitled: Mapping[str, float],
+        usage: Mapping[str, float],
+        policy: Policy,
+        healthy_gpus: int,
+    ) -> None:
+        self.order = order
+        self.rank = rank
+        self.entitled = entitled
+        self.usage = usage
+        self.policy = policy
+        self.cap = policy.max_min_runtime_s
+        self.healthy_gpus = healthy_gpus
+
+    def percent_of_entitlement(self, proj: str) -> float:
+        """The project's usage as a percentage of its entitlement over the window."""
+        ent = self.entitled.get(proj, 0.0)
+        window = self.policy.lookback_s
+        if self.policy.half_life_s:
+            window = self.policy.half_life_s / math.log(2)
+        denom = ent * self.healthy_gpus * window
+        return 100.0 * self.usage.get(proj, 0.0) / denom if denom > 0 else INF
+
+    def window(self) -> str:
+        """The usage window in words."""
+        if self.policy.half_life_s:
+            return f"decayed (half-life {hours_text(self.policy.half_life_s)})"
+        return f"{self.policy.lookback_s / 86400:g}-day"
+
+    def project(self, proj: str, r: int) -> str:
+        """Where a project stands (order index `r`)."""
+        return (
+            f"project {proj} is at {self.percent_of_entitlement(proj):.0f}% of its "
+            f"{self.window()} entitlement (fair-share rank {r + 1} of {len(self.order)})"
+        )
+
+    def start(self, w: Workload, r: int, pls: tuple[Placement, ...], how: str) -> str:
+        """Why `w` started, where, and what protects it."""
+        where = ", ".join(f"{p.host}[{p.gpu_indices[0]}-{p.gpu_indices[-1]}]" for p in pls)
+        if w.min_runtime_s > 0:
+            prot = f"protected for {hours_text(min(w.min_runtime_s, self.cap))}"
+        else:
+            prot = "unallocated: free of charge, preemptible at any time"
+        return f"started on {where} using {how}; {self.project(w.project, r)}; {prot}"
+
+    def victim(self, v: Victim, w: Workload, r: int) -> tuple[StopReason, str]:
+        """Why `v` is preempted for `w` (of order index `r`)."""
+        lost = v.lost_text()
+        if not v.allocated:
+            return StopReason.UNALLOCATED, (
+                f"preempted: unallocated job (min runtime 0) gives way to allocated job {w.id} "
+                f"of project {w.project}; {lost}"
+            )
+        if v.project == w.project:
+            return StopReason.PRIORITY, (
+                f"preempted after its protected minimum runtime by higher-priority job {w.id} "
+                f"(priority {w.priority} > {v.priority}) of the same project {w.project}; {lost}"
+            )
+        rq = self.rank.get(v.project, len(self.order))
+        return StopReason.FAIR_SHARE, (
+            f"preempted after its protected minimum runtime: {self.project(v.project, rq)} "
+            f"and ranks below project {w.project} (rank {r + 1}), which it would still do "
+            f"with {w.id} running; {lost}"
+        )
+
+    def waiting_allocated(self, proj: str, r: int, full_note: str) -> str:
+        """Why a project's allocated jobs wait."""
+        if self.entitled.get(proj, 0.0) <= 0.0:
+            return (
+                f"waiting: project {proj} has no budget (weight 0): it may run only "
+                "unallocated jobs (min runtime 0)"
+            )
+        return (
+            f"waiting: {self.project(proj, r)}; "
+            f"{r} project{'s' if r != 1 else ''} ahead of it{full_note}"
+        )
+
+
+def fair_share_queue(
+    reasons: FairShareReasons,
+    pending: Mapping[str, Sequence[Workload]],
+    factor: Mapping[str, float],
+    cluster: ClusterState,
+    decisions: Decisions,
+) -> list[QueueEntry]:
+    """The waiting queue: allocated jobs by project order, then unallocated ones.
+
+    Built per project: one shared reason string for all of a project's waiting jobs
+    (positions are consecutive), entries made in bulk; only projects with a
+    job-specific note (reservation, no room, invalid size) or a job started this cycle
+    take the per-job path."""
+    out: list[QueueEntry] = []
+    order = reasons.order
+    touched = decisions.noted_projects | decisions.started_projects
+    n = len(order)
+    full_note = "" if cluster.index.any_free() else "; no free GPUs"
+    good = cluster.layout.runnable_sizes()
+    for allocated_phase in (True, False):
+        for r, proj in enumerate(order):
+            lst = pending.get(proj)
+            if not lst:
+                continue
+            if allocated_phase:
+                ids = [w.id for w in lst if w.min_runtime_s > 0]
+                if not ids:
+                    continue
+                base = reasons.waiting_allocated(proj, r, full_note)
+            else:
+                ids = [w.id for w in lst if w.min_runtime_s <= 0]
+                if not ids:
+                    continue
+                base = (
+                    "waiting: unallocated job (min runtime 0) runs only on GPUs no allocated "
+                    f"job wants; queued after all allocated jobs (project rank {r + 1} of {n})"
+                    f"{full_note}"
+                )
+            texts: Iterable[str] = repeat(base)
+            if proj in touched or not good.issuperset(map(_GPUS, lst)):
+                ids, texts = _job_reasons(lst, allocated_phase, base, decisions, cluster.shape)
+            out.extend(
+                map(
+                    _new_tuple,
+                    repeat(QueueEntry),
+                    zip(
+                        ids,
+                        repeat(proj),
+                        count(len(out) + 1),
+                        repeat(r + 1),
+                        repeat(factor.get(proj, 0.0)),
+                        texts,
+                        strict=False,
+                    ),
+                )
+            )
+    return out
+
+
+def _job_reasons(
+    lst: Sequence[Workload],
+    allocated_phase: bool,
+    base: str,
+    decisions: Decisions,
+    shape: Callable[[int], Shape],
+) -> tuple[list[str], list[str]]:
+    """Ids and reasons of a project's waiting jobs, each with its own note if any."""
+    ids: list[str] = []
+    texts: list[str] = []
+    started, notes = decisions.started, decisions.notes
+    for w in lst:
+        if (w.min_runtime_s > 0) is not allocated_phase or w.id in started:
+            continue
+        extra = notes.get(w.id)
+        if extra is None:
+            extra = shape(w.gpus).reason or None
+        ids.append(w.id)
+        texts.append(f"{base}; {extra}" if extra else base)
+    return ids, texts
+
+
+def baseline_queue(
+    ordered: Iterable[Workload],
+    mode: str,
+    cluster: ClusterState,
+    decisions: Decisions,
+    static_limits: Mapping[str, int],
+) -> list[QueueEntry]:
+    """The waiting queue of a baseline, in its own order (arrival or priority)."""
+    out: list[QueueEntry] = []
+    pos = 0
+    full = "" if cluster.index.any_free() else "; no free GPUs"
+    started, notes = decisions.started, decisions.notes
+    for w in ordered:
+        if w.id in started:
+            continue
+        pos += 1
+        extra = notes.get(w.id)
+        if mode == "fifo":
+            base = f"waiting ({mode}): {pos - 1} jobs ahead of it in arrival order{full}"
+        elif mode == "static":
+            base = (
+                f"waiting (static): project {w.project} is confined to "
+                f"{static_limits.get(w.project, 0)} GPUs{full}"
+            )
+        else:
+            base = f"waiting (priority {w.priority}): {pos - 1} jobs ahead of it{full}"
+        out.append(
+            _queue_entry(
+                w.id, w.project, pos, 0, float(w.priority), f"{base}; {extra}" if extra else base
+            )
+        )
+    return out

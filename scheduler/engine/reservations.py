@@ -1,0 +1,306 @@
+"""Reservations: whole hosts held for the first large job that can start neither on free
+GPUs nor by preemption, so that it does not starve behind smaller work.
+
+Decides which hosts to hold (those that become usable for the job soonest: every job
+on them is one it may preempt, at once or when its protection ends), and which other
+jobs may still use a held host: only a job that cannot delay the reserved one, i.e.
+whose own protection ends by the time the host would be usable for it (the reserved
+job may then preempt it). Such a job takes free GPUs there, or an aligned block of
+free GPUs and unallocated backfill (preempted). Unallocated work may use held hosts in
+phase 2 of the cycle: the reserved job may preempt it at any time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from functools import partial
+from itertools import repeat
+from typing import NamedTuple
+
+from scheduler.engine.blocks import Shape
+from scheduler.engine.cluster import ClusterState, Decisions
+from scheduler.engine.explain import FairShareReasons, hours_text
+from scheduler.engine.fairshare import FairShare
+from scheduler.engine.placement import Placer
+from scheduler.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
+from scheduler.engine.types import Placement, Reservation, StopReason, Workload
+
+__all__ = ["HeldHosts", "Reservations"]
+
+INF = math.inf
+# When a project's jobs can start only on reserved hosts (by taking free GPUs or
+# preempting unallocated backfill there), how many of its waiting jobs, in its order
+# (priority first), are looked at per cycle; bounds the work on long queues.
+SCAN_PER_PROJECT = 64
+SCAN_PER_CYCLE = 512  # the same, for all projects together
+_NO_BOUND = 1 << 30
+
+
+class HeldHosts(NamedTuple):
+    """One reservation: the job, its order index, when its hosts become usable for it
+    (inf: not foreseeable) and the hosts."""
+
+    job: Workload
+    rank: int
+    usable_at: float
+    hosts: list[int]
+
+
+class Reservations:
+    """The cycle's reservations and the questions the fair-share pass asks about them."""
+
+    def __init__(
+        self,
+        cluster: ClusterState,
+        decisions: Decisions,
+        placer: Placer,
+        victims: Callable[[], VictimIndex],
+        fair_share: FairShare,
+        reasons: FairShareReasons,
+        now: float,
+        cap: float,
+    ) -> None:
+        self.cluster = cluster
+        self.decisions = decisions
+        self.placer = placer
+        self.victims = victims
+        self.fair_share = fair_share
+        self.reasons = reasons
+        self.now = now
+        self.cap = cap
+        self.held: list[HeldHosts] = []
+        # reservation -> smallest block size that its hosts' free + unallocated GPUs
+        # could not hold (exact for the cycle: those GPUs only get fewer)
+        self.failed_block: dict[int, int] = {}
+        self.scan_budget = SCAN_PER_CYCLE  # jobs looked at only for reserved-host room
+        self._usable = (False, -1)  # (answer, cluster version it holds for)
+        self._preemptible = (False, -1)
+
+    def usable(self) -> bool:
+        """Whether a reserved host has free GPUs that some job could still be allowed."""
+        c = self.cluster
+        if not c.reserved:
+            return False
+        if self._usable[1] == c.version:
+            return self._usable[0]
+        free = c.free
+        ok = any(r.usable_at < INF and any(free[h] for h in r.hosts) for r in self.held)
+        self._usable = (ok, c.version)
+        return ok
+
+    def preemptible(self) -> bool:
+        """Whether a reserved host (usable by some job before its reservation's time)
+        runs unallocated work: a job that cannot delay the reservation may preempt it."""
+        c = self.cluster
+        if not c.reserved or self.scan_budget <= 0:
+            return False
+        if self._preemptible[1] == c.version:
+            return self._preemptible[0]
+        by_host = self.victims().by_host
+        ok = False
+        for r in self.held:
+            if r.usable_at < INF and any(
+                u.alive and not u.allocated for h in r.hosts for u, _ in by_host.get(h, ())
+            ):
+                ok = True
+                break
+        self._preemptible = (ok, c.version)
+        return ok
+
+    def bound(self, r: int, proj: str) -> tuple[float, int]:
+        """For jobs of `proj` (order index `r`): the latest protection end and the block
+        size bound (exclusive) with which one may still find room on a reserved host;
+        an upper bound that lets the fast path skip the others with two comparisons."""
+        t, blk = -INF, 0
+        for k, held in enumerate(self.held):
+            if held.usable_at == INF or not (r > held.rank or proj == held.job.project):
+                continue
+            t = max(t, held.usable_at)
+            blk = max(blk, self.failed_block.get(k, _NO_BOUND))
+        return t, blk
+
+    def place(self, w: Workload, r: int) -> tuple[tuple[Placement, ...], list[Victim]] | None:
+        """Room for `w` (order index `r`) on a reserved host it cannot delay: free GPUs,
+        else the cheapest aligned block of free GPUs and unallocated jobs (returned as
+        victims, already stopped). None when there is none."""
+        end = self.now + min(w.min_runtime_s, self.cap)
+        sh = self.cluster.shape(w.gpus)
+        for k, held in enumerate(self.held):
+            if held.usable_at == INF or end > held.usable_at:
+                continue
+            rj = held.job
+            if not (r > held.rank or (w.project == rj.project and w.priority < rj.priority)):
+                continue
+            mine = [h for h in held.hosts if self.cluster.reserved.get(h) == k]
+            pls = self.placer.place_reserved(w, sh, mine)
+            if pls is not None:
+                return pls, []
+            if not sh.block or sh.block >= self.failed_block.get(k, _NO_BOUND):
+                continue
+            found = self._backfill_block(sh.block, mine)
+            if found is None:
+                self.failed_block[k] = sh.block
+                continue
+            h, s, victims = found
+            pls = apply_preemption(
+                self.cluster,
+                self.victims(),
+                self.decisions,
+                w,
+                sh,
+                [(h, s)],
+                victims,
+                partial(self._victim_reason, w=w, r=r),
+            )
+            return pls, victims
+        return None
+
+    def _victim_reason(self, v: Victim, *, w: Workload, r: int) -> tuple[StopReason, str]:
+        return self.reasons.victim(v, w, r)
+
+    def _backfill_block(self, p: int, hosts: list[int]) -> tuple[int, int, list[Victim]] | None:
+        """Cheapest aligned p-block of free GPUs and unallocated jobs on `hosts`: least
+        lost work, then fewest victims, then fewest free GPUs left (tighter fit)."""
+        by_host = self.victims().by_host
+        c = self.cluster
+        free, gpus = c.free, c.gpus
+        pmask = (1 << p) - 1
+        best_key: tuple[float, int, int, int, int] | None = None
+        best: tuple[int, int, list[Victim]] | None = None
+        for h in hosts:
+            if gpus[h] < p:
+                continue
+            on = [(u, mu) for u, mu in by_host.get(h, ()) if u.alive and not u.allocated]
+            if not on:
+                continue
+            avail = free[h]
+            for _, mu in on:
+                avail |= mu
+            if c.largest_block(h, avail) < p:
+                continue
+            free_left = free[h].bit_count()
+            for s in range(0, gpus[h] - p + 1, p):
+                bm = pmask << s
+                if avail & bm != bm:
+                    continue
+                chosen = [u for u, mu in on if mu & bm]
+                key = (sum(u.lost for u in chosen), len(chosen), free_left, h, s)
+                if best_key is None or key < best_key:
+                    best_key, best = key, (h, s, chosen)
+        return best
+
+    def reserve(self, w: Workload, sh: Shape, r: int, charge: float) -> None:
+        """Reserve the whole hosts that become usable for `w` soonest.
+
+        `charge` is the usage `w`'s project would be charged with `w` started (its other
+        starts this cycle included): another project's job is usable for `w` only if
+        `w` may preempt it then (`victim_allowed`, exactly as the preemption search
+        asks), else a reservation would wait for hosts `w` may never take."""
+        usable_at = self._usable_times(w, charge)
+        for h in self.cluster.touched:
+            usable_at[h] = INF  # new work of projects ranked above
+        for size, n in sh.whole or [(sh.block, 1)]:
+            chosen = self._soonest_hosts(size, n, usable_at)
+            if chosen is not None:
+                self._hold(w, r, chosen, max(usable_at.get(h, self.now) for h in chosen))
+                return
+        self.decisions.note(w, f"needs {sh.gpus} GPUs of whole hosts; not enough healthy hosts")
+
+    def _usable_times(self, w: Workload, charge: float) -> dict[int, float]:
+        """When each host becomes usable for `w`: once every job on it may be preempted
+        by `w` (unallocated ones at once, allowed ones when their protection ends,
+        others never: inf). Hosts not in the map are usable now. The loop runs over
+        every allocated job, so the rule's verdict is memoised."""
+        now = self.now
+        usable_at: dict[int, float] = {}
+        stopped, proj, prio = self.decisions.stopped, w.project, w.priority
+        pidx = self.fair_share.tree.leaf_index.get(proj)
+        # whether w's project still beats each other project after starting w (all at
+        # once: one walk of the tree; unknown projects are beaten)
+        beaten = {} if pidx is None else self.fair_share.beaten_all(pidx, charge)
+
+        def outranks(other: str) -> bool:
+            return beaten.get(other, True)
+
+        # the rule never reads another project's priority: its verdict is kept per project
+        verdicts: dict[object, bool] = {}
+        get = usable_at.get
+        for _, _, _, protected_until, info in self.cluster.runs:
+            if info is None:
+                continue  # unallocated: preemptible now
+            project, priority, workload_id, hosts, key = info
+            ok = verdicts.get(key if project == proj else project)
+            if ok is None:
+                ok = verdicts[key if project == proj else project] = victim_allowed(
+                    True, project, priority, proj, prio, outranks
+                )
+            if ok:
+                if protected_until <= now:
+                    continue
+                t = protected_until
+            else:
+                t = INF
+            if stopped and workload_id in stopped:
+                continue
+            for h in hosts:
+                if t > get(h, now):
+                    usable_at[h] = t
+        return usable_at
+
+    def _soonest_hosts(self, size: int, n: int, usable_at: dict[int, float]) -> list[int] | None:
+        """`n` unreserved healthy hosts of `size` GPUs usable soonest; among those usable
+        at a known time the emptiest (less to wait for), among the others the fullest
+        (fewest GPUs held idle). None if there are not enough."""
+        c = self.cluster
+        hs = c.healthy_by_size.get(size, ())
+        if c.reserved:
+            hs = [h for h in hs if h not in c.reserved]
+        free = c.free
+        keys = [
+            (a, f if a == INF else -f, h)
+            for a, f, h in zip(
+                map(usable_at.get, hs, repeat(self.now)),
+                map(int.bit_count, map(free.__getitem__, hs)),
+                hs,
+                strict=True,
+            )
+        ]
+        if len(keys) < n:
+            return None
+        return [k[2] for k in heapq.nsmallest(n, keys)][:n]
+
+    def _hold(self, w: Workload, r: int, chosen: list[int], usable_at: float) -> None:
+        c = self.cluster
+        now = self.now
+        k = len(self.held)
+        self.held.append(HeldHosts(w, r, usable_at, chosen))
+        c.version += 1
+        for h in chosen:
+            c.reserved[h] = k
+            c.index.set(h, 0)
+        names = [c.hosts[h].name for h in chosen]
+        when = (
+            f"expected usable in {hours_text(usable_at - now)} when the jobs on them pass "
+            "their protection"
+            if usable_at < INF
+            else "usable when jobs on them that it may not preempt finish"
+        )
+        text = (
+            f"reserved {len(names)} host{'s' if len(names) > 1 else ''} "
+            f"({', '.join(names)}) for {w.id} ({w.gpus} GPUs, project {w.project}, "
+            f"first in the fair-share order that needs whole hosts): {when}; until then only "
+            "unallocated jobs and jobs it may preempt by then can use them"
+        )
+        self.decisions.reservations.append(
+            Reservation(workload_id=w.id, hosts=tuple(names), reason=text)
+        )
+        self.decisions.note(w, "next in line: " + text)
+
+    def release_all(self) -> None:
+        """Open the reserved hosts to unallocated work (phase 2 of the cycle)."""
+        c = self.cluster
+        for h in list(c.reserved):
+            del c.reserved[h]
+            c.index.set(h, c.free[h])

@@ -1,0 +1,109 @@
+"""`manage.py cluster_add NAME --adapter simulated --hosts 16 --gpus-per-host 8 ...`
+or `manage.py cluster_add NAME --adapter slurm --slurm-conf PATH [--partition P]`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from config.errors import ApplicationError
+from scheduler.durations import parse_duration
+from scheduler.models import AdapterKind
+from scheduler.services.clusters import cluster_create
+
+
+def _duration(text: str) -> int:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise CommandError(f"--max-min-runtime: {exc}") from None
+
+
+class Command(BaseCommand):
+    help = (
+        "Add a cluster and its hosts. A simulated cluster is created in the simulated "
+        "cluster process (ALLOT_SIMCLUSTER_URL, or --url) as well."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("name", help="the cluster's name (letters, digits, . _ -)")
+        parser.add_argument(
+            "--adapter", default=AdapterKind.SIMULATED, help="simulated (default) or slurm"
+        )
+        parser.add_argument("--hosts", type=int, help="number of hosts (simulated)")
+        parser.add_argument(
+            "--gpus-per-host", type=int, default=8, help="GPUs of each host (simulated; 8)"
+        )
+        parser.add_argument(
+            "--speed",
+            type=float,
+            help="simulated seconds per wall second (simulated; 60: a simulated minute per second)",
+        )
+        parser.add_argument(
+            "--cycle-s", type=int, default=10, help="seconds between scheduling cycles (10)"
+        )
+        parser.add_argument(
+            "--grace-s", type=int, default=30, help="seconds a stopped job has to exit (30)"
+        )
+        parser.add_argument(
+            "--max-min-runtime",
+            default="8h",
+            help="cap on the minimum runtime a job may declare, e.g. 8h, 90m, 3600 (8h)",
+        )
+        parser.add_argument(
+            "--url", default="", help="the simulated cluster's URL (default ALLOT_SIMCLUSTER_URL)"
+        )
+        parser.add_argument(
+            "--reset",
+            action="store_true",
+            help="empty the simulated cluster if the process already has it (its jobs are lost)",
+        )
+        parser.add_argument(
+            "--slurm-conf",
+            default="",
+            help="the Slurm cluster's slurm.conf (slurm; default $SLURM_CONF); its nodes are imported",
+        )
+        parser.add_argument(
+            "--partition", default="", help="the Slurm partition to use (slurm; default: all nodes)"
+        )
+
+    def handle(self, *args, **options):
+        adapter_options = None
+        if options["adapter"] == AdapterKind.SLURM:
+            conf = options["slurm_conf"] or os.environ.get("SLURM_CONF", "")
+            adapter_options = {"slurm_conf": str(Path(conf).resolve()) if conf else ""}
+            if options["partition"]:
+                adapter_options["partition"] = options["partition"]
+            options["gpus_per_host"] = None  # Slurm's nodes say how many
+            if options["reset"]:
+                raise CommandError("--reset is for --adapter simulated")
+        elif options["slurm_conf"] or options["partition"]:
+            raise CommandError("--slurm-conf and --partition are for --adapter slurm")
+        try:
+            cluster = cluster_create(
+                name=options["name"],
+                adapter=options["adapter"],
+                hosts=options["hosts"],
+                gpus_per_host=options["gpus_per_host"],
+                speed=options["speed"],
+                cycle_s=options["cycle_s"],
+                grace_s=options["grace_s"],
+                max_min_runtime_s=_duration(options["max_min_runtime"]),
+                adapter_url=options["url"],
+                adapter_options=adapter_options,
+                reset=options["reset"],
+            )
+        except ApplicationError as exc:
+            raise CommandError(exc.message) from None
+        place = cluster.adapter_url or cluster.adapter_options.get("slurm_conf", "")
+        where = f" at {place}" if place else ""
+        speed = cluster.adapter_options.get("speed")
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Added cluster '{cluster.name}': {cluster.host_count} hosts x "
+                f"{cluster.gpus_per_host} GPUs ({cluster.gpu_capacity} GPUs), "
+                f"{cluster.adapter}{where}" + (f", speed {speed:g}" if speed else "") + "."
+            )
+        )

@@ -1,0 +1,447 @@
+"""Reads of jobs, the queue, clusters and hosts for the API and the CLI.
+
+Every signed-in user sees every job (like `squeue`), but a job's spec (image,
+command, environment) only its submitter, the managers of its project (or of a node
+above it) and staff see. Queue positions and reasons come from the cluster's last
+cycle (`QueueSnapshot`); a dry run asks the engine directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Iterable
+from typing import Any
+
+from django.db.models import Count, Prefetch, QuerySet
+from django.utils import timezone
+
+from budgets.models import Membership, Role
+from budgets.selectors import TreeIndex, tree_index
+from scheduler.models import (
+    ACTIVE_STATES,
+    Attempt,
+    Cluster,
+    CycleRecord,
+    Host,
+    HostEvent,
+    HostHealth,
+    Job,
+    JobEvent,
+    JobState,
+)
+from scheduler.selectors.eta import job_eta
+from scheduler.selectors.queue import iter_entries, queue_entry, queue_length, queue_snapshot
+
+DRY_RUN_ID = "dry-run"
+
+
+# ---------------------------------------------------------------- who sees the spec
+
+
+def spec_readable_projects(actor) -> set[int] | None:
+    """Project ids whose jobs' specs `actor` reads as a manager; None means every
+    project (staff). Submitters read their own jobs' specs in any case."""
+    if actor.is_superuser or actor.is_staff:
+        return None
+    managed = list(
+        Membership.objects.filter(user=actor, role=Role.MANAGER).values_list("node_id", flat=True)
+    )
+    if not managed:
+        return set()
+    index = tree_index()
+    ids: set[int] = set()
+    for node_id in managed:
+        if node_id in index.nodes:
+            ids.add(node_id)
+            ids.update(index.descendants(node_id))
+    return ids
+
+
+def spec_visible(actor, job: Job, readable: set[int] | None) -> bool:
+    return readable is None or job.submitter_id == actor.pk or job.project_id in readable
+
+
+# ---------------------------------------------------------------- jobs
+
+
+def job_list(
+    *,
+    actor,
+    mine: bool = False,
+    project_id: int | None = None,
+    cluster_id: int | None = None,
+    states: Iterable[str] = (),
+    kinds: Iterable[str] = (),
+) -> QuerySet[Job]:
+    """Jobs newest first, filtered."""
+    qs = Job.objects.select_related("submitter", "cluster").order_by("-id")
+    if mine:
+        qs = qs.filter(submitter=actor)
+    if project_id is not None:
+        qs = qs.filter(project_id=project_id)
+    if cluster_id is not None:
+        qs = qs.filter(cluster_id=cluster_id)
+    states, kinds = list(states), list(kinds)
+    if states:
+        qs = qs.filter(state__in=states)
+    if kinds:
+        qs = qs.filter(kind__in=kinds)
+    return qs
+
+
+def job_detail(*, job_id: int) -> Job | None:
+    """One job with its attempts and events."""
+    return (
+        Job.objects.select_related("submitter", "cluster")
+        .prefetch_related(
+            Prefetch("attempts", queryset=Attempt.objects.order_by("number")),
+            Prefetch(
+                "events",
+                queryset=JobEvent.objects.select_related("preempting_job").order_by("at", "id"),
+            ),
+        )
+        .filter(pk=job_id)
+        .first()
+    )
+
+
+def project_paths(index: TreeIndex | None = None) -> dict[int, str]:
+    index = index or tree_index()
+    return {node_id: index.path(node_id) for node_id in index.nodes}
+
+
+# ---------------------------------------------------------------- the queue
+
+
+def job_queue_info(job: Job) -> dict[str, Any] | None:
+    """Where a pending job stands in its cluster's last explained queue: position
+    overall and within its project, the project's fair-share factor and the reason it
+    waits. None for a job that is not pending; for a pending job the last cycle has not
+    seen yet, the position is null and the reason says so."""
+    if job.state != JobState.PENDING:
+        return None
+    snap = queue_snapshot(cluster_id=job.cluster_id)
+    entry = queue_entry(snap.entries, job_id=job.pk) if snap else None
+    if entry is None:
+        return {
+            "position": None,
+            "project_position": None,
+            "queue_length": queue_length(snap.entries) if snap else 0,
+            "fairshare_factor": _project_factor(snap, job.project_id),
+            "reason": "submitted after the last scheduling cycle; the next cycle places it",
+            "computed_at": snap.computed_at if snap else None,
+        }
+    return {
+        "position": entry["position"],
+        "project_position": entry["project_position"],
+        "queue_length": queue_length(snap.entries),
+        "fairshare_factor": entry["metric"],
+        "reason": entry["reason"],
+        "computed_at": snap.computed_at,
+    }
+
+
+def _project_factor(snap, project_id: int) -> float | None:
+    if snap is None:
+        return None
+    for node_id, factor in snap.project_order or []:
+        if node_id == project_id:
+            return factor
+    return None
+
+
+@dataclasses.dataclass
+class QueuePage:
+    count: int
+    computed_at: Any
+    cycle_id: int | None
+    rows: list[dict[str, Any]]
+
+
+def queue_page(*, cluster: Cluster, offset: int, limit: int) -> QueuePage:
+    """Entries `offset` .. `offset + limit` of the cluster's explained queue (start
+    order), each with its job's name, project, submitter, size and current state."""
+    snap = queue_snapshot(cluster_id=cluster.pk)
+    if snap is None:
+        return QueuePage(count=0, computed_at=None, cycle_id=None, rows=[])
+    entries = list(iter_entries(snap.entries, offset, offset + limit))
+    jobs = Job.objects.select_related("submitter").in_bulk([e["job"] for e in entries])
+    paths = project_paths() if entries else {}
+    rows = []
+    for entry in entries:
+        job = jobs.get(entry["job"])
+        rows.append(
+            {
+                **entry,
+                "name": job.name if job else "",
+                "project_path": paths.get(entry["project"] or -1, ""),
+                "submitter": job.submitter.get_username() if job else "",
+                "gpus": job.gpus if job else None,
+                "kind": job.kind if job else "",
+                "min_runtime_s": job.min_runtime_s if job else None,
+                "priority": job.priority if job else None,
+                "state": job.state if job else "",
+                "queued_at": job.queued_at if job else None,
+            }
+        )
+    return QueuePage(
+        count=queue_length(snap.entries),
+        computed_at=snap.computed_at,
+        cycle_id=snap.cycle_id,
+        rows=rows,
+    )
+
+
+def estimate_position(*, job: Job) -> dict[str, Any]:
+    """Plan the cluster as it is now with `job` (unsaved) added, through the engine,
+    and say where it would stand: started by the next cycle, or its position overall
+    and within its project, the project's fair-share factor and the reason it waits."""
+    from scheduler.engine import Workload, plan
+    from scheduler.selectors.snapshot import cluster_snapshot
+
+    cs = cluster_snapshot(cluster=job.cluster, now=job.submitted_at)
+    project = next((p for p, n in cs.node_ids.items() if n == job.project_id), "")
+    workload = Workload(
+        DRY_RUN_ID,
+        project,
+        job.gpus,
+        cs.now,
+        float(job.min_runtime_s),
+        job.resumable,
+        job.priority,
+        job.kind,
+    )
+    pending = {p: list(ws) for p, ws in cs.snapshot.pending.items()}
+    bucket = pending.setdefault(project, [])
+    at = next((i for i, w in enumerate(bucket) if w.priority < job.priority), len(bucket))
+    bucket.insert(at, workload)
+    snapshot = dataclasses.replace(cs.snapshot, pending=pending)
+    result = plan(snapshot, cs.policy, cs.now)
+    ahead = len(cs.waiting)  # jobs waiting for their victims start first
+    if any(s.workload_id == DRY_RUN_ID for s in result.starts):
+        return {
+            "starts_now": True,
+            "position": None,
+            "project_position": None,
+            "queue_length": ahead + len(result.queue),
+            "fairshare_factor": dict(result.project_order).get(project),
+            "reason": "free GPUs fit it: the next cycle would start it",
+        }
+    project_position = 0
+    for entry in result.queue:
+        if entry.project == project:
+            project_position += 1
+        if entry.workload_id == DRY_RUN_ID:
+            return {
+                "starts_now": False,
+                "position": ahead + entry.position,
+                "project_position": project_position,
+                "queue_length": ahead + len(result.queue),
+                "fairshare_factor": entry.metric,
+                "reason": entry.reason,
+            }
+    return {
+        "starts_now": False,
+        "position": None,
+        "project_position": None,
+        "queue_length": ahead + len(result.queue),
+        "fairshare_factor": dict(result.project_order).get(project),
+        "reason": "the engine would not queue it (no placement can hold it now)",
+    }
+
+
+# ---------------------------------------------------------------- clusters and hosts
+
+
+def cluster_list() -> list[dict[str, Any]]:
+    """Every cluster with its policy, hosts by health, jobs by state and last cycle."""
+    clusters = list(Cluster.objects.prefetch_related("operators").order_by("name"))
+    hosts: dict[int, dict[str, list[int]]] = {}
+    for cluster_id, health, gpus in Host.objects.values_list("cluster_id", "health", "gpus"):
+        hosts.setdefault(cluster_id, {}).setdefault(health, []).append(gpus)
+    jobs: dict[int, dict[str, int]] = {}
+    for row in (
+        Job.objects.filter(state__in=[JobState.PENDING, *ACTIVE_STATES])
+        .values("cluster_id", "state")
+        .annotate(n=Count("id"))
+    ):
+        jobs.setdefault(row["cluster_id"], {})[row["state"]] = row["n"]
+    last_cycles = {
+        c.cluster_id: c
+        for c in CycleRecord.objects.filter(cluster__in=clusters)
+        .order_by("cluster_id", "-started_at")
+        .distinct("cluster_id")
+    }
+    out = []
+    for cluster in clusters:
+        by_health = hosts.get(cluster.pk, {})
+        counts = jobs.get(cluster.pk, {})
+        last = last_cycles.get(cluster.pk)
+        out.append(
+            {
+                "cluster": cluster,
+                "hosts": sum(len(v) for v in by_health.values()),
+                "gpus": sum(sum(v) for v in by_health.values()),
+                "healthy_gpus": sum(by_health.get(HostHealth.HEALTHY, [])),
+                "draining_hosts": len(by_health.get(HostHealth.DRAINING, [])),
+                "down_hosts": len(by_health.get(HostHealth.DOWN, [])),
+                "pending_jobs": counts.get(JobState.PENDING, 0),
+                "running_jobs": sum(counts.get(s, 0) for s in ACTIVE_STATES),
+                "last_cycle": last,
+                "operators": [u.get_username() for u in cluster.operators.all()],
+            }
+        )
+    return out
+
+
+def host_list(*, cluster_id: int | None = None, health: str | None = None) -> QuerySet[Host]:
+    qs = Host.objects.select_related("cluster").order_by("cluster__name", "name")
+    if cluster_id is not None:
+        qs = qs.filter(cluster_id=cluster_id)
+    if health:
+        qs = qs.filter(health=health)
+    return qs
+
+
+def host_detail(*, host_id: int, events: int = 20) -> tuple[Host, list[HostEvent]] | None:
+    host = Host.objects.select_related("cluster").filter(pk=host_id).first()
+    if host is None:
+        return None
+    return host, list(host.events.order_by("-at", "-id")[:events])
+
+
+def gpus_in_use(hosts: Iterable[Host]) -> dict[tuple[int, str], int]:
+    """GPUs held by open attempts, per (cluster id, host name) of the given hosts."""
+    wanted = {(h.cluster_id, h.name) for h in hosts}
+    if not wanted:
+        return {}
+    used: dict[tuple[int, str], int] = {}
+    rows = (
+        Attempt.objects.filter(cluster_id__in={c for c, _ in wanted})
+        .exclude(state="ended")
+        .values_list("cluster_id", "placements")
+    )
+    for cluster_id, placements in rows:
+        for p in placements or []:
+            key = (cluster_id, p.get("host"))
+            if key in wanted:
+                used[key] = used.get(key, 0) + len(p.get("gpu_indices", []))
+    return used
+
+
+# ---------------------------------------------------------------- the job page
+
+
+BLOCKER_ORDER = ("misconfiguration", "budget", "capacity")
+
+
+def job_blockers(job: Job) -> list[dict[str, Any]]:
+    """Every reason a pending job waits, ranked like Kueue's precedence:
+    misconfiguration first, then budget, then capacity, each with its numbers.
+    Empty for a job that is not pending."""
+    if job.state != JobState.PENDING:
+        return []
+    blockers: list[dict[str, Any]] = []
+    hosts = list(Host.objects.filter(cluster_id=job.cluster_id, health=HostHealth.HEALTHY))
+    healthy_gpus = sum(h.gpus for h in hosts)
+    if healthy_gpus < job.gpus:
+        blockers.append(
+            {
+                "kind": "misconfiguration",
+                "text": f"it asks for {job.gpus} GPUs; the cluster's healthy hosts hold "
+                f"{healthy_gpus} in all",
+                "numbers": {"gpus": job.gpus, "healthy_gpus": healthy_gpus},
+            }
+        )
+    if job.min_runtime_s > 0 and job.project.weight <= 0:
+        blockers.append(
+            {
+                "kind": "misconfiguration",
+                "text": f"project {job.project.name} has weight 0: it may run only "
+                "unallocated jobs (min runtime 0)",
+                "numbers": {"weight": float(job.project.weight)},
+            }
+        )
+    info = job_queue_info(job) or {}
+    reason = str(info.get("reason") or "")
+    if "entitlement" in reason:
+        blockers.append(
+            {
+                "kind": "budget",
+                "text": reason.removeprefix("waiting: "),
+                "numbers": {"fairshare_factor": info.get("fairshare_factor")},
+            }
+        )
+    blockers.append(_capacity_blocker(job, hosts, info))
+    return sorted(blockers, key=lambda b: BLOCKER_ORDER.index(b["kind"]))
+
+
+def _capacity_blocker(job: Job, hosts: list[Host], info: dict[str, Any]) -> dict[str, Any]:
+    """The jobs ahead, the hosts that could hold the job and when the protected
+    minimum runtime of the jobs on them ends."""
+    fits = [h for h in hosts if h.gpus >= job.gpus] or hosts
+    names = {h.name for h in fits}
+    now = timezone.now()
+    busy: dict[str, int] = {}
+    protected_until: dt.datetime | None = None
+    open_attempts = Attempt.objects.filter(cluster_id=job.cluster_id, ended_at__isnull=True)
+    for attempt in open_attempts.select_related("job"):
+        on = {p["host"] for p in attempt.placements} & names
+        if not on:
+            continue
+        for p in attempt.placements:
+            if p["host"] in names:
+                busy[p["host"]] = busy.get(p["host"], 0) + len(p["gpu_indices"])
+        start = attempt.started_at or attempt.created_at
+        until = start + dt.timedelta(seconds=attempt.job.min_runtime_s)
+        if until > now and (protected_until is None or until < protected_until):
+            protected_until = until
+    free = sum(max(0, h.gpus - busy.get(h.name, 0)) for h in fits)
+    position = info.get("position")
+    ahead = (position - 1) if position else 0
+    text = (
+        f"{ahead} job{'s' if ahead != 1 else ''} ahead of it in the queue; "
+        f"{len(fits)} host{'s' if len(fits) != 1 else ''} could hold it, "
+        f"{free} of their GPUs free now"
+    )
+    if protected_until is not None:
+        text += f"; the first protected minimum runtime there ends at {protected_until:%Y-%m-%d %H:%M} UTC"
+    return {
+        "kind": "capacity",
+        "text": text,
+        "numbers": {
+            "jobs_ahead": ahead,
+            "queue_length": info.get("queue_length"),
+            "hosts_that_fit": len(fits),
+            "free_gpus_on_them": free,
+            "protected_until": protected_until.isoformat() if protected_until else None,
+        },
+    }
+
+
+def _page_eta(job: Job) -> dict[str, Any] | None:
+    """The job's ETA with datetimes for the template (None once it is not pending)."""
+    eta = job_eta(job=job)
+    if eta is None:
+        return None
+    return {k: (dt.datetime.fromisoformat(v) if k != "method" and v else v) for k, v in eta.items()}
+
+
+def job_page(*, actor, job_id: int) -> dict[str, Any] | None:
+    """What the job page shows `actor`: the job, its attempts and events, its place
+    in the queue and its blockers; the spec only if `actor` may read it."""
+    job = job_detail(job_id=job_id)
+    if job is None:
+        return None
+    readable = spec_readable_projects(actor)
+    return {
+        "job": job,
+        "project_path": project_paths().get(job.project_id, ""),
+        "spec_visible": spec_visible(actor, job, readable),
+        "queue": job_queue_info(job),
+        "blockers": job_blockers(job),
+        "eta": _page_eta(job),
+        "attempts": list(job.attempts.all()),
+        "events": list(job.events.all()),
+    }

@@ -1,0 +1,75 @@
+"""The explained queue of a cluster, as its last cycle stored it (`QueueSnapshot`).
+
+The cycle stores the entries in columns (each field as comma-separated text,
+positions implicit, reason texts deduplicated) because a queue of 10,000 jobs written
+as one JSON object per job costs more than the rest of the cycle. Read it through these functions, which
+give one dict per waiting job:
+
+    {"job": id, "project": node id, "position": n, "project_position": n,
+     "project_rank": n, "metric": f, "reason": "..."}
+
+in start order (position 1 starts next).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from scheduler.models import QueueSnapshot
+
+COLUMNS = ("job", "project", "project_position", "project_rank", "metric", "reason")
+_INTS = ("job", "project_position", "project_rank", "reason")
+
+
+def queue_snapshot(*, cluster_id: int) -> QueueSnapshot | None:
+    """The cluster's stored queue (None before its first successful cycle)."""
+    return QueueSnapshot.objects.filter(cluster_id=cluster_id).first()
+
+
+def _column(entries: Mapping[str, Any], name: str) -> list:
+    text = entries.get(name) or ""
+    values = text.split(",") if text else []
+    if name in _INTS:
+        return list(map(int, values))
+    if name == "metric":
+        return list(map(float, values))
+    return [int(v) if v else None for v in values]  # project node ids
+
+
+def queue_length(entries: Mapping[str, Any]) -> int:
+    text = (entries or {}).get("job") or ""
+    return text.count(",") + 1 if text else 0
+
+
+def iter_entries(
+    entries: Mapping[str, Any], start: int = 0, stop: int | None = None
+) -> Iterator[dict]:
+    """Entries `start` .. `stop` (0-based, like a slice) of a stored queue as dicts."""
+    if not entries or not entries.get("job"):
+        return
+    cols = [_column(entries, name) for name in COLUMNS]
+    reasons = entries["reasons"]
+    stop = len(cols[0]) if stop is None else min(stop, len(cols[0]))
+    for i in range(max(0, start), stop):
+        job, project, project_position, project_rank, metric, reason = (c[i] for c in cols)
+        yield {
+            "job": job,
+            "project": project,
+            "position": i + 1,
+            "project_position": project_position,
+            "project_rank": project_rank,
+            "metric": metric,
+            "reason": reasons[reason],
+        }
+
+
+def queue_entry(entries: Mapping[str, Any], *, job_id: int) -> dict | None:
+    """The entry of one job (None when it is not waiting in this queue)."""
+    if not entries or not entries.get("job"):
+        return None
+    try:
+        i = _column(entries, "job").index(job_id)
+    except ValueError:
+        return None
+    return next(iter_entries(entries, i, i + 1))

@@ -1,0 +1,435 @@
+"""A cluster's state as the scheduling engine reads it, built from the database.
+
+`cluster_snapshot(cluster=, now=)` gives the engine's `Snapshot` (hosts, running and
+pending workloads, the budget tree as of `now`, fair-share usage) and `Policy` for one
+cluster, plus the way back from engine keys to rows. The scheduling cycle plans on it;
+the API's dry run and the dashboards' ETA reuse it (add a hypothetical job with
+`dataclasses.replace` on `.snapshot`).
+
+Keys and times, as the engine expects them:
+- projects are keyed by their slug path ("org/prog-a/a1"); `node_ids` maps back;
+- workloads are keyed by the Job pk as a string; `job_id()` maps back;
+- times are seconds since the epoch (floats).
+
+What holds GPUs: every open attempt (starting, running, stopping) with the placements
+the attempt records. An attempt already stopping is handed to the engine as a
+*protected holder*: allocated and protected until its stop deadline, so the engine
+neither preempts it a second time nor gives its GPUs away before the cluster reports
+it ended. Jobs the cluster runs outside Allot are passed in by the caller as `holders`
+(built with `protected_holder`) for the same reason.
+
+A pending job whose preemption victims are still stopping is held out of `pending`
+(`waiting`): the GPUs it will get are those of its victims once they exit; planning it
+again meanwhile would preempt more jobs for it.
+
+Queries: hosts, open attempts (joined with their jobs), pending jobs, the tree version
+(the tree itself, `budgets.services.budget_tree_for_decision`, only when it moved, as
+due scheduled budget changes are applied first) and the ledger's window usage.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from django.db import connection
+from django.db.models import FloatField, Func
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from budgets.models import ScheduledChange, ScheduledStatus
+from budgets.selectors import tree_index, tree_version
+from budgets.services import budget_apply_due_changes, budget_tree_for_decision
+from ledger.selectors import window_usage
+from scheduler.engine import BudgetNode as EngineNode
+from scheduler.engine import Host as EngineHost
+from scheduler.engine import Placement, Policy, RunningWorkload, Snapshot, Workload
+from scheduler.models import (
+    Attempt,
+    AttemptEnd,
+    AttemptState,
+    Cluster,
+    Host,
+    HostHealth,
+    Job,
+    JobState,
+)
+
+OPEN_ATTEMPT_STATES = (AttemptState.STARTING, AttemptState.RUNNING, AttemptState.STOPPING)
+# Project key of jobs the cluster runs outside Allot (slugs never contain "~").
+FOREIGN_PROJECT = "~outside-allot"
+# How long after its victims' stop deadline a preempting job keeps waiting for them
+# before the engine may plan it again (a victim the cluster fails to stop must not
+# hold the preempting job forever).
+VICTIM_WAIT_SLACK_S = 60.0
+# Protection of a holder whose end is unknown (a job outside Allot): longer than any
+# minimum runtime, so the engine never plans to preempt it.
+UNKNOWN_END_S = 365 * 86400.0
+
+
+class Epoch(Func):
+    """Seconds since the epoch of a timestamp, computed by PostgreSQL (reading
+    thousands of timestamps as Python datetimes would cost more than the plan)."""
+
+    template = "EXTRACT(EPOCH FROM %(expressions)s)::float8"
+    output_field = FloatField()
+
+
+def fetch_rows(queryset) -> list[tuple]:
+    """All rows of a values_list queryset, fetched in one go without Django's per-row
+    converters (thousands of rows per cycle; the columns read need none, JSON comes
+    back as text)."""
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """The engine's input for one cluster at one time, and the way back to rows."""
+
+    cluster_id: int
+    at: dt.datetime
+    now: float  # `at` in seconds since the epoch
+    snapshot: Snapshot
+    policy: Policy
+    tree_version: int
+    node_ids: Mapping[str, int]  # project path -> BudgetNode id
+    attempt_ids: Mapping[str, int]  # workload id of every GPU holder -> its open Attempt pk
+    stopping: frozenset[str]  # workload ids whose attempt is already stopping
+    # pending workload held out of the plan -> ids of its victims still stopping
+    waiting: Mapping[str, tuple[str, ...]]
+
+    @staticmethod
+    def job_id(workload_id: str) -> int:
+        """The Job pk of an engine workload id."""
+        return int(workload_id)
+
+    def node_id(self, project: str) -> int | None:
+        """The BudgetNode id of an engine project key (None for unknown keys)."""
+        return self.node_ids.get(project)
+
+
+def policy_for_cluster(cluster: Cluster) -> Policy:
+    """The engine policy of a cluster (its minimum-runtime cap and usage window); the
+    checkpoint interval and restart overhead are the engine's defaults."""
+    return Policy(
+        max_min_runtime_s=float(cluster.max_min_runtime_s),
+        lookback_s=float(cluster.lookback_s),
+        half_life_s=float(cluster.half_life_s) if cluster.half_life_s else None,
+        explain_queue=True,
+    )
+
+
+def last_checkpoint_s(started_s: float, now: float, interval_s: float) -> float | None:
+    """When a resumable run that started at `started_s` last saved its work (None:
+    not yet), with a checkpoint every `interval_s` from its start."""
+    if interval_s <= 0 or now <= started_s:
+        return None
+    k = math.floor((now - started_s) / interval_s)
+    return started_s + k * interval_s if k >= 1 else None
+
+
+def saved_work_s(ran_s: float, interval_s: float) -> float:
+    """Work a resumable run of `ran_s` seconds saved at its last checkpoint."""
+    if interval_s <= 0 or ran_s <= 0:
+        return 0.0
+    return min(ran_s, math.floor(ran_s / interval_s) * interval_s)
+
+
+def placements_from_json(data: Sequence[Mapping]) -> tuple[Placement, ...]:
+    """Engine placements from an attempt's `placements` JSON."""
+    return tuple(Placement(p["host"], tuple(int(i) for i in p["gpu_indices"])) for p in data)
+
+
+def placements_to_json(placements: Sequence[Placement]) -> list[dict]:
+    """An attempt's `placements` JSON from engine (or adapter) placements."""
+    return [{"host": p.host, "gpu_indices": list(p.gpu_indices)} for p in placements]
+
+
+def protected_holder(
+    workload: Workload,
+    placements: tuple[Placement, ...],
+    *,
+    until_s: float,
+    policy: Policy,
+) -> RunningWorkload:
+    """A GPU holder the engine must leave alone until `until_s`: allocated and
+    protected until then (the engine's reservations expect its GPUs back at that time)."""
+    cap = policy.max_min_runtime_s
+    held = Workload(
+        id=workload.id,
+        project=workload.project,
+        gpus=workload.gpus,
+        submit_s=workload.submit_s,
+        min_runtime_s=cap,
+        resumable=workload.resumable,
+        priority=workload.priority,
+        kind=workload.kind,
+    )
+    return RunningWorkload(
+        workload=held, placements=placements, started_s=until_s - cap, allocated=True
+    )
+
+
+def foreign_holder(
+    name: str, gpus: int, placements: tuple[Placement, ...], *, now: float, policy: Policy
+) -> RunningWorkload:
+    """A job the cluster runs outside Allot (or an attempt Allot already ended that the
+    cluster still runs), as a holder the engine never preempts."""
+    workload = Workload(id=name, project=FOREIGN_PROJECT, gpus=gpus, submit_s=now)
+    return protected_holder(workload, placements, until_s=now + UNKNOWN_END_S, policy=policy)
+
+
+def _hosts(cluster_id: int) -> tuple[EngineHost, ...]:
+    rows = Host.objects.filter(cluster_id=cluster_id).order_by("name")
+    return tuple(
+        EngineHost(name, gpus, health == HostHealth.HEALTHY)
+        for name, gpus, health in rows.values_list("name", "gpus", "health")
+    )
+
+
+@dataclass
+class SnapshotCache:
+    """What a caller that snapshots the same cluster again and again (the cycle worker)
+    keeps between snapshots: a workload whose row did not change is reused instead of
+    rebuilt (thousands per cycle), and the engine memoises running workloads by identity.
+    Rows are compared in full, so a stale entry is never used."""
+
+    tree_version: int = -1
+    tree: EngineNode | None = None
+    paths: dict[int, str] = field(default_factory=dict)  # node id -> slug path
+    node_ids: dict[str, int] = field(default_factory=dict)  # slug path -> node id
+    pending: dict[int, tuple[tuple, str, Workload]] = field(default_factory=dict)
+    running: dict[int, tuple[tuple, str, float | None, RunningWorkload]] = field(
+        default_factory=dict
+    )
+
+
+def _open_attempts(cluster_id: int):
+    """The open attempts of a cluster with what the engine needs of their jobs."""
+    rows = Attempt.objects.filter(cluster_id=cluster_id, state__in=OPEN_ATTEMPT_STATES)
+    return rows.annotate(
+        started_s=Epoch(Coalesce("started_at", "created_at")),
+        deadline_s=Epoch("stop_deadline"),
+        submit_s=Epoch("job__submitted_at"),
+    ).values_list(
+        "pk",
+        "job_id",
+        "project_id",
+        "gpus",
+        "allocated",
+        "placements",
+        "started_s",
+        "state",
+        "deadline_s",
+        "stop_intent",
+        "preempted_by_id",
+        "job__min_runtime_s",
+        "job__resumable",
+        "job__priority",
+        "job__kind",
+        "submit_s",
+    )
+
+
+def _running(
+    cluster_id: int,
+    now: float,
+    policy: Policy,
+    paths: Mapping[int, str],
+    cache: SnapshotCache,
+) -> tuple[list[RunningWorkload], dict[str, int], set[str], dict[str, list[str]]]:
+    """Holders of GPUs from open attempts; the attempt of each; the stopping ones; and
+    the pending preemptors still waiting for their victims."""
+    running: list[RunningWorkload] = []
+    attempt_ids: dict[str, int] = {}
+    stopping: set[str] = set()
+    victims: dict[str, list[str]] = {}
+    interval = policy.checkpoint_interval_s
+    previous, cache.running = cache.running, {}
+    for row in fetch_rows(_open_attempts(cluster_id)):
+        (
+            pk,
+            job_id,
+            project_id,
+            gpus,
+            allocated,
+            placements,
+            started_s,
+            state,
+            deadline_s,
+            intent,
+            preempted_by,
+            min_runtime,
+            resumable,
+            priority,
+            kind,
+            submit_s,
+        ) = row
+        wid = str(job_id)
+        attempt_ids[wid] = pk
+        project = paths.get(project_id, FOREIGN_PROJECT)
+        checkpoint = last_checkpoint_s(started_s, now, interval) if resumable else None
+        hit = previous.get(pk)
+        if hit is not None and hit[0] == row and hit[1] == project and hit[2] == checkpoint:
+            cache.running[pk] = hit
+            running.append(hit[3])
+            continue
+        workload = Workload(
+            wid,
+            project,
+            gpus,
+            submit_s,
+            float(min_runtime),
+            resumable,
+            priority,
+            kind,
+        )
+        pls = placements_from_json(
+            json.loads(placements) if isinstance(placements, str) else placements
+        )
+        if state == AttemptState.STOPPING:
+            stopping.add(wid)
+            deadline_s = now if deadline_s is None else deadline_s
+            running.append(
+                protected_holder(workload, pls, until_s=max(deadline_s, now + 1.0), policy=policy)
+            )
+            if (
+                preempted_by is not None
+                and intent == AttemptEnd.PREEMPTED
+                and now <= deadline_s + VICTIM_WAIT_SLACK_S
+            ):
+                victims.setdefault(str(preempted_by), []).append(wid)
+            continue  # rebuilt every time: its protection follows the clock
+        held = RunningWorkload(workload, pls, started_s, allocated, checkpoint)
+        cache.running[pk] = (row, project, checkpoint, held)
+        running.append(held)
+    return running, attempt_ids, stopping, victims
+
+
+def _pending(
+    cluster_id: int,
+    paths: Mapping[int, str],
+    held_out: Mapping[str, object],
+    cache: SnapshotCache,
+) -> tuple[dict[str, list[Workload]], list[str]]:
+    """Pending workloads per project path, in within-project order, without those in
+    `held_out` (returned apart, in the same order)."""
+    rows = (
+        Job.objects.filter(cluster_id=cluster_id, state=JobState.PENDING)
+        .order_by("project_id", "-priority", "submitted_at", "id")
+        .annotate(submit_s=Epoch("submitted_at"))
+        .values_list(
+            "id",
+            "project_id",
+            "gpus",
+            "min_runtime_s",
+            "resumable",
+            "priority",
+            "kind",
+            "submit_s",
+        )
+    )
+    pending: dict[str, list[Workload]] = {}
+    held: list[str] = []
+    last_project = None
+    project = ""
+    bucket: list[Workload] = []
+    previous, cache.pending = cache.pending, {}
+    cached = cache.pending
+    for row in fetch_rows(rows):
+        job_id, project_id, gpus, min_runtime, resumable, priority, kind, submit_s = row
+        if project_id != last_project:
+            last_project = project_id
+            project = paths.get(project_id, FOREIGN_PROJECT)
+            bucket = pending.setdefault(project, [])
+        hit = previous.get(job_id)
+        if hit is not None and hit[0] == row and hit[1] == project:
+            workload = hit[2]
+        else:
+            workload = Workload(
+                str(job_id),
+                project,
+                gpus,
+                submit_s,
+                float(min_runtime),
+                resumable,
+                priority,
+                kind,
+            )
+        cached[job_id] = (row, project, workload)
+        if held_out and workload.id in held_out:
+            held.append(workload.id)
+            continue
+        bucket.append(workload)
+    return {p: lst for p, lst in pending.items() if lst}, held
+
+
+def _tree(at: dt.datetime, cache: SnapshotCache) -> tuple[int, EngineNode, dict[int, str]]:
+    """The engine tree as of `at` (due scheduled changes applied first), its version and
+    every node's slug path; rebuilt only when the tree version moved."""
+    if ScheduledChange.objects.filter(
+        status=ScheduledStatus.PENDING, effective_at__lte=at
+    ).exists():
+        budget_apply_due_changes(now=at)
+    version = tree_version()
+    if cache.tree is None or cache.tree_version != version:
+        tree = budget_tree_for_decision(now=at)
+        index = tree_index()
+        cache.paths = {node_id: index.path(node_id) for node_id in index.nodes}
+        cache.node_ids = {path: node_id for node_id, path in cache.paths.items()}
+        # a change that committed meanwhile is in the tree: the next call rebuilds it
+        cache.tree, cache.tree_version = tree, version
+    return cache.tree_version, cache.tree, cache.paths
+
+
+def cluster_snapshot(
+    *,
+    cluster: Cluster,
+    now: dt.datetime | None = None,
+    holders: Sequence[RunningWorkload] = (),
+    cache: SnapshotCache | None = None,
+) -> ClusterSnapshot:
+    """The engine's view of `cluster` at `now` (default: the current time).
+
+    `holders` are extra GPU holders the caller knows from the cluster adapter (jobs run
+    outside Allot), built with `foreign_holder`. A caller that snapshots the cluster
+    repeatedly passes the same `cache` each time (see `SnapshotCache`)."""
+    cache = cache if cache is not None else SnapshotCache()
+    at = now or timezone.now()
+    now_s = at.timestamp()
+    policy = policy_for_cluster(cluster)
+    version, tree, paths = _tree(at, cache)
+    running, attempt_ids, stopping, victims = _running(cluster.pk, now_s, policy, paths, cache)
+    pending, held = _pending(cluster.pk, paths, victims, cache)
+    usage_by_node = window_usage(
+        cluster_id=cluster.pk,
+        now=at,
+        lookback_s=cluster.lookback_s,
+        half_life_s=cluster.half_life_s,
+    )
+    usage = {paths[n]: v for n, v in usage_by_node.items() if n in paths}
+    snapshot = Snapshot(
+        hosts=_hosts(cluster.pk),
+        running=[*running, *holders],
+        pending=pending,
+        tree=tree,
+        usage=usage,
+    )
+    return ClusterSnapshot(
+        cluster_id=cluster.pk,
+        at=at,
+        now=now_s,
+        snapshot=snapshot,
+        policy=policy,
+        tree_version=version,
+        node_ids=cache.node_ids,
+        attempt_ids=attempt_ids,
+        stopping=frozenset(stopping),
+        waiting={wid: tuple(victims[wid]) for wid in held},
+    )

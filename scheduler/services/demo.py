@@ -1,0 +1,412 @@
+"""The demo organisation's cluster: its load and its back-filled history (`make run`).
+
+- `demo_cluster_ensure` adds the 128-GPU simulated cluster (16 x 8) to the simulated
+  cluster process, running `DEMO_SPEED` times faster than the wall clock.
+- `demo_backfill` replays `ALLOT_DEMO_BACKFILL_DAYS` of the organisation's load through
+  the simulator (the same engine as live) and stores what happened as jobs, attempts
+  and events ending now, then computes the ledger of those hours; a new user sees
+  history at first sign-in.
+- `demo_load_tick` (a beat task) submits the same kind of load through the real submit
+  service while the demo runs: debug bursts, team pushes, long training, unallocated
+  sweeps (`scheduler.sim.generate.organisation_rows`), with `DEMO_SPEED` applied to
+  arrival rates and minimum runtimes so the queue keeps moving on the fast cluster.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections import defaultdict
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+from django.db import transaction
+from django.utils import timezone
+
+from budgets.models import BudgetNode, Membership
+from config.errors import ApplicationError
+from ledger.accounting import EndReason
+from scheduler.engine.budget_tree import budget_node, entitled_shares, parse_tree_document
+from scheduler.models import (
+    Attempt,
+    AttemptEnd,
+    AttemptState,
+    Cluster,
+    Job,
+    JobEvent,
+    JobState,
+)
+from scheduler.services.clusters import cluster_create
+from scheduler.services.cycle import STOP_RULES
+from scheduler.services.transitions import job_event
+from scheduler.sim.generate import TraceRow, organisation_rows
+from scheduler.sim.history import RunRecord, runs_with_gpu_indices
+from scheduler.sim.io import parse_tree
+from scheduler.sim.model import ClusterSpec, HostSpec, SimConfig, TraceJob
+from scheduler.sim.model import JobState as SimJobState
+from scheduler.sim.replay import simulate
+
+log = logging.getLogger(__name__)
+
+DEMO_CLUSTER = "demo-h100"
+DEMO_HOSTS, DEMO_GPUS_PER_HOST = 16, 8
+DEMO_SPEED = 60.0  # simulated seconds per wall second: an hour of work runs a minute
+DEMO_SEED = 2026
+DEMO_PENDING_CAP = 40  # pending jobs per project beyond which the load submits nothing
+DAY_S = 86400.0
+
+_END = {
+    EndReason.COMPLETED: AttemptEnd.SUCCEEDED,
+    EndReason.PREEMPTED: AttemptEnd.PREEMPTED,
+    EndReason.DRAINED: AttemptEnd.DRAINED,
+    EndReason.HOST_DOWN: AttemptEnd.LOST,
+}
+
+
+def demo_enabled() -> bool:
+    return bool(getattr(settings, "ALLOT_DEMO", True))
+
+
+def demo_cluster_ensure() -> Cluster:
+    """The demo cluster, added to the simulated cluster process on first use."""
+    cluster = Cluster.objects.filter(name=DEMO_CLUSTER).first()
+    if cluster is not None:
+        return cluster
+    return cluster_create(
+        name=DEMO_CLUSTER,
+        hosts=DEMO_HOSTS,
+        gpus_per_host=DEMO_GPUS_PER_HOST,
+        speed=DEMO_SPEED,
+        cycle_s=5,
+        grace_s=10,
+        reset=True,
+    )
+
+
+def _projects(root: BudgetNode) -> dict[str, BudgetNode]:
+    """The demo's projects by name (unique in the demo tree)."""
+    children: dict[int | None, list[BudgetNode]] = defaultdict(list)
+    for node in BudgetNode.objects.all():
+        children[node.parent_id].append(node)
+    projects, stack = {}, [root]
+    while stack:
+        node = stack.pop()
+        stack += children[node.pk]
+        if node.kind == "project":
+            projects[node.name] = node
+    return projects
+
+
+def _submitters(projects: dict[str, BudgetNode]) -> dict[str, Any]:
+    """A member (else a manager, else the first superuser) of each project."""
+    users = get_user_model().objects
+    fallback = users.filter(is_superuser=True).order_by("pk").first()
+    chosen: dict[str, Any] = {}
+    roles = Membership.objects.filter(node__in=projects.values()).select_related("user", "node")
+    for membership in sorted(roles, key=lambda m: (m.role != "member", m.user.username)):
+        chosen.setdefault(membership.node.name, membership.user)
+    return {name: chosen.get(name, fallback) for name in projects}
+
+
+def _tree_document(root: BudgetNode) -> dict[str, Any]:
+    from budgets.services import budget_tree_export
+
+    return budget_tree_export(root_name=root.name)
+
+
+# ------------------------------------------------------------------------- back-fill
+
+
+def demo_backfill(*, root: BudgetNode, cluster: Cluster, days: float, now=None) -> dict:
+    """Replay `days` of the organisation's load through the simulator and store it as
+    the cluster's history up to `now`. Only jobs that ended by `now` are kept (work in
+    flight at the end belongs to the live cluster). Does nothing if the cluster has jobs.
+    Returns counts and seconds."""
+    started = time.perf_counter()
+    if Job.objects.filter(cluster=cluster).exists():
+        return {"skipped": "the cluster already has jobs"}
+    now = now or timezone.now()
+    origin = now - dt.timedelta(seconds=days * DAY_S)
+    document = _tree_document(root)
+    tree, _ = parse_tree(document)
+    shares = entitled_shares(budget_node(parse_tree_document(document)))
+    hosts = {h.name: h.gpus for h in cluster.hosts.all()}
+    rows = organisation_rows(DEMO_SEED, shares, sum(hosts.values()), days * DAY_S)
+    rows.sort(key=lambda r: r.submit_s)
+    trace = [_trace_job(i, r) for i, r in enumerate(rows)]
+    spec = ClusterSpec(cluster.name, tuple(HostSpec(n, g) for n, g in sorted(hosts.items())))
+    result = simulate(
+        spec,
+        tree,
+        trace,
+        SimConfig(until_s=days * DAY_S, max_min_runtime_s=cluster.max_min_runtime_s, seed=0),
+    )
+    simulated_s = time.perf_counter() - started
+    done = {
+        o.job_id: o
+        for o in result.jobs
+        if o.state in (SimJobState.COMPLETED, SimJobState.TERMINATED)
+        and o.rejected is None
+        and o.end_s is not None
+    }
+    runs_by_job: dict[str, list[RunRecord]] = defaultdict(list)
+    for run in runs_with_gpu_indices(result.intervals, hosts):
+        if run.job_id in done:
+            runs_by_job[run.job_id].append(run)
+    rules = {
+        (p.job_id, round(p.at_s, 3)): STOP_RULES.get(p.reason_code, p.reason_code)
+        for p in result.preemptions
+    }
+    counts = _store_history(
+        cluster=cluster,
+        projects=_projects(root),
+        trace={t.job_id: t for t in trace},
+        done=done,
+        runs_by_job=runs_by_job,
+        rules=rules,
+        at=lambda s: origin + dt.timedelta(seconds=s),
+    )
+    _refresh_ledger(cluster, origin, now)
+    counts.update(
+        simulated_s=round(simulated_s, 2), seconds=round(time.perf_counter() - started, 2)
+    )
+    log.info("demo back-fill of %s: %s", cluster, counts)
+    return counts
+
+
+def _trace_job(index: int, row: TraceRow) -> TraceJob:
+    return TraceJob(
+        job_id=f"demo-{index:06d}",
+        project=row.project,
+        user=row.user,
+        submit_s=float(row.submit_s),
+        gpus=row.gpus,
+        duration_s=float(row.duration_s),
+        min_runtime_s=float(row.min_runtime_s),
+        resumable=row.resumable,
+        priority=row.priority,
+        kind=row.kind,
+    )
+
+
+@transaction.atomic
+def _store_history(*, cluster, projects, trace, done, runs_by_job, rules, at) -> dict:
+    submitters = _submitters(projects)
+    kept = [
+        job_id for job_id in done if runs_by_job.get(job_id) and trace[job_id].project in projects
+    ]
+    jobs = Job.objects.bulk_create(
+        _job_row(
+            cluster, projects, submitters, trace[job_id], done[job_id], runs_by_job[job_id], at
+        )
+        for job_id in kept
+    )
+    job_of = dict(zip(kept, jobs, strict=True))
+    attempts = Attempt.objects.bulk_create(
+        Attempt(
+            job=job_of[job_id],
+            number=n,
+            attempt_id=f"backfill-{cluster.pk}-{job_id}-{n}",
+            cluster=cluster,
+            project=job_of[job_id].project,
+            gpus=run.gpus,
+            placements=[{"host": h, "gpu_indices": list(ix)} for h, ix in run.placements],
+            allocated=run.allocated,
+            state=AttemptState.ENDED,
+            created_at=at(run.start_s),
+            started_at=at(run.start_s),
+            stop_requested_at=None if run.end_reason == EndReason.COMPLETED else at(run.end_s),
+            ended_at=at(run.end_s),
+            end_reason=_END.get(run.end_reason, AttemptEnd.LOST),
+        )
+        for job_id in kept
+        for n, run in enumerate(runs_by_job[job_id], start=1)
+    )
+    events: list[JobEvent] = []
+    attempts_of: dict[int, list[Attempt]] = defaultdict(list)
+    for attempt in attempts:
+        attempts_of[attempt.job_id].append(attempt)
+    for job_id in kept:
+        job = job_of[job_id]
+        events += _job_events(job, attempts_of[job.pk], runs_by_job[job_id], rules, at)
+    JobEvent.objects.bulk_create(events)
+    return {"jobs": len(jobs), "attempts": len(attempts), "events": len(events)}
+
+
+def _job_row(cluster, projects, submitters, job: TraceJob, outcome, runs, at) -> Job:
+    project = projects[job.project]
+    last = runs[-1]
+    return Job(
+        cluster=cluster,
+        project=project,
+        submitter=submitters[job.project],
+        name=f"{job.kind}-{job.job_id[5:]}",
+        gpus=job.gpus,
+        min_runtime_s=int(outcome.min_runtime_s),
+        resumable=job.resumable,
+        priority=job.priority,
+        kind=job.kind,
+        spec={"image": "demo/pytorch:2.5", "command": f"python {job.kind}.py"},
+        duration_s=int(job.duration_s),
+        state=JobState.SUCCEEDED if outcome.state == SimJobState.COMPLETED else JobState.PREEMPTED,
+        submitted_at=at(job.submit_s),
+        queued_at=at(runs[-2].end_s if len(runs) > 1 else job.submit_s),
+        first_started_at=at(runs[0].start_s),
+        ended_at=at(last.end_s),
+        progress_s=sum(r.end_s - r.start_s for r in runs),
+        attempt_count=len(runs),
+    )
+
+
+def _job_events(job: Job, attempts, runs, rules, at) -> list[JobEvent]:
+    """The transitions a live cycle would have recorded for these runs."""
+    S = JobState
+    events = [
+        job_event(
+            job=job,
+            from_state="",
+            to_state=S.PENDING,
+            reason="submitted",
+            at=job.submitted_at,
+            reason_code="submitted",
+        )
+    ]
+    for attempt, run in zip(attempts, runs, strict=True):
+        start, end = at(run.start_s), at(run.end_s)
+        events += [
+            job_event(
+                job=job,
+                from_state=S.PENDING,
+                to_state=S.STARTING,
+                reason="scheduled",
+                at=start,
+                reason_code="scheduled",
+                attempt=attempt,
+            ),
+            job_event(
+                job=job,
+                from_state=S.STARTING,
+                to_state=S.RUNNING,
+                reason="started",
+                at=start,
+                reason_code="started",
+                attempt=attempt,
+            ),
+        ]
+        if run.end_reason == EndReason.COMPLETED:
+            events.append(
+                job_event(
+                    job=job,
+                    from_state=S.RUNNING,
+                    to_state=S.SUCCEEDED,
+                    reason="finished",
+                    at=end,
+                    reason_code="succeeded",
+                    attempt=attempt,
+                )
+            )
+            continue
+        rule = rules.get((run.job_id, round(run.end_s, 3)), str(run.end_reason))
+        final = S.PENDING if job.resumable and attempt is not attempts[-1] else S.PREEMPTED
+        events += [
+            job_event(
+                job=job,
+                from_state=S.RUNNING,
+                to_state=S.STOPPING,
+                reason=f"stopped by the scheduler ({rule})",
+                at=end,
+                reason_code=str(run.end_reason),
+                attempt=attempt,
+                rule=rule,
+            ),
+            job_event(
+                job=job,
+                from_state=S.STOPPING,
+                to_state=final,
+                reason="requeued" if final == S.PENDING else "preempted, not resumable",
+                at=end,
+                reason_code=str(run.end_reason),
+                attempt=attempt,
+            ),
+        ]
+    return events
+
+
+def _refresh_ledger(cluster: Cluster, since: dt.datetime, until: dt.datetime) -> None:
+    try:
+        from ledger.services import rollups_refresh
+    except ImportError:  # the ledger service is not there yet
+        return
+    rollups_refresh(cluster_id=cluster.pk, since=since, until=until)
+
+
+# ------------------------------------------------------------------------ live load
+
+_LOAD_KEY = "demo:load:last-tick"
+
+
+def demo_load_tick(*, now: dt.datetime | None = None) -> int:
+    """Submit the demo load due since the last tick (at most an hour back). Returns the
+    number of jobs submitted. Simulated time runs DEMO_SPEED times faster: a generated
+    day of the organisation's load arrives in DAY_S / DEMO_SPEED wall seconds."""
+    from scheduler.services.jobs import job_submit
+
+    cluster = Cluster.objects.filter(name=DEMO_CLUSTER).first()
+    root = BudgetNode.objects.filter(parent=None, name="allot-demo").first()
+    if not demo_enabled() or cluster is None or root is None:
+        return 0
+    now = now or timezone.now()
+    last = cache.get(_LOAD_KEY)
+    cache.set(_LOAD_KEY, now.timestamp(), timeout=None)
+    since = max(last or now.timestamp() - 30, now.timestamp() - 3600)
+    sim_from, sim_to = since * DEMO_SPEED, now.timestamp() * DEMO_SPEED
+    projects = _projects(root)
+    submitters = _submitters(projects)
+    shares = entitled_shares(budget_node(parse_tree_document(_tree_document(root))))
+    pending = defaultdict(int)
+    for name in Job.objects.filter(cluster=cluster, state=JobState.PENDING).values_list(
+        "project__name", flat=True
+    ):
+        pending[name] += 1
+    submitted = 0
+    for row in _rows_between(shares, cluster.gpu_capacity, sim_from, sim_to):
+        if row.project not in projects or pending[row.project] >= DEMO_PENDING_CAP:
+            continue
+        min_runtime = 0 if row.min_runtime_s == 0 else max(1, int(row.min_runtime_s / DEMO_SPEED))
+        try:
+            job_submit(
+                actor=submitters[row.project],
+                project=projects[row.project].pk,
+                cluster=cluster.pk,
+                name=f"{row.kind}-demo",
+                gpus=row.gpus,
+                min_runtime_s=min_runtime,
+                resumable=row.resumable,
+                priority=row.priority,
+                kind=row.kind,
+                spec={"image": "demo/pytorch:2.5", "command": f"python {row.kind}.py"},
+                duration_s=max(1, int(row.duration_s)),
+            )
+        except ApplicationError as exc:  # e.g. a shape the cluster cannot hold
+            log.info("demo load: %s skipped: %s", row, exc)
+            continue
+        pending[row.project] += 1
+        submitted += 1
+    return submitted
+
+
+def _rows_between(shares, gpus: int, sim_from: float, sim_to: float) -> list[TraceRow]:
+    """The generated rows submitted in [sim_from, sim_to) of simulated time: each
+    simulated day has its own seeded load."""
+    rows: list[TraceRow] = []
+    day = int(sim_from // DAY_S)
+    while day * DAY_S < sim_to:
+        for row in organisation_rows(DEMO_SEED + day, shares, gpus, DAY_S):
+            t = day * DAY_S + row.submit_s
+            if sim_from <= t < sim_to:
+                rows.append(row)
+        day += 1
+    return rows

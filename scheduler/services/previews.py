@@ -1,0 +1,229 @@
+"""What-if previews of a weight change (SPEC 1.5): request one, run it, read it.
+
+`preview_request` validates like a weight change (the same permission: whoever may
+change the weights under the node) and queues `scheduler.preview_run` after commit;
+`preview_run` loads the cluster's jobs of the window from the database, replays them
+with the current and the proposed weights through the simulator
+(`scheduler.sim.whatif`, the same engine as live) and stores the per-project figures.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Prefetch
+from django.utils import timezone
+
+from budgets.selectors import TreeIndex
+from budgets.services import weight_edits_check
+from config.errors import NotFound, ValidationFailed
+from scheduler.engine.types import BudgetNode as EngineNode
+from scheduler.models import Attempt, Cluster, Job, JobState, Preview, PreviewState
+from scheduler.services.jobs import resolve_cluster
+from scheduler.sim.model import ClusterSpec, HostSpec, SimConfig
+from scheduler.sim.whatif import JobRecord, run_whatif
+
+log = logging.getLogger(__name__)
+
+
+def _clean_days(days: Any) -> int:
+    if days is None:
+        return int(settings.ALLOT_PREVIEW_DAYS)
+    top = int(settings.ALLOT_PREVIEW_MAX_DAYS)
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= top:
+        raise ValidationFailed(f"days must be a whole number from 1 to {top}.", field="days")
+    return days
+
+
+def preview_request(
+    *, actor, node: int, weights: Sequence[Mapping[str, Any]], cluster: Any, days: int | None = None
+) -> Preview:
+    """Queue a what-if preview of `weights` (``[{"node": child id, "weight": w}]``) for
+    the children of `node` on `cluster` over the last `days` days.
+
+    Raises ValidationFailed (400, naming the field), PermissionDenied (403: the actor
+    may not change the weights under the node)."""
+    if isinstance(node, bool) or not isinstance(node, int):
+        raise ValidationFailed("node must be a node id.", field="node")
+    _index, edits = weight_edits_check(actor=actor, node_id=node, changes=weights, field="weights")
+    found = resolve_cluster(cluster)
+    window = _clean_days(days)
+    preview = Preview.objects.create(
+        requester=actor,
+        node_id=node,
+        cluster=found,
+        weights=[{"node": n, "weight": str(w)} for n, w in edits.items()],
+        window_days=window,
+    )
+    transaction.on_commit(lambda: _enqueue(preview.pk))
+    return preview
+
+
+def _enqueue(preview_id: int) -> None:
+    from scheduler.tasks import preview_run_task
+
+    try:
+        preview_run_task.delay(preview_id)
+    except Exception as exc:  # broker down: say so on the preview instead of a 500
+        log.warning("could not queue preview %s: %s", preview_id, exc)
+        Preview.objects.filter(pk=preview_id, state=PreviewState.QUEUED).update(
+            state=PreviewState.FAILED,
+            error="The preview could not be queued (the task queue is unreachable); try again.",
+            finished_at=timezone.now(),
+        )
+
+
+def engine_tree(index: TreeIndex, edits: Mapping[int, Decimal] | None = None) -> EngineNode:
+    """The budget tree as the engine reads it (leaves keyed by their path), with `edits`
+    (node id -> weight) applied."""
+    edits = edits or {}
+
+    def build(pk: int) -> EngineNode:
+        node = index.nodes[pk]
+        children = tuple(build(c.pk) for c in index.children.get(pk, []))
+        name = index.path(pk) if not children else node.name
+        return EngineNode(name=name, weight=float(edits.get(pk, node.weight)), children=children)
+
+    roots = index.children.get(None, [])
+    if not roots:
+        raise NotFound("There is no budget tree yet.")
+    return build(roots[0].pk)
+
+
+def _runtime_s(job: Job, now: dt.datetime) -> float:
+    """What the job needed: a completed job's real running time (saved work + its last
+    run), else its duration hint, else what it has run so far; 0 when unknown."""
+    runs = [
+        ((a.ended_at or now) - a.started_at).total_seconds()
+        for a in job.attempts.all()
+        if a.started_at is not None
+    ]
+    if job.state == JobState.SUCCEEDED and runs:
+        return job.progress_s + runs[-1]
+    if job.duration_s:
+        return float(job.duration_s)
+    return float(sum(runs))
+
+
+def job_records(cluster: Cluster, index: TreeIndex, since: dt.datetime, now: dt.datetime):
+    """The cluster's jobs submitted in [since, now) as `JobRecord`s (seconds since `since`)."""
+    attempts = Prefetch("attempts", queryset=Attempt.objects.order_by("number"))
+    jobs = (
+        Job.objects.filter(cluster=cluster, submitted_at__gte=since, submitted_at__lt=now)
+        .prefetch_related(attempts)
+        .order_by("submitted_at", "pk")
+    )
+    for job in jobs.iterator(chunk_size=2000):
+        yield JobRecord(
+            job_id=str(job.pk),
+            project=index.path(job.project_id) if job.project_id in index.nodes else "",
+            submit_s=(job.submitted_at - since).total_seconds(),
+            gpus=job.gpus,
+            runtime_s=_runtime_s(job, now),
+            min_runtime_s=float(job.min_runtime_s),
+            resumable=job.resumable,
+            kind=job.kind,
+            priority=job.priority,
+            user=str(job.submitter_id),
+        )
+
+
+def _cluster_spec(cluster: Cluster) -> ClusterSpec:
+    hosts = tuple(HostSpec(h.name, h.gpus) for h in cluster.hosts.order_by("name"))
+    if not hosts:
+        hosts = tuple(
+            HostSpec(f"h{i:03d}", cluster.gpus_per_host) for i in range(cluster.host_count)
+        )
+    return ClusterSpec(cluster.name, hosts)
+
+
+def _sim_config(cluster: Cluster) -> SimConfig:
+    return SimConfig(
+        policy="fairshare",
+        lookback_s=float(cluster.lookback_s),
+        half_life_s=float(cluster.half_life_s) if cluster.half_life_s else None,
+        max_min_runtime_s=float(cluster.max_min_runtime_s),
+    )
+
+
+def preview_run(*, preview_id: int, parallel: bool = True) -> Preview:
+    """Run a queued preview to the end; a failure is stored on it, never raised."""
+    from budgets.selectors import tree_index
+
+    claimed = Preview.objects.filter(pk=preview_id, state=PreviewState.QUEUED).update(
+        state=PreviewState.RUNNING, started_at=timezone.now(), progress=0.05
+    )
+    preview = Preview.objects.select_related("cluster").get(pk=preview_id)
+    if not claimed:
+        return preview  # already run (a redelivered task)
+    try:
+        now = timezone.now()
+        since = now - dt.timedelta(days=preview.window_days)
+        index = tree_index()
+        edits = {int(c["node"]): Decimal(c["weight"]) for c in preview.weights}
+        records = list(job_records(preview.cluster, index, since, now))
+        Preview.objects.filter(pk=preview_id).update(progress=0.1)
+
+        def progress(fraction: float) -> None:
+            Preview.objects.filter(pk=preview_id).update(progress=0.1 + 0.85 * fraction)
+
+        result = run_whatif(
+            _cluster_spec(preview.cluster),
+            engine_tree(index, None),
+            engine_tree(index, edits),
+            records,
+            start_s=0.0,
+            end_s=(now - since).total_seconds(),
+            config=_sim_config(preview.cluster),
+            parallel=parallel,
+            progress=progress,
+        )
+        result["window_start"] = since.isoformat()
+        result["window_end"] = now.isoformat()
+        result["changed"] = [
+            {"node": n, "path": index.path(n), "old": str(index.nodes[n].weight), "new": str(w)}
+            for n, w in edits.items()
+            if n in index.nodes
+        ]
+        preview.state, preview.result, preview.progress = PreviewState.DONE, result, 1.0
+    except Exception as exc:  # stored for the person who asked; logged for operators
+        log.exception("preview %s failed", preview_id)
+        preview.state, preview.error = PreviewState.FAILED, f"{type(exc).__name__}: {exc}"[:1000]
+    preview.finished_at = timezone.now()
+    preview.save(update_fields=["state", "result", "progress", "error", "finished_at"])
+    return preview
+
+
+def preview_readable(*, actor, preview: Preview) -> bool:
+    """The requester, superusers and whoever may change the weights under its node."""
+    if actor is None or not actor.is_authenticated:
+        return False
+    if actor.is_superuser or preview.requester_id == actor.pk:
+        return True
+    from budgets.selectors import nodes_governed_by, tree_index
+
+    index = tree_index()
+    governed = nodes_governed_by(user=actor, index=index)
+    children = index.children.get(preview.node_id, [])
+    return bool(children) and all(c.pk in governed for c in children)
+
+
+def preview_get(*, actor, preview_id: int) -> Preview:
+    """A preview the actor may read. NotFound (404) when there is none; PermissionDenied
+    (403) when it exists but belongs to someone else's subtree."""
+    from config.errors import PermissionDenied
+
+    preview = Preview.objects.select_related("requester", "cluster").filter(pk=preview_id).first()
+    if preview is None:
+        raise NotFound(f"There is no preview with id {preview_id}.")
+    if not preview_readable(actor=actor, preview=preview):
+        raise PermissionDenied(
+            "Only its requester and the managers who may change these weights may read it."
+        )
+    return preview

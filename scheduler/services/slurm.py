@@ -1,0 +1,129 @@
+"""Slurm clusters in Allot: adding one, and checking its accounts against the budget tree.
+
+A Slurm cluster is a `Cluster` row with `adapter="slurm"` and
+`adapter_options={"slurm_conf": PATH, ...}` (see `scheduler.adapters.slurm`); its
+hosts are Slurm's nodes with GPUs (`slurm_provision`, used by
+`scheduler.services.clusters.cluster_create` and so by `manage.py cluster_add
+--adapter slurm`). Projects map to Slurm accounts by name: the project's slug (the
+last part of its path) is the `--account` of its jobs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from budgets.selectors import tree_index
+from config.errors import ValidationFailed
+from scheduler.adapters import AdapterError, AdapterUnavailable, ClusterHost
+from scheduler.adapters.slurm import SlurmAdapter, SlurmClient, adapter_for_cluster
+from scheduler.models import Cluster
+from scheduler.services.clusters import ClusterDraft, ClusterUnreachable
+
+ADAPTER_OPTION_KEYS = (
+    "slurm_conf",
+    "bin_dir",
+    "timeout_s",
+    "partition",
+    "workdir",
+    "output",
+    "use_accounts",
+)
+
+
+def slurm_provision(draft: ClusterDraft) -> list[ClusterHost]:
+    """The hosts of a Slurm cluster about to be added (`cluster_create(adapter="slurm",
+    adapter_options={"slurm_conf": PATH, ...})`): Slurm's nodes with GPUs, with the
+    health Slurm reports. Refuses unknown options, a missing slurm.conf, a host count
+    (Slurm has the hosts) and a Slurm with no GPU node."""
+    options = draft.adapter_options
+    unknown = sorted(set(options) - set(ADAPTER_OPTION_KEYS))
+    if unknown:
+        raise ValidationFailed(
+            f"adapter_options: unknown Slurm option(s) {', '.join(unknown)}",
+            field="adapter_options",
+        )
+    if draft.host_count is not None:
+        raise ValidationFailed(
+            "hosts: a Slurm cluster's hosts are its nodes (leave it out)", field="hosts"
+        )
+    conf = options.get("slurm_conf")
+    if not conf or not Path(conf).is_file():
+        raise ValidationFailed(
+            f"slurm_conf: there is no Slurm configuration at {conf!r}", field="slurm_conf"
+        )
+    adapter = adapter_for_cluster(draft)
+    try:
+        hosts = adapter.hosts()
+    except AdapterUnavailable as exc:
+        raise ClusterUnreachable(
+            f"slurm_conf: slurmctld cannot be reached ({exc})", field="slurm_conf"
+        ) from None
+    except AdapterError as exc:
+        raise ValidationFailed(
+            f"slurm_conf: Slurm could not be read ({exc})", field="slurm_conf"
+        ) from None
+    finally:
+        adapter.close()
+    if not hosts:
+        raise ValidationFailed(
+            "slurm_conf: Slurm reports no node with GPUs (gres gpu)", field="slurm_conf"
+        )
+    return hosts
+
+
+@dataclass
+class AccountsDrift:
+    """Budget-tree projects against Slurm accounts (`slurm_accounts --check`)."""
+
+    source: str  # where Slurm's accounts were read from
+    accounts: set[str]
+    projects: dict[str, list[str]]  # account name -> project paths mapping to it
+    projects_without_account: list[str] = field(default_factory=list)
+    accounts_without_project: list[str] = field(default_factory=list)
+    shared_accounts: dict[str, list[str]] = field(default_factory=dict)  # two projects, one name
+
+    @property
+    def drift(self) -> bool:
+        return bool(
+            self.projects_without_account or self.accounts_without_project or self.shared_accounts
+        )
+
+
+def project_accounts() -> dict[str, list[str]]:
+    """Slurm account name -> the budget tree's project paths using it (a project is a
+    node below a root with no children; its account is its slug)."""
+    index = tree_index()
+    by_account: dict[str, list[str]] = defaultdict(list)
+    for node_id, node in index.nodes.items():
+        if node.parent_id is not None and not index.children.get(node_id):
+            by_account[node.slug.lower()].append(index.path(node_id))
+    return {account: sorted(paths) for account, paths in sorted(by_account.items())}
+
+
+def slurm_accounts_drift(
+    *, cluster: Cluster | None = None, client: SlurmClient | None = None
+) -> AccountsDrift:
+    """Drift both ways between the budget tree's projects and Slurm's accounts."""
+    if client is None:
+        if cluster is None:
+            raise ValidationFailed("Name a Slurm cluster.", field="cluster")
+        adapter = adapter_for_cluster(cluster)
+        assert isinstance(adapter, SlurmAdapter)
+        client = adapter.client
+    try:
+        source, accounts = client.accounts()
+    except AdapterError as exc:
+        raise ValidationFailed(f"Slurm could not be read: {exc}", field="cluster") from exc
+    projects = project_accounts()
+    return AccountsDrift(
+        source=source,
+        accounts=accounts,
+        projects=projects,
+        projects_without_account=sorted(
+            p for a, ps in projects.items() if a not in accounts for p in ps
+        ),
+        accounts_without_project=sorted(a for a in accounts if a not in projects),
+        shared_accounts={a: ps for a, ps in projects.items() if len(ps) > 1},
+    )

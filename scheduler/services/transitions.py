@@ -1,0 +1,127 @@
+"""The job state machine: the only place that changes `Job.state`.
+
+    pending -> starting -> running -> stopping -> pending (preempted or drained, resumable)
+                                               | succeeded | failed | cancelled
+                                               | preempted (stopped, not resumable)
+
+Every transition writes an append-only `JobEvent` (time, from, to, reason, the cycle
+and the actor; for a preemption the preempting job, its project and the rule).
+Callers hold the job's row lock (`select_for_update`) inside a transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.utils import timezone
+
+from config.errors import Conflict
+from scheduler.models import TERMINAL_STATES, Attempt, CycleRecord, Job, JobEvent, JobState
+
+S = JobState
+LEGAL_TRANSITIONS: dict[str, frozenset[str]] = {
+    "": frozenset({S.PENDING}),  # submission
+    S.PENDING: frozenset({S.STARTING, S.CANCELLED}),
+    # a start the adapter refused goes back to pending (or fails); a stop asked before
+    # the adapter confirmed the start goes through stopping like any other
+    S.STARTING: frozenset({S.RUNNING, S.STOPPING, S.PENDING, S.SUCCEEDED, S.FAILED}),
+    # pending: lost with its host while resumable
+    S.RUNNING: frozenset({S.STOPPING, S.SUCCEEDED, S.FAILED, S.PENDING}),
+    S.STOPPING: frozenset({S.PENDING, S.PREEMPTED, S.CANCELLED, S.SUCCEEDED, S.FAILED}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.CANCELLED: frozenset(),
+    S.PREEMPTED: frozenset(),
+}
+
+
+class IllegalTransition(Conflict):
+    code = "illegal_transition"
+
+
+def is_legal(from_state: str, to_state: str) -> bool:
+    return to_state in LEGAL_TRANSITIONS.get(from_state, frozenset())
+
+
+def job_event(
+    *,
+    job: Job,
+    from_state: str,
+    to_state: str,
+    reason: str,
+    at: dt.datetime,
+    reason_code: str = "",
+    attempt: Attempt | None = None,
+    cycle: CycleRecord | None = None,
+    actor=None,
+    preempting_job: Job | None = None,
+    rule: str = "",
+) -> JobEvent:
+    """An unsaved `JobEvent` (bulk submissions create thousands with `bulk_create`)."""
+    return JobEvent(
+        job=job,
+        at=at,
+        from_state=from_state,
+        to_state=to_state,
+        reason=reason[:1000],
+        reason_code=reason_code,
+        attempt=attempt,
+        cycle=cycle,
+        actor=actor,
+        actor_name=actor.get_username() if actor is not None else "",
+        preempting_job=preempting_job,
+        preempting_project_id=preempting_job.project_id if preempting_job else None,
+        rule=rule,
+    )
+
+
+def job_transition(
+    *,
+    job: Job,
+    to_state: str,
+    reason: str,
+    reason_code: str = "",
+    at: dt.datetime | None = None,
+    attempt: Attempt | None = None,
+    cycle: CycleRecord | None = None,
+    actor=None,
+    preempting_job: Job | None = None,
+    rule: str = "",
+) -> JobEvent:
+    """Move a stored `job` to `to_state` (saving it) and record the event. Raises
+    `IllegalTransition` (409) when the state machine does not allow the move.
+    (A submission's first event, "" -> pending, is written by the submit service.)"""
+    from_state = job.state
+    if not is_legal(from_state, to_state):
+        raise IllegalTransition(
+            f"Job {job.pk} cannot go from {from_state} to {to_state}.", field="state"
+        )
+    at = at or timezone.now()
+    job.state = to_state
+    job.state_reason = reason[:500]
+    update = ["state", "state_reason", "updated_at"]
+    if to_state == S.PENDING:
+        job.queued_at = at
+        update.append("queued_at")
+    if to_state == S.RUNNING and job.first_started_at is None:
+        job.first_started_at = at
+        update.append("first_started_at")
+    if to_state in TERMINAL_STATES:
+        job.ended_at = at
+        update.append("ended_at")
+    job.save(update_fields=update)
+    event = job_event(
+        job=job,
+        from_state=from_state,
+        to_state=to_state,
+        reason=reason,
+        at=at,
+        reason_code=reason_code,
+        attempt=attempt,
+        cycle=cycle,
+        actor=actor,
+        preempting_job=preempting_job,
+        rule=rule,
+    )
+    event.save()
+    return event

@@ -1,0 +1,119 @@
+"""Celery tasks of the live service: thin wrappers around `scheduler.services.cycle`.
+
+- `run_cycle(cluster_id)`: one scheduling cycle under the cluster's advisory lock (a
+  second concurrent one skips at once; clusters run in parallel on different workers).
+- `request_cycle(cluster_id)`: ask for a cycle after the current transaction commits,
+  debounced (at most one queued per cluster). Called after submit, cancel, a health
+  change and a budget change. A broker or Redis outage is logged, never raised: the
+  write that asked still succeeds, and beat brings cycles back when Redis returns.
+- `enqueue_due_cycles()` (beat, every `ALLOT_CYCLE_TICK_S`): a cycle for every cluster
+  whose last cycle started `cycle_s` ago or more.
+- `prune_cycle_records()` (beat, hourly): cycle records older than
+  `ALLOT_CYCLE_RETENTION_DAYS` (30).
+- `prune_idempotency_keys()` (beat, hourly): submission Idempotency-Keys past 24 h.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from django.conf import settings
+from django.db import transaction
+
+from scheduler.services.cycle import clusters_due, cycle_records_prune, cycle_run
+from scheduler.services.jobs import idempotency_keys_prune
+
+log = logging.getLogger(__name__)
+
+# Debounce key of a queued cycle; cleared when the cycle starts, expires on its own so
+# a lost task never blocks requests for long.
+QUEUED_KEY = "allot:cycle-queued:{cluster_id}"
+QUEUED_TTL_S = 30
+_redis = None
+
+
+def _redis_client():
+    global _redis
+    if _redis is None:
+        import redis
+
+        _redis = redis.Redis.from_url(
+            settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=0.5
+        )
+    return _redis
+
+
+@shared_task(name="scheduler.run_cycle", ignore_result=True)
+def run_cycle(cluster_id: int) -> dict | None:
+    """One scheduling cycle of a cluster; None when another cycle holds its lock."""
+    try:
+        _redis_client().delete(QUEUED_KEY.format(cluster_id=cluster_id))
+    except Exception as exc:  # the cycle still runs; debouncing resumes with Redis
+        log.warning("could not clear the queued-cycle key of cluster %s: %s", cluster_id, exc)
+    record = cycle_run(cluster_id=cluster_id)
+    if record is None:
+        return None
+    return {"cycle": record.pk, "starts": record.starts, "stops": record.stops}
+
+
+def _enqueue(cluster_id: int) -> bool:
+    """Queue a cycle unless one is queued already; never raises."""
+    try:
+        if not _redis_client().set(
+            QUEUED_KEY.format(cluster_id=cluster_id), 1, nx=True, ex=QUEUED_TTL_S
+        ):
+            return False  # one is queued and has not started yet
+        run_cycle.apply_async((cluster_id,), retry=False)
+        return True
+    except Exception as exc:
+        log.warning("could not queue a cycle of cluster %s: %s", cluster_id, exc)
+        return False
+
+
+def request_cycle(cluster_id: int) -> None:
+    """Ask for a cycle of the cluster once the current transaction commits (at once
+    outside a transaction); debounced, and never fails the caller."""
+    transaction.on_commit(lambda: _enqueue(cluster_id))
+
+
+def request_cycles_all() -> None:
+    """`request_cycle` for every cluster (a budget change touches them all)."""
+    from scheduler.models import Cluster
+
+    for cluster_id in Cluster.objects.values_list("pk", flat=True):
+        request_cycle(cluster_id)
+
+
+@shared_task(name="scheduler.enqueue_due_cycles", ignore_result=True)
+def enqueue_due_cycles() -> int:
+    """Queue a cycle for every cluster whose last cycle is `cycle_s` old or older."""
+    return sum(_enqueue(cluster_id) for cluster_id in clusters_due())
+
+
+@shared_task(name="scheduler.prune_cycle_records", ignore_result=True)
+def prune_cycle_records() -> int:
+    """Delete cycle records past their retention."""
+    return cycle_records_prune(days=getattr(settings, "ALLOT_CYCLE_RETENTION_DAYS", 30))
+
+
+@shared_task(name="scheduler.prune_idempotency_keys", ignore_result=True)
+def prune_idempotency_keys() -> int:
+    """Delete submission Idempotency-Keys older than their 24 h retention."""
+    return idempotency_keys_prune()
+
+
+@shared_task(name="scheduler.preview_run", ignore_result=True)
+def preview_run_task(preview_id: int) -> str:
+    """Run one what-if preview (see `scheduler.services.previews`)."""
+    from scheduler.services.previews import preview_run
+
+    return preview_run(preview_id=preview_id).state
+
+
+@shared_task(name="scheduler.demo_load_tick", ignore_result=True)
+def demo_load_tick() -> int:
+    """The demo organisation's load (only while ALLOT_DEMO is on and the demo exists)."""
+    from scheduler.services.demo import demo_load_tick as tick
+
+    return tick()

@@ -1,0 +1,70 @@
+"""API tokens: several per user, hashed at rest, listed and revoked by their owner only."""
+
+import pytest
+
+from accounts.models import ApiToken
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def sign_in(client, username, password="pw", name=""):
+    return client.post(
+        "/api/v1/auth/token/",
+        {"username": username, "password": password, "name": name},
+        format="json",
+    )
+
+
+def test_each_sign_in_makes_a_new_named_token_stored_only_hashed(api_client):
+    UserFactory(username="ann")
+    laptop = sign_in(api_client, "ann", name="laptop").json()
+    ci = sign_in(api_client, "ann", name="CI").json()
+    assert laptop["token"] != ci["token"] and laptop["token"].startswith(laptop["token_key"])
+    stored = ApiToken.objects.get(token_key=laptop["token_key"])
+    assert stored.name == "laptop" and stored.expiry is not None
+    assert laptop["token"] not in stored.digest  # only the SHA-512 digest is kept
+
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {laptop['token']}")
+    listed = api_client.get("/api/v1/auth/tokens/").json()
+    assert [(t["name"], t["token_key"]) for t in listed] == [
+        ("CI", ci["token_key"]),
+        ("laptop", laptop["token_key"]),
+    ]
+    assert all("token" not in t for t in listed)  # secrets are never listed
+
+
+def test_a_revoked_token_stops_working_at_once(api_client):
+    UserFactory(username="ann")
+    first = sign_in(api_client, "ann").json()
+    second = sign_in(api_client, "ann").json()
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {first['token']}")
+    assert api_client.delete(f"/api/v1/auth/tokens/{second['token_key']}/").status_code == 204
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {second['token']}")
+    response = api_client.get("/api/v1/nodes/")
+    assert response.status_code == 401 and response.json()["code"] == "authentication_failed"
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {first['token']}")
+    assert api_client.get("/api/v1/nodes/").status_code == 200
+    assert api_client.delete("/api/v1/auth/tokens/").status_code == 204  # all of mine
+    assert api_client.get("/api/v1/nodes/").status_code == 401
+
+
+def test_nobody_revokes_or_sees_another_users_token(api_client):
+    UserFactory(username="ann")
+    UserFactory(username="bob")
+    ann = sign_in(api_client, "ann").json()
+    bob = sign_in(api_client, "bob").json()
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {bob['token']}")
+    assert [t["token_key"] for t in api_client.get("/api/v1/auth/tokens/").json()] == [
+        bob["token_key"]
+    ]
+    response = api_client.delete(f"/api/v1/auth/tokens/{ann['token_key']}/")
+    assert response.status_code == 404
+    assert ApiToken.objects.filter(token_key=ann["token_key"]).exists()
+
+
+def test_wrong_password_is_400_and_gives_no_token(api_client):
+    UserFactory(username="ann")
+    response = sign_in(api_client, "ann", password="wrong")
+    assert response.status_code == 400 and "token" not in response.json()
+    assert not ApiToken.objects.exists()

@@ -1,0 +1,200 @@
+"""A clean audit trail: requests that change nothing record nothing, free text is
+printable and bounded, role changes are governance events checked under the tree lock."""
+
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from budgets import services
+from budgets.models import BudgetEvent, EventKind, Membership
+from config.errors import NothingToChange, PermissionDenied
+from tests.factories import EXAMPLE_TREE
+
+pytestmark = pytest.mark.django_db
+
+
+def events() -> int:
+    return BudgetEvent.objects.count()
+
+
+def as_user(client, user):
+    client.force_authenticate(user)
+    return client
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "a1", "reason": "same name"},
+        {"parent": "PROG_A", "reason": "same place"},
+        {"name": "a1", "parent": "PROG_A", "reason": "both the same"},
+        {"reason": "nothing at all"},
+    ],
+)
+def test_node_patch_that_changes_nothing_is_refused_and_records_nothing(tree, api_client, body):
+    as_user(api_client, tree.user("ceo"))
+    if body.get("parent") == "PROG_A":
+        body["parent"] = tree.node("prog-a").pk
+    before = events()
+    response = api_client.patch(f"/api/v1/nodes/{tree.node('a1').pk}/", body, format="json")
+    assert response.status_code == 400
+    assert (
+        response.json()["code"] == "no_change"
+        and "nothing was recorded" in response.json()["detail"]
+    )
+    assert events() == before
+
+
+def test_budget_change_to_the_same_weights_is_refused_and_records_nothing(tree, api_client):
+    as_user(api_client, tree.user("lead-a"))
+    before = events()
+    response = api_client.post(
+        "/api/v1/budget-changes/",
+        {"reason": "no-op", "changes": [{"node": tree.node("a1").pk, "weight": "70.0"}]},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert response.json()["field"] == "changes" and response.json()["code"] == "no_change"
+    assert events() == before
+
+
+def test_a_change_records_only_the_nodes_it_changes(tree):
+    event = services.budget_change_create(
+        actor=tree.user("lead-a"),
+        reason="one real edit",
+        changes=[
+            {"node": tree.node("a1").pk, "weight": 70},
+            {"node": tree.node("a2").pk, "weight": 70},
+        ],
+    )
+    paths = sorted(event.items.values_list("node_path", flat=True))
+    assert paths == ["org/prog-a/a1", "org/prog-a/a2"]  # a1's weight is the same, its share not
+    a1 = event.items.get(node_path="org/prog-a/a1")
+    assert a1.old_weight == a1.new_weight == 70 and a1.old_entitled_share != a1.new_entitled_share
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"reason": "tab\tand newline\n are fine but not \x1b[31m", "name": "x"}, "reason"),
+        ({"reason": "r", "name": "bell\x07"}, "name"),
+        ({"reason": "r", "name": "right-to-left\u202eoverride"}, "name"),
+        ({"reason": "r", "name": "line\nbreak"}, "name"),
+        ({"reason": "r", "name": "n" * 101}, "name"),
+        ({"reason": "r" * 2001, "name": "x"}, "reason"),
+        ({"reason": "\x00", "name": "x"}, "reason"),
+    ],
+)
+def test_text_fields_refuse_control_characters_and_absurd_lengths(tree, api_client, payload, field):
+    as_user(api_client, tree.user("ceo"))
+    before = events()
+    response = api_client.post(
+        "/api/v1/nodes/", {"parent": tree.node("prog-a").pk, **payload}, format="json"
+    )
+    assert response.status_code == 400, response.json()
+    assert response.json()["field"] == field
+    assert events() == before
+
+
+def test_multiline_reasons_keep_newlines_tabs_and_emoji(tree):
+    reason = "Q4 review:\n\t- more for a1 👩‍🔬"
+    event = services.budget_change_create(
+        actor=tree.user("lead-a"),
+        reason=reason,
+        changes=[{"node": tree.node("a1").pk, "weight": 1}],
+    )
+    assert event.reason == reason
+
+
+def test_role_grant_and_removal_are_audited_with_their_actor(tree, api_client):
+    as_user(api_client, tree.user("lead-a"))
+    a1 = tree.node("a1")
+    response = api_client.post(
+        "/api/v1/memberships/",
+        {"user": "bob", "node": a1.pk, "role": "member", "reason": "bob joins a1"},
+        format="json",
+    )
+    assert response.status_code == 201
+    granted = BudgetEvent.objects.get(kind=EventKind.ROLE_GRANTED)
+    assert granted.actor_name == "lead-a" and granted.reason == "bob joins a1"
+    assert list(granted.items.values_list("node_path", flat=True)) == ["org/prog-a/a1"]
+
+    assert api_client.delete(f"/api/v1/memberships/{response.json()['id']}/").status_code == 204
+    removed = BudgetEvent.objects.get(kind=EventKind.ROLE_REMOVED)
+    assert removed.actor_name == "lead-a"
+    assert removed.reason == "member role of bob on org/prog-a/a1 removed"
+    history = api_client.get("/api/v1/budget-changes/?kind=role_removed").json()["results"]
+    assert [e["id"] for e in history] == [removed.pk]
+
+
+def test_refused_role_changes_record_nothing(tree, api_client):
+    as_user(api_client, tree.user("lead-b"))
+    before = events()
+    assert (
+        api_client.post(
+            "/api/v1/memberships/",
+            {"user": "bob", "node": tree.node("a1").pk, "role": "member"},
+            format="json",
+        ).status_code
+        == 403
+    )
+    as_user(api_client, tree.user("lead-a"))
+    again = api_client.post(
+        "/api/v1/memberships/",
+        {"user": "ann", "node": tree.node("a1").pk, "role": "member"},
+        format="json",
+    )
+    assert again.status_code == 400 and again.json()["code"] == "no_change"
+    assert events() == before
+
+
+def test_importing_the_same_tree_again_records_nothing(tree):
+    before = events()
+    services.budget_tree_import(data=EXAMPLE_TREE)
+    assert events() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_permission_check_waits_for_a_concurrent_role_removal(tree):
+    """lead-a's role on prog-a is removed in a transaction that has not committed yet;
+    lead-a's grant made meanwhile must wait for it and then be refused."""
+    lead_a = tree.user("lead-a")
+    ceo = tree.user("ceo")
+    role = Membership.objects.get(user=lead_a, node__name="prog-a", role="manager")
+    removed = threading.Event()
+    outcome: list[object] = []
+
+    def remove_then_hold():
+        try:
+            with transaction.atomic():
+                services.membership_remove(actor=ceo, membership_id=role.pk)
+                removed.set()
+                threading.Event().wait(1.0)  # keep the transaction open
+        finally:
+            connection.close()  # this thread's own connection; not left to CONN_MAX_AGE
+
+    def grant():
+        removed.wait(10)
+        try:
+            services.membership_add(
+                actor=lead_a, node_id=tree.node("a2").pk, username="ann", role="member"
+            )
+            outcome.append("granted")
+        except PermissionDenied as exc:
+            outcome.append(exc)
+        finally:
+            connection.close()  # this thread's own connection; not left to CONN_MAX_AGE
+
+    threads = [threading.Thread(target=remove_then_hold), threading.Thread(target=grant)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], PermissionDenied), outcome
+    assert not Membership.objects.filter(user__username="ann", node__name="a2").exists()
+
+
+def test_nothing_to_change_is_a_validation_error():
+    assert issubclass(NothingToChange, services.ValidationFailed)
+    assert NothingToChange("x").status_code == 400

@@ -1,0 +1,40 @@
+"""A real browser: a manager types a new weight, previews it on the cluster's recent
+jobs, sees the progress and then the before/after table and chart; the screenshot is
+var/screenshots/whatif.png."""
+
+from pathlib import Path
+
+from tests.browser import BROWSER_MARKS, sign_in
+from tests.factories import ClusterFactory, HostFactory
+from tests.scheduler.test_previews import seed_jobs
+
+pytestmark = BROWSER_MARKS
+SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+
+
+def test_manager_previews_a_weight_change_on_past_jobs(tree, live_server, page):
+    from playwright.sync_api import expect
+
+    cluster = ClusterFactory(name="gpu", host_count=2)
+    for i in range(2):
+        HostFactory(cluster=cluster, name=f"node{i:02d}")
+    seed_jobs(tree, cluster, n=120)
+    tree.user("lead-a")
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    sign_in(page, live_server.url, "lead-a")
+    page.goto(f"{live_server.url}/budgets/nodes/{tree.node('prog-a').pk}/edit/")
+    page.fill("input[aria-label='weight of a2']", "90")
+    expect(page.locator("#preview table.preview")).to_contain_text("org/prog-a/a2")
+    page.fill("input[name=days]", "3")
+    page.click("button:has-text('Preview on past jobs')")
+
+    result = page.locator("#whatif table.whatif-result")
+    expect(result).to_contain_text("org/prog-a/a2")
+    expect(result).to_contain_text("120 jobs of gpu")
+    expect(page.locator("#whatif .whatif-chart .main-svg").first).to_be_visible()
+    assert not [e for e in errors if "Content Security Policy" in e], errors
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.locator("#whatif").scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "whatif.png"), full_page=True)

@@ -1,0 +1,96 @@
+"""The what-if part of the weight edit page (htmx partials), without a browser."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from scheduler.models import Preview, PreviewState
+from tests.factories import ClusterFactory
+from tests.scheduler.test_previews import seed_jobs
+
+pytestmark = pytest.mark.django_db
+
+
+def client_for(user) -> Client:
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+def form(tree, **extra):
+    return {
+        f"weight-{tree.node('a1').pk}": "300",
+        f"weight-{tree.node('a2').pk}": "30",
+        "cluster": "gpu",
+        "days": "3",
+        **extra,
+    }
+
+
+def test_the_edit_page_offers_the_preview_and_the_result_comes_back(
+    tree, django_capture_on_commit_callbacks
+):
+    cluster = ClusterFactory(name="gpu", host_count=2)
+    seed_jobs(tree, cluster, n=30)
+    c = client_for(tree.user("lead-a"))
+    node = tree.node("prog-a").pk
+    page = c.get(f"/budgets/nodes/{node}/edit/")
+    assert b"Preview on past jobs" in page.content
+    with django_capture_on_commit_callbacks(execute=True):
+        started = c.post(f"/budgets/nodes/{node}/whatif/", form(tree))
+    assert started.status_code == 200
+    preview = Preview.objects.get()
+    done = c.get(f"/budgets/whatif/{preview.pk}/")
+    assert done.status_code == 200
+    assert b"whatif-chart" in done.content and b"org/prog-a/a1" in done.content
+    assert f'id="whatif-data-{preview.pk}"'.encode() in done.content  # json_script data
+    assert b"<script>" not in done.content  # CSP: no inline scripts
+
+
+def test_a_running_preview_polls_and_shows_progress(tree):
+    cluster = ClusterFactory(name="gpu")
+    preview = Preview.objects.create(
+        requester=tree.user("lead-a"), node=tree.node("prog-a"), cluster=cluster,
+        weights=[], state=PreviewState.RUNNING, progress=0.4,
+    )  # fmt: skip
+    body = client_for(tree.user("lead-a")).get(f"/budgets/whatif/{preview.pk}/").content
+    assert b'hx-trigger="load delay:1s"' in body and b"40%" in body
+
+
+def test_no_jobs_gives_a_clear_message(tree, django_capture_on_commit_callbacks):
+    ClusterFactory(name="gpu")
+    c = client_for(tree.user("lead-a"))
+    with django_capture_on_commit_callbacks(execute=True):
+        c.post(f"/budgets/nodes/{tree.node('prog-a').pk}/whatif/", form(tree))
+    body = c.get(f"/budgets/whatif/{Preview.objects.get().pk}/").content
+    assert b"No jobs were submitted to gpu" in body
+
+
+def test_unchanged_or_bad_weights_say_so(tree):
+    ClusterFactory(name="gpu")
+    c = client_for(tree.user("lead-a"))
+    node = tree.node("prog-a").pk
+    same = c.post(
+        f"/budgets/nodes/{node}/whatif/", form(tree, **{f"weight-{tree.node('a1').pk}": "70"})
+    )
+    assert b"Change at least one weight" in same.content
+    bad = c.post(
+        f"/budgets/nodes/{node}/whatif/", form(tree, **{f"weight-{tree.node('a1').pk}": "-2"})
+    )
+    assert b'class="error"' in bad.content
+    assert not Preview.objects.exists()
+
+
+def test_others_may_not_start_or_read(tree):
+    cluster = ClusterFactory(name="gpu")
+    preview = Preview.objects.create(
+        requester=tree.user("lead-a"), node=tree.node("prog-a"), cluster=cluster, weights=[]
+    )
+    for who in ("ann", "lead-b"):
+        c = client_for(tree.user(who))
+        assert (
+            c.post(f"/budgets/nodes/{tree.node('prog-a').pk}/whatif/", form(tree)).status_code
+            == 403
+        )
+        assert c.get(f"/budgets/whatif/{preview.pk}/").status_code == 403

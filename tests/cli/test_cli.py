@@ -1,0 +1,238 @@
+"""The `allot` CLI run as a user runs it (a subprocess) against a live server whose
+cycles run on an in-memory cluster: login, submit, queue, show, cancel, clusters,
+hosts; errors name the flag and field, exit code 2 for bad input, 1 otherwise."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from scheduler import adapters
+from scheduler.models import Job, JobState
+from tests.factories import ClusterFactory, HostFactory
+from tests.live.memcluster import MemoryCluster
+from tests.roles import token_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MEMORY: dict[int, MemoryCluster] = {}
+
+
+def memory_adapter(cluster):
+    return MEMORY[cluster.pk]
+
+
+class Cli:
+    def __init__(self, url: str, home: Path, token: str | None):
+        self.env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "ALLOT_URL": url,
+            "COLUMNS": "250",
+        }
+        if token:
+            self.env["ALLOT_TOKEN"] = token
+
+    def __call__(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "allot_cli", *args],
+            env=self.env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+
+@pytest.fixture
+def server(live_server, tree, monkeypatch, tmp_path):
+    """A live server, the example tree and cluster `gpu` (2 x 8 GPUs) in memory."""
+    monkeypatch.setitem(adapters.ADAPTER_FACTORIES, "memory", f"{__name__}:memory_adapter")
+    cluster = ClusterFactory(name="gpu", adapter="memory", host_count=2, gpus_per_host=8)
+    for i in range(2):
+        HostFactory(cluster=cluster, name=f"node{i:02d}", gpus=8)
+    MEMORY[cluster.pk] = MemoryCluster.of(2, 8, timezone.now())
+    yield live_server
+    MEMORY.clear()
+
+
+@pytest.fixture
+def ann(server, tree, tmp_path):
+    return Cli(server.url, tmp_path, token_for(tree.user("ann")))
+
+
+def test_login_stores_a_private_token_that_later_commands_use(server, tree, tmp_path):
+    tree.user("ann")  # password "pw"
+    cli = Cli(server.url, tmp_path, token=None)
+    assert cli("queue").returncode == 1  # no token yet
+    result = cli("login", "--username", "ann", "--password", "pw")
+    assert result.returncode == 0, result.stderr
+    path = tmp_path / ".config" / "allot" / "config.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_text())["url"] == server.url
+    submitted = cli("submit", "--project", "org/prog-a/a1", "--min-runtime", "15m")
+    assert submitted.returncode == 0, submitted.stderr
+    assert Job.objects.get().submitter.username == "ann"
+    wrong = cli("login", "--username", "ann", "--password", "nope")
+    assert wrong.returncode == 2 and "Unable to sign in" in wrong.stderr
+
+
+def test_submit_like_sbatch(ann):
+    result = ann(
+        "submit", "--project", "org/prog-a/a1", "--gpus", "8", "--min-runtime", "1h30m",
+        "--kind", "training", "--resumable", "--priority", "3", "--name", "llm",
+        "--duration", "2h", "--image", "pytorch:2.5", "--env", "SEED=1", "--env", "LR=3e-4",
+        "--", "python", "train.py", "--steps", "100",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = Job.objects.get()
+    assert "Submitted job" in result.stdout and str(job.pk) in result.stdout
+    assert (job.gpus, job.min_runtime_s, job.duration_s, job.priority) == (8, 5400, 7200, 3)
+    assert job.resumable and job.name == "llm" and job.cluster.name == "gpu"
+    assert job.spec == {
+        "image": "pytorch:2.5",
+        "command": "python train.py --steps 100",
+        "env": {"SEED": "1", "LR": "3e-4"},
+    }
+    assert job.state == JobState.RUNNING  # the cycle after commit started it
+
+
+def test_submit_an_array_as_json(ann):
+    result = ann("submit", "-A", "org/prog-a/a1", "-t", "0", "--array", "5", "--json")
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["count"] == 5 and len({j["id"] for j in answer["jobs"]}) == 5
+    assert Job.objects.filter(array_id=answer["array_id"]).count() == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--gpus", "3"], "--gpus (gpus)"),
+        (["--gpus", "24"], "--gpus (gpus)"),
+        (["--array", "10001"], "--array (array)"),
+        (["--kind", "party"], "--kind (kind)"),
+        (["--min-runtime", "soon"], "--min-runtime"),
+        (["--min-runtime", "9h"], "--min-runtime (min_runtime_s)"),
+        (["--duration", "-5m"], "--duration"),
+        (["--env", "NOEQUALS"], "--env"),
+        (["--env", "1BAD=x"], "--env (spec.env)"),
+        (["--project", "org/prog-a"], "--project (project)"),
+        (["--project", "org/nowhere/x"], "--project (project)"),
+        (["--cluster", "nope"], "--cluster (cluster)"),
+    ],
+)
+def test_bad_input_names_the_flag_and_exits_2(ann, args, names):
+    base = {"--project": "org/prog-a/a1", "--min-runtime": "10m"}
+    for flag in args[::2]:
+        base.pop(flag, None)
+    flat = [x for pair in base.items() for x in pair]
+    result = ann("submit", *flat, *args)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert names in result.stderr
+    assert not Job.objects.exists()
+
+
+def test_a_wrong_type_is_refused_by_the_cli_itself(ann):
+    result = ann("submit", "-A", "org/prog-a/a1", "-t", "0", "--gpus", "eight")
+    assert result.returncode == 2 and "--gpus" in result.stderr
+
+
+def test_forbidden_and_unauthenticated_are_other_failures(server, tree, tmp_path):
+    bob = Cli(server.url, tmp_path, token_for(tree.user("bob")))
+    result = bob("submit", "-A", "org/prog-a/a1", "-t", "0")
+    assert result.returncode == 1 and "may not submit" in result.stderr
+    bad_token = Cli(server.url, tmp_path, "not-a-token")
+    assert bad_token("queue").returncode == 1
+    unreachable = Cli("http://127.0.0.1:9", tmp_path, "x")
+    result = unreachable("show", "1")
+    assert result.returncode == 1 and "cannot reach" in result.stderr
+
+
+def test_dry_run_says_where_it_would_stand(ann):
+    result = ann("submit", "-A", "org/prog-a/a1", "-t", "10m", "--gpus", "8", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "nothing was submitted" in result.stdout and "next cycle" in result.stdout
+    assert not Job.objects.exists()
+
+
+def test_queue_show_and_cancel(ann, tree):
+    for _ in range(4):  # 2 run (the cluster is 2 x 8 GPUs), 2 wait
+        assert ann("submit", "-A", "org/prog-a/a1", "-t", "1h", "-G", "8").returncode == 0
+    waiting = list(Job.objects.filter(state=JobState.PENDING).order_by("id"))
+    assert len(waiting) == 2
+    queue = ann("queue")
+    assert queue.returncode == 0, queue.stderr
+    assert "2 pending" in queue.stdout and "REASON" in queue.stdout
+    lines = [line for line in queue.stdout.splitlines() if "org/prog-a/a1" in line]
+    assert [line.split()[:2] for line in lines] == [
+        ["1", str(waiting[0].pk)],
+        ["2", str(waiting[1].pk)],
+    ]
+    as_json = json.loads(ann("queue", "--json").stdout)
+    assert [r["job"] for r in as_json["results"]] == [w.pk for w in waiting]
+
+    shown = ann("show", str(waiting[1].pk))
+    assert shown.returncode == 0, shown.stderr
+    assert "2 of 2" in shown.stdout and "reason" in shown.stdout and "pending" in shown.stdout
+    running = Job.objects.filter(state=JobState.RUNNING).first()
+    shown = ann("show", str(running.pk))
+    assert "attempts" in shown.stdout and "node0" in shown.stdout
+
+    cancelled = ann("cancel", str(waiting[0].pk), str(running.pk))
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert f"job {waiting[0].pk}: cancelled" in cancelled.stdout
+    assert f"job {running.pk}: stopping" in cancelled.stdout
+    assert ann("cancel", "999999").returncode == 1
+    assert ann("show", "999999").returncode == 1
+
+
+def test_clusters_and_hosts(ann):
+    clusters = ann("clusters")
+    assert clusters.returncode == 0 and "gpu" in clusters.stdout and "memory" in clusters.stdout
+    hosts = json.loads(ann("hosts", "--cluster", "gpu", "--json").stdout)
+    assert sorted(h["name"] for h in hosts) == ["node00", "node01"]
+
+
+def test_shares_like_sshare(ann):
+    result = ann("shares")
+    assert result.returncode == 0, result.stderr
+    assert "Fair share on gpu" in result.stdout and "LEVEL_FS" in result.stdout
+    assert any(line.split()[:1] == ["a1"] for line in result.stdout.splitlines())
+    nodes = json.loads(ann("shares", "--json").stdout)["nodes"]
+    assert {n["name"] for n in nodes} >= {"org", "prog-a", "a1", "a2", "b1"}
+
+
+def test_usage_per_project(ann, tree):
+    from scheduler.models import Cluster
+    from tests.dashboards.data import project_hours
+
+    gpu = Cluster.objects.get(name="gpu")
+    project_hours(gpu, tree.node("a1"), 3, allocated_gpu_h=3.5, entitled_gpu_h=2.0)
+    project_hours(gpu, tree.node("b1"), 1, unallocated_gpu_h=8.0)
+    result = ann("usage", "--project", "org/prog-a/a1", "--step", "hour")
+    assert result.returncode == 0, result.stderr
+    assert "ALLOCATED" in result.stdout
+    lines = [line for line in result.stdout.splitlines() if "org/prog-a/a1" in line]
+    assert len(lines) == 3 and "org/prog-b" not in result.stdout
+    rows = json.loads(ann("usage", "--json").stdout)  # every cluster and project, per day
+    assert sum(r["allocated_gpu_h"] for r in rows) == pytest.approx(3 * 3.5)
+    assert sum(r["delivered_gpu_h"] for r in rows) == pytest.approx(3 * 3.5)
+    assert sum(r["unallocated_gpu_h"] for r in rows) == pytest.approx(8.0)
+    assert {r["project_path"] for r in rows} == {"org/prog-a/a1", "org/prog-b/b1"}
+    bad = ann("usage", "--step", "week")
+    assert bad.returncode == 2 and "step" in bad.stderr
+
+
+def test_the_console_script_is_installed():
+    script = Path(sys.executable).parent / "allot"
+    result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "submit" in result.stdout

@@ -1,0 +1,325 @@
+"""The dashboards and /me/: who may open them, empty states, and the figures they show
+computed from hand-built ledger rows and events."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from dashboards import selectors
+from ledger import selectors as ledger_selectors
+from scheduler.models import JobState
+from tests.dashboards import data
+from tests.factories import ClusterFactory, HostFactory
+
+pytestmark = pytest.mark.django_db
+
+PARTIALS = ["occupancy", "delivery", "fairshare", "waits"]
+
+
+def read_csv(response) -> list[dict[str, str]]:
+    assert response["Content-Type"].startswith("text/csv")
+    return list(csv.DictReader(io.StringIO(response.content.decode())))
+
+
+@pytest.mark.parametrize("name", ["dashboard", "me", *PARTIALS])
+def test_anonymous_is_sent_to_sign_in(client, name):
+    response = client.get(reverse(f"dashboards:{name}"))
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+@pytest.mark.parametrize("username", ["ann", "lead-b", "lead-a"])
+def test_everyone_signed_in_opens_the_dashboards(client, tree, username):
+    cluster = ClusterFactory(name="h100")
+    client.force_login(tree.user(username))
+    page = client.get(reverse("dashboards:dashboard"))
+    assert page.status_code == 200
+    for name in PARTIALS:
+        url = reverse(f"dashboards:{name}")
+        assert f'hx-get="{url}?cluster={cluster.pk}' in page.content.decode()
+        assert client.get(url, {"cluster": cluster.pk}).status_code == 200
+
+
+def test_no_clusters_says_so(client, tree):
+    client.force_login(tree.user("ann"))
+    response = client.get(reverse("dashboards:dashboard"))
+    assert response.status_code == 200
+    assert "There are no clusters yet" in response.content.decode()
+    assert client.get(reverse("dashboards:occupancy")).status_code == 404
+
+
+def test_a_cluster_without_history_shows_clear_messages(client, tree):
+    cluster = ClusterFactory(name="empty")
+    client.force_login(tree.user("ann"))
+    texts = {
+        name: client.get(reverse(f"dashboards:{name}"), {"cluster": cluster.pk}).content.decode()
+        for name in PARTIALS
+    }
+    assert "No history for empty" in texts["occupancy"]
+    assert "No project has ledger rows on empty" in texts["delivery"]
+    assert "No job started on empty" in texts["waits"]
+    assert "a1" in texts["fairshare"]  # the tree is there, with no usage yet
+    rows = read_csv(
+        client.get(reverse("dashboards:occupancy"), {"cluster": "empty", "format": "csv"})
+    )
+    assert len(rows) == 7 * 24 and all(float(r["capacity_gpu_h"]) == 0 for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [({"days": "8"}, "days"), ({"step": "week"}, "step"), ({"cluster": "nope"}, "cluster")],
+)
+def test_bad_parameters_are_explained(client, tree, params, field):
+    ClusterFactory(name="h100")
+    client.force_login(tree.user("ann"))
+    response = client.get(reverse("dashboards:dashboard"), params)
+    assert response.status_code in (400, 404)
+    assert field in response.content.decode()
+
+
+def test_occupancy_buckets_sum_to_capacity_per_day_and_headline(client, tree):
+    cluster = ClusterFactory(name="h100", host_count=2, gpus_per_host=8)
+    data.cluster_hours(
+        cluster,
+        48,
+        within_entitlement_gpu_h=6,
+        borrowed_gpu_h=2,
+        unallocated_gpu_h=4,
+        idle_demand_gpu_h=1,
+        down_gpu_h=1,
+    )
+    client.force_login(tree.user("ann"))
+    response = client.get(
+        reverse("dashboards:occupancy"), {"cluster": "h100", "step": "day", "format": "csv"}
+    )
+    rows = [r for r in read_csv(response) if float(r["capacity_gpu_h"]) > 0]
+    assert sum(float(r["capacity_gpu_h"]) for r in rows) == pytest.approx(48 * 16)
+    for row in rows:
+        buckets = sum(float(row[b]) for b in selectors.BUCKET_LABELS)
+        assert buckets == pytest.approx(float(row["capacity_gpu_h"]))
+    period = ledger_selectors.resolve_period(cluster="h100", days=7)
+    headline = ledger_selectors.occupancy(period, viewer=tree.user("ann"))["headline"]
+    assert headline["occupancy"] == pytest.approx(12 / 16)
+    assert headline["unallocated_share"] == pytest.approx(4 / 16)
+    assert headline["idle_with_demand_share"] == pytest.approx(1 / 16)
+    page = client.get(reverse("dashboards:occupancy"), {"cluster": "h100"}).content.decode()
+    assert "75.0%" in page and 'id="fig-occupancy"' in page
+
+
+def test_delivery_table_ratio_count_and_subtree_first(client, tree):
+    cluster = ClusterFactory(name="h100")
+    a1, a2, b1 = tree.node("a1"), tree.node("a2"), tree.node("b1")
+    data.project_hours(cluster, a1, 10, entitled_gpu_h=4, allocated_gpu_h=4, demand_gpu_h=8)
+    data.project_hours(cluster, a2, 10, entitled_gpu_h=4, allocated_gpu_h=2, demand_gpu_h=4)
+    data.project_hours(cluster, b1, 10, entitled_gpu_h=2, allocated_gpu_h=3, demand_gpu_h=3)
+    client.force_login(tree.user("lead-b"))
+    response = client.get(reverse("dashboards:delivery"), {"cluster": "h100", "format": "csv"})
+    rows = {r["project"]: r for r in read_csv(response)}
+    assert float(rows["org/prog-a/a1"]["ratio"]) == pytest.approx(1.0)
+    assert float(rows["org/prog-a/a2"]["ratio"]) == pytest.approx(0.5)
+    assert float(rows["org/prog-b/b1"]["delivered_gpu_h"]) == pytest.approx(30)
+    assert list(rows)[0] == "org/prog-b/b1"  # lead-b governs b1: first
+    page = client.get(reverse("dashboards:delivery"), {"cluster": "h100"}).content.decode()
+    assert "2 of 3" in page
+    over_time = read_csv(
+        client.get(reverse("dashboards:delivery"), {"cluster": "h100", "format": "csv-time"})
+    )
+    assert float(over_time[-1]["cumulative_gpu_h"]) == pytest.approx((9 - 10) * 10)
+    by_day = read_csv(
+        client.get(
+            reverse("dashboards:delivery"), {"cluster": "h100", "format": "csv-time", "step": "day"}
+        )
+    )
+    assert len(by_day) in (7, 8)
+    assert sum(float(r["entitled_gpu_h"]) for r in by_day) == pytest.approx(100)
+    assert float(by_day[-1]["cumulative_gpu_h"]) == pytest.approx(-10)
+
+
+def test_delivery_table_is_paginated_and_keeps_long_names(client, tree):
+    from budgets.models import BudgetNode, NodeKind
+
+    cluster = ClusterFactory(name="h100")
+    parent = tree.node("prog-b")
+    long_name = "x" * 100
+    nodes = BudgetNode.objects.bulk_create(
+        [
+            BudgetNode(
+                parent=parent, name=f"{long_name[:94]}{i:04d}", slug=f"p{i}", kind=NodeKind.PROJECT
+            )
+            for i in range(1000)
+        ]
+    )
+    for node in nodes:
+        data.project_hours(cluster, node, 1, entitled_gpu_h=1, allocated_gpu_h=1)
+    client.force_login(tree.user("ann"))
+    page = client.get(reverse("dashboards:delivery"), {"cluster": "h100", "page": 3})
+    text = page.content.decode()
+    assert "page 3 of 20 (1000 projects)" in text
+    assert text.count('<td class="name">') == 50
+    assert "1000 of 1000" in text
+
+
+def test_waits_are_computed_from_attempts(client, api_client, tree):
+    cluster = ClusterFactory(name="h100")
+    ann, a1 = tree.user("ann"), tree.node("a1")
+    start = data.hour_ago(3) + dt.timedelta(minutes=5)
+    waits_min = [1, 2, 3, 4, 10]
+    for minutes in waits_min:
+        j = data.job(
+            cluster,
+            a1,
+            ann,
+            submitted_at=start - dt.timedelta(minutes=minutes),
+            kind="debug",
+            state=JobState.RUNNING,
+        )
+        data.attempt(j, started_at=start)
+    retried = data.job(
+        cluster,
+        a1,
+        ann,
+        submitted_at=start - dt.timedelta(minutes=30),
+        kind="training",
+        state=JobState.RUNNING,
+    )
+    data.attempt(retried, started_at=start, ended_at=start + dt.timedelta(minutes=1))
+    data.attempt(retried, started_at=start + dt.timedelta(minutes=20), number=2)
+    data.job(cluster, a1, ann, submitted_at=start)  # never started: no wait yet
+    api_client.force_authenticate(ann)
+    body = api_client.get("/api/v1/waits/", {"cluster": "h100"}).json()
+    by_kind = {r["kind"]: r for r in body["results"]}
+    assert body["count"] == 2
+    assert by_kind["debug"]["jobs"] == 5
+    assert by_kind["debug"]["p50_wait_s"] == pytest.approx(180)
+    assert by_kind["debug"]["p90_wait_s"] == pytest.approx(4 * 60 + 0.6 * 6 * 60)
+    assert by_kind["training"]["p50_wait_s"] == pytest.approx(30 * 60)  # first start counts
+    client.force_login(ann)
+    rows = read_csv(client.get(reverse("dashboards:waits"), {"cluster": "h100", "format": "csv"}))
+    assert {r["kind"] for r in rows} == {"debug", "training"}
+
+
+def test_waits_api_refuses_bad_input_and_anonymous(api_client, tree):
+    ClusterFactory(name="h100")
+    assert api_client.get("/api/v1/waits/", {"cluster": "h100"}).status_code == 401
+    api_client.force_authenticate(tree.user("ann"))
+    assert api_client.get("/api/v1/waits/").json()["errors"][0]["field"] == "cluster"
+    missing = api_client.get("/api/v1/waits/", {"cluster": "nope"})
+    assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+    backwards = api_client.get(
+        "/api/v1/waits/",
+        {"cluster": "h100", "since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"},
+    )
+    assert backwards.status_code == 400 and backwards.json()["field"] == "since"
+
+
+def test_preemptions_by_rule_and_drains_with_durations(client, tree):
+    cluster = ClusterFactory(name="h100")
+    ann, a1 = tree.user("ann"), tree.node("a1")
+    j = data.job(cluster, a1, ann, submitted_at=data.hour_ago(5), state=JobState.RUNNING)
+    for rule in ["fair_share", "fair_share", "unallocated"]:
+        data.preemption(j, at=data.hour_ago(2), rule=rule)
+    host, other = HostFactory(cluster=cluster, name="n1"), HostFactory(cluster=cluster, name="n2")
+    data.health_change(host, at=data.hour_ago(10), to="draining", reason="fan <b>noise</b>")
+    data.health_change(host, at=data.hour_ago(7), to="healthy")
+    data.health_change(other, at=data.hour_ago(1), to="draining")
+    period = ledger_selectors.resolve_period(cluster="h100", days=7)
+    counts = {r["rule"]: r["count"] for r in selectors.preemption_rows(period)}
+    assert counts == {"fair_share": 2, "unallocated": 1}
+    drains = {d["host"]: d for d in selectors.drain_rows(period)}
+    assert drains["n1"]["duration_h"] == pytest.approx(3)
+    assert drains["n2"]["ended_at"] is None
+    client.force_login(ann)
+    page = client.get(reverse("dashboards:waits"), {"cluster": "h100"}).content.decode()
+    assert "still draining" in page and "fan &lt;b&gt;noise&lt;/b&gt;" in page
+    rows = read_csv(
+        client.get(reverse("dashboards:waits"), {"cluster": "h100", "format": "csv-drains"})
+    )
+    assert {r["host"] for r in rows} == {"n1", "n2"}
+
+
+def test_fair_share_now_reads_the_window_usage(client, tree):
+    cluster = ClusterFactory(name="h100")
+    ann = tree.user("ann")
+    j = data.job(
+        cluster, tree.node("a1"), ann, submitted_at=data.hour_ago(3), state=JobState.RUNNING
+    )
+    data.attempt(j, started_at=timezone.now() - dt.timedelta(hours=2))
+    rows = {r["path"]: r for r in selectors.fairshare_now(viewer=ann, cluster=cluster)}
+    assert rows["org/prog-a/a1"]["usage_gpu_h"] == pytest.approx(2, rel=0.05)
+    assert rows["org/prog-a/a1"]["level_fs"] < 1
+    assert rows["org/prog-a/a2"]["level_fs"] is None  # no usage: infinite
+    assert rows["org/prog-a/a2"]["level_fs_text"] == "∞"
+    assert rows["org/prog-a/a2"]["factor"] > rows["org/prog-a/a1"]["factor"]
+    assert "wait behind" in rows["org/prog-a/a1"]["sentence"]
+    client.force_login(ann)
+    csv_rows = read_csv(
+        client.get(reverse("dashboards:fairshare"), {"cluster": "h100", "format": "csv"})
+    )
+    assert {r["node"] for r in csv_rows} >= {"org/prog-a", "org/prog-a/a1", "org/prog-b/b1"}
+
+
+def test_csv_cells_that_look_like_formulas_are_quoted(client, tree):
+    cluster = ClusterFactory(name="h100")
+    host = HostFactory(cluster=cluster, name="n1")
+    data.health_change(host, at=data.hour_ago(3), to="draining", reason="=HYPERLINK(1)")
+    client.force_login(tree.user("ann"))
+    response = client.get(reverse("dashboards:waits"), {"cluster": "h100", "format": "csv-drains"})
+    assert read_csv(response)[0]["reason"] == "'=HYPERLINK(1)"
+
+
+def test_me_lists_my_jobs_pending_first_with_links(client, tree):
+    cluster = ClusterFactory(name="h100")
+    ann, a1 = tree.user("ann"), tree.node("a1")
+    done = data.job(
+        cluster, a1, ann, submitted_at=data.hour_ago(2), state=JobState.SUCCEEDED, name="done-job"
+    )
+    waiting = data.job(cluster, a1, ann, submitted_at=data.hour_ago(5), name="waiting-job")
+    data.job(cluster, a1, tree.user("bob"), submitted_at=data.hour_ago(1), name="bobs-job")
+    data.project_hours(cluster, a1, 24, entitled_gpu_h=2, allocated_gpu_h=1, demand_gpu_h=3)
+    client.force_login(ann)
+    text = client.get(reverse("dashboards:me")).content.decode()
+    assert text.index("waiting-job") < text.index("done-job")
+    assert "bobs-job" not in text
+    assert f'href="/jobs/{waiting.pk}/"' in text and f'href="/jobs/{done.pk}/"' in text
+    assert "org/prog-a/a1" in text and "50.0%" in text  # delivered 24 of entitled 48
+    rows = read_csv(client.get(reverse("dashboards:me"), {"format": "csv"}))
+    assert rows == [
+        {
+            "project": "org/prog-a/a1",
+            "cluster": "h100",
+            "entitled_gpu_h": "48.0",
+            "delivered_gpu_h": "24.0",
+            "ratio": "0.5",
+            "demand_gpu_h": "72.0",
+        }
+    ]
+
+
+def test_me_is_paginated(client, tree):
+    cluster = ClusterFactory(name="h100")
+    ann, a1 = tree.user("ann"), tree.node("a1")
+    for i in range(60):
+        data.job(cluster, a1, ann, submitted_at=data.hour_ago(1), name=f"job-{i}")
+    client.force_login(ann)
+    text = client.get(reverse("dashboards:me"), {"page": 3}).content.decode()
+    assert "page 3 of 3 (60 jobs)" in text and "job-0<" in text
+
+
+def test_me_empty_states(client, tree):
+    client.force_login(tree.user("lead-b"))  # manages prog-b, so b1 is "mine"; no jobs
+    text = client.get(reverse("dashboards:me")).content.decode()
+    assert "You have no jobs yet" in text
+    assert "org/prog-b/b1" in text and "No usage or demand" in text
+    from tests.factories import UserFactory
+
+    client.force_login(UserFactory(username="loner"))
+    assert (
+        "not a member or manager of any project"
+        in client.get(reverse("dashboards:me")).content.decode()
+    )

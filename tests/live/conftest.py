@@ -1,0 +1,118 @@
+"""Fixtures of the live-service tests: a cluster row, a cluster to run it (in memory,
+on a clock the test moves), and helpers to submit jobs and run cycles."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from dataclasses import dataclass
+
+import pytest
+from django.utils import timezone
+
+from scheduler.models import Attempt, AttemptState, Cluster, Job, JobState
+from scheduler.services.cycle import cycle_run, engine_state_reset
+from scheduler.services.transitions import job_event
+from tests.factories import ClusterFactory, UserFactory
+from tests.live.memcluster import MemoryCluster
+
+
+def submit_job(
+    *,
+    cluster: Cluster,
+    project,
+    user,
+    at: dt.datetime,
+    gpus: int = 1,
+    min_runtime_s: int = 600,
+    resumable: bool = False,
+    priority: int = 0,
+    kind: str = "training",
+    duration_s: int | None = 3600,
+    name: str = "job",
+) -> Job:
+    """A PENDING job and its first event, as the submit service stores them."""
+    job = Job.objects.create(
+        cluster=cluster,
+        project=project,
+        submitter=user,
+        name=name,
+        gpus=gpus,
+        min_runtime_s=min_runtime_s,
+        resumable=resumable,
+        priority=priority,
+        kind=kind,
+        duration_s=duration_s,
+        submitted_at=at,
+        queued_at=at,
+    )
+    job_event(job=job, from_state="", to_state=JobState.PENDING, reason="submitted", at=at).save()
+    return job
+
+
+def assert_consistent(cluster: Cluster, memory: MemoryCluster | None = None) -> None:
+    """The invariants a cycle must keep: at most one open attempt per job, open
+    attempts never share a GPU, a job holds GPUs exactly when it has an open attempt,
+    and the cluster ran every attempt at most once."""
+    open_attempts = list(Attempt.objects.filter(cluster=cluster).exclude(state=AttemptState.ENDED))
+    per_job = Counter(a.job_id for a in open_attempts)
+    assert max(per_job.values(), default=0) <= 1
+    gpus: dict[tuple[str, int], str] = {}
+    for a in open_attempts:
+        for p in a.placements:
+            for i in p["gpu_indices"]:
+                key = (p["host"], i)
+                assert key not in gpus, f"GPU {key} given to {gpus.get(key)} and {a}"
+                gpus[key] = a.attempt_id
+    active = {JobState.STARTING, JobState.RUNNING, JobState.STOPPING}
+    for job in Job.objects.filter(cluster=cluster):
+        assert (job.state in active) == (job.pk in per_job), (job.pk, job.state)
+    if memory is not None:
+        # the cluster runs each job at most once at a time, and only Allot's attempts
+        job_of = dict(Attempt.objects.filter(cluster=cluster).values_list("attempt_id", "job_id"))
+        alive = [a for a, j in memory.running.items() if j.ended_at is None]
+        assert set(memory.running) <= set(job_of)
+        assert max(Counter(job_of[a] for a in alive).values(), default=0) <= 1
+
+
+@dataclass
+class Live:
+    cluster: Cluster
+    memory: MemoryCluster
+    tree: object
+    user: object
+
+    @property
+    def now(self) -> dt.datetime:
+        return self.memory.now
+
+    def submit(self, project: str = "a1", **kwargs) -> Job:
+        return submit_job(
+            cluster=self.cluster,
+            project=self.tree.node(project),
+            user=self.user,
+            at=self.now,
+            **kwargs,
+        )
+
+    def cycle(self, advance_s: float = 0.0):
+        if advance_s:
+            self.memory.advance(advance_s)
+        return cycle_run(cluster_id=self.cluster.pk, now=self.now, adapter=self.memory)
+
+    def job(self, job: Job) -> Job:
+        return Job.objects.get(pk=job.pk)
+
+
+@pytest.fixture
+def live(tree) -> Live:
+    """A 4 x 8-GPU cluster in memory and its row (30 s grace), the example tree."""
+    engine_state_reset()
+    now = timezone.now().replace(microsecond=0)
+    cluster = ClusterFactory(name="live", host_count=4, gpus_per_host=8, grace_s=30)
+    return Live(
+        cluster=cluster,
+        memory=MemoryCluster.of(4, 8, now),
+        tree=tree,
+        user=UserFactory(username="ann"),
+    )

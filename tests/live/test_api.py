@@ -1,0 +1,428 @@
+"""The live-service REST endpoints against real cycles (the in-memory cluster of
+tests/live/memcluster.py): cancel, job detail with its queue position and reason, the
+queue, job lists and who sees a spec, clusters and host drains. Every endpoint x role
+(member, other project's member, manager above, staff, anonymous)."""
+
+import datetime as dt
+
+import pytest
+from rest_framework.test import APIClient
+
+from scheduler.models import (
+    Attempt,
+    AttemptEnd,
+    AttemptState,
+    Host,
+    HostEvent,
+    HostHealth,
+    JobEvent,
+    JobState,
+)
+from tests.factories import SuperUserFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+SPEC = {"image": "pytorch:2.5", "command": "python train.py --secret-arg", "env": {"K": "v"}}
+
+
+@pytest.fixture
+def people(live):
+    """ann (member of a1, submits), bob (member of a2), lead-a (manages prog-a), lead-b
+    (manages prog-b), staff `ops`, superuser `root`, `nobody`."""
+    SuperUserFactory(username="root")
+    UserFactory(username="ops", is_staff=True)
+    UserFactory(username="nobody")
+    return {name: live.tree.user(name) for name in ("ann", "bob", "lead-a", "lead-b", "pi-a1")}
+
+
+def client_as(user) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        client.force_authenticate(user)
+    return client
+
+
+def user(live, name):
+    return None if name == "anonymous" else live.tree.user(name)
+
+
+# ---------------------------------------------------------------- cancel
+
+
+def test_a_pending_job_is_cancelled_at_once(live, people):
+    job = live.submit(gpus=8, min_runtime_s=600)
+    Job = type(job)
+    response = client_as(people["ann"]).post(f"/api/v1/jobs/{job.pk}/cancel/")
+    assert response.status_code == 200
+    assert response.json()["state"] == "cancelled"
+    assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
+    event = JobEvent.objects.filter(job=job).last()
+    assert (event.from_state, event.to_state, event.actor_name) == ("pending", "cancelled", "ann")
+
+
+def test_a_running_job_is_stopped_with_the_grace_period_then_cancelled(live, people):
+    job = live.submit(gpus=2, duration_s=3600)
+    live.cycle()
+    assert live.job(job).state == JobState.RUNNING
+    response = client_as(people["ann"]).post(f"/api/v1/jobs/{job.pk}/cancel/")
+    assert response.status_code == 200 and response.json()["state"] == "stopping"
+    attempt = Attempt.objects.get(job=job)
+    assert (attempt.state, attempt.stop_intent) == (AttemptState.STOPPING, AttemptEnd.CANCELLED)
+    assert (attempt.stop_deadline - attempt.stop_requested_at).total_seconds() == 30
+    live.cycle(advance_s=1)  # the worker sends the stop
+    assert live.memory.stop_calls and live.memory.stop_calls[-1][0] == attempt.attempt_id
+    live.cycle(advance_s=10)
+    attempt.refresh_from_db()
+    assert attempt.end_reason == AttemptEnd.CANCELLED
+    assert live.job(job).state == JobState.CANCELLED
+    states = list(JobEvent.objects.filter(job=job).values_list("to_state", flat=True))
+    assert states[-2:] == ["stopping", "cancelled"]
+
+
+def test_cancelling_twice_or_a_finished_job_is_fine_and_records_nothing(live, people):
+    job = live.submit(gpus=2, duration_s=3600)
+    live.cycle()
+    ann = client_as(people["ann"])
+    assert ann.post(f"/api/v1/jobs/{job.pk}/cancel/").status_code == 200
+    events = JobEvent.objects.filter(job=job).count()
+    again = ann.post(f"/api/v1/jobs/{job.pk}/cancel/")
+    assert again.status_code == 200 and again.json()["state"] == "stopping"
+    assert JobEvent.objects.filter(job=job).count() == events
+    live.cycle(advance_s=1)
+    live.cycle(advance_s=10)
+    events = JobEvent.objects.filter(job=job).count()
+    last = ann.post(f"/api/v1/jobs/{job.pk}/cancel/")
+    assert last.status_code == 200 and last.json()["state"] == "cancelled"
+    assert JobEvent.objects.filter(job=job).count() == events
+
+
+def test_cancelling_a_job_being_preempted_makes_it_end_cancelled(live, people):
+    job = live.submit(gpus=8, min_runtime_s=0, resumable=True, duration_s=10_000)
+    live.cycle()
+    attempt = Attempt.objects.get(job=job)
+    attempt.state, attempt.stop_intent = AttemptState.STOPPING, AttemptEnd.PREEMPTED
+    attempt.save()
+    type(job).objects.filter(pk=job.pk).update(state=JobState.STOPPING)
+    response = client_as(people["ann"]).post(f"/api/v1/jobs/{job.pk}/cancel/")
+    assert response.status_code == 200
+    attempt.refresh_from_db()
+    assert attempt.stop_intent == AttemptEnd.CANCELLED
+    live.cycle(advance_s=1)
+    live.cycle(advance_s=40)
+    assert live.job(job).state == JobState.CANCELLED  # not requeued
+
+
+@pytest.mark.parametrize(
+    ("username", "status"),
+    [
+        ("ann", 200),  # the submitter
+        ("pi-a1", 200),  # manages the project
+        ("lead-a", 200),  # manages the program above
+        ("ops", 200),  # staff
+        ("root", 200),
+        ("bob", 403),  # member of another project
+        ("lead-b", 403),  # manages another program
+        ("nobody", 403),
+        ("anonymous", 401),
+    ],
+)
+def test_who_may_cancel(live, people, username, status):
+    job = live.submit(gpus=8)  # submitted by ann
+    response = client_as(user(live, username)).post(f"/api/v1/jobs/{job.pk}/cancel/")
+    assert response.status_code == status
+    expected = JobState.CANCELLED if status == 200 else JobState.PENDING
+    assert live.job(job).state == expected
+
+
+def test_cancel_of_an_unknown_job_is_a_404(live, people):
+    response = client_as(people["ann"]).post("/api/v1/jobs/987654/cancel/")
+    assert response.status_code == 404 and response.json()["code"] == "not_found"
+
+
+# ---------------------------------------------------------------- job detail, queue
+
+
+def _fill_and_queue(live):
+    for _ in range(4):
+        live.submit("b1", gpus=8, min_runtime_s=3600)
+    live.cycle()  # the cluster is full of protected work
+    waiting = [live.submit("a1", gpus=8, min_runtime_s=600, priority=p) for p in (0, 5)]
+    live.cycle(advance_s=1)
+    return waiting
+
+
+def test_job_detail_gives_attempts_events_position_factor_and_reason(live, people):
+    low, high = _fill_and_queue(live)
+    body = client_as(people["bob"]).get(f"/api/v1/jobs/{low.pk}/").json()
+    assert body["state"] == "pending" and body["attempts"] == []
+    assert [e["to_state"] for e in body["events"]] == ["pending"]
+    queue = body["queue"]
+    assert (queue["position"], queue["project_position"], queue["queue_length"]) == (2, 2, 2)
+    assert 0 <= queue["fairshare_factor"] <= 1
+    assert queue["reason"].startswith("waiting") and queue["computed_at"]
+    running = type(low).objects.filter(state=JobState.RUNNING).first()
+    detail = client_as(people["bob"]).get(f"/api/v1/jobs/{running.pk}/").json()
+    assert detail["queue"] is None
+    (attempt,) = detail["attempts"]
+    assert attempt["state"] == "running" and attempt["placements"][0]["gpu_indices"]
+
+
+def test_a_job_submitted_after_the_last_cycle_says_so(live, people):
+    _fill_and_queue(live)
+    late = live.submit(gpus=1)
+    queue = client_as(people["ann"]).get(f"/api/v1/jobs/{late.pk}/").json()["queue"]
+    assert queue["position"] is None and "next cycle" in queue["reason"]
+
+
+def test_the_queue_lists_pending_jobs_in_start_order_with_reasons(live, people):
+    low, high = _fill_and_queue(live)
+    client = client_as(people["lead-b"])
+    for cluster in (live.cluster.name, live.cluster.pk):
+        body = client.get("/api/v1/queue/", {"cluster": cluster}).json()
+        assert body["count"] == 2 and body["computed_at"] and body["cycle"]
+        assert [r["job"] for r in body["results"]] == [high.pk, low.pk]
+        assert [r["position"] for r in body["results"]] == [1, 2]
+        first = body["results"][0]
+        assert first["project_path"] == "org/prog-a/a1" and first["submitter"] == "ann"
+        assert first["gpus"] == 8 and first["reason"] and first["state"] == "pending"
+    page = client.get("/api/v1/queue/", {"cluster": live.cluster.name, "limit": 1, "offset": 1})
+    assert [r["job"] for r in page.json()["results"]] == [low.pk]
+    assert page.json()["previous"] is not None and page.json()["next"] is None
+
+
+def test_the_queue_of_a_cluster_without_cycles_is_empty(live, people):
+    body = client_as(people["ann"]).get("/api/v1/queue/", {"cluster": "live"}).json()
+    assert body == {
+        "count": 0,
+        "next": None,
+        "previous": None,
+        "computed_at": None,
+        "cycle": None,
+        "results": [],
+    }
+
+
+@pytest.mark.parametrize(("query", "status"), [({}, 400), ({"cluster": "nope"}, 404)])
+def test_the_queue_needs_a_known_cluster(live, people, query, status):
+    response = client_as(people["ann"]).get("/api/v1/queue/", query)
+    assert response.status_code == status and response.json()["field"] == "cluster"
+
+
+@pytest.mark.parametrize("url", ["/api/v1/queue/", "/api/v1/hosts/"])
+def test_a_cluster_filter_longer_than_any_cluster_name_is_400(live, people, url):
+    """The fuzzer's finding: `?cluster=` with 1,000 four-byte characters (what the schema
+    allowed) made a 12 KB request line, which gunicorn answered with an undocumented 414.
+    The schema now bounds it by the longest cluster name, and the API enforces that."""
+    response = client_as(people["ann"]).get(url, {"cluster": "c" * 101})
+    assert response.status_code == 400 and response.json()["field"] == "cluster"
+    assert "100" in response.json()["detail"]
+    schema = client_as(people["ann"]).get("/api/schema/?format=json").json()
+    parameter = next(p for p in schema["paths"][url]["get"]["parameters"] if p["name"] == "cluster")
+    text = next(option for option in parameter["schema"]["oneOf"] if option["type"] == "string")
+    assert text["maxLength"] == 100  # 100 x 12 bytes percent-encoded fit gunicorn's 8 KiB line
+    for path in schema["paths"].values():
+        for operation in path.values():
+            assert "414" in operation["responses"]
+
+
+# ---------------------------------------------------------------- lists and specs
+
+
+def test_job_list_filters_newest_first(live, people):
+    a = live.submit("a1", gpus=1, kind="debug")
+    b = live.submit("a2", gpus=2)
+    live.user = people["bob"]
+    c = live.submit("a2", gpus=4, kind="debug")
+    client = client_as(people["bob"])
+    ids = lambda q: [j["id"] for j in client.get("/api/v1/jobs/", q).json()["results"]]  # noqa: E731
+    assert ids({}) == [c.pk, b.pk, a.pk]
+    assert ids({"mine": "true"}) == [c.pk]
+    assert ids({"project": live.tree.node("a2").pk}) == [c.pk, b.pk]
+    assert ids({"kind": "debug"}) == [c.pk, a.pk]
+    assert ids({"state": "pending,cancelled"}) == [c.pk, b.pk, a.pk]
+    assert ids({"state": "running"}) == []
+    assert ids({"cluster": live.cluster.pk, "limit": 1}) == [c.pk]
+    bad = client.get("/api/v1/jobs/", {"state": "sleeping"})
+    assert bad.status_code == 400 and bad.json()["field"] == "state"
+
+
+@pytest.mark.parametrize(
+    ("username", "sees_spec"),
+    [
+        ("ann", True),  # submitter
+        ("pi-a1", True),  # manages a1
+        ("lead-a", True),  # manages prog-a
+        ("ops", True),  # staff
+        ("bob", False),
+        ("lead-b", False),
+        ("nobody", False),
+    ],
+)
+def test_who_sees_a_jobs_spec(live, people, username, sees_spec):
+    job = live.submit("a1", gpus=1)
+    type(job).objects.filter(pk=job.pk).update(spec=SPEC)
+    client = client_as(live.tree.user(username))
+    detail = client.get(f"/api/v1/jobs/{job.pk}/").json()
+    listed = client.get("/api/v1/jobs/").json()["results"][0]
+    assert detail["id"] == listed["id"] == job.pk  # everyone sees the job itself
+    assert detail["spec"] == listed["spec"] == (SPEC if sees_spec else None)
+    assert ("--secret-arg" in str(client.get("/api/v1/jobs/").content)) is sees_spec
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/api/v1/jobs/",
+        "/api/v1/jobs/1/",
+        "/api/v1/queue/?cluster=live",
+        "/api/v1/clusters/",
+        "/api/v1/hosts/",
+        "/api/v1/hosts/1/",
+    ],
+)
+def test_anonymous_reads_are_refused(live, url):
+    assert APIClient().get(url).status_code == 401
+
+
+# ---------------------------------------------------------------- clusters and hosts
+
+
+def test_clusters_list_policy_hosts_jobs_and_last_cycle(live, people):
+    _fill_and_queue(live)
+    (row,) = client_as(people["bob"]).get("/api/v1/clusters/").json()
+    assert row["name"] == "live" and row["hosts"] == 4 and row["gpus"] == 32
+    assert (row["pending_jobs"], row["running_jobs"]) == (2, 4)
+    assert row["policy"]["grace_s"] == 30 and row["last_cycle"]["errors"] == []
+
+
+def test_hosts_list_with_health_and_gpus_in_use(live, people):
+    _fill_and_queue(live)
+    body = client_as(people["bob"]).get("/api/v1/hosts/", {"cluster": "live"}).json()
+    assert body["count"] == 4
+    assert {h["gpus_in_use"] for h in body["results"]} == {8}
+    assert client_as(people["bob"]).get("/api/v1/hosts/", {"health": "down"}).json()["count"] == 0
+    bad = client_as(people["bob"]).get("/api/v1/hosts/", {"cluster": "nope"})
+    assert bad.status_code == 404 and bad.json()["field"] == "cluster"
+
+
+@pytest.mark.parametrize(
+    ("username", "status"),
+    [
+        ("ops", 200),  # staff
+        ("root", 200),
+        ("operator", 200),  # one of the cluster's operators
+        ("ann", 403),
+        ("bob", 403),
+        ("lead-a", 403),
+        ("anonymous", 401),
+    ],
+)
+def test_who_may_drain_a_host(live, people, username, status):
+    live.cycle()  # mirrors the hosts
+    operator = UserFactory(username="operator")
+    live.cluster.operators.add(operator)
+    host = Host.objects.filter(cluster=live.cluster).first()
+    client = client_as(None if username == "anonymous" else live.tree.user(username))
+    response = client.patch(
+        f"/api/v1/hosts/{host.pk}/", {"health": "draining", "reason": "fan noise"}, format="json"
+    )
+    assert response.status_code == status
+    host.refresh_from_db()
+    if status == 200:
+        assert host.health == HostHealth.DRAINING
+        event = HostEvent.objects.get(host=host)
+        assert (event.to_health, event.reason, event.actor_name) == (
+            "draining",
+            "fan noise",
+            username,
+        )
+        assert response.json()["events"][0]["reason"] == "fan noise"
+    else:
+        assert (
+            host.health == HostHealth.HEALTHY and not HostEvent.objects.filter(host=host).exists()
+        )
+
+
+def test_a_drain_reaches_the_cluster_and_ends(live, people):
+    live.cycle()
+    host = Host.objects.filter(cluster=live.cluster).first()
+    ops = client_as(live.tree.user("ops"))
+    url = f"/api/v1/hosts/{host.pk}/"
+    assert (
+        ops.patch(url, {"health": "draining", "reason": "bad DIMM"}, format="json").status_code
+        == 200
+    )
+    live.cycle(advance_s=1)
+    assert any(call[0] == host.name and call[1] == "draining" for call in live.memory.health_calls)
+    again = ops.patch(url, {"health": "draining", "reason": "still bad"}, format="json")
+    assert again.status_code == 200 and HostEvent.objects.filter(host=host).count() == 1
+    back = ops.patch(url, {"health": "healthy", "reason": "DIMM replaced"}, format="json")
+    assert back.json()["health"] == "healthy"
+    assert [e["to_health"] for e in back.json()["events"]] == ["healthy", "draining"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"health": "down", "reason": "x"}, "health"),
+        ({"health": "draining"}, "reason"),
+        ({"health": "draining", "reason": ""}, "reason"),
+        ({"health": "draining", "reason": "x" * 501}, "reason"),
+        ({"reason": "x"}, "health"),
+    ],
+)
+def test_bad_drain_requests_name_the_field(live, people, body, field):
+    live.cycle()
+    host = Host.objects.filter(cluster=live.cluster).first()
+    response = client_as(live.tree.user("ops")).patch(
+        f"/api/v1/hosts/{host.pk}/", body, format="json"
+    )
+    assert response.status_code == 400 and response.json()["field"] == field
+
+
+def test_a_down_host_follows_the_cluster(live, people):
+    live.cycle()
+    host = Host.objects.filter(cluster=live.cluster).first()
+    Host.objects.filter(pk=host.pk).update(health=HostHealth.DOWN, health_reason="unreachable")
+    response = client_as(live.tree.user("ops")).patch(
+        f"/api/v1/hosts/{host.pk}/", {"health": "healthy", "reason": "fixed"}, format="json"
+    )
+    assert response.status_code == 409 and response.json()["field"] == "health"
+
+
+# ---------------------------------------------------------------- ETA and blockers
+
+
+def test_a_pending_job_has_an_eta_with_a_range_and_its_blockers(live, people):
+    low, high = _fill_and_queue(live)
+    client = client_as(people["bob"])
+    now = dt.datetime.now(dt.UTC)
+    bodies = {j: client.get(f"/api/v1/jobs/{j.pk}/").json() for j in (low, high)}
+    for body in bodies.values():
+        eta = body["eta"]
+        assert eta["method"] == "forward-simulation"
+        start, lo, hi = (dt.datetime.fromisoformat(eta[k]) for k in ("start", "earliest", "latest"))
+        # the cluster is full of protected work: nothing starts now
+        assert now < lo <= start <= hi
+        assert dt.datetime.fromisoformat(eta["baseline_start"]) > now
+        kinds = [b["kind"] for b in body["blockers"]]
+        assert kinds[-1] == "capacity" and body["blockers"][-1]["numbers"]["hosts_that_fit"] == 4
+    # the higher-priority job of the same project goes first
+    assert bodies[high]["eta"]["start"] <= bodies[low]["eta"]["start"]
+
+
+def test_a_running_job_has_no_eta_and_no_blockers(live, people):
+    _fill_and_queue(live)
+    running = Attempt.objects.filter(state="running").first().job
+    body = client_as(people["ann"]).get(f"/api/v1/jobs/{running.pk}/").json()
+    assert body["eta"] is None and body["blockers"] == []
+
+
+def test_a_job_that_fits_gets_eta_now(live, people):
+    live.cycle()  # the cluster's hosts are known
+    job = live.submit("a1", gpus=1, min_runtime_s=60)
+    before = dt.datetime.now(dt.UTC)
+    eta = client_as(people["ann"]).get(f"/api/v1/jobs/{job.pk}/").json()["eta"]
+    after = dt.datetime.now(dt.UTC)
+    assert before <= dt.datetime.fromisoformat(eta["start"]) <= after
+    assert eta["start"] == eta["earliest"] == eta["latest"]

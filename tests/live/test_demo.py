@@ -1,0 +1,164 @@
+"""The demo: its cluster, its back-filled history and its live load (`make run`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+
+import pytest
+from django.core.cache import cache
+from django.core.management import call_command
+from django.utils import timezone
+from hypothesis import given
+from hypothesis import strategies as st
+
+from budgets.management.commands.seed_demo import DEMO_TREE
+from budgets.models import BudgetNode
+from ledger.accounting import EndReason, RunInterval
+from scheduler.models import Attempt, AttemptState, Cluster, Job, JobEvent, JobState
+from scheduler.services import demo
+from scheduler.sim.history import GpuIndexError, runs_with_gpu_indices
+
+
+def _interval(job_id, host, gpus, start, end, hosts=None) -> RunInterval:
+    return RunInterval(
+        job_id=job_id,
+        project="p",
+        kind="training",
+        gpus=gpus,
+        hosts=tuple(hosts or [host]),
+        start_s=start,
+        end_s=end,
+        allocated=True,
+        end_reason=EndReason.COMPLETED,
+    )
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 100), st.integers(1, 50), st.sampled_from([1, 2, 4, 8])),
+        max_size=40,
+    )
+)
+def test_gpu_indices_never_overlap_on_a_host(specs):
+    """Runs the simulator fitted on one 8-GPU host (by count) get disjoint indices."""
+    accepted: list[RunInterval] = []
+    for i, (start, length, gpus) in enumerate(specs):
+        run = _interval(f"j{i}", "h0", gpus, start, start + length)
+        busy = sum(r.gpus for r in accepted if r.start_s < run.end_s and run.start_s < r.end_s)
+        at_start = sum(r.gpus for r in accepted if r.start_s <= run.start_s < r.end_s)
+        if busy + gpus <= 8 and at_start + gpus <= 8:
+            accepted.append(run)
+    # keep only sets the simulator could produce: at every instant at most 8 GPUs held
+    instants = {r.start_s for r in accepted}
+    if any(sum(r.gpus for r in accepted if r.start_s <= t < r.end_s) > 8 for t in instants):
+        return
+    runs = runs_with_gpu_indices(accepted, {"h0": 8})
+    assert len(runs) == len(accepted)
+    for a in runs:
+        ((host, indices),) = a.placements
+        assert host == "h0" and len(indices) == a.gpus and set(indices) <= set(range(8))
+        for b in runs:
+            if a is not b and a.start_s < b.end_s and b.start_s < a.end_s:
+                assert not set(indices) & set(b.placements[0][1]), (a, b)
+
+
+def test_an_over_committed_host_is_refused():
+    runs = [_interval("a", "h0", 8, 0, 10), _interval("b", "h0", 1, 5, 6)]
+    with pytest.raises(GpuIndexError, match="b needs 1 GPUs of h0"):
+        runs_with_gpu_indices(runs, {"h0": 8})
+
+
+def test_a_gpu_freed_at_an_instant_may_be_taken_at_that_instant():
+    runs = runs_with_gpu_indices(
+        [_interval("a", "h0", 8, 0, 10), _interval("b", "h0", 8, 10, 20)], {"h0": 8}
+    )
+    assert [r.placements for r in runs] == [(("h0", tuple(range(8))),)] * 2
+
+
+@pytest.fixture
+def demo_org(db, simcluster, monkeypatch):
+    monkeypatch.setenv("ALLOT_SIMCLUSTER_URL", simcluster.url)
+    from budgets.services import budget_tree_import
+
+    budget_tree_import(data=DEMO_TREE, reason="Demo organisation")
+    root = BudgetNode.objects.get(parent=None, name=DEMO_TREE["name"])
+    return root, demo.demo_cluster_ensure()
+
+
+def test_backfill_writes_a_history_a_live_cluster_could_have_recorded(demo_org):
+    root, cluster = demo_org
+    now = timezone.now()
+    counts = demo.demo_backfill(root=root, cluster=cluster, days=2, now=now)
+    assert counts["jobs"] > 50 and counts["attempts"] >= counts["jobs"]
+    jobs = list(Job.objects.filter(cluster=cluster))
+    kinds = {j.kind for j in jobs}
+    assert {"debug", "training", "sweep"} <= kinds
+    assert all(j.state in (JobState.SUCCEEDED, JobState.PREEMPTED) for j in jobs)
+    start = now - dt.timedelta(days=2)
+    by_gpu = defaultdict(list)
+    for a in Attempt.objects.filter(cluster=cluster).select_related("job"):
+        assert a.state == AttemptState.ENDED
+        assert a.job.submitted_at <= a.started_at < a.ended_at <= now
+        assert start <= a.started_at and a.allocated == (a.job.min_runtime_s > 0)
+        assert sum(len(p["gpu_indices"]) for p in a.placements) == a.gpus
+        for p in a.placements:
+            for index in p["gpu_indices"]:
+                by_gpu[(p["host"], index)].append((a.started_at, a.ended_at))
+    for spans in by_gpu.values():
+        spans.sort()
+        assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:], strict=False))
+    # events tell each job's story: submitted first, the job's final state last
+    for job in jobs[:200]:
+        path = list(JobEvent.objects.filter(job=job).values_list("from_state", "to_state"))
+        assert path[0] == ("", JobState.PENDING) and path[-1][1] == job.state
+        assert all(a[1] == b[0] for a, b in zip(path, path[1:], strict=False)), path
+    # a second seed adds nothing
+    assert "skipped" in demo.demo_backfill(root=root, cluster=cluster, days=2, now=now)
+
+
+def test_the_load_submits_the_organisations_kinds_and_respects_the_cap(demo_org, settings):
+    root, cluster = demo_org
+    cache.delete(demo._LOAD_KEY)
+    now = timezone.now()
+    demo.demo_load_tick(now=now)
+    submitted = demo.demo_load_tick(now=now + dt.timedelta(minutes=10))
+    assert submitted > 0
+    pending = Job.objects.filter(cluster=cluster, state=JobState.PENDING)
+    assert {"debug", "training", "sweep"} & set(pending.values_list("kind", flat=True))
+    per_project = defaultdict(int)
+    for name in pending.values_list("project__name", flat=True):
+        per_project[name] += 1
+    assert max(per_project.values()) <= demo.DEMO_PENDING_CAP
+    # a project at the cap gets nothing more; the others still do
+    full = "pretraining"
+    missing = demo.DEMO_PENDING_CAP - per_project[full]
+    project = BudgetNode.objects.get(name=full)
+    user = Job.objects.filter(cluster=cluster).first().submitter
+    Job.objects.bulk_create(
+        Job(
+            cluster=cluster,
+            project=project,
+            submitter=user,
+            name="fill",
+            gpus=1,
+            min_runtime_s=60,
+            submitted_at=now,
+            queued_at=now,
+        )
+        for _ in range(max(0, missing))
+    )
+    before = Job.objects.filter(project=project).count()
+    demo.demo_load_tick(now=now + dt.timedelta(minutes=40))
+    assert Job.objects.filter(project=project).count() == before
+    settings.ALLOT_DEMO = False
+    assert demo.demo_load_tick(now=now + dt.timedelta(minutes=50)) == 0
+
+
+def test_seed_demo_is_idempotent(demo_org, settings):
+    settings.ALLOT_DEMO_BACKFILL_DAYS = 1
+    call_command("seed_demo")
+    call_command("seed_demo")
+    assert BudgetNode.objects.filter(parent=None).count() == 1
+    assert Cluster.objects.filter(name=demo.DEMO_CLUSTER).count() == 1
+    assert Job.objects.filter(cluster__name=demo.DEMO_CLUSTER).count() > 0

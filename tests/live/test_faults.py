@@ -1,0 +1,299 @@
+"""Faults with real processes: Celery workers killed with SIGKILL at random points of
+100 cycles, two workers at once, Redis stopped for a minute. The simulated cluster
+process is the cluster; the checks read its own record of what ran."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+import time
+from collections import defaultdict
+
+import pytest
+import redis
+from django.conf import settings
+from django.utils import timezone
+
+from config.celery import app
+from ledger.selectors import window_usage
+from scheduler import tasks
+from scheduler.models import Attempt, AttemptState, CycleRecord, Job, JobState
+from tests.factories import UserFactory
+from tests.live.conftest import submit_job
+from tests.live.workers import RedisServer, WorkerProcess
+
+pytestmark = pytest.mark.django_db(transaction=True)
+SIM = {"start_delay_s": 1, "exit_delay_s": 2}  # simulated seconds, at speed 20
+# Redis of the outage test: a server of its own on a port of the cycle helper's range.
+OUTAGE_REDIS_PORT = int(os.environ.get("ALLOT_TEST_REDIS_PORT", "8650"))
+
+
+@pytest.fixture
+def broker(settings):
+    """Tasks go to the broker (not run eagerly); the test's Redis database starts empty."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.flushdb()
+    app.conf.task_always_eager = False
+    tasks._redis = None
+    yield client
+    app.conf.task_always_eager = True
+    client.flushdb()
+    tasks._redis = None
+
+
+@pytest.fixture
+def workers(tmp_path):
+    started: list[WorkerProcess] = []
+
+    def start(**kwargs) -> WorkerProcess:
+        kwargs.setdefault("redis_url", settings.REDIS_URL)
+        worker = WorkerProcess(tmp_path, **kwargs).start()
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()
+
+
+def cluster_jobs(sim_control, name: str) -> list[dict]:
+    with sim_control(name) as control:
+        return control.jobs()
+
+
+def wait_until(predicate, *, timeout_s: float, tick=None, what: str = "it"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if tick:
+            tick()
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def when(value: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(value) if value else None
+
+
+def assert_ran_as_recorded(cluster, ran: list[dict]) -> None:
+    """No job ran twice at once, every run is an Allot attempt, Allot's attempts carry
+    the cluster's own start and end times, and the ledger charges exactly those runs."""
+    attempts = {a.attempt_id: a for a in Attempt.objects.filter(cluster=cluster)}
+    assert {r["attempt_id"] for r in ran} <= set(attempts)  # nothing Allot does not know
+    runs = defaultdict(list)
+    charged = 0.0
+    for r in ran:
+        attempt = attempts[r["attempt_id"]]
+        assert attempt.started_at == when(r["started_at"]), attempt
+        assert attempt.ended_at == when(r["ended_at"]), attempt
+        if r["started_at"]:
+            runs[attempt.job_id].append((when(r["started_at"]), when(r["ended_at"])))
+            if attempt.allocated:
+                charged += r["gpus"] * (when(r["ended_at"]) - when(r["started_at"])).total_seconds()
+    for job_id, intervals in runs.items():
+        intervals.sort()
+        for (_, end), (start, _) in zip(intervals, intervals[1:], strict=False):
+            assert end <= start, f"job {job_id} ran twice at once: {intervals}"
+    usage = window_usage(cluster_id=cluster.pk, now=timezone.now(), lookback_s=7 * 86400)
+    assert sum(usage.values()) == pytest.approx(charged, rel=1e-9, abs=1e-6)
+
+
+def test_workers_killed_at_random_points_of_100_cycles_lose_nothing(
+    tree, make_simulated_cluster, sim_control, broker, workers
+):
+    cluster = make_simulated_cluster(
+        name="kills", hosts=4, gpus_per_host=8, speed=20, grace_s=2, adapter_options=SIM
+    )
+    rng = random.Random(9)
+    user = UserFactory(username="ann")
+    jobs: list[Job] = []
+
+    def submit() -> None:
+        kind = rng.choice(["sweep", "training", "debug"])
+        jobs.append(
+            submit_job(
+                cluster=cluster,
+                project=tree.node(rng.choice(["a1", "a2", "b1"])),
+                user=user,
+                at=timezone.now(),
+                gpus=rng.choice([1, 2, 4, 8]),
+                min_runtime_s=0 if kind == "sweep" else rng.choice([1, 3]),
+                resumable=True,
+                kind=kind,
+                duration_s=rng.randint(20, 100),  # simulated: 1-5 s
+            )
+        )
+
+    def cycle() -> None:
+        tasks.run_cycle.apply_async((cluster.pk,))
+
+    def cycles() -> int:
+        return CycleRecord.objects.filter(cluster=cluster).count()
+
+    worker = workers()
+    kills = 0
+    next_kill = time.monotonic() + rng.uniform(0.5, 3.0)
+    while cycles() < 100 or kills < 5:  # a fast machine runs 100 cycles before 5 kills
+        if len(jobs) < 60 and rng.random() < 0.3:
+            submit()
+        if broker.llen("celery") < 2:  # keep the worker busy: kills land inside cycles
+            cycle()
+        if time.monotonic() >= next_kill:
+            worker.kill()
+            kills += 1
+            worker.start()
+            next_kill = time.monotonic() + rng.uniform(0.5, 3.0)
+        time.sleep(0.05)
+    assert kills >= 5
+    crashed = CycleRecord.objects.filter(cluster=cluster, duration_ms__isnull=True).count()
+
+    # no more kills: every job finishes
+    wait_until(
+        lambda: not Job.objects.filter(cluster=cluster).exclude(state=JobState.SUCCEEDED).exists(),
+        timeout_s=120,
+        tick=lambda: broker.llen("celery") < 2 and cycle(),
+        what="every job to succeed",
+    )
+    assert len(jobs) >= 20 and crashed >= 1
+    assert not Attempt.objects.filter(cluster=cluster).exclude(state=AttemptState.ENDED).exists()
+    errors = [e for r in CycleRecord.objects.filter(cluster=cluster) for e in r.errors]
+    assert not [e for e in errors if "busy" in e or "already ran" in e], errors
+    assert_ran_as_recorded(cluster, cluster_jobs(sim_control, "kills"))
+
+
+def test_two_workers_run_one_cycle_at_a_time_per_cluster(
+    tree, make_simulated_cluster, sim_control, broker, workers
+):
+    clusters = [
+        make_simulated_cluster(
+            name=name, hosts=2, gpus_per_host=8, speed=20, grace_s=2, adapter_options=SIM
+        )
+        for name in ("left", "right")
+    ]
+    user = UserFactory(username="ann")
+    for cluster in clusters:
+        for gpus in (1, 2, 4, 8, 8, 8):
+            submit_job(
+                cluster=cluster,
+                project=tree.node("a1"),
+                user=user,
+                at=timezone.now(),
+                gpus=gpus,
+                duration_s=40,
+            )
+    first, second = workers(), workers()
+    for _ in range(40):
+        for cluster in clusters:
+            tasks.run_cycle.apply_async((cluster.pk,))
+    wait_until(lambda: broker.llen("celery") == 0, timeout_s=120, what="the queue to drain")
+    wait_until(  # then every job finishes (the cycles that see it are asked for here)
+        lambda: not Job.objects.exclude(state=JobState.SUCCEEDED).exists(),
+        timeout_s=60,
+        tick=lambda: [tasks.run_cycle.apply_async((c.pk,)) for c in clusters],
+        what="every job to succeed",
+    )
+    wait_until(
+        lambda: (
+            broker.llen("celery") == 0
+            and not CycleRecord.objects.filter(duration_ms__isnull=True).exists()
+        ),
+        timeout_s=60,
+        what="the last cycles to finish",
+    )
+    for cluster in clusters:
+        spans = sorted(
+            (r.started_at, r.started_at + dt.timedelta(milliseconds=r.duration_ms))
+            for r in CycleRecord.objects.filter(cluster=cluster)
+        )
+        assert spans and all(
+            end <= start for (_, end), (start, _) in zip(spans, spans[1:], strict=False)
+        )
+        assert not any(e for r in CycleRecord.objects.filter(cluster=cluster) for e in r.errors)
+    # both workers ran cycles
+    assert "scheduler.run_cycle" in first.log() and "scheduler.run_cycle" in second.log()
+    for cluster in clusters:
+        assert_ran_as_recorded(cluster, cluster_jobs(sim_control, cluster.name))
+
+
+def _reset_broker_pools() -> None:
+    """Celery keeps its broker connections in pools; drop them so the next task goes
+    to the broker now configured."""
+    app._pool = None
+    app.amqp._producer_pool = None
+
+
+@pytest.fixture
+def own_redis(tmp_path, settings):
+    """A redis-server of this test alone, used as Redis and broker by this process."""
+    server = RedisServer(OUTAGE_REDIS_PORT, tmp_path).start()
+    saved = (settings.REDIS_URL, app.conf.broker_url, app.conf.result_backend)
+    settings.REDIS_URL = server.url
+    app.conf.broker_url = app.conf.result_backend = server.url
+    _reset_broker_pools()
+    app.conf.task_always_eager = False
+    tasks._redis = None
+    try:
+        yield server
+    finally:
+        server.stop()
+        settings.REDIS_URL = saved[0]
+        app.conf.broker_url, app.conf.result_backend = saved[1], saved[2]
+        _reset_broker_pools()
+        app.conf.task_always_eager = True
+        tasks._redis = None
+
+
+def test_redis_down_for_a_minute_submissions_succeed_and_cycles_resume(
+    tree, make_simulated_cluster, own_redis, workers, api_client
+):
+    cluster = make_simulated_cluster(
+        name="outage", hosts=2, gpus_per_host=8, speed=20, adapter_options=SIM, cycle_s=1
+    )
+    api_client.force_authenticate(tree.user("ann"))  # a member of a1
+
+    def submit() -> Job:
+        response = api_client.post(
+            "/api/v1/jobs/",
+            {
+                "project": "org/prog-a/a1",
+                "cluster": cluster.name,
+                "name": "outage",
+                "gpus": 2,
+                "min_runtime_s": 600,
+            },
+            format="json",
+        )
+        assert response.status_code == 201, response.json()
+        return Job.objects.get(pk=response.json()["jobs"][0]["id"])
+
+    def running(*jobs: Job) -> bool:
+        return all(Job.objects.get(pk=j.pk).state == JobState.RUNNING for j in jobs)
+
+    workers(redis_url=own_redis.url)
+    before = submit()
+    wait_until(lambda: running(before), timeout_s=60, tick=tasks.enqueue_due_cycles, what="before")
+
+    own_redis.stop()
+    down_since = time.monotonic()
+    # a cycle the worker had already taken from Redis still runs: let it finish
+    wait_until(
+        lambda: not CycleRecord.objects.filter(cluster=cluster, duration_ms__isnull=True).exists(),
+        timeout_s=30,
+        what="the cycle in flight",
+    )
+    time.sleep(2)
+    during = [submit() for _ in range(3)]  # no error reaches the submitter
+    while time.monotonic() - down_since < 60:
+        tasks.enqueue_due_cycles()  # beat keeps ticking; its requests are logged, not raised
+        time.sleep(1)
+    assert all(Job.objects.get(pk=j.pk).state == JobState.PENDING for j in during)
+
+    own_redis.start()
+    wait_until(
+        lambda: running(*during),
+        timeout_s=120,
+        tick=tasks.enqueue_due_cycles,
+        what="cycles to resume after Redis came back",
+    )

@@ -1,0 +1,156 @@
+"""The engine's view of a cluster, read from the database."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from scheduler.engine import Placement, plan
+from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, JobState
+from scheduler.selectors.snapshot import cluster_snapshot, last_checkpoint_s
+from tests.factories import ClusterFactory, UserFactory
+from tests.live.conftest import submit_job
+
+pytestmark = pytest.mark.django_db
+A1, A2, B1 = "org/prog-a/a1", "org/prog-a/a2", "org/prog-b/b1"
+
+
+@pytest.fixture
+def setup(tree):
+    cluster = ClusterFactory(max_min_runtime_s=7200, lookback_s=86400, half_life_s=None)
+    for name, health in [("h2", HostHealth.HEALTHY), ("h1", HostHealth.DRAINING)]:
+        Host.objects.create(cluster=cluster, name=name, gpus=8, health=health)
+    now = timezone.now().replace(microsecond=0)
+    user = UserFactory(username="ann")
+
+    def job(project="a1", **kw):
+        kw.setdefault("at", now - dt.timedelta(hours=1))
+        return submit_job(cluster=cluster, project=tree.node(project), user=user, **kw)
+
+    def attempt(job, state, gpus, host="h2", first=0, **kw):
+        job.state = {
+            AttemptState.STARTING: JobState.STARTING,
+            AttemptState.RUNNING: JobState.RUNNING,
+            AttemptState.STOPPING: JobState.STOPPING,
+        }[state]
+        job.save()
+        return Attempt.objects.create(
+            job=job,
+            number=1,
+            attempt_id=f"t-{job.pk}",
+            cluster=cluster,
+            project=job.project,
+            gpus=gpus,
+            placements=[{"host": host, "gpu_indices": list(range(first, first + gpus))}],
+            allocated=job.min_runtime_s > 0,
+            state=state,
+            **kw,
+        )
+
+    return cluster, now, job, attempt
+
+
+def test_hosts_running_and_pending_as_the_engine_reads_them(setup):
+    cluster, now, job, attempt = setup
+    started = now - dt.timedelta(minutes=70)
+    run = job(gpus=2, resumable=True, min_runtime_s=600)
+    attempt(run, AttemptState.RUNNING, 2, created_at=started, started_at=started)
+    starting = job("b1", gpus=1, min_runtime_s=0)
+    attempt(starting, AttemptState.STARTING, 1, first=2, created_at=now - dt.timedelta(seconds=3))
+    low = job(priority=0, at=now - dt.timedelta(minutes=5))
+    high = job(priority=9, at=now - dt.timedelta(minutes=1))
+    old = job(priority=0, at=now - dt.timedelta(minutes=9))
+    other = job("a2")
+
+    cs = cluster_snapshot(cluster=cluster, now=now)
+    snap = cs.snapshot
+    assert [(h.name, h.healthy) for h in snap.hosts] == [("h1", False), ("h2", True)]
+    assert [[w.id for w in snap.pending[p]] for p in (A1, A2)] == [
+        [str(high.pk), str(old.pk), str(low.pk)],
+        [str(other.pk)],
+    ]
+    assert snap.pending[A1][0].submit_s == high.submitted_at.timestamp()
+    by_id = {rw.workload.id: rw for rw in snap.running}
+    held = by_id[str(run.pk)]
+    assert held.placements == (Placement("h2", (0, 1)),)
+    assert held.started_s == started.timestamp() and held.allocated
+    # resumable, checkpoint every 30 min: saved at +60 min
+    assert held.last_checkpoint_s == started.timestamp() + 3600
+    fresh = by_id[str(starting.pk)]
+    assert fresh.started_s == (now - dt.timedelta(seconds=3)).timestamp()  # not started yet
+    assert not fresh.allocated and fresh.workload.project == B1
+    assert cs.policy.max_min_runtime_s == 7200 and cs.policy.lookback_s == 86400
+    assert cs.node_id(A1) == run.project_id and cs.job_id(str(run.pk)) == run.pk
+    assert cs.attempt_ids[str(run.pk)] == Attempt.objects.get(job=run).pk
+    assert cs.now == now.timestamp()
+    assert snap.usage[A1] == pytest.approx(2 * 70 * 60)  # its allocated run so far
+    assert B1 not in snap.usage  # unallocated work is free
+
+
+def test_stopping_jobs_hold_their_gpus_protected_and_their_preemptor_waits(setup):
+    cluster, now, job, attempt = setup
+    preemptor = job("a1", gpus=8, min_runtime_s=600)
+    victim = job("b1", gpus=8, min_runtime_s=0, resumable=True)
+    deadline = now + dt.timedelta(seconds=20)
+    attempt(
+        victim,
+        AttemptState.STOPPING,
+        8,
+        created_at=now - dt.timedelta(hours=2),
+        started_at=now - dt.timedelta(hours=2),
+        stop_intent=AttemptEnd.PREEMPTED,
+        stop_deadline=deadline,
+        preempted_by=preemptor,
+    )
+    cs = cluster_snapshot(cluster=cluster, now=now)
+    assert cs.stopping == {str(victim.pk)}
+    assert cs.waiting == {str(preemptor.pk): (str(victim.pk),)}
+    assert A1 not in cs.snapshot.pending  # not planned again while its victim exits
+    holder = cs.snapshot.running[0]
+    protected_until = holder.started_s + min(
+        holder.workload.min_runtime_s, cs.policy.max_min_runtime_s
+    )
+    assert holder.allocated and protected_until == deadline.timestamp()
+    # the engine neither preempts it again nor gives its GPUs away
+    result = plan(cs.snapshot, cs.policy, cs.now)
+    assert not result.stops and not result.starts
+
+    # a victim that outlives its deadline by far no longer holds its preemptor back
+    later = cluster_snapshot(cluster=cluster, now=deadline + dt.timedelta(minutes=5))
+    assert later.waiting == {} and str(preemptor.pk) in {w.id for w in later.snapshot.pending[A1]}
+
+
+def test_last_checkpoint():
+    assert last_checkpoint_s(100.0, 100.0 + 1799, 1800) is None
+    assert last_checkpoint_s(100.0, 100.0 + 1800, 1800) == 1900.0
+    assert last_checkpoint_s(100.0, 100.0 + 5000, 1800) == 100.0 + 3600
+    assert last_checkpoint_s(100.0, 99.0, 1800) is None
+
+
+def test_a_cache_reuses_unchanged_work_and_follows_every_change(setup, tree):
+    from budgets import services as budget_services
+    from scheduler.selectors.snapshot import SnapshotCache
+
+    cluster, now, job, attempt = setup
+    waiting = job(gpus=1)
+    run = job(gpus=2)
+    attempt(run, AttemptState.RUNNING, 2, created_at=now, started_at=now)
+    cache = SnapshotCache()
+    first = cluster_snapshot(cluster=cluster, now=now, cache=cache)
+    again = cluster_snapshot(cluster=cluster, now=now, cache=cache)
+    assert again.snapshot.tree is first.snapshot.tree
+    assert again.snapshot.running[0] is first.snapshot.running[0]
+    assert again.snapshot.pending[A1][0] is first.snapshot.pending[A1][0]
+
+    budget_services.budget_change_create(
+        actor=tree.user("lead-a"), reason="x", changes=[{"node": tree.node("a1").pk, "weight": 5}]
+    )
+    waiting.priority = 3
+    waiting.save()
+    later = cluster_snapshot(cluster=cluster, now=now, cache=cache)
+    weights = {n.name: n.weight for n in later.snapshot.tree.children[0].children}
+    assert weights[A1] == 5 and later.tree_version == first.tree_version + 1
+    assert later.snapshot.pending[A1][0].priority == 3
+    assert later.snapshot.running[0] is first.snapshot.running[0]

@@ -1,0 +1,97 @@
+"""The job state machine: only legal transitions, each one an append-only event."""
+
+import datetime as dt
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from scheduler.models import Job, JobEvent, JobState
+from scheduler.services.transitions import (
+    LEGAL_TRANSITIONS,
+    IllegalTransition,
+    is_legal,
+    job_event,
+    job_transition,
+)
+from tests.factories import ClusterFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def job(tree):
+    now = timezone.now()
+    job = Job.objects.create(
+        cluster=ClusterFactory(),
+        project=tree.node("a1"),
+        submitter=UserFactory(username="ann"),
+        name="train",
+        gpus=8,
+        min_runtime_s=3600,
+        resumable=True,
+        submitted_at=now,
+        queued_at=now,
+    )
+    job_event(job=job, from_state="", to_state=JobState.PENDING, reason="submitted", at=now).save()
+    return job
+
+
+def test_every_state_has_a_rule_and_terminal_states_lead_nowhere():
+    assert set(LEGAL_TRANSITIONS) == {""} | set(JobState.values)
+    for state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED):
+        assert not LEGAL_TRANSITIONS[state]
+    assert is_legal(JobState.STOPPING, JobState.PENDING)  # a resumable job is requeued
+    assert not is_legal(JobState.PENDING, JobState.RUNNING)  # always through starting
+
+
+def test_life_cycle_of_a_preempted_resumable_job_is_recorded(job):
+    t0 = job.queued_at
+    steps = [
+        (JobState.STARTING, "started by cycle"),
+        (JobState.RUNNING, "the cluster runs it"),
+        (JobState.STOPPING, "preempted"),
+        (JobState.PENDING, "requeued"),
+    ]
+    for i, (state, why) in enumerate(steps, start=1):
+        job_transition(job=job, to_state=state, reason=why, at=t0 + dt.timedelta(minutes=i))
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+    assert job.queued_at == t0 + dt.timedelta(minutes=4)  # its new wait counts from the requeue
+    assert job.first_started_at == t0 + dt.timedelta(minutes=2)
+    history = list(job.events.values_list("from_state", "to_state"))
+    assert history == [
+        ("", "pending"),
+        ("pending", "starting"),
+        ("starting", "running"),
+        ("running", "stopping"),
+        ("stopping", "pending"),
+    ]
+
+
+def test_an_illegal_transition_is_refused_and_changes_nothing(job):
+    with pytest.raises(IllegalTransition) as info:
+        job_transition(job=job, to_state=JobState.SUCCEEDED, reason="?")
+    assert info.value.status_code == 409
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+    assert job.events.count() == 1
+
+
+def test_terminal_state_stamps_the_end(job):
+    job_transition(job=job, to_state=JobState.CANCELLED, reason="no longer needed")
+    job.refresh_from_db()
+    assert job.ended_at is not None
+    with pytest.raises(IllegalTransition):
+        job_transition(job=job, to_state=JobState.PENDING, reason="revive")
+
+
+def test_job_events_cannot_be_rewritten(job):
+    event = JobEvent.objects.get(job=job)
+    for sql in (
+        "UPDATE scheduler_jobevent SET reason = 'x' WHERE id = %s",
+        "DELETE FROM scheduler_jobevent WHERE id = %s",
+    ):
+        with pytest.raises(DatabaseError, match="(?i)cannot|append"), transaction.atomic():
+            connection.cursor().execute(sql, [event.pk])
+    assert JobEvent.objects.get(pk=event.pk).reason == "submitted"

@@ -1,0 +1,106 @@
+"""The job page: who sees the spec, and a pending job's ranked blockers."""
+
+import pytest
+from django.utils import timezone
+
+from scheduler.selectors.jobs import BLOCKER_ORDER, job_blockers
+from tests.factories import ClusterFactory, HostFactory
+from tests.live.conftest import submit_job
+
+pytestmark = pytest.mark.django_db
+
+SPEC = {
+    "image": "registry/train:7",
+    "command": "python train.py --secret-flag",
+    "env": {"SEED": "41"},
+}
+
+
+@pytest.fixture
+def job(tree):
+    cluster = ClusterFactory(name="h100", host_count=2, gpus_per_host=8)
+    HostFactory.create_batch(2, cluster=cluster, gpus=8)
+    job = submit_job(
+        cluster=cluster, project=tree.node("a1"), user=tree.user("ann"), at=timezone.now(), gpus=4
+    )
+    job.spec = SPEC
+    job.save(update_fields=["spec"])
+    return job
+
+
+def test_anonymous_users_are_sent_to_sign_in(job, client):
+    response = client.get(f"/jobs/{job.pk}/")
+    assert response.status_code == 302 and response.url.startswith("/accounts/login/")
+
+
+@pytest.mark.parametrize(
+    ("user", "sees_spec"),
+    [("ann", True), ("pi-a1", True), ("lead-a", True), ("bob", False), ("lead-b", False)],
+)
+def test_spec_only_for_submitter_managers_and_staff(job, tree, client, user, sees_spec):
+    client.force_login(tree.user(user))
+    response = client.get(f"/jobs/{job.pk}/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert f"Job {job.pk}" in html and "Pending" in html and "Events" in html
+    assert ("--secret-flag" in html) is sees_spec
+    assert ("SEED=41" in html) is sees_spec
+
+
+def test_unknown_job_is_404(tree, client):
+    client.force_login(tree.user("bob"))
+    assert client.get("/jobs/999999/").status_code == 404
+
+
+def test_user_text_is_escaped(job, tree, client):
+    job.name = "<script>alert(1)</script>"
+    job.save(update_fields=["name"])
+    client.force_login(tree.user("bob"))
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "<script>alert(1)" not in html and "&lt;script&gt;" in html
+
+
+def test_blockers_ranked_misconfiguration_first(tree):
+    cluster = ClusterFactory(name="small", host_count=1, gpus_per_host=8)
+    HostFactory(cluster=cluster, gpus=8)
+    b1 = tree.node("b1")
+    b1.weight = 0
+    b1.save(update_fields=["weight"])
+    job = submit_job(
+        cluster=cluster, project=b1, user=tree.user("lead-b"), at=timezone.now(), gpus=16
+    )
+    blockers = job_blockers(job)
+    kinds = [b["kind"] for b in blockers]
+    assert kinds == sorted(kinds, key=BLOCKER_ORDER.index)
+    assert kinds[:2] == ["misconfiguration", "misconfiguration"]
+    assert kinds[-1] == "capacity"
+    assert blockers[0]["numbers"] == {"gpus": 16, "healthy_gpus": 8}
+
+
+def test_a_job_that_fits_has_only_capacity_numbers(job):
+    blockers = job_blockers(job)
+    assert [b["kind"] for b in blockers] == ["capacity"]
+    assert blockers[0]["numbers"]["hosts_that_fit"] == 2
+    assert blockers[0]["numbers"]["free_gpus_on_them"] == 16
+
+
+def test_no_blockers_once_ended(job):
+    job.state = "succeeded"
+    job.save(update_fields=["state"])
+    assert job_blockers(job) == []
+
+
+def test_a_pending_job_shows_its_estimated_start_and_range(job, tree, client):
+    client.force_login(tree.user("bob"))
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    # 4 GPUs on two empty 8-GPU hosts: it starts with the next cycle, i.e. now
+    now = timezone.now()
+    assert "Estimated start:" in html and f"{now:%Y-%m-%d}" in html
+    assert "likely between" in html and "Reservation-only estimate" in html
+
+
+def test_an_ended_job_shows_no_estimate(job, tree, client):
+    job.state = "succeeded"
+    job.save(update_fields=["state"])
+    client.force_login(tree.user("bob"))
+    assert "Estimated start" not in client.get(f"/jobs/{job.pk}/").content.decode()

@@ -1,0 +1,241 @@
+"""The ETA of a pending job: runtime forecast from history, forward simulation through
+the engine, the backfill-style baseline, and the replay's probe that the bench uses."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.engine import Policy, Snapshot, Workload
+from scheduler.sim.eta import (
+    DEFAULT_RUNTIME_S,
+    RuntimeForecast,
+    baseline_starts,
+    estimate,
+    forward_starts,
+    repeat_arrivals,
+)
+from scheduler.sim.model import ClusterSpec, HostSpec, SimConfig, TraceJob
+from scheduler.sim.replay import simulate
+from tests.engine.helpers import hosts, job, pending, run, tree
+
+H = 3600.0
+
+
+def fixed(seconds: float):
+    """A forecast that says every run lasts `seconds` in all (minus what ran)."""
+
+    def remaining(w: Workload, elapsed: float) -> float:
+        return max(0.0, seconds - elapsed)
+
+    return remaining
+
+
+# ------------------------------------------------------------------ the forecast
+
+
+def test_quantiles_come_from_the_finest_key_with_enough_runtimes() -> None:
+    history = [("a", "ann", "training", 1, float(s)) for s in range(100, 2100, 100)]  # 20
+    history += [("b", "bob", "training", 1, 50_000.0)] * 30
+    f = RuntimeForecast(history, min_samples=20)
+    # project a, user ann: her own 20 runtimes (100..2000 s), median between 1000 and 1100
+    assert f.remaining("a", "ann", "training", 1, 0.0, 0.5) == 1050.0
+    # another user of a has no runtimes of his own: the project's (the same 20)
+    assert f.remaining("a", "cid", "training", 1, 0.0, 0.5) == 1050.0
+    # a new project falls back to (kind, gpus): all 50 runtimes, mostly bob's
+    assert f.remaining("new", "x", "training", 1, 0.0, 0.5) == 50_000.0
+    # quantiles grow with q
+    lo, mid, hi = (f.remaining("a", "ann", "training", 1, 0.0, q) for q in (0.25, 0.5, 0.75))
+    assert lo < mid < hi
+
+
+def test_running_jobs_are_forecast_from_the_runtimes_longer_than_their_elapsed_time() -> None:
+    history = [("a", "", "training", 1, float(s)) for s in range(1, 101)]  # 1..100 s
+    f = RuntimeForecast(history, min_samples=10)
+    # after 80 s only 81..100 remain possible: the median of those is 90.5, so 10.5 s left
+    assert f.remaining("a", "", "training", 1, 80.0, 0.5) == 10.5
+    # longer than nearly all history: the scale-free rule, "as long again" at the median
+    assert f.remaining("a", "", "training", 1, 1000.0, 0.5) == 1000.0
+    assert f.remaining("a", "", "training", 1, 1000.0, 0.75) == 3000.0
+
+
+def test_no_history_gives_a_default_runtime() -> None:
+    f = RuntimeForecast([])
+    assert len(f) == 0
+    assert f.remaining("a", "", "debug", 1, 0.0, 0.5) == DEFAULT_RUNTIME_S
+
+
+# ------------------------------------------------------------------ forward simulation
+
+
+def test_a_job_that_fits_now_starts_now() -> None:
+    w = job("j1", "a", 4, submit=0.0)
+    snap = Snapshot(hosts=hosts(1), running=[], pending=pending(w), tree=tree(a=1))
+    assert forward_starts(snap, Policy(), 500.0, fixed(H)) == {"j1": 500.0}
+
+
+def test_a_job_waits_for_the_forecast_end_of_the_job_holding_its_gpus() -> None:
+    holder = job("r1", "a", 8, minrt=H)
+    w = job("j1", "a", 8, submit=10.0)
+    snap = Snapshot(
+        hosts=hosts(1),
+        running=[run(holder, "h0", tuple(range(8)), 0.0)],
+        pending=pending(w),
+        tree=tree(a=1),
+    )
+    # the holder has run 1000 s of its 3000 s forecast: 2000 s left
+    assert forward_starts(snap, Policy(), 1000.0, fixed(3000.0)) == {"j1": 3000.0}
+
+
+def test_jobs_ahead_in_the_queue_come_first() -> None:
+    first = job("j1", "a", 8, submit=0.0)
+    second = job("j2", "a", 8, submit=5.0)
+    snap = Snapshot(hosts=hosts(1), running=[], pending=pending(first, second), tree=tree(a=1))
+    starts = forward_starts(snap, Policy(), 10.0, fixed(600.0))
+    assert starts == {"j1": 10.0, "j2": 610.0}
+
+
+def test_expected_arrivals_of_an_underserved_project_go_first() -> None:
+    holder = job("r1", "a", 8, minrt=H)
+    mine = job("j1", "a", 8, submit=0.0)
+    theirs = job("b1", "b", 8, submit=50.0)  # arrives later, project b has no usage
+    snap = Snapshot(
+        hosts=hosts(1),
+        running=[run(holder, "h0", tuple(range(8)), 0.0)],
+        pending=pending(mine),
+        tree=tree(a=1, b=1),
+        usage={"a": 1e6},
+    )
+    alone = forward_starts(snap, Policy(), 0.0, fixed(H), targets={"j1"})
+    crowded = forward_starts(snap, Policy(), 0.0, fixed(H), targets={"j1"}, arrivals=[theirs])
+    assert alone == {"j1": H}
+    assert crowded == {"j1": 2 * H}
+
+
+def test_repeat_arrivals_shifts_the_last_window() -> None:
+    recent = [job("x", "a", submit=100.0), job("old", "a", submit=-10.0)]
+    out = repeat_arrivals(recent, now=200.0, window_s=200.0)
+    assert [(w.id, w.submit_s) for w in out] == [("x~next", 300.0)]
+
+
+def test_baseline_books_the_queue_on_the_gpus_that_free_first() -> None:
+    holder = job("r1", "a", 8, minrt=H)
+    w1 = job("j1", "a", 4, submit=0.0)
+    w2 = job("j2", "a", 8, submit=1.0)
+    snap = Snapshot(
+        hosts=hosts(2),
+        running=[run(holder, "h0", tuple(range(8)), 0.0)],
+        pending=pending(w1, w2),
+        tree=tree(a=1),
+    )
+    starts = baseline_starts(snap, Policy(), 100.0, fixed(1000.0))
+    # j1 and j2 both fit on h1 now; the engine starts j1 there; j2 waits for h0 at 1000
+    # or h1 at 100 + 1000: the earlier is h0's
+    assert starts["j1"] == 100.0
+    assert starts["j2"] == 1000.0
+
+
+def test_estimate_range_brackets_the_point() -> None:
+    history = [("a", "", "", 8, float(s)) for s in range(600, 6600, 100)]
+    f = RuntimeForecast(history)
+    holder = job("r1", "a", 8, minrt=0.0)
+    w = job("j1", "a", 8, submit=0.0, minrt=0.0)
+    snap = Snapshot(
+        hosts=hosts(1),
+        running=[run(holder, "h0", tuple(range(8)), 0.0)],
+        pending=pending(w),
+        tree=tree(a=1),
+    )
+    est = estimate(snap, Policy(), 100.0, f)["j1"]
+    assert est.earliest is not None and est.start is not None and est.latest is not None
+    assert 100.0 < est.earliest < est.start < est.latest
+    assert est.baseline_start == est.start  # one job, no preemption: the same answer
+
+
+@st.composite
+def states(draw):
+    n_hosts = draw(st.integers(1, 3))
+    hs = hosts(n_hosts)
+    now = draw(st.floats(0.0, 10 * H))
+    free = {h.name: list(range(8)) for h in hs}
+    running = []
+    for i in range(draw(st.integers(0, 6))):
+        h = draw(st.sampled_from(hs)).name
+        k = draw(st.sampled_from([1, 2, 4, 8]))
+        if len(free[h]) < k:
+            continue
+        idx = tuple(free[h][:k])
+        free[h] = free[h][k:]
+        w = job(f"r{i}", draw(st.sampled_from("ab")), k, minrt=draw(st.sampled_from([0.0, H])))
+        running.append(run(w, h, idx, draw(st.floats(0.0, now))))
+    waiting = [
+        job(
+            f"p{i}",
+            draw(st.sampled_from("ab")),
+            draw(st.sampled_from([1, 2, 4, 8, 16])),
+            submit=draw(st.floats(0.0, now)),
+            minrt=draw(st.sampled_from([0.0, H])),
+        )
+        for i in range(draw(st.integers(1, 8)))
+    ]
+    usage = {"a": draw(st.floats(0.0, 1e6)), "b": draw(st.floats(0.0, 1e6))}
+    snap = Snapshot(hosts=hs, running=running, pending=pending(*waiting), tree=tree(a=1, b=2))
+    snap = Snapshot(
+        hosts=snap.hosts, running=running, pending=snap.pending, tree=snap.tree, usage=usage
+    )
+    history = [
+        ("a", "", "", g, draw(st.floats(1.0, 10 * H)))
+        for g in (1, 2, 4, 8)
+        for _ in range(draw(st.integers(0, 25)))
+    ]
+    return snap, now, RuntimeForecast(history)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(states())
+def test_an_eta_is_never_before_now_and_its_range_holds_it(state) -> None:
+    snap, now, forecast = state
+    for wid, est in estimate(snap, Policy(), now, forecast).items():
+        for t in (est.start, est.earliest, est.latest, est.baseline_start):
+            assert t is None or t >= now, wid
+        if est.start is not None:
+            assert est.earliest is not None and est.earliest <= est.start
+            if est.latest is not None:
+                assert est.start <= est.latest
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(states())
+def test_what_the_engine_starts_now_has_eta_now(state) -> None:
+    from scheduler.engine import plan
+
+    snap, now, forecast = state
+    started = {s.workload_id for s in plan(snap, Policy(), now).starts}
+    ests = estimate(snap, Policy(), now, forecast)
+    for wid in started:
+        assert ests[wid].start == now
+        assert ests[wid].earliest == now
+
+
+# ------------------------------------------------------------------ the replay's probe
+
+
+def test_the_replay_probe_sees_a_job_pending_at_its_submission() -> None:
+    cluster = ClusterSpec("c", (HostSpec("h0", 8),))
+    jobs = [
+        TraceJob("j1", "a", "", 0.0, 8, 1000.0, 0.0, False, 0, "training"),
+        TraceJob("j2", "a", "", 10.0, 8, 500.0, 0.0, False, 0, "training"),
+    ]
+    seen = {}
+
+    def probe(now, ids, snapshot):
+        seen[tuple(ids)] = (
+            now,
+            [w.id for v in snapshot.pending.values() for w in v],
+            [r.workload.id for r in snapshot.running],
+        )
+
+    result = simulate(cluster, tree(a=1), jobs, SimConfig(), probe=(frozenset({"j2"}), probe))
+    assert seen == {("j2",): (10.0, ["j2"], ["j1"])}
+    j2 = next(o for o in result.jobs if o.job_id == "j2")
+    assert j2.waits_s == [990.0]
