@@ -279,6 +279,14 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-    # httpx logs every request at INFO (the cluster adapters make several per cycle)
-    "loggers": {"pgserver": {"level": "WARNING"}, "httpx": {"level": "WARNING"}},
+    # httpx logs every request at INFO (the cluster adapters make several per cycle);
+    # Celery logs every beat tick and task at INFO (a due-cycle check runs every 2 s):
+    # the cycle's own one-line summary (scheduler.services.cycle) is what an operator reads.
+    "loggers": {
+        "pgserver": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "celery.beat": {"level": "WARNING"},
+        "celery.app.trace": {"level": "WARNING"},
+        "celery.worker.strategy": {"level": "WARNING"},
+    },
 }
