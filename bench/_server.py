@@ -63,6 +63,7 @@ def test_database(suffix: str) -> Iterator[None]:
     """Django's test database, named `test_<name>_<suffix>`, created and migrated for the
     block and destroyed afterwards (call django.setup() first)."""
     from django.conf import settings
+    from django.db import connections
     from django.test.utils import setup_databases, teardown_databases
 
     db = settings.DATABASES["default"]
@@ -71,6 +72,7 @@ def test_database(suffix: str) -> Iterator[None]:
     try:
         yield
     finally:
+        connections.close_all()
         teardown_databases(config, verbosity=0)
 
 
