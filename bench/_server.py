@@ -5,8 +5,9 @@
   the scripts that run Django in their own process.
 - `production_env` and `manage`: the environment of the production settings, and
   `manage.py` commands run in it (`migrate`, a setup script with `shell -c`, ...).
-- `start_gunicorn` / `stop_gunicorn`: gunicorn (`config.wsgi -c config/gunicorn.py`)
-  with its output in a log file, waited for until `/healthz` answers.
+- `start_gunicorn` / `stop_gunicorn`, or `with gunicorn(...)`: gunicorn (`config.wsgi
+  -c config/gunicorn.py`) with its output in a log file, waited for until `/healthz`
+  answers.
 - `member_token`: (in-process Django) a user who is the only member of one project,
   and their API token; `post_job`: one `POST /api/v1/jobs/`.
 """
@@ -147,6 +148,16 @@ def start_gunicorn(env: dict[str, str], log_path: Path, wait_s: float = 60) -> s
 def stop_gunicorn(server: subprocess.Popen) -> None:
     server.terminate()
     server.wait(30)
+
+
+@contextmanager
+def gunicorn(env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen]:
+    """start_gunicorn for the block, stop_gunicorn after it."""
+    server = start_gunicorn(env, log_path)
+    try:
+        yield server
+    finally:
+        stop_gunicorn(server)
 
 
 def member_token(program: str, project: str, username: str = "bench") -> str:

@@ -29,14 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._server import (  # noqa: E402
-    fresh_database,
-    manage,
-    post_job,
-    production_env,
-    start_gunicorn,
-    stop_gunicorn,
-)
+from bench._server import fresh_database, gunicorn, manage, post_job, production_env  # noqa: E402
 
 SETUP = """
 from budgets.services import budget_tree_import
@@ -101,16 +94,13 @@ def main() -> None:
         )
         manage(env, "migrate", "--noinput", "-v0")
         token = manage(env, "shell", "-c", SETUP).split()[-1]
-        server = start_gunicorn(env, ROOT / "var" / "bench" / "gunicorn.log")
-        try:
+        with gunicorn(env, ROOT / "var" / "bench" / "gunicorn.log") as server:
             for _ in range(20):  # warm every worker (imports, connections)
                 post_job(args.port, token, BODY)
             cpu_before = _cpu_s(server.pid)
             result = _run_singles(args, token)
             cpu_singles = _cpu_s(server.pid) - cpu_before
             result["array_runs_s"] = [_time_array(args.port, token) for _ in range(args.arrays)]
-        finally:
-            stop_gunicorn(server)
     workers = int(env["WEB_CONCURRENCY"])
     arrays = [t for t in result["array_runs_s"] if t is not None]
     print(

@@ -27,13 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench._server import (  # noqa: E402
-    member_token,
-    post_job,
-    production_env,
-    start_gunicorn,
-    stop_gunicorn,
-)
+from bench._server import gunicorn, member_token, post_job, production_env  # noqa: E402
 
 JOB = {"project": "org/team/work", "cluster": "c", "gpus": 1, "min_runtime_s": 60}
 
@@ -145,10 +139,8 @@ def run(pg: PrivatePostgres, workdir: Path, args) -> dict:
     env = production_env(
         pg.url, port=args.port, workers=4, var_dir=workdir / "var", redis_url=settings.REDIS_URL
     )
-    server = start_gunicorn(env, workdir / "gunicorn.log")
     answers: list[tuple[float, int, float, int | None]] = []
     lock = threading.Lock()
-    stop_at = time.monotonic() + args.seconds
 
     def client() -> None:
         while time.monotonic() < stop_at:
@@ -156,7 +148,8 @@ def run(pg: PrivatePostgres, workdir: Path, args) -> dict:
             with lock:
                 answers.append((time.monotonic(), status, seconds, job_id))
 
-    try:
+    with gunicorn(env, workdir / "gunicorn.log"):
+        stop_at = time.monotonic() + args.seconds
         threads = [threading.Thread(target=client) for _ in range(args.clients)]
         for thread in threads:
             thread.start()
@@ -166,8 +159,6 @@ def run(pg: PrivatePostgres, workdir: Path, args) -> dict:
         restart_s = time.monotonic() - restart_started
         for thread in threads:
             thread.join()
-    finally:
-        stop_gunicorn(server)
     accepted = {job_id for _, status, _, job_id in answers if status == 201}
     stored = set(Job.objects.filter(pk__in=accepted).values_list("pk", flat=True))
     statuses = collections.Counter(status for _, status, _, _ in answers)

@@ -21,13 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._server import (  # noqa: E402
-    fresh_database,
-    manage,
-    production_env,
-    start_gunicorn,
-    stop_gunicorn,
-)
+from bench._server import fresh_database, gunicorn, manage, production_env  # noqa: E402
 from tests.api.fuzz import run_schemathesis, server_errors  # noqa: E402
 
 ROLES = {"superuser": "admin", "manager": "manager", "member": "researcher", "anonymous": None}
@@ -72,9 +66,8 @@ def main() -> None:
         manage(env, "migrate", "--noinput", "-v0")
         manage(env, "seed_demo")
         started = time.monotonic()
-        server = start_gunicorn(env, log_path)
         base = f"http://127.0.0.1:{args.port}"
-        try:
+        with gunicorn(env, log_path):
             roles = {}
             for role in args.roles.split(","):
                 served_before = _statuses(log_path)
@@ -98,8 +91,6 @@ def main() -> None:
                 roles[role]["server_errors"] = sum(1 for s in served if s >= 500)
                 # schemathesis's console text: each finding with the request that reproduces it
                 (log_path.parent / f"{role}.txt").write_text(report["output"])
-        finally:
-            stop_gunicorn(server)
     statuses = _statuses(log_path)
     print(
         json.dumps(

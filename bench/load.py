@@ -27,13 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._server import (  # noqa: E402
-    fresh_database,
-    manage,
-    production_env,
-    start_gunicorn,
-    stop_gunicorn,
-)
+from bench._server import fresh_database, gunicorn, manage, production_env  # noqa: E402
 
 SETUP = """
 import json, datetime as dt
@@ -126,8 +120,7 @@ def main() -> None:
         manage(env, "migrate", "--noinput", "-v0")
         seeded = json.loads(manage(env, "shell", "-c", SETUP).strip().splitlines()[-1])
         workdir = Path(tmp)
-        server = start_gunicorn(env, workdir / "gunicorn.log")
-        try:
+        with gunicorn(env, workdir / "gunicorn.log"):
             seeded["dashboard_paths"] = _served(args.port, seeded["members"][0]["token"])
             (workdir / "setup.json").write_text(json.dumps(seeded))
             started = time.monotonic()
@@ -157,8 +150,6 @@ def main() -> None:
             )
             seconds = time.monotonic() - started
             endpoints = _percentile_rows(workdir / "load_stats.csv")
-        finally:
-            stop_gunicorn(server)
     requests = sum(e["requests"] for e in endpoints.values())
     print(
         json.dumps(
