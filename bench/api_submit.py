@@ -17,21 +17,19 @@ one 10,000-job array request, end to end) and the details.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import multiprocessing
 import os
-import secrets
 import statistics
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._server import fresh_database, gunicorn, manage, post_job, production_env  # noqa: E402
 
 SETUP = """
 from budgets.services import budget_tree_import
@@ -58,32 +56,6 @@ BODY = {
 }
 
 
-def _psql(url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql)
-
-
-def _post(port: int, token: str, body: dict, timeout: float = 60) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request(
-            "POST",
-            "/api/v1/jobs/",
-            body=json.dumps(body),
-            headers={
-                "Authorization": f"Token {token}",
-                "Content-Type": "application/json",
-                "Idempotency-Key": str(uuid.uuid4()),
-            },
-        )
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
 def _client(port: int, token: str, threads: int, until: float, out) -> None:
     """One client process: `threads` threads posting until `until` (monotonic)."""
     counts = {"ok": 0, "errors": 0, "statuses": {}}
@@ -92,7 +64,7 @@ def _client(port: int, token: str, threads: int, until: float, out) -> None:
     def loop() -> None:
         while time.monotonic() < until:
             try:
-                status, _ = _post(port, token, BODY)
+                status, _ = post_job(port, token, BODY)
             except OSError:
                 status = 0
             with lock:
@@ -116,67 +88,20 @@ def main() -> None:
     parser.add_argument("--arrays", type=int, default=3)
     parser.add_argument("--port", type=int, default=8391)
     args = parser.parse_args()
-    if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
-        sys.exit("Set DATABASE_URL and REDIS_URL (the bench database is created next to it).")
-    head, _, name = os.environ["DATABASE_URL"].rpartition("/")
-    db_name = f"{name.split('?')[0]}_bench"
-    maintenance = f"{head}/postgres"
-    workers = args.workers or 2 * os.cpu_count() + 1
-    env = dict(
-        os.environ,
-        DATABASE_URL=f"{head}/{db_name}",
-        DJANGO_SETTINGS_MODULE="config.settings.production",
-        SECRET_KEY=secrets.token_urlsafe(50),
-        ALLOWED_HOSTS="127.0.0.1,localhost",
-        ALLOT_SSL_REDIRECT="false",
-        ALLOT_PORT=str(args.port),
-        WEB_CONCURRENCY=str(workers),
-        ALLOT_VAR_DIR=str(ROOT / "var" / "bench"),
-        PYTHONUNBUFFERED="1",
-    )
-    _psql(maintenance, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
-    _psql(maintenance, f'CREATE DATABASE "{db_name}"')
-    python = sys.executable
-    subprocess.run(
-        [python, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True
-    )
-    setup = subprocess.run(
-        [python, "manage.py", "shell", "-c", SETUP],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    if setup.returncode:
-        sys.exit(f"setup failed:\n{setup.stderr}")
-    token = setup.stdout.split()[-1]
-    log_path = ROOT / "var" / "bench" / "gunicorn.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w") as log:
-        server = subprocess.Popen(
-            [str(Path(python).parent / "gunicorn"), "config.wsgi", "-c", "config/gunicorn.py"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+    with fresh_database("bench") as database_url:
+        env = production_env(
+            database_url, port=args.port, workers=args.workers, var_dir=ROOT / "var" / "bench"
         )
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{args.port}/healthz", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        for _ in range(20):  # warm every worker (imports, connections)
-            _post(args.port, token, BODY)
-        cpu_before = _cpu_s(server.pid)
-        result = _run_singles(args, token)
-        cpu_singles = _cpu_s(server.pid) - cpu_before
-        result["array_runs_s"] = [_time_array(args.port, token) for _ in range(args.arrays)]
-    finally:
-        server.terminate()
-        server.wait(30)
-        _psql(maintenance, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        manage(env, "migrate", "--noinput", "-v0")
+        token = manage(env, "shell", "-c", SETUP).split()[-1]
+        with gunicorn(env, ROOT / "var" / "bench" / "gunicorn.log") as server:
+            for _ in range(20):  # warm every worker (imports, connections)
+                post_job(args.port, token, BODY)
+            cpu_before = _cpu_s(server.pid)
+            result = _run_singles(args, token)
+            cpu_singles = _cpu_s(server.pid) - cpu_before
+            result["array_runs_s"] = [_time_array(args.port, token) for _ in range(args.arrays)]
+    workers = int(env["WEB_CONCURRENCY"])
     arrays = [t for t in result["array_runs_s"] if t is not None]
     print(
         json.dumps(
@@ -241,7 +166,7 @@ def _cpu_s(master_pid: int) -> float:
 
 def _time_array(port: int, token: str) -> float | None:
     started = time.perf_counter()
-    status, body = _post(port, token, {**BODY, "array": 10_000}, timeout=120)
+    status, body = post_job(port, token, {**BODY, "array": 10_000}, timeout=120)
     elapsed = time.perf_counter() - started
     if status != 201 or json.loads(body)["count"] != 10_000:
         return None

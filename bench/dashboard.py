@@ -24,16 +24,11 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-
-def _admin(url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql)
+from bench._server import fresh_database  # noqa: E402
 
 
 def _fill(days: int, projects: int, clusters: int) -> dict[str, int]:
@@ -133,61 +128,51 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help="keep the database (to profile)")
     args = parser.parse_args()
-    base_url = os.environ["DATABASE_URL"]
-    parts = urlsplit(base_url)
-    name = parts.path.lstrip("/") + "_dashbench"
-    bench_url = urlunsplit(parts._replace(path=f"/{name}"))
-    admin_url = urlunsplit(parts._replace(path="/postgres"))
-    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}"')
-    _admin(admin_url, f'CREATE DATABASE "{name}"')
-    os.environ["DATABASE_URL"] = bench_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
-    sys.path.insert(0, str(ROOT))
-    try:
-        import django
+    with fresh_database("dashbench", keep=args.keep) as database_url:
+        os.environ["DATABASE_URL"] = database_url
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
+        try:
+            print(json.dumps(_measure(args), indent=2))
+        finally:
+            from django.db import connections
 
-        django.setup()
-        from django.contrib.auth import get_user_model
-        from django.core.management import call_command
-        from django.test import Client
+            connections.close_all()
 
-        call_command("migrate", verbosity=0)
-        started = time.perf_counter()
-        made = _fill(args.days, args.projects, args.clusters)
-        fill_s = time.perf_counter() - started
-        user = get_user_model().objects.create_user("bench", password="bench-password-1")
-        client = Client(HTTP_HOST="localhost")
-        client.force_login(user)
-        query = f"cluster=bench-0&days={args.days}"
-        results = {}
-        for chart in ("occupancy", "delivery"):
-            for step in ("hour", "day"):
-                times = _time(client, f"/dashboards/{chart}/?{query}&step={step}", args.repeat)
-                key = f"{chart}_page_ms" if step == "hour" else f"{chart}_day_step_ms"
-                results[key] = round(statistics.median(times), 1)
-                results[f"{key}_all"] = [round(t, 1) for t in times]
-        cached = _time(client, f"/dashboards/delivery/?{query}&step=hour", args.repeat, cold=False)
-        results["delivery_page_cached_ms"] = round(statistics.median(cached), 1)
-        print(
-            json.dumps(
-                {
-                    **{k: v for k, v in results.items() if not k.endswith("_all")},
-                    "days": args.days,
-                    "projects": args.projects,
-                    "clusters": args.clusters,
-                    **made,
-                    "fill_s": round(fill_s, 1),
-                    "details": results,
-                },
-                indent=2,
-            )
-        )
-    finally:
-        from django.db import connections
 
-        connections.close_all()
-        if not args.keep:
-            _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}"')
+def _measure(args) -> dict:
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+
+    call_command("migrate", verbosity=0)
+    started = time.perf_counter()
+    made = _fill(args.days, args.projects, args.clusters)
+    fill_s = time.perf_counter() - started
+    user = get_user_model().objects.create_user("bench", password="bench-password-1")
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(user)
+    query = f"cluster=bench-0&days={args.days}"
+    results = {}
+    for chart in ("occupancy", "delivery"):
+        for step in ("hour", "day"):
+            times = _time(client, f"/dashboards/{chart}/?{query}&step={step}", args.repeat)
+            key = f"{chart}_page_ms" if step == "hour" else f"{chart}_day_step_ms"
+            results[key] = round(statistics.median(times), 1)
+            results[f"{key}_all"] = [round(t, 1) for t in times]
+    cached = _time(client, f"/dashboards/delivery/?{query}&step=hour", args.repeat, cold=False)
+    results["delivery_page_cached_ms"] = round(statistics.median(cached), 1)
+    return {
+        **{k: v for k, v in results.items() if not k.endswith("_all")},
+        "days": args.days,
+        "projects": args.projects,
+        "clusters": args.clusters,
+        **made,
+        "fill_s": round(fill_s, 1),
+        "details": results,
+    }
 
 
 if __name__ == "__main__":

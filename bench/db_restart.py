@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import collections
-import http.client
 import json
 import os
-import secrets
 import socket
 import subprocess
 import sys
@@ -29,16 +27,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-TREE = {
-    "name": "org",
-    "children": [
-        {
-            "name": "team",
-            "weight": 1,
-            "children": [{"name": "work", "weight": 1, "members": ["bench"]}],
-        }
-    ],
-}
+from bench._server import gunicorn, member_token, post_job, production_env  # noqa: E402
+
+JOB = {"project": "org/team/work", "cluster": "c", "gpus": 1, "min_runtime_s": 60}
 
 
 def free_port() -> int:
@@ -100,30 +91,15 @@ class PrivatePostgres:
         return f"postgres://postgres@127.0.0.1:{self.port}/allot"
 
 
-def post_job(port: int, token: str) -> tuple[int, float, int | None]:
+def timed_post(port: int, token: str) -> tuple[int, float, int | None]:
     """(status, seconds, job id) of one submission; status 0 when the connection failed."""
-    body = {"project": "org/team/work", "cluster": "c", "gpus": 1, "min_runtime_s": 60}
     started = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request(
-            "POST",
-            "/api/v1/jobs/",
-            body=json.dumps(body),
-            headers={
-                "Authorization": f"Token {token}",
-                "Content-Type": "application/json",
-                "Idempotency-Key": secrets.token_hex(16),
-            },
-        )
-        response = conn.getresponse()
-        data = response.read()
-        job_id = json.loads(data)["jobs"][0]["id"] if response.status == 201 else None
-        return response.status, time.perf_counter() - started, job_id
+        status, body = post_job(port, token, JOB, timeout=30)
     except OSError:
         return 0, time.perf_counter() - started, None
-    finally:
-        conn.close()
+    job_id = json.loads(body)["jobs"][0]["id"] if status == 201 else None
+    return status, time.perf_counter() - started, job_id
 
 
 def main() -> None:
@@ -149,36 +125,31 @@ def run(pg: PrivatePostgres, workdir: Path, args) -> dict:
 
     django.setup()
     from django.conf import settings
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection
 
-    from accounts.services import token_create
-    from bench.e2e import start_gunicorn
-    from budgets.services import budget_tree_import
     from scheduler.models import Cluster, Host, Job
 
     call_command("migrate", verbosity=0)
-    user = get_user_model().objects.create_user("bench", password="bench-password-1")
-    budget_tree_import(data=TREE)
-    token = token_create(user=user, name="bench")[1]
+    token = member_token("team", "work")
     # no cluster process: submissions only need the cluster's row and hosts
     cluster = Cluster.objects.create(name="c", host_count=4, gpus_per_host=8)
     Host.objects.bulk_create(Host(cluster=cluster, name=f"h{i}", gpus=8) for i in range(4))
     connection.close()
-    os.environ["WEB_CONCURRENCY"] = "4"
-    server = start_gunicorn(args.port, workdir, pg.url, settings.REDIS_URL)
+    env = production_env(
+        pg.url, port=args.port, workers=4, var_dir=workdir / "var", redis_url=settings.REDIS_URL
+    )
     answers: list[tuple[float, int, float, int | None]] = []
     lock = threading.Lock()
-    stop_at = time.monotonic() + args.seconds
 
     def client() -> None:
         while time.monotonic() < stop_at:
-            status, seconds, job_id = post_job(args.port, token)
+            status, seconds, job_id = timed_post(args.port, token)
             with lock:
                 answers.append((time.monotonic(), status, seconds, job_id))
 
-    try:
+    with gunicorn(env, workdir / "gunicorn.log"):
+        stop_at = time.monotonic() + args.seconds
         threads = [threading.Thread(target=client) for _ in range(args.clients)]
         for thread in threads:
             thread.start()
@@ -188,9 +159,6 @@ def run(pg: PrivatePostgres, workdir: Path, args) -> dict:
         restart_s = time.monotonic() - restart_started
         for thread in threads:
             thread.join()
-    finally:
-        server.terminate()
-        server.wait(30)
     accepted = {job_id for _, status, _, job_id in answers if status == 201}
     stored = set(Job.objects.filter(pk__in=accepted).values_list("pk", flat=True))
     statuses = collections.Counter(status for _, status, _, _ in answers)

@@ -19,104 +19,51 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import http.client
 import json
 import os
 import random
-import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 
-TREE = {
-    "name": "org",
-    "children": [
-        {
-            "name": "research",
-            "weight": 1,
-            "children": [{"name": "debugging", "weight": 1, "members": ["bench"]}],
-        }
-    ],
+from bench._server import (  # noqa: E402
+    member_token,
+    post_job,
+    production_env,
+    start_gunicorn,
+    stop_gunicorn,
+    test_database,
+)
+
+DEBUG_JOB = {
+    "project": "org/research/debugging",
+    "cluster": "e2e",
+    "name": "debug",
+    "gpus": 1,
+    "min_runtime_s": 900,
+    "kind": "debug",
+    "duration_s": 600,
 }
 
 
-def post_job(port: int, token: str) -> int:
+def submit(port: int, token: str) -> int:
     """One debug job through the REST API; its id."""
-    body = {
-        "project": "org/research/debugging",
-        "cluster": "e2e",
-        "name": "debug",
-        "gpus": 1,
-        "min_runtime_s": 900,
-        "kind": "debug",
-        "duration_s": 600,
-    }
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    try:
-        conn.request(
-            "POST",
-            "/api/v1/jobs/",
-            body=json.dumps(body),
-            headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
-        )
-        response = conn.getresponse()
-        data = json.loads(response.read())
-    finally:
-        conn.close()
-    if response.status != 201:
-        raise RuntimeError(f"submission answered {response.status}: {data}")
-    return data["jobs"][0]["id"]
-
-
-def start_gunicorn(port: int, workdir: Path, database_url: str, redis_url: str):
-    env = dict(
-        os.environ,
-        DATABASE_URL=database_url,
-        REDIS_URL=redis_url,
-        CELERY_BROKER_URL=redis_url,
-        CELERY_RESULT_BACKEND=redis_url,
-        DJANGO_SETTINGS_MODULE="config.settings.production",
-        SECRET_KEY=secrets.token_urlsafe(50),
-        ALLOWED_HOSTS="127.0.0.1,localhost",
-        ALLOT_SSL_REDIRECT="false",
-        ALLOT_PORT=str(port),
-        WEB_CONCURRENCY="2",
-        ALLOT_VAR_DIR=str(workdir / "var"),
-    )
-    log = (workdir / "gunicorn.log").open("wb")
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "config.wsgi", "-c", "config/gunicorn.py"],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    log.close()
-    for _ in range(240):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
-            return server
-        except OSError:
-            time.sleep(0.25)
-    server.terminate()
-    raise RuntimeError(f"gunicorn did not answer; see {workdir / 'gunicorn.log'}")
+    status, body = post_job(port, token, DEBUG_JOB, timeout=30, idempotency_key=False)
+    if status != 201:
+        raise RuntimeError(f"submission answered {status}: {body.decode(errors='replace')}")
+    return json.loads(body)["jobs"][0]["id"]
 
 
 def run(count: int, seed: int, workdir: Path, port: int) -> dict:
     from django.conf import settings
-    from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from accounts.services import token_create
-    from budgets.services import budget_tree_import
     from scheduler.models import Attempt
     from scheduler.services.clusters import cluster_create
     from scheduler.simcluster.control import SimClusterControl
@@ -127,23 +74,28 @@ def run(count: int, seed: int, workdir: Path, port: int) -> dict:
     sim = SimClusterProcess(state_dir=workdir / "sim", log=sim_log).start()
     worker = server = None
     try:
-        user = get_user_model().objects.create_user("bench", password="bench-password-1")
-        budget_tree_import(data=TREE)
-        token = token_create(user=user, name="bench")[1]
+        token = member_token("research", "debugging")
         cluster = cluster_create(
             name="e2e", hosts=16, gpus_per_host=8, adapter_url=sim.url, cycle_s=3600
         )
         database_url = test_database_url()
         connection.close()  # the server and worker processes take it from here
-        server = start_gunicorn(port, workdir, database_url, settings.REDIS_URL)
+        env = production_env(
+            database_url,
+            port=port,
+            workers=2,
+            var_dir=workdir / "var",
+            redis_url=settings.REDIS_URL,
+        )
+        server = start_gunicorn(env, workdir / "gunicorn.log")
         worker = WorkerProcess(workdir, redis_url=settings.REDIS_URL).start()
-        post_job(port, token)  # warm a gunicorn worker and the cycle path
+        submit(port, token)  # warm a gunicorn worker and the cycle path
         rng = random.Random(seed)
         submitted: dict[int, float] = {}
         for _ in range(count):
             time.sleep(rng.uniform(0.2, 1.0))
             t = time.time()
-            submitted[post_job(port, token)] = t
+            submitted[submit(port, token)] = t
         deadline = time.monotonic() + 60
         with SimClusterControl(sim.url, "e2e") as control:
             while time.monotonic() < deadline:
@@ -161,8 +113,7 @@ def run(count: int, seed: int, workdir: Path, port: int) -> dict:
         if worker is not None:
             worker.stop()
         if server is not None:
-            server.terminate()
-            server.wait(30)
+            stop_gunicorn(server)
         sim.stop()
         sim_log.close()
         connection.close()
@@ -192,17 +143,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.conf import settings
-    from django.test.utils import setup_databases, teardown_databases
-
-    db = settings.DATABASES["default"]
-    db["TEST"]["NAME"] = f"test_{db['NAME']}_e2e"
-    config = setup_databases(verbosity=0, interactive=False)
-    try:
-        with tempfile.TemporaryDirectory() as workdir:
-            result = run(args.jobs, args.seed, Path(workdir), args.port)
-    finally:
-        teardown_databases(config, verbosity=0)
+    with test_database("e2e"), tempfile.TemporaryDirectory() as workdir:
+        result = run(args.jobs, args.seed, Path(workdir), args.port)
     print(json.dumps(result, indent=2))
 
 

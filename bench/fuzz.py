@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import secrets
-import subprocess
 import sys
 import time
 import urllib.request
@@ -24,25 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._server import fresh_database, gunicorn, manage, production_env  # noqa: E402
 from tests.api.fuzz import run_schemathesis, server_errors  # noqa: E402
 
 ROLES = {"superuser": "admin", "manager": "manager", "member": "researcher", "anonymous": None}
 DEMO_PASSWORD = "allot-demo"
 ACCESS_LINE = re.compile(r'"[A-Z]+ \S+ HTTP/[\d.]+" (\d{3}) ')
-
-
-def _database_env(base_url: str) -> tuple[str, str, str]:
-    """(URL of the fuzz database, its name, URL of the maintenance database)."""
-    head, _, name = base_url.rpartition("/")
-    name = name.split("?")[0]
-    return f"{head}/{name}_fuzz", f"{name}_fuzz", f"{head}/postgres"
-
-
-def _psql(url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql)
 
 
 def _statuses(log_path: Path) -> list[int]:
@@ -70,74 +54,43 @@ def main() -> None:
         "--paths", default=None, help="fuzz only the operations whose path matches this regex"
     )
     args = parser.parse_args()
-    if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
-        sys.exit("Set DATABASE_URL and REDIS_URL (the fuzz database is created next to it).")
-    db_url, db_name, maintenance = _database_env(os.environ["DATABASE_URL"])
-    env = dict(
-        os.environ,
-        DATABASE_URL=db_url,
-        DJANGO_SETTINGS_MODULE="config.settings.production",
-        SECRET_KEY=secrets.token_urlsafe(50),
-        ALLOWED_HOSTS="127.0.0.1,localhost",
-        ALLOT_SSL_REDIRECT="false",
-        ALLOT_PORT=str(args.port),
-        WEB_CONCURRENCY=str(args.workers),
-        ALLOT_LOGIN_FAILURE_LIMIT="1000000",  # the fuzzer signs in with random passwords
-        ALLOT_VAR_DIR=str(ROOT / "var" / "fuzz"),
-        PYTHONUNBUFFERED="1",
-    )
-    _psql(maintenance, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
-    _psql(maintenance, f'CREATE DATABASE "{db_name}"')
-    python = sys.executable
-    for command in (["migrate", "--noinput", "-v0"], ["seed_demo"]):
-        subprocess.run(
-            [python, "manage.py", *command], cwd=ROOT, env=env, check=True, capture_output=True
-        )
     log_path = ROOT / "var" / "fuzz" / "gunicorn.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    gunicorn = Path(python).parent / "gunicorn"
-    started = time.monotonic()
-    with open(log_path, "w") as log:
-        server = subprocess.Popen(
-            [str(gunicorn), "config.wsgi", "-c", "config/gunicorn.py"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+    with fresh_database("fuzz") as database_url:
+        env = production_env(
+            database_url,
+            port=args.port,
+            workers=args.workers,
+            var_dir=ROOT / "var" / "fuzz",
+            ALLOT_LOGIN_FAILURE_LIMIT="1000000",  # the fuzzer signs in with random passwords
         )
-    base = f"http://127.0.0.1:{args.port}"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{base}/healthz", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        roles = {}
-        for role in args.roles.split(","):
-            served_before = _statuses(log_path)
-            username = ROLES[role]
-            token = _token(base, username) if username else None
-            only = ("--include-path-regex", args.paths) if args.paths else ()
-            report = run_schemathesis(
-                base, token=token, max_examples=args.max_examples, seed=None, extra_args=only
-            )
-            roles[role] = {
-                "test_cases": report["test_cases"]["generated"],
-                "failures": [f"{f['code']} {f['title']}: {f['count']}" for f in report["failures"]],
-                "server_error_failures": server_errors(report),
-                "seconds": round(report["running_time"], 1),
-            }
-            time.sleep(1)  # let the workers write their last access lines
-            served = _statuses(log_path)[len(served_before) :]
-            roles[role]["requests_fuzzed"] = len(served)
-            roles[role]["server_errors"] = sum(1 for s in served if s >= 500)
-            # schemathesis's console text: each finding with the request that reproduces it
-            (log_path.parent / f"{role}.txt").write_text(report["output"])
-    finally:
-        server.terminate()
-        server.wait(30)
-        _psql(maintenance, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
+        manage(env, "migrate", "--noinput", "-v0")
+        manage(env, "seed_demo")
+        started = time.monotonic()
+        base = f"http://127.0.0.1:{args.port}"
+        with gunicorn(env, log_path):
+            roles = {}
+            for role in args.roles.split(","):
+                served_before = _statuses(log_path)
+                username = ROLES[role]
+                token = _token(base, username) if username else None
+                only = ("--include-path-regex", args.paths) if args.paths else ()
+                report = run_schemathesis(
+                    base, token=token, max_examples=args.max_examples, seed=None, extra_args=only
+                )
+                roles[role] = {
+                    "test_cases": report["test_cases"]["generated"],
+                    "failures": [
+                        f"{f['code']} {f['title']}: {f['count']}" for f in report["failures"]
+                    ],
+                    "server_error_failures": server_errors(report),
+                    "seconds": round(report["running_time"], 1),
+                }
+                time.sleep(1)  # let the workers write their last access lines
+                served = _statuses(log_path)[len(served_before) :]
+                roles[role]["requests_fuzzed"] = len(served)
+                roles[role]["server_errors"] = sum(1 for s in served if s >= 500)
+                # schemathesis's console text: each finding with the request that reproduces it
+                (log_path.parent / f"{role}.txt").write_text(report["output"])
     statuses = _statuses(log_path)
     print(
         json.dumps(

@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 
+from bench._server import test_database  # noqa: E402
+
 
 def _engine_bench():
     spec = importlib.util.spec_from_file_location("bench_cycle", ROOT / "bench" / "cycle.py")
@@ -279,17 +281,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.conf import settings
-    from django.test.utils import setup_databases, teardown_databases
-
-    db = settings.DATABASES["default"]
-    db["TEST"]["NAME"] = f"test_{db['NAME']}_bench"
-    config = setup_databases(verbosity=0, interactive=False)
-    try:
-        with tempfile.TemporaryDirectory() as workdir:
-            result = run(args.cycles, args.seed, args.adapter, Path(workdir))
-    finally:
-        teardown_databases(config, verbosity=0)
+    with test_database("bench"), tempfile.TemporaryDirectory() as workdir:
+        result = run(args.cycles, args.seed, args.adapter, Path(workdir))
     print(json.dumps(result, indent=2))
 
 

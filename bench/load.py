@@ -16,7 +16,6 @@ import argparse
 import csv
 import json
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._server import fresh_database, gunicorn, manage, production_env  # noqa: E402
 
 SETUP = """
 import json, datetime as dt
@@ -62,13 +64,6 @@ jobs = Job.objects.bulk_create([
 print(json.dumps({"members": members, "job_ids": [j.pk for j in jobs[:200]],
                   "cluster": "load"}))
 """
-
-
-def _psql(url: str, sql: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql)
 
 
 DASHBOARD_PATHS = [
@@ -118,67 +113,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None, help="gunicorn workers")
     parser.add_argument("--port", type=int, default=8621)
     args = parser.parse_args()
-    if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
-        sys.exit("Set DATABASE_URL and REDIS_URL (the load database is created next to it).")
-    head, _, name = os.environ["DATABASE_URL"].rpartition("/")
-    db_name = f"{name.split('?')[0]}_load"
-    maintenance = f"{head}/postgres"
-    env = dict(
-        os.environ,
-        DATABASE_URL=f"{head}/{db_name}",
-        DJANGO_SETTINGS_MODULE="config.settings.production",
-        SECRET_KEY=secrets.token_urlsafe(50),
-        ALLOWED_HOSTS="127.0.0.1,localhost",
-        ALLOT_SSL_REDIRECT="false",
-        ALLOT_PORT=str(args.port),
-        WEB_CONCURRENCY=str(args.workers or 2 * os.cpu_count() + 1),
-        ALLOT_VAR_DIR=str(ROOT / "var" / "bench"),
-    )
-    python = sys.executable
-    _psql(maintenance, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
-    _psql(maintenance, f'CREATE DATABASE "{db_name}"')
-    server = None
-    try:
-        subprocess.run(
-            [python, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env, check=True
+    with fresh_database("load") as database_url, tempfile.TemporaryDirectory() as tmp:
+        env = production_env(
+            database_url, port=args.port, workers=args.workers, var_dir=ROOT / "var" / "bench"
         )
-        setup = subprocess.run(
-            [python, "manage.py", "shell", "-c", SETUP],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if setup.returncode:
-            sys.exit(f"setup failed:\n{setup.stderr}")
-        with tempfile.TemporaryDirectory() as tmp:
-            workdir = Path(tmp)
-            with (workdir / "gunicorn.log").open("w") as log:
-                server = subprocess.Popen(
-                    [
-                        str(Path(python).parent / "gunicorn"),
-                        "config.wsgi",
-                        "-c",
-                        "config/gunicorn.py",
-                    ],
-                    cwd=ROOT,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            for _ in range(120):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{args.port}/healthz", timeout=2)
-                    break
-                except OSError:
-                    time.sleep(0.5)
-            seeded = json.loads(setup.stdout.strip().splitlines()[-1])
+        manage(env, "migrate", "--noinput", "-v0")
+        seeded = json.loads(manage(env, "shell", "-c", SETUP).strip().splitlines()[-1])
+        workdir = Path(tmp)
+        with gunicorn(env, workdir / "gunicorn.log"):
             seeded["dashboard_paths"] = _served(args.port, seeded["members"][0]["token"])
             (workdir / "setup.json").write_text(json.dumps(seeded))
             started = time.monotonic()
             subprocess.run(
                 [
-                    str(Path(python).parent / "locust"),
+                    str(Path(sys.executable).parent / "locust"),
                     "-f",
                     str(ROOT / "bench" / "locustfile.py"),
                     "--headless",
@@ -202,11 +150,6 @@ def main() -> None:
             )
             seconds = time.monotonic() - started
             endpoints = _percentile_rows(workdir / "load_stats.csv")
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(30)
-        _psql(maintenance, f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
     requests = sum(e["requests"] for e in endpoints.values())
     print(
         json.dumps(

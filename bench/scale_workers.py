@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 
+from bench._server import test_database  # noqa: E402
+
 CLUSTERS = 4
 PENDING = 1000
 TREE = {
@@ -133,41 +135,32 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.conf import settings
     from django.db import connection
-    from django.test.utils import setup_databases, teardown_databases
 
     from scheduler.simcluster.process import SimClusterProcess
 
-    db = settings.DATABASES["default"]
-    db["TEST"]["NAME"] = f"test_{db['NAME']}_scale"
-    config = setup_databases(verbosity=0, interactive=False)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            workdir = Path(tmp)
-            with (workdir / "sim.log").open("wb") as sim_log:
-                sim = SimClusterProcess(state_dir=workdir / "sim", log=sim_log).start()
-                try:
-                    cluster_ids = seed(sim.url)
-                    connection.close()
-                    runs = [measure(n, cluster_ids, args.seconds, workdir) for n in (1, 2)]
-                    result = {
-                        "scenario": {
-                            "clusters": f"{CLUSTERS} simulated, 16 x 8 GPUs, {PENDING} pending each",
-                            "seconds": args.seconds,
-                            "cpus": os.cpu_count(),
-                        },
-                        "runs": runs,
-                        "speedup_2_workers": round(
-                            runs[1]["cycles_per_s"] / max(runs[0]["cycles_per_s"], 1e-9), 2
-                        ),
-                        "overlapping_cycles_of_one_cluster": overlaps(cluster_ids),
-                    }
-                finally:
-                    sim.stop()
-    finally:
-        connection.close()
-        teardown_databases(config, verbosity=0)
+    with test_database("scale"), tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        with (workdir / "sim.log").open("wb") as sim_log:
+            sim = SimClusterProcess(state_dir=workdir / "sim", log=sim_log).start()
+            try:
+                cluster_ids = seed(sim.url)
+                connection.close()  # the worker processes take it from here
+                runs = [measure(n, cluster_ids, args.seconds, workdir) for n in (1, 2)]
+                result = {
+                    "scenario": {
+                        "clusters": f"{CLUSTERS} simulated, 16 x 8 GPUs, {PENDING} pending each",
+                        "seconds": args.seconds,
+                        "cpus": os.cpu_count(),
+                    },
+                    "runs": runs,
+                    "speedup_2_workers": round(
+                        runs[1]["cycles_per_s"] / max(runs[0]["cycles_per_s"], 1e-9), 2
+                    ),
+                    "overlapping_cycles_of_one_cluster": overlaps(cluster_ids),
+                }
+            finally:
+                sim.stop()
     print(json.dumps(result, indent=2))
 
 

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 
+from bench._server import test_database  # noqa: E402
+
 GPU_MIX = [(1, 0.5), (2, 0.25), (4, 0.15), (8, 0.10)]
 
 
@@ -186,16 +188,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.conf import settings
-    from django.test.utils import setup_databases, teardown_databases
-
-    db = settings.DATABASES["default"]
-    db["TEST"]["NAME"] = f"test_{db['NAME']}_slurmbench"
-    config = setup_databases(verbosity=0, interactive=False)
-    try:
+    with test_database("slurmbench"):
         result = run(args.pending, args.seed, args.slurm_conf)
-    finally:
-        teardown_databases(config, verbosity=0)
     print(json.dumps(result, indent=2))
 
 
