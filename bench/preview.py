@@ -2,14 +2,14 @@
 
 The jobs come from `scheduler.sim.generate`'s ``ai2-month`` scenario (512 GPUs, 30
 days) drawn twice with two seeds (two copies of the demand for twice the GPUs), cut to
-the first `--days` days. The proposed change doubles the weight of one project.
+the first `--days` days. The proposed change triples the weight of one project.
 
 Prints JSON: ``preview_s`` (the pure what-if: both replays and the summaries, the
-figure the target is about), ``jobs``, ``replay_s`` (each replay), and with ``--db``
-also ``preview_db_s``: the whole service path (jobs stored as Job rows in the
-database named by DATABASE_URL, `preview_request` + the task, read back).
+figure the target is about), ``jobs`` and ``replay_s`` (each replay). The service
+path around it (jobs read from the database, the Celery task, the page) is covered by
+tests/scheduler/test_previews.py, not timed here.
 
-Usage: python bench/preview.py [--days 14] [--serial] [--db]
+Usage: python bench/preview.py [--days 14] [--serial]
 """
 
 from __future__ import annotations
