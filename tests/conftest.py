@@ -32,12 +32,21 @@ def page():
 
     expect.set_options(timeout=20000)  # the planner page solves three plans before it renders
 
+    from django.db import connections
+
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
         page = browser.new_page()
         page.set_default_timeout(20000)
-        yield page
-        browser.close()
+        try:
+            yield page
+        finally:
+            browser.close()
+            # Playwright's event loop runs in this thread until the block ends, so the
+            # test's queries went through connections that asgiref keeps per context
+            # (not in the thread-local storage that Django's teardown sees): close them
+            # while that loop still runs, or the test database cannot be dropped.
+            connections.close_all()
 
 
 class Tree:
