@@ -11,6 +11,8 @@
 - `prune_cycle_records()` (beat, hourly): cycle records older than
   `ALLOT_CYCLE_RETENTION_DAYS` (30).
 - `prune_idempotency_keys()` (beat, hourly): submission Idempotency-Keys past 24 h.
+- `request_eta_refresh(cluster_id)` / `refresh_etas`: the ETAs of a cluster's pending
+  jobs, computed by a worker (seconds on a large queue) for the job pages to read.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ log = logging.getLogger(__name__)
 # a lost task never blocks requests for long.
 QUEUED_KEY = "allot:cycle-queued:{cluster_id}"
 QUEUED_TTL_S = 30
+# Debounce key of a queued or running ETA refresh; cleared when it ends, and expires on
+# its own so a worker lost mid-refresh never stops refreshes for long.
+ETA_QUEUED_KEY = "allot:eta-queued:{cluster_id}"
+ETA_QUEUED_TTL_S = 120
 _redis = None
 
 
@@ -117,3 +123,34 @@ def demo_load_tick() -> int:
     from scheduler.services.demo import demo_load_tick as tick
 
     return tick()
+
+
+@shared_task(name="scheduler.refresh_etas", ignore_result=True)
+def refresh_etas(cluster_id: int) -> int:
+    """Recompute and cache the ETAs of a cluster's pending jobs; how many it estimated."""
+    from scheduler.models import Cluster
+    from scheduler.selectors.eta import cluster_etas
+
+    try:
+        cluster = Cluster.objects.filter(pk=cluster_id).first()
+        return 0 if cluster is None else len(cluster_etas(cluster=cluster, fresh=True))
+    finally:
+        try:
+            _redis_client().delete(ETA_QUEUED_KEY.format(cluster_id=cluster_id))
+        except Exception as exc:  # the key expires on its own
+            log.warning("could not clear the ETA key of cluster %s: %s", cluster_id, exc)
+
+
+def request_eta_refresh(cluster_id: int) -> bool:
+    """Queue an ETA refresh of the cluster unless one is queued or running; never
+    raises (without Redis the pages show no ETA until it returns)."""
+    try:
+        if not _redis_client().set(
+            ETA_QUEUED_KEY.format(cluster_id=cluster_id), 1, nx=True, ex=ETA_QUEUED_TTL_S
+        ):
+            return False
+        refresh_etas.apply_async((cluster_id,), retry=False)
+        return True
+    except Exception as exc:
+        log.warning("could not queue an ETA refresh of cluster %s: %s", cluster_id, exc)
+        return False

@@ -221,8 +221,10 @@ class EtaOutput(serializers.Serializer):
         allow_null=True, help_text="Latest of the range (longer runtimes, 75th percentile)"
     )
     method = serializers.ChoiceField(
-        choices=["forward-simulation", "victims-stopping"],
-        help_text="victims-stopping: the jobs it preempted are exiting; it starts next",
+        choices=["forward-simulation", "victims-stopping", "estimating"],
+        help_text="victims-stopping: the jobs it preempted are exiting; it starts next. "
+        "estimating: a worker is computing the cluster's estimates (the times are null); "
+        "ask again in a few seconds",
     )
     baseline_start = serializers.DateTimeField(
         allow_null=True,

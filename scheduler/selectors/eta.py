@@ -5,14 +5,17 @@ pending job of the cluster at once (`scheduler.sim.eta.estimate`: three forward 
 the current snapshot through the engine, runtimes forecast from the cluster's recent
 attempts, the last day's submissions expected to come again) and keeps the answer in
 the cache until the cluster's next cycle (and at least a minute): one computation per
-cluster per cycle at most, however many pages ask; on 1,024 GPUs with 1,000 pending jobs
-it costs ~4 s of CPU (`bench/eta.py --full-queue 1000`). A job the cached answer does
-not know (submitted after it) triggers a fresh one.
+cluster per cycle at most, however many pages ask. On 1,024 GPUs with 1,000 pending jobs
+it costs ~4 s of CPU (`bench/eta.py --full-queue 1000`), too long for a request: a
+request reads the cache and, when the answer is stale or does not know the job yet,
+asks a worker for a fresh one (`scheduler.tasks.request_eta_refresh`, at most one queued
+per cluster) and answers with what it has (`method: estimating` until the first answer).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from typing import Any
 
@@ -29,6 +32,8 @@ ARRIVAL_WINDOW_S = 86400.0  # the submissions of this last window are expected a
 CACHE_S = 600  # an answer lives at most this long (the next cycle replaces it sooner)
 MIN_AGE_S = 60.0  # ... but not before it is this old (cycles may come every few seconds)
 METHOD = "forward-simulation"
+ESTIMATING = "estimating"  # no answer that knows the job yet: a worker is computing one
+log = logging.getLogger(__name__)
 
 
 def runtime_history(*, cluster_id: int, now: dt.datetime) -> list[tuple[str, str, str, int, float]]:
@@ -84,15 +89,33 @@ def _last_cycle_id(cluster_id: int) -> int:
     return last or 0
 
 
+def _cache_key(cluster_id: int) -> str:
+    return f"eta:{cluster_id}"
+
+
+def cached_etas(cluster_id: int) -> tuple[int, float, dict[str, dict[str, Any]]] | None:
+    """The cached answer (cycle id, computed at (epoch s), job pk -> ETA), or None; a
+    cache outage reads as no answer."""
+    try:
+        return cache.get(_cache_key(cluster_id))
+    except Exception as exc:  # Redis down: the page still renders, without an ETA
+        log.warning("could not read the ETA cache of cluster %s: %s", cluster_id, exc)
+        return None
+
+
+def _is_current(cached: tuple[int, float, Any], cycle_id: int, now: float) -> bool:
+    return cached[0] == cycle_id or now - cached[1] < MIN_AGE_S
+
+
 def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str, Any]]:
     """Job pk (as a string) -> its ETA (ISO times) for every pending job of `cluster`;
-    cached per cluster and cycle (`fresh` recomputes)."""
-    key = f"eta:{cluster.pk}"
+    cached per cluster and cycle (`fresh` recomputes). Computes in the caller: the
+    worker's task (`scheduler.tasks.refresh_etas`) calls it, requests read the cache."""
     cycle_id = _last_cycle_id(cluster.pk)
     now = time.time()
     if not fresh:
-        cached = cache.get(key)
-        if cached is not None and (cached[0] == cycle_id or now - cached[1] < MIN_AGE_S):
+        cached = cached_etas(cluster.pk)
+        if cached is not None and _is_current(cached, cycle_id, now):
             return cached[2]
     cs = cluster_snapshot(cluster=cluster)
     forecast = RuntimeForecast(runtime_history(cluster_id=cluster.pk, now=cs.at))
@@ -118,7 +141,10 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
             "method": "victims-stopping",
             "baseline_start": now,
         }
-    cache.set(key, (cycle_id, now, out), CACHE_S)
+    try:
+        cache.set(_cache_key(cluster.pk), (cycle_id, now, out), CACHE_S)
+    except Exception as exc:
+        log.warning("could not store the ETAs of cluster %s: %s", cluster.pk, exc)
     return out
 
 
@@ -148,22 +174,34 @@ def _recent(cluster: Cluster, at: dt.datetime) -> list[Workload]:
     ]
 
 
+def _no_estimate(method: str) -> dict[str, Any]:
+    return {
+        "start": None,
+        "earliest": None,
+        "latest": None,
+        "method": method,
+        "baseline_start": None,
+    }
+
+
 def job_eta(*, job: Job) -> dict[str, Any] | None:
     """The ETA of a pending job ({start, earliest, latest, method, baseline_start}, ISO
     times; a time is null when the forward run's horizon passed first); None for a job
-    that is not pending."""
+    that is not pending. Never computes in the request: a stale answer is served while a
+    worker refreshes it, and a job no answer knows yet gets `method: estimating`."""
+    from scheduler.tasks import request_eta_refresh  # tasks import the services
+
     if job.state != JobState.PENDING:
         return None
-    etas = cluster_etas(cluster=job.cluster)
-    found = etas.get(str(job.pk))
-    if found is None:  # submitted after the cached answer
-        found = cluster_etas(cluster=job.cluster, fresh=True).get(str(job.pk))
-    if found is None:  # not in the engine's view (e.g. its project left the tree)
-        return {
-            "start": None,
-            "earliest": None,
-            "latest": None,
-            "method": METHOD,
-            "baseline_start": None,
-        }
-    return found
+    cached = cached_etas(job.cluster_id)
+    found = cached[2].get(str(job.pk)) if cached else None
+    if found is None or not _is_current(cached, _last_cycle_id(job.cluster_id), time.time()):
+        request_eta_refresh(job.cluster_id)
+        cached = cached_etas(job.cluster_id)  # an eager (test) or very fast worker filled it
+        found = cached[2].get(str(job.pk)) if cached else found
+    if found is not None:
+        return found
+    if cached is not None and cached[1] > job.submitted_at.timestamp():
+        # a fresh answer without it: not in the engine's view (its project left the tree)
+        return _no_estimate(METHOD)
+    return _no_estimate(ESTIMATING)

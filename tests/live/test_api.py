@@ -6,6 +6,7 @@ queue, job lists and who sees a spec, clusters and host drains. Every endpoint x
 import datetime as dt
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from scheduler.models import (
@@ -409,6 +410,50 @@ def test_a_pending_job_has_an_eta_with_a_range_and_its_blockers(live, people):
         assert kinds[-1] == "capacity" and body["blockers"][-1]["numbers"]["hosts_that_fit"] == 4
     # the higher-priority job of the same project goes first
     assert bodies[high]["eta"]["start"] <= bodies[low]["eta"]["start"]
+
+
+def test_the_eta_is_computed_by_a_worker_and_a_request_never_waits_for_it(
+    live, people, monkeypatch
+):
+    from scheduler import tasks
+
+    low, _ = _fill_and_queue(live)
+    queued = []  # no worker: the refresh stays queued until the test runs it
+    monkeypatch.setattr(tasks.refresh_etas, "apply_async", lambda args, **kw: queued.append(args))
+    client = client_as(people["bob"])
+    url = f"/api/v1/jobs/{low.pk}/"
+    first = client.get(url).json()["eta"]
+    assert first["method"] == "estimating"
+    assert first["start"] is first["earliest"] is first["latest"] is None
+    assert client.get(url).json()["eta"]["method"] == "estimating"
+    assert queued == [(live.cluster.pk,)]  # one refresh queued however many ask
+    browser = Client()
+    browser.force_login(people["ann"])
+    page = browser.get(f"/jobs/{low.pk}/")
+    assert page.status_code == 200 and "being computed" in page.content.decode()
+
+    assert tasks.refresh_etas(*queued[0]) == 2  # the worker estimates both pending jobs
+    eta = client.get(url).json()["eta"]
+    assert eta["method"] == "forward-simulation" and eta["start"] is not None
+    assert len(queued) == 1  # a current answer asks for nothing more
+
+
+def test_without_redis_a_pending_job_still_answers_without_an_eta(live, people, monkeypatch):
+    from django.core.cache import cache
+
+    from scheduler import tasks
+
+    low, _ = _fill_and_queue(live)
+
+    def down(*args, **kwargs):
+        raise ConnectionError("Redis is down")
+
+    monkeypatch.setattr(cache, "get", down)
+    monkeypatch.setattr(tasks, "_redis_client", down)
+    response = client_as(people["bob"]).get(f"/api/v1/jobs/{low.pk}/")
+    assert response.status_code == 200
+    assert response.json()["eta"]["method"] == "estimating"
+    assert response.json()["queue"]["position"] == 2
 
 
 def test_a_running_job_has_no_eta_and_no_blockers(live, people):
