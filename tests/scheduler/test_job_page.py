@@ -96,7 +96,27 @@ def test_a_pending_job_shows_its_estimated_start_and_range(job, tree, client):
     # 4 GPUs on two empty 8-GPU hosts: it starts with the next cycle, i.e. now
     now = timezone.now()
     assert "Estimated start:" in html and f"{now:%Y-%m-%d}" in html
-    assert "likely between" in html and "Reservation-only estimate" in html
+    assert "Reservation-only estimate" in html
+    assert "likely between" not in html  # every runtime forecast gives the same start
+
+
+def test_a_range_is_shown_only_when_its_ends_differ(job, tree, client, monkeypatch):
+    from scheduler.selectors import jobs
+
+    eta = {
+        "start": "2026-12-02T17:30:00+00:00",
+        "earliest": "2026-12-02T17:01:00+00:00",
+        "latest": "2026-12-02T19:45:00+00:00",
+        "method": "forward-simulation",
+        "baseline_start": None,
+    }
+    monkeypatch.setattr(jobs, "job_eta", lambda job: eta)
+    client.force_login(tree.user("bob"))
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "2026-12-02 17:30 UTC (likely between 2026-12-02 17:01 and 2026-12-02 19:45 UTC)" in html
+    eta["latest"] = None  # the slow forecast's run passed its horizon
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "(not before 2026-12-02 17:01 UTC)" in html
 
 
 def test_an_ended_job_shows_no_estimate(job, tree, client):
