@@ -97,6 +97,10 @@ def job_transition(
             f"Job {job.pk} cannot go from {from_state} to {to_state}.", field="state"
         )
     at = at or timezone.now()
+    if at < job.queued_at:
+        # a cycle's clock is read before its snapshot: a job submitted in between is
+        # planned by it, yet its history must not start before it was queued
+        at = job.queued_at
     job.state = to_state
     job.state_reason = reason[:500]
     update = ["state", "state_reason", "updated_at"]

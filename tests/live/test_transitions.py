@@ -45,6 +45,15 @@ def test_every_state_has_a_rule_and_terminal_states_lead_nowhere():
     assert not is_legal(JobState.PENDING, JobState.RUNNING)  # always through starting
 
 
+def test_a_cycle_clock_read_before_the_submission_does_not_date_the_start_before_it(job):
+    # the cycle read its clock, then a submission committed, then its snapshot saw it
+    cycle_clock = job.queued_at - dt.timedelta(milliseconds=40)
+    event = job_transition(job=job, to_state=JobState.STARTING, reason="scheduled", at=cycle_clock)
+    assert event.at == job.queued_at
+    path = JobEvent.objects.filter(job=job).values_list("to_state", flat=True)
+    assert list(path) == [JobState.PENDING, JobState.STARTING]
+
+
 def test_life_cycle_of_a_preempted_resumable_job_is_recorded(job):
     t0 = job.queued_at
     steps = [
