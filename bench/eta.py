@@ -6,10 +6,11 @@ instant (the replay's `probe`): running jobs with their elapsed time, the pendin
 queue, usage; runtimes forecast only from the jobs completed so far (never the job's
 own or any running job's real runtime). Compares with the replay's real first start.
 
-Two passes of the same deterministic replay: the first finds the jobs that waited at
-least `--min-wait` (default 5 min) and draws `--samples` of them (seeded), the second
-captures the state at their submissions. Jobs that arrive after a submission are
-unknown to its ETA, as in production.
+One deterministic replay captures the state at the submission of a `--watch` share of
+the jobs after the warm-up (default all); of those that then waited at least
+`--min-wait` (default 5 min) it draws `--samples` (seeded). Jobs that arrive after a
+submission are unknown to its ETA, as in production: it expects the last
+`--arrival-window-h` hours of submissions again (`--arrivals`).
 
 Prints one JSON object: jobs evaluated, median and p90 absolute error (s), the median
 relative error (|eta - real| / real wait), the share of real starts inside the stated
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--arrival-window-h", type=float, default=24.0)
     ap.add_argument("--warmup-days", type=float, default=2.0)
-    ap.add_argument("--watch", type=float, default=0.15, help="share of jobs whose state is kept")
+    ap.add_argument("--watch", type=float, default=1.0, help="share of jobs whose state is kept")
     ap.add_argument(
         "--full-queue",
         type=int,

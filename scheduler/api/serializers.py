@@ -215,10 +215,11 @@ class EtaOutput(serializers.Serializer):
         "null when it does not start within the simulated 30 days",
     )
     earliest = serializers.DateTimeField(
-        allow_null=True, help_text="Earliest of the range (shorter runtimes, 25th percentile)"
+        allow_null=True,
+        help_text="Earliest of the range (shorter runtimes, 10th percentile, no other arrivals)",
     )
     latest = serializers.DateTimeField(
-        allow_null=True, help_text="Latest of the range (longer runtimes, 75th percentile)"
+        allow_null=True, help_text="Latest of the range (longer runtimes, 90th percentile)"
     )
     method = serializers.ChoiceField(
         choices=["forward-simulation", "victims-stopping", "estimating"],
