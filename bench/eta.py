@@ -272,7 +272,10 @@ def main(argv: list[str] | None = None) -> int:
             later = repeat_arrivals([wl[j.job_id] for j in jobs[lo:hi]], now, window)
         else:
             later = []
-        est = estimate(snapshot, policy, now, forecast, users=users, targets={jid}, arrivals=later)[
+        who = users
+        if args.oracle:  # expected arrivals ("<id>~next") run as long as the job they repeat
+            who = {**users, **{w.id: w.id.partition("~")[0] for w in later}}
+        est = estimate(snapshot, policy, now, forecast, users=who, targets={jid}, arrivals=later)[
             jid
         ]
         submit = spec[jid].submit_s
