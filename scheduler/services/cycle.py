@@ -191,12 +191,11 @@ def engine_state_reset(cluster_id: int | None = None) -> None:
         _WARM.pop(cluster_id, None)
 
 
-def _plan(cs: ClusterSnapshot) -> CyclePlan:
+def _plan(cs: ClusterSnapshot, warm: _Warm) -> CyclePlan:
     """plan() with the worker's warm `EngineState` of the cluster, reset whenever the
     tree version, the hosts or the policy changed (its caches would only hold objects
     that no longer come back). The hosts tuple is reused while unchanged, so the
     engine's layout cache hits (the snapshot cache keeps the tree and running work)."""
-    warm = _WARM.setdefault(cs.cluster_id, _Warm())
     snap = cs.snapshot
     if warm.hosts != snap.hosts:
         warm.hosts = tuple(snap.hosts)
@@ -279,7 +278,7 @@ class _CycleRun:
                         cache=self.warm.snapshot_cache,
                     )
                 with self._phase("plan"):
-                    cycle_plan = _plan(cs)
+                    cycle_plan = _plan(cs, self.warm)
                 self._apply(cs, cycle_plan)
         except Exception as exc:
             engine_state_reset(self.cluster.pk)
