@@ -63,18 +63,22 @@ def run_cycle(cluster_id: int) -> dict | None:
     return {"cycle": record.pk, "starts": record.starts, "stops": record.stops}
 
 
-def _enqueue(cluster_id: int) -> bool:
-    """Queue a cycle unless one is queued already; never raises."""
+def _queue_once(task, cluster_id: int, key: str, ttl_s: int, what: str) -> bool:
+    """Queue `task(cluster_id)` unless its debounce `key` is set (one queued already);
+    never raises: a Redis or broker outage is logged."""
     try:
-        if not _redis_client().set(
-            QUEUED_KEY.format(cluster_id=cluster_id), 1, nx=True, ex=QUEUED_TTL_S
-        ):
-            return False  # one is queued and has not started yet
-        run_cycle.apply_async((cluster_id,), retry=False)
+        if not _redis_client().set(key.format(cluster_id=cluster_id), 1, nx=True, ex=ttl_s):
+            return False
+        task.apply_async((cluster_id,), retry=False)
         return True
     except Exception as exc:
-        log.warning("could not queue a cycle of cluster %s: %s", cluster_id, exc)
+        log.warning("could not queue %s of cluster %s: %s", what, cluster_id, exc)
         return False
+
+
+def _enqueue(cluster_id: int) -> bool:
+    """Queue a cycle unless one is queued already; never raises."""
+    return _queue_once(run_cycle, cluster_id, QUEUED_KEY, QUEUED_TTL_S, "a cycle")
 
 
 def request_cycle(cluster_id: int) -> None:
@@ -144,13 +148,4 @@ def refresh_etas(cluster_id: int) -> int:
 def request_eta_refresh(cluster_id: int) -> bool:
     """Queue an ETA refresh of the cluster unless one is queued or running; never
     raises (without Redis the pages show no ETA until it returns)."""
-    try:
-        if not _redis_client().set(
-            ETA_QUEUED_KEY.format(cluster_id=cluster_id), 1, nx=True, ex=ETA_QUEUED_TTL_S
-        ):
-            return False
-        refresh_etas.apply_async((cluster_id,), retry=False)
-        return True
-    except Exception as exc:
-        log.warning("could not queue an ETA refresh of cluster %s: %s", cluster_id, exc)
-        return False
+    return _queue_once(refresh_etas, cluster_id, ETA_QUEUED_KEY, ETA_QUEUED_TTL_S, "an ETA refresh")
