@@ -562,29 +562,27 @@ class _Replay:
             return bool(self.n_pending_alloc and self.n_unprotected)
         return True  # other baselines: preemption rules not modelled here, so be safe
 
-    def _call_probe(self, now: float, watched: list[str]) -> None:
-        """Show the probe the state at `now` (a copy: the replay goes on changing it)."""
-        assert self.probe is not None
-        snapshot = Snapshot(
+    def _snapshot(self, now: float, *, detached: bool = False) -> Snapshot:
+        """The state a cycle at `now` sees; `detached` copies the pending lists and the
+        usage, which the replay goes on changing (for the probe)."""
+        usage = self.usage.usage(now)
+        return Snapshot(
             hosts=self.hosts_tuple,
             running=list(self.running.values()),
-            pending={p: list(wls) for p, wls in self.pending.items()},
+            pending={p: list(w) for p, w in self.pending.items()} if detached else self.pending,
             tree=self.tree,
-            usage=dict(self.usage.usage(now)),
+            usage=dict(usage) if detached else usage,
         )
-        self.probe[1](now, watched, snapshot)
+
+    def _call_probe(self, now: float, watched: list[str]) -> None:
+        """Show the probe the state at `now`."""
+        assert self.probe is not None
+        self.probe[1](now, watched, self._snapshot(now, detached=True))
 
     def _cycle(self, now: float) -> bool:
         """Run one engine cycle at `now` and apply it; True when it changed anything."""
         self._refresh_checkpoints(now)
-        snapshot = Snapshot(
-            hosts=self.hosts_tuple,
-            running=list(self.running.values()),
-            pending=self.pending,
-            tree=self.tree,
-            usage=self.usage.usage(now),
-        )
-        plan = self.planner(snapshot, self.policy, now)
+        plan = self.planner(self._snapshot(now), self.policy, now)
         self.cycles += 1
         if not self.cycles % _FREEZE_EVERY:
             gc.freeze()  # what the run keeps (intervals, outcomes) is not walked again
