@@ -21,7 +21,7 @@ from typing import Any
 
 from django.core.cache import cache
 
-from budgets.selectors import tree_index
+from budgets.selectors import TreeIndex, tree_index
 from scheduler.engine import Workload
 from scheduler.models import Attempt, AttemptEnd, Cluster, CycleRecord, Job, JobState
 from scheduler.selectors.snapshot import Epoch, cluster_snapshot, fetch_rows
@@ -36,7 +36,9 @@ ESTIMATING = "estimating"  # no answer that knows the job yet: a worker is compu
 log = logging.getLogger(__name__)
 
 
-def runtime_history(*, cluster_id: int, now: dt.datetime) -> list[tuple[str, str, str, int, float]]:
+def runtime_history(
+    *, cluster_id: int, now: dt.datetime, index: TreeIndex | None = None
+) -> list[tuple[str, str, str, int, float]]:
     """(project path, submitter, kind, GPUs, runtime s) of the cluster's attempts that
     finished successfully in the last `HISTORY_DAYS` days."""
     rows = fetch_rows(
@@ -54,7 +56,8 @@ def runtime_history(*, cluster_id: int, now: dt.datetime) -> list[tuple[str, str
             Epoch("started_at"),
         )
     )
-    index = tree_index()
+    if index is None:
+        index = tree_index()
     paths: dict[int, str] = {}
     out = []
     for project_id, user, kind, gpus, ended, started in rows:
@@ -118,7 +121,8 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
         if cached is not None and _is_current(cached, cycle_id, now):
             return cached[2]
     cs = cluster_snapshot(cluster=cluster)
-    forecast = RuntimeForecast(runtime_history(cluster_id=cluster.pk, now=cs.at))
+    index = tree_index()
+    forecast = RuntimeForecast(runtime_history(cluster_id=cluster.pk, now=cs.at, index=index))
     snap = cs.snapshot
     ids = [int(w.id) for v in snap.pending.values() for w in v]
     ids += [int(r.workload.id) for r in snap.running if r.workload.id.isdigit()]
@@ -127,7 +131,7 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
         for pk, name in Job.objects.filter(pk__in=ids).values_list("pk", "submitter__username")
     }
     out: dict[str, dict[str, Any]] = {}
-    arrivals = repeat_arrivals(_recent(cluster, cs.at), cs.now, ARRIVAL_WINDOW_S)
+    arrivals = repeat_arrivals(_recent(cluster, cs.at, index), cs.now, ARRIVAL_WINDOW_S)
     for wid, est in estimate(
         snap, cs.policy, cs.now, forecast, users=users, arrivals=arrivals
     ).items():
@@ -148,10 +152,9 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
     return out
 
 
-def _recent(cluster: Cluster, at: dt.datetime) -> list[Workload]:
+def _recent(cluster: Cluster, at: dt.datetime, index: TreeIndex) -> list[Workload]:
     """The cluster's jobs submitted in the last arrival window, as engine workloads
     under their project paths (the expected arrivals are these again)."""
-    index = tree_index()
     rows = Job.objects.filter(
         cluster=cluster, submitted_at__gte=at - dt.timedelta(seconds=ARRIVAL_WINDOW_S)
     ).values_list(
