@@ -506,11 +506,16 @@ class _Replay:
         heap = self.ckpt_heap
         ckpt = self.ckpt
         while heap and heap[0][0] <= now:
-            _, idx, token = heapq.heappop(heap)
+            due, idx, token = heapq.heappop(heap)
             j = self.jobs[idx]
             if j.token != token or not j.running:
                 continue
-            last = j.run_start + math.floor((now - j.run_start) / ckpt) * ckpt
+            # `due` was reached whatever the rounding of the division says: taking the
+            # later of the two, and stepping past `now`, always moves the next one forward
+            # (a floor a hair short of `due` re-queued it at `now` for ever).
+            last = max(due, j.run_start + math.floor((now - j.run_start) / ckpt) * ckpt)
+            while last + ckpt <= now:
+                last += ckpt
             rw = self.running[idx]
             self.running[idx] = RunningWorkload(
                 workload=rw.workload,

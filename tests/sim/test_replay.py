@@ -120,6 +120,19 @@ def test_preempted_resumable_job_loses_work_since_checkpoint_and_pays_restart() 
     assert runs(r, "x") == [(2500.0, 6100.0, "completed")]
 
 
+@pytest.mark.timeout(60, method="signal")  # fails alone; the run goes on
+def test_a_checkpoint_that_float_division_puts_short_of_its_time_is_still_passed() -> None:
+    # (31522.18...+3600) - 31522.18... is a hair under 3600: floor() says no checkpoint yet,
+    # and the replay used to re-queue that checkpoint at the same instant for ever.
+    start = 31522.183049595395
+    assert math.floor(((start + 3600.0) - start) / 3600.0) == 0
+    # y's arrival brings a cycle at exactly x's first checkpoint
+    jobs = [job("x", start, 1, 3 * 3600.0, 600.0), job("y", start + 3600.0, 1, 60.0)]
+    r = simulate(cluster(), TREE, jobs, SimConfig(checkpoint_interval_s=3600.0))
+    assert runs(r, "x") == [(start, start + 3 * 3600.0, "completed")]
+    assert runs(r, "y") == [(start + 3600.0, start + 3660.0, "completed")]
+
+
 def test_preempted_non_resumable_job_ends_terminated() -> None:
     jobs = [
         job("u", 0, duration=10800, min_rt=0, resumable=False),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import Phase, given, settings
+from hypothesis import Phase, example, given, settings
 from hypothesis import strategies as st
 
 from scheduler.engine.types import BudgetNode
@@ -46,6 +46,7 @@ def row(result: dict, project: str) -> dict:
 # line of the simulator) would take hours, so a failure is reported as drawn.
 @settings(max_examples=5, deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate))
 @given(seed=st.integers(0, 10_000), factor=st.sampled_from([3.0, 5.0, 9.0]))
+@example(seed=2, factor=3.0)  # hung the replay on a checkpoint's float rounding (CI, stop 14)
 def test_raising_a_weight_raises_the_projects_delivered_hours(seed, factor):
     jobs = busy_jobs(seed)
     result = run_whatif(
