@@ -323,7 +323,17 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
             ("fair-share factor", render.number(q["fairshare_factor"])),
             ("reason", q["reason"]),
         ]
+    if job.get("eta"):
+        items.append(("estimated start", _eta_text(job["eta"])))
+        if job["eta"].get("baseline_start"):
+            items.append(("backfill estimate", render.when(job["eta"]["baseline_start"])))
     render.pairs(items)
+    if job.get("blockers"):
+        render.table(
+            ["#", "KIND", "WHY"],
+            ([i, b["kind"], b["text"]] for i, b in enumerate(job["blockers"], 1)),
+            title="blockers (most pressing first)",
+        )
     if job["attempts"]:
         render.table(
             ["#", "ATTEMPT", "STATE", "HOSTS", "STARTED", "ENDED", "END"],
@@ -358,6 +368,23 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
         ),
         title="events",
     )
+
+
+def _eta_text(eta: dict[str, Any]) -> str:
+    """The estimate as the job page words it."""
+    if eta["method"] == "victims-stopping":
+        return "now: the jobs it preempts are exiting"
+    if eta["method"] == "estimating":
+        return "being computed; ask again in a few seconds"
+    if not eta["start"]:
+        return "not within the next 30 days at the current queue"
+    text = render.when(eta["start"])
+    low, high = render.when(eta["earliest"]), render.when(eta["latest"])
+    if eta["earliest"] and eta["latest"] and low != high:
+        text += f" (likely between {low} and {high})"
+    elif eta["earliest"] and not eta["latest"]:
+        text += f" (not before {low})"
+    return text
 
 
 @app.command()

@@ -183,6 +183,11 @@ def test_queue_show_and_cancel(ann, tree):
     shown = ann("show", str(waiting[1].pk))
     assert shown.returncode == 0, shown.stderr
     assert "2 of 2" in shown.stdout and "reason" in shown.stdout and "pending" in shown.stdout
+    # the estimate and every blocker, as the job page shows them
+    detail = json.loads(ann("show", str(waiting[1].pk), "--json").stdout)
+    assert detail["eta"]["start"] and detail["blockers"]
+    assert "estimated start" in shown.stdout and "backfill estimate" in shown.stdout
+    assert "blockers" in shown.stdout and detail["blockers"][0]["kind"] in shown.stdout
     running = Job.objects.filter(state=JobState.RUNNING).first()
     shown = ann("show", str(running.pk))
     assert "attempts" in shown.stdout and "node0" in shown.stdout
