@@ -117,6 +117,8 @@ class WindowUsage(UsageTracker):
             edge = -(10**18)
         while t < now:
             h = math.floor(t / size)
+            if (h + 1) * size <= t:  # the division rounded a hair down (a bucket size
+                h += 1  # like 1/3): without this the loop would stand still
             end = min(now, (h + 1) * size)
             amount = rate * (end - t)
             buckets[h] = buckets.get(h, 0.0) + amount

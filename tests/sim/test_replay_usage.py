@@ -49,6 +49,16 @@ def test_window_matches_exact_integral_on_hour_aligned_runs() -> None:
         t = now  # time never goes backwards
 
 
+@pytest.mark.timeout(30, method="signal")  # fails alone; the run goes on
+def test_a_bucket_boundary_that_division_rounds_down_does_not_stall_the_flush() -> None:
+    size = 1 / 3  # 73384.666... / (1/3) rounds to a hair under bucket 220154's start
+    t = 220154 * size
+    assert (math.floor(t / size) + 1) * size <= t
+    w = WindowUsage(["a"], window_s=3600.0, bucket_s=size)
+    w.add_rate("a", t, 1.0)
+    assert w.usage(t + 10.0)["a"] == pytest.approx(10.0)
+
+
 def test_window_error_is_bounded_by_one_bucket_off_the_hour() -> None:
     w = WindowUsage(["a"], window_s=3 * 3600.0)
     w.add_rate("a", 1000.0, 1.0)
