@@ -9,8 +9,10 @@ own or any running job's real runtime). Compares with the replay's real first st
 One deterministic replay captures the state at the submission of a `--watch` share of
 the jobs after the warm-up (default all); of those that then waited at least
 `--min-wait` (default 5 min) it draws `--samples` (seeded). Jobs that arrive after a
-submission are unknown to its ETA, as in production: it expects the last
-`--arrival-window-h` hours of submissions again (`--arrivals`).
+submission are unknown to its ETA, as in production: it expects the submissions of the
+last `--arrival-periods` windows of `--arrival-window-h` hours again at their average
+rate, and for the latest start of the range the busiest of those windows again
+(`--arrivals`, `--high-arrivals`).
 
 Prints one JSON object: jobs evaluated, median and p90 absolute error (s), the median
 relative error (|eta - real| / real wait), the share of real starts inside the stated
@@ -37,7 +39,12 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler.engine.types import Snapshot, Workload  # noqa: E402
-from scheduler.sim.eta import RuntimeForecast, estimate, repeat_arrivals  # noqa: E402
+from scheduler.sim.eta import (  # noqa: E402
+    RuntimeForecast,
+    busiest_arrivals,
+    estimate,
+    repeat_arrivals,
+)
 from scheduler.sim.generate import write_scenario  # noqa: E402
 from scheduler.sim.io import load_cluster, load_trace, load_tree  # noqa: E402
 from scheduler.sim.model import SimConfig, TraceJob  # noqa: E402
@@ -170,6 +177,20 @@ def main(argv: list[str] | None = None) -> int:
         "real ones (diagnosis)",
     )
     ap.add_argument("--arrival-window-h", type=float, default=24.0)
+    ap.add_argument(
+        "--arrival-periods",
+        type=int,
+        default=7,
+        help="average the expected arrivals over this many past windows (7, as the live service)",
+    )
+    ap.add_argument(
+        "--high-arrivals",
+        choices=("busiest", "expected"),
+        default="busiest",
+        help="what the latest start expects: the busiest past window again (default, as "
+        "the live service) or the same arrivals as the estimate",
+    )
+    ap.add_argument("--rows", default=None, help="also write every evaluated job as CSV here")
     ap.add_argument("--warmup-days", type=float, default=2.0)
     ap.add_argument("--watch", type=float, default=1.0, help="share of jobs whose state is kept")
     ap.add_argument(
@@ -235,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     done_t = [t for t, _ in done]
     policy = policy_for(config)
     window = args.arrival_window_h * 3600.0
-    submits = [j.submit_s for j in jobs]
+    # past submissions come from the whole trace: the days before the window were seen
+    submitted = sorted((j for j in trace if j.submit_s < t1), key=lambda j: j.submit_s)
+    submits = [j.submit_s for j in submitted]
     wl = {
         j.job_id: Workload(
             id=j.job_id,
@@ -247,8 +270,9 @@ def main(argv: list[str] | None = None) -> int:
             priority=j.priority,
             kind=j.kind,
         )
-        for j in jobs
+        for j in submitted
     }
+    busy = None
     users = {j.job_id: (j.job_id if args.oracle else j.user) for j in jobs}
     ours, base = [], []
     eta_wall = time.perf_counter()
@@ -267,22 +291,37 @@ def main(argv: list[str] | None = None) -> int:
         if args.arrivals == "oracle":
             later = [wl[j.job_id] for j in jobs if now < j.submit_s <= now + 3 * DAY]
         elif args.arrivals == "repeat":
-            lo = bisect_left(submits, now - window)
+            lo = bisect_left(submits, now - window * args.arrival_periods)
             hi = bisect_left(submits, now)
-            later = repeat_arrivals([wl[j.job_id] for j in jobs[lo:hi]], now, window)
+            recent = [wl[j.job_id] for j in submitted[lo:hi]]
+            later = repeat_arrivals(recent, now, window, args.arrival_periods, since=submits[0])
+            if args.high_arrivals == "busiest":
+                busy = busiest_arrivals(recent, now, window, args.arrival_periods)
         else:
             later = []
         who = users
         if args.oracle:  # expected arrivals ("<id>~next") run as long as the job they repeat
-            who = {**users, **{w.id: w.id.partition("~")[0] for w in later}}
-        est = estimate(snapshot, policy, now, forecast, users=who, targets={jid}, arrivals=later)[
-            jid
-        ]
+            who = {**users, **{w.id: w.id.partition("~")[0] for w in [*later, *(busy or ())]}}
+        est = estimate(
+            snapshot,
+            policy,
+            now,
+            forecast,
+            users=who,
+            targets={jid},
+            arrivals=later,
+            busy_arrivals=busy,
+        )[jid]
         submit = spec[jid].submit_s
         ours.append((real[jid], submit, est.start, est.earliest, est.latest))
         b = est.baseline_start
         base.append((real[jid], submit, b, b, b))
     eta_s = time.perf_counter() - eta_wall
+    if args.rows:
+        with open(args.rows, "w", encoding="utf-8") as out:
+            out.write("submit_s,real_start_s,eta_s,earliest_s,latest_s,baseline_s\n")
+            for (real_start, submit, eta, lo, hi), b in zip(ours, base, strict=True):
+                out.write(",".join(str(v) for v in (submit, real_start, eta, lo, hi, b[2])) + "\n")
     waits = [r - s for r, s, *_ in ours]
     result = {
         "source": source,
@@ -290,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         "policy": args.policy,
         "arrivals": args.arrivals
         if args.arrivals != "repeat"
-        else f"repeat last {args.arrival_window_h:g} h",
+        else f"the last {args.arrival_periods} x {args.arrival_window_h:g} h on average, "
+        f"latest: {args.high_arrivals}",
         "runtimes": "oracle" if args.oracle else "forecast",
         "seed": args.seed,
         "jobs_in_window": len(jobs),

@@ -187,6 +187,8 @@ class Job(models.Model):
             models.Index(fields=["cluster", "state"], name="job_cluster_state"),
             models.Index(fields=["project", "state"], name="job_project_state"),
             models.Index(fields=["submitter", "-id"], name="job_submitter_newest"),
+            # the ETA's expected arrivals: the cluster's submissions of the last week
+            models.Index(fields=["cluster", "submitted_at"], name="job_cluster_submitted"),
         ]
         constraints = [
             models.CheckConstraint(condition=models.Q(gpus__gte=1), name="job_gpus_positive"),

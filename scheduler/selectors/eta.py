@@ -3,7 +3,8 @@
 `job_eta(job=)` answers for one job from `cluster_etas(cluster=)`, which estimates every
 pending job of the cluster at once (`scheduler.sim.eta.estimate`: three forward runs of
 the current snapshot through the engine, runtimes forecast from the cluster's recent
-attempts, the last day's submissions expected to come again) and keeps the answer in
+attempts, the submissions of the last week expected to come again at their average
+daily rate, the busiest day's for the latest start) and keeps the answer in
 the cache until the cluster's next cycle (and at least a minute): one computation per
 cluster per cycle at most, however many pages ask. On 1,024 GPUs with 1,000 pending jobs
 it costs ~4 s of CPU (`bench/eta.py --full-queue 1000`), too long for a request: a
@@ -25,10 +26,17 @@ from budgets.selectors import TreeIndex, tree_index
 from scheduler.engine import Workload
 from scheduler.models import Attempt, AttemptEnd, Cluster, CycleRecord, Job, JobState
 from scheduler.selectors.snapshot import Epoch, cluster_snapshot, fetch_rows
-from scheduler.sim.eta import Estimate, RuntimeForecast, estimate, repeat_arrivals
+from scheduler.sim.eta import (
+    Estimate,
+    RuntimeForecast,
+    busiest_arrivals,
+    estimate,
+    repeat_arrivals,
+)
 
 HISTORY_DAYS = 30  # runtimes of attempts that finished in this many days feed the forecast
-ARRIVAL_WINDOW_S = 86400.0  # the submissions of this last window are expected again
+ARRIVAL_WINDOW_S = 86400.0  # expected arrivals: the submissions of a past window again ...
+ARRIVAL_PERIODS = 7  # ... averaged over this many past windows (the busiest for `latest`)
 CACHE_S = 600  # an answer lives at most this long (the next cycle replaces it sooner)
 MIN_AGE_S = 60.0  # ... but not before it is this old (cycles may come every few seconds)
 METHOD = "forward-simulation"
@@ -131,9 +139,11 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
         for pk, name in Job.objects.filter(pk__in=ids).values_list("pk", "submitter__username")
     }
     out: dict[str, dict[str, Any]] = {}
-    arrivals = repeat_arrivals(_recent(cluster, cs.at, index), cs.now, ARRIVAL_WINDOW_S)
+    recent, since = _recent(cluster, cs.at, index)
+    arrivals = repeat_arrivals(recent, cs.now, ARRIVAL_WINDOW_S, ARRIVAL_PERIODS, since=since)
+    busy = busiest_arrivals(recent, cs.now, ARRIVAL_WINDOW_S, ARRIVAL_PERIODS)
     for wid, est in estimate(
-        snap, cs.policy, cs.now, forecast, users=users, arrivals=arrivals
+        snap, cs.policy, cs.now, forecast, users=users, arrivals=arrivals, busy_arrivals=busy
     ).items():
         out[wid] = _as_dict(est)
     for wid in cs.waiting:  # its victims are stopping: it starts as soon as they exit
@@ -152,16 +162,21 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
     return out
 
 
-def _recent(cluster: Cluster, at: dt.datetime, index: TreeIndex) -> list[Workload]:
-    """The cluster's jobs submitted in the last arrival window, as engine workloads
-    under their project paths (the expected arrivals are these again)."""
-    rows = Job.objects.filter(
-        cluster=cluster, submitted_at__gte=at - dt.timedelta(seconds=ARRIVAL_WINDOW_S)
+def _recent(
+    cluster: Cluster, at: dt.datetime, index: TreeIndex
+) -> tuple[list[Workload], float | None]:
+    """The cluster's jobs submitted in the last `ARRIVAL_PERIODS` arrival windows, as
+    engine workloads under their project paths (the expected arrivals are these again),
+    and when the cluster's records begin (its first submission; None without any)."""
+    jobs = Job.objects.filter(cluster=cluster)
+    first = jobs.order_by("submitted_at").values_list("submitted_at", flat=True).first()
+    rows = jobs.filter(
+        submitted_at__gte=at - dt.timedelta(seconds=ARRIVAL_WINDOW_S * ARRIVAL_PERIODS)
     ).values_list(
         "pk", "project_id", "gpus", "submitted_at", "min_runtime_s", "resumable", "priority", "kind"
     )
     cap = float(cluster.max_min_runtime_s)
-    return [
+    recent = [
         Workload(
             id=str(pk),
             project=index.path(project_id),
@@ -175,6 +190,7 @@ def _recent(cluster: Cluster, at: dt.datetime, index: TreeIndex) -> list[Workloa
         for pk, project_id, gpus, submitted, minrt, resumable, priority, kind in rows
         if project_id in index.nodes
     ]
+    return recent, (first.timestamp() if first is not None else None)
 
 
 def _no_estimate(method: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import zlib
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -40,6 +41,7 @@ __all__ = [
     "Estimate",
     "RuntimeForecast",
     "baseline_starts",
+    "busiest_arrivals",
     "estimate",
     "forward_starts",
     "repeat_arrivals",
@@ -272,15 +274,59 @@ class _Forward:
         return bool(result.starts or result.stops)
 
 
-def repeat_arrivals(recent: Iterable[Workload], now: float, window_s: float) -> list[Workload]:
-    """Expected arrivals: the jobs submitted in `[now - window_s, now)` arrive again
-    `window_s` later (a persistence forecast: the last day's demand, per project and
-    shape, repeats with its time of day). Ids get a "~next" suffix."""
-    return [
-        replace(w, id=f"{w.id}~next", submit_s=w.submit_s + window_s)
-        for w in recent
-        if now - window_s <= w.submit_s < now
-    ]
+def repeat_arrivals(
+    recent: Iterable[Workload],
+    now: float,
+    window_s: float,
+    periods: int = 1,
+    since: float | None = None,
+) -> list[Workload]:
+    """Expected arrivals in `[now, now + window_s)`: a persistence forecast of demand
+    per project and shape, with its time of day when the window is a day.
+
+    The jobs submitted in the last `periods` windows, `[now - periods * window_s,
+    now)`, arrive again whole windows later, each at its own place in the window's
+    cycle; with more than one period only one job in `periods` is kept (chosen by a
+    hash of its id, so the forecast is deterministic), so the expected rate is the
+    average of those windows rather than the last one alone: a quiet day after a busy
+    one (or the reverse) no longer sets the whole forecast. `since`: when the records
+    begin; only the whole windows after it count (a young cluster averages fewer).
+    Ids get a "~next" suffix."""
+    periods = max(1, int(periods))
+    if since is not None:
+        periods = max(1, min(periods, math.floor((now - since) / window_s)))
+    span = window_s * periods
+    out = []
+    for w in recent:
+        age = now - w.submit_s
+        if not 0 < age <= span or (periods > 1 and _unit_hash(w.id) * periods >= 1.0):
+            continue
+        shift = window_s * max(1, math.ceil(age / window_s))
+        out.append(replace(w, id=f"{w.id}~next", submit_s=w.submit_s + shift))
+    return out
+
+
+def busiest_arrivals(
+    recent: Iterable[Workload], now: float, window_s: float, periods: int
+) -> list[Workload]:
+    """The pessimistic expected arrivals in `[now, now + window_s)`: of the last
+    `periods` windows, the one that asked for the most GPUs arrives again (with
+    seven daily windows, about the 90th percentile of a day's demand), shifted as in
+    `repeat_arrivals`. The latest start of a range expects these."""
+    by_period: dict[int, list[Workload]] = defaultdict(list)
+    for w in recent:
+        age = now - w.submit_s
+        if 0 < age <= window_s * max(1, int(periods)):
+            by_period[max(1, math.ceil(age / window_s))].append(w)
+    if not by_period:
+        return []
+    k, jobs = max(by_period.items(), key=lambda kv: (sum(w.gpus for w in kv[1]), -kv[0]))
+    return [replace(w, id=f"{w.id}~next", submit_s=w.submit_s + k * window_s) for w in jobs]
+
+
+def _unit_hash(text: str) -> float:
+    """A stable pseudo-random number in [0, 1) for `text` (the same in every process)."""
+    return zlib.crc32(text.encode()) / 2**32
 
 
 def forward_starts(
@@ -447,6 +493,7 @@ def estimate(
     users: Mapping[str, str] | None = None,
     targets: Collection[str] | None = None,
     arrivals: Sequence[Workload] = (),
+    busy_arrivals: Sequence[Workload] | None = None,
     quantiles: tuple[float, float, float] = QUANTILES,
     period_s: float = 60.0,
     horizon_s: float = HORIZON_S,
@@ -455,7 +502,9 @@ def estimate(
 ) -> dict[str, Estimate]:
     """The `Estimate` of every pending job in `targets` (all pending jobs when None).
 
-    `users` maps workload ids to their submitters (the forecast's finest key)."""
+    `users` maps workload ids to their submitters (the forecast's finest key).
+    `arrivals` are the expected later jobs of the middle run, `busy_arrivals` those of
+    the high (latest) run (the same as `arrivals` when None); the low run expects none."""
     who = users or {}
 
     def runtime_at(q: float) -> Remaining:
@@ -464,8 +513,11 @@ def estimate(
 
         return remaining
 
-    # The earliest run expects no other arrivals; the others the expected ones: the
-    # range spans both unknowns, how long jobs run and what else comes.
+    # The earliest run expects no other arrivals, the middle one the expected ones and
+    # the latest one a busy window's: the range spans both unknowns, how long jobs run
+    # and what else comes.
+    busy = arrivals if busy_arrivals is None else busy_arrivals
+    expected: tuple[Sequence[Workload], ...] = ((), arrivals, busy)
     runs = [
         forward_starts(
             snapshot,
@@ -473,7 +525,7 @@ def estimate(
             now,
             runtime_at(q),
             targets=targets,
-            arrivals=arrivals if i else (),
+            arrivals=expected[min(i, 2)],
             period_s=period_s,
             horizon_s=horizon_s,
             rel_step=rel_step,

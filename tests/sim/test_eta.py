@@ -11,6 +11,7 @@ from scheduler.sim.eta import (
     DEFAULT_RUNTIME_S,
     RuntimeForecast,
     baseline_starts,
+    busiest_arrivals,
     estimate,
     forward_starts,
     repeat_arrivals,
@@ -116,6 +117,62 @@ def test_repeat_arrivals_shifts_the_last_window() -> None:
     recent = [job("x", "a", submit=100.0), job("old", "a", submit=-10.0)]
     out = repeat_arrivals(recent, now=200.0, window_s=200.0)
     assert [(w.id, w.submit_s) for w in out] == [("x~next", 300.0)]
+
+
+def test_averaged_arrivals_keep_the_mean_rate_of_the_past_windows_and_their_time_of_day() -> None:
+    day = 86400.0
+    now = 7 * day
+    # a busy day (yesterday: 700 jobs) after six quiet ones (none): the average of the
+    # seven is 100 a day, not the last day's 700
+    recent = [job(f"y{i}", "a", submit=now - day + 60.0 * i) for i in range(700)]
+    last_day = repeat_arrivals(recent, now, day)
+    week = repeat_arrivals(recent, now, day, periods=7)
+    assert len(last_day) == 700
+    assert 60 <= len(week) <= 140
+    assert all(now <= w.submit_s < now + day for w in week)
+    # each keeps its time of day, and the choice is the same in every call
+    assert all(
+        w.submit_s == dict((r.id, r.submit_s) for r in recent)[w.id[:-5]] + day for w in week
+    )
+    assert week == repeat_arrivals(list(reversed(recent)), now, day, periods=7)[::-1]
+    # jobs of three days back land in the next day too, at their own time of day
+    older = [job(f"o{i}", "a", submit=now - 3 * day + 10.0 * i) for i in range(300)]
+    kept = repeat_arrivals(older, now, day, periods=3)
+    assert 60 <= len(kept) <= 140
+    assert all(w.submit_s == now + 10.0 * int(w.id[1:-5]) for w in kept)
+    # a cluster with three days of records averages those three, not seven
+    young = repeat_arrivals(older, now, day, periods=7, since=now - 3 * day)
+    assert young == kept
+
+
+def test_the_busiest_past_window_comes_again_for_the_latest_start() -> None:
+    day = 86400.0
+    now = 3 * day
+    quiet = [job("q", "a", 1, submit=now - day + 5.0)]  # yesterday: 1 GPU
+    busy = [job(f"b{i}", "b", 8, submit=now - 2 * day + 100.0 + i) for i in range(3)]  # 24
+    out = busiest_arrivals(quiet + busy, now, day, periods=3)
+    assert sorted((w.id, w.submit_s) for w in out) == [
+        (f"b{i}~next", now + 100.0 + i) for i in range(3)
+    ]
+    assert busiest_arrivals([], now, day, periods=3) == []
+
+
+def test_the_latest_start_expects_the_busy_arrivals() -> None:
+    holder = job("r1", "a", 8, minrt=H)
+    mine = job("j1", "a", 8, submit=0.0)
+    theirs = job("b1", "b", 8, submit=50.0)
+    snap = Snapshot(
+        hosts=hosts(1),
+        running=[run(holder, "h0", tuple(range(8)), 0.0)],
+        pending=pending(mine),
+        tree=tree(a=1, b=1),
+        usage={"a": 1e6},
+    )
+    f = RuntimeForecast([("a", "", "", 8, H)] * 30 + [("b", "", "", 8, H)] * 30)
+    calm = estimate(snap, Policy(), 0.0, f, targets={"j1"})["j1"]
+    wary = estimate(snap, Policy(), 0.0, f, targets={"j1"}, busy_arrivals=[theirs])["j1"]
+    assert calm.start == wary.start == calm.latest == H
+    assert wary.latest == 2 * H  # b's job goes first in the busy case only
 
 
 def test_baseline_books_the_queue_on_the_gpus_that_free_first() -> None:
