@@ -274,6 +274,49 @@ def test_what_the_engine_starts_now_has_eta_now(state) -> None:
         assert ests[wid].earliest == now
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.floats(-10 * H, 10 * H), max_size=60),
+    st.floats(0.0, 10 * H),
+    st.sampled_from([H, 6 * H]),
+    st.integers(1, 8),
+    st.none() | st.floats(-20 * H, 10 * H),
+)
+def test_expected_arrivals_come_in_the_next_window_from_whole_windows_back(
+    submits, now, window, periods, since
+) -> None:
+    recent = [job(f"j{i}", "ab"[i % 2], 1 + i % 8, submit=t) for i, t in enumerate(submits)]
+    by_id = {w.id: w for w in recent}
+    for out in (
+        repeat_arrivals(recent, now, window, periods, since=since),
+        busiest_arrivals(recent, now, window, periods),
+    ):
+        assert len({w.id for w in out}) == len(out)
+        for w in out:
+            assert now - 1e-6 <= w.submit_s <= now + window + 1e-6  # float rounding aside
+            original = by_id[w.id.removesuffix("~next")]
+            shift = (w.submit_s - original.submit_s) / window
+            assert abs(shift - round(shift)) < 1e-6 and 1 <= round(shift) <= periods
+            assert (w.project, w.gpus) == (original.project, original.gpus)
+    # one window: every job of it comes again, none thinned
+    one = repeat_arrivals(recent, now, window)
+    assert len(one) == sum(1 for t in submits if now - window <= t < now)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(states(), st.lists(st.tuples(st.floats(0.0, 4 * H), st.sampled_from([1, 8])), max_size=6))
+def test_expected_and_busy_arrivals_keep_every_eta_inside_its_range(state, later) -> None:
+    snap, now, forecast = state
+    arrivals = [job(f"x{i}~next", "b", g, submit=now + dt) for i, (dt, g) in enumerate(later)]
+    busy = arrivals + [job("y~next", "b", 8, submit=now + 1.0)]
+    for est in estimate(
+        snap, Policy(), now, forecast, arrivals=arrivals, busy_arrivals=busy
+    ).values():
+        if est.start is not None:
+            assert est.earliest is not None and now <= est.earliest <= est.start
+            assert est.latest is None or est.start <= est.latest
+
+
 # ------------------------------------------------------------------ the replay's probe
 
 
