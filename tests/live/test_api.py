@@ -438,6 +438,38 @@ def test_the_eta_is_computed_by_a_worker_and_a_request_never_waits_for_it(
     assert len(queued) == 1  # a current answer asks for nothing more
 
 
+def test_the_expected_arrivals_are_the_last_weeks_submissions_and_a_busy_day_delays_latest(
+    live, people
+):
+    from budgets.selectors import tree_index
+    from scheduler.models import Job
+    from scheduler.selectors import eta as eta_selectors
+
+    low, _ = _fill_and_queue(live)  # b1's protected jobs hold every host for an hour
+    quiet = client_as(people["bob"]).get(f"/api/v1/jobs/{low.pk}/").json()["eta"]
+    # 23.5 hours ago a1 had a burst of urgent whole-host jobs (gone since); eight days
+    # ago one job: outside the week, not expected again, but where the records begin
+    now = dt.datetime.now(dt.UTC)
+    burst = [live.submit("a1", gpus=8, min_runtime_s=3600, priority=9) for _ in range(6)]
+    old = live.submit("b1", gpus=8, min_runtime_s=3600)
+    Job.objects.filter(pk__in=[j.pk for j in burst]).update(
+        submitted_at=now - dt.timedelta(hours=23, minutes=30), state=JobState.CANCELLED
+    )
+    Job.objects.filter(pk=old.pk).update(
+        submitted_at=now - dt.timedelta(days=8), state=JobState.CANCELLED
+    )
+    recent, since = eta_selectors._recent(live.cluster, now, tree_index())
+    ids = {int(w.id) for w in recent}
+    assert {j.pk for j in burst} <= ids and old.pk not in ids
+    assert since == pytest.approx((now - dt.timedelta(days=8)).timestamp(), abs=1.0)
+    busy = eta_selectors.cluster_etas(cluster=live.cluster, fresh=True)[str(low.pk)]
+    assert busy["earliest"] == quiet["earliest"]  # the earliest expects no arrivals
+    assert busy["start"] >= quiet["start"]
+    # the busiest day comes again for the latest start: the burst, due half an hour
+    # from now, takes the hosts when b1's jobs end
+    assert busy["latest"] > quiet["latest"]
+
+
 def test_without_redis_a_pending_job_still_answers_without_an_eta(live, people, monkeypatch):
     from django.core.cache import cache
 
