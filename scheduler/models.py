@@ -66,6 +66,18 @@ class Cluster(models.Model):
     def gpu_capacity(self) -> int:
         return self.host_count * self.gpus_per_host
 
+    @property
+    def clock_speed(self) -> float:
+        """Cluster seconds per wall second: a simulated cluster's `speed` (the demo's
+        runs 60x), 1 for a real cluster. Forecasts from history count in this clock."""
+        if self.adapter != AdapterKind.SIMULATED:
+            return 1.0
+        try:
+            speed = float(self.adapter_options.get("speed", 1.0))
+        except (TypeError, ValueError):
+            return 1.0
+        return speed if speed > 0 else 1.0
+
 
 class HostHealth(models.TextChoices):
     HEALTHY = "healthy", "Healthy"

@@ -34,6 +34,8 @@ from scheduler.sim.eta import (
     repeat_arrivals,
 )
 
+# The windows below count in the cluster's clock (`Cluster.clock_speed`): on the demo's
+# simulated cluster, which runs 60x faster, a day of it passes in 24 wall minutes.
 HISTORY_DAYS = 30  # runtimes of attempts that finished in this many days feed the forecast
 ARRIVAL_WINDOW_S = 86400.0  # expected arrivals: the submissions of a past window again ...
 ARRIVAL_PERIODS = 7  # ... averaged over this many past windows (the busiest for `latest`)
@@ -45,15 +47,15 @@ log = logging.getLogger(__name__)
 
 
 def runtime_history(
-    *, cluster_id: int, now: dt.datetime, index: TreeIndex | None = None
+    *, cluster_id: int, now: dt.datetime, index: TreeIndex | None = None, speed: float = 1.0
 ) -> list[tuple[str, str, str, int, float]]:
     """(project path, submitter, kind, GPUs, runtime s) of the cluster's attempts that
-    finished successfully in the last `HISTORY_DAYS` days."""
+    finished successfully in the last `HISTORY_DAYS` days of its clock (`speed`)."""
     rows = fetch_rows(
         Attempt.objects.filter(
             cluster_id=cluster_id,
             end_reason=AttemptEnd.SUCCEEDED,
-            ended_at__gte=now - dt.timedelta(days=HISTORY_DAYS),
+            ended_at__gte=now - dt.timedelta(days=HISTORY_DAYS / speed),
             started_at__isnull=False,
         ).values_list(
             "project_id",
@@ -130,7 +132,10 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
             return cached[2]
     cs = cluster_snapshot(cluster=cluster)
     index = tree_index()
-    forecast = RuntimeForecast(runtime_history(cluster_id=cluster.pk, now=cs.at, index=index))
+    speed = cluster.clock_speed
+    forecast = RuntimeForecast(
+        runtime_history(cluster_id=cluster.pk, now=cs.at, index=index, speed=speed)
+    )
     snap = cs.snapshot
     ids = [int(w.id) for v in snap.pending.values() for w in v]
     ids += [int(r.workload.id) for r in snap.running if r.workload.id.isdigit()]
@@ -139,9 +144,10 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
         for pk, name in Job.objects.filter(pk__in=ids).values_list("pk", "submitter__username")
     }
     out: dict[str, dict[str, Any]] = {}
-    recent, since = _recent(cluster, cs.at, index)
-    arrivals = repeat_arrivals(recent, cs.now, ARRIVAL_WINDOW_S, ARRIVAL_PERIODS, since=since)
-    busy = busiest_arrivals(recent, cs.now, ARRIVAL_WINDOW_S, ARRIVAL_PERIODS)
+    window = ARRIVAL_WINDOW_S / speed
+    recent, since = _recent(cluster, cs.at, index, window)
+    arrivals = repeat_arrivals(recent, cs.now, window, ARRIVAL_PERIODS, since=since)
+    busy = busiest_arrivals(recent, cs.now, window, ARRIVAL_PERIODS)
     for wid, est in estimate(
         snap, cs.policy, cs.now, forecast, users=users, arrivals=arrivals, busy_arrivals=busy
     ).items():
@@ -163,15 +169,16 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
 
 
 def _recent(
-    cluster: Cluster, at: dt.datetime, index: TreeIndex
+    cluster: Cluster, at: dt.datetime, index: TreeIndex, window_s: float = ARRIVAL_WINDOW_S
 ) -> tuple[list[Workload], float | None]:
-    """The cluster's jobs submitted in the last `ARRIVAL_PERIODS` arrival windows, as
-    engine workloads under their project paths (the expected arrivals are these again),
-    and when the cluster's records begin (its first submission; None without any)."""
+    """The cluster's jobs submitted in the last `ARRIVAL_PERIODS` windows of `window_s`
+    wall seconds, as engine workloads under their project paths (the expected arrivals
+    are these again), and when the cluster's records begin (its first submission; None
+    without any)."""
     jobs = Job.objects.filter(cluster=cluster)
     first = jobs.order_by("submitted_at").values_list("submitted_at", flat=True).first()
     rows = jobs.filter(
-        submitted_at__gte=at - dt.timedelta(seconds=ARRIVAL_WINDOW_S * ARRIVAL_PERIODS)
+        submitted_at__gte=at - dt.timedelta(seconds=window_s * ARRIVAL_PERIODS)
     ).values_list(
         "pk", "project_id", "gpus", "submitted_at", "min_runtime_s", "resumable", "priority", "kind"
     )

@@ -57,6 +57,10 @@ DEMO_SPEED = 60.0  # simulated seconds per wall second: an hour of work runs a m
 DEMO_SEED = 2026
 DEMO_PENDING_CAP = 40  # pending jobs per project beyond which the load submits nothing
 DAY_S = 86400.0
+# The first tick (no tick before it) submits the load of the last simulated day at once,
+# so the cluster is busy and a queue waits at first sign-in instead of filling over the
+# first half hour.
+FIRST_TICK_LOOKBACK_S = DAY_S / DEMO_SPEED
 
 _END = {
     EndReason.COMPLETED: AttemptEnd.SUCCEEDED,
@@ -349,9 +353,10 @@ _LOAD_KEY = "demo:load:last-tick"
 
 
 def demo_load_tick(*, now: dt.datetime | None = None) -> int:
-    """Submit the demo load due since the last tick (at most an hour back). Returns the
-    number of jobs submitted. Simulated time runs DEMO_SPEED times faster: a generated
-    day of the organisation's load arrives in DAY_S / DEMO_SPEED wall seconds."""
+    """Submit the demo load due since the last tick (at most an hour back; the first
+    tick: the last simulated day's). Returns the number of jobs submitted. Simulated
+    time runs DEMO_SPEED times faster: a generated day of the organisation's load
+    arrives in DAY_S / DEMO_SPEED wall seconds."""
     from scheduler.services.jobs import job_submit
 
     cluster = Cluster.objects.filter(name=DEMO_CLUSTER).first()
@@ -361,7 +366,7 @@ def demo_load_tick(*, now: dt.datetime | None = None) -> int:
     now = now or timezone.now()
     last = cache.get(_LOAD_KEY)
     cache.set(_LOAD_KEY, now.timestamp(), timeout=None)
-    since = max(last or now.timestamp() - 30, now.timestamp() - 3600)
+    since = max(last or now.timestamp() - FIRST_TICK_LOOKBACK_S, now.timestamp() - 3600)
     sim_from, sim_to = since * DEMO_SPEED, now.timestamp() * DEMO_SPEED
     projects = _projects(root)
     submitters = _submitters(projects)

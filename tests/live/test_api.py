@@ -470,6 +470,48 @@ def test_the_expected_arrivals_are_the_last_weeks_submissions_and_a_busy_day_del
     assert busy["latest"] > quiet["latest"]
 
 
+def test_a_fast_simulated_clusters_eta_reads_history_in_its_own_clock(live, people):
+    from budgets.selectors import tree_index
+    from scheduler.models import Job
+    from scheduler.selectors import eta as eta_selectors
+
+    assert live.cluster.clock_speed == 1.0
+    live.cluster.adapter_options = {"speed": 60}  # a simulated day in 24 wall minutes
+    live.cluster.save()
+    assert live.cluster.clock_speed == 60.0
+    now = dt.datetime.now(dt.UTC)
+    inside, outside = live.submit("a1"), live.submit("a1")
+    Job.objects.filter(pk=inside.pk).update(submitted_at=now - dt.timedelta(hours=2))
+    Job.objects.filter(pk=outside.pk).update(submitted_at=now - dt.timedelta(hours=3))
+    window = eta_selectors.ARRIVAL_WINDOW_S / live.cluster.clock_speed
+    recent, _ = eta_selectors._recent(live.cluster, now, tree_index(), window)
+    ids = {int(w.id) for w in recent}
+    # a week of its clock is 2.8 wall hours
+    assert inside.pk in ids and outside.pk not in ids
+    low, _ = _fill_and_queue(live)
+    eta = eta_selectors.cluster_etas(cluster=live.cluster, fresh=True)[str(low.pk)]
+    assert eta["method"] == "forward-simulation" and eta["start"] is not None
+
+
+@pytest.mark.parametrize(
+    "adapter, options, speed",
+    [
+        ("simulated", {}, 1.0),
+        ("simulated", {"speed": 60}, 60.0),
+        ("simulated", {"speed": "fast"}, 1.0),
+        ("simulated", {"speed": -2}, 1.0),
+        ("slurm", {"speed": 60}, 1.0),
+    ],
+)
+def test_only_a_simulated_cluster_has_a_clock_of_its_own(adapter, options, speed):
+    from scheduler.models import Cluster
+
+    assert (
+        Cluster(name="c", host_count=1, adapter=adapter, adapter_options=options).clock_speed
+        == speed
+    )
+
+
 def test_without_redis_a_pending_job_still_answers_without_an_eta(live, people, monkeypatch):
     from django.core.cache import cache
 

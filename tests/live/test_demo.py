@@ -155,6 +155,20 @@ def test_the_load_submits_the_organisations_kinds_and_respects_the_cap(demo_org,
     assert demo.demo_load_tick(now=now + dt.timedelta(minutes=50)) == 0
 
 
+def test_the_first_tick_submits_a_simulated_days_load_so_a_queue_waits_at_first_sign_in(
+    demo_org,
+):
+    root, cluster = demo_org
+    cache.delete(demo._LOAD_KEY)
+    now = timezone.now()
+    first = demo.demo_load_tick(now=now)
+    # a second tick 30 s later only adds what arrives in those 30 s (half a simulated hour)
+    later = demo.demo_load_tick(now=now + dt.timedelta(seconds=30))
+    assert first >= 20 > later
+    kinds = set(Job.objects.filter(cluster=cluster).values_list("kind", flat=True))
+    assert {"training", "debug"} <= kinds
+
+
 def test_seed_demo_is_idempotent(demo_org, settings):
     settings.ALLOT_DEMO_BACKFILL_DAYS = 1
     call_command("seed_demo")
