@@ -272,7 +272,6 @@ def main(argv: list[str] | None = None) -> int:
         )
         for j in submitted
     }
-    busy = None
     users = {j.job_id: (j.job_id if args.oracle else j.user) for j in jobs}
     ours, base = [], []
     eta_wall = time.perf_counter()
@@ -288,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         forecast = RuntimeForecast(history)
         if args.oracle:
             forecast = _Oracle(spec)  # type: ignore[assignment]
+        busy = None  # the latest start expects the same arrivals unless set below
         if args.arrivals == "oracle":
             later = [wl[j.job_id] for j in jobs if now < j.submit_s <= now + 3 * DAY]
         elif args.arrivals == "repeat":

@@ -30,7 +30,7 @@ import math
 import zlib
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scheduler.engine import EngineState, plan
@@ -295,15 +295,11 @@ def repeat_arrivals(
     periods = max(1, int(periods))
     if since is not None:
         periods = max(1, min(periods, math.floor((now - since) / window_s)))
-    span = window_s * periods
-    out = []
-    for w in recent:
-        age = now - w.submit_s
-        if not 0 < age <= span or (periods > 1 and _unit_hash(w.id) * periods >= 1.0):
-            continue
-        shift = window_s * max(1, math.ceil(age / window_s))
-        out.append(replace(w, id=f"{w.id}~next", submit_s=w.submit_s + shift))
-    return out
+    return [
+        _again(w, k, window_s)
+        for k, w in _windows_back(recent, now, window_s, periods)
+        if periods == 1 or _unit_hash(w.id) * periods < 1.0
+    ]
 
 
 def busiest_arrivals(
@@ -314,14 +310,29 @@ def busiest_arrivals(
     seven daily windows, about the 90th percentile of a day's demand), shifted as in
     `repeat_arrivals`. The latest start of a range expects these."""
     by_period: dict[int, list[Workload]] = defaultdict(list)
-    for w in recent:
-        age = now - w.submit_s
-        if 0 < age <= window_s * max(1, int(periods)):
-            by_period[max(1, math.ceil(age / window_s))].append(w)
+    for k, w in _windows_back(recent, now, window_s, max(1, int(periods))):
+        by_period[k].append(w)
     if not by_period:
         return []
     k, jobs = max(by_period.items(), key=lambda kv: (sum(w.gpus for w in kv[1]), -kv[0]))
-    return [replace(w, id=f"{w.id}~next", submit_s=w.submit_s + k * window_s) for w in jobs]
+    return [_again(w, k, window_s) for w in jobs]
+
+
+def _windows_back(
+    recent: Iterable[Workload], now: float, window_s: float, periods: int
+) -> Iterator[tuple[int, Workload]]:
+    """(k, job) for the jobs submitted in the last `periods` windows before `now`: k
+    whole windows later the job lands in `[now, now + window_s)`."""
+    span = window_s * periods
+    for w in recent:
+        age = now - w.submit_s
+        if 0 < age <= span:
+            yield max(1, math.ceil(age / window_s)), w
+
+
+def _again(w: Workload, k: int, window_s: float) -> Workload:
+    """`w` expected again `k` windows after its submission (id with a "~next" suffix)."""
+    return replace(w, id=f"{w.id}~next", submit_s=w.submit_s + k * window_s)
 
 
 def _unit_hash(text: str) -> float:
@@ -517,7 +528,6 @@ def estimate(
     # the latest one a busy window's: the range spans both unknowns, how long jobs run
     # and what else comes.
     busy = arrivals if busy_arrivals is None else busy_arrivals
-    expected: tuple[Sequence[Workload], ...] = ((), arrivals, busy)
     runs = [
         forward_starts(
             snapshot,
@@ -525,12 +535,12 @@ def estimate(
             now,
             runtime_at(q),
             targets=targets,
-            arrivals=expected[min(i, 2)],
+            arrivals=expected,
             period_s=period_s,
             horizon_s=horizon_s,
             rel_step=rel_step,
         )
-        for i, q in enumerate(quantiles)
+        for q, expected in zip(quantiles, ((), arrivals, busy), strict=True)
     ]
     base = baseline_starts(snapshot, policy, now, runtime_at(0.5)) if baseline else {}
     pending = {w.id for v in snapshot.pending.values() for w in v}

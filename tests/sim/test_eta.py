@@ -96,10 +96,12 @@ def test_jobs_ahead_in_the_queue_come_first() -> None:
     assert starts == {"j1": 10.0, "j2": 610.0}
 
 
-def test_expected_arrivals_of_an_underserved_project_go_first() -> None:
+def _host_held_and_a_rival_due() -> tuple[Snapshot, Workload]:
+    """One 8-GPU host held for an hour by project a, a's job j1 waiting for it, and
+    project b's job b1 (b has no usage) expected 50 s later."""
     holder = job("r1", "a", 8, minrt=H)
     mine = job("j1", "a", 8, submit=0.0)
-    theirs = job("b1", "b", 8, submit=50.0)  # arrives later, project b has no usage
+    theirs = job("b1", "b", 8, submit=50.0)
     snap = Snapshot(
         hosts=hosts(1),
         running=[run(holder, "h0", tuple(range(8)), 0.0)],
@@ -107,6 +109,11 @@ def test_expected_arrivals_of_an_underserved_project_go_first() -> None:
         tree=tree(a=1, b=1),
         usage={"a": 1e6},
     )
+    return snap, theirs
+
+
+def test_expected_arrivals_of_an_underserved_project_go_first() -> None:
+    snap, theirs = _host_held_and_a_rival_due()
     alone = forward_starts(snap, Policy(), 0.0, fixed(H), targets={"j1"})
     crowded = forward_starts(snap, Policy(), 0.0, fixed(H), targets={"j1"}, arrivals=[theirs])
     assert alone == {"j1": H}
@@ -158,16 +165,7 @@ def test_the_busiest_past_window_comes_again_for_the_latest_start() -> None:
 
 
 def test_the_latest_start_expects_the_busy_arrivals() -> None:
-    holder = job("r1", "a", 8, minrt=H)
-    mine = job("j1", "a", 8, submit=0.0)
-    theirs = job("b1", "b", 8, submit=50.0)
-    snap = Snapshot(
-        hosts=hosts(1),
-        running=[run(holder, "h0", tuple(range(8)), 0.0)],
-        pending=pending(mine),
-        tree=tree(a=1, b=1),
-        usage={"a": 1e6},
-    )
+    snap, theirs = _host_held_and_a_rival_due()
     f = RuntimeForecast([("a", "", "", 8, H)] * 30 + [("b", "", "", 8, H)] * 30)
     calm = estimate(snap, Policy(), 0.0, f, targets={"j1"})["j1"]
     wary = estimate(snap, Policy(), 0.0, f, targets={"j1"}, busy_arrivals=[theirs])["j1"]
