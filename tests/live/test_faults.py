@@ -132,10 +132,15 @@ def test_workers_killed_at_random_points_of_100_cycles_lose_nothing(
     def cycles() -> int:
         return CycleRecord.objects.filter(cluster=cluster).count()
 
+    def crashed() -> int:
+        return CycleRecord.objects.filter(cluster=cluster, duration_ms__isnull=True).count()
+
     worker = workers()
     kills = 0
     next_kill = time.monotonic() + rng.uniform(0.5, 3.0)
-    while cycles() < 100 or kills < 5:  # a fast machine runs 100 cycles before 5 kills
+    # A fast machine runs 100 cycles before 5 kills; a kill lands in an idle worker as
+    # often as inside a cycle, so the kills go on until one has cut a cycle short.
+    while cycles() < 100 or kills < 5 or (crashed() == 0 and kills < 40):
         if len(jobs) < 60 and rng.random() < 0.3:
             submit()
         if broker.llen("celery") < 2:  # keep the worker busy: kills land inside cycles
@@ -147,7 +152,7 @@ def test_workers_killed_at_random_points_of_100_cycles_lose_nothing(
             next_kill = time.monotonic() + rng.uniform(0.5, 3.0)
         time.sleep(0.05)
     assert kills >= 5
-    crashed = CycleRecord.objects.filter(cluster=cluster, duration_ms__isnull=True).count()
+    cut_short = crashed()
 
     # no more kills: every job finishes
     wait_until(
@@ -156,7 +161,7 @@ def test_workers_killed_at_random_points_of_100_cycles_lose_nothing(
         tick=lambda: broker.llen("celery") < 2 and cycle(),
         what="every job to succeed",
     )
-    assert len(jobs) >= 20 and crashed >= 1
+    assert len(jobs) >= 20 and cut_short >= 1
     assert not Attempt.objects.filter(cluster=cluster).exclude(state=AttemptState.ENDED).exists()
     errors = [e for r in CycleRecord.objects.filter(cluster=cluster) for e in r.errors]
     assert not [e for e in errors if "busy" in e or "already ran" in e], errors
