@@ -38,7 +38,17 @@ class ClusterAdmin(admin.ModelAdmin):
         ("Adapter", {"fields": ["adapter", "adapter_url", "adapter_options"]}),
         (
             "Policy",
-            {"fields": ["cycle_s", "grace_s", "max_min_runtime_s", "lookback_s", "half_life_s"]},
+            {
+                "fields": [
+                    "cycle_s",
+                    "grace_s",
+                    "max_min_runtime_s",
+                    "lookback_s",
+                    "half_life_s",
+                    "short_reserve_hosts",
+                    "short_job_max_s",
+                ]
+            },
         ),
     ]
 

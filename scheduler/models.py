@@ -47,6 +47,19 @@ class Cluster(models.Model):
     max_min_runtime_s = models.PositiveIntegerField(default=8 * HOUR_S)
     lookback_s = models.PositiveIntegerField(default=7 * DAY_S, validators=[MinValueValidator(1)])
     half_life_s = models.PositiveIntegerField(null=True, blank=True)
+    # The short-job reserve (engine `Policy.short_reserve_hosts`): hosts where no new job
+    # protected for longer than `short_job_max_s` starts; 0 turns it off.
+    short_reserve_hosts = models.PositiveIntegerField(
+        default=0,
+        help_text="Hosts held for jobs with a short minimum runtime (and unallocated "
+        "backfill), so a quick debug job starts within minutes for any team; 0: none.",
+    )
+    short_job_max_s = models.PositiveIntegerField(
+        default=15 * 60,
+        validators=[MinValueValidator(1)],
+        help_text="The longest minimum runtime (seconds) a job may declare to start on "
+        "the short-job reserve.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     # Besides staff, these users may drain and resume the cluster's hosts.
     operators = models.ManyToManyField(

@@ -345,6 +345,12 @@ class PolicyOutput(serializers.Serializer):
     max_min_runtime_s = serializers.IntegerField()
     lookback_s = serializers.IntegerField()
     half_life_s = serializers.IntegerField(allow_null=True)
+    short_reserve_hosts = serializers.IntegerField(
+        help_text="Hosts held for short jobs and unallocated backfill (0: none)"
+    )
+    short_job_max_s = serializers.IntegerField(
+        help_text="Longest minimum runtime a job may declare to start on those hosts"
+    )
 
 
 class LastCycleOutput(serializers.Serializer):

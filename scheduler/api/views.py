@@ -294,6 +294,8 @@ class ClusterListApi(APIView):
                         "max_min_runtime_s": cluster.max_min_runtime_s,
                         "lookback_s": cluster.lookback_s,
                         "half_life_s": cluster.half_life_s,
+                        "short_reserve_hosts": cluster.short_reserve_hosts,
+                        "short_job_max_s": cluster.short_job_max_s,
                     },
                     "last_cycle": None
                     if last is None

@@ -122,6 +122,9 @@ class FairShareCycle:
     def run(self) -> CyclePlan:
         """Both phases, then the explained queue."""
         pending = self.snapshot.pending
+        self.reservations.hold_for_short_jobs(
+            self.policy.short_reserve_hosts, min(self.policy.short_job_max_s, self.cap)
+        )
         for r, proj in enumerate(self.order):
             lst = pending.get(proj)
             if not lst or self.entitled.get(proj, 0.0) <= 0.0:

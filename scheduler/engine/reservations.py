@@ -36,6 +36,8 @@ INF = math.inf
 SCAN_PER_PROJECT = 64
 SCAN_PER_CYCLE = 512  # the same, for all projects together
 _NO_BOUND = 1 << 30
+# The job the short-job reserve is held for: of no project, ranked above every job.
+_SHORT_JOBS = Workload(id="", project="", gpus=0, submit_s=0.0)
 
 
 class HeldHosts(NamedTuple):
@@ -297,6 +299,34 @@ class Reservations:
             Reservation(workload_id=w.id, hosts=tuple(names), reason=text)
         )
         self.decisions.note(w, "next in line: " + text)
+
+    def hold_for_short_jobs(self, count: int, short_s: float) -> None:
+        """The short-job reserve (`Policy.short_reserve_hosts`): hold `count` of the
+        largest healthy hosts for jobs protected for at most `short_s`. A held host of
+        its own, ranked above every job, usable in `short_s`: `place` then admits exactly
+        the jobs whose protection ends by then, and phase 2 fills it with unallocated
+        work. The hosts are those with the fewest GPUs under longer protection (then the
+        highest index), so the reserve stays where it was while it keeps to its rule."""
+        c = self.cluster
+        if count <= 0 or not c.healthy_by_size:
+            return
+        hosts = c.healthy_by_size[max(c.healthy_by_size)]
+        until = self.now + short_s
+        long_gpus = dict.fromkeys(hosts, 0)
+        for run in c.runs:
+            if run.allocated is not None and run.protected_until > until:
+                for h, mask in run.host_masks:
+                    if h in long_gpus:
+                        long_gpus[h] += mask.bit_count()
+        chosen = sorted(hosts, key=lambda h: (long_gpus[h], -h))[: min(count, len(hosts) - 1)]
+        if not chosen:
+            return
+        k = len(self.held)
+        self.held.append(HeldHosts(_SHORT_JOBS, -1, until, chosen))
+        c.version += 1
+        for h in chosen:
+            c.reserved[h] = k
+            c.index.set(h, 0)
 
     def release_all(self) -> None:
         """Open the reserved hosts to unallocated work (phase 2 of the cycle)."""

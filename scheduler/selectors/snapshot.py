@@ -115,13 +115,16 @@ class ClusterSnapshot:
 
 
 def policy_for_cluster(cluster: Cluster) -> Policy:
-    """The engine policy of a cluster (its minimum-runtime cap and usage window); the
-    checkpoint interval and restart overhead are the engine's defaults."""
+    """The engine policy of a cluster (its minimum-runtime cap, usage window and
+    short-job reserve); the checkpoint interval and restart overhead are the engine's
+    defaults."""
     return Policy(
         max_min_runtime_s=float(cluster.max_min_runtime_s),
         lookback_s=float(cluster.lookback_s),
         half_life_s=float(cluster.half_life_s) if cluster.half_life_s else None,
         explain_queue=True,
+        short_reserve_hosts=cluster.short_reserve_hosts,
+        short_job_max_s=float(cluster.short_job_max_s),
     )
 
 

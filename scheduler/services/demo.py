@@ -18,6 +18,7 @@ import datetime as dt
 import logging
 import time
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -41,11 +42,12 @@ from scheduler.models import (
 )
 from scheduler.services.clusters import cluster_create
 from scheduler.services.cycle import STOP_RULES
+from scheduler.services.previews import sim_config_for_cluster
 from scheduler.services.transitions import job_event
 from scheduler.sim.generate import TraceRow, organisation_rows
 from scheduler.sim.history import RunRecord, runs_with_gpu_indices
 from scheduler.sim.io import parse_tree
-from scheduler.sim.model import ClusterSpec, HostSpec, SimConfig, TraceJob
+from scheduler.sim.model import ClusterSpec, HostSpec, TraceJob
 from scheduler.sim.model import JobState as SimJobState
 from scheduler.sim.replay import simulate
 
@@ -146,7 +148,7 @@ def demo_backfill(*, root: BudgetNode, cluster: Cluster, days: float, now=None) 
         spec,
         tree,
         trace,
-        SimConfig(until_s=days * DAY_S, max_min_runtime_s=cluster.max_min_runtime_s, seed=0),
+        replace(sim_config_for_cluster(cluster), until_s=days * DAY_S, seed=0),
     )
     simulated_s = time.perf_counter() - started
     done = {

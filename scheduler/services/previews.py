@@ -143,12 +143,15 @@ def _cluster_spec(cluster: Cluster) -> ClusterSpec:
     return ClusterSpec(cluster.name, hosts)
 
 
-def _sim_config(cluster: Cluster) -> SimConfig:
+def sim_config_for_cluster(cluster: Cluster) -> SimConfig:
+    """The simulator config that plans as the cluster's live cycles do (its policy)."""
     return SimConfig(
         policy="fairshare",
         lookback_s=float(cluster.lookback_s),
         half_life_s=float(cluster.half_life_s) if cluster.half_life_s else None,
         max_min_runtime_s=float(cluster.max_min_runtime_s),
+        short_reserve_hosts=cluster.short_reserve_hosts,
+        short_job_max_s=float(cluster.short_job_max_s),
     )
 
 
@@ -180,7 +183,7 @@ def preview_run(*, preview_id: int, parallel: bool = True) -> Preview:
             records,
             start_s=0.0,
             end_s=(now - since).total_seconds(),
-            config=_sim_config(preview.cluster),
+            config=sim_config_for_cluster(preview.cluster),
             parallel=parallel,
             progress=progress,
         )

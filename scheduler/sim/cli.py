@@ -86,6 +86,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="cost of restarting a preempted job (120)",
     )
     r.add_argument("--cycle-s", type=_positive(), default=60.0, help="periodic cycle (60)")
+    r.add_argument(
+        "--short-reserve-hosts",
+        type=_positive(int, allow_zero=True),
+        default=0,
+        help="fairshare: hold this many of the largest hosts for jobs protected for at most "
+        "--short-job-min (and for unallocated backfill) (0: none)",
+    )
+    r.add_argument(
+        "--short-job-min",
+        type=_positive(),
+        default=15.0,
+        help="longest protection of a job the short-job reserve admits, minutes (15)",
+    )
     r.add_argument("--until-days", type=_positive(), default=None, help="stop the replay then")
     r.add_argument(
         "--warmup-days",
@@ -184,6 +197,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             checkpoint_interval_s=args.checkpoint_min * 60.0,
             restart_overhead_s=args.restart_overhead_s,
             cycle_period_s=args.cycle_s,
+            short_reserve_hosts=args.short_reserve_hosts,
+            short_job_max_s=args.short_job_min * 60.0,
             until_s=args.until_days * DAY_S if args.until_days else None,
             seed=args.seed,
         )

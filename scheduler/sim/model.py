@@ -84,6 +84,8 @@ class SimConfig:
     # (events are still applied at their own times). 0: a cycle at every event instant.
     min_cycle_gap_s: float = 0.0
     seed: int = 0
+    short_reserve_hosts: int = 0  # Policy.short_reserve_hosts (fairshare only)
+    short_job_max_s: float = 15 * 60.0
 
 
 class JobState:

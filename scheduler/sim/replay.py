@@ -137,6 +137,8 @@ def policy_for(config: SimConfig, **extra: object) -> Policy:
         "explain_queue": False,
         "seed": config.seed,
         "mode": config.policy,
+        "short_reserve_hosts": config.short_reserve_hosts,
+        "short_job_max_s": config.short_job_max_s,
     }
     values.update(extra)
     return Policy(**{k: v for k, v in values.items() if k in names})  # type: ignore[arg-type]

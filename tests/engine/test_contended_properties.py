@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from scheduler.engine import (
     BudgetNode,
+    CyclePlan,
     EngineState,
     Host,
     Placement,
@@ -111,9 +112,11 @@ def crowded(draw: st.DrawFn) -> Snapshot:
     return Snapshot(hosts=hosts, running=running, pending=pending, tree=TREE, usage=usage)
 
 
-def _check(s: Snapshot, seen: Counter[str]) -> None:
-    out = plan(s, Policy(max_min_runtime_s=CAP), NOW, EngineState())
-    assert out == plan(s, Policy(max_min_runtime_s=CAP), NOW)  # warm state or cold: same
+def check_plan(s: Snapshot, seen: Counter[str], policy: Policy | None = None) -> CyclePlan:
+    """Plan `s` (warm and cold), check every invariant above, count the cases reached."""
+    policy = policy or Policy(max_min_runtime_s=CAP)
+    out = plan(s, policy, NOW, EngineState())
+    assert out == plan(s, policy, NOW)  # warm state or cold: same
     running = {r.workload.id: r for r in s.running}
     pending = {w.id: w for lst in s.pending.values() for w in lst}
     started = {x.workload_id: x for x in out.starts}
@@ -166,6 +169,7 @@ def _check(s: Snapshot, seen: Counter[str]) -> None:
         seen["reservation"] += 1
     for name in seen:
         event(name)
+    return out
 
 
 def test_crowded_cycles_keep_every_invariant_and_reach_every_case():
@@ -174,7 +178,7 @@ def test_crowded_cycles_keep_every_invariant_and_reach_every_case():
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
     @given(crowded())
     def check(s: Snapshot) -> None:
-        _check(s, seen)
+        check_plan(s, seen)
 
     check()
     # The generator reaches these on purpose (each in well over 5% of the examples).

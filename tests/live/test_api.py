@@ -294,6 +294,7 @@ def test_clusters_list_policy_hosts_jobs_and_last_cycle(live, people):
     assert row["name"] == "live" and row["hosts"] == 4 and row["gpus"] == 32
     assert (row["pending_jobs"], row["running_jobs"]) == (2, 4)
     assert row["policy"]["grace_s"] == 30 and row["last_cycle"]["errors"] == []
+    assert (row["policy"]["short_reserve_hosts"], row["policy"]["short_job_max_s"]) == (0, 900)
 
 
 def test_hosts_list_with_health_and_gpus_in_use(live, people):

@@ -122,6 +122,26 @@ def test_stopping_jobs_hold_their_gpus_protected_and_their_preemptor_waits(setup
     assert later.waiting == {} and str(preemptor.pk) in {w.id for w in later.snapshot.pending[A1]}
 
 
+def test_the_clusters_short_job_reserve_reaches_the_engine(setup):
+    cluster, now, job, _ = setup
+    Host.objects.create(cluster=cluster, name="h3", gpus=8)  # h2 and h3 are healthy
+    longs = [job(gpus=8, min_runtime_s=3600, priority=5) for _ in range(2)]
+    debug = job(gpus=8, min_runtime_s=600, priority=0)
+
+    def started() -> set[int]:
+        cs = cluster_snapshot(cluster=cluster, now=now)
+        return {int(x.workload_id) for x in plan(cs.snapshot, cs.policy, cs.now).starts}
+
+    assert started() == {longs[0].pk, longs[1].pk}
+    cluster.short_reserve_hosts, cluster.short_job_max_s = 1, 900
+    cluster.save()
+    # one host stays for jobs protected for at most 15 min: the debug job starts there
+    assert started() == {longs[0].pk, debug.pk}
+    cluster.short_job_max_s = 300
+    cluster.save()
+    assert started() == {longs[0].pk}
+
+
 def test_last_checkpoint():
     assert last_checkpoint_s(100.0, 100.0 + 1799, 1800) is None
     assert last_checkpoint_s(100.0, 100.0 + 1800, 1800) == 1900.0

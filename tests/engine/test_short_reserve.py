@@ -1,0 +1,135 @@
+"""The short-job reserve (`Policy.short_reserve_hosts`): hosts where no new allocated job
+protected for longer than `short_job_max_s` starts, so that short jobs of any team,
+however low it ranks, start within minutes by taking free GPUs or preempting the
+unallocated backfill that fills those hosts when idle."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.engine import Policy, Snapshot, StopReason, Workload
+from tests.engine.helpers import H, cycle, gpus_of, hosts, job, pending, run, snap, tree
+from tests.engine.test_contended_properties import CAP, NOW, PROJECTS, check_plan, crowded
+
+SHORT = 15 * 60.0
+
+
+def started_on(result) -> dict[str, set[str]]:
+    return {x.workload_id: {h for h, _ in gpus_of(x)} for x in result.starts}
+
+
+def test_long_work_keeps_off_the_reserve_and_short_work_starts_there():
+    long_jobs = [job(f"long{i}", "a", 8, minrt=H, submit=i) for i in range(3)]
+    short = job("debug", "b", 8, minrt=10 * 60, submit=5)
+    s = snap(hosts(3), [], pending(*long_jobs, short), tree(a=1, b=1), usage={"b": 100 * H})
+
+    out = started_on(cycle(s, short_reserve_hosts=1))
+
+    # the reserve is the highest-indexed host free of long work; project a ranks first
+    assert out == {"long0": {"h0"}, "long1": {"h1"}, "debug": {"h2"}}
+    # without the reserve, a's third long job takes the last host and the debug job waits
+    assert set(started_on(cycle(s))) == {"long0", "long1", "long2"}
+
+
+def test_a_low_ranked_short_job_preempts_the_backfill_on_the_reserve():
+    long_run = run(job("trainer", "a", 8, minrt=4 * H), "h0", tuple(range(8)), started=NOW - H)
+    sweep = run(job("sweep", "a", 8, minrt=0), "h1", tuple(range(8)), started=NOW - H)
+    waiting = pending(job("long", "a", 8, minrt=H), job("debug", "b", 8, minrt=5 * 60))
+    s = snap(hosts(2), [long_run, sweep], waiting, tree(a=1, b=1), usage={"b": 100 * H})
+
+    with_reserve = cycle(s, NOW, short_reserve_hosts=1)
+    assert started_on(with_reserve) == {"debug": {"h1"}}
+    [stop] = with_reserve.stops
+    assert (stop.workload_id, stop.reason_code, stop.for_workload_id) == (
+        "sweep",
+        StopReason.UNALLOCATED,
+        "debug",
+    )
+    # what the reserve costs: a's long job would have taken the sweep's host first
+    assert started_on(cycle(s, NOW)) == {"long": {"h1"}}
+
+
+def test_the_reserve_stays_on_hosts_free_of_long_protected_work():
+    busy = run(job("trainer", "a", 8, minrt=4 * H), "h2", tuple(range(8)), started=NOW - H)
+    waiting = [job("long1", "a", 8, minrt=H), job("long2", "a", 8, minrt=H, submit=1)]
+    debug = job("debug", "b", 8, minrt=10 * 60, submit=2)
+    s = snap(hosts(3), [busy], pending(*waiting, debug), tree(a=1, b=1), usage={"b": 100 * H})
+    # h2 runs long protected work, so the reserve is h1: one long job starts, on h0
+    assert started_on(cycle(s, NOW, short_reserve_hosts=1)) == {"long1": {"h0"}, "debug": {"h1"}}
+
+    # work whose protection ends within the short limit does not count as long: the
+    # reserve is h1 (the highest-indexed host free of long work), h0 stays open
+    ending = run(job("ending", "a", 8, minrt=H), "h1", tuple(range(8)), started=NOW - H + 600)
+    s = snap(hosts(3), [busy, ending], pending(*waiting), tree(a=1, b=1))
+    assert started_on(cycle(s, NOW, short_reserve_hosts=1)) == {"long1": {"h0"}}
+
+
+def test_an_idle_reserve_fills_with_unallocated_work():
+    sweeps = [job(f"sweep{i}", "a", 8, minrt=0, submit=i) for i in range(3)]
+    s = snap(hosts(3), [], pending(*sweeps), tree(a=1, b=1))
+    assert set(started_on(cycle(s, short_reserve_hosts=2))) == {"sweep0", "sweep1", "sweep2"}
+
+
+def test_one_host_always_stays_open_to_long_work():
+    s = snap(hosts(2), [], pending(job("long", "a", 8, minrt=H)), tree(a=1, b=1))
+    assert set(started_on(cycle(s, short_reserve_hosts=5))) == {"long"}
+
+
+def _long_hosts(s: Snapshot, result=None) -> set[str]:
+    """Hosts holding allocated work protected beyond the short limit: before the cycle,
+    or after its `result`."""
+    stopped = {x.workload_id for x in result.stops} if result else set()
+    held: set[str] = set()
+    for r in s.running:
+        w = r.workload
+        protected_until = r.started_s + min(w.min_runtime_s, CAP)
+        if r.allocated and w.id not in stopped and protected_until > NOW + SHORT:
+            held |= {p.host for p in r.placements}
+    wanted = {w.id: w for lst in s.pending.values() for w in lst}
+    for x in result.starts if result else ():
+        if x.allocated and min(wanted[x.workload_id].min_runtime_s, CAP) > SHORT:
+            held |= {p.host for p in x.placements}
+    return held
+
+
+@st.composite
+def crowded_with_short_jobs(draw: st.DrawFn) -> tuple[Snapshot, int]:
+    s = draw(crowded())
+    waiting = {p: list(lst) for p, lst in s.pending.items()}
+    for i in range(draw(st.integers(1, 4))):
+        project = draw(st.sampled_from(PROJECTS))
+        gpus = draw(st.sampled_from([1, 2, 4, 8]))
+        w = Workload(
+            f"s{i}", project, gpus, float(i), draw(st.sampled_from([60.0, SHORT])), False, 2
+        )
+        waiting.setdefault(project, []).append(w)
+    for lst in waiting.values():
+        lst.sort(key=lambda w: (-w.priority, w.submit_s, w.id))
+    return Snapshot(s.hosts, s.running, waiting, s.tree, s.usage), draw(st.integers(1, 2))
+
+
+def test_the_reserve_keeps_its_hosts_free_of_long_work_and_every_invariant_holds():
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(crowded_with_short_jobs())
+    def check(case: tuple[Snapshot, int]) -> None:
+        s, reserve = case
+        policy = Policy(max_min_runtime_s=CAP, short_reserve_hosts=reserve, short_job_max_s=SHORT)
+        out = check_plan(s, seen, policy)
+        healthy = {h.name for h in s.hosts if h.healthy}
+        clean_before = healthy - _long_hosts(s)
+        clean_after = healthy - _long_hosts(s, out)
+        assert len(clean_after) >= min(len(clean_before), reserve, len(healthy) - 1)
+        for stop in out.stops:
+            if stop.reason_code == StopReason.UNALLOCATED and stop.for_workload_id.startswith("s"):
+                seen["short job preempted backfill"] += 1
+        if any(x.workload_id.startswith("s") for x in out.starts):
+            seen["short job started"] += 1
+
+    check()
+    assert seen["short job started"] >= 50, dict(seen)
+    assert seen["short job preempted backfill"] >= 10, dict(seen)
