@@ -141,6 +141,8 @@ def cluster_create(
     cycle_s: int = 10,
     grace_s: int = 30,
     max_min_runtime_s: int = 8 * HOUR_S,
+    short_reserve_hosts: int = 0,
+    short_job_max_s: int = 15 * 60,
     adapter_url: str = "",
     adapter_options: Mapping[str, Any] | None = None,
     reset: bool = False,
@@ -151,7 +153,9 @@ def cluster_create(
     simulated clusters; a blank `adapter_url` means the configured simulated cluster
     (`ALLOT_SIMCLUSTER_URL`). `reset` empties a simulated cluster the process already
     has (a cluster that still runs jobs of another Allot database is refused without
-    it). Raises ValidationFailed (field named), Conflict (the name
+    it). `short_reserve_hosts` hosts are held for jobs protected for at most
+    `short_job_max_s` (the engine's short-job reserve). Raises ValidationFailed (field
+    named), Conflict (the name
     is taken), PermissionDenied, ClusterUnreachable."""
     _check_actor(actor)
     name = (name or "").strip() if isinstance(name, str) else name
@@ -193,6 +197,8 @@ def cluster_create(
     _integer(cycle_s, field="cycle_s", low=1, high=DAY_S)
     _integer(grace_s, field="grace_s", low=0, high=DAY_S)
     _integer(max_min_runtime_s, field="max_min_runtime_s", low=1, high=30 * DAY_S)
+    _integer(short_reserve_hosts, field="short_reserve_hosts", low=0, high=MAX_HOSTS)
+    _integer(short_job_max_s, field="short_job_max_s", low=1, high=max_min_runtime_s)
     if Cluster.objects.filter(name=name).exists():
         raise Conflict(f"name: a cluster named {name!r} already exists", field="name")
 
@@ -206,16 +212,18 @@ def cluster_create(
         reset=reset,
     )
     cluster_hosts = provision(draft)  # cluster I/O, outside the transaction
-    return _store(draft, cluster_hosts, cycle_s=cycle_s, grace_s=grace_s, max_min=max_min_runtime_s)
+    policy = {
+        "cycle_s": cycle_s,
+        "grace_s": grace_s,
+        "max_min_runtime_s": max_min_runtime_s,
+        "short_reserve_hosts": short_reserve_hosts,
+        "short_job_max_s": short_job_max_s,
+    }
+    return _store(draft, cluster_hosts, policy)
 
 
 def _store(
-    draft: ClusterDraft,
-    cluster_hosts: list[ClusterHost],
-    *,
-    cycle_s: int,
-    grace_s: int,
-    max_min: int,
+    draft: ClusterDraft, cluster_hosts: list[ClusterHost], policy: dict[str, int]
 ) -> Cluster:
     if not cluster_hosts:
         raise ValidationFailed("hosts: the cluster has no hosts", field="hosts")
@@ -229,10 +237,8 @@ def _store(
                 gpus_per_host=max(h.gpus for h in cluster_hosts),
                 adapter_url=draft.adapter_url,
                 adapter_options=draft.adapter_options,
-                cycle_s=cycle_s,
-                grace_s=grace_s,
-                max_min_runtime_s=max_min,
                 created_at=now,
+                **policy,
             )
             Host.objects.bulk_create(
                 Host(

@@ -37,12 +37,13 @@ def test_cluster_add_creates_the_cluster_its_hosts_and_the_simulated_cluster(
     out = add(
         "gpu-a", "--adapter", "simulated", "--hosts", "3", "--gpus-per-host", "4",
         "--speed", "60", "--cycle-s", "5", "--grace-s", "20", "--max-min-runtime", "2h",
-        "--url", simcluster.url,
+        "--short-reserve-hosts", "1", "--short-job-max", "10m", "--url", simcluster.url,
     )  # fmt: skip
     assert "Added cluster 'gpu-a': 3 hosts x 4 GPUs (12 GPUs), simulated" in out
     cluster = Cluster.objects.get(name="gpu-a")
     assert (cluster.host_count, cluster.gpus_per_host, cluster.adapter) == (3, 4, "simulated")
     assert (cluster.cycle_s, cluster.grace_s, cluster.max_min_runtime_s) == (5, 20, 7200)
+    assert (cluster.short_reserve_hosts, cluster.short_job_max_s) == (1, 600)
     assert cluster.adapter_url == simcluster.url
     assert cluster.adapter_options == {"speed": 60.0}
     assert list(Host.objects.filter(cluster=cluster).values_list("name", "gpus", "health")) == [
@@ -66,6 +67,7 @@ def test_the_defaults_and_the_configured_url(simcluster, monkeypatch):
     cluster = Cluster.objects.get(name="plain")
     assert (cluster.gpus_per_host, cluster.cycle_s, cluster.grace_s) == (8, 10, 30)
     assert cluster.max_min_runtime_s == 8 * 3600
+    assert (cluster.short_reserve_hosts, cluster.short_job_max_s) == (0, 900)
     assert cluster.adapter_url == ""  # follows ALLOT_SIMCLUSTER_URL
     with for_cluster(cluster) as adapter:
         assert len(adapter.hosts()) == 2
@@ -105,6 +107,12 @@ def test_a_name_taken_in_allot_is_refused(simcluster):
         (["c", "--hosts", "2", "--grace-s", "-1"], "grace_s: must be between 0 and 86400"),
         (["c", "--hosts", "2", "--max-min-runtime", "soon"], "--max-min-runtime: not a duration"),
         (["c", "--hosts", "2", "--max-min-runtime", "0"], "max_min_runtime_s: must be between 1"),
+        (["c", "--hosts", "2", "--short-reserve-hosts", "-1"], "short_reserve_hosts: must be"),
+        (["c", "--hosts", "2", "--short-job-max", "soon"], "--short-job-max: not a duration"),
+        (
+            ["c", "--hosts", "2", "--max-min-runtime", "1h", "--short-job-max", "2h"],
+            "short_job_max_s: must be between 1 and 3600, got 7200",
+        ),
         (["c", "--hosts", "2", "--adapter", "kueue"], "adapter: must be one of simulated, slurm"),
         (["c", "--hosts", "2", "--url", "ftp://somewhere"], "adapter_url: must be an http"),
     ],

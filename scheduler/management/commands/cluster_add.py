@@ -14,11 +14,11 @@ from scheduler.models import AdapterKind
 from scheduler.services.clusters import cluster_create
 
 
-def _duration(text: str) -> int:
+def _duration(text: str, option: str) -> int:
     try:
         return parse_duration(text)
     except ValueError as exc:
-        raise CommandError(f"--max-min-runtime: {exc}") from None
+        raise CommandError(f"{option}: {exc}") from None
 
 
 class Command(BaseCommand):
@@ -51,6 +51,18 @@ class Command(BaseCommand):
             "--max-min-runtime",
             default="8h",
             help="cap on the minimum runtime a job may declare, e.g. 8h, 90m, 3600 (8h)",
+        )
+        parser.add_argument(
+            "--short-reserve-hosts",
+            type=int,
+            default=0,
+            help="hosts held for jobs with a short minimum runtime and unallocated backfill, "
+            "so a quick debug job starts within minutes for any team (0: none)",
+        )
+        parser.add_argument(
+            "--short-job-max",
+            default="15m",
+            help="the longest minimum runtime a job may declare to start on those hosts (15m)",
         )
         parser.add_argument(
             "--url", default="", help="the simulated cluster's URL (default ALLOT_SIMCLUSTER_URL)"
@@ -90,7 +102,9 @@ class Command(BaseCommand):
                 speed=options["speed"],
                 cycle_s=options["cycle_s"],
                 grace_s=options["grace_s"],
-                max_min_runtime_s=_duration(options["max_min_runtime"]),
+                max_min_runtime_s=_duration(options["max_min_runtime"], "--max-min-runtime"),
+                short_reserve_hosts=options["short_reserve_hosts"],
+                short_job_max_s=_duration(options["short_job_max"], "--short-job-max"),
                 adapter_url=options["url"],
                 adapter_options=adapter_options,
                 reset=options["reset"],
