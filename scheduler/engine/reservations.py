@@ -300,17 +300,24 @@ class Reservations:
         )
         self.decisions.note(w, "next in line: " + text)
 
-    def hold_for_short_jobs(self, count: int, short_s: float) -> None:
+    def hold_for_short_jobs(self, count: int, short_s: float, widest_pending_gpus: int) -> None:
         """The short-job reserve (`Policy.short_reserve_hosts`): hold `count` of the
         largest healthy hosts for jobs protected for at most `short_s`. A held host of
         its own, ranked above every job, usable in `short_s`: `place` then admits exactly
         the jobs whose protection ends by then, and phase 2 fills it with unallocated
         work. The hosts are those with the fewest GPUs under longer protection (then the
-        highest index), so the reserve stays where it was while it keeps to its rule."""
+        highest index), so the reserve stays where it was while it keeps to its rule.
+
+        The reserve never makes a job impossible: at least one host stays open to long
+        work, and while a job that needs more whole hosts than the reserve leaves is
+        pending (`widest_pending_gpus`), the reserve shrinks to leave it room."""
         c = self.cluster
         if count <= 0 or not c.healthy_by_size:
             return
-        hosts = c.healthy_by_size[max(c.healthy_by_size)]
+        size = max(c.healthy_by_size)
+        hosts = c.healthy_by_size[size]
+        widest_hosts = -(-widest_pending_gpus // size)  # whole hosts the widest job needs
+        count = min(count, len(hosts) - max(1, widest_hosts))
         until = self.now + short_s
         long_gpus = dict.fromkeys(hosts, 0)
         for run in c.runs:
@@ -318,7 +325,7 @@ class Reservations:
                 for h, mask in run.host_masks:
                     if h in long_gpus:
                         long_gpus[h] += mask.bit_count()
-        chosen = sorted(hosts, key=lambda h: (long_gpus[h], -h))[: min(count, len(hosts) - 1)]
+        chosen = sorted(hosts, key=lambda h: (long_gpus[h], -h))[:count]
         if not chosen:
             return
         k = len(self.held)

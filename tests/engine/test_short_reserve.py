@@ -78,6 +78,18 @@ def test_one_host_always_stays_open_to_long_work():
     assert set(started_on(cycle(s, short_reserve_hosts=5))) == {"long"}
 
 
+def test_the_reserve_shrinks_while_a_job_needs_its_hosts():
+    # a 16-GPU gang job needs 2 of the 3 hosts; a reserve of 2 would leave it 1 for ever
+    gang = job("gang", "a", 16, minrt=H)
+    waiting = pending(gang, job("debug", "b", 8, minrt=60))
+    s = snap(hosts(3), [], waiting, tree(a=1, b=1), usage={"b": 100 * H})
+    out = started_on(cycle(s, short_reserve_hosts=2))
+    assert out == {"gang": {"h0", "h1"}, "debug": {"h2"}}
+    # the whole cluster: no reserve while it waits
+    whole = snap(hosts(3), [], pending(job("whole", "a", 24, minrt=H)), tree(a=1, b=1))
+    assert started_on(cycle(whole, short_reserve_hosts=1)) == {"whole": {"h0", "h1", "h2"}}
+
+
 def _long_hosts(s: Snapshot, result=None) -> set[str]:
     """Hosts holding allocated work protected beyond the short limit: before the cycle,
     or after its `result`."""
@@ -123,7 +135,13 @@ def test_the_reserve_keeps_its_hosts_free_of_long_work_and_every_invariant_holds
         healthy = {h.name for h in s.hosts if h.healthy}
         clean_before = healthy - _long_hosts(s)
         clean_after = healthy - _long_hosts(s, out)
-        assert len(clean_after) >= min(len(clean_before), reserve, len(healthy) - 1)
+        # the reserve leaves room for the widest pending job, and at least one host
+        size = max(h.gpus for h in s.hosts if h.healthy)
+        widest = max(w.gpus for lst in s.pending.values() for w in lst)
+        kept = min(reserve, len(healthy) - max(1, -(-widest // size)))
+        assert len(clean_after) >= min(len(clean_before), kept)
+        if kept < reserve:
+            seen["reserve shrunk for a wide job"] += 1
         for stop in out.stops:
             if stop.reason_code == StopReason.UNALLOCATED and stop.for_workload_id.startswith("s"):
                 seen["short job preempted backfill"] += 1
@@ -133,3 +151,4 @@ def test_the_reserve_keeps_its_hosts_free_of_long_work_and_every_invariant_holds
     check()
     assert seen["short job started"] >= 50, dict(seen)
     assert seen["short job preempted backfill"] >= 10, dict(seen)
+    assert seen["reserve shrunk for a wide job"] >= 10, dict(seen)
