@@ -91,10 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive(int, allow_zero=True),
         default=0,
         help="fairshare: hold this many of the largest hosts for jobs protected for at most "
-        "--short-job-min (and for unallocated backfill) (0: none)",
+        "--short-job-max-min (and for unallocated backfill) (0: none)",
     )
     r.add_argument(
-        "--short-job-min",
+        "--short-job-max-min",
         type=_positive(),
         default=15.0,
         help="longest protection of a job the short-job reserve admits, minutes (15)",
@@ -198,7 +198,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             restart_overhead_s=args.restart_overhead_s,
             cycle_period_s=args.cycle_s,
             short_reserve_hosts=args.short_reserve_hosts,
-            short_job_max_s=args.short_job_min * 60.0,
+            short_job_max_s=args.short_job_max_min * 60.0,
             until_s=args.until_days * DAY_S if args.until_days else None,
             seed=args.seed,
         )

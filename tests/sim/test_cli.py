@@ -209,6 +209,30 @@ def test_until_days_cuts_the_run(tmp_path: Path, fake_engine: None) -> None:
     assert rep["jobs"]["running_at_end"] == 2 and rep["jobs"]["pending_at_end"] == 2
 
 
+def test_short_reserve_flags_reach_the_engines_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policies: list[Policy] = []
+
+    def recording_planner(snapshot: Snapshot, policy: Policy, now: float) -> CyclePlan:
+        policies.append(policy)
+        return fifo_planner(snapshot, policy, now)
+
+    monkeypatch.setattr(replay, "_engine_plan", lambda: recording_planner)
+    flags = ["--quiet", "--short-reserve-hosts", "1", "--short-job-max-min", "10"]
+    assert main(scenario(tmp_path) + flags) == 0
+    assert policies and {(p.short_reserve_hosts, p.short_job_max_s) for p in policies} == {
+        (1, 600.0)
+    }
+
+
+@pytest.mark.parametrize("flag", [["--short-reserve-hosts", "-1"], ["--short-job-max-min", "0"]])
+def test_bad_short_reserve_flags_exit_2(tmp_path: Path, flag: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([*scenario(tmp_path), *flag])
+    assert exc.value.code == 2
+
+
 def test_warmup_days_adds_the_figures_without_the_first_days(
     tmp_path: Path, fake_engine: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
