@@ -110,8 +110,8 @@ class FairShareReasons:
             f"with {w.id} running; {lost}"
         )
 
-    def waiting_allocated(self, proj: str, r: int, full_note: str) -> str:
-        """Why a project's allocated jobs wait."""
+    def waiting_allocated(self, proj: str, r: int, notes: str) -> str:
+        """Why a project's allocated jobs wait (`notes`: "; ..." about the cluster)."""
         if self.entitled.get(proj, 0.0) <= 0.0:
             return (
                 f"waiting: project {proj} has no budget (weight 0): it may run only "
@@ -119,7 +119,7 @@ class FairShareReasons:
             )
         return (
             f"waiting: {self.project(proj, r)}; "
-            f"{r} project{'s' if r != 1 else ''} ahead of it{full_note}"
+            f"{r} project{'s' if r != 1 else ''} ahead of it{notes}"
         )
 
 
@@ -129,8 +129,10 @@ def fair_share_queue(
     factor: Mapping[str, float],
     cluster: ClusterState,
     decisions: Decisions,
+    short_reserve_note: str = "",
 ) -> list[QueueEntry]:
-    """The waiting queue: allocated jobs by project order, then unallocated ones.
+    """The waiting queue: allocated jobs by project order, then unallocated ones
+    (`short_reserve_note` tells allocated jobs which hosts the short-job reserve holds).
 
     Built per project: one shared reason string for all of a project's waiting jobs
     (positions are consecutive), entries made in bulk; only projects with a
@@ -151,7 +153,7 @@ def fair_share_queue(
                 ids = [w.id for w in lst if w.min_runtime_s > 0]
                 if not ids:
                     continue
-                base = reasons.waiting_allocated(proj, r, full_note)
+                base = reasons.waiting_allocated(proj, r, full_note + short_reserve_note)
             else:
                 ids = [w.id for w in lst if w.min_runtime_s <= 0]
                 if not ids:

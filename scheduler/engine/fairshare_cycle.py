@@ -138,7 +138,12 @@ class FairShareCycle:
         self._unallocated_jobs()
         queue = (
             fair_share_queue(
-                self.reasons, pending, self.fair_share.factor, self.cluster, self.decisions
+                self.reasons,
+                pending,
+                self.fair_share.factor,
+                self.cluster,
+                self.decisions,
+                self.reservations.short_reserve_note,
             )
             if self.policy.explain_queue
             else []

@@ -79,6 +79,8 @@ class Reservations:
         self.scan_budget = SCAN_PER_CYCLE  # jobs looked at only for reserved-host room
         self._usable = (False, -1)  # (answer, cluster version it holds for)
         self._preemptible = (False, -1)
+        # why allocated jobs cannot use the short-job reserve's hosts ("" without one)
+        self.short_reserve_note = ""
 
     def usable(self) -> bool:
         """Whether a reserved host has free GPUs that some job could still be allowed."""
@@ -328,6 +330,13 @@ class Reservations:
         chosen = sorted(hosts, key=lambda h: (long_gpus[h], -h))[:count]
         if not chosen:
             return
+        names = ", ".join(c.hosts[h].name for h in sorted(chosen)[:3])
+        if len(chosen) > 3:
+            names += f" and {len(chosen) - 3} more hosts"
+        self.short_reserve_note = (
+            f"; {names} held for jobs with a min runtime of at most {hours_text(short_s)}"
+            " (short-job reserve)"
+        )
         k = len(self.held)
         self.held.append(HeldHosts(_SHORT_JOBS, -1, until, chosen))
         c.version += 1

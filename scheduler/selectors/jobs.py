@@ -30,6 +30,7 @@ from scheduler.models import (
     JobEvent,
     JobState,
 )
+from scheduler.engine.explain import hours_text
 from scheduler.selectors.eta import job_eta
 from scheduler.selectors.queue import iter_entries, queue_entry, queue_length, queue_snapshot
 
@@ -407,6 +408,14 @@ def _capacity_blocker(job: Job, hosts: list[Host], info: dict[str, Any]) -> dict
     )
     if protected_until is not None:
         text += f"; the first protected minimum runtime there ends at {protected_until:%Y-%m-%d %H:%M} UTC"
+    cluster = job.cluster
+    held_for_short = cluster.short_reserve_hosts if job.min_runtime_s > cluster.short_job_max_s else 0
+    if held_for_short:
+        text += (
+            f"; up to {held_for_short} host{'s are' if held_for_short != 1 else ' is'} held for "
+            f"jobs with a min runtime of at most {hours_text(cluster.short_job_max_s)} "
+            f"(short-job reserve), and this job's is {hours_text(job.min_runtime_s)}"
+        )
     return {
         "kind": "capacity",
         "text": text,
@@ -416,6 +425,7 @@ def _capacity_blocker(job: Job, hosts: list[Host], info: dict[str, Any]) -> dict
             "hosts_that_fit": len(fits),
             "free_gpus_on_them": free,
             "protected_until": protected_until.isoformat() if protected_until else None,
+            "hosts_held_for_short_jobs": held_for_short,
         },
     }
 

@@ -78,6 +78,15 @@ def test_one_host_always_stays_open_to_long_work():
     assert set(started_on(cycle(s, short_reserve_hosts=5))) == {"long"}
 
 
+def test_a_waiting_job_is_told_which_hosts_the_reserve_holds():
+    trainer = run(job("trainer", "a", 8, minrt=4 * H), "h0", tuple(range(8)), started=NOW - H)
+    s = snap(hosts(2), [trainer], pending(job("long", "b", 4, minrt=H)), tree(a=1, b=1))
+    (entry,) = cycle(s, short_reserve_hosts=1).queue
+    assert entry.reason.endswith("; h1 held for jobs with a min runtime of at most 15 min "
+                                 "(short-job reserve)")  # fmt: skip
+    assert [x.workload_id for x in cycle(s).starts] == ["long"]  # h1, without the reserve
+
+
 def test_the_reserve_shrinks_while_a_job_needs_its_hosts():
     # a 16-GPU gang job needs 2 of the 3 hosts; a reserve of 2 would leave it 1 for ever
     gang = job("gang", "a", 16, minrt=H)

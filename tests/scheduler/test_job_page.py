@@ -84,6 +84,25 @@ def test_a_job_that_fits_has_only_capacity_numbers(job):
     assert blockers[0]["numbers"]["free_gpus_on_them"] == 16
 
 
+def test_a_long_job_is_told_about_the_short_job_reserve(job):
+    job.min_runtime_s = 3600
+    job.save(update_fields=["min_runtime_s"])
+    assert job_blockers(job)[0]["numbers"]["hosts_held_for_short_jobs"] == 0
+    cluster = job.cluster
+    cluster.short_reserve_hosts, cluster.short_job_max_s = 1, 600
+    cluster.save(update_fields=["short_reserve_hosts", "short_job_max_s"])
+    job.refresh_from_db()
+    capacity = job_blockers(job)[0]
+    assert capacity["numbers"]["hosts_held_for_short_jobs"] == 1
+    assert (
+        "up to 1 host is held for jobs with a min runtime of at most 10 min (short-job "
+        "reserve), and this job's is 1.0 h" in capacity["text"]
+    )
+    job.min_runtime_s = 600
+    job.save(update_fields=["min_runtime_s"])
+    assert job_blockers(job)[0]["numbers"]["hosts_held_for_short_jobs"] == 0
+
+
 def test_no_blockers_once_ended(job):
     job.state = "succeeded"
     job.save(update_fields=["state"])
