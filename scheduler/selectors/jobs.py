@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from budgets.models import Membership, Role
 from budgets.selectors import TreeIndex, tree_index
+from scheduler.engine.explain import hours_text
 from scheduler.models import (
     ACTIVE_STATES,
     Attempt,
@@ -30,7 +31,6 @@ from scheduler.models import (
     JobEvent,
     JobState,
 )
-from scheduler.engine.explain import hours_text
 from scheduler.selectors.eta import job_eta
 from scheduler.selectors.queue import iter_entries, queue_entry, queue_length, queue_snapshot
 
