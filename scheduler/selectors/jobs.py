@@ -409,7 +409,9 @@ def _capacity_blocker(job: Job, hosts: list[Host], info: dict[str, Any]) -> dict
     if protected_until is not None:
         text += f"; the first protected minimum runtime there ends at {protected_until:%Y-%m-%d %H:%M} UTC"
     cluster = job.cluster
-    held_for_short = cluster.short_reserve_hosts if job.min_runtime_s > cluster.short_job_max_s else 0
+    held_for_short = (
+        cluster.short_reserve_hosts if job.min_runtime_s > cluster.short_job_max_s else 0
+    )
     if held_for_short:
         text += (
             f"; up to {held_for_short} host{'s are' if held_for_short != 1 else ' is'} held for "
