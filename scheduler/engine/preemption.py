@@ -187,6 +187,7 @@ class VictimIndex:
         self._cheapest_first = victims
         self._dead = 0
         self._coverable: dict[int, int] | None = None
+        self._largest_room: dict[int, int] = {}
 
     def cheapest_first(self) -> list[Victim]:
         """The candidates cheapest first (stopped ones dropped once they are many)."""
@@ -224,6 +225,20 @@ class VictimIndex:
                     cov[h] = g
             self._coverable = cov
         return cov
+
+    def largest_room(self, h: int) -> int:
+        """The largest aligned block of host `h` that free GPUs and all its candidates
+        could make, whoever preempts: an upper bound for the rest of the cycle (computed
+        once per host, for the reason `coverable_hosts` gives), so that a search skips
+        hosts where protected work leaves no room without looking at their victims."""
+        largest = self._largest_room.get(h)
+        if largest is None:
+            room = self.cluster.free[h]
+            for u, mu in self.by_host[h]:
+                if u.alive:
+                    room |= mu
+            largest = self._largest_room[h] = self.cluster.largest_block(h, room)
+        return largest
 
     def enough_coverable(self, sh: Shape) -> bool:
         """Whether enough hosts could be emptied for a whole-host job (upper bound)."""
@@ -303,6 +318,7 @@ def search_block(
     verdicts, outranks = allowed.verdicts, allowed.outranks
     c = victims.cluster
     gpus, reserved = c.gpus, c.reserved
+    largest_room = victims.largest_room
     p = sh.block
     best_key: tuple[float, float, int, int, int, int] | None = None
     best: SearchResult = None
@@ -318,6 +334,13 @@ def search_block(
             key = v.rule_key if v.project == project else v.project
             ok = verdicts.get(key)
             if ok is None:
+                # a verdict costs fair-share comparisons: first see whether any host of
+                # v could hold the block at all (cheap, cached)
+                for h, _ in v.host_masks:
+                    if h not in reserved and gpus[h] >= p and largest_room(h) >= p:
+                        break
+                else:
+                    continue
                 ok = verdicts[key] = victim_allowed(
                     True, v.project, v.priority, project, priority, outranks
                 )
@@ -328,6 +351,8 @@ def search_block(
                 continue
             if h in host_room:
                 room = host_room[h]
+            elif largest_room(h) < p:
+                room = host_room[h] = None
             else:
                 room = host_room[h] = _host_room(victims, h, v, allowed, p)
             if room is None:
