@@ -122,12 +122,9 @@ class FairShareCycle:
     def run(self) -> CyclePlan:
         """Both phases, then the explained queue."""
         pending = self.snapshot.pending
-        if self.policy.short_reserve_hosts > 0:
-            self.reservations.hold_for_short_jobs(
-                self.policy.short_reserve_hosts,
-                min(self.policy.short_job_max_s, self.cap),
-                max((w.gpus for jobs in pending.values() for w in jobs), default=0),
-            )
+        self.reservations.hold_for_short_jobs(
+            self.policy.short_reserve_hosts, min(self.policy.short_job_max_s, self.cap), pending
+        )
         for r, proj in enumerate(self.order):
             lst = pending.get(proj)
             if not lst or self.entitled.get(proj, 0.0) <= 0.0:

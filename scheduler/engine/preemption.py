@@ -337,7 +337,7 @@ def search_block(
                 # a verdict costs fair-share comparisons: first see whether any host of
                 # v could hold the block at all (cheap, cached)
                 for h, _ in v.host_masks:
-                    if h not in reserved and gpus[h] >= p and largest_room(h) >= p:
+                    if h not in reserved and largest_room(h) >= p:
                         break
                 else:
                     continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from itertools import repeat
 from typing import NamedTuple
@@ -275,16 +275,21 @@ class Reservations:
             return None
         return [k[2] for k in heapq.nsmallest(n, keys)][:n]
 
-    def _hold(self, w: Workload, r: int, chosen: list[int], usable_at: float) -> None:
+    def _hold_hosts(self, w: Workload, r: int, chosen: list[int], usable_at: float) -> list[str]:
+        """Take `chosen` out of the free-block index, held for `w` (order index `r`)
+        until `usable_at`; their names."""
         c = self.cluster
-        now = self.now
         k = len(self.held)
         self.held.append(HeldHosts(w, r, usable_at, chosen))
         c.version += 1
         for h in chosen:
             c.reserved[h] = k
             c.index.set(h, 0)
-        names = [c.hosts[h].name for h in chosen]
+        return [c.hosts[h].name for h in chosen]
+
+    def _hold(self, w: Workload, r: int, chosen: list[int], usable_at: float) -> None:
+        now = self.now
+        names = self._hold_hosts(w, r, chosen, usable_at)
         when = (
             f"expected usable in {hours_text(usable_at - now)} when the jobs on them pass "
             "their protection"
@@ -302,7 +307,9 @@ class Reservations:
         )
         self.decisions.note(w, "next in line: " + text)
 
-    def hold_for_short_jobs(self, count: int, short_s: float, widest_pending_gpus: int) -> None:
+    def hold_for_short_jobs(
+        self, count: int, short_s: float, pending: Mapping[str, Sequence[Workload]]
+    ) -> None:
         """The short-job reserve (`Policy.short_reserve_hosts`): hold `count` of the
         largest healthy hosts for jobs protected for at most `short_s`. A held host of
         its own, ranked above every job, usable in `short_s`: `place` then admits exactly
@@ -312,13 +319,14 @@ class Reservations:
 
         The reserve never makes a job impossible: at least one host stays open to long
         work, and while a job that needs more whole hosts than the reserve leaves is
-        pending (`widest_pending_gpus`), the reserve shrinks to leave it room."""
+        pending, the reserve shrinks to leave it room."""
         c = self.cluster
         if count <= 0 or not c.healthy_by_size:
             return
         size = max(c.healthy_by_size)
         hosts = c.healthy_by_size[size]
-        widest_hosts = -(-widest_pending_gpus // size)  # whole hosts the widest job needs
+        widest = max((w.gpus for jobs in pending.values() for w in jobs), default=0)
+        widest_hosts = -(-widest // size)  # whole hosts the widest pending job needs
         count = min(count, len(hosts) - max(1, widest_hosts))
         until = self.now + short_s
         long_gpus = dict.fromkeys(hosts, 0)
@@ -330,19 +338,12 @@ class Reservations:
         chosen = sorted(hosts, key=lambda h: (long_gpus[h], -h))[:count]
         if not chosen:
             return
-        names = ", ".join(c.hosts[h].name for h in sorted(chosen)[:3])
-        if len(chosen) > 3:
-            names += f" and {len(chosen) - 3} more hosts"
+        self._hold_hosts(_SHORT_JOBS, -1, chosen, until)
+        names = ", ".join(c.hosts[h].name for h in sorted(chosen))
         self.short_reserve_note = (
             f"; {names} held for jobs with a min runtime of at most {hours_text(short_s)}"
             " (short-job reserve)"
         )
-        k = len(self.held)
-        self.held.append(HeldHosts(_SHORT_JOBS, -1, until, chosen))
-        c.version += 1
-        for h in chosen:
-            c.reserved[h] = k
-            c.index.set(h, 0)
 
     def release_all(self) -> None:
         """Open the reserved hosts to unallocated work (phase 2 of the cycle)."""
