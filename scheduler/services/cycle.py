@@ -333,9 +333,10 @@ class _CycleRun:
         try:
             if self.adapter is None:
                 self.adapter = adapters.for_cluster(self.cluster)
-            report = _ClusterReport(
-                hosts=list(self.adapter.hosts()), jobs=list(self.adapter.jobs())
-            )
+            # jobs first: a node that fails between the two reads then shows down in
+            # the host read as well, so a job it lost is never restarted on it
+            jobs = list(self.adapter.jobs())
+            report = _ClusterReport(hosts=list(self.adapter.hosts()), jobs=jobs)
         except Exception as exc:
             self._error("cluster unreachable", exc)
             return None

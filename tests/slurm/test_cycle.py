@@ -251,9 +251,10 @@ def test_a_killed_slurmd_loses_its_jobs_and_resumable_ones_requeue(live, slurm):
         timeout_s=90,
         pause_s=1,
     )
-    lost = Attempt.objects.get(job=job_on_it)
+    lost = Attempt.objects.get(job=job_on_it, number=1)
     assert lost.end_reason == AttemptEnd.LOST and victim_node in lost.end_detail
     assert live.state(job_on_it) == JobState.PENDING  # resumable: requeued by Allot
+    assert Attempt.objects.filter(job=job_on_it).count() == 1  # not restarted on the dead node
     assert Host.objects.get(cluster=live.cluster, name=victim_node).health == HostHealth.DOWN
     assert live.state(other) == JobState.RUNNING
     assert_consistent(live.cluster)
@@ -263,9 +264,10 @@ def test_a_slurmctld_restart_during_a_cycle_changes_nothing_and_an_outage_is_rec
     job = live.submit("a1", gpus=4, min_runtime_s=60, command="sleep 300")
 
     class RestartingAdapter(SlurmAdapter):
-        def jobs(self):
-            slurm.restart_ctld()  # between the cycle's hosts() and jobs()
-            return super().jobs()
+        def hosts(self):
+            hosts = super().hosts()
+            slurm.restart_ctld()  # after the cycle's reads, before its starts
+            return hosts
 
     adapter = adapter_for_cluster(live.cluster)
     restarting = RestartingAdapter(adapter.client, partition="pair", workdir=adapter.workdir)
