@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduler.engine.budget_tree import entitled_shares, project_keys, sibling_shares
 from scheduler.engine.types import BudgetNode
@@ -172,6 +172,9 @@ class FairShare:
     usage: list[float]
     lf: list[float]
     node_factor: list[float]
+    # leaf index -> other project -> (lo, hi): `beats_after` is True for added usage
+    # in [0, lo), False above hi, and computed in full between (see `_delta_bounds`)
+    delta_bounds: dict[int, dict[str, tuple[float, float]]] = field(default_factory=dict)
 
     def position_after(self, project: str, delta: float, index: int) -> int:
         """The first order index whose project `project` would still strictly beat
@@ -207,8 +210,51 @@ class FairShare:
         """Whether leaf `p` with `delta` more usage still ranks strictly above `other`.
 
         Ties (which Slurm would merge or rank equally) count as not above, so that two
-        equally served projects never preempt each other.
+        equally served projects never preempt each other. Usage is fixed for the cycle,
+        so the answer for a pair changes at one amount of added usage: away from it,
+        the pair's cached bounds answer (searches ask the same pairs again and again
+        with growing `delta`).
         """
+        by_other = self.delta_bounds.get(p)
+        if by_other is None:
+            by_other = self.delta_bounds[p] = {}
+        bounds = by_other.get(other)
+        if bounds is None:
+            bounds = by_other[other] = self._delta_bounds(p, other)
+        if delta >= 0.0:
+            if delta < bounds[0]:
+                return True
+            if delta > bounds[1]:
+                return False
+        return self._beats_after_exact(p, delta, other)
+
+    def _delta_bounds(self, p: int, other: str) -> tuple[float, float]:
+        """(lo, hi) such that `beats_after(p, delta, other)` is True for 0 <= delta < lo
+        and False for delta > hi. Where the two paths part (nodes a of p's, b of the
+        other's, under a common parent of usage U), the level fair-shares compare as
+        share_a (U + delta) / (u_a + delta) against share_b (U + delta) / u_b, so p
+        stays above while u_a + delta < share_a u_b / share_b. The bounds keep a
+        relative margin of 1e-9 around that point, far wider than the rounding of
+        either side, so the answer outside them is the one the full comparison gives;
+        (-inf, inf) sends every delta to the full comparison."""
+        ct = self.tree
+        q = ct.leaf_index.get(other)
+        if q is None:
+            return (INF, INF)  # unknown projects are beaten
+        pa, qa = ct.path_nodes[p], ct.path_nodes[q]
+        k = 1
+        while k < len(pa) and k < len(qa) and pa[k] == qa[k]:
+            k += 1
+        if k >= len(pa) or k >= len(qa):
+            return (-INF, -INF)  # the same project: never above itself
+        a, b = pa[k], qa[k]
+        share_a, share_b, u_a, u_b = ct.share[a], ct.share[b], self.usage[a], self.usage[b]
+        if share_a <= 0.0 or share_b <= 0.0 or u_b <= 0.0 or u_a < 0.0:
+            return (-INF, INF)
+        parting = share_a * u_b / share_b
+        return (parting * (1.0 - 1e-9) - u_a, parting * (1.0 + 1e-9) - u_a)
+
+    def _beats_after_exact(self, p: int, delta: float, other: str) -> bool:
         ct = self.tree
         q = ct.leaf_index.get(other)
         if q is None:

@@ -22,6 +22,7 @@ searches that cannot succeed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 
@@ -40,6 +41,7 @@ __all__ = [
     "victim_allowed",
 ]
 
+INF = math.inf
 _LOST = attrgetter("lost")
 _ALLOCATED = attrgetter("allocated")
 
@@ -322,14 +324,22 @@ def search_block(
     p = sh.block
     best_key: tuple[float, float, int, int, int, int] | None = None
     best: SearchResult = None
+    # the best block's lost work on allocated and on unallocated victims (inf: none yet)
+    best_allocated = best_unallocated = INF
     host_room: dict[int, _Room | None] = {}
     seen: set[tuple[int, int]] = set()
     for v in victims.cheapest_first():
         if not v.alive:
             continue
-        cost = (v.lost, 0.0) if v.allocated else (0.0, v.lost)
-        if best_key is not None and cost >= best_key[:2]:
-            break  # victims come cheapest first: nothing later can be cheaper
+        # victims come cheapest first: once v alone costs at least the best block
+        # (cost (lost, 0) if allocated, else (0, lost), compared as tuples), nothing
+        # later can be cheaper
+        lost = v.lost
+        if v.allocated:
+            if lost > best_allocated or (lost == best_allocated and best_unallocated <= 0.0):
+                break
+        elif best_allocated <= 0.0 and lost >= best_unallocated:
+            break
         if v.allocated:
             key = v.rule_key if v.project == project else v.project
             ok = verdicts.get(key)
@@ -360,6 +370,7 @@ def search_block(
             found = _best_block_on(c, h, m, p, room, seen)
             if found is not None and (best_key is None or found[0] < best_key):
                 best_key, best = found[0], ([(h, found[1])], found[2])
+                best_allocated, best_unallocated = best_key[0], best_key[1]
     return best
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.engine import BudgetNode, entitled_shares, fair_tree
-from scheduler.engine.fairshare import compute_fair_share
+from scheduler.engine.fairshare import INF, compute_fair_share
 
 SPEC_TREE = BudgetNode(
     "org",
@@ -213,3 +215,43 @@ def test_beaten_all_equals_beats_after_for_every_leaf():
                 got = fs.beaten_all(leaf[p], delta)
                 want = {q: fs.beats_after(leaf[p], delta, q) for q in names if q != p}
                 assert got == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    deltas=st.lists(
+        st.one_of(st.floats(0.0, 1e7, allow_nan=False), st.sampled_from([0.0, 10.0, 1e12])),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_beats_after_answers_from_its_bounds_exactly_as_the_full_comparison(seed, deltas):
+    """The per-pair bounds never change an answer: every pair is asked at random
+    amounts, at the exact point where the order flips and one float step either side
+    of it, after the bounds are cached, on uneven, tied, zero-weight, zero-usage and
+    mixed-depth trees."""
+    import random
+
+    rng = random.Random(seed)
+
+    def node(name: str, depth: int) -> BudgetNode:
+        w = rng.choice([0, 1, 1, 2, 3, 5])
+        if depth >= 3 or rng.random() < 0.3:
+            return BudgetNode(name, w)
+        kids = tuple(node(f"{name}.{i}", depth + 1) for i in range(rng.randint(1, 4)))
+        return BudgetNode(name, w, kids)
+
+    t = BudgetNode("org", children=tuple(node(f"n{i}", 1) for i in range(rng.randint(1, 4))))
+    names = list(compute_fair_share(t, {}).tree.leaf_index)
+    usage = {n: rng.choice([0.0, 0.0, 10.0, 20.0, rng.uniform(0, 1e6)]) for n in names}
+    fs = compute_fair_share(t, usage)
+    leaf = fs.tree.leaf_index
+    for p in names:
+        for q in [*names, "not-in-the-tree"]:
+            lo, hi = fs._delta_bounds(leaf[p], q)
+            flips = [x for x in (lo, hi, (lo + hi) / 2) if math.isfinite(x) and x >= 0.0]
+            near = [y for x in flips for y in (x, math.nextafter(x, 0), math.nextafter(x, INF))]
+            for delta in [*deltas, *near]:
+                want = fs._beats_after_exact(leaf[p], delta, q)
+                assert fs.beats_after(leaf[p], delta, q) == want, (p, q, delta, lo, hi)
