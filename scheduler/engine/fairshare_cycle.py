@@ -336,12 +336,12 @@ class FairShareCycle:
         if not possible or self.searches_left <= 0:
             return False  # bounded work per cycle; later cycles retry
         # Enough GPUs among free and allowed victims; for whole hosts, enough hosts that
-        # could be emptied at all. O(projects).
+        # could be emptied at all. O(log projects).
         room = self.cluster.free_gpus + work.unallocated_gpus
         if can_own:
             room += work.own_gpus.get(proj, 0)
         if room < w.gpus and work.max_rank > r:
-            room += sum(work.gpus_at_rank[threshold() :])
+            room += work.allocated_gpus_from(threshold())
         return room >= w.gpus and (bool(sh.block) or self.victims().enough_coverable(sh))
 
     def _search(

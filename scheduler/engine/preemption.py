@@ -559,6 +559,24 @@ class PreemptibleWork:
             self.gpus_at_rank[r] += own_gpus[p]
             if r > self.max_rank:
                 self.max_rank = r
+        # a Fenwick tree over gpus_at_rank: the GPUs from an order index on in O(log n)
+        tree = [0, *self.gpus_at_rank]
+        for i in range(1, len(tree)):
+            j = i + (i & -i)
+            if j < len(tree):
+                tree[j] += tree[i]
+        self._gpus_tree = tree
+        self._allocated_gpus = sum(self.gpus_at_rank)
+
+    def allocated_gpus_from(self, r: int) -> int:
+        """GPUs of allocated candidates at order index `r` and below in the order."""
+        tree = self._gpus_tree
+        before = 0
+        i = min(max(r, 0), len(tree) - 1)
+        while i > 0:
+            before += tree[i]
+            i -= i & -i
+        return self._allocated_gpus - before
 
     def forget(self, stopped: Sequence[Victim]) -> None:
         """Victims were stopped: they can be preempted no more."""
@@ -568,6 +586,11 @@ class PreemptibleWork:
                 continue
             self.count_at_rank[v.rank] -= 1
             self.gpus_at_rank[v.rank] -= v.gpus
+            self._allocated_gpus -= v.gpus
+            tree, i = self._gpus_tree, v.rank + 1
+            while i < len(tree):
+                tree[i] -= v.gpus
+                i += i & -i
             self.own_gpus[v.project] -= v.gpus
             left = self.own_count[v.project] - 1
             if left:
