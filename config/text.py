@@ -31,6 +31,22 @@ def refuse_control_characters(text: str, *, field: str, multiline: bool) -> None
             )
 
 
+def clean_reason(value: object, *, required_message: str, max_length: int = 500) -> str:
+    """A reason for the audit trail: text, stripped, 1 to `max_length` characters, without
+    control characters (newlines and tabs are fine). Raises ValidationFailed on field
+    "reason": `required_message` when it is missing or blank."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationFailed(required_message, field="reason")
+    text = value.strip()
+    if len(text) > max_length:
+        raise ValidationFailed(
+            f"reason has {len(text)} characters; at most {max_length} are allowed.",
+            field="reason",
+        )
+    refuse_control_characters(text, field="reason", multiline=True)
+    return text
+
+
 def is_id_text(text: str) -> bool:
     """Whether `text` is an id written in ASCII digits. `str.isdigit` alone also takes
     characters such as "²" or "٣" that `int()` refuses (a 500 the fuzzer found)."""

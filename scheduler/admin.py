@@ -1,6 +1,8 @@
-"""Django admin of the live service. Clusters (policy, operators) are editable; a host's
-health changes through `host_set_health` (audited) by the drain/resume actions; jobs
-are cancelled through `job_cancel`; events, attempts, cycles and keys are read-only."""
+"""Django admin of the live service. A cluster's operators are editable, its policy only
+when it is added (afterwards `cluster_policy_update`, audited, through `manage.py
+cluster_set` or the API); a host's health changes through `host_set_health` (audited)
+by the drain/resume actions; jobs are cancelled through `job_cancel`; events, attempts,
+cycles and keys are read-only."""
 
 from django.contrib import admin, messages
 
@@ -9,6 +11,7 @@ from config.errors import ApplicationError
 from scheduler.models import (
     Attempt,
     Cluster,
+    ClusterPolicyEvent,
     CycleRecord,
     Host,
     HostEvent,
@@ -16,6 +19,7 @@ from scheduler.models import (
     Job,
     JobEvent,
 )
+from scheduler.services.clusters import POLICY_FIELDS
 from scheduler.services.hosts import host_set_health
 from scheduler.services.jobs import job_cancel
 
@@ -29,28 +33,45 @@ class StaffReadOnlyAdmin(ReadOnlyAdmin):
         return _staff_view(request)
 
 
+class ClusterPolicyEventInline(admin.TabularInline):
+    model = ClusterPolicyEvent
+    extra = 0
+    can_delete = False
+    fields = readonly_fields = ["at", "changes", "reason", "actor_name"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
+    """The policy is set here when a cluster is added; a change of it afterwards goes
+    through `cluster_policy_update` (validated, audited), so it is read-only here."""
+
     list_display = ["name", "adapter", "host_count", "gpus_per_host", "gpu_capacity"]
     filter_horizontal = ["operators"]
+    inlines = [ClusterPolicyEventInline]
     fieldsets = [
         (None, {"fields": ["name", "host_count", "gpus_per_host", "operators"]}),
         ("Adapter", {"fields": ["adapter", "adapter_url", "adapter_options"]}),
         (
             "Policy",
             {
-                "fields": [
-                    "cycle_s",
-                    "grace_s",
-                    "max_min_runtime_s",
-                    "lookback_s",
-                    "half_life_s",
-                    "short_reserve_hosts",
-                    "short_job_max_s",
-                ]
+                "fields": list(POLICY_FIELDS),
+                "description": "To change the policy of a cluster, use <code>manage.py "
+                "cluster_set NAME --reason ...</code> or <code>PATCH /api/v1/clusters/{id}/"
+                "</code>: they check the values and record who changed what and why.",
             },
         ),
     ]
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return super().get_readonly_fields(request, obj)
+        return [*super().get_readonly_fields(request, obj), *POLICY_FIELDS]
 
 
 def _set_health(modeladmin, request, queryset, health: str, reason: str) -> None:
@@ -107,6 +128,12 @@ class HostAdmin(StaffReadOnlyAdmin):
 class HostEventAdmin(StaffReadOnlyAdmin):
     list_display = ["at", "host", "from_health", "to_health", "actor_name", "reason"]
     list_filter = ["to_health", "host__cluster"]
+
+
+@admin.register(ClusterPolicyEvent)
+class ClusterPolicyEventAdmin(StaffReadOnlyAdmin):
+    list_display = ["at", "cluster", "changes", "actor_name", "reason"]
+    list_filter = ["cluster"]
 
 
 @admin.action(description="Cancel the selected jobs")

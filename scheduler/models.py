@@ -92,6 +92,28 @@ class Cluster(models.Model):
         return speed if speed > 0 else 1.0
 
 
+class ClusterPolicyEvent(models.Model):
+    """An audited change of a cluster's policy (append-only): who changed which fields,
+    from what to what, and why. `changes` is `{field: [before, after]}` for the fields
+    that changed (`scheduler.services.clusters.cluster_policy_update`)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="policy_events")
+    at = models.DateTimeField()
+    changes = models.JSONField()
+    reason = models.CharField(max_length=500)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        triggers = [APPEND_ONLY]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {', '.join(self.changes)}"
+
+
 class HostHealth(models.TextChoices):
     HEALTHY = "healthy", "Healthy"
     DRAINING = "draining", "Draining"  # takes no new work; running jobs stop after protection

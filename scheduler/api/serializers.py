@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from config.api_fields import TextField
 from scheduler.models import AttemptEnd, AttemptState, HostHealth, JobKind, JobState
+from scheduler.services import clusters as cluster_rules
 from scheduler.services import jobs as job_rules
 
 MAX_ID = 2**63 - 1  # PostgreSQL bigint
@@ -376,6 +377,73 @@ class ClusterOutput(serializers.Serializer):
     policy = PolicyOutput()
     operators = serializers.ListField(child=serializers.CharField())
     last_cycle = LastCycleOutput(allow_null=True)
+
+
+class ClusterPolicyEventOutput(serializers.Serializer):
+    at = serializers.DateTimeField()
+    changes = serializers.DictField(
+        child=serializers.ListField(child=serializers.IntegerField(allow_null=True)),
+        help_text="`{field: [before, after]}` for each policy field that changed",
+    )
+    reason = serializers.CharField()
+    actor = serializers.CharField(
+        allow_blank=True, source="actor_name", help_text="Who changed it (`system`: a command)"
+    )
+
+
+class ClusterDetailOutput(ClusterOutput):
+    policy_events = ClusterPolicyEventOutput(
+        many=True, help_text="The last 20 policy changes, newest first"
+    )
+
+
+def _policy_field(name: str, help_text: str) -> serializers.Field:
+    """An optional policy field of `ClusterPolicyInput`: any JSON value goes to
+    `cluster_policy_update`, whose rule (`POLICY_RULES`) refuses a wrong type or range
+    with a message naming the field; the schema documents that rule."""
+    rule = cluster_rules.POLICY_RULES[name]
+    schema: dict = {"type": "integer", "minimum": rule.low, "maximum": rule.high}
+    if rule.nullable:
+        schema["nullable"] = True
+    field_class = extend_schema_field(schema)(
+        type(f"PolicyField_{name}", (serializers.JSONField,), {})
+    )
+    return field_class(required=False, allow_null=rule.nullable, help_text=help_text)
+
+
+class ClusterPolicyInput(serializers.Serializer):
+    """Some of the policy fields (only those sent change) and the reason."""
+
+    cycle_s = _policy_field("cycle_s", "Seconds between scheduling cycles")
+    grace_s = _policy_field("grace_s", "Seconds a stopped job has to exit")
+    max_min_runtime_s = _policy_field(
+        "max_min_runtime_s", "The longest minimum runtime a job may declare (seconds)"
+    )
+    lookback_s = _policy_field("lookback_s", "The fair-share usage window (seconds)")
+    half_life_s = _policy_field(
+        "half_life_s", "Half-life of past usage in fair share (seconds); null: no decay"
+    )
+    short_reserve_hosts = _policy_field(
+        "short_reserve_hosts", "Hosts held for short jobs and unallocated backfill (0: none)"
+    )
+    short_job_max_s = _policy_field(
+        "short_job_max_s",
+        "The longest minimum runtime a job may declare to start on the short-job reserve "
+        "(seconds; at most max_min_runtime_s)",
+    )
+    reason = TextField(max_length=500, help_text="Why, for the audit trail")
+
+    def validate(self, attrs):
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {
+                    unknown[0]: "Not a policy field; the policy fields are "
+                    + ", ".join(cluster_rules.POLICY_FIELDS)
+                    + "."
+                }
+            )
+        return attrs
 
 
 class HostFilter(serializers.Serializer):

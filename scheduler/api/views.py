@@ -22,6 +22,7 @@ from scheduler.api import serializers as s
 from scheduler.models import Job
 from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors import jobs as selectors
+from scheduler.services import clusters as cluster_services
 from scheduler.services import hosts as host_services
 from scheduler.services import jobs as job_services
 from scheduler.services import previews as preview_services
@@ -273,43 +274,76 @@ class QueueApi(APIView):
         )
 
 
+def cluster_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of `selectors.cluster_list` as `ClusterOutput` describes it."""
+    cluster, last = row["cluster"], row["last_cycle"]
+    counts = {k: v for k, v in row.items() if k not in ("cluster", "last_cycle")}
+    return {
+        "id": cluster.pk,
+        "name": cluster.name,
+        "adapter": cluster.adapter,
+        **counts,
+        "policy": {
+            "cycle_s": cluster.cycle_s,
+            "grace_s": cluster.grace_s,
+            "max_min_runtime_s": cluster.max_min_runtime_s,
+            "lookback_s": cluster.lookback_s,
+            "half_life_s": cluster.half_life_s,
+            "short_reserve_hosts": cluster.short_reserve_hosts,
+            "short_job_max_s": cluster.short_job_max_s,
+        },
+        "last_cycle": None
+        if last is None
+        else {
+            "id": last.pk,
+            "started_at": last.started_at,
+            "duration_ms": last.duration_ms,
+            "starts": last.starts,
+            "stops": last.stops,
+            "errors": [str(e) for e in last.errors or []],
+        },
+    }
+
+
 class ClusterListApi(APIView):
     @extend_schema(
         responses=s.ClusterOutput(many=True),
         summary="Clusters: policy, hosts by health, jobs and the last cycle",
     )
     def get(self, request):
-        rows = []
-        for row in selectors.cluster_list():
-            cluster, last = row.pop("cluster"), row.pop("last_cycle")
-            rows.append(
-                {
-                    "id": cluster.pk,
-                    "name": cluster.name,
-                    "adapter": cluster.adapter,
-                    **row,
-                    "policy": {
-                        "cycle_s": cluster.cycle_s,
-                        "grace_s": cluster.grace_s,
-                        "max_min_runtime_s": cluster.max_min_runtime_s,
-                        "lookback_s": cluster.lookback_s,
-                        "half_life_s": cluster.half_life_s,
-                        "short_reserve_hosts": cluster.short_reserve_hosts,
-                        "short_job_max_s": cluster.short_job_max_s,
-                    },
-                    "last_cycle": None
-                    if last is None
-                    else {
-                        "id": last.pk,
-                        "started_at": last.started_at,
-                        "duration_ms": last.duration_ms,
-                        "starts": last.starts,
-                        "stops": last.stops,
-                        "errors": [str(e) for e in last.errors or []],
-                    },
-                }
-            )
+        rows = [cluster_row(row) for row in selectors.cluster_list()]
         return Response(s.ClusterOutput(rows, many=True).data)
+
+
+class ClusterDetailApi(APIView):
+    def _body(self, cluster_id: int) -> dict:
+        rows = selectors.cluster_list(cluster_id=cluster_id)
+        if not rows:
+            raise NotFound(f"There is no cluster with id {cluster_id}.")
+        body = cluster_row(rows[0])
+        body["policy_events"] = selectors.cluster_policy_events(cluster_id=cluster_id)
+        return s.ClusterDetailOutput(body).data
+
+    @extend_schema(
+        responses=s.ClusterDetailOutput,
+        operation_id="clusters_retrieve",
+        summary="One cluster, as in the list, and its policy changes",
+    )
+    def get(self, request, cluster_id: int):
+        return Response(self._body(cluster_id))
+
+    @extend_schema(
+        request=s.ClusterPolicyInput,
+        responses={200: s.ClusterDetailOutput},
+        summary="Change a cluster's scheduling policy (staff; audited)",
+    )
+    def patch(self, request, cluster_id: int):
+        data = dict(_validated(s.ClusterPolicyInput, request.data))
+        reason = data.pop("reason")
+        cluster_services.cluster_policy_update(
+            actor=request.user, cluster_id=cluster_id, changes=data, reason=reason
+        )
+        return Response(self._body(cluster_id))
 
 
 def _host_row(host, used: dict) -> dict:

@@ -23,6 +23,7 @@ from scheduler.models import (
     ACTIVE_STATES,
     Attempt,
     Cluster,
+    ClusterPolicyEvent,
     CycleRecord,
     Host,
     HostEvent,
@@ -255,18 +256,22 @@ def estimate_position(*, job: Job) -> dict[str, Any]:
 # ---------------------------------------------------------------- clusters and hosts
 
 
-def cluster_list() -> list[dict[str, Any]]:
-    """Every cluster with its policy, hosts by health, jobs by state and last cycle."""
-    clusters = list(Cluster.objects.prefetch_related("operators").order_by("name"))
+def cluster_list(*, cluster_id: int | None = None) -> list[dict[str, Any]]:
+    """Every cluster (or the one with `cluster_id`: an empty list when there is none)
+    with its policy, hosts by health, jobs by state and last cycle."""
+    clusters_qs = Cluster.objects.prefetch_related("operators").order_by("name")
+    hosts_qs = Host.objects.all()
+    jobs_qs = Job.objects.filter(state__in=[JobState.PENDING, *ACTIVE_STATES])
+    if cluster_id is not None:
+        clusters_qs = clusters_qs.filter(pk=cluster_id)
+        hosts_qs = hosts_qs.filter(cluster_id=cluster_id)
+        jobs_qs = jobs_qs.filter(cluster_id=cluster_id)
+    clusters = list(clusters_qs)
     hosts: dict[int, dict[str, list[int]]] = {}
-    for cluster_id, health, gpus in Host.objects.values_list("cluster_id", "health", "gpus"):
-        hosts.setdefault(cluster_id, {}).setdefault(health, []).append(gpus)
+    for c_id, health, gpus in hosts_qs.values_list("cluster_id", "health", "gpus"):
+        hosts.setdefault(c_id, {}).setdefault(health, []).append(gpus)
     jobs: dict[int, dict[str, int]] = {}
-    for row in (
-        Job.objects.filter(state__in=[JobState.PENDING, *ACTIVE_STATES])
-        .values("cluster_id", "state")
-        .annotate(n=Count("id"))
-    ):
+    for row in jobs_qs.values("cluster_id", "state").annotate(n=Count("id")):
         jobs.setdefault(row["cluster_id"], {})[row["state"]] = row["n"]
     last_cycles = {
         c.cluster_id: c
@@ -294,6 +299,13 @@ def cluster_list() -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def cluster_policy_events(*, cluster_id: int, limit: int = 20) -> list[ClusterPolicyEvent]:
+    """The cluster's last `limit` policy changes, newest first."""
+    return list(
+        ClusterPolicyEvent.objects.filter(cluster_id=cluster_id).order_by("-at", "-id")[:limit]
+    )
 
 
 def host_list(*, cluster_id: int | None = None, health: str | None = None) -> QuerySet[Host]:

@@ -1,9 +1,15 @@
-"""Adding clusters (`manage.py cluster_add`): validate, provision, store with the hosts.
+"""Adding clusters (`manage.py cluster_add`) and changing their scheduling policy
+(`manage.py cluster_set`, `PATCH /api/v1/clusters/{id}/`).
 
+Adding: validate, provision, store with the hosts.
 Provisioning is per adapter kind (`PROVISIONERS`): it talks to the cluster (outside any
 database transaction) and returns the hosts the cluster has. For a simulated cluster
 that means creating the cluster in the simulated cluster process (idempotent: the same
 name and shape is the same cluster); a Slurm cluster imports its nodes.
+
+The policy's rules (`POLICY_RULES`, `clean_policy`) are the same for both; a change is an
+append-only `ClusterPolicyEvent` with the actor, the reason and each field's before and
+after.
 """
 
 from __future__ import annotations
@@ -17,15 +23,29 @@ from urllib.parse import urlsplit
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from config.errors import ApplicationError, Conflict, PermissionDenied, ValidationFailed
+from config.errors import (
+    ApplicationError,
+    Conflict,
+    NotFound,
+    PermissionDenied,
+    ValidationFailed,
+)
+from config.text import clean_reason
 from scheduler.adapters.base import AdapterError, AdapterUnavailable, ClusterHost
-from scheduler.models import HOUR_S, AdapterKind, Cluster, Host, HostHealth
+from scheduler.models import (
+    DAY_S,
+    HOUR_S,
+    AdapterKind,
+    Cluster,
+    ClusterPolicyEvent,
+    Host,
+    HostHealth,
+)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_HOSTS = 4096
 MAX_GPUS_PER_HOST = 1024
 MAX_SPEED = 1e6
-DAY_S = 86400
 
 
 class ClusterUnreachable(ApplicationError):
@@ -105,14 +125,93 @@ PROVISIONERS: dict[str, Callable[[ClusterDraft], list[ClusterHost]]] = {
 }
 
 
+def _shown(value: Any) -> str:
+    """`value` for an error message (an API body may send a long string or a big object)."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
 def _integer(value: Any, *, field: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationFailed(f"{field}: must be a whole number, got {value!r}", field=field)
+        raise ValidationFailed(
+            f"{field}: must be a whole number between {low} and {high}, got {_shown(value)}",
+            field=field,
+        )
     if not low <= value <= high:
         raise ValidationFailed(
             f"{field}: must be between {low} and {high}, got {value}", field=field
         )
     return value
+
+
+@dataclass(frozen=True)
+class PolicyRule:
+    """A policy field's values: a whole number from `low` to `high` (None too where
+    `nullable`)."""
+
+    low: int
+    high: int
+    nullable: bool = False
+    means_none: str = ""  # what None stands for, in error messages
+
+
+# The scheduling policy on `Cluster` (engine `Policy`, the fair-share window), field by
+# field. `short_job_max_s` is also at most `max_min_runtime_s` (`clean_policy`).
+POLICY_RULES: dict[str, PolicyRule] = {
+    "cycle_s": PolicyRule(1, DAY_S),
+    "grace_s": PolicyRule(0, DAY_S),
+    "max_min_runtime_s": PolicyRule(1, 30 * DAY_S),
+    "lookback_s": PolicyRule(HOUR_S, 365 * DAY_S),
+    "half_life_s": PolicyRule(HOUR_S, 365 * DAY_S, nullable=True, means_none="no decay"),
+    "short_reserve_hosts": PolicyRule(0, MAX_HOSTS),
+    "short_job_max_s": PolicyRule(1, 30 * DAY_S),
+}
+POLICY_FIELDS = tuple(POLICY_RULES)
+
+
+def clean_policy(
+    values: Mapping[str, Any], *, current: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """`values` (some or all policy fields) checked by `POLICY_RULES`, and the policy they
+    make with `current` (the fields they leave as they are) checked as a whole:
+    `short_job_max_s` is at most `max_min_runtime_s`. Raises ValidationFailed naming the
+    field, what it allows and what was given; an unknown field is named too."""
+    unknown = [name for name in values if name not in POLICY_RULES]
+    if unknown:
+        raise ValidationFailed(
+            f"{unknown[0]}: not a policy field; the policy fields are {', '.join(POLICY_FIELDS)}",
+            field=str(unknown[0]),
+        )
+    cleaned: dict[str, Any] = {}
+    for name, rule in POLICY_RULES.items():
+        if name not in values:
+            continue
+        value = values[name]
+        if value is None and rule.nullable:
+            cleaned[name] = None
+            continue
+        if rule.nullable and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValidationFailed(
+                f"{name}: must be null ({rule.means_none}) or a whole number between "
+                f"{rule.low} and {rule.high}, got {_shown(value)}",
+                field=name,
+            )
+        cleaned[name] = _integer(value, field=name, low=rule.low, high=rule.high)
+    merged = {**(current or {}), **cleaned}
+    longest, cap = merged.get("short_job_max_s"), merged.get("max_min_runtime_s")
+    if longest is not None and cap is not None and longest > cap:
+        if "short_job_max_s" in cleaned:
+            raise ValidationFailed(
+                f"short_job_max_s: must be between 1 and {cap}, got {longest} (at most "
+                "max_min_runtime_s: no job may declare a longer minimum runtime)",
+                field="short_job_max_s",
+            )
+        raise ValidationFailed(
+            f"max_min_runtime_s: must be at least short_job_max_s ({longest}), got {cap}; "
+            "lower short_job_max_s with it",
+            field="max_min_runtime_s",
+        )
+    return cleaned
 
 
 def _clean_url(url: str) -> str:
@@ -194,11 +293,15 @@ def cluster_create(
                 f"speed: must be a number > 0 and <= {MAX_SPEED:g}, got {speed!r}", field="speed"
             )
         options["speed"] = float(speed)
-    _integer(cycle_s, field="cycle_s", low=1, high=DAY_S)
-    _integer(grace_s, field="grace_s", low=0, high=DAY_S)
-    _integer(max_min_runtime_s, field="max_min_runtime_s", low=1, high=30 * DAY_S)
-    _integer(short_reserve_hosts, field="short_reserve_hosts", low=0, high=MAX_HOSTS)
-    _integer(short_job_max_s, field="short_job_max_s", low=1, high=max_min_runtime_s)
+    policy = clean_policy(
+        {
+            "cycle_s": cycle_s,
+            "grace_s": grace_s,
+            "max_min_runtime_s": max_min_runtime_s,
+            "short_reserve_hosts": short_reserve_hosts,
+            "short_job_max_s": short_job_max_s,
+        }
+    )
     if Cluster.objects.filter(name=name).exists():
         raise Conflict(f"name: a cluster named {name!r} already exists", field="name")
 
@@ -212,18 +315,11 @@ def cluster_create(
         reset=reset,
     )
     cluster_hosts = provision(draft)  # cluster I/O, outside the transaction
-    policy = {
-        "cycle_s": cycle_s,
-        "grace_s": grace_s,
-        "max_min_runtime_s": max_min_runtime_s,
-        "short_reserve_hosts": short_reserve_hosts,
-        "short_job_max_s": short_job_max_s,
-    }
     return _store(draft, cluster_hosts, policy)
 
 
 def _store(
-    draft: ClusterDraft, cluster_hosts: list[ClusterHost], policy: dict[str, int]
+    draft: ClusterDraft, cluster_hosts: list[ClusterHost], policy: dict[str, Any]
 ) -> Cluster:
     if not cluster_hosts:
         raise ValidationFailed("hosts: the cluster has no hosts", field="hosts")
@@ -255,4 +351,59 @@ def _store(
         raise Conflict(
             f"name: a cluster named {draft.name!r} already exists", field="name"
         ) from None
+    return cluster
+
+
+def cluster_policy_update(
+    *, actor, cluster_id: int, changes: Mapping[str, Any], reason: Any
+) -> Cluster:
+    """Change some of a cluster's policy fields (`POLICY_FIELDS`) and record the change.
+
+    Staff and superusers may; `actor` None is the system (`manage.py cluster_set`).
+    `changes` maps each field to change to its new value; the policy it makes with the
+    fields left as they are is checked as a whole (`clean_policy`). `reason` (1 to 500
+    characters) is kept with the change. The fields that differ are saved with one
+    append-only `ClusterPolicyEvent` (`{field: [before, after]}`, the actor, the reason),
+    and a cycle of the cluster is asked for once it commits; a change to the values the
+    cluster already has records nothing. Returns the cluster.
+
+    Raises ValidationFailed (the field named: an unknown field, a value out of range, no
+    change asked, no reason), NotFound, PermissionDenied."""
+    if not isinstance(changes, Mapping) or not changes:
+        raise ValidationFailed(
+            f"changes: nothing to change; give one or more of {', '.join(POLICY_FIELDS)}",
+            field="changes",
+        )
+    text = clean_reason(
+        reason, required_message="A reason is required (why the policy changes).", max_length=500
+    )
+    with transaction.atomic():
+        cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
+        if cluster is None:
+            raise NotFound(f"There is no cluster with id {cluster_id}.")
+        if actor is not None and not (actor.is_staff or actor.is_superuser):
+            raise PermissionDenied(f"Only staff may change the policy of cluster '{cluster.name}'.")
+        current = {name: getattr(cluster, name) for name in POLICY_FIELDS}
+        cleaned = clean_policy(changes, current=current)
+        diff = {
+            name: [current[name], value]
+            for name, value in cleaned.items()
+            if current[name] != value
+        }
+        if not diff:
+            return cluster
+        for name, (_, after) in diff.items():
+            setattr(cluster, name, after)
+        cluster.save(update_fields=list(diff))
+        ClusterPolicyEvent.objects.create(
+            cluster=cluster,
+            at=timezone.now(),
+            changes=diff,
+            reason=text,
+            actor=actor,
+            actor_name=actor.get_username() if actor is not None else "system",
+        )
+        from scheduler.tasks import request_cycle
+
+        request_cycle(cluster.pk)  # on commit
     return cluster

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from config.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
-from config.text import refuse_control_characters
+from config.text import clean_reason
 from scheduler.models import Cluster, Host, HostEvent, HostHealth
 
 REASON_MAX_LENGTH = 500
@@ -31,22 +31,6 @@ def may_operate(actor, cluster: Cluster) -> bool:
     return cluster.operators.filter(pk=actor.pk).exists()
 
 
-def _clean_reason(reason: Any) -> str:
-    if not isinstance(reason, str) or not reason.strip():
-        raise ValidationFailed(
-            "A reason is required (what is wrong with the host, or why it is back).",
-            field="reason",
-        )
-    text = reason.strip()
-    if len(text) > REASON_MAX_LENGTH:
-        raise ValidationFailed(
-            f"reason has {len(text)} characters; at most {REASON_MAX_LENGTH} are allowed.",
-            field="reason",
-        )
-    refuse_control_characters(text, field="reason", multiline=True)
-    return text
-
-
 def host_set_health(*, actor, host_id: int, health: Any, reason: Any) -> Host:
     """Start (`draining`) or end (`healthy`) a drain of a host. Setting the health it
     already has changes nothing and records nothing."""
@@ -56,7 +40,11 @@ def host_set_health(*, actor, host_id: int, health: Any, reason: Any) -> Host:
             "by the cluster.",
             field="health",
         )
-    text = _clean_reason(reason)
+    text = clean_reason(
+        reason,
+        required_message="A reason is required (what is wrong with the host, or why it is back).",
+        max_length=REASON_MAX_LENGTH,
+    )
     with transaction.atomic():
         host = Host.objects.select_for_update().select_related("cluster").filter(pk=host_id).first()
         if host is None:

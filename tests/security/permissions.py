@@ -106,6 +106,14 @@ ROWS: list[Row] = [
     Row("get", "/api/v1/occupancy/?cluster=gpu&step=day", everyone(200)),
     Row("get", "/api/v1/fairshare/?cluster=gpu", everyone(200)),
     Row("get", "/api/v1/clusters/", everyone(200)),
+    Row("get", "/api/v1/clusters/{cluster}/", everyone(200)),
+    # a cluster's policy: staff only (superusers here)
+    Row(
+        "patch",
+        "/api/v1/clusters/{cluster}/",
+        {**governed(200), "manager": 403},
+        {"cycle_s": 5, "reason": "r"},
+    ),
     Row("get", "/api/v1/hosts/", everyone(200)),
     Row("get", "/api/v1/hosts/{host}/", everyone(200)),
     # drains: staff and the cluster's operators only

@@ -42,6 +42,7 @@ def context(tree) -> dict[str, object]:
         "preview": preview.pk,
         "job": job.pk,
         "host": host.pk,
+        "cluster": cluster.pk,
         "a1": tree.node("a1").pk,
         "prog_a": tree.node("prog-a").pk,
         "scheduled": scheduled.pk,

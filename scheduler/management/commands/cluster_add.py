@@ -9,16 +9,9 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import ApplicationError
-from scheduler.durations import parse_duration
+from scheduler.management.options import add_policy_arguments, policy_options
 from scheduler.models import AdapterKind
 from scheduler.services.clusters import cluster_create
-
-
-def _duration(text: str, option: str) -> int:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise CommandError(f"{option}: {exc}") from None
 
 
 class Command(BaseCommand):
@@ -41,29 +34,7 @@ class Command(BaseCommand):
             type=float,
             help="simulated seconds per wall second (simulated; 60: a simulated minute per second)",
         )
-        parser.add_argument(
-            "--cycle-s", type=int, default=10, help="seconds between scheduling cycles (10)"
-        )
-        parser.add_argument(
-            "--grace-s", type=int, default=30, help="seconds a stopped job has to exit (30)"
-        )
-        parser.add_argument(
-            "--max-min-runtime",
-            default="8h",
-            help="cap on the minimum runtime a job may declare, e.g. 8h, 90m, 3600 (8h)",
-        )
-        parser.add_argument(
-            "--short-reserve-hosts",
-            type=int,
-            default=0,
-            help="hosts held for jobs with a short minimum runtime and unallocated backfill, "
-            "so a quick debug job starts within minutes for any team (0: none)",
-        )
-        parser.add_argument(
-            "--short-job-max",
-            default="15m",
-            help="the longest minimum runtime a job may declare to start on those hosts (15m)",
-        )
+        add_policy_arguments(parser, defaults=True)
         parser.add_argument(
             "--url", default="", help="the simulated cluster's URL (default ALLOT_SIMCLUSTER_URL)"
         )
@@ -100,11 +71,7 @@ class Command(BaseCommand):
                 hosts=options["hosts"],
                 gpus_per_host=options["gpus_per_host"],
                 speed=options["speed"],
-                cycle_s=options["cycle_s"],
-                grace_s=options["grace_s"],
-                max_min_runtime_s=_duration(options["max_min_runtime"], "--max-min-runtime"),
-                short_reserve_hosts=options["short_reserve_hosts"],
-                short_job_max_s=_duration(options["short_job_max"], "--short-job-max"),
+                **policy_options(options),
                 adapter_url=options["url"],
                 adapter_options=adapter_options,
                 reset=options["reset"],
