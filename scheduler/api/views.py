@@ -283,15 +283,7 @@ def cluster_row(row: dict[str, Any]) -> dict[str, Any]:
         "name": cluster.name,
         "adapter": cluster.adapter,
         **counts,
-        "policy": {
-            "cycle_s": cluster.cycle_s,
-            "grace_s": cluster.grace_s,
-            "max_min_runtime_s": cluster.max_min_runtime_s,
-            "lookback_s": cluster.lookback_s,
-            "half_life_s": cluster.half_life_s,
-            "short_reserve_hosts": cluster.short_reserve_hosts,
-            "short_job_max_s": cluster.short_job_max_s,
-        },
+        "policy": {name: getattr(cluster, name) for name in cluster_services.POLICY_FIELDS},
         "last_cycle": None
         if last is None
         else {
