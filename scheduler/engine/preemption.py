@@ -569,7 +569,8 @@ class PreemptibleWork:
         self._allocated_gpus = sum(self.gpus_at_rank)
 
     def allocated_gpus_from(self, r: int) -> int:
-        """GPUs of allocated candidates at order index `r` and below in the order."""
+        """GPUs of allocated candidates at order index `r` or later (ranked lower):
+        `sum(gpus_at_rank[r:])` in O(log n)."""
         tree = self._gpus_tree
         before = 0
         i = min(max(r, 0), len(tree) - 1)
