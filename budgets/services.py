@@ -29,7 +29,7 @@ from budgets.models import (
 from budgets.selectors import TreeIndex, tree_as_dict, tree_index
 from budgets.shares import NodeShare
 from config.errors import Conflict, NotFound, NothingToChange, PermissionDenied, ValidationFailed
-from config.text import refuse_control_characters
+from config.text import clean_reason, refuse_control_characters
 from scheduler.engine import budget_tree
 from scheduler.engine.budget_tree import name_slug
 
@@ -47,19 +47,12 @@ class WeightEdit:
 # ---------------------------------------------------------------- validation helpers
 
 
-def _clean_reason(reason: Any, *, field: str = "reason") -> str:
-    text = (reason or "").strip() if isinstance(reason, str) or reason is None else None
-    if text is None:
-        raise ValidationFailed("The reason must be text.", field=field)
-    if not text:
-        raise ValidationFailed("A written reason is required for every budget change.", field=field)
-    if len(text) > MAX_REASON_LENGTH:
-        raise ValidationFailed(
-            f"The reason is {len(text)} characters long; at most {MAX_REASON_LENGTH} are allowed.",
-            field=field,
-        )
-    refuse_control_characters(text, field=field, multiline=True)
-    return text
+def _clean_reason(reason: Any) -> str:
+    return clean_reason(
+        reason,
+        required_message="A written reason is required for every budget change.",
+        max_length=MAX_REASON_LENGTH,
+    )
 
 
 def parse_weight(value: Any, *, field: str = "weight") -> Decimal:

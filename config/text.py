@@ -34,10 +34,13 @@ def refuse_control_characters(text: str, *, field: str, multiline: bool) -> None
 def clean_reason(value: object, *, required_message: str, max_length: int = 500) -> str:
     """A reason for the audit trail: text, stripped, 1 to `max_length` characters, without
     control characters (newlines and tabs are fine). Raises ValidationFailed on field
-    "reason": `required_message` when it is missing or blank."""
-    if not isinstance(value, str) or not value.strip():
+    "reason": `required_message` when it is missing or blank, and says so when it is not
+    text."""
+    if value is not None and not isinstance(value, str):
+        raise ValidationFailed(f"reason must be text, got {type(value).__name__}.", field="reason")
+    text = (value or "").strip()
+    if not text:
         raise ValidationFailed(required_message, field="reason")
-    text = value.strip()
     if len(text) > max_length:
         raise ValidationFailed(
             f"reason has {len(text)} characters; at most {max_length} are allowed.",

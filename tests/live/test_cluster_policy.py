@@ -208,7 +208,7 @@ def test_lowering_both_together_is_fine(cluster, ops):
     [
         (None, "A reason is required"),
         ("   ", "A reason is required"),
-        (5, "A reason is required"),
+        (5, "reason must be text, got int"),
         ("x" * 501, "reason has 501 characters; at most 500 are allowed."),
         ("bad\x00byte", "control or invisible character U\\+0000"),
     ],
