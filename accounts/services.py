@@ -6,6 +6,7 @@ import datetime as dt
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from accounts.models import ApiToken
 from config.errors import NotFound, ValidationFailed
@@ -37,4 +38,11 @@ def token_revoke(*, user, token_key: str) -> None:
 def token_revoke_all(*, user) -> int:
     """Revoke every token of `user`; returns how many there were."""
     deleted, _ = ApiToken.objects.filter(user=user).delete()
+    return deleted
+
+
+def tokens_prune_expired(*, now: dt.datetime | None = None) -> int:
+    """Delete every token past its expiry (knox removes an expired token only when
+    someone tries it); returns how many. Tokens without an expiry are kept."""
+    deleted, _ = ApiToken.objects.filter(expiry__lt=now or timezone.now()).delete()
     return deleted

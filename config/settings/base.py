@@ -145,6 +145,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "scheduler.prune_idempotency_keys",
         "schedule": 3600.0,
     },
+    "accounts-prune-expired-tokens": {
+        "task": "accounts.prune_expired_tokens",
+        "schedule": 3600.0,
+    },
     "ledger-refresh-recent-rollups": {
         "task": "ledger.refresh_recent_rollups",
         "schedule": 60.0,

@@ -68,3 +68,23 @@ def test_wrong_password_is_400_and_gives_no_token(api_client):
     response = sign_in(api_client, "ann", password="wrong")
     assert response.status_code == 400 and "token" not in response.json()
     assert not ApiToken.objects.exists()
+
+
+def test_expired_tokens_are_pruned_and_live_ones_kept():
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from accounts.services import token_create
+    from accounts.tasks import prune_expired_tokens
+
+    ann = UserFactory(username="ann")
+    expired, _ = token_create(user=ann, name="old laptop")
+    live, _ = token_create(user=ann, name="CI")
+    forever, _ = token_create(user=ann, name="no expiry")
+    ApiToken.objects.filter(pk=expired.pk).update(expiry=timezone.now() - dt.timedelta(hours=1))
+    ApiToken.objects.filter(pk=forever.pk).update(expiry=None)
+    assert prune_expired_tokens() == 1
+    assert sorted(ApiToken.objects.values_list("name", flat=True)) == ["CI", "no expiry"]
+    assert prune_expired_tokens() == 0
+    assert live.expiry > timezone.now()
