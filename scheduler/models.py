@@ -92,14 +92,11 @@ class Cluster(models.Model):
         return speed if speed > 0 else 1.0
 
 
-class ClusterPolicyEvent(models.Model):
-    """An audited change of a cluster's policy (append-only): who changed which fields,
-    from what to what, and why. `changes` is `{field: [before, after]}` for the fields
-    that changed (`scheduler.services.clusters.cluster_policy_update`)."""
+class AuditEvent(models.Model):
+    """What every audited change of the live service keeps: when, why and who (the
+    user, and their name as it was then; no user: the system). Append-only."""
 
-    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="policy_events")
     at = models.DateTimeField()
-    changes = models.JSONField()
     reason = models.CharField(max_length=500)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -107,8 +104,18 @@ class ClusterPolicyEvent(models.Model):
     actor_name = models.CharField(max_length=150, blank=True)
 
     class Meta:
+        abstract = True
         ordering = ["-at", "-id"]
         triggers = [APPEND_ONLY]
+
+
+class ClusterPolicyEvent(AuditEvent):
+    """An audited change of a cluster's policy: which fields changed from what to what.
+    `changes` is `{field: [before, after]}` for the fields that changed
+    (`scheduler.services.clusters.cluster_policy_update`)."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="policy_events")
+    changes = models.JSONField()
 
     def __str__(self) -> str:
         return f"{self.cluster}: {', '.join(self.changes)}"
@@ -142,23 +149,13 @@ class Host(models.Model):
         return f"{self.cluster}/{self.name}"
 
 
-class HostEvent(models.Model):
-    """An audited health change of a host (append-only): a drain asked by an operator,
-    its end, or a state the adapter reported."""
+class HostEvent(AuditEvent):
+    """An audited health change of a host: a drain asked by an operator, its end, or a
+    state the adapter reported."""
 
     host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="events")
-    at = models.DateTimeField()
     from_health = models.CharField(max_length=20, choices=HostHealth.choices)
     to_health = models.CharField(max_length=20, choices=HostHealth.choices)
-    reason = models.CharField(max_length=500)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    actor_name = models.CharField(max_length=150, blank=True)
-
-    class Meta:
-        ordering = ["-at", "-id"]
-        triggers = [APPEND_ONLY]
 
     def __str__(self) -> str:
         return f"{self.host}: {self.from_health} -> {self.to_health}"
