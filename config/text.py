@@ -31,23 +31,36 @@ def refuse_control_characters(text: str, *, field: str, multiline: bool) -> None
             )
 
 
-def clean_reason(value: object, *, required_message: str, max_length: int = 500) -> str:
-    """A reason for the audit trail: text, stripped, 1 to `max_length` characters, without
-    control characters (newlines and tabs are fine). Raises ValidationFailed on field
-    "reason": `required_message` when it is missing or blank, and says so when it is not
-    text."""
-    if value is not None and not isinstance(value, str):
-        raise ValidationFailed(f"reason must be text, got {type(value).__name__}.", field="reason")
-    text = (value or "").strip()
+def clean_text(
+    value: object, *, field: str, max_length: int, multiline: bool, blank_message: str
+) -> str:
+    """`value` as text people typed: a string, stripped, 1 to `max_length` characters,
+    without control characters (`refuse_control_characters`). Raises ValidationFailed
+    naming `field`; `blank_message` when it is blank."""
+    if not isinstance(value, str):
+        raise ValidationFailed(f"{field} must be text, got {type(value).__name__}.", field=field)
+    text = value.strip()
     if not text:
-        raise ValidationFailed(required_message, field="reason")
+        raise ValidationFailed(blank_message, field=field)
     if len(text) > max_length:
         raise ValidationFailed(
-            f"reason has {len(text)} characters; at most {max_length} are allowed.",
-            field="reason",
+            f"{field} has {len(text)} characters; at most {max_length} are allowed.",
+            field=field,
         )
-    refuse_control_characters(text, field="reason", multiline=True)
+    refuse_control_characters(text, field=field, multiline=multiline)
     return text
+
+
+def clean_reason(value: object, *, required_message: str, max_length: int = 500) -> str:
+    """A reason for the audit trail (`clean_text` on field "reason", newlines and tabs
+    allowed); `required_message` when it is missing (None) or blank."""
+    return clean_text(
+        "" if value is None else value,
+        field="reason",
+        max_length=max_length,
+        multiline=True,
+        blank_message=required_message,
+    )
 
 
 def is_id_text(text: str) -> bool:

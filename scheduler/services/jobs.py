@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from budgets.models import BudgetNode, Membership, Role
 from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
-from config.text import is_id_text, refuse_control_characters
+from config.text import clean_text, is_id_text, refuse_control_characters
 from scheduler.engine.blocks import Shape
 from scheduler.models import (
     DAY_S,
@@ -136,18 +136,13 @@ def _boolean(value: Any, *, field: str) -> bool:
 
 
 def clean_name(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValidationFailed("name must be text.", field="name")
-    name = value.strip()
-    if not name:
-        raise ValidationFailed("name must not be empty.", field="name")
-    if len(name) > NAME_MAX_LENGTH:
-        raise ValidationFailed(
-            f"name has {len(name)} characters; at most {NAME_MAX_LENGTH} are allowed.",
-            field="name",
-        )
-    refuse_control_characters(name, field="name", multiline=False)
-    return name
+    return clean_text(
+        value,
+        field="name",
+        max_length=NAME_MAX_LENGTH,
+        multiline=False,
+        blank_message="name must not be empty.",
+    )
 
 
 def clean_kind(value: Any) -> str:
