@@ -189,12 +189,8 @@ def test_position_after_gallops_to_the_same_answer_as_a_scan_when_monotone():
                 assert fs.position_after(proj, delta, r) == want, (proj, delta, r)
 
 
-def test_beaten_all_equals_beats_after_for_every_leaf():
-    """The one-walk vector form gives exactly `beats_after` for each other leaf, on
-    uneven, tied, zero-weight and mixed-depth trees."""
-    import random
-
-    rng = random.Random(3)
+def _random_tree(rng) -> BudgetNode:
+    """An uneven tree of up to 4 levels below the root, with tied and zero weights."""
 
     def node(name: str, depth: int) -> BudgetNode:
         w = rng.choice([0, 1, 1, 2, 3, 5])
@@ -203,8 +199,18 @@ def test_beaten_all_equals_beats_after_for_every_leaf():
         kids = tuple(node(f"{name}.{i}", depth + 1) for i in range(rng.randint(1, 4)))
         return BudgetNode(name, w, kids)
 
+    return BudgetNode("org", children=tuple(node(f"n{i}", 1) for i in range(rng.randint(1, 4))))
+
+
+def test_beaten_all_equals_beats_after_for_every_leaf():
+    """The one-walk vector form gives exactly `beats_after` for each other leaf, on
+    uneven, tied, zero-weight and mixed-depth trees."""
+    import random
+
+    rng = random.Random(3)
+
     for _ in range(60):
-        t = BudgetNode("org", children=tuple(node(f"n{i}", 1) for i in range(rng.randint(1, 4))))
+        t = _random_tree(rng)
         fs0 = compute_fair_share(t, {})
         names = list(fs0.tree.leaf_index)
         usage = {n: rng.choice([0.0, 0.0, 10.0, 20.0, rng.uniform(0, 100)]) for n in names}
@@ -235,14 +241,7 @@ def test_beats_after_answers_from_its_bounds_exactly_as_the_full_comparison(seed
 
     rng = random.Random(seed)
 
-    def node(name: str, depth: int) -> BudgetNode:
-        w = rng.choice([0, 1, 1, 2, 3, 5])
-        if depth >= 3 or rng.random() < 0.3:
-            return BudgetNode(name, w)
-        kids = tuple(node(f"{name}.{i}", depth + 1) for i in range(rng.randint(1, 4)))
-        return BudgetNode(name, w, kids)
-
-    t = BudgetNode("org", children=tuple(node(f"n{i}", 1) for i in range(rng.randint(1, 4))))
+    t = _random_tree(rng)
     names = list(compute_fair_share(t, {}).tree.leaf_index)
     usage = {n: rng.choice([0.0, 0.0, 10.0, 20.0, rng.uniform(0, 1e6)]) for n in names}
     fs = compute_fair_share(t, usage)

@@ -4,11 +4,7 @@ admin, where the policy of an existing cluster is read-only."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -21,10 +17,10 @@ from rest_framework.test import APIClient
 from config.errors import NotFound, PermissionDenied, ValidationFailed
 from scheduler.models import Cluster, ClusterPolicyEvent, HostHealth
 from scheduler.services.clusters import POLICY_FIELDS, POLICY_RULES, cluster_policy_update
+from tests.commands import run_manage
 from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
-ROOT = Path(__file__).resolve().parents[2]
 
 # ClusterFactory's policy: the model's defaults
 DEFAULTS = {
@@ -456,15 +452,7 @@ def test_cluster_set_refuses_bad_input_and_stores_nothing(cluster, args, message
 
 
 def test_cluster_set_exits_non_zero_on_bad_input():
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings.test")
-    done = subprocess.run(
-        [sys.executable, "manage.py", "cluster_set", "gpu", "--reason", "r", "--half-life", "x"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_manage("cluster_set", "gpu", "--reason", "r", "--half-life", "x")
     assert done.returncode != 0
     assert "--half-life: not a duration" in done.stderr
 

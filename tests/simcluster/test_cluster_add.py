@@ -3,11 +3,6 @@ the simulated cluster process."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import httpx
 import pytest
 from django.core.management import CommandError, call_command
@@ -17,10 +12,10 @@ from scheduler.adapters import ClusterPlacement, HostHealthState, StartRequest, 
 from scheduler.adapters.simulated import SimulatedClusterAdapter
 from scheduler.models import Cluster, Host
 from scheduler.services.clusters import cluster_create
+from tests.commands import run_manage
 from tests.factories import SuperUserFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def add(*args: str) -> str:
@@ -136,15 +131,7 @@ def test_nothing_is_created_when_the_simulated_cluster_is_unreachable(simcluster
 
 
 def test_the_command_exits_non_zero_on_bad_input():
-    env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings.test")
-    done = subprocess.run(
-        [sys.executable, "manage.py", "cluster_add", "c", "--hosts", "0"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_manage("cluster_add", "c", "--hosts", "0")
     assert done.returncode != 0
     assert "hosts: must be between 1 and 4096, got 0" in done.stderr
 
