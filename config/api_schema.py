@@ -85,12 +85,10 @@ class AutoSchema(SpectacularAutoSchema):
     def _get_parameters(self):
         parameters = super()._get_parameters()
         for parameter in parameters:
-            schema = parameter.get("schema", {})
-            free_text = schema.get("type") == "string" and not {"enum", "format"} & set(schema)
-            if parameter.get("in") == "query" and free_text:
+            if parameter.get("in") == "query" and "schema" in parameter:
                 # RejectNulBytesMiddleware answers 400 to a NUL in any query parameter,
                 # before authentication; the schema says so, so no client takes it as valid
-                schema.setdefault("pattern", NO_NUL_PATTERN)
+                parameter["schema"] = _without_nul(parameter["schema"])
         return parameters
 
     def _get_response_bodies(self, direction="response"):
@@ -105,6 +103,19 @@ class AutoSchema(SpectacularAutoSchema):
                     error_response(status), status, direction=direction
                 )
         return responses
+
+
+def _without_nul(schema: dict) -> dict:
+    """A copy of a query parameter's schema whose free-text strings, alone or as a branch
+    of `oneOf`/`anyOf` (an id or a name), exclude NUL (the field's own dict may be shared
+    with request bodies, so it is not changed)."""
+    schema = dict(schema)
+    if schema.get("type") == "string" and not {"enum", "format"} & set(schema):
+        schema.setdefault("pattern", NO_NUL_PATTERN)
+    for key in ("oneOf", "anyOf"):
+        if key in schema:
+            schema[key] = [_without_nul(branch) for branch in schema[key]]
+    return schema
 
 
 def paginated(serializer_class: type[serializers.Serializer], name: str) -> type:

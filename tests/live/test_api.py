@@ -226,6 +226,28 @@ def test_a_cluster_filter_longer_than_any_cluster_name_is_400(live, people, url)
             assert "414" in operation["responses"]
 
 
+@pytest.mark.parametrize("url", ["/api/v1/queue/", "/api/v1/hosts/"])
+def test_a_nul_in_the_cluster_filter_is_400_and_the_schema_says_so(live, people, url):
+    """The fuzzer's finding: `?cluster=` is an id or a name (`oneOf`), and only plain
+    string parameters had the schema's no-NUL pattern, so a schema-valid request got the
+    NUL guard's 400. Every string branch of a query parameter now has the pattern; the
+    same field in a request body keeps its own schema."""
+    response = client_as(people["ann"]).get(url, {"cluster": "a\x00b"})
+    assert response.status_code == 400 and response.json()["field"] == "cluster"
+    schema = client_as(people["ann"]).get("/api/schema/?format=json").json()
+    for path in schema["paths"].values():
+        for operation in path.values():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] != "query":
+                    continue
+                options = parameter["schema"].get("oneOf", [parameter["schema"]])
+                for option in options:
+                    if option.get("type") == "string" and not {"enum", "format"} & set(option):
+                        assert option["pattern"] == "^[^\\x00]*$", parameter["name"]
+    body = schema["components"]["schemas"]["PreviewInputRequest"]["properties"]["cluster"]
+    assert all("pattern" not in option for option in body["oneOf"])
+
+
 # ---------------------------------------------------------------- lists and specs
 
 
