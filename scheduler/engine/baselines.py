@@ -58,6 +58,27 @@ def by_arrival(pending: Mapping[str, Sequence[Workload]]) -> Iterable[Workload]:
     return heapq.merge(*lists, key=lambda w: (w.submit_s, w.id))
 
 
+def _startable(
+    pending: Mapping[str, Sequence[Workload]],
+    limits: Mapping[str, int],
+    used: Mapping[str, int],
+    free_gpus: int,
+) -> dict[str, list[Workload]]:
+    """The static pass's jobs that could start, in their order: a static cycle stops
+    nothing, so a project's room under its limit and the free GPUs only shrink while it
+    runs, and a job larger than either now is skipped all cycle. Without the explained
+    queue a skipped job leaves no trace (its note is not shown), so it is left out
+    instead of walked: on an overloaded cluster the queue is many times what can start."""
+    out: dict[str, list[Workload]] = {}
+    for p, jobs in pending.items():
+        room = min(limits.get(p, 0) - used.get(p, 0), free_gpus)
+        if room > 0:
+            kept = [w for w in jobs if w.gpus <= room]
+            if kept:
+                out[p] = kept
+    return out
+
+
 class BaselineCycle:
     """One cycle of a baseline mode over a prepared cluster state."""
 
@@ -127,10 +148,7 @@ class BaselineCycle:
                 p = rw.workload.project
                 used[p] = used.get(p, 0) + rw.workload.gpus
         if not self.policy.explain_queue:
-            # Projects at their limit start nothing (a job has at least one GPU; one of
-            # none never starts anyway): leave their queues out instead of walking them.
-            # With the queue explained every visited job gets its note, so all are walked.
-            pending = {p: v for p, v in pending.items() if used.get(p, 0) < limits.get(p, 0)}
+            pending = _startable(pending, limits, used, self.cluster.free_gpus)
         for w in by_priority(pending):
             if not self.cluster.index.any_free():
                 break

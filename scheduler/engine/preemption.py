@@ -23,7 +23,8 @@ searches that cannot succeed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import islice
 from operator import attrgetter
 
 from scheduler.engine.blocks import Shape
@@ -188,16 +189,24 @@ class VictimIndex:
         self.by_host = by_host
         self._cheapest_first = victims
         self._dead = 0
+        self._first_alive = 0  # victims before it in `_cheapest_first` are all stopped
         self._coverable: dict[int, int] | None = None
         self._largest_room: dict[int, int] = {}
 
-    def cheapest_first(self) -> list[Victim]:
-        """The candidates cheapest first (stopped ones dropped once they are many)."""
+    def cheapest_first(self) -> Iterator[Victim]:
+        """The candidates cheapest first, from the first one not stopped (the cheapest
+        are stopped first, so a cycle's stops gather at the front; stopped ones further
+        on are dropped once they are many)."""
         victims = self._cheapest_first
         if self._dead * 4 > len(victims):
             victims = self._cheapest_first = [v for v in victims if v.alive]
             self._dead = 0
-        return victims
+            self._first_alive = 0
+        first, n = self._first_alive, len(victims)
+        while first < n and not victims[first].alive:
+            first += 1
+        self._first_alive = first
+        return islice(victims, first, None)
 
     def mark_stopped(self, victims: Sequence[Victim]) -> None:
         """Victims stopped by this cycle stay in the lists, marked dead."""
