@@ -310,12 +310,26 @@ class Reservations:
     def hold_for_short_jobs(
         self, count: int, short_s: float, pending: Mapping[str, Sequence[Workload]]
     ) -> None:
-        """The short-job reserve (`Policy.short_reserve_hosts`): hold `count` of the
-        largest healthy hosts for jobs protected for at most `short_s`. A held host of
+        """The short-job reserve (`Policy.short_reserve_hosts`): hold at least `count` of
+        the largest healthy hosts for jobs protected for at most `short_s`. A held host of
         its own, ranked above every job, usable in `short_s`: `place` then admits exactly
         the jobs whose protection ends by then, and phase 2 fills it with unallocated
-        work. The hosts are those with the fewest GPUs under longer protection (then the
-        highest index), so the reserve stays where it was while it keeps to its rule.
+        work.
+
+        The reserve follows the short work: while the short jobs running and waiting
+        that fit one host (only those can start on a held host) need more whole hosts
+        than `count` (their GPUs over the host size, rounded up),
+        it holds that many, and it shrinks back to `count` as they end. So a burst of
+        short jobs, or one that needs a whole host while the reserve runs smaller ones,
+        gets room without a larger reserve standing idle the rest of the time.
+
+        The `count` hosts are those with the fewest GPUs under longer protection (then
+        the highest index), so the reserve stays where it was while it keeps to its rule.
+        A host is added for short work only if short jobs can use all of it at once: it
+        runs no allocated work but short jobs (free GPUs, unallocated backfill, short
+        jobs), highest index first. With no such host the reserve does not grow: a host
+        that first had to drain would hold its freed GPUs for backfill, which delivers
+        no budget, while its long work ran on (hours on a busy cluster).
 
         The reserve never makes a job impossible: at least one host stays open to long
         work, and while a job that needs more whole hosts than the reserve leaves is
@@ -325,17 +339,17 @@ class Reservations:
             return
         size = max(c.healthy_by_size)
         hosts = c.healthy_by_size[size]
-        widest = max((w.gpus for jobs in pending.values() for w in jobs), default=0)
-        widest_hosts = -(-widest // size)  # whole hosts the widest pending job needs
-        count = min(count, len(hosts) - max(1, widest_hosts))
+        widest, waiting_gpus = self._pending_short(short_s, size, pending)
         until = self.now + short_s
-        long_gpus = dict.fromkeys(hosts, 0)
-        for run in c.runs:
-            if run.allocated is not None and run.protected_until > until:
-                for h, mask in run.host_masks:
-                    if h in long_gpus:
-                        long_gpus[h] += mask.bit_count()
-        chosen = sorted(hosts, key=lambda h: (long_gpus[h], -h))[:count]
+        running_gpus, long_gpus, has_longer = self._host_loads(hosts, short_s, size, until)
+        widest_hosts = -(-widest // size)  # whole hosts the widest pending job needs
+        most = len(hosts) - max(1, widest_hosts)
+        count = min(count, most)
+        wanted = min(max(count, -(-(waiting_gpus + running_gpus) // size)), most)
+        by_long = sorted(hosts, key=lambda h: (long_gpus[h], -h))
+        chosen = by_long[:count]
+        if wanted > count:
+            chosen += [h for h in by_long[count:] if h not in has_longer][: wanted - count]
         if not chosen:
             return
         self._hold_hosts(_SHORT_JOBS, -1, chosen, until)
@@ -344,6 +358,48 @@ class Reservations:
             f"; {names} held for jobs with a min runtime of at most {hours_text(short_s)}"
             " (short-job reserve)"
         )
+
+    def _is_short(self, w: Workload, short_s: float) -> bool:
+        """Whether allocated `w` is protected for at most `short_s` (a short job)."""
+        return w.min_runtime_s > 0 and min(w.min_runtime_s, self.cap) <= short_s
+
+    def _pending_short(
+        self, short_s: float, size: int, pending: Mapping[str, Sequence[Workload]]
+    ) -> tuple[int, int]:
+        """(GPUs of the widest pending job, GPUs of the pending short jobs that fit one
+        host of `size` GPUs: only those can start on a held host)."""
+        widest = short = 0
+        for jobs in pending.values():
+            for w in jobs:
+                if w.gpus > widest:
+                    widest = w.gpus
+                if w.gpus <= size and self._is_short(w, short_s):
+                    short += w.gpus
+        return widest, short
+
+    def _host_loads(
+        self, hosts: Sequence[int], short_s: float, size: int, until: float
+    ) -> tuple[int, dict[int, int], set[int]]:
+        """GPUs of running short jobs that fit one host of `size` GPUs (on any host); per
+        host of `hosts`, GPUs of allocated work protected beyond `until`; and the hosts of
+        `hosts` that run allocated work that is not short (protected or not)."""
+        short = 0
+        long_gpus = dict.fromkeys(hosts, 0)
+        has_longer: set[int] = set()
+        for run in self.cluster.runs:
+            if run.allocated is None:
+                continue
+            w = run.run.workload
+            if self._is_short(w, short_s):
+                if w.gpus <= size:
+                    short += w.gpus
+                continue
+            for h, mask in run.host_masks:
+                if h in long_gpus:
+                    has_longer.add(h)
+                    if run.protected_until > until:
+                        long_gpus[h] += mask.bit_count()
+        return short, long_gpus, has_longer
 
     def release_all(self) -> None:
         """Open the reserved hosts to unallocated work (phase 2 of the cycle)."""

@@ -99,6 +99,75 @@ def test_the_reserve_shrinks_while_a_job_needs_its_hosts():
     assert started_on(cycle(whole, short_reserve_hosts=1)) == {"whole": {"h0", "h1", "h2"}}
 
 
+def test_the_reserve_grows_while_short_work_outgrows_it():
+    # the reserve (h2) runs a 4-GPU debug job; an 8-GPU one of a low-ranked team waits
+    trainer = run(job("trainer", "a", 8, minrt=4 * H), "h0", tuple(range(8)), started=NOW - H)
+    small = run(job("small", "b", 4, minrt=10 * 60), "h2", (0, 1, 2, 3), started=NOW - 60)
+    debug = job("debug", "b", 8, minrt=5 * 60, prio=2)
+    waiting = pending(job("long", "a", 8, minrt=H), debug)
+    s = snap(hosts(3), [trainer, small], waiting, tree(a=1, b=1), usage={"b": 100 * H})
+
+    # 12 GPUs of short work need two hosts: h1 is held too, and the debug job takes it
+    assert started_on(cycle(s, NOW, short_reserve_hosts=1)) == {"debug": {"h1"}}
+    # a reserve that keeps to one host gives h1 to a's long job (a ranks first)
+    assert started_on(cycle(s, NOW)) == {"long": {"h1"}}
+
+    # while both debug jobs run, h1 stays held; once the short work fits one host, the
+    # reserve shrinks back and h1 opens to long work again
+    both = run(debug, "h1", tuple(range(8)), started=NOW - 60)
+    s = snap(hosts(3), [trainer, small, both], pending(job("long", "a", 8, minrt=H)),
+             tree(a=1, b=1), usage={"b": 100 * H})  # fmt: skip
+    (entry,) = cycle(s, NOW + 120, short_reserve_hosts=1).queue
+    assert "h1, h2 held for jobs" in entry.reason
+    s = snap(hosts(3), [trainer, small], pending(job("long", "a", 8, minrt=H)),
+             tree(a=1, b=1), usage={"b": 100 * H})  # fmt: skip
+    assert started_on(cycle(s, NOW, short_reserve_hosts=1)) == {"long": {"h1"}}
+
+
+def test_a_host_added_for_short_work_is_one_short_jobs_can_use_soonest():
+    # h1 runs a sweep (preemptible by any allocated job), h2 allocated work of a past its
+    # protection (which b, ranked below a, may not preempt); h3 is the reserve
+    trainer = run(job("trainer", "a", 8, minrt=4 * H), "h0", tuple(range(8)), started=NOW - H)
+    sweep = run(job("sweep", "c", 8, minrt=0), "h1", tuple(range(8)), started=NOW - H)
+    past = run(job("past", "a", 8, minrt=H), "h2", tuple(range(8)), started=NOW - 2 * H)
+    small = run(job("small", "b", 4, minrt=10 * 60), "h3", (0, 1, 2, 3), started=NOW - 60)
+    debug = job("debug", "b", 8, minrt=5 * 60, prio=2)
+    waiting = pending(job("long", "a", 8, minrt=H), debug)
+    s = snap(
+        hosts(4), [trainer, sweep, past, small], waiting, tree(a=1, b=1, c=1),
+        usage={"b": 100 * H, "c": 200 * H},
+    )  # fmt: skip
+
+    out = cycle(s, NOW, short_reserve_hosts=1)
+    # h1 is added (not h2, the higher index): the debug job preempts the sweep there
+    assert started_on(out) == {"debug": {"h1"}}
+    assert [x.workload_id for x in out.stops] == ["sweep"]
+
+
+def test_the_reserve_does_not_grow_onto_hosts_that_would_have_to_drain():
+    # every host but the reserve (h2) runs long allocated work: none is added, h1's
+    # GPUs stay open to long work as they free
+    trainer = run(job("trainer", "a", 8, minrt=4 * H), "h0", tuple(range(8)), started=NOW - H)
+    past = run(job("past", "a", 4, minrt=H), "h1", (0, 1, 2, 3), started=NOW - 2 * H)
+    small = run(job("small", "b", 4, minrt=10 * 60), "h2", (0, 1, 2, 3), started=NOW - 60)
+    waiting = pending(job("long", "a", 4, minrt=H), job("debug", "b", 8, minrt=5 * 60, prio=2))
+    s = snap(hosts(3), [trainer, past, small], waiting, tree(a=1, b=1), usage={"b": 100 * H})
+
+    out = cycle(s, NOW, short_reserve_hosts=1)
+    assert started_on(out) == {"long": {"h1"}}
+    [entry] = out.queue
+    assert entry.workload_id == "debug"
+
+
+def test_short_work_wider_than_a_host_does_not_grow_the_reserve():
+    # a 16-GPU short job cannot start on held hosts (whole hosts): holding two for it
+    # would leave it one free host, for ever while the trainer runs
+    trainer = run(job("trainer", "a", 8, minrt=4 * H), "h0", tuple(range(8)), started=NOW - H)
+    wide = job("wide", "b", 16, minrt=10 * 60)
+    s = snap(hosts(4), [trainer], pending(wide), tree(a=1, b=1))
+    assert started_on(cycle(s, NOW, short_reserve_hosts=1)) == {"wide": {"h1", "h2"}}
+
+
 def _long_hosts(s: Snapshot, result=None) -> set[str]:
     """Hosts holding allocated work protected beyond the short limit: before the cycle,
     or after its `result`."""
