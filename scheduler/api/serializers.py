@@ -347,7 +347,8 @@ class PolicyOutput(serializers.Serializer):
     lookback_s = serializers.IntegerField()
     half_life_s = serializers.IntegerField(allow_null=True)
     short_reserve_hosts = serializers.IntegerField(
-        help_text="Hosts held for short jobs and unallocated backfill (0: none)"
+        help_text="Hosts held at least for short jobs and unallocated backfill, more while "
+        "short jobs need them (0: none)"
     )
     short_job_max_s = serializers.IntegerField(
         help_text="Longest minimum runtime a job may declare to start on those hosts"
@@ -424,7 +425,9 @@ class ClusterPolicyInput(serializers.Serializer):
         "half_life_s", "Half-life of past usage in fair share (seconds); null: no decay"
     )
     short_reserve_hosts = _policy_field(
-        "short_reserve_hosts", "Hosts held for short jobs and unallocated backfill (0: none)"
+        "short_reserve_hosts",
+        "Hosts held at least for short jobs and unallocated backfill, more while short jobs "
+        "need them (0: none)",
     )
     short_job_max_s = _policy_field(
         "short_job_max_s",

@@ -120,8 +120,9 @@ class Policy:
     mode: str = "fairshare"
     max_reservations: int = 1  # large jobs at the head of the order that get hosts reserved
     max_failed_preemption_searches: int = 16  # per cycle; bounds work, later cycles retry
-    # Short-job reserve (fair-share mode, opt-in): this many of the largest healthy hosts
-    # take no new allocated job protected for longer than `short_job_max_s`; short jobs
+    # Short-job reserve (fair-share mode, opt-in): at least this many of the largest
+    # healthy hosts (more while the short jobs running and waiting need them) take no new
+    # allocated job protected for longer than `short_job_max_s`; short jobs
     # start there on free GPUs or by preempting unallocated backfill, which fills them
     # when idle. Keeps quick debug turnaround for teams ranked low during pushes.
     short_reserve_hosts: int = 0
