@@ -82,8 +82,9 @@ def test_a_waiting_job_is_told_which_hosts_the_reserve_holds():
     trainer = run(job("trainer", "a", 8, minrt=4 * H), "h0", tuple(range(8)), started=NOW - H)
     s = snap(hosts(2), [trainer], pending(job("long", "b", 4, minrt=H)), tree(a=1, b=1))
     (entry,) = cycle(s, short_reserve_hosts=1).queue
-    assert entry.reason.endswith("; h1 held for jobs with a min runtime of at most 15 min "
-                                 "(short-job reserve)")  # fmt: skip
+    assert entry.reason.endswith(
+        "; h1 held for jobs with a min runtime of at most 15 min (short-job reserve)"
+    )
     assert [x.workload_id for x in cycle(s).starts] == ["long"]  # h1, without the reserve
 
 
@@ -115,12 +116,22 @@ def test_the_reserve_grows_while_short_work_outgrows_it():
     # while both debug jobs run, h1 stays held; once the short work fits one host, the
     # reserve shrinks back and h1 opens to long work again
     both = run(debug, "h1", tuple(range(8)), started=NOW - 60)
-    s = snap(hosts(3), [trainer, small, both], pending(job("long", "a", 8, minrt=H)),
-             tree(a=1, b=1), usage={"b": 100 * H})  # fmt: skip
+    s = snap(
+        hosts(3),
+        [trainer, small, both],
+        pending(job("long", "a", 8, minrt=H)),
+        tree(a=1, b=1),
+        usage={"b": 100 * H},
+    )
     (entry,) = cycle(s, NOW + 120, short_reserve_hosts=1).queue
     assert "h1, h2 held for jobs" in entry.reason
-    s = snap(hosts(3), [trainer, small], pending(job("long", "a", 8, minrt=H)),
-             tree(a=1, b=1), usage={"b": 100 * H})  # fmt: skip
+    s = snap(
+        hosts(3),
+        [trainer, small],
+        pending(job("long", "a", 8, minrt=H)),
+        tree(a=1, b=1),
+        usage={"b": 100 * H},
+    )
     assert started_on(cycle(s, NOW, short_reserve_hosts=1)) == {"long": {"h1"}}
 
 
@@ -134,9 +145,12 @@ def test_a_host_added_for_short_work_is_one_short_jobs_can_use_soonest():
     debug = job("debug", "b", 8, minrt=5 * 60, prio=2)
     waiting = pending(job("long", "a", 8, minrt=H), debug)
     s = snap(
-        hosts(4), [trainer, sweep, past, small], waiting, tree(a=1, b=1, c=1),
+        hosts(4),
+        [trainer, sweep, past, small],
+        waiting,
+        tree(a=1, b=1, c=1),
         usage={"b": 100 * H, "c": 200 * H},
-    )  # fmt: skip
+    )
 
     out = cycle(s, NOW, short_reserve_hosts=1)
     # h1 is added (not h2, the higher index): the debug job preempts the sweep there
