@@ -520,6 +520,10 @@ class _CycleRun:
             attempt.save(update_fields=["external_id"])
         if cj.state == ClusterJobState.STARTING:
             return False
+        if cj.state == ClusterJobState.STOPPING and cj.started_at is None:
+            # stopped while the cluster was still starting it: it never ran (it ends
+            # without a start; the cycle's time is a start only for a running job)
+            return False
         if attempt.state == AttemptState.STARTING:
             self._confirm_running(attempt, cj)
             return True

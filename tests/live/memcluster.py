@@ -31,7 +31,7 @@ class _Job:
     attempt_id: str
     placements: tuple[ClusterPlacement, ...]
     run_for_s: float | None
-    started_at: dt.datetime
+    started_at: dt.datetime | None  # None: accepted, not running yet (STARTING)
     state: ClusterJobState = S.RUNNING
     ended_at: dt.datetime | None = None
     stop_at: dt.datetime | None = None
@@ -48,6 +48,7 @@ class MemoryCluster:
     kills_after_grace: bool = True  # False: only a stop with no grace left kills
     unreachable: bool = False
     fail_starts: bool = False  # start raises a retryable error after accepting nothing
+    queue_starts: bool = False  # starts are accepted but wait (STARTING) and never run
     health: dict[str, tuple[HostHealthState, str]] = field(default_factory=dict)
     running: dict[str, _Job] = field(default_factory=dict)
     start_calls: list[str] = field(default_factory=list)
@@ -113,6 +114,7 @@ class MemoryCluster:
                 job.state, job.ended_at = S.STOPPED, job.stop_at
             elif (
                 job.run_for_s is not None
+                and job.started_at is not None
                 and job.started_at + dt.timedelta(seconds=job.run_for_s) <= self.now
             ):
                 job.state = S.SUCCEEDED
@@ -158,7 +160,8 @@ class MemoryCluster:
                 ClusterPlacement(p.host, tuple(p.gpu_indices)) for p in request.placements
             ),
             run_for_s=request.run_for_s,
-            started_at=self.now,
+            started_at=None if self.queue_starts else self.now,
+            state=S.STARTING if self.queue_starts else S.RUNNING,
             external_id=str(len(self.running) + 1000),
         )
         self.running[request.attempt_id] = job

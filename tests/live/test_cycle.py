@@ -416,3 +416,25 @@ def test_a_job_stopped_before_the_cluster_started_it_goes_back_to_the_queue(live
     assert attempt.end_detail == "stopped before the cluster started it"
     assert live.job(sweep).state == JobState.PENDING  # it lost nothing: not "preempted"
     assert_consistent(live.cluster, live.memory)
+
+
+def test_a_job_stopped_while_the_cluster_still_starts_it_never_counts_as_run(live):
+    # the cluster accepted the start but had not run it when the stop came: it reports
+    # the job stopping, then stopped, with no start time; Allot must not invent one
+    live.memory.queue_starts = True
+    sweep = live.submit("b1", gpus=8, min_runtime_s=0, resumable=False, duration_s=10_000)
+    live.cycle()
+    live.memory.queue_starts = False
+    for _ in range(4):
+        live.submit("a1", gpus=8)
+    live.cycle(advance_s=1)  # the engine preempts the (starting) unallocated job
+    attempt = Attempt.objects.get(job=sweep)
+    assert attempt.state == AttemptState.STOPPING
+    live.cycle(advance_s=1)  # the cluster reports it stopping, still without a start
+    attempt.refresh_from_db()
+    assert attempt.started_at is None
+    live.cycle(advance_s=20)
+    attempt.refresh_from_db()
+    assert attempt.state == AttemptState.ENDED and attempt.started_at is None
+    assert live.job(sweep).state == JobState.PENDING  # it lost nothing
+    assert_consistent(live.cluster, live.memory)
