@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from itertools import repeat
+from operator import attrgetter
 from typing import NamedTuple
 
 from scheduler.engine.blocks import Shape
@@ -30,6 +31,7 @@ from scheduler.engine.types import Placement, Reservation, StopReason, Workload
 __all__ = ["HeldHosts", "Reservations"]
 
 INF = math.inf
+_GPUS = attrgetter("gpus")
 # When a project's jobs can start only on reserved hosts (by taking free GPUs or
 # preempting unallocated backfill there), how many of its waiting jobs, in its order
 # (priority first), are looked at per cycle; bounds the work on long queues.
@@ -339,9 +341,13 @@ class Reservations:
             return
         size = max(c.healthy_by_size)
         hosts = c.healthy_by_size[size]
-        widest, waiting_gpus = self._pending_short(short_s, size, pending)
+        # a short job: allocated, protected for at most `short_s` once capped (every
+        # allocated job when the cap itself is that short); read per job, so as a bound
+        # on its min runtime
+        short_limit = INF if self.cap <= short_s else short_s
+        widest, waiting_gpus = _pending_short(short_limit, size, pending)
         until = self.now + short_s
-        running_gpus, long_gpus, has_longer = self._host_loads(hosts, short_s, size, until)
+        running_gpus, long_gpus, has_longer = self._host_loads(hosts, short_limit, size, until)
         widest_hosts = -(-widest // size)  # whole hosts the widest pending job needs
         most = len(hosts) - max(1, widest_hosts)
         count = min(count, most)
@@ -359,26 +365,8 @@ class Reservations:
             " (short-job reserve)"
         )
 
-    def _is_short(self, w: Workload, short_s: float) -> bool:
-        """Whether allocated `w` is protected for at most `short_s` (a short job)."""
-        return w.min_runtime_s > 0 and min(w.min_runtime_s, self.cap) <= short_s
-
-    def _pending_short(
-        self, short_s: float, size: int, pending: Mapping[str, Sequence[Workload]]
-    ) -> tuple[int, int]:
-        """(GPUs of the widest pending job, GPUs of the pending short jobs that fit one
-        host of `size` GPUs: only those can start on a held host)."""
-        widest = short = 0
-        for jobs in pending.values():
-            for w in jobs:
-                if w.gpus > widest:
-                    widest = w.gpus
-                if w.gpus <= size and self._is_short(w, short_s):
-                    short += w.gpus
-        return widest, short
-
     def _host_loads(
-        self, hosts: Sequence[int], short_s: float, size: int, until: float
+        self, hosts: Sequence[int], short_limit: float, size: int, until: float
     ) -> tuple[int, dict[int, int], set[int]]:
         """GPUs of running short jobs that fit one host of `size` GPUs (on any host); per
         host of `hosts`, GPUs of allocated work protected beyond `until`; and the hosts of
@@ -390,7 +378,7 @@ class Reservations:
             if run.allocated is None:
                 continue
             w = run.run.workload
-            if self._is_short(w, short_s):
+            if 0.0 < w.min_runtime_s <= short_limit:
                 if w.gpus <= size:
                     short += w.gpus
                 continue
@@ -407,3 +395,19 @@ class Reservations:
         for h in list(c.reserved):
             del c.reserved[h]
             c.index.set(h, c.free[h])
+
+
+def _pending_short(
+    short_limit: float, size: int, pending: Mapping[str, Sequence[Workload]]
+) -> tuple[int, int]:
+    """(GPUs of the widest pending job, GPUs of the pending short jobs, those with a min
+    runtime in (0, `short_limit`], that fit one host of `size` GPUs: only those can start
+    on a held host). Every pending job is read once per cycle: no call per job."""
+    widest = short = 0
+    for jobs in pending.values():
+        if jobs:
+            widest = max(widest, max(map(_GPUS, jobs)))
+            short += sum(
+                [w.gpus for w in jobs if 0.0 < w.min_runtime_s <= short_limit and w.gpus <= size]
+            )
+    return widest, short
