@@ -518,11 +518,12 @@ class _CycleRun:
         if cj.external_id and attempt.external_id != cj.external_id:
             attempt.external_id = cj.external_id
             attempt.save(update_fields=["external_id"])
-        if cj.state == ClusterJobState.STARTING:
-            return False
-        if cj.state == ClusterJobState.STOPPING and cj.started_at is None:
-            # stopped while the cluster was still starting it: it never ran (it ends
-            # without a start; the cycle's time is a start only for a running job)
+        if cj.state == ClusterJobState.STARTING or (
+            cj.state == ClusterJobState.STOPPING and cj.started_at is None
+        ):
+            # not running yet; stopping without a start: stopped while the cluster was
+            # still starting it, so it never ran (it ends without a start; the cycle's
+            # time stands in for a start only for a job the cluster runs)
             return False
         if attempt.state == AttemptState.STARTING:
             self._confirm_running(attempt, cj)

@@ -399,16 +399,23 @@ def test_a_second_cycle_of_the_same_cluster_skips_at_once(live):
         other.close()
 
 
-def test_a_job_stopped_before_the_cluster_started_it_goes_back_to_the_queue(live, settings):
-    settings.ALLOT_START_CONFIRM_S = 15
+def _preempt_a_starting_sweep(live, start_mode: str) -> tuple[Job, Attempt]:
+    """An unallocated job whose start is caught by the memory cluster's `start_mode`
+    (`fail_starts` or `queue_starts`), then preempted by allocated jobs while starting."""
     sweep = live.submit("b1", gpus=8, min_runtime_s=0, resumable=False, duration_s=10_000)
-    live.memory.fail_starts = True  # the start never reaches the cluster
+    setattr(live.memory, start_mode, True)
     live.cycle()
-    live.memory.fail_starts = False
+    setattr(live.memory, start_mode, False)
     for _ in range(4):
         live.submit("a1", gpus=8)
     live.cycle(advance_s=1)  # the engine preempts the (starting) unallocated job
-    attempt = Attempt.objects.get(job=sweep)
+    return sweep, Attempt.objects.get(job=sweep)
+
+
+def test_a_job_stopped_before_the_cluster_started_it_goes_back_to_the_queue(live, settings):
+    settings.ALLOT_START_CONFIRM_S = 15
+    # the start never reaches the cluster
+    sweep, attempt = _preempt_a_starting_sweep(live, "fail_starts")
     assert attempt.state == AttemptState.STOPPING and attempt.started_at is None
     live.cycle(advance_s=20)
     attempt.refresh_from_db()
@@ -421,14 +428,7 @@ def test_a_job_stopped_before_the_cluster_started_it_goes_back_to_the_queue(live
 def test_a_job_stopped_while_the_cluster_still_starts_it_never_counts_as_run(live):
     # the cluster accepted the start but had not run it when the stop came: it reports
     # the job stopping, then stopped, with no start time; Allot must not invent one
-    live.memory.queue_starts = True
-    sweep = live.submit("b1", gpus=8, min_runtime_s=0, resumable=False, duration_s=10_000)
-    live.cycle()
-    live.memory.queue_starts = False
-    for _ in range(4):
-        live.submit("a1", gpus=8)
-    live.cycle(advance_s=1)  # the engine preempts the (starting) unallocated job
-    attempt = Attempt.objects.get(job=sweep)
+    sweep, attempt = _preempt_a_starting_sweep(live, "queue_starts")
     assert attempt.state == AttemptState.STOPPING
     live.cycle(advance_s=1)  # the cluster reports it stopping, still without a start
     attempt.refresh_from_db()
