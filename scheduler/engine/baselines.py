@@ -115,7 +115,7 @@ class BaselineCycle:
         else:
             self._priority(pending)
         if not self.policy.explain_queue:
-            return self.decisions.plan([])
+            return self.decisions.plan()
         ordered = by_arrival(pending) if mode == "fifo" else by_priority(pending)
         return self.decisions.plan(
             baseline_queue(ordered, mode, self.cluster, self.decisions, self.static_limits)

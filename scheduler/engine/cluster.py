@@ -24,11 +24,12 @@ from typing import NamedTuple
 
 from scheduler.engine.blocks import BlockTable, FreeIndex, MaskTable, Shape
 from scheduler.engine.types import (
+    NO_QUEUE,
     CyclePlan,
+    ExplainedQueue,
     Host,
     HostReady,
     Placement,
-    QueueEntry,
     Reservation,
     RunningWorkload,
     Snapshot,
@@ -411,7 +412,7 @@ class Decisions:
         self.noted_projects.add(w.project)
 
     def plan(
-        self, queue: Sequence[QueueEntry], order: tuple[tuple[str, float], ...] = ()
+        self, queue: ExplainedQueue = NO_QUEUE, order: tuple[tuple[str, float], ...] = ()
     ) -> CyclePlan:
         """The cycle's plan."""
         return CyclePlan(
@@ -419,6 +420,6 @@ class Decisions:
             stops=tuple(self.stops),
             reservations=tuple(self.reservations),
             hosts_ready=tuple(self.ready),
-            queue=tuple(queue),
+            queue=queue,
             project_order=order,
         )

@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from itertools import count, repeat
-from operator import attrgetter
 
 from scheduler.engine.blocks import Shape
 from scheduler.engine.cluster import ClusterState, Decisions
 from scheduler.engine.preemption import Victim
-from scheduler.engine.types import Placement, Policy, QueueEntry, StopReason, Workload
+from scheduler.engine.types import (
+    ExplainedQueue,
+    Placement,
+    Policy,
+    QueueBlock,
+    QueueEntry,
+    StopReason,
+    Workload,
+)
 
 __all__ = ["FairShareReasons", "baseline_queue", "fair_share_queue", "hours_text"]
 
 INF = math.inf
-_GPUS = attrgetter("gpus")
-# QueueEntry is a NamedTuple: entries are built in bulk with tuple.__new__ (C speed).
-_new_tuple = tuple.__new__
 
 
 def hours_text(s: float) -> str:
@@ -31,12 +34,6 @@ def hours_text(s: float) -> str:
     if s < 3600:
         return f"{s / 60:.0f} min"
     return f"{s / 3600:.1f} h"
-
-
-def _queue_entry(
-    wid: str, project: str, pos: int, rank: int, metric: float, reason: str
-) -> QueueEntry:
-    return QueueEntry(wid, project, pos, rank, metric, reason)
 
 
 class FairShareReasons:
@@ -130,32 +127,36 @@ def fair_share_queue(
     cluster: ClusterState,
     decisions: Decisions,
     short_reserve_note: str = "",
-) -> list[QueueEntry]:
+) -> ExplainedQueue:
     """The waiting queue: allocated jobs by project order, then unallocated ones
     (`short_reserve_note` tells allocated jobs which hosts the short-job reserve holds).
 
-    Built per project: one shared reason string for all of a project's waiting jobs
-    (positions are consecutive), entries made in bulk; only projects with a
-    job-specific note (reservation, no room, invalid size) or a job started this cycle
-    take the per-job path."""
-    out: list[QueueEntry] = []
+    Built per project: one `QueueBlock` with one shared reason string for all of a
+    project's waiting jobs of a phase (positions are consecutive), their ids split out
+    in bulk; only projects with a job-specific note (reservation, no room, invalid
+    size) or a job started this cycle take the per-job path."""
+    blocks: list[QueueBlock] = []
     order = reasons.order
     touched = decisions.noted_projects | decisions.started_projects
     n = len(order)
     full_note = "" if cluster.index.any_free() else "; no free GPUs"
     good = cluster.layout.runnable_sizes()
+    split: dict[str, tuple[list[str], list[str], bool]] = {}
     for allocated_phase in (True, False):
         for r, proj in enumerate(order):
             lst = pending.get(proj)
             if not lst:
                 continue
+            ids_of = split.get(proj)
+            if ids_of is None:
+                ids_of = split[proj] = _split_ids(lst, good)
             if allocated_phase:
-                ids = [w.id for w in lst if w.min_runtime_s > 0]
+                ids = ids_of[0]
                 if not ids:
                     continue
                 base = reasons.waiting_allocated(proj, r, full_note + short_reserve_note)
             else:
-                ids = [w.id for w in lst if w.min_runtime_s <= 0]
+                ids = ids_of[1]
                 if not ids:
                     continue
                 base = (
@@ -163,25 +164,30 @@ def fair_share_queue(
                     f"job wants; queued after all allocated jobs (project rank {r + 1} of {n})"
                     f"{full_note}"
                 )
-            texts: Iterable[str] = repeat(base)
-            if proj in touched or not good.issuperset(map(_GPUS, lst)):
-                ids, texts = _job_reasons(lst, allocated_phase, base, decisions, cluster.shape)
-            out.extend(
-                map(
-                    _new_tuple,
-                    repeat(QueueEntry),
-                    zip(
-                        ids,
-                        repeat(proj),
-                        count(len(out) + 1),
-                        repeat(r + 1),
-                        repeat(factor.get(proj, 0.0)),
-                        texts,
-                        strict=False,
-                    ),
-                )
-            )
-    return out
+            text: str | list[str] = base
+            if proj in touched or not ids_of[2]:
+                ids, text = _job_reasons(lst, allocated_phase, base, decisions, cluster.shape)
+            blocks.append(QueueBlock(proj, r + 1, factor.get(proj, 0.0), ids, text))
+    return ExplainedQueue(blocks)
+
+
+def _split_ids(lst: Sequence[Workload], good: set[int]) -> tuple[list[str], list[str], bool]:
+    """The ids of a project's allocated and of its unallocated waiting jobs, in order,
+    and whether every job has a size the cluster can run. One pass that reads each job
+    once: the queue of a large cluster holds 100,000 jobs, and reading them is what
+    costs (three C-level passes took 1.7x as long)."""
+    allocated: list[str] = []
+    unallocated: list[str] = []
+    add_allocated, add_unallocated = allocated.append, unallocated.append
+    runnable = True
+    for w in lst:
+        if w.min_runtime_s > 0:
+            add_allocated(w.id)
+        else:
+            add_unallocated(w.id)
+        if w.gpus not in good:
+            runnable = False
+    return allocated, unallocated, runnable
 
 
 def _job_reasons(
@@ -212,7 +218,7 @@ def baseline_queue(
     cluster: ClusterState,
     decisions: Decisions,
     static_limits: Mapping[str, int],
-) -> list[QueueEntry]:
+) -> ExplainedQueue:
     """The waiting queue of a baseline, in its own order (arrival or priority)."""
     out: list[QueueEntry] = []
     pos = 0
@@ -233,8 +239,8 @@ def baseline_queue(
         else:
             base = f"waiting (priority {w.priority}): {pos - 1} jobs ahead of it{full}"
         out.append(
-            _queue_entry(
+            QueueEntry(
                 w.id, w.project, pos, 0, float(w.priority), f"{base}; {extra}" if extra else base
             )
         )
-    return out
+    return ExplainedQueue.of(out)

@@ -39,7 +39,7 @@ from scheduler.engine.preemption import (
 )
 from scheduler.engine.reservations import SCAN_PER_PROJECT, Reservations
 from scheduler.engine.state import EngineState
-from scheduler.engine.types import CyclePlan, Policy, Snapshot, Workload
+from scheduler.engine.types import NO_QUEUE, CyclePlan, Policy, Snapshot, Workload
 
 __all__ = ["FairShareCycle"]
 
@@ -143,7 +143,7 @@ class FairShareCycle:
                 self.reservations.short_reserve_note,
             )
             if self.policy.explain_queue
-            else []
+            else NO_QUEUE
         )
         factor = self.fair_share.factor
         return self.decisions.plan(queue, tuple((p, factor.get(p, 0.0)) for p in self.order))

@@ -9,10 +9,12 @@ Times are seconds (float) on whatever clock the caller uses; `now` is passed in.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from itertools import count, repeat
+from typing import NamedTuple, overload
 
 HOURS = 3600.0
 DAYS = 86400.0
@@ -174,8 +176,7 @@ class HostReady:
 
 
 class QueueEntry(NamedTuple):
-    """One waiting workload in the queue (a NamedTuple: the queue holds one per pending
-    job and is built every cycle, so entries must be cheap to make)."""
+    """One waiting workload in the queue."""
 
     workload_id: str
     project: str
@@ -185,11 +186,146 @@ class QueueEntry(NamedTuple):
     reason: str  # why it waits, in plain language
 
 
+class QueueBlock(NamedTuple):
+    """Consecutive queue entries of one project: their ids in queue order and either
+    one reason they all share or one reason per job."""
+
+    project: str
+    project_rank: int
+    metric: float
+    workload_ids: Sequence[str]
+    reason: str | Sequence[str]
+
+
+_new_tuple = tuple.__new__
+
+
+class ExplainedQueue(Sequence[QueueEntry]):
+    """The waiting queue of a cycle: a read-only sequence of `QueueEntry`, stored as
+    `QueueBlock`s (a project's waiting jobs share their rank, metric and mostly their
+    reason), so a cycle with 100,000 waiting jobs builds a few thousand blocks instead
+    of 100,000 entries. Entries are made when read; `columns()` gives the flat columns
+    in bulk, as the live worker stores them. Equal to any sequence of the same entries.
+    """
+
+    __slots__ = ("_ends", "blocks")
+
+    def __init__(self, blocks: Iterable[QueueBlock] = ()) -> None:
+        self.blocks = tuple(b for b in blocks if b.workload_ids)
+        ends = []
+        n = 0
+        for b in self.blocks:
+            if not isinstance(b.reason, str) and len(b.reason) != len(b.workload_ids):
+                raise ValueError(f"queue block of {b.project}: one reason per job expected")
+            n += len(b.workload_ids)
+            ends.append(n)
+        self._ends = ends
+
+    @classmethod
+    def of(cls, entries: Iterable[QueueEntry]) -> ExplainedQueue:
+        """A queue of ready-made entries (positions must run 1, 2, ...); consecutive
+        entries of one project, rank and metric share a block."""
+        blocks: list[QueueBlock] = []
+        ids: list[str] = []
+        reasons: list[str] = []
+        head: QueueEntry | None = None
+        for i, e in enumerate(entries, 1):
+            if e.position != i:
+                raise ValueError(f"queue entry {e.workload_id}: position {e.position}, not {i}")
+            if head is None or (e.project, e.project_rank, e.metric) != (
+                head.project,
+                head.project_rank,
+                head.metric,
+            ):
+                if head is not None:
+                    blocks.append(
+                        QueueBlock(head.project, head.project_rank, head.metric, ids, reasons)
+                    )
+                head, ids, reasons = e, [], []
+            ids.append(e.workload_id)
+            reasons.append(e.reason)
+        if head is not None:
+            blocks.append(QueueBlock(head.project, head.project_rank, head.metric, ids, reasons))
+        return cls(blocks)
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    def __iter__(self) -> Iterator[QueueEntry]:
+        pos = 1
+        for b in self.blocks:
+            reasons = repeat(b.reason) if isinstance(b.reason, str) else b.reason
+            yield from map(
+                _new_tuple,
+                repeat(QueueEntry),
+                zip(
+                    b.workload_ids,
+                    repeat(b.project),
+                    count(pos),
+                    repeat(b.project_rank),
+                    repeat(b.metric),
+                    reasons,
+                ),
+            )
+            pos += len(b.workload_ids)
+
+    @overload
+    def __getitem__(self, index: int) -> QueueEntry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[QueueEntry, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> QueueEntry | tuple[QueueEntry, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        n = len(self)
+        i = index + n if index < 0 else index
+        if not 0 <= i < n:
+            raise IndexError("queue index out of range")
+        k = bisect_right(self._ends, i)
+        b = self.blocks[k]
+        j = i - (self._ends[k - 1] if k else 0)
+        reason = b.reason if isinstance(b.reason, str) else b.reason[j]
+        return QueueEntry(b.workload_ids[j], b.project, i + 1, b.project_rank, b.metric, reason)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ExplainedQueue) and self.blocks == other.blocks:
+            return True
+        if not isinstance(other, Sequence) or isinstance(other, str):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"ExplainedQueue({len(self)} entries in {len(self.blocks)} blocks)"
+
+    def columns(self) -> tuple[list[str], list[str], list[int], list[float], list[str]]:
+        """Workload ids, projects, project ranks, metrics and reasons, one per entry."""
+        ids: list[str] = []
+        projects: list[str] = []
+        ranks: list[int] = []
+        metrics: list[float] = []
+        reasons: list[str] = []
+        for b in self.blocks:
+            n = len(b.workload_ids)
+            ids.extend(b.workload_ids)
+            projects.extend(repeat(b.project, n))
+            ranks.extend(repeat(b.project_rank, n))
+            metrics.extend(repeat(b.metric, n))
+            reasons.extend(repeat(b.reason, n) if isinstance(b.reason, str) else b.reason)
+        return ids, projects, ranks, metrics, reasons
+
+
+NO_QUEUE = ExplainedQueue()
+
+
 @dataclass(frozen=True, slots=True)
 class CyclePlan:
     starts: tuple[Start, ...] = ()
     stops: tuple[Stop, ...] = ()
     reservations: tuple[Reservation, ...] = ()
     hosts_ready: tuple[HostReady, ...] = ()
-    queue: tuple[QueueEntry, ...] = ()  # empty unless policy.explain_queue
+    queue: ExplainedQueue = NO_QUEUE  # empty unless policy.explain_queue
     project_order: tuple[tuple[str, float], ...] = ()  # (project, fair-share factor), best first

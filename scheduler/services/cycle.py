@@ -37,6 +37,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -54,7 +55,7 @@ from scheduler.adapters import (
     HostHealthState,
     StartRequest,
 )
-from scheduler.engine import CyclePlan, EngineState, Placement, StopReason, plan
+from scheduler.engine import CyclePlan, EngineState, Placement, QueueBlock, StopReason, plan
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -967,7 +968,7 @@ def queue_columns(
         head.append((wid, victims, until))
     head.extend((wid, victims, cs.now + grace_s) for wid, victims in deferred.items())
     projects = _projects_of(cs, [wid for wid, _, _ in head])
-    rows: list[tuple[str, str, int, float, str]] = []
+    blocks: list[QueueBlock] = []
     for wid, victims, until in head:
         project = projects.get(wid, "")
         rank, metric = order.get(project, (len(order) + 1, 0.0))
@@ -977,32 +978,33 @@ def queue_columns(
             f"starting next: waiting for job {names} to exit (stop grace period ends at "
             f"{ends_at}); their GPUs are free only once the cluster reports the end"
         )
-        rows.append((wid, project, rank, metric, reason))
-    rows.extend(
-        (e.workload_id, e.project, e.project_rank, e.metric, e.reason) for e in cycle_plan.queue
-    )
+        blocks.append(QueueBlock(project, rank, metric, (wid,), reason))
+    blocks.extend(cycle_plan.queue.blocks)
+    if not blocks:
+        return {**dict.fromkeys(QUEUE_COLUMNS, ""), "reasons": []}
 
     # Each column as comma-separated text: PostgreSQL parses one JSON string far faster
-    # than tens of thousands of JSON numbers. Built with C-level joins over the rows.
-    if not rows:
-        return {**dict.fromkeys(QUEUE_COLUMNS, ""), "reasons": []}
-    wids, projects, ranks, factors, texts = zip(*rows, strict=True)
-    node_text = {p: str(cs.node_ids.get(p, "")) for p in set(projects)}
-    factor_text = {f: str(round(f, 6)) for f in set(factors)}
-    reasons: dict[str, int] = {}
-    reason_index = [reasons.setdefault(t, len(reasons)) for t in texts]
-    seen: dict[str, int] = {}
-    positions = []
-    for p in projects:
-        n = seen[p] = seen.get(p, 0) + 1
-        positions.append(n)
+    # than tens of thousands of JSON numbers. Built a block (a project's consecutive
+    # waiting jobs) at a time with C-level repeats and joins.
+    columns: dict[str, list[str]] = {name: [] for name in QUEUE_COLUMNS}
+    jobs, nodes, positions = columns["job"], columns["project"], columns["project_position"]
+    ranks, metrics, reason_ids = columns["project_rank"], columns["metric"], columns["reason"]
+    reasons: dict[str, str] = {}  # reason -> its index as text
+    seen: dict[str, int] = {}  # project -> its jobs so far
+    for b in blocks:
+        n = len(b.workload_ids)
+        jobs.extend(b.workload_ids)
+        nodes.extend(repeat(str(cs.node_ids.get(b.project, "")), n))
+        first = seen.get(b.project, 0)
+        seen[b.project] = first + n
+        positions.extend(map(str, range(first + 1, first + n + 1)))
+        ranks.extend(repeat(str(b.project_rank), n))
+        metrics.extend(repeat(str(round(b.metric, 6)), n))
+        texts = (b.reason,) if isinstance(b.reason, str) else b.reason
+        ids = [reasons.setdefault(t, str(len(reasons))) for t in texts]
+        reason_ids.extend(repeat(ids[0], n) if isinstance(b.reason, str) else ids)
     return {
-        "job": ",".join(wids),
-        "project": ",".join(map(node_text.__getitem__, projects)),
-        "project_position": ",".join(map(str, positions)),
-        "project_rank": ",".join(map(str, ranks)),
-        "metric": ",".join(map(factor_text.__getitem__, factors)),
-        "reason": ",".join(map(str, reason_index)),
+        **{name: ",".join(values) for name, values in columns.items()},
         "reasons": list(reasons),
     }
 
