@@ -55,6 +55,7 @@ class FairShareReasons:
         self.policy = policy
         self.cap = policy.max_min_runtime_s
         self.healthy_gpus = healthy_gpus
+        self._project_texts: dict[tuple[str, int], str] = {}
 
     def percent_of_entitlement(self, proj: str) -> float:
         """The project's usage as a percentage of its entitlement over the window."""
@@ -72,11 +73,15 @@ class FairShareReasons:
         return f"{self.policy.lookback_s / 86400:g}-day"
 
     def project(self, proj: str, r: int) -> str:
-        """Where a project stands (order index `r`)."""
-        return (
-            f"project {proj} is at {self.percent_of_entitlement(proj):.0f}% of its "
-            f"{self.window()} entitlement (fair-share rank {r + 1} of {len(self.order)})"
-        )
+        """Where a project stands (order index `r`); the same for the whole cycle, so
+        written once per project (every start and preemption says it)."""
+        text = self._project_texts.get((proj, r))
+        if text is None:
+            text = self._project_texts[proj, r] = (
+                f"project {proj} is at {self.percent_of_entitlement(proj):.0f}% of its "
+                f"{self.window()} entitlement (fair-share rank {r + 1} of {len(self.order)})"
+            )
+        return text
 
     def start(self, w: Workload, r: int, pls: tuple[Placement, ...], how: str) -> str:
         """Why `w` started, where, and what protects it."""

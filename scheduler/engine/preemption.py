@@ -328,7 +328,7 @@ def search_block(
     allowed = _Allowed(project, priority, victims.rank, threshold_fn, beats)
     verdicts, outranks = allowed.verdicts, allowed.outranks
     c = victims.cluster
-    gpus, reserved = c.gpus, c.reserved
+    gpus, reserved, free = c.gpus, c.reserved, c.free
     largest_room = victims.largest_room
     p = sh.block
     best_key: tuple[float, float, int, int, int, int] | None = None
@@ -365,6 +365,19 @@ def search_block(
                 )
             if not ok:
                 continue
+        if p == 1:
+            # a one-GPU block holds v alone: the best of v's is on the host with the
+            # fewest free GPUs left, lowest host index, lowest GPU (no room to compute)
+            lost_allocated, lost_unallocated = (lost, 0.0) if v.allocated else (0.0, lost)
+            for h, m in v.host_masks:
+                if h in reserved:
+                    continue
+                gpu = (m & -m).bit_length() - 1
+                one = (lost_allocated, lost_unallocated, 1, free[h].bit_count(), h, gpu)
+                if best_key is None or one < best_key:
+                    best_key, best = one, ([(h, gpu)], [v])
+                    best_allocated, best_unallocated = lost_allocated, lost_unallocated
+            continue
         for h, m in v.host_masks:
             if h in reserved or gpus[h] < p:
                 continue
