@@ -97,8 +97,7 @@ class BaselineCycle:
         self.state = state
         self.cluster = cluster
         self.decisions = decisions
-        ct = compile_tree(snapshot.tree, state.trees)
-        self.entitled = {ct.names[i]: ct.entitled[i] for i in ct.leaves}
+        self.entitled = compile_tree(snapshot.tree, state.trees).entitled_by_key
         self.placer = Placer(cluster, decisions, pack_by_project=False)
         self.static_limits: dict[str, int] = {}
         self._candidates: list[RunInfo] = []

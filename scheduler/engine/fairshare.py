@@ -62,7 +62,9 @@ class CompiledTree:
         "path_nodes",
         "paths",
         "postorder_inner",
+        "entitled_by_key",
         "share",
+        "static_orders",
         "tiekeys",
     )
 
@@ -78,6 +80,7 @@ class CompiledTree:
         self.leaves: list[int] = []
         self.leaf_index: dict[str, int] = {}
         self.tiekeys: dict[int, list[int]] = {}
+        self.static_orders: dict[int, tuple[list[int], list[list[int]]]] = {}
         explicit_keys: list[str] = []
         self._add(root, -1, "", 1.0, 1.0, (), explicit_keys)
         keys = project_keys(
@@ -99,6 +102,7 @@ class CompiledTree:
         self.postorder_inner = [
             i for i in range(len(self.names) - 1, -1, -1) if not self.is_leaf[i]
         ]
+        self.entitled_by_key = {self.names[i]: self.entitled[i] for i in self.leaves}
 
     def _add(
         self,
@@ -137,6 +141,22 @@ class CompiledTree:
             keys = [zlib.crc32(f"{seed}\x00{p}".encode()) for p in self.paths]
             self.tiekeys[seed] = keys
         return keys
+
+    def static_order(self, seed: int) -> tuple[list[int], list[list[int]]]:
+        """The part of the Fair Tree sort key that does not depend on usage (leaves
+        before inner nodes, then the seeded hash, then the path): each node's rank in
+        it, and every node's children sorted by it. A cycle then sorts siblings by level
+        fair-share alone with a stable sort, which orders them by the whole key."""
+        got = self.static_orders.get(seed)
+        if got is None:
+            tie, paths, is_leaf = self.tiekey(seed), self.paths, self.is_leaf
+            by_key = sorted(range(len(paths)), key=lambda i: (not is_leaf[i], tie[i], paths[i]))
+            rank = [0] * len(paths)
+            for r, i in enumerate(by_key):
+                rank[i] = r
+            children = [sorted(c, key=rank.__getitem__) for c in self.children]
+            got = self.static_orders[seed] = (rank, children)
+        return got
 
 
 # id(tree) -> (tree, compiled): the entry holds the tree, so its id stays unique
@@ -343,7 +363,7 @@ def compute_fair_share(
             u[i] = float(v)
     children = ct.children
     for i in ct.postorder_inner:
-        u[i] = sum(u[c] for c in children[i])
+        u[i] = sum(map(u.__getitem__, children[i]))
     share, parent = ct.share, ct.parent
     lf = [0.0] * n
     for i in range(1, n):
@@ -353,7 +373,8 @@ def compute_fair_share(
         up = u[parent[i]]
         ui = u[i]
         lf[i] = INF if ui <= 0.0 or up <= 0.0 else s * up / ui
-    tie = ct.tiekey(seed)
+    static_rank, static_children = ct.static_order(seed)
+    by_lf = [-x for x in lf]  # sort key: the best served first
     is_leaf = ct.is_leaf
     nleaves = len(ct.leaves)
     node_factor = [0.0] * n
@@ -362,12 +383,10 @@ def compute_fair_share(
     rank = nleaves
     rnt = nleaves
 
-    def key(i: int) -> tuple[float, bool, int, str]:
-        return (-lf[i], not is_leaf[i], tie[i], ct.paths[i])
-
     def walk(sibs: list[int], tied_in: bool) -> None:
+        # `sibs` comes in static order; a stable sort by level fair-share completes it
         nonlocal rank, rnt
-        sibs.sort(key=key)
+        sibs = sorted(sibs, key=by_lf.__getitem__)
         m = len(sibs)
         i = 0
         prev = None
@@ -387,20 +406,24 @@ def compute_fair_share(
                 j = i
                 while j + 1 < m and not is_leaf[sibs[j + 1]] and lf[sibs[j + 1]] == lf[a]:
                     j += 1
-                merged: list[int] = []
-                for b in sibs[i : j + 1]:
-                    merged.extend(children[b])
+                if j == i:
+                    merged = static_children[a]
+                else:
+                    merged = []
+                    for b in sibs[i : j + 1]:
+                        merged.extend(children[b])
+                    merged.sort(key=static_rank.__getitem__)
                 if merged:
                     walk(merged, tied)
                 i = j + 1
             prev = lf[a]
 
     if nleaves:
-        walk(list(children[0]), False)
+        walk(static_children[0], False)
     # An inner node's factor is that of its best leaf.
     for i in ct.postorder_inner:
         if children[i]:
-            node_factor[i] = max(node_factor[c] for c in children[i])
+            node_factor[i] = max(map(node_factor.__getitem__, children[i]))
     return FairShare(tree=ct, order=order, factor=factor, usage=u, lf=lf, node_factor=node_factor)
 
 

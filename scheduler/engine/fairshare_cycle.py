@@ -81,8 +81,7 @@ class FairShareCycle:
         order.extend(sorted(p for p in snapshot.pending if p not in self.known))
         self.order = order
         self.rank = {p: i for i, p in enumerate(order)}
-        ct = fs.tree
-        self.entitled = {ct.names[i]: ct.entitled[i] for i in ct.leaves}
+        self.entitled = fs.tree.entitled_by_key
         self.work = PreemptibleWork(cluster.candidates, decisions.stopped, self.rank)
         self.reasons = FairShareReasons(
             order, self.rank, self.entitled, snapshot.usage, policy, cluster.healthy_gpus
