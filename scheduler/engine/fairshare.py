@@ -26,6 +26,7 @@ import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from scheduler.engine.budget_tree import entitled_shares, project_keys, sibling_shares
 from scheduler.engine.types import BudgetNode
@@ -33,6 +34,7 @@ from scheduler.engine.types import BudgetNode
 __all__ = [
     "CompiledTree",
     "FairShare",
+    "StillAbove",
     "TreeMemo",
     "compile_tree",
     "compute_fair_share",
@@ -226,6 +228,14 @@ class FairShare:
                 lo = mid + 1
         return lo
 
+    def still_above(self, p: int, delta: float) -> StillAbove:
+        """`beats_after(p, delta, ...)` for one preemptor, as data a search reads inline
+        (it asks it for every allocated victim's project)."""
+        by_other = self.delta_bounds.get(p)
+        if by_other is None:
+            by_other = self.delta_bounds[p] = {}
+        return StillAbove(self, p, delta, by_other)
+
     def beats_after(self, p: int, delta: float, other: str) -> bool:
         """Whether leaf `p` with `delta` more usage still ranks strictly above `other`.
 
@@ -338,6 +348,20 @@ class FairShare:
                     for c in children[b]:
                         todo.append((c, kb + 1, a2, lfa2, _lf(share[c], u[c], ub)))
         return out
+
+
+class StillAbove(NamedTuple):
+    """Whether leaf `p` of `fair_share` still ranks above another project once its
+    usage grows by `delta`: `fair_share.beats_after(p, delta, other)`, with the pair
+    bounds `bounds` (other -> (lo, hi)) that answer most calls without the tree."""
+
+    fair_share: FairShare
+    p: int
+    delta: float
+    bounds: dict[str, tuple[float, float]]
+
+    def __call__(self, other: str) -> bool:
+        return self.fair_share.beats_after(self.p, self.delta, other)
 
 
 def _lf(share: float, usage: float, parent_usage: float) -> float:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import partial
 
 from scheduler.engine.blocks import Shape
 from scheduler.engine.cluster import ClusterState, Decisions
@@ -347,7 +346,7 @@ class FairShareCycle:
         self, w: Workload, sh: Shape, proj: str, threshold: _Threshold, total_charge: float
     ) -> SearchResult:
         pidx = self.known.get(proj)
-        beats = None if pidx is None else partial(self.fair_share.beats_after, pidx, total_charge)
+        beats = None if pidx is None else self.fair_share.still_above(pidx, total_charge)
         search = search_block if sh.block else search_whole_hosts
         return search(self.victims(), sh, proj, w.priority, threshold, beats)
 

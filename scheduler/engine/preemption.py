@@ -29,6 +29,7 @@ from operator import attrgetter
 
 from scheduler.engine.blocks import Shape
 from scheduler.engine.cluster import ClusterState, Decisions, RunInfo
+from scheduler.engine.fairshare import StillAbove
 from scheduler.engine.types import Placement, RunningWorkload, StopReason, Workload
 
 __all__ = [
@@ -276,7 +277,7 @@ class _Allowed:
         priority: int,
         rank: dict[str, int],
         threshold_fn: Callable[[], int],
-        beats: Callable[[str], bool] | None,
+        beats: StillAbove | None,
     ) -> None:
         self.project = project
         self.priority = priority
@@ -288,12 +289,23 @@ class _Allowed:
 
     def outranks(self, other: str) -> bool:
         """Whether the preemptor's project still ranks above `other` after the
-        preemption: `other` is at or below the rank threshold, and still beaten."""
+        preemption: `other` is at or below the rank threshold, and still beaten (the
+        pair's cached bounds read here: this runs for every allocated victim's
+        project a search meets)."""
         if self.threshold < 0:
             self.threshold = self.threshold_fn()
         if self.rank.get(other, len(self.rank)) < self.threshold:
             return False
-        return self.beats is None or self.beats(other)
+        beats = self.beats
+        if beats is None:
+            return True
+        bounds = beats.bounds.get(other)
+        if bounds is not None and beats.delta >= 0.0:
+            if beats.delta < bounds[0]:
+                return True
+            if beats.delta > bounds[1]:
+                return False
+        return beats(other)
 
     def decide(self, v: Victim) -> bool:
         """The rule's verdict on allocated `v`, memoised."""
@@ -316,7 +328,7 @@ def search_block(
     project: str | None,
     priority: int,
     threshold_fn: Callable[[], int],
-    beats: Callable[[str], bool] | None = None,
+    beats: StillAbove | None = None,
 ) -> SearchResult:
     """Cheapest aligned block of one host for a single-host job of shape `sh`.
 
@@ -468,7 +480,7 @@ def search_whole_hosts(
     project: str | None,
     priority: int,
     threshold_fn: Callable[[], int],
-    beats: Callable[[str], bool] | None = None,
+    beats: StillAbove | None = None,
 ) -> SearchResult:
     """Cheapest whole hosts for a job of shape `sh` (all of them, or None): free hosts
     first, then hosts whose every job is an allowed victim, by lost work."""
