@@ -21,6 +21,8 @@ Rules:
 
 from __future__ import annotations
 
+from itertools import compress
+
 __all__ = [
     "BlockInfo",
     "BlockTable",
@@ -228,6 +230,12 @@ class FreeIndex:
                 cnt[p] += 1
         if f == g and f:
             self.whole[g][h] = None
+
+    def clear(self) -> None:
+        """Index no host, as a new index (the tables are kept: a cycle clears the last
+        cycle's index instead of building one)."""
+        for h in compress(range(len(self.nfree)), self.nfree):
+            self.set(h, 0)
 
     def any_free(self) -> bool:
         """Whether any schedulable GPU is free."""

@@ -203,6 +203,7 @@ class ClusterState:
         memo: RunMemo,
         blocks: BlockTable,
         masks: MaskTable,
+        index: FreeIndex | None = None,
     ) -> None:
         self.layout = layout
         self.hosts = layout.hosts
@@ -215,7 +216,7 @@ class ClusterState:
         self.healthy_by_size = layout.healthy_by_size
         self.shape = layout.shape
         self.blocks = blocks
-        self.index = FreeIndex(layout.gpus, blocks)
+        self.index = FreeIndex(layout.gpus, blocks) if index is None else index  # empty
         self.free: list[int] = []  # free mask of each healthy host (0 on unhealthy ones)
         self.free_gpus = 0  # free GPUs on healthy hosts (reserved ones included)
         self.reserved: dict[int, int] = {}  # host -> reservation number

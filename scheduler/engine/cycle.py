@@ -42,7 +42,9 @@ def plan(
         state = EngineState()
     cap = policy.max_min_runtime_s
     layout = state.host_layout(snapshot.hosts)
-    cluster = ClusterState(snapshot, layout, cap, now, state.runs, state.blocks, state.masks)
+    cluster = ClusterState(
+        snapshot, layout, cap, now, state.runs, state.blocks, state.masks, state.free_index(layout)
+    )
     decisions = Decisions()
     drain(cluster, decisions, cap, now)
     if mode == "fairshare":

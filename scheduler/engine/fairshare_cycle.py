@@ -412,6 +412,7 @@ class FairShareCycle:
         """Unallocated work fills what is left, reserved hosts included."""
         c = self.cluster
         index, cnt = c.index, c.index.cnt
+        shapes, shape = c.layout.shapes, c.shape  # known shapes read inline: every job
         pending = self.snapshot.pending
         for proj in self.order:
             if not index.any_free():
@@ -423,7 +424,7 @@ class FairShareCycle:
             for w in lst:
                 if w.min_runtime_s > 0:
                     continue
-                sh = c.shape(w.gpus)
+                sh = shapes.get(w.gpus) or shape(w.gpus)
                 if sh.reason:
                     self.decisions.note(w, sh.reason)
                     continue

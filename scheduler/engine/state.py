@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.engine.blocks import BlockTable, MaskTable
+from scheduler.engine.blocks import BlockTable, FreeIndex, MaskTable
 from scheduler.engine.cluster import HostLayout, RunMemo
 from scheduler.engine.fairshare import TreeMemo
 from scheduler.engine.preemption import Victim
@@ -27,7 +27,7 @@ __all__ = ["EngineState"]
 class EngineState:
     """The engine's warm caches for one cluster (see the module docstring)."""
 
-    __slots__ = ("blocks", "layout", "masks", "runs", "trees", "victims")
+    __slots__ = ("blocks", "index", "layout", "masks", "runs", "trees", "victims")
 
     def __init__(self) -> None:
         self.blocks = BlockTable()
@@ -36,10 +36,22 @@ class EngineState:
         self.layout: tuple[Sequence[Host], HostLayout] | None = None
         self.runs = RunMemo()
         self.victims: dict[int, Victim] = {}
+        self.index: tuple[HostLayout, FreeIndex] | None = None
 
     def reset(self) -> None:
         """Forget everything (the next cycle is cold)."""
         self.__init__()  # type: ignore[misc]
+
+    def free_index(self, layout: HostLayout) -> FreeIndex:
+        """An empty free-GPU index for `layout`: the last cycle's, cleared, while the
+        layout is the same (the same hosts tuple)."""
+        kept = self.index
+        if kept is not None and kept[0] is layout:
+            kept[1].clear()
+            return kept[1]
+        index = FreeIndex(layout.gpus, self.blocks)
+        self.index = (layout, index)
+        return index
 
     def host_layout(self, hosts: Sequence[Host]) -> HostLayout:
         """The layout of `hosts`, kept while the caller passes the same hosts tuple (a
