@@ -289,9 +289,9 @@ class _Allowed:
 
     def outranks(self, other: str) -> bool:
         """Whether the preemptor's project still ranks above `other` after the
-        preemption: `other` is at or below the rank threshold, and still beaten (the
-        pair's cached bounds read here: this runs for every allocated victim's
-        project a search meets)."""
+        preemption: `other` is at or below the rank threshold, and still beaten. The
+        pair's cached bounds are read here as `FairShare.beats_after` reads them (this
+        runs for every allocated victim's project a search meets: one call saved)."""
         if self.threshold < 0:
             self.threshold = self.threshold_fn()
         if self.rank.get(other, len(self.rank)) < self.threshold:
