@@ -378,17 +378,10 @@ def search_block(
             if not ok:
                 continue
         if p == 1:
-            # a one-GPU block holds v alone: the best of v's is on the host with the
-            # fewest free GPUs left, lowest host index, lowest GPU (no room to compute)
-            lost_allocated, lost_unallocated = (lost, 0.0) if v.allocated else (0.0, lost)
-            for h, m in v.host_masks:
-                if h in reserved:
-                    continue
-                gpu = (m & -m).bit_length() - 1
-                one = (lost_allocated, lost_unallocated, 1, free[h].bit_count(), h, gpu)
-                if best_key is None or one < best_key:
-                    best_key, best = one, ([(h, gpu)], [v])
-                    best_allocated, best_unallocated = lost_allocated, lost_unallocated
+            one = _one_gpu_block(v, reserved, free)
+            if one is not None and (best_key is None or one[0] < best_key):
+                best_key, best = one
+                best_allocated, best_unallocated = best_key[0], best_key[1]
             continue
         for h, m in v.host_masks:
             if h in reserved or gpus[h] < p:
@@ -409,6 +402,25 @@ def search_block(
 
 
 _Room = tuple[int, list[tuple[Victim, int]]]
+_BlockKey = tuple[float, float, int, int, int, int]
+
+
+def _one_gpu_block(
+    v: Victim, reserved: dict[int, int], free: list[int]
+) -> tuple[_BlockKey, tuple[list[tuple[int, int]], list[Victim]]] | None:
+    """The cheapest one-GPU block of victim `v` (cost key, (host and GPU, [v])): such a
+    block holds `v` alone, so no room is computed; the host with the fewest free GPUs
+    left, then the lowest host index and GPU (None: only on reserved hosts)."""
+    lost_allocated, lost_unallocated = (v.lost, 0.0) if v.allocated else (0.0, v.lost)
+    best: tuple[_BlockKey, tuple[list[tuple[int, int]], list[Victim]]] | None = None
+    for h, m in v.host_masks:
+        if h in reserved:
+            continue
+        gpu = (m & -m).bit_length() - 1
+        key = (lost_allocated, lost_unallocated, 1, free[h].bit_count(), h, gpu)
+        if best is None or key < best[0]:
+            best = (key, ([(h, gpu)], [v]))
+    return best
 
 
 def _host_room(victims: VictimIndex, h: int, v: Victim, allowed: _Allowed, p: int) -> _Room | None:
