@@ -9,12 +9,14 @@ from hypothesis import strategies as st
 from scheduler.engine import Policy, Snapshot, Workload
 from scheduler.sim.eta import (
     DEFAULT_RUNTIME_S,
+    SPREAD,
     RuntimeForecast,
     baseline_starts,
     busiest_arrivals,
     estimate,
     forward_starts,
     repeat_arrivals,
+    spread_quantiles,
 )
 from scheduler.sim.model import ClusterSpec, HostSpec, SimConfig, TraceJob
 from scheduler.sim.replay import simulate
@@ -205,6 +207,76 @@ def test_estimate_range_brackets_the_point() -> None:
     assert est.earliest is not None and est.start is not None and est.latest is not None
     assert 100.0 < est.earliest < est.start < est.latest
     assert est.baseline_start == est.start  # one job, no preemption: the same answer
+
+
+# ------------------------------------------------------------------ the middle run's spread
+
+
+def _eight_running_and_four_waiting() -> tuple[Snapshot, RuntimeForecast, float]:
+    """One 8-GPU host full of eight 1-GPU jobs of project a that all started at 0, four
+    more of a's 1-GPU jobs waiting, and a history of 100 runtimes 60, 120, ... 6000 s
+    (median 3030 s)."""
+    running = [run(job(f"r{i}", "a"), "h0", (i,), 0.0) for i in range(8)]
+    waiting = [job(f"j{i}", "a", submit=10.0 + i) for i in range(4)]
+    snap = Snapshot(hosts=hosts(1), running=running, pending=pending(*waiting), tree=tree(a=1))
+    f = RuntimeForecast([("a", "", "", 1, 60.0 * k) for k in range(1, 101)])
+    return snap, f, f.remaining("a", "", "", 1, 0.0, 0.5)
+
+
+def test_waiting_jobs_start_one_by_one_as_the_running_jobs_end_at_spread_times() -> None:
+    snap, f, median = _eight_running_and_four_waiting()
+    est = estimate(snap, Policy(), 0.0, f)
+    starts = [est[f"j{i}"].start for i in range(4)]
+    assert all(s is not None for s in starts)
+    # the first of eight running jobs ends well before the median runtime: the first
+    # waiting job starts then, each next one when the next running job ends
+    assert starts == sorted(starts) and len(set(starts)) == 4
+    assert starts[0] < 0.6 * median and starts[3] < median
+    for i in range(4):  # the range still spans all short and all long runtimes
+        e = est[f"j{i}"]
+        assert e.earliest is not None and e.latest is not None
+        assert e.earliest <= e.start <= e.latest  # type: ignore[operator]
+    # every job at its median (spread 0, the model before): all four at the median
+    flat = estimate(snap, Policy(), 0.0, f, spread=0.0)
+    assert {flat[f"j{i}"].start for i in range(4)} == {median}
+
+
+def test_a_job_that_waits_for_one_running_job_expects_its_median_end() -> None:
+    holder = job("r1", "a", 8)
+    w = job("j1", "a", 8, submit=10.0)
+    snap = Snapshot(
+        hosts=hosts(1),
+        running=[run(holder, "h0", tuple(range(8)), 0.0)],
+        pending=pending(w),
+        tree=tree(a=1),
+    )
+    f = RuntimeForecast([("a", "", "", 8, 60.0 * k) for k in range(1, 101)])
+    est = estimate(snap, Policy(), 100.0, f)["j1"]
+    # the only running job takes the first quantile of the sequence: the median itself
+    assert est.start == f.remaining("a", "", "", 8, 100.0, 0.5) + 100.0
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.floats(0.02, 0.98), st.floats(0.05, 1.0), st.integers(1, 6))
+def test_spread_quantiles_are_stratified_around_the_center(center, spread, k) -> None:
+    n = 2**k - 1
+    qs = spread_quantiles(center, spread, 1, n)
+    assert qs[0] == center  # the first job: the center
+    assert all(0.0 < q < 1.0 for q in qs)
+    # n = 2^k - 1 points: as many below the center as above it
+    assert sum(q < center for q in qs) == sum(q > center for q in qs) == (n - 1) // 2
+    # consecutive calls continue the same sequence (the run asks job by job)
+    assert qs == [spread_quantiles(center, spread, i, 1)[0] for i in range(1, n + 1)]
+    # a wider spread moves every point further from the center, 0 moves none
+    wider = spread_quantiles(center, min(1.0, spread + 0.25), 1, n)
+    assert all(abs(w - center) >= abs(q - center) - 1e-12 for q, w in zip(qs, wider, strict=True))
+    assert spread_quantiles(center, 0.0, 1, n) == [center] * n
+
+
+def test_full_spread_around_the_median_is_the_evenly_spaced_quantiles() -> None:
+    qs = spread_quantiles(0.5, 1.0, 1, 15)
+    assert sorted(round(q, 9) for q in qs) == [i / 16 for i in range(1, 16)]
+    assert 0.0 < SPREAD < 1.0
 
 
 @st.composite
