@@ -135,6 +135,14 @@ class RunInfo(NamedTuple):
     allocated: AllocatedRun | None  # None for unallocated work
 
 
+# The last cycle's running workloads (in the caller's order) and their RunInfo, used mask
+# per host, free mask per host (0 on unhealthy ones), free GPUs on healthy hosts.
+LastRunning = tuple[list[RunningWorkload], list[RunInfo], list[int], list[int], int]
+# A cycle's RunInfo per running workload (in order), used and free masks, free GPUs, and
+# whether two placements overlap (the state is then not kept for the next cycle).
+Loaded = tuple[list[RunInfo], list[int], list[int], int, bool]
+
+
 class RunMemo:
     """Derived data of running workloads, by object identity, plus the last cycle's
     used-GPU masks (valid while the hosts, their health and the min-runtime cap stay).
@@ -147,9 +155,7 @@ class RunMemo:
     def __init__(self) -> None:
         self.derived: dict[int, RunInfo] = {}
         self.key: tuple[object, float, list[bool], dict[str, int]] | None = None
-        # (ids of the last cycle's running workloads, used mask per host, free mask per
-        # host (0 on unhealthy ones), free GPUs on healthy hosts)
-        self.last: tuple[set[int], list[int], list[int], int] | None = None
+        self.last: LastRunning | None = None
 
     def follow(self, layout: HostLayout, cap: float) -> None:
         """Forget everything unless the hosts, their health and the cap are unchanged."""
@@ -236,62 +242,132 @@ class ClusterState:
         masks: MaskTable,
     ) -> None:
         """Derive every running job (memoised) and the free masks: from the previous
-        cycle's by the difference of the two running sets when that is small (a few
-        starts and stops), else from scratch."""
+        cycle's by the jobs that started and ended since, when they are few, else from
+        scratch."""
         memo.follow(self.layout, cap)
-        ids = list(map(id, running))
-        current = set(ids)
         last, memo.last = memo.last, None
-        overlap = len(current) != len(ids)  # the same object twice: not kept
-        masks_now = None
-        if last is not None and not overlap:
-            masks_now = self._apply_difference(last, ids, current, running, cap, memo, masks)
-        if masks_now is None:
-            masks_now = self._from_scratch(running, cap, memo, masks)
-        used, free, free_gpus, overlap_seen = masks_now
-        derived = memo.derived
-        runs = self.runs = list(map(derived.__getitem__, ids))
-        if not overlap and not overlap_seen:
-            memo.last = (current, used.copy(), free.copy(), free_gpus)
+        loaded = None
+        if last is not None:
+            loaded = self._apply_changes_in_order(last, running, cap, memo, masks)
+            if loaded is None:
+                loaded = self._apply_difference(last, running, cap, memo, masks)
+        if loaded is None:
+            loaded = self._from_scratch(running, cap, memo, masks)
+        runs, used, free, free_gpus, overlap = loaded
+        self.runs = runs
+        if not overlap:
+            memo.last = (list(running), runs, used.copy(), free.copy(), free_gpus)
         self.candidates = [c for c in runs if c.protected_until <= now and c.on_healthy_hosts]
         if not all(self.healthy):
             self.on_unhealthy = [c for c in runs if not c.on_healthy_hosts]
         self.free = free  # owned by this cycle: the memo keeps a copy
         self.free_gpus = free_gpus
-        index_set = self.index.set
+        index = self.index
         for h in compress(range(len(free)), free):  # only hosts with free GPUs (a few)
-            index_set(h, free[h])
+            index.set(h, free[h])
 
-    def _apply_difference(
+    def _apply_changes_in_order(
         self,
-        last: tuple[set[int], list[int], list[int], int],
-        ids: list[int],
-        current: set[int],
+        last: LastRunning,
         running: Sequence[RunningWorkload],
         cap: float,
         memo: RunMemo,
         masks: MaskTable,
-    ) -> tuple[list[int], list[int], int, bool] | None:
-        old, used, free, free_gpus = last  # owned by the memo, which gave them up
-        gone = old - current
-        new = current - old
-        if len(gone) + len(new) >= len(ids):
+    ) -> Loaded | None:
+        """The last cycle's state changed by what started and ended since, found by one
+        walk of both running lists side by side: a caller that keeps its running jobs in
+        a stable order (the simulator, which replaces an entry in place and adds new
+        ones at the end) differs from the last cycle only where jobs ended or started.
+        None when the order changed (or a job is listed twice): `_apply_difference`
+        finds the changes by set difference then."""
+        old_running, old_runs, used, free, free_gpus = last
+        derived = memo.derived
+        n_old = len(old_running)
+        runs: list[RunInfo] = []
+        gone: list[RunInfo] = []
+        started: list[RunInfo] = []
+        i = 0
+        for rw in running:
+            if i < n_old and old_running[i] is rw:
+                runs.append(old_runs[i])
+                i += 1
+                continue
+            if id(rw) in derived:
+                # a job of the last cycle further on: those before it have ended (the
+                # memo holds its objects, so an id there is of the same object)
+                while i < n_old and old_running[i] is not rw:
+                    gone.append(old_runs[i])
+                    i += 1
+                if i == n_old:
+                    return None  # not further on: the order changed
+                runs.append(old_runs[i])
+                i += 1
+                continue
+            c = derived[id(rw)] = derive_run(rw, self.layout, cap, masks)
+            started.append(c)
+            runs.append(c)
+        gone.extend(old_runs[i:])
+        if len(gone) + len(started) >= len(runs):
+            return self._from_scratch(running, cap, memo, masks)
+        return self._changed(used, free, free_gpus, runs, gone, started, memo)
+
+    def _apply_difference(
+        self,
+        last: LastRunning,
+        running: Sequence[RunningWorkload],
+        cap: float,
+        memo: RunMemo,
+        masks: MaskTable,
+    ) -> Loaded | None:
+        """The last cycle's state changed by the set difference of the two running
+        sets (any order); None when the changes are many (from scratch is cheaper) or a
+        job is listed twice."""
+        ids = list(map(id, running))
+        current = set(ids)
+        if len(current) != len(ids):
+            return None  # the same object twice
+        old_running, _, used, free, free_gpus = last
+        old = set(map(id, old_running))
+        gone_ids = old - current
+        new_ids = current - old
+        if len(gone_ids) + len(new_ids) >= len(ids):
             return None
         derived = memo.derived
-        full, healthy = self.full, self.healthy
-        changed: set[int] = set()
-        overlap = False
-        for i in gone:
-            for h, m in derived.pop(i).host_masks:
-                used[h] &= ~m
-                changed.add(h)
+        gone = [derived[i] for i in gone_ids]
+        started = []
         by_id: dict[int, RunningWorkload] | None = None
-        for i in new:
+        for i in new_ids:
             c = derived.get(i)
             if c is None:
                 if by_id is None:
                     by_id = dict(zip(ids, running, strict=True))
                 c = derived[i] = derive_run(by_id[i], self.layout, cap, masks)
+            started.append(c)
+        runs = list(map(derived.__getitem__, ids))
+        return self._changed(used, free, free_gpus, runs, gone, started, memo)
+
+    def _changed(
+        self,
+        used: list[int],
+        free: list[int],
+        free_gpus: int,
+        runs: list[RunInfo],
+        gone: list[RunInfo],
+        started: list[RunInfo],
+        memo: RunMemo,
+    ) -> Loaded:
+        """The last cycle's used and free masks (owned by the memo, which gave them up)
+        with the `gone` jobs' GPUs released and the `started` ones' taken."""
+        derived = memo.derived
+        full, healthy = self.full, self.healthy
+        changed: set[int] = set()
+        overlap = False
+        for c in gone:
+            del derived[id(c.run)]
+            for h, m in c.host_masks:
+                used[h] &= ~m
+                changed.add(h)
+        for c in started:
             for h, m in c.host_masks:
                 if used[h] & m:
                     overlap = True
@@ -302,20 +378,22 @@ class ClusterState:
                 f = full[h] & ~used[h]
                 free_gpus += f.bit_count() - free[h].bit_count()
                 free[h] = f
-        return used, free, free_gpus, overlap
+        return runs, used, free, free_gpus, overlap
 
     def _from_scratch(
         self, running: Sequence[RunningWorkload], cap: float, memo: RunMemo, masks: MaskTable
-    ) -> tuple[list[int], list[int], int, bool]:
+    ) -> Loaded:
         old = memo.derived
         derived: dict[int, RunInfo] = {}  # only the current jobs: the memo stays bounded
+        runs = []
         used = [0] * len(self.gpus)
-        overlap = False
+        overlap = len(set(map(id, running))) != len(running)  # the same object twice
         for rw in running:
             c = old.get(id(rw))
             if c is None or c.run is not rw:
                 c = derive_run(rw, self.layout, cap, masks)
             derived[id(rw)] = c
+            runs.append(c)
             for h, m in c.host_masks:
                 if used[h] & m:
                     overlap = True
@@ -328,7 +406,7 @@ class ClusterState:
                 f = self.full[h] & ~used[h]
                 free[h] = f
                 free_gpus += f.bit_count()
-        return used, free, free_gpus, overlap
+        return runs, used, free, free_gpus, overlap
 
     def release(self, h: int, m: int) -> None:
         """GPUs `m` of host `h` become free (a stop)."""

@@ -12,11 +12,9 @@ phase 2 of the cycle: the reserved job may preempt it at any time.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from itertools import repeat
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -232,7 +230,6 @@ class Reservations:
 
         # the rule never reads another project's priority: its verdict is kept per project
         verdicts: dict[object, bool] = {}
-        get = usable_at.get
         for _, _, _, protected_until, info in self.cluster.runs:
             if info is None:
                 continue  # unallocated: preemptible now
@@ -251,7 +248,7 @@ class Reservations:
             if stopped and workload_id in stopped:
                 continue
             for h in hosts:
-                if t > get(h, now):
+                if t > usable_at.get(h, now):
                     usable_at[h] = t
         return usable_at
 
@@ -260,22 +257,20 @@ class Reservations:
         at a known time the emptiest (less to wait for), among the others the fullest
         (fewest GPUs held idle). None if there are not enough."""
         c = self.cluster
-        hs = c.healthy_by_size.get(size, ())
-        if c.reserved:
-            hs = [h for h in hs if h not in c.reserved]
-        free = c.free
-        keys = [
-            (a, f if a == INF else -f, h)
-            for a, f, h in zip(
-                map(usable_at.get, hs, repeat(self.now)),
-                map(int.bit_count, map(free.__getitem__, hs)),
-                hs,
-                strict=True,
-            )
-        ]
+        free, reserved, now = c.free, c.reserved, self.now
+        keys: list[tuple[float, int, int]] = []
+        for h in c.healthy_by_size.get(size, ()):
+            if h in reserved:
+                continue
+            a = usable_at.get(h, now)
+            f = free[h].bit_count()
+            keys.append((a, f if a == INF else -f, h))
         if len(keys) < n:
             return None
-        return [k[2] for k in heapq.nsmallest(n, keys)][:n]
+        if n == 1:
+            return [min(keys)[2]]
+        keys.sort()  # the host index makes every key distinct
+        return [k[2] for k in keys[:n]]
 
     def _hold_hosts(self, w: Workload, r: int, chosen: list[int], usable_at: float) -> list[str]:
         """Take `chosen` out of the free-block index, held for `w` (order index `r`)
