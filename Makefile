@@ -13,7 +13,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# The engine compiled with mypyc (scheduler/native.py): rebuilt when its sources change;
+# without a C compiler the interpreted engine runs, with the same decisions.
+NATIVE := build/native/manifest.json
+$(NATIVE): $(STAMP) $(wildcard scheduler/engine/*.py) scheduler/sim/replay.py scheduler/sim/usage.py scheduler/native.py tools/build_native.py
+	@$(BIN)/python tools/build_native.py || echo "warning: the compiled engine could not be built (needs a C compiler and the Python headers); the interpreted engine runs, with the same decisions"
+
+install: $(STAMP) $(NATIVE)
 
 # Debian's chromium for the real-browser tests (Playwright drives it; nothing is downloaded).
 browser:

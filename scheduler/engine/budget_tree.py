@@ -396,8 +396,8 @@ def _parse_node(data: Any, parent: str, index: int, issues: _Issues) -> TreeDocu
         else:
             try:
                 weight = parse_weight(data["weight"])
-            except WeightProblem as exc:
-                issues.add(label, "weight", f"{exc} (got {data['weight']!r})")
+            except WeightProblem as weight_problem:
+                issues.add(label, "weight", f"{weight_problem} (got {data['weight']!r})")
                 ok = False
     raw_children = data.get("children", [])
     if raw_children is None:

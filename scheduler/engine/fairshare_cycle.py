@@ -230,12 +230,12 @@ class FairShareCycle:
             return (-1, False, -INF, 0, -1)  # nothing free and nothing it may preempt
         dead: float = INF
         if self.searches_left <= 0:
-            dead = 0
+            dead = 0.0
         else:
             lo = r + 1 if work.max_rank > r else INF
             for threshold, size in self.failures:
                 if threshold <= lo and size < dead:
-                    dead = size
+                    dead = float(size)
         res_pre = self.reservations.preemptible()
         res_t, res_blk = -INF, 0
         if res_pre:

@@ -21,6 +21,7 @@ __all__ = [
     "JobOutcome",
     "JobState",
     "PreemptionRecord",
+    "ReplayError",
     "RunInterval",
     "SimConfig",
     "SimResult",
@@ -28,6 +29,10 @@ __all__ = [
 ]
 
 POLICIES = ("fairshare", "fifo", "priority", "static")
+
+
+class ReplayError(RuntimeError):
+    """The engine returned a plan the replay cannot apply (a bug in the engine)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,7 @@ from scheduler.sim.model import (
     JobOutcome,
     JobState,
     PreemptionRecord,
+    ReplayError,
     SimConfig,
     SimResult,
     TraceJob,
@@ -98,10 +99,6 @@ _MAX_CYCLES_AT_ONE_TIME = 10_000
 # collector: a cycle makes many short-lived objects and no reference cycles, while the
 # run's records only grow; frozen objects are still freed by reference counting.
 _FREEZE_EVERY = 256
-
-
-class ReplayError(RuntimeError):
-    """The engine returned a plan the replay cannot apply (a bug in the engine)."""
 
 
 def leaf_projects(tree: BudgetNode) -> list[str]:

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,9 +80,21 @@ def fifo_planner(snapshot: Snapshot, policy: Policy, now: float) -> CyclePlan:
     return CyclePlan(starts=tuple(starts))
 
 
+def _patch_engine_plan(monkeypatch: pytest.MonkeyPatch, planner: replay.Planner) -> None:
+    """Make the CLI's runs plan with `planner` instead of the engine: the CLI imports
+    `replay.simulate` when it runs, so a wrapper there passes it on (the simulator's own
+    functions may be compiled, and a compiled module's calls cannot be patched)."""
+    simulate = replay.simulate
+
+    def with_planner(*args: Any, **kwargs: Any) -> Any:
+        return simulate(*args, **kwargs, planner=planner)
+
+    monkeypatch.setattr(replay, "simulate", with_planner)
+
+
 @pytest.fixture
 def fake_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(replay, "_engine_plan", lambda: fifo_planner)
+    _patch_engine_plan(monkeypatch, fifo_planner)
 
 
 # ------------------------------------------------------------------ bad input -> exit 2
@@ -218,7 +231,7 @@ def test_short_reserve_flags_reach_the_engines_policy(
         policies.append(policy)
         return fifo_planner(snapshot, policy, now)
 
-    monkeypatch.setattr(replay, "_engine_plan", lambda: recording_planner)
+    _patch_engine_plan(monkeypatch, recording_planner)
     flags = ["--quiet", "--short-reserve-hosts", "1", "--short-job-max-min", "10"]
     assert main(scenario(tmp_path) + flags) == 0
     assert policies and {(p.short_reserve_hosts, p.short_job_max_s) for p in policies} == {

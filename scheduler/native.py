@@ -1,0 +1,136 @@
+"""The engine compiled with mypyc, used when it matches the source.
+
+`make install` runs `tools/build_native.py`, which compiles the modules of
+`NATIVE_SOURCES` (strictly typed, pure Python) with mypyc into `build/native/` and
+records there a manifest: every compiled module's extension file and the SHA-256 of
+the source it was compiled from. `install()` (called when `scheduler` is imported)
+puts a finder first on `sys.meta_path` that loads those extension modules instead of
+the sources, but only if every recorded source is unchanged and the interpreter's
+extension suffix is the one they were built for: a compiled module calls the others
+natively, so the group is used whole or not at all. The decisions are the same either
+way (the source is the specification; tests compare the two).
+
+Set `ALLOT_NATIVE=0` to run the interpreted source (to debug or to patch the engine).
+An edited source silently falls back to the interpreted modules until the next
+`make install`; `status()` says which is in use and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+__all__ = ["NATIVE_SOURCES", "ROOT", "install", "source_digest", "status"]
+
+ROOT = Path(__file__).resolve().parent.parent
+# compiled by tools/build_native.py: the engine, and the simulator's event loop and usage
+# decay (what `bench/sim.py` spends its time in besides the engine)
+NATIVE_SOURCES = ("scheduler/engine", "scheduler/sim/replay.py", "scheduler/sim/usage.py")
+MANIFEST = ROOT / "build" / "native" / "manifest.json"
+
+_status = "not checked"
+
+
+def source_digest(path: Path) -> str:
+    """SHA-256 of a source file (what the manifest records per compiled module)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+class _NativeLoader(importlib.machinery.ExtensionFileLoader):
+    """Loads a compiled module and points its `__file__` at the extension and a
+    package's `__path__` at the source folder (mypyc derives both from where the shared
+    library lies, which is not where the modules are)."""
+
+    def __init__(self, fullname: str, extension: Path, source: Path) -> None:
+        super().__init__(fullname, str(extension))
+        self.source = source
+
+    def exec_module(self, module: ModuleType) -> None:
+        super().exec_module(module)
+        module.__file__ = self.path
+        if self.source.name == "__init__.py":
+            module.__path__ = [str(self.source.parent)]
+
+
+class _NativeFinder(importlib.abc.MetaPathFinder):
+    """Finds the compiled extension of each module named in the manifest."""
+
+    def __init__(self, extensions: dict[str, tuple[Path, Path]]) -> None:
+        self.extensions = extensions  # module -> (extension file, source file)
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None = None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        found = self.extensions.get(fullname)
+        if found is None:
+            return None
+        extension, source = found
+        loader = _NativeLoader(fullname, extension, source)
+        package = source.name == "__init__.py"
+        return importlib.util.spec_from_file_location(
+            fullname,
+            str(extension),
+            loader=loader,
+            submodule_search_locations=[str(source.parent)] if package else None,
+        )
+
+
+def _valid_extensions(manifest: Path) -> dict[str, tuple[Path, Path]] | str:
+    """The manifest's modules (-> extension, source), or why they cannot be used."""
+    try:
+        data = json.loads(manifest.read_text())
+    except FileNotFoundError:
+        return "not built (make install builds it)"
+    except (OSError, ValueError) as e:
+        return f"unreadable manifest {manifest}: {e}"
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    if data.get("extension_suffix") != suffix:
+        return f"built for {data.get('extension_suffix')!r}, this interpreter loads {suffix!r}"
+    out: dict[str, tuple[Path, Path]] = {}
+    for module, entry in data.get("modules", {}).items():
+        source = ROOT / entry["source"]
+        extension = manifest.parent / entry["extension"]
+        if not extension.is_file():
+            return f"missing {extension}"
+        shared = module == data.get("shared_library")  # no source of its own
+        if not shared and (not source.is_file() or source_digest(source) != entry["sha256"]):
+            return f"stale: {entry['source']} changed since the build (make install)"
+        out[module] = (extension, source)
+    return out or "empty manifest"
+
+
+def install(manifest: Path = MANIFEST) -> bool:
+    """Put the compiled modules first on the import path if they match the source;
+    returns whether they are in use. Does nothing once any of them is imported."""
+    global _status
+    if os.environ.get("ALLOT_NATIVE", "1") == "0":
+        _status = "interpreted: ALLOT_NATIVE=0"
+        return False
+    if any(isinstance(f, _NativeFinder) for f in sys.meta_path):
+        return True
+    found = _valid_extensions(manifest)
+    if isinstance(found, str):
+        _status = f"interpreted: {found}"
+        return False
+    if any(m in sys.modules for m in found):
+        _status = "interpreted: imported before the compiled modules could be installed"
+        return False
+    sys.meta_path.insert(0, _NativeFinder(found))
+    _status = f"compiled: {len(found)} modules from {manifest.parent}"
+    return True
+
+
+def status() -> str:
+    """Which engine this process runs, compiled or interpreted, and why."""
+    return _status

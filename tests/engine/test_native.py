@@ -1,0 +1,109 @@
+"""The mypyc-compiled engine (scheduler/native.py): used only when it matches the source,
+and deciding exactly as the interpreted source does."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+import scheduler.engine
+from scheduler import native
+
+ROOT = native.ROOT
+CAN_COMPILE = (
+    shutil.which("cc") is not None and Path(sysconfig.get_paths()["include"], "Python.h").is_file()
+)
+
+# plans of the cycle benchmark's three cluster states and the baselines, as a digest
+_DIGEST = """
+import hashlib, sys
+sys.path.insert(0, "bench")
+from cycle import make_snapshot
+from scheduler.engine import EngineState, Policy, plan
+out = []
+for mode in ("burst", "live", "full"):
+    snap = make_snapshot(3, mode=mode, hosts_n=32, pending_n=1500, running_target=200)
+    state = EngineState()
+    for policy in (Policy(explain_queue=True), Policy(mode="fifo"), Policy(mode="static")):
+        out.append(repr(plan(snap, policy, 30 * 86400.0, state)))
+        out.append(repr(plan(snap, policy, 30 * 86400.0 + 60, state)))
+print(hashlib.sha256("".join(out).encode()).hexdigest())
+"""
+
+
+def _digest(env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", _DIGEST],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.mark.skipif(not CAN_COMPILE, reason="no C compiler or Python headers: nothing compiled")
+@pytest.mark.skipif(
+    os.environ.get("ALLOT_NATIVE") == "0", reason="ALLOT_NATIVE=0 asks for the interpreted engine"
+)
+def test_make_install_built_the_engine_and_this_process_runs_it() -> None:
+    assert native.status().startswith("compiled"), native.status()
+    assert scheduler.engine.__file__ is not None
+    assert scheduler.engine.__file__.endswith(".so")
+    assert scheduler.engine.__path__ == [str(ROOT / "scheduler" / "engine")]
+
+
+@pytest.mark.skipif(not CAN_COMPILE, reason="no C compiler or Python headers: nothing compiled")
+def test_compiled_and_interpreted_engines_make_the_same_plans() -> None:
+    compiled, interpreted = _digest({}), _digest({"ALLOT_NATIVE": "0"})
+    assert len(compiled) == 64
+    assert compiled == interpreted
+
+
+def _manifest(tmp_path: Path, source: str, sha256: str, suffix: str | None = None) -> Path:
+    ext = tmp_path / "lib" / "m.so"
+    ext.parent.mkdir(parents=True)
+    ext.write_bytes(b"")
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "extension_suffix": suffix or importlib.machinery.EXTENSION_SUFFIXES[0],
+                "shared_library": "x__mypyc",
+                "modules": {"x": {"source": source, "extension": "lib/m.so", "sha256": sha256}},
+            }
+        )
+    )
+    return manifest
+
+
+def test_an_edited_source_makes_the_whole_group_fall_back(tmp_path: Path) -> None:
+    source = "scheduler/engine/types.py"
+    real = hashlib.sha256((ROOT / source).read_bytes()).hexdigest()
+    ok = native._valid_extensions(_manifest(tmp_path / "a", source, real))
+    assert isinstance(ok, dict) and set(ok) == {"x"}
+    stale = native._valid_extensions(_manifest(tmp_path / "b", source, "0" * 64))
+    assert stale == f"stale: {source} changed since the build (make install)"
+
+
+def test_no_build_another_interpreter_or_opting_out_means_interpreted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert native._valid_extensions(tmp_path / "none.json").startswith("not built")  # type: ignore[union-attr]
+    other = _manifest(tmp_path, "scheduler/engine/types.py", "", suffix=".cpython-39-x.so")
+    assert "this interpreter loads" in native._valid_extensions(other)  # type: ignore[operator]
+    monkeypatch.setattr(native, "_status", native.status())  # restored afterwards
+    monkeypatch.setenv("ALLOT_NATIVE", "0")
+    assert native.install(other) is False
+    assert native.status() == "interpreted: ALLOT_NATIVE=0"
