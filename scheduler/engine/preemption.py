@@ -161,13 +161,11 @@ class VictimIndex:
         # (alive, lost, rank) are reset here.
         if len(memo) > memo_limit:
             memo.clear()
-        get = memo.get
         victims: list[Victim] = []
-        append = victims.append
         for rw, host_masks, _, _, _ in candidates:
             if stopped and rw.workload.id in stopped:
                 continue
-            v = get(id(rw))
+            v = memo.get(id(rw))
             if v is None or v.run is not rw or v.host_masks is not host_masks:
                 # host_masks: re-derived on a change of hosts or cap, so a kept Victim
                 # never has stale host indices
@@ -177,7 +175,7 @@ class VictimIndex:
                 lost = now - v.base
                 v.lost = v.gpus * lost if lost > 0.0 else 0.0
             v.rank = rank.get(v.project, nrank)
-            append(v)
+            victims.append(v)
             for h, m in host_masks:
                 lst = by_host.get(h)
                 if lst is None:

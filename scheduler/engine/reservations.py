@@ -13,6 +13,7 @@ phase 2 of the cycle: the reserved job may preempt it at any time.
 from __future__ import annotations
 
 import math
+from bisect import insort
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from operator import attrgetter
@@ -258,19 +259,27 @@ class Reservations:
         (fewest GPUs held idle). None if there are not enough."""
         c = self.cluster
         free, reserved, now = c.free, c.reserved, self.now
-        keys: list[tuple[float, int, int]] = []
+        # the n smallest keys (usable at, -free or free, host), sorted; every key is
+        # distinct (the host), so they are those of a full sort
+        best: list[tuple[float, int, int]] = []
+        eligible = 0
         for h in c.healthy_by_size.get(size, ()):
             if h in reserved:
                 continue
+            eligible += 1
             a = usable_at.get(h, now)
+            if len(best) == n and a > best[-1][0]:
+                continue  # later than the n-th best: the common case, decided at once
             f = free[h].bit_count()
-            keys.append((a, f if a == INF else -f, h))
-        if len(keys) < n:
+            key = (a, f if a == INF else -f, h)
+            if len(best) == n:
+                if key > best[-1]:
+                    continue
+                best.pop()
+            insort(best, key)
+        if eligible < n:
             return None
-        if n == 1:
-            return [min(keys)[2]]
-        keys.sort()  # the host index makes every key distinct
-        return [k[2] for k in keys[:n]]
+        return [h for _, _, h in best]
 
     def _hold_hosts(self, w: Workload, r: int, chosen: list[int], usable_at: float) -> list[str]:
         """Take `chosen` out of the free-block index, held for `w` (order index `r`)
