@@ -77,15 +77,20 @@ def test_a_job_that_fits_now_starts_now() -> None:
     assert forward_starts(snap, Policy(), 500.0, fixed(H)) == {"j1": 500.0}
 
 
-def test_a_job_waits_for_the_forecast_end_of_the_job_holding_its_gpus() -> None:
-    holder = job("r1", "a", 8, minrt=H)
-    w = job("j1", "a", 8, submit=10.0)
-    snap = Snapshot(
+def _one_host_held_by_one_job() -> Snapshot:
+    """An 8-GPU host held by r1 (started at 0, protected for an hour) and j1, an 8-GPU
+    job of the same project, waiting for it."""
+    holder = job("r1", "a", 8)
+    return Snapshot(
         hosts=hosts(1),
         running=[run(holder, "h0", tuple(range(8)), 0.0)],
-        pending=pending(w),
+        pending=pending(job("j1", "a", 8, submit=10.0)),
         tree=tree(a=1),
     )
+
+
+def test_a_job_waits_for_the_forecast_end_of_the_job_holding_its_gpus() -> None:
+    snap = _one_host_held_by_one_job()
     # the holder has run 1000 s of its 3000 s forecast: 2000 s left
     assert forward_starts(snap, Policy(), 1000.0, fixed(3000.0)) == {"j1": 3000.0}
 
@@ -242,14 +247,7 @@ def test_waiting_jobs_start_one_by_one_as_the_running_jobs_end_at_spread_times()
 
 
 def test_a_job_that_waits_for_one_running_job_expects_its_median_end() -> None:
-    holder = job("r1", "a", 8)
-    w = job("j1", "a", 8, submit=10.0)
-    snap = Snapshot(
-        hosts=hosts(1),
-        running=[run(holder, "h0", tuple(range(8)), 0.0)],
-        pending=pending(w),
-        tree=tree(a=1),
-    )
+    snap = _one_host_held_by_one_job()
     f = RuntimeForecast([("a", "", "", 8, 60.0 * k) for k in range(1, 101)])
     est = estimate(snap, Policy(), 100.0, f)["j1"]
     # the only running job takes the first quantile of the sequence: the median itself
