@@ -127,7 +127,8 @@ def install(manifest: Path = MANIFEST) -> bool:
         _status = "interpreted: imported before the compiled modules could be installed"
         return False
     sys.meta_path.insert(0, _NativeFinder(found))
-    _status = f"compiled: {len(found)} modules from {manifest.parent}"
+    modules = sum(1 for _, source in found.values() if source.suffix == ".py")
+    _status = f"compiled: {modules} modules from {manifest.parent}"
     return True
 
 
