@@ -126,9 +126,22 @@ def install(manifest: Path = MANIFEST) -> bool:
     if any(m in sys.modules for m in found):
         _status = "interpreted: imported before the compiled modules could be installed"
         return False
-    sys.meta_path.insert(0, _NativeFinder(found))
-    modules = sum(1 for _, source in found.values() if source.suffix == ".py")
-    _status = f"compiled: {modules} modules from {manifest.parent}"
+    finder = _NativeFinder(found)
+    sys.meta_path.insert(0, finder)
+    # load the shared library (all the compiled code) now: a build that does not load
+    # (a missing library, a truncated file) leaves the source in use instead of failing
+    # at the engine's first import
+    shared = [m for m, (_, source) in found.items() if source.suffix != ".py"]
+    try:
+        for module in shared:
+            importlib.import_module(module)
+    except ImportError as e:
+        sys.meta_path.remove(finder)
+        for module in shared:
+            sys.modules.pop(module, None)
+        _status = f"interpreted: the build in {manifest.parent} does not load ({e})"
+        return False
+    _status = f"compiled: {len(found) - len(shared)} modules from {manifest.parent}"
     return True
 
 

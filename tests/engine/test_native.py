@@ -107,3 +107,32 @@ def test_no_build_another_interpreter_or_opting_out_means_interpreted(
     monkeypatch.setenv("ALLOT_NATIVE", "0")
     assert native.install(other) is False
     assert native.status() == "interpreted: ALLOT_NATIVE=0"
+
+
+def test_a_build_that_does_not_load_leaves_the_source_in_use(tmp_path: Path) -> None:
+    """A manifest that matches the source but whose shared library is not a loadable
+    file (here an empty one): `install` says so and the engine imports from source."""
+    manifest = _manifest(tmp_path, "scheduler/engine/types.py", "")
+    data = json.loads(manifest.read_text())
+    data["modules"] = {"allot_test_broken__mypyc": {"source": "", "extension": "lib/m.so"}}
+    data["shared_library"] = "allot_test_broken__mypyc"
+    manifest.write_text(json.dumps(data))
+    check = (
+        "import os, sys; from pathlib import Path; import scheduler.native as n; "
+        "os.environ['ALLOT_NATIVE'] = '1'; "
+        f"print(n.install(Path({str(manifest)!r}))); print(n.status()); "
+        "import scheduler.engine.types as t; print(t.__file__)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check],
+        cwd=ROOT,
+        env={**os.environ, "ALLOT_NATIVE": "0"},  # nothing installed when scheduler loads
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    installed, why, engine_file = done.stdout.strip().splitlines()
+    assert installed == "False"
+    assert why.startswith(f"interpreted: the build in {tmp_path} does not load")
+    assert engine_file.endswith("scheduler/engine/types.py")
