@@ -136,3 +136,26 @@ def test_a_build_that_does_not_load_leaves_the_source_in_use(tmp_path: Path) -> 
     assert installed == "False"
     assert why.startswith(f"interpreted: the build in {tmp_path} does not load")
     assert engine_file.endswith("scheduler/engine/types.py")
+
+
+def test_the_interpreted_engine_matches_the_plan_hash_recording_too() -> None:
+    """The suite's own process runs the compiled engine where it is built; the recording
+    of every cycle's plan over whole simulator runs (test_plan_hash) must hold for the
+    source as well."""
+    check = (
+        "from tests.engine.test_plan_hash import EXPECTED, _run; import scheduler.native as n; "
+        "print(n.status()); "
+        "print(*(n for n in sorted(EXPECTED) if _run(n).digest.hexdigest() != EXPECTED[n]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check],
+        cwd=ROOT,
+        env={**os.environ, "ALLOT_NATIVE": "0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    which, mismatched = (done.stdout.splitlines() + [""])[:2]
+    assert which == "interpreted: ALLOT_NATIVE=0"
+    assert mismatched == "", f"interpreted plans differ from the recording: {mismatched}"
