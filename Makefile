@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run serve test install browser slurm lint bench clean-var
+.PHONY: run serve test install native browser slurm lint bench clean-var
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,10 +14,16 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The engine compiled with mypyc (scheduler/native.py): rebuilt when its sources change;
-# without a C compiler the interpreted engine runs, with the same decisions.
-NATIVE := build/native/manifest.json
+# without a C compiler the interpreted engine runs, with the same decisions, and the build
+# is not tried again until a source changes or `make native` asks for it.
+NATIVE := build/native/.attempted
 $(NATIVE): $(STAMP) $(wildcard scheduler/engine/*.py) scheduler/sim/replay.py scheduler/sim/usage.py scheduler/native.py tools/build_native.py
-	@$(BIN)/python tools/build_native.py || echo "warning: the compiled engine could not be built (needs a C compiler and the Python headers); the interpreted engine runs, with the same decisions"
+	@$(BIN)/python tools/build_native.py || echo "warning: the compiled engine could not be built (needs a C compiler and the Python headers); the interpreted engine runs, with the same decisions (make native tries again)"
+	@mkdir -p $(dir $(NATIVE)) && touch $(NATIVE)
+
+native: $(STAMP)
+	rm -f $(NATIVE)
+	$(MAKE) $(NATIVE)
 
 install: $(STAMP) $(NATIVE)
 
