@@ -257,6 +257,8 @@ class Reservations:
         """`n` unreserved healthy hosts of `size` GPUs usable soonest; among those usable
         at a known time the emptiest (less to wait for), among the others the fullest
         (fewest GPUs held idle). None if there are not enough."""
+        if n <= 0:
+            return []
         c = self.cluster
         free, reserved, now = c.free, c.reserved, self.now
         # the n smallest keys (usable at, -free or free, host), sorted; every key is
