@@ -22,13 +22,14 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["NATIVE_SOURCES", "ROOT", "install", "source_digest", "status"]
+__all__ = ["NATIVE_SOURCES", "ROOT", "install", "log_status", "source_digest", "status"]
 
 ROOT = Path(__file__).resolve().parent.parent
 # compiled by tools/build_native.py: the engine, and the simulator's event loop and usage
@@ -148,3 +149,11 @@ def install(manifest: Path = MANIFEST) -> bool:
 def status() -> str:
     """Which engine this process runs, compiled or interpreted, and why."""
     return _status
+
+
+def log_status(logger: logging.Logger) -> None:
+    """Say which engine this process runs: a warning when a build exists but is not used
+    (a source edited since, a build that does not load), so an operator notices that
+    the service runs at half speed; else a line at info level."""
+    unused_build = _status.startswith(("interpreted: stale", "interpreted: the build"))
+    logger.log(logging.WARNING if unused_build else logging.INFO, "engine %s", _status)

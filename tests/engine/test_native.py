@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib.machinery
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -159,3 +160,22 @@ def test_the_interpreted_engine_matches_the_plan_hash_recording_too() -> None:
     which, mismatched = (done.stdout.splitlines() + [""])[:2]
     assert which == "interpreted: ALLOT_NATIVE=0"
     assert mismatched == "", f"interpreted plans differ from the recording: {mismatched}"
+
+
+@pytest.mark.parametrize(
+    ("status", "level"),
+    [
+        ("interpreted: stale: scheduler/engine/types.py changed since the build", "WARNING"),
+        ("interpreted: the build in build/native does not load (bad ELF)", "WARNING"),
+        ("interpreted: not built (make install builds it)", "INFO"),
+        ("interpreted: ALLOT_NATIVE=0", "INFO"),
+        ("compiled: 17 modules from build/native", "INFO"),
+    ],
+)
+def test_an_unused_build_is_logged_as_a_warning(
+    status: str, level: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(native, "_status", status)
+    with caplog.at_level(logging.INFO, logger="allot.test"):
+        native.log_status(logging.getLogger("allot.test"))
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(level, f"engine {status}")]
