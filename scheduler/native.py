@@ -154,6 +154,6 @@ def status() -> str:
 def log_status(logger: logging.Logger) -> None:
     """Say which engine this process runs: a warning when a build exists but is not used
     (a source edited since, a build that does not load), so an operator notices that
-    the service runs at half speed; else a line at info level."""
+    the service runs at half speed; else a line at debug level."""
     unused_build = _status.startswith(("interpreted: stale", "interpreted: the build"))
-    logger.log(logging.WARNING if unused_build else logging.INFO, "engine %s", _status)
+    logger.log(logging.WARNING if unused_build else logging.DEBUG, "engine %s", _status)

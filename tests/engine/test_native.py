@@ -167,15 +167,15 @@ def test_the_interpreted_engine_matches_the_plan_hash_recording_too() -> None:
     [
         ("interpreted: stale: scheduler/engine/types.py changed since the build", "WARNING"),
         ("interpreted: the build in build/native does not load (bad ELF)", "WARNING"),
-        ("interpreted: not built (make install builds it)", "INFO"),
-        ("interpreted: ALLOT_NATIVE=0", "INFO"),
-        ("compiled: 17 modules from build/native", "INFO"),
+        ("interpreted: not built (make install builds it)", "DEBUG"),
+        ("interpreted: ALLOT_NATIVE=0", "DEBUG"),
+        ("compiled: 17 modules from build/native", "DEBUG"),
     ],
 )
 def test_an_unused_build_is_logged_as_a_warning(
     status: str, level: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(native, "_status", status)
-    with caplog.at_level(logging.INFO, logger="allot.test"):
+    with caplog.at_level(logging.DEBUG, logger="allot.test"):
         native.log_status(logging.getLogger("allot.test"))
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(level, f"engine {status}")]
