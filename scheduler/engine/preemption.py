@@ -134,6 +134,9 @@ class Victim:
 
 # (hosts with the start of the block on each, victims) or None
 SearchResult = tuple[list[tuple[int, int]], list[Victim]] | None
+# A block's cost, compared as a tuple: lost work on allocated victims, on unallocated
+# ones, the number of victims, free GPUs left on the host, host index, first GPU.
+_BlockKey = tuple[float, float, int, int, int, int]
 
 
 class VictimIndex:
@@ -341,7 +344,7 @@ def search_block(
     gpus, reserved, free = c.gpus, c.reserved, c.free
     largest_room = victims.largest_room
     p = sh.block
-    best_key: tuple[float, float, int, int, int, int] | None = None
+    best_key: _BlockKey | None = None
     best: SearchResult = None
     # the best block's lost work on allocated and on unallocated victims (inf: none yet)
     best_allocated = best_unallocated = INF
@@ -400,7 +403,6 @@ def search_block(
 
 
 _Room = tuple[int, list[tuple[Victim, int]]]
-_BlockKey = tuple[float, float, int, int, int, int]
 
 
 def _one_gpu_block(
@@ -454,13 +456,13 @@ def _best_block_on(
     p: int,
     room: tuple[int, list[tuple[Victim, int]]],
     seen: set[tuple[int, int]],
-) -> tuple[tuple[float, float, int, int, int, int], int, list[Victim]] | None:
+) -> tuple[_BlockKey, int, list[Victim]] | None:
     """The cheapest p-block of host `h` inside `room` that overlaps `victim_mask`:
     (cost key, block start, victims), or None. Blocks in `seen` were costed before."""
     avail, on = room
     gh = c.gpus[h]
     pmask = (1 << p) - 1
-    best: tuple[tuple[float, float, int, int, int, int], int, list[Victim]] | None = None
+    best: tuple[_BlockKey, int, list[Victim]] | None = None
     free_left = -1
     for s in range(0, gh - p + 1, p):
         bm = pmask << s
