@@ -28,6 +28,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any, NamedTuple
 
 __all__ = ["NATIVE_SOURCES", "ROOT", "install", "log_status", "source_digest", "status"]
 
@@ -38,6 +39,7 @@ NATIVE_SOURCES = ("scheduler/engine", "scheduler/sim/replay.py", "scheduler/sim/
 MANIFEST = ROOT / "build" / "native" / "manifest.json"
 
 _status = "not checked"
+_build_unused = False  # a build exists, but this process runs the source
 
 
 def source_digest(path: Path) -> str:
@@ -50,22 +52,22 @@ class _NativeLoader(importlib.machinery.ExtensionFileLoader):
     package's `__path__` at the source folder (mypyc derives both from where the shared
     library lies, which is not where the modules are)."""
 
-    def __init__(self, fullname: str, extension: Path, source: Path) -> None:
+    def __init__(self, fullname: str, extension: Path, package_dir: Path | None) -> None:
         super().__init__(fullname, str(extension))
-        self.source = source
+        self.package_dir = package_dir  # a package's source folder; None for a module
 
     def exec_module(self, module: ModuleType) -> None:
         super().exec_module(module)
         module.__file__ = self.path
-        if self.source.name == "__init__.py":
-            module.__path__ = [str(self.source.parent)]
+        if self.package_dir is not None:
+            module.__path__ = [str(self.package_dir)]
 
 
 class _NativeFinder(importlib.abc.MetaPathFinder):
     """Finds the compiled extension of each module named in the manifest."""
 
-    def __init__(self, extensions: dict[str, tuple[Path, Path]]) -> None:
-        self.extensions = extensions  # module -> (extension file, source file)
+    def __init__(self, extensions: dict[str, tuple[Path, Path | None]]) -> None:
+        self.extensions = extensions  # module -> (extension file, package source folder)
 
     def find_spec(
         self,
@@ -76,73 +78,90 @@ class _NativeFinder(importlib.abc.MetaPathFinder):
         found = self.extensions.get(fullname)
         if found is None:
             return None
-        extension, source = found
-        loader = _NativeLoader(fullname, extension, source)
-        package = source.name == "__init__.py"
+        extension, package_dir = found
         return importlib.util.spec_from_file_location(
             fullname,
             str(extension),
-            loader=loader,
-            submodule_search_locations=[str(source.parent)] if package else None,
+            loader=_NativeLoader(fullname, extension, package_dir),
+            submodule_search_locations=None if package_dir is None else [str(package_dir)],
         )
 
 
-def _valid_extensions(manifest: Path) -> dict[str, tuple[Path, Path]] | str:
-    """The manifest's modules (-> extension, source), or why they cannot be used."""
+class _Build(NamedTuple):
+    extensions: dict[str, tuple[Path, Path | None]]  # module -> (extension, package dir)
+    shared_library: str  # the module holding all the compiled code
+
+
+def _valid_build(manifest: Path) -> _Build | str:
+    """The manifest's build, or why it cannot be used."""
     try:
         data = json.loads(manifest.read_text())
     except FileNotFoundError:
         return "not built (make install builds it)"
     except (OSError, ValueError) as e:
         return f"unreadable manifest {manifest}: {e}"
+    try:
+        return _checked_build(manifest.parent, data)
+    except (KeyError, TypeError) as e:  # another shape: an older build, a stray file
+        return f"unreadable manifest {manifest}: {e!r}"
+
+
+def _checked_build(where: Path, data: dict[str, Any]) -> _Build | str:
+    """`_valid_build` for a parsed manifest whose build files lie in `where`."""
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    if data.get("extension_suffix") != suffix:
-        return f"built for {data.get('extension_suffix')!r}, this interpreter loads {suffix!r}"
-    out: dict[str, tuple[Path, Path]] = {}
-    for module, entry in data.get("modules", {}).items():
-        source = ROOT / entry["source"]
-        extension = manifest.parent / entry["extension"]
+    if data["extension_suffix"] != suffix:
+        return f"built for {data['extension_suffix']!r}, this interpreter loads {suffix!r}"
+    shared = data["shared_library"]
+    extensions: dict[str, tuple[Path, Path | None]] = {}
+    for module, entry in [(shared["module"], shared), *data["modules"].items()]:
+        extension = where / entry["extension"]
         if not extension.is_file():
             return f"missing {extension}"
-        shared = module == data.get("shared_library")  # no source of its own
-        if not shared and (not source.is_file() or source_digest(source) != entry["sha256"]):
-            return f"stale: {entry['source']} changed since the build (make install)"
-        out[module] = (extension, source)
-    return out or "empty manifest"
+        package_dir = None
+        if "source" in entry:  # the shared library has no source of its own
+            source = ROOT / entry["source"]
+            if not source.is_file() or source_digest(source) != entry["sha256"]:
+                return f"stale: {entry['source']} changed since the build (make install)"
+            if source.name == "__init__.py":
+                package_dir = source.parent
+        extensions[module] = (extension, package_dir)
+    if len(extensions) == 1:
+        return "empty manifest"
+    return _Build(extensions, shared["module"])
 
 
 def install(manifest: Path = MANIFEST) -> bool:
     """Put the compiled modules first on the import path if they match the source;
     returns whether they are in use. Does nothing once any of them is imported."""
-    global _status
+    global _status, _build_unused
     if os.environ.get("ALLOT_NATIVE", "1") == "0":
         _status = "interpreted: ALLOT_NATIVE=0"
         return False
     if any(isinstance(f, _NativeFinder) for f in sys.meta_path):
         return True
-    found = _valid_extensions(manifest)
-    if isinstance(found, str):
-        _status = f"interpreted: {found}"
+    build = _valid_build(manifest)
+    if isinstance(build, str):
+        _status = f"interpreted: {build}"
+        _build_unused = manifest.is_file()
         return False
-    if any(m in sys.modules for m in found):
+    if any(m in sys.modules for m in build.extensions):
         _status = "interpreted: imported before the compiled modules could be installed"
+        _build_unused = True
         return False
-    finder = _NativeFinder(found)
+    finder = _NativeFinder(build.extensions)
     sys.meta_path.insert(0, finder)
     # load the shared library (all the compiled code) now: a build that does not load
     # (a missing library, a truncated file) leaves the source in use instead of failing
     # at the engine's first import
-    shared = [m for m, (_, source) in found.items() if source.suffix != ".py"]
     try:
-        for module in shared:
-            importlib.import_module(module)
+        importlib.import_module(build.shared_library)
     except ImportError as e:
         sys.meta_path.remove(finder)
-        for module in shared:
-            sys.modules.pop(module, None)
+        sys.modules.pop(build.shared_library, None)
         _status = f"interpreted: the build in {manifest.parent} does not load ({e})"
+        _build_unused = True
         return False
-    _status = f"compiled: {len(found) - len(shared)} modules from {manifest.parent}"
+    _status = f"compiled: {len(build.extensions) - 1} modules from {manifest.parent}"
     return True
 
 
@@ -155,5 +174,4 @@ def log_status(logger: logging.Logger) -> None:
     """Say which engine this process runs: a warning when a build exists but is not used
     (a source edited since, a build that does not load), so an operator notices that
     the service runs at half speed; else a line at debug level."""
-    unused_build = _status.startswith(("interpreted: stale", "interpreted: the build"))
-    logger.log(logging.WARNING if unused_build else logging.DEBUG, "engine %s", _status)
+    logger.log(logging.WARNING if _build_unused else logging.DEBUG, "engine %s", _status)

@@ -19,6 +19,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -44,7 +45,7 @@ def module_name(source: Path) -> str:
     return ".".join(parts)
 
 
-def build(out: Path) -> dict[str, object]:
+def build(out: Path) -> dict[str, Any]:
     """Compile into `out` and return the manifest (not yet written)."""
     from mypyc.build import mypycify
     from setuptools import Distribution
@@ -63,23 +64,21 @@ def build(out: Path) -> dict[str, object]:
     cmd.inplace = False  # type: ignore[attr-defined]
     dist.run_command("build_ext")
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    modules: dict[str, dict[str, str]] = {}
-    for f in files:
-        name = module_name(f)
-        ext = Path("lib", *name.split(".")[:-1], name.split(".")[-1] + suffix)
-        if f.name == "__init__.py":
-            ext = Path("lib", *name.split("."), "__init__" + suffix)
-        modules[name] = {"source": str(f), "extension": str(ext), "sha256": source_digest(ROOT / f)}
-    shared = GROUP + "__mypyc"
-    modules[shared] = {
-        "source": "",
-        "extension": str(Path("lib", *shared.split(".")[:-1], shared.split(".")[-1] + suffix)),
-        "sha256": "",
+    # each extension lies where its source does, under lib/ (a package's as __init__)
+    modules = {
+        module_name(f): {
+            "source": str(f),
+            "extension": str(Path("lib", f.parent, f.stem + suffix)),
+            "sha256": source_digest(ROOT / f),
+        }
+        for f in files
     }
-    for entry in modules.values():
+    shared = GROUP + "__mypyc"
+    shared_library = {"module": shared, "extension": str(Path("lib", *shared.split("."))) + suffix}
+    for entry in [shared_library, *modules.values()]:
         if not (out / entry["extension"]).is_file():
             raise SystemExit(f"build_native: the build did not produce {entry['extension']}")
-    return {"extension_suffix": suffix, "shared_library": shared, "modules": modules}
+    return {"extension_suffix": suffix, "shared_library": shared_library, "modules": modules}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     manifest = build(out)
     MANIFEST.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    n = len(manifest["modules"]) - 1  # type: ignore[arg-type]
+    n = len(manifest["modules"])
     print(f"build_native: {n} modules compiled into {out} in {time.perf_counter() - t0:.0f} s")
     return 0
 

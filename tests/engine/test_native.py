@@ -72,7 +72,15 @@ def test_compiled_and_interpreted_engines_make_the_same_plans() -> None:
     assert compiled == interpreted
 
 
-def _manifest(tmp_path: Path, source: str, sha256: str, suffix: str | None = None) -> Path:
+def _manifest(
+    tmp_path: Path,
+    source: str,
+    sha256: str,
+    suffix: str | None = None,
+    shared: str = "x__mypyc",
+) -> Path:
+    """A manifest of one module `x` compiled from `source` (recorded digest `sha256`)
+    and a shared library `shared`, both an empty file."""
     ext = tmp_path / "lib" / "m.so"
     ext.parent.mkdir(parents=True)
     ext.write_bytes(b"")
@@ -81,7 +89,7 @@ def _manifest(tmp_path: Path, source: str, sha256: str, suffix: str | None = Non
         json.dumps(
             {
                 "extension_suffix": suffix or importlib.machinery.EXTENSION_SUFFIXES[0],
-                "shared_library": "x__mypyc",
+                "shared_library": {"module": shared, "extension": "lib/m.so"},
                 "modules": {"x": {"source": source, "extension": "lib/m.so", "sha256": sha256}},
             }
         )
@@ -89,21 +97,28 @@ def _manifest(tmp_path: Path, source: str, sha256: str, suffix: str | None = Non
     return manifest
 
 
+def _digest_of(source: str) -> str:
+    return hashlib.sha256((ROOT / source).read_bytes()).hexdigest()
+
+
 def test_an_edited_source_makes_the_whole_group_fall_back(tmp_path: Path) -> None:
     source = "scheduler/engine/types.py"
-    real = hashlib.sha256((ROOT / source).read_bytes()).hexdigest()
-    ok = native._valid_extensions(_manifest(tmp_path / "a", source, real))
-    assert isinstance(ok, dict) and set(ok) == {"x"}
-    stale = native._valid_extensions(_manifest(tmp_path / "b", source, "0" * 64))
+    ok = native._valid_build(_manifest(tmp_path / "a", source, _digest_of(source)))
+    assert isinstance(ok, native._Build) and set(ok.extensions) == {"x", "x__mypyc"}
+    stale = native._valid_build(_manifest(tmp_path / "b", source, "0" * 64))
     assert stale == f"stale: {source} changed since the build (make install)"
 
 
 def test_no_build_another_interpreter_or_opting_out_means_interpreted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert native._valid_extensions(tmp_path / "none.json").startswith("not built")  # type: ignore[union-attr]
+    assert native._valid_build(tmp_path / "none.json").startswith("not built")  # type: ignore[union-attr]
     other = _manifest(tmp_path, "scheduler/engine/types.py", "", suffix=".cpython-39-x.so")
-    assert "this interpreter loads" in native._valid_extensions(other)  # type: ignore[operator]
+    assert "this interpreter loads" in native._valid_build(other)  # type: ignore[operator]
+    older = tmp_path / "older.json"  # a manifest of another shape reads as unreadable
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    older.write_text(json.dumps({"extension_suffix": suffix, "shared_library": "y__mypyc"}))
+    assert native._valid_build(older).startswith("unreadable manifest")  # type: ignore[union-attr]
     monkeypatch.setattr(native, "_status", native.status())  # restored afterwards
     monkeypatch.setenv("ALLOT_NATIVE", "0")
     assert native.install(other) is False
@@ -113,11 +128,8 @@ def test_no_build_another_interpreter_or_opting_out_means_interpreted(
 def test_a_build_that_does_not_load_leaves_the_source_in_use(tmp_path: Path) -> None:
     """A manifest that matches the source but whose shared library is not a loadable
     file (here an empty one): `install` says so and the engine imports from source."""
-    manifest = _manifest(tmp_path, "scheduler/engine/types.py", "")
-    data = json.loads(manifest.read_text())
-    data["modules"] = {"allot_test_broken__mypyc": {"source": "", "extension": "lib/m.so"}}
-    data["shared_library"] = "allot_test_broken__mypyc"
-    manifest.write_text(json.dumps(data))
+    source = "scheduler/engine/types.py"
+    manifest = _manifest(tmp_path, source, _digest_of(source), shared="allot_test_broken__mypyc")
     check = (
         "import os, sys; from pathlib import Path; import scheduler.native as n; "
         "os.environ['ALLOT_NATIVE'] = '1'; "
@@ -163,19 +175,36 @@ def test_the_interpreted_engine_matches_the_plan_hash_recording_too() -> None:
 
 
 @pytest.mark.parametrize(
-    ("status", "level"),
+    ("case", "level", "status"),
     [
-        ("interpreted: stale: scheduler/engine/types.py changed since the build", "WARNING"),
-        ("interpreted: the build in build/native does not load (bad ELF)", "WARNING"),
-        ("interpreted: not built (make install builds it)", "DEBUG"),
-        ("interpreted: ALLOT_NATIVE=0", "DEBUG"),
-        ("compiled: 17 modules from build/native", "DEBUG"),
+        ("stale", "WARNING", "interpreted: stale: scheduler/engine/types.py changed since"),
+        ("not built", "DEBUG", "interpreted: not built"),
+        ("opted out", "DEBUG", "interpreted: ALLOT_NATIVE=0"),
     ],
 )
 def test_an_unused_build_is_logged_as_a_warning(
-    status: str, level: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    case: str,
+    level: str,
+    status: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(native, "_status", status)
+    """What `install` found decides the level: a build that exists but is not used is
+    a warning (the service runs at half speed), anything else a debug line."""
+    monkeypatch.setattr(native, "_status", native.status())  # both restored afterwards
+    monkeypatch.setattr(native, "_build_unused", native._build_unused)
+    # this process has the real build installed: let `install` look again
+    monkeypatch.setattr(
+        sys, "meta_path", [f for f in sys.meta_path if not isinstance(f, native._NativeFinder)]
+    )
+    manifest = _manifest(tmp_path, "scheduler/engine/types.py", "0" * 64)
+    if case == "not built":
+        manifest = tmp_path / "none.json"
+    monkeypatch.setenv("ALLOT_NATIVE", "0" if case == "opted out" else "1")
+    assert native.install(manifest) is False
     with caplog.at_level(logging.DEBUG, logger="allot.test"):
         native.log_status(logging.getLogger("allot.test"))
-    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [(level, f"engine {status}")]
+    [(logged_level, message)] = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert logged_level == level
+    assert message.startswith(f"engine {status}")
