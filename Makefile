@@ -13,11 +13,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# The engine compiled with mypyc (scheduler/native.py): rebuilt when its sources change;
+# The engine compiled with mypyc (scheduler/core/native.py): rebuilt when its sources change;
 # without a C compiler the interpreted engine runs, with the same decisions, and the build
 # is not tried again until a source changes or `make native` asks for it.
 NATIVE := build/native/.attempted
-$(NATIVE): $(STAMP) $(wildcard scheduler/engine/*.py) scheduler/sim/replay.py scheduler/sim/usage.py scheduler/native.py tools/build_native.py
+$(NATIVE): $(STAMP) $(wildcard scheduler/core/engine/*.py) scheduler/core/sim/replay.py scheduler/core/sim/usage.py scheduler/core/native.py tools/build_native.py
 	@$(BIN)/python tools/build_native.py || echo "warning: the compiled engine could not be built (needs a C compiler and the Python headers); the interpreted engine runs, with the same decisions (make native tries again)"
 	@mkdir -p $(dir $(NATIVE)) && touch $(NATIVE)
 

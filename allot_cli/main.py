@@ -14,7 +14,7 @@ import typer
 
 from allot_cli import render
 from allot_cli.client import EXIT_BAD_INPUT, Api, CliError, save_config, settings
-from scheduler.durations import parse_duration
+from scheduler.core.durations import parse_duration
 
 app = typer.Typer(
     help="Submit and follow GPU jobs on Allot (like sbatch/squeue/scancel/sshare).",

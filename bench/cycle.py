@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.engine import (  # noqa: E402
+from scheduler.core.engine import (  # noqa: E402
     BudgetNode,
     EngineState,
     Host,

@@ -64,10 +64,10 @@ def run(count: int, seed: int, workdir: Path, port: int) -> dict:
     from django.conf import settings
     from django.db import connection
 
+    from scheduler.adapters.simcluster.control import SimClusterControl
+    from scheduler.adapters.simcluster.process import SimClusterProcess
     from scheduler.models import Attempt
     from scheduler.services.clusters import cluster_create
-    from scheduler.simcluster.control import SimClusterControl
-    from scheduler.simcluster.process import SimClusterProcess
     from tests.live.workers import WorkerProcess, test_database_url
 
     sim_log = (workdir / "simcluster.log").open("wb")

@@ -1,7 +1,7 @@
 """Benchmark: how good is the estimated start time (ETA) of a pending job?
 
 Replays a trace through the simulator (the real engine), and at the submission of each
-sampled job asks `scheduler.sim.eta.estimate` for its ETA from the state at that
+sampled job asks `scheduler.core.sim.eta.estimate` for its ETA from the state at that
 instant (the replay's `probe`): running jobs with their elapsed time, the pending
 queue, usage; runtimes forecast only from the jobs completed so far (never the job's
 own or any running job's real runtime). Compares with the replay's real first start.
@@ -15,7 +15,7 @@ rate, and for the latest start of the range the busiest of those windows again
 (`--arrivals`, `--high-arrivals`).
 
 The middle run spreads each job's runtime quantile around the median by `--spread`
-(default `scheduler.sim.eta.SPREAD`, as the live service; 0: every job at its median,
+(default `scheduler.core.sim.eta.SPREAD`, as the live service; 0: every job at its median,
 the model before 2026-12-04).
 
 Prints one JSON object: jobs evaluated, median and p90 absolute error (s), the median
@@ -42,18 +42,18 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.engine.types import Snapshot, Workload  # noqa: E402
-from scheduler.sim.eta import (  # noqa: E402
+from scheduler.core.engine.types import Snapshot, Workload  # noqa: E402
+from scheduler.core.sim.eta import (  # noqa: E402
     SPREAD,
     RuntimeForecast,
     busiest_arrivals,
     estimate,
     repeat_arrivals,
 )
-from scheduler.sim.generate import write_scenario  # noqa: E402
-from scheduler.sim.io import load_cluster, load_trace, load_tree  # noqa: E402
-from scheduler.sim.model import SimConfig, TraceJob  # noqa: E402
-from scheduler.sim.replay import policy_for, simulate  # noqa: E402
+from scheduler.core.sim.generate import write_scenario  # noqa: E402
+from scheduler.core.sim.io import load_cluster, load_trace, load_tree  # noqa: E402
+from scheduler.core.sim.model import SimConfig, TraceJob  # noqa: E402
+from scheduler.core.sim.replay import policy_for, simulate  # noqa: E402
 
 DAY = 86400.0
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -104,7 +104,7 @@ def full_queue(n_pending: int, seed: int, spread: float = SPREAD) -> dict:
     """What the live service computes per cluster and cycle: the ETA of every pending
     job of a 1,024-GPU cluster (128 x 8, every GPU busy) with `n_pending` queued in 20
     projects, from 5,000 past runtimes."""
-    from scheduler.engine.types import BudgetNode, Host, Placement, RunningWorkload
+    from scheduler.core.engine.types import BudgetNode, Host, Placement, RunningWorkload
 
     rng = random.Random(seed)
     projects = [f"p{i:02d}" for i in range(20)]

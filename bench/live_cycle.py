@@ -59,8 +59,8 @@ def populate(seed: int, now: dt.datetime, adapter_url: str = ""):
 
     from budgets.models import BudgetNode
     from budgets.services import budget_tree_import
+    from scheduler.adapters.simcluster import host_names
     from scheduler.models import Attempt, AttemptEnd, AttemptState, Cluster, Host, Job, JobState
-    from scheduler.simcluster import host_names
 
     engine = _engine_bench()
     snap = engine.make_snapshot(seed)
@@ -187,11 +187,11 @@ def memory_cluster(cluster, running, now):
 def run(cycles: int, seed: int, adapter_kind: str, workdir: Path) -> dict:
     from django.db import connection
 
-    from scheduler.engine import plan
+    from scheduler.adapters.simcluster.process import SimClusterProcess
+    from scheduler.core.engine import plan
     from scheduler.models import Attempt, Job, JobState
     from scheduler.selectors.snapshot import cluster_snapshot
     from scheduler.services.cycle import cycle_run
-    from scheduler.simcluster.process import SimClusterProcess
 
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     sim = None

@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.planner import run_mode  # noqa: E402
-from scheduler.planner.generate import generate_scenario  # noqa: E402
-from scheduler.planner.model import Scenario, load_scenario, parse_scenario  # noqa: E402
-from scheduler.planner.report import build_report, shipped_paths  # noqa: E402
-from scheduler.planner.validate import validate_plan  # noqa: E402
+from scheduler.core.planner import run_mode  # noqa: E402
+from scheduler.core.planner.generate import generate_scenario  # noqa: E402
+from scheduler.core.planner.model import Scenario, load_scenario, parse_scenario  # noqa: E402
+from scheduler.core.planner.report import build_report, shipped_paths  # noqa: E402
+from scheduler.core.planner.validate import validate_plan  # noqa: E402
 
 
 def _median_ms(scenario: Scenario, mode: str, repeats: int) -> float:

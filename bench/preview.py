@@ -1,6 +1,6 @@
 """Benchmark: a what-if preview of 14 days of a 1,024-GPU cluster (target <= 30 s).
 
-The jobs come from `scheduler.sim.generate`'s ``ai2-month`` scenario (512 GPUs, 30
+The jobs come from `scheduler.core.sim.generate`'s ``ai2-month`` scenario (512 GPUs, 30
 days) drawn twice with two seeds (two copies of the demand for twice the GPUs), cut to
 the first `--days` days. The proposed change triples the weight of one project.
 
@@ -23,11 +23,11 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.engine.budget_tree import budget_node, parse_tree_document  # noqa: E402
-from scheduler.engine.types import BudgetNode  # noqa: E402
-from scheduler.sim.generate import generate  # noqa: E402
-from scheduler.sim.model import ClusterSpec, HostSpec, SimConfig  # noqa: E402
-from scheduler.sim.whatif import JobRecord, run_whatif  # noqa: E402
+from scheduler.core.engine.budget_tree import budget_node, parse_tree_document  # noqa: E402
+from scheduler.core.engine.types import BudgetNode  # noqa: E402
+from scheduler.core.sim.generate import generate  # noqa: E402
+from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig  # noqa: E402
+from scheduler.core.sim.whatif import JobRecord, run_whatif  # noqa: E402
 
 DAY = 86400.0
 HOSTS = 128

@@ -137,7 +137,7 @@ def main() -> None:
     django.setup()
     from django.db import connection
 
-    from scheduler.simcluster.process import SimClusterProcess
+    from scheduler.adapters.simcluster.process import SimClusterProcess
 
     with test_database("scale"), tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

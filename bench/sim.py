@@ -45,16 +45,16 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scheduler.engine.types import BudgetNode  # noqa: E402
-from scheduler.sim.model import (  # noqa: E402
+from scheduler.core.engine.types import BudgetNode  # noqa: E402
+from scheduler.core.sim.model import (  # noqa: E402
     ClusterSpec,
     HealthEvent,
     HostSpec,
     SimConfig,
     TraceJob,
 )
-from scheduler.sim.replay import simulate  # noqa: E402
-from scheduler.sim.report import DEBUG_CLASS, average_demand_gpus, build_report  # noqa: E402
+from scheduler.core.sim.replay import simulate  # noqa: E402
+from scheduler.core.sim.report import DEBUG_CLASS, average_demand_gpus, build_report  # noqa: E402
 
 DAY = 86400.0
 HOUR = 3600.0

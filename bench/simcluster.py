@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scheduler.adapters import ClusterPlacement, StartRequest  # noqa: E402
+from scheduler.adapters.simcluster.control import SimClusterControl  # noqa: E402
+from scheduler.adapters.simcluster.process import SimClusterProcess  # noqa: E402
 from scheduler.adapters.simulated import SimulatedClusterAdapter  # noqa: E402
-from scheduler.simcluster.control import SimClusterControl  # noqa: E402
-from scheduler.simcluster.process import SimClusterProcess  # noqa: E402
 
 
 def _ms(values: list[float]) -> dict[str, float]:

@@ -30,8 +30,8 @@ from budgets.selectors import TreeIndex, tree_as_dict, tree_index
 from budgets.shares import NodeShare
 from config.errors import Conflict, NotFound, NothingToChange, PermissionDenied, ValidationFailed
 from config.text import clean_reason, refuse_control_characters
-from scheduler.engine import budget_tree
-from scheduler.engine.budget_tree import name_slug
+from scheduler.core.engine import budget_tree
+from scheduler.core.engine.budget_tree import name_slug
 
 MAX_REASON_LENGTH = 2000
 MAX_WEIGHT = budget_tree.MAX_WEIGHT
@@ -689,7 +689,7 @@ def membership_remove(*, actor, membership_id: int, reason: str | None = None) -
 
 
 def parse_tree_document(data: Any) -> budget_tree.TreeDocument:
-    """Validate the budget tree file format (`scheduler.engine.budget_tree`, the one
+    """Validate the budget tree file format (`scheduler.core.engine.budget_tree`, the one
     parser the simulator uses too); the error lists every problem with its node path."""
     try:
         return budget_tree.parse_tree_document(data)
@@ -808,7 +808,7 @@ def budget_tree_for_decision(*, now: dt.datetime | None = None):
     Due scheduled changes are applied first, so the first decision after a change's
     effective time already uses the new weights (Celery beat also applies them every 30 s).
     Leaves are keyed by their slug path, which is unique across the tree."""
-    from scheduler.engine.types import BudgetNode as EngineNode
+    from scheduler.core.engine.types import BudgetNode as EngineNode
 
     budget_apply_due_changes(now=now)
     index = tree_index()

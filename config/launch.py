@@ -24,7 +24,7 @@ def main() -> int:
     django.setup()
     from django.conf import settings
 
-    from scheduler.simcluster import configured_url
+    from scheduler.adapters.simcluster import configured_url
 
     python = sys.executable
     env = dict(os.environ, REDIS_URL=settings.REDIS_URL)
@@ -100,8 +100,8 @@ def _start_simcluster(env: dict[str, str]) -> subprocess.Popen | None:
     """Serve the simulated cluster at ALLOT_SIMCLUSTER_URL unless one already answers
     there (or the URL names another machine)."""
     from config import embedded
-    from scheduler.simcluster import configured_url
-    from scheduler.simcluster.process import answers, is_local, launch_command
+    from scheduler.adapters.simcluster import configured_url
+    from scheduler.adapters.simcluster.process import answers, is_local, launch_command
 
     url = configured_url()
     if answers(url) or not is_local(url):

@@ -26,8 +26,8 @@ from budgets.selectors import TreeIndex, tree_index
 from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
 from config.text import is_id_text
 from ledger.models import ClusterHour, ProjectHour
-from scheduler.engine.fairshare import fair_tree
-from scheduler.engine.types import BudgetNode as EngineNode
+from scheduler.core.engine.fairshare import fair_tree
+from scheduler.core.engine.types import BudgetNode as EngineNode
 from scheduler.models import Attempt, Cluster
 from scheduler.services.jobs import resolve_cluster
 

@@ -1,6 +1,8 @@
-"""Allot's scheduler: the engine, simulator and planner (pure Python) and the service."""
+"""Allot's scheduler, in three parts that import one way.
 
-from scheduler import native
-
-# the mypyc-compiled engine when it is built and matches the source (scheduler/native.py)
-native.install()
+- `scheduler.core`: the pure core (engine, simulator, window planner), no Django.
+- `scheduler.adapters`: the cluster side (adapter protocol, the simulated cluster and
+  its process, Slurm), no Django.
+- everything else here is the Django app: models, services, selectors, the live cycle,
+  the API, pages and tasks. See docs/architecture.md.
+"""

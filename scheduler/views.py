@@ -8,8 +8,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from scheduler.planner import load_scenario, run_mode
-from scheduler.planner.views_data import heatmap_data, list_scenarios
+from scheduler.core.planner import load_scenario, run_mode
+from scheduler.core.planner.views_data import heatmap_data, list_scenarios
 from scheduler.selectors.jobs import job_page
 
 PAGE_TIME_LIMIT_S = 2.0  # the full (CP-SAT) mode's limit on the page; the CLI defaults to 10 s

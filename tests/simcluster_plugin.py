@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from scheduler.simcluster.control import SimClusterControl
-from scheduler.simcluster.process import SimClusterProcess
+from scheduler.adapters.simcluster.control import SimClusterControl
+from scheduler.adapters.simcluster.process import SimClusterProcess
 
 _names = itertools.count(1)
 

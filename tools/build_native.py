@@ -1,9 +1,9 @@
 """Compile the engine with mypyc into build/native/ (`make install` runs this).
 
-Compiles every module of `scheduler.native.NATIVE_SOURCES` as one mypyc group
+Compiles every module of `scheduler.core.native.NATIVE_SOURCES` as one mypyc group
 (the modules call each other natively) with the strict mypy settings of
 pyproject.toml, then writes build/native/manifest.json: per module its extension file
-and the SHA-256 of its source, which `scheduler.native.install` checks before it loads
+and the SHA-256 of its source, which `scheduler.core.native.install` checks before it loads
 them. Needs a C compiler and the Python headers; without them it exits non-zero and the
 product runs the interpreted source, with the same decisions.
 
@@ -24,9 +24,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scheduler.native import MANIFEST, NATIVE_SOURCES, source_digest  # noqa: E402
+from scheduler.core.native import MANIFEST, NATIVE_SOURCES, source_digest  # noqa: E402
 
-GROUP = "scheduler._native"  # the shared library: scheduler/_native__mypyc
+GROUP = "scheduler.core._native"  # the shared library: scheduler/core/_native__mypyc
 
 
 def sources() -> list[Path]:

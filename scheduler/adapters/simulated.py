@@ -1,4 +1,4 @@
-"""The adapter of a simulated cluster: `scheduler.simcluster` reached over HTTP.
+"""The adapter of a simulated cluster: `scheduler.adapters.simcluster` reached over HTTP.
 
 Connection failures become `AdapterUnavailable` (the cycle records them and changes
 nothing); refusals (busy GPUs, an unhealthy host, bad input) become a non-retryable
@@ -31,7 +31,7 @@ from scheduler.adapters.base import (
     HostHealthState,
     StartRequest,
 )
-from scheduler.simcluster import configured_url
+from scheduler.adapters.simcluster import configured_url
 
 DEFAULT_TIMEOUT_S = 5.0
 # Options of `Cluster.adapter_options` that the simulated cluster itself takes.

@@ -514,7 +514,7 @@ class PreviewInput(serializers.Serializer):
     }
 )
 class PreviewResultField(serializers.JSONField):
-    """The what-if figures (see `scheduler.sim.whatif.run_whatif`)."""
+    """The what-if figures (see `scheduler.core.sim.whatif.run_whatif`)."""
 
 
 class PreviewOutput(serializers.Serializer):

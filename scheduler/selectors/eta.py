@@ -1,7 +1,7 @@
 """Estimated start times of a cluster's pending jobs, for the job page and the API.
 
 `job_eta(job=)` answers for one job from `cluster_etas(cluster=)`, which estimates every
-pending job of the cluster at once (`scheduler.sim.eta.estimate`: three forward runs of
+pending job of the cluster at once (`scheduler.core.sim.eta.estimate`: three forward runs of
 the current snapshot through the engine, runtimes forecast from the cluster's recent
 attempts, the submissions of the last week expected to come again at their average
 daily rate, the busiest day's for the latest start) and keeps the answer in
@@ -23,16 +23,16 @@ from typing import Any
 from django.core.cache import cache
 
 from budgets.selectors import TreeIndex, tree_index
-from scheduler.engine import Workload
-from scheduler.models import Attempt, AttemptEnd, Cluster, CycleRecord, Job, JobState
-from scheduler.selectors.snapshot import Epoch, cluster_snapshot, fetch_rows
-from scheduler.sim.eta import (
+from scheduler.core.engine import Workload
+from scheduler.core.sim.eta import (
     Estimate,
     RuntimeForecast,
     busiest_arrivals,
     estimate,
     repeat_arrivals,
 )
+from scheduler.models import Attempt, AttemptEnd, Cluster, CycleRecord, Job, JobState
+from scheduler.selectors.snapshot import Epoch, cluster_snapshot, fetch_rows
 
 # The windows below count in the cluster's clock (`Cluster.clock_speed`): on the demo's
 # simulated cluster, which runs 60x faster, a day of it passes in 24 wall minutes.

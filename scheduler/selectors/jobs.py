@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from budgets.models import Membership, Role
 from budgets.selectors import TreeIndex, tree_index
-from scheduler.engine.explain import hours_text
+from scheduler.core.engine.explain import hours_text
 from scheduler.models import (
     ACTIVE_STATES,
     Attempt,
@@ -199,7 +199,7 @@ def estimate_position(*, job: Job) -> dict[str, Any]:
     """Plan the cluster as it is now with `job` (unsaved) added, through the engine,
     and say where it would stand: started by the next cycle, or its position overall
     and within its project, the project's fair-share factor and the reason it waits."""
-    from scheduler.engine import Workload, plan
+    from scheduler.core.engine import Workload, plan
     from scheduler.selectors.snapshot import cluster_snapshot
 
     cs = cluster_snapshot(cluster=job.cluster, now=job.submitted_at)

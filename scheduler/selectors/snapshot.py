@@ -44,9 +44,9 @@ from budgets.models import ScheduledChange, ScheduledStatus
 from budgets.selectors import tree_index, tree_version
 from budgets.services import budget_apply_due_changes, budget_tree_for_decision
 from ledger.selectors import window_usage
-from scheduler.engine import BudgetNode as EngineNode
-from scheduler.engine import Host as EngineHost
-from scheduler.engine import Placement, Policy, RunningWorkload, Snapshot, Workload
+from scheduler.core.engine import BudgetNode as EngineNode
+from scheduler.core.engine import Host as EngineHost
+from scheduler.core.engine import Placement, Policy, RunningWorkload, Snapshot, Workload
 from scheduler.models import (
     Attempt,
     AttemptEnd,

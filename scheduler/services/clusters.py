@@ -70,8 +70,8 @@ class ClusterDraft:
 
 def _provision_simulated(draft: ClusterDraft) -> list[ClusterHost]:
     """Create the cluster in the simulated cluster process; its hosts."""
+    from scheduler.adapters.simcluster import configured_url
     from scheduler.adapters.simulated import SimulatedClusterAdapter, registration_for
-    from scheduler.simcluster import configured_url
 
     if draft.host_count is None:
         raise ValidationFailed("hosts: required for a simulated cluster", field="hosts")
@@ -102,7 +102,7 @@ def _provision_simulated(draft: ClusterDraft) -> list[ClusterHost]:
     except AdapterUnavailable as exc:
         raise ClusterUnreachable(
             f"the simulated cluster process at {url} is not reachable ({exc}); start it with "
-            "'python -m scheduler.simcluster serve' (make run starts it) or pass its URL",
+            "'python -m scheduler.adapters.simcluster serve' (make run starts it) or pass its URL",
             field="adapter_url",
         ) from None
     except AdapterError as exc:

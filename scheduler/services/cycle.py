@@ -55,7 +55,7 @@ from scheduler.adapters import (
     HostHealthState,
     StartRequest,
 )
-from scheduler.engine import CyclePlan, EngineState, Placement, QueueBlock, StopReason, plan
+from scheduler.core.engine import CyclePlan, EngineState, Placement, QueueBlock, StopReason, plan
 from scheduler.models import (
     Attempt,
     AttemptEnd,

@@ -8,7 +8,7 @@
   history at first sign-in.
 - `demo_load_tick` (a beat task) submits the same kind of load through the real submit
   service while the demo runs: debug bursts, team pushes, long training, unallocated
-  sweeps (`scheduler.sim.generate.organisation_rows`), with `DEMO_SPEED` applied to
+  sweeps (`scheduler.core.sim.generate.organisation_rows`), with `DEMO_SPEED` applied to
   arrival rates and minimum runtimes so the queue keeps moving on the fast cluster.
 """
 
@@ -30,7 +30,13 @@ from django.utils import timezone
 from budgets.models import BudgetNode, Membership
 from config.errors import ApplicationError
 from ledger.accounting import EndReason
-from scheduler.engine.budget_tree import budget_node, entitled_shares, parse_tree_document
+from scheduler.core.engine.budget_tree import budget_node, entitled_shares, parse_tree_document
+from scheduler.core.sim.generate import TraceRow, organisation_rows
+from scheduler.core.sim.history import RunRecord, runs_with_gpu_indices
+from scheduler.core.sim.io import parse_tree
+from scheduler.core.sim.model import ClusterSpec, HostSpec, TraceJob
+from scheduler.core.sim.model import JobState as SimJobState
+from scheduler.core.sim.replay import simulate
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -44,12 +50,6 @@ from scheduler.services.clusters import cluster_create
 from scheduler.services.cycle import STOP_RULES
 from scheduler.services.previews import sim_config_for_cluster
 from scheduler.services.transitions import job_event
-from scheduler.sim.generate import TraceRow, organisation_rows
-from scheduler.sim.history import RunRecord, runs_with_gpu_indices
-from scheduler.sim.io import parse_tree
-from scheduler.sim.model import ClusterSpec, HostSpec, TraceJob
-from scheduler.sim.model import JobState as SimJobState
-from scheduler.sim.replay import simulate
 
 log = logging.getLogger(__name__)
 

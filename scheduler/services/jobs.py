@@ -35,7 +35,7 @@ from django.utils import timezone
 from budgets.models import BudgetNode, Membership, Role
 from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
 from config.text import clean_text, is_id_text, refuse_control_characters
-from scheduler.engine.blocks import Shape
+from scheduler.core.engine.blocks import Shape
 from scheduler.models import (
     DAY_S,
     Attempt,

@@ -4,7 +4,7 @@
 change the weights under the node) and queues `scheduler.preview_run` after commit;
 `preview_run` loads the cluster's jobs of the window from the database, replays them
 with the current and the proposed weights through the simulator
-(`scheduler.sim.whatif`, the same engine as live) and stores the per-project figures.
+(`scheduler.core.sim.whatif`, the same engine as live) and stores the per-project figures.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from django.utils import timezone
 from budgets.selectors import TreeIndex
 from budgets.services import weight_edits_check
 from config.errors import NotFound, ValidationFailed
-from scheduler.engine.types import BudgetNode as EngineNode
+from scheduler.core.engine.types import BudgetNode as EngineNode
+from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig
+from scheduler.core.sim.whatif import JobRecord, run_whatif
 from scheduler.models import Attempt, Cluster, Job, JobState, Preview, PreviewState
 from scheduler.services.jobs import resolve_cluster
-from scheduler.sim.model import ClusterSpec, HostSpec, SimConfig
-from scheduler.sim.whatif import JobRecord, run_whatif
 
 log = logging.getLogger(__name__)
 

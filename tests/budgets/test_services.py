@@ -436,7 +436,7 @@ def test_reimport_updates_weights_and_is_audited(tree):
 
 
 def test_decision_tree_uses_a_scheduled_change_once_it_is_due(tree):
-    from scheduler.engine import entitled_shares
+    from scheduler.core.engine import entitled_shares
 
     now = timezone.now()
     services.budget_change_create(
@@ -458,7 +458,7 @@ def test_an_exported_tree_loads_in_the_simulator_unchanged_with_repeated_project
 ):
     """One tree format: what `budget_export` writes, the simulator reads as it is, also
     when two programs each have a project called 'shared' (keyed by their paths)."""
-    from scheduler.sim.cli import main as sim_main
+    from scheduler.core.sim.cli import main as sim_main
 
     services.budget_tree_import(
         data={

@@ -56,6 +56,6 @@ def test_preview_with_edits_changes_only_the_affected_subtree():
 def test_name_slug_is_djangos_slugify(name):
     from django.utils.text import slugify
 
-    from scheduler.engine.budget_tree import name_slug
+    from scheduler.core.engine.budget_tree import name_slug
 
     assert name_slug(name) == slugify(name)

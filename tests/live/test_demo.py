@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from budgets.management.commands.seed_demo import DEMO_TREE
 from budgets.models import BudgetNode
 from ledger.accounting import EndReason, RunInterval
+from scheduler.core.sim.history import GpuIndexError, runs_with_gpu_indices
 from scheduler.models import Attempt, AttemptState, Cluster, Job, JobEvent, JobState
 from scheduler.services import demo
-from scheduler.sim.history import GpuIndexError, runs_with_gpu_indices
 
 
 def _interval(job_id, host, gpus, start, end, hosts=None) -> RunInterval:

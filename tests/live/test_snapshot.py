@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from scheduler.engine import Placement, plan
+from scheduler.core.engine import Placement, plan
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, JobState
 from scheduler.selectors.snapshot import cluster_snapshot, last_checkpoint_s
 from tests.factories import ClusterFactory, UserFactory

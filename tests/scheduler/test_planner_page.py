@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduler.planner.views_data import list_scenarios
+from scheduler.core.planner.views_data import list_scenarios
 from tests.factories import UserFactory
 
 

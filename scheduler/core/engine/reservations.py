@@ -1,0 +1,419 @@
+"""Reservations: whole hosts held for the first large job that can start neither on free
+GPUs nor by preemption, so that it does not starve behind smaller work.
+
+Decides which hosts to hold (those that become usable for the job soonest: every job
+on them is one it may preempt, at once or when its protection ends), and which other
+jobs may still use a held host: only a job that cannot delay the reserved one, i.e.
+whose own protection ends by the time the host would be usable for it (the reserved
+job may then preempt it). Such a job takes free GPUs there, or an aligned block of
+free GPUs and unallocated backfill (preempted). Unallocated work may use held hosts in
+phase 2 of the cycle: the reserved job may preempt it at any time.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import insort
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from operator import attrgetter
+from typing import NamedTuple
+
+from scheduler.core.engine.blocks import Shape
+from scheduler.core.engine.cluster import ClusterState, Decisions
+from scheduler.core.engine.explain import FairShareReasons, hours_text
+from scheduler.core.engine.fairshare import FairShare
+from scheduler.core.engine.placement import Placer
+from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
+from scheduler.core.engine.types import Placement, Reservation, StopReason, Workload
+
+__all__ = ["HeldHosts", "Reservations"]
+
+INF = math.inf
+_GPUS = attrgetter("gpus")
+# When a project's jobs can start only on reserved hosts (by taking free GPUs or
+# preempting unallocated backfill there), how many of its waiting jobs, in its order
+# (priority first), are looked at per cycle; bounds the work on long queues.
+SCAN_PER_PROJECT = 64
+SCAN_PER_CYCLE = 512  # the same, for all projects together
+_NO_BOUND = 1 << 30
+# The job the short-job reserve is held for: of no project, ranked above every job.
+_SHORT_JOBS = Workload(id="", project="", gpus=0, submit_s=0.0)
+
+
+class HeldHosts(NamedTuple):
+    """One reservation: the job, its order index, when its hosts become usable for it
+    (inf: not foreseeable) and the hosts."""
+
+    job: Workload
+    rank: int
+    usable_at: float
+    hosts: list[int]
+
+
+class Reservations:
+    """The cycle's reservations and the questions the fair-share pass asks about them."""
+
+    def __init__(
+        self,
+        cluster: ClusterState,
+        decisions: Decisions,
+        placer: Placer,
+        victims: Callable[[], VictimIndex],
+        fair_share: FairShare,
+        reasons: FairShareReasons,
+        now: float,
+        cap: float,
+    ) -> None:
+        self.cluster = cluster
+        self.decisions = decisions
+        self.placer = placer
+        self.victims = victims
+        self.fair_share = fair_share
+        self.reasons = reasons
+        self.now = now
+        self.cap = cap
+        self.held: list[HeldHosts] = []
+        # reservation -> smallest block size that its hosts' free + unallocated GPUs
+        # could not hold (exact for the cycle: those GPUs only get fewer)
+        self.failed_block: dict[int, int] = {}
+        self.scan_budget = SCAN_PER_CYCLE  # jobs looked at only for reserved-host room
+        self._usable = (False, -1)  # (answer, cluster version it holds for)
+        self._preemptible = (False, -1)
+        # why allocated jobs cannot use the short-job reserve's hosts ("" without one)
+        self.short_reserve_note = ""
+
+    def usable(self) -> bool:
+        """Whether a reserved host has free GPUs that some job could still be allowed."""
+        c = self.cluster
+        if not c.reserved:
+            return False
+        if self._usable[1] == c.version:
+            return self._usable[0]
+        free = c.free
+        ok = any(r.usable_at < INF and any(free[h] for h in r.hosts) for r in self.held)
+        self._usable = (ok, c.version)
+        return ok
+
+    def preemptible(self) -> bool:
+        """Whether a reserved host (usable by some job before its reservation's time)
+        runs unallocated work: a job that cannot delay the reservation may preempt it."""
+        c = self.cluster
+        if not c.reserved or self.scan_budget <= 0:
+            return False
+        if self._preemptible[1] == c.version:
+            return self._preemptible[0]
+        by_host = self.victims().by_host
+        ok = False
+        for r in self.held:
+            if r.usable_at < INF and any(
+                u.alive and not u.allocated for h in r.hosts for u, _ in by_host.get(h, ())
+            ):
+                ok = True
+                break
+        self._preemptible = (ok, c.version)
+        return ok
+
+    def bound(self, r: int, proj: str) -> tuple[float, int]:
+        """For jobs of `proj` (order index `r`): the latest protection end and the block
+        size bound (exclusive) with which one may still find room on a reserved host;
+        an upper bound that lets the fast path skip the others with two comparisons."""
+        t, blk = -INF, 0
+        for k, held in enumerate(self.held):
+            if held.usable_at == INF or not (r > held.rank or proj == held.job.project):
+                continue
+            t = max(t, held.usable_at)
+            blk = max(blk, self.failed_block.get(k, _NO_BOUND))
+        return t, blk
+
+    def place(self, w: Workload, r: int) -> tuple[tuple[Placement, ...], list[Victim]] | None:
+        """Room for `w` (order index `r`) on a reserved host it cannot delay: free GPUs,
+        else the cheapest aligned block of free GPUs and unallocated jobs (returned as
+        victims, already stopped). None when there is none."""
+        end = self.now + min(w.min_runtime_s, self.cap)
+        sh = self.cluster.shape(w.gpus)
+        for k, held in enumerate(self.held):
+            if held.usable_at == INF or end > held.usable_at:
+                continue
+            rj = held.job
+            if not (r > held.rank or (w.project == rj.project and w.priority < rj.priority)):
+                continue
+            mine = [h for h in held.hosts if self.cluster.reserved.get(h) == k]
+            pls = self.placer.place_reserved(w, sh, mine)
+            if pls is not None:
+                return pls, []
+            if not sh.block or sh.block >= self.failed_block.get(k, _NO_BOUND):
+                continue
+            found = self._backfill_block(sh.block, mine)
+            if found is None:
+                self.failed_block[k] = sh.block
+                continue
+            h, s, victims = found
+            pls = apply_preemption(
+                self.cluster,
+                self.victims(),
+                self.decisions,
+                w,
+                sh,
+                [(h, s)],
+                victims,
+                partial(self._victim_reason, w=w, r=r),
+            )
+            return pls, victims
+        return None
+
+    def _victim_reason(self, v: Victim, *, w: Workload, r: int) -> tuple[StopReason, str]:
+        return self.reasons.victim(v, w, r)
+
+    def _backfill_block(self, p: int, hosts: list[int]) -> tuple[int, int, list[Victim]] | None:
+        """Cheapest aligned p-block of free GPUs and unallocated jobs on `hosts`: least
+        lost work, then fewest victims, then fewest free GPUs left (tighter fit)."""
+        by_host = self.victims().by_host
+        c = self.cluster
+        free, gpus = c.free, c.gpus
+        pmask = (1 << p) - 1
+        best_key: tuple[float, int, int, int, int] | None = None
+        best: tuple[int, int, list[Victim]] | None = None
+        for h in hosts:
+            if gpus[h] < p:
+                continue
+            on = [(u, mu) for u, mu in by_host.get(h, ()) if u.alive and not u.allocated]
+            if not on:
+                continue
+            avail = free[h]
+            for _, mu in on:
+                avail |= mu
+            if c.largest_block(h, avail) < p:
+                continue
+            free_left = free[h].bit_count()
+            for s in range(0, gpus[h] - p + 1, p):
+                bm = pmask << s
+                if avail & bm != bm:
+                    continue
+                chosen = [u for u, mu in on if mu & bm]
+                key = (sum(u.lost for u in chosen), len(chosen), free_left, h, s)
+                if best_key is None or key < best_key:
+                    best_key, best = key, (h, s, chosen)
+        return best
+
+    def reserve(self, w: Workload, sh: Shape, r: int, charge: float) -> None:
+        """Reserve the whole hosts that become usable for `w` soonest.
+
+        `charge` is the usage `w`'s project would be charged with `w` started (its other
+        starts this cycle included): another project's job is usable for `w` only if
+        `w` may preempt it then (`victim_allowed`, exactly as the preemption search
+        asks), else a reservation would wait for hosts `w` may never take."""
+        usable_at = self._usable_times(w, charge)
+        for h in self.cluster.touched:
+            usable_at[h] = INF  # new work of projects ranked above
+        for size, n in sh.whole or [(sh.block, 1)]:
+            chosen = self._soonest_hosts(size, n, usable_at)
+            if chosen is not None:
+                self._hold(w, r, chosen, max(usable_at.get(h, self.now) for h in chosen))
+                return
+        self.decisions.note(w, f"needs {sh.gpus} GPUs of whole hosts; not enough healthy hosts")
+
+    def _usable_times(self, w: Workload, charge: float) -> dict[int, float]:
+        """When each host becomes usable for `w`: once every job on it may be preempted
+        by `w` (unallocated ones at once, allowed ones when their protection ends,
+        others never: inf). Hosts not in the map are usable now. The loop runs over
+        every allocated job, so the rule's verdict is memoised."""
+        now = self.now
+        usable_at: dict[int, float] = {}
+        stopped, proj, prio = self.decisions.stopped, w.project, w.priority
+        pidx = self.fair_share.tree.leaf_index.get(proj)
+        # whether w's project still beats each other project after starting w (all at
+        # once: one walk of the tree; unknown projects are beaten)
+        beaten = {} if pidx is None else self.fair_share.beaten_all(pidx, charge)
+
+        def outranks(other: str) -> bool:
+            return beaten.get(other, True)
+
+        # the rule never reads another project's priority: its verdict is kept per project
+        verdicts: dict[object, bool] = {}
+        for _, _, _, protected_until, info in self.cluster.runs:
+            if info is None:
+                continue  # unallocated: preemptible now
+            project, priority, workload_id, hosts, key = info
+            ok = verdicts.get(key if project == proj else project)
+            if ok is None:
+                ok = verdicts[key if project == proj else project] = victim_allowed(
+                    True, project, priority, proj, prio, outranks
+                )
+            if ok:
+                if protected_until <= now:
+                    continue
+                t = protected_until
+            else:
+                t = INF
+            if stopped and workload_id in stopped:
+                continue
+            for h in hosts:
+                if t > usable_at.get(h, now):
+                    usable_at[h] = t
+        return usable_at
+
+    def _soonest_hosts(self, size: int, n: int, usable_at: dict[int, float]) -> list[int] | None:
+        """`n` unreserved healthy hosts of `size` GPUs usable soonest; among those usable
+        at a known time the emptiest (less to wait for), among the others the fullest
+        (fewest GPUs held idle). None if there are not enough."""
+        if n <= 0:
+            return []
+        c = self.cluster
+        free, reserved, now = c.free, c.reserved, self.now
+        # the n smallest keys (usable at, -free or free, host), sorted; every key is
+        # distinct (the host), so they are those of a full sort
+        best: list[tuple[float, int, int]] = []
+        eligible = 0
+        for h in c.healthy_by_size.get(size, ()):
+            if h in reserved:
+                continue
+            eligible += 1
+            a = usable_at.get(h, now)
+            if len(best) == n and a > best[-1][0]:
+                continue  # later than the n-th best: the common case, decided at once
+            f = free[h].bit_count()
+            key = (a, f if a == INF else -f, h)
+            if len(best) == n:
+                if key > best[-1]:
+                    continue
+                best.pop()
+            insort(best, key)
+        if eligible < n:
+            return None
+        return [h for _, _, h in best]
+
+    def _hold_hosts(self, w: Workload, r: int, chosen: list[int], usable_at: float) -> list[str]:
+        """Take `chosen` out of the free-block index, held for `w` (order index `r`)
+        until `usable_at`; their names."""
+        c = self.cluster
+        k = len(self.held)
+        self.held.append(HeldHosts(w, r, usable_at, chosen))
+        c.version += 1
+        for h in chosen:
+            c.reserved[h] = k
+            c.index.set(h, 0)
+        return [c.hosts[h].name for h in chosen]
+
+    def _hold(self, w: Workload, r: int, chosen: list[int], usable_at: float) -> None:
+        now = self.now
+        names = self._hold_hosts(w, r, chosen, usable_at)
+        when = (
+            f"expected usable in {hours_text(usable_at - now)} when the jobs on them pass "
+            "their protection"
+            if usable_at < INF
+            else "usable when jobs on them that it may not preempt finish"
+        )
+        text = (
+            f"reserved {len(names)} host{'s' if len(names) > 1 else ''} "
+            f"({', '.join(names)}) for {w.id} ({w.gpus} GPUs, project {w.project}, "
+            f"first in the fair-share order that needs whole hosts): {when}; until then only "
+            "unallocated jobs and jobs it may preempt by then can use them"
+        )
+        self.decisions.reservations.append(
+            Reservation(workload_id=w.id, hosts=tuple(names), reason=text)
+        )
+        self.decisions.note(w, "next in line: " + text)
+
+    def hold_for_short_jobs(
+        self, count: int, short_s: float, pending: Mapping[str, Sequence[Workload]]
+    ) -> None:
+        """The short-job reserve (`Policy.short_reserve_hosts`): hold at least `count` of
+        the largest healthy hosts for jobs protected for at most `short_s`. A held host of
+        its own, ranked above every job, usable in `short_s`: `place` then admits exactly
+        the jobs whose protection ends by then, and phase 2 fills it with unallocated
+        work.
+
+        The reserve follows the short work: while the short jobs running and waiting
+        that fit one host (only those can start on a held host) need more whole hosts
+        than `count` (their GPUs over the host size, rounded up),
+        it holds that many, and it shrinks back to `count` as they end. So a burst of
+        short jobs, or one that needs a whole host while the reserve runs smaller ones,
+        gets room without a larger reserve standing idle the rest of the time.
+
+        The `count` hosts are those with the fewest GPUs under longer protection (then
+        the highest index), so the reserve stays where it was while it keeps to its rule.
+        A host is added for short work only if short jobs can use all of it at once: it
+        runs no allocated work but short jobs (free GPUs, unallocated backfill, short
+        jobs), highest index first. With no such host the reserve does not grow: a host
+        that first had to drain would hold its freed GPUs for backfill, which delivers
+        no budget, while its long work ran on (hours on a busy cluster).
+
+        The reserve never makes a job impossible: at least one host stays open to long
+        work, and while a job that needs more whole hosts than the reserve leaves is
+        pending, the reserve shrinks to leave it room."""
+        c = self.cluster
+        if count <= 0 or not c.healthy_by_size:
+            return
+        size = max(c.healthy_by_size)
+        hosts = c.healthy_by_size[size]
+        # a short job: allocated, protected for at most `short_s` once capped (every
+        # allocated job when the cap itself is that short); read per job, so as a bound
+        # on its min runtime
+        short_limit = INF if self.cap <= short_s else short_s
+        widest, waiting_gpus = _pending_short(short_limit, size, pending)
+        until = self.now + short_s
+        running_gpus, long_gpus, has_longer = self._host_loads(hosts, short_limit, size, until)
+        widest_hosts = -(-widest // size)  # whole hosts the widest pending job needs
+        most = len(hosts) - max(1, widest_hosts)
+        count = min(count, most)
+        wanted = min(max(count, -(-(waiting_gpus + running_gpus) // size)), most)
+        by_long = sorted(hosts, key=lambda h: (long_gpus[h], -h))
+        chosen = by_long[:count]
+        if wanted > count:
+            chosen += [h for h in by_long[count:] if h not in has_longer][: wanted - count]
+        if not chosen:
+            return
+        self._hold_hosts(_SHORT_JOBS, -1, chosen, until)
+        names = ", ".join(c.hosts[h].name for h in sorted(chosen))
+        self.short_reserve_note = (
+            f"; {names} held for jobs with a min runtime of at most {hours_text(short_s)}"
+            " (short-job reserve)"
+        )
+
+    def _host_loads(
+        self, hosts: Sequence[int], short_limit: float, size: int, until: float
+    ) -> tuple[int, dict[int, int], set[int]]:
+        """GPUs of running short jobs that fit one host of `size` GPUs (on any host); per
+        host of `hosts`, GPUs of allocated work protected beyond `until`; and the hosts of
+        `hosts` that run allocated work that is not short (protected or not)."""
+        short = 0
+        long_gpus = dict.fromkeys(hosts, 0)
+        has_longer: set[int] = set()
+        for run in self.cluster.runs:
+            if run.allocated is None:
+                continue
+            w = run.run.workload
+            if 0.0 < w.min_runtime_s <= short_limit:
+                if w.gpus <= size:
+                    short += w.gpus
+                continue
+            for h, mask in run.host_masks:
+                if h in long_gpus:
+                    has_longer.add(h)
+                    if run.protected_until > until:
+                        long_gpus[h] += mask.bit_count()
+        return short, long_gpus, has_longer
+
+    def release_all(self) -> None:
+        """Open the reserved hosts to unallocated work (phase 2 of the cycle)."""
+        c = self.cluster
+        for h in list(c.reserved):
+            del c.reserved[h]
+            c.index.set(h, c.free[h])
+
+
+def _pending_short(
+    short_limit: float, size: int, pending: Mapping[str, Sequence[Workload]]
+) -> tuple[int, int]:
+    """(GPUs of the widest pending job, GPUs of the pending short jobs, those with a min
+    runtime in (0, `short_limit`], that fit one host of `size` GPUs: only those can start
+    on a held host). Every pending job is read once per cycle: no call per job."""
+    widest = short = 0
+    for jobs in pending.values():
+        if jobs:
+            widest = max(widest, max(map(_GPUS, jobs)))
+            short += sum(
+                [w.gpus for w in jobs if 0.0 < w.min_runtime_s <= short_limit and w.gpus <= size]
+            )
+    return widest, short

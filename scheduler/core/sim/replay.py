@@ -1,0 +1,807 @@
+"""Discrete-event replay of a trace through the real scheduling engine (pure Python).
+
+`simulate(cluster, tree, jobs, config)` plays the trace's arrivals and the cluster's
+health events forward in time. Whenever something happens (an arrival, a finish, a
+minimum runtime running out, a host changing health) it runs one engine cycle with
+`scheduler.core.engine.plan` and applies the returned stops and starts; events at the same
+timestamp are coalesced into one cycle. While the engine could still act on what it
+sees, a periodic cycle follows at most `config.cycle_period_s` after the last one, so
+that fair-share usage drifting over time is noticed too (fair-share mode only: the
+baselines do not look at usage). `config.min_cycle_gap_s` > 0 spaces event-driven
+cycles at least that far apart (Slurm's sched_min_interval); events are still applied
+at their own times, so intervals and usage stay exact and only decisions wait.
+
+The run ends at `config.until_s` (still-running work is closed as `running_at_end`) or
+when every job has ended; pending work that an empty cluster will not start (a shape
+only unhealthy hosts could hold, an allocated job of a zero-weight project) stays
+pending instead of hanging the loop. Shapes no set of hosts can ever hold (more GPUs
+than the cluster, above one host but not whole hosts) are never queued: their
+`JobOutcome` is terminated with `rejected` saying why.
+
+Job life cycle in the replay:
+
+- a run of a job needs its remaining work, plus `config.restart_overhead_s` when it is
+  a restart after a preemption; it completes when that time has run;
+- a stopped resumable job keeps the work saved at its last checkpoint
+  (`run start + k * config.checkpoint_interval_s`), loses the rest, and is requeued
+  with its original submit time (its next wait counts from the requeue);
+  a stopped non-resumable job loses everything and ends terminated;
+- only runs the engine started as allocated (`Start.allocated`) are charged to the
+  project's usage; usage is the sliding window (or half-life) of `scheduler.core.sim.usage`.
+
+How it stays fast (the engine cycle is the only per-cycle cost that grows with the
+cluster): pending work is kept per project in within-project order with `bisect`
+(never re-sorted), usage is maintained incrementally in hourly buckets, the running
+jobs' `last_checkpoint_s` is refreshed lazily from a heap only when a checkpoint has
+passed, events live in a heap (arrivals and health events in pre-sorted lists), and a
+cycle is skipped when it provably can do nothing: nothing pending and no drain work;
+or no pending job fits any free space while no preemption is possible (no allocated
+job pending, or no running job outside its protection; never under `fifo`). After a
+skipped cycle nothing can change until the next event, so no periodic cycle follows.
+"""
+
+from __future__ import annotations
+
+import gc
+import heapq
+import math
+import time
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import fields
+from typing import Any
+
+from ledger.accounting import EndReason, RunInterval
+from scheduler.core.engine.types import (
+    BudgetNode,
+    CyclePlan,
+    Host,
+    Placement,
+    Policy,
+    RunningWorkload,
+    Snapshot,
+    StopReason,
+    Workload,
+)
+from scheduler.core.sim.io import leaf_names
+from scheduler.core.sim.model import (
+    ClusterSpec,
+    DrainRecord,
+    JobOutcome,
+    JobState,
+    PreemptionRecord,
+    ReplayError,
+    SimConfig,
+    SimResult,
+    TraceJob,
+)
+from scheduler.core.sim.usage import make_usage
+
+__all__ = ["Planner", "ReplayError", "feasible_gpus", "leaf_projects", "policy_for", "simulate"]
+
+Planner = Callable[[Snapshot, Policy, float], CyclePlan]
+# Called at the instant some watched jobs arrive, after that instant's events are applied
+# and before its cycle: (now, the arrived watched ids, the state the cycle would see).
+Probe = Callable[[float, list[str], Snapshot], None]
+
+# Heap event kinds; at one timestamp finishes come first so freed GPUs are seen at once.
+_FINISH = 0
+_EXPIRE = 1
+
+# Policies whose decisions depend on usage (and so may change while time passes).
+_USAGE_DRIVEN = frozenset({"fairshare"})
+# Policies under which the engine never preempts.
+_NO_PREEMPTION = frozenset({"fifo", "static"})
+
+_MAX_CYCLES_AT_ONE_TIME = 10_000
+# How often (in cycles) the objects alive so far are frozen for the cyclic garbage
+# collector: a cycle makes many short-lived objects and no reference cycles, while the
+# run's records only grow; frozen objects are still freed by reference counting.
+_FREEZE_EVERY = 256
+
+
+def leaf_projects(tree: BudgetNode) -> list[str]:
+    """The project names (leaves) of a budget tree, depth first; a bare root has none."""
+    return leaf_names(tree) if tree.children else []
+
+
+def feasible_gpus(gpus: int, host_sizes: Sequence[int]) -> bool:
+    """Whether a job of `gpus` GPUs can ever be placed on hosts of these sizes.
+
+    Up to one host's GPUs: any host at least that large; above: whole hosts of one
+    size whose count suffices and whose size divides the job.
+    """
+    if gpus <= 0 or not host_sizes:
+        return False
+    if gpus <= max(host_sizes):
+        return True
+    for size, count in Counter(host_sizes).items():
+        if gpus % size == 0 and gpus // size <= count:
+            return True
+    return False
+
+
+def policy_for(config: SimConfig, **extra: object) -> Policy:
+    """The engine `Policy` for a simulator config (`mode` only if the engine has it)."""
+    names = {f.name for f in fields(Policy)}
+    values: dict[str, object] = {
+        "max_min_runtime_s": config.max_min_runtime_s,
+        "lookback_s": config.lookback_s,
+        "half_life_s": config.half_life_s,
+        "checkpoint_interval_s": config.checkpoint_interval_s,
+        "restart_overhead_s": config.restart_overhead_s,
+        "explain_queue": False,
+        "seed": config.seed,
+        "mode": config.policy,
+        "short_reserve_hosts": config.short_reserve_hosts,
+        "short_job_max_s": config.short_job_max_s,
+    }
+    values.update(extra)
+    return Policy(**{k: v for k, v in values.items() if k in names})  # type: ignore[arg-type]
+
+
+class _Job:
+    """Mutable replay state of one trace job."""
+
+    __slots__ = (
+        "allocated",
+        "hosts",
+        "key",
+        "need",
+        "out",
+        "placements",
+        "remaining",
+        "run_start",
+        "running",
+        "spec",
+        "token",
+        "unprotected",
+        "wl",
+    )
+
+    def __init__(self, spec: TraceJob, wl: Workload, out: JobOutcome, order: int) -> None:
+        self.spec = spec
+        self.wl = wl
+        self.out = out
+        self.key = (-wl.priority, wl.submit_s, wl.id, order)
+        self.remaining = float(spec.duration_s)  # work still to do (incl. restart overhead)
+        self.token = 0  # id of the current run; stale heap events carry an older one
+        self.running = False
+        self.run_start = 0.0
+        self.need = 0.0  # running time this run needs to complete
+        self.placements: tuple[Placement, ...] = ()
+        self.hosts: tuple[int, ...] = ()
+        self.allocated = False
+        self.unprotected = False
+
+
+class _Replay:
+    """The state of one replay; `run()` plays it to the end."""
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        tree: BudgetNode,
+        jobs: Sequence[TraceJob],
+        config: SimConfig,
+        progress: Callable[[float], None] | None,
+        planner: Planner,
+        probe: tuple[frozenset[str], Probe] | None = None,
+    ) -> None:
+        self.probe = probe
+        self.cluster = cluster
+        self.tree = tree
+        self.config = config
+        self.progress = progress
+        self.planner = planner
+        self.mode = config.policy
+        self.policy = policy_for(config)
+        self.ckpt = float(config.checkpoint_interval_s)
+        self.overhead = float(config.restart_overhead_s)
+        self.cap = float(config.max_min_runtime_s)
+
+        names = [h.name for h in cluster.hosts]
+        if len(set(names)) != len(names):
+            raise ValueError("host names must be unique")
+        self.host_names = names
+        self.host_index = {n: i for i, n in enumerate(names)}
+        self.host_gpus = [h.gpus for h in cluster.hosts]
+        self.healthy = [True] * len(names)
+        self.used = [0] * len(names)  # bit mask of busy GPU indices
+        self.free = list(self.host_gpus)
+        # Healthy hosts by free GPUs, and the GPUs of healthy hosts that are wholly free:
+        # kept up to date so that "could anything fit?" costs O(host size), not O(hosts).
+        self.max_host = max(self.host_gpus, default=0)
+        self.free_hist = [0] * (self.max_host + 1)
+        for g in self.host_gpus:
+            self.free_hist[g] += 1
+        self.whole_free = sum(self.host_gpus)
+        self.on_host: list[set[int]] = [set() for _ in names]  # job indices per host
+        self.hosts_tuple: tuple[Host, ...] = tuple(
+            Host(n, g, True) for n, g in zip(names, self.host_gpus, strict=True)
+        )
+
+        projects = leaf_projects(tree)
+        known = set(projects)
+        self.usage = make_usage(projects, config.lookback_s, config.half_life_s)
+
+        # Per project: pending keys and workloads in within-project order.
+        self.pkeys: dict[str, list[tuple[int, float, str, int]]] = {}
+        self.pending: dict[str, list[Workload]] = {}
+        self.pending_sizes: Counter[int] = Counter()
+        self.n_pending = 0
+        self.n_pending_alloc = 0
+
+        self.jobs: list[_Job] = []
+        self.by_id: dict[str, int] = {}
+        self.outcomes: list[JobOutcome] = []
+        self.running: dict[int, RunningWorkload] = {}  # insertion order is deterministic
+        self.n_unprotected = 0
+        self.heap: list[tuple[float, int, int, int, int]] = []  # (t, kind, seq, job, token)
+        self.ckpt_heap: list[tuple[float, int, int]] = []  # (next checkpoint, job, token)
+        self.seq = 0
+        self.intervals: list[RunInterval] = []
+        self.preemptions: list[PreemptionRecord] = []
+        self.drains: list[list[Any]] = []  # [host, start, ready]
+        self.open_drain: dict[int, int] = {}  # host index -> index into drains
+        self.capacity: list[tuple[float, int]] = []
+        self.cycles = 0
+        self.skipped = 0
+        self.events = 0
+
+        sizes = self.host_gpus
+        for order, spec in enumerate(jobs):
+            if spec.project not in known:
+                raise ValueError(f"job {spec.job_id}: project {spec.project!r} is not in the tree")
+            if spec.job_id in self.by_id:
+                raise ValueError(f"job {spec.job_id}: duplicate job id")
+            min_rt = max(0.0, min(float(spec.min_runtime_s), self.cap))
+            wl = Workload(
+                id=spec.job_id,
+                project=spec.project,
+                gpus=spec.gpus,
+                submit_s=float(spec.submit_s),
+                min_runtime_s=min_rt,
+                resumable=bool(spec.resumable),
+                priority=int(spec.priority),
+                kind=spec.kind,
+            )
+            out = JobOutcome(
+                job_id=spec.job_id,
+                project=spec.project,
+                kind=spec.kind,
+                gpus=spec.gpus,
+                min_runtime_s=min_rt,
+                submit_s=float(spec.submit_s),
+                duration_s=float(spec.duration_s),
+            )
+            if not feasible_gpus(spec.gpus, sizes):
+                out.state = JobState.TERMINATED
+                out.end_s = float(spec.submit_s)
+                out.rejected = (
+                    f"{spec.gpus} GPUs can never be placed: jobs above one host "
+                    f"({self.max_host} GPUs) need whole hosts, {len(sizes)} in the cluster"
+                )
+            self.by_id[spec.job_id] = order
+            self.jobs.append(_Job(spec, wl, out, order))
+            self.outcomes.append(out)
+
+    # -- pending queues -------------------------------------------------------------
+
+    def _enqueue(self, j: _Job, now: float) -> None:
+        p = j.wl.project
+        keys = self.pkeys.get(p)
+        if keys is None:
+            keys = self.pkeys[p] = []
+            self.pending[p] = []
+        i = bisect_left(keys, j.key)
+        keys.insert(i, j.key)
+        self.pending[p].insert(i, j.wl)
+        self.pending_sizes[j.wl.gpus] += 1
+        self.n_pending += 1
+        if j.wl.min_runtime_s > 0:
+            self.n_pending_alloc += 1
+        j.out.pending_since_s = now
+
+    def _dequeue(self, j: _Job) -> None:
+        p = j.wl.project
+        keys = self.pkeys.get(p)
+        i = bisect_left(keys, j.key) if keys else -1
+        if keys is None or i >= len(keys) or keys[i] != j.key:
+            raise ReplayError(f"engine started {j.wl.id}, which is not pending")
+        del keys[i]
+        del self.pending[p][i]
+        if not keys:
+            del self.pkeys[p]
+            del self.pending[p]
+        c = self.pending_sizes[j.wl.gpus] - 1
+        if c:
+            self.pending_sizes[j.wl.gpus] = c
+        else:
+            del self.pending_sizes[j.wl.gpus]
+        self.n_pending -= 1
+        if j.wl.min_runtime_s > 0:
+            self.n_pending_alloc -= 1
+
+    # -- events -----------------------------------------------------------------------
+
+    def _push(self, t: float, kind: int, job: int, token: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, job, token))
+
+    def _set_health(self, now: float, host: str, healthy: bool) -> None:
+        h = self.host_index.get(host)
+        if h is None:
+            raise ValueError(f"health event names unknown host {host!r}")
+        if self.healthy[h] == healthy:
+            return
+        self.healthy[h] = healthy
+        free, gpus = self.free[h], self.host_gpus[h]
+        step = 1 if healthy else -1
+        self.free_hist[free] += step
+        if free == gpus:
+            self.whole_free += step * gpus
+        hosts = list(self.hosts_tuple)
+        hosts[h] = Host(host, self.host_gpus[h], healthy)
+        self.hosts_tuple = tuple(hosts)
+        if healthy:
+            self.open_drain.pop(h, None)  # repaired (or back) before it was empty: no ready time
+        else:
+            self.open_drain[h] = len(self.drains)
+            self.drains.append([host, now, None])
+        self._record_capacity(now)
+
+    def _record_capacity(self, now: float) -> None:
+        gpus = sum(g for g, ok in zip(self.host_gpus, self.healthy, strict=True) if ok)
+        if self.capacity and self.capacity[-1][0] == now:
+            self.capacity[-1] = (now, gpus)
+        elif not self.capacity or self.capacity[-1][1] != gpus:
+            self.capacity.append((now, gpus))
+
+    # -- applying a plan ----------------------------------------------------------------
+
+    def _set_free(self, h: int, free: int) -> None:
+        old = self.free[h]
+        self.free[h] = free
+        if self.healthy[h]:
+            gpus = self.host_gpus[h]
+            self.free_hist[old] -= 1
+            self.free_hist[free] += 1
+            if old == gpus:
+                self.whole_free -= gpus
+            if free == gpus:
+                self.whole_free += gpus
+
+    def _start(
+        self, now: float, job_id: str, placements: tuple[Placement, ...], allocated: bool
+    ) -> None:
+        idx = self.by_id.get(job_id)
+        if idx is None:
+            raise ReplayError(f"engine started unknown workload {job_id!r}")
+        j = self.jobs[idx]
+        if j.running:
+            raise ReplayError(f"engine started {job_id}, which is already running")
+        self._dequeue(j)
+        total = 0
+        hosts: list[int] = []
+        for pl in placements:
+            h = self.host_index.get(pl.host)
+            if h is None:
+                raise ReplayError(f"engine placed {job_id} on unknown host {pl.host!r}")
+            if not self.healthy[h]:
+                raise ReplayError(f"engine placed {job_id} on unhealthy host {pl.host}")
+            bits = 0
+            for g in pl.gpu_indices:
+                if not 0 <= g < self.host_gpus[h]:
+                    raise ReplayError(f"engine placed {job_id} on GPU {g} of {pl.host}")
+                bits |= 1 << g
+            if bits & self.used[h] or bin(bits).count("1") != len(pl.gpu_indices):
+                raise ReplayError(f"engine gave a busy GPU of {pl.host} to {job_id}")
+            self.used[h] |= bits
+            self._set_free(h, self.free[h] - len(pl.gpu_indices))
+            self.on_host[h].add(idx)
+            hosts.append(h)
+            total += len(pl.gpu_indices)
+        if total != j.wl.gpus:
+            raise ReplayError(f"engine gave {job_id} {total} GPUs, it asked for {j.wl.gpus}")
+        out = j.out
+        out.waits_s.append(now - (out.pending_since_s if out.pending_since_s is not None else now))
+        out.pending_since_s = None
+        out.state = JobState.RUNNING
+        self.seq += 1
+        j.token = self.seq
+        j.running = True
+        j.run_start = now
+        j.need = j.remaining
+        j.placements = placements
+        j.hosts = tuple(hosts)
+        j.allocated = allocated
+        min_rt = j.wl.min_runtime_s
+        protected = allocated and min_rt > 0 and min_rt < j.need
+        j.unprotected = not (allocated and min_rt > 0)
+        if j.unprotected:
+            self.n_unprotected += 1
+        if allocated:
+            self.usage.add_rate(j.wl.project, now, j.wl.gpus)
+        self.running[idx] = RunningWorkload(
+            workload=j.wl, placements=placements, started_s=now, allocated=allocated
+        )
+        self._push(now + j.need, _FINISH, idx, j.token)
+        if protected:
+            self._push(now + min_rt, _EXPIRE, idx, j.token)
+        if j.wl.resumable and self.ckpt > 0 and self.ckpt < j.need:
+            heapq.heappush(self.ckpt_heap, (now + self.ckpt, idx, j.token))
+
+    def _release(self, now: float, idx: int, j: _Job, reason: EndReason) -> None:
+        """End the current run of job `idx`: free its GPUs, record the interval."""
+        for pl, h in zip(j.placements, j.hosts, strict=True):
+            bits = 0
+            for g in pl.gpu_indices:
+                bits |= 1 << g
+            self.used[h] &= ~bits
+            self._set_free(h, self.free[h] + len(pl.gpu_indices))
+            self.on_host[h].discard(idx)
+        del self.running[idx]
+        if j.unprotected:
+            self.n_unprotected -= 1
+        if j.allocated:
+            self.usage.add_rate(j.wl.project, now, -j.wl.gpus)
+        self.intervals.append(
+            RunInterval(
+                job_id=j.wl.id,
+                project=j.wl.project,
+                kind=j.wl.kind,
+                gpus=j.wl.gpus,
+                hosts=tuple(self.host_names[h] for h in j.hosts),
+                start_s=j.run_start,
+                end_s=now,
+                allocated=j.allocated,
+                end_reason=reason,
+            )
+        )
+        j.running = False
+        j.unprotected = False
+        j.token = -1
+
+    def _stop(self, now: float, job_id: str, reason_code: StopReason) -> None:
+        idx = self.by_id.get(job_id)
+        if idx is None or not self.jobs[idx].running:
+            raise ReplayError(f"engine stopped {job_id!r}, which is not running")
+        j = self.jobs[idx]
+        code = str(reason_code)
+        if code == StopReason.DRAIN:
+            end = EndReason.DRAINED
+        elif code == StopReason.HOST_DOWN:
+            end = EndReason.HOST_DOWN
+        else:
+            end = EndReason.PREEMPTED
+        ran = now - j.run_start
+        resumable = j.wl.resumable
+        saved = math.floor(ran / self.ckpt) * self.ckpt if resumable and self.ckpt > 0 else 0.0
+        saved = min(saved, ran)
+        self.preemptions.append(
+            PreemptionRecord(
+                at_s=now,
+                job_id=j.wl.id,
+                project=j.wl.project,
+                reason_code=code,
+                lost_gpu_s=(ran - saved) * j.wl.gpus,
+            )
+        )
+        need = j.need
+        self._release(now, idx, j, end)
+        j.out.preemptions += 1
+        if resumable:
+            j.remaining = max(0.0, need - saved) + self.overhead
+            j.out.state = JobState.PENDING
+            self._enqueue(j, now)
+        else:
+            j.out.state = JobState.TERMINATED
+            j.out.end_s = now
+
+    def _refresh_checkpoints(self, now: float) -> None:
+        """Give running resumable jobs whose checkpoint passed their new `last_checkpoint_s`."""
+        heap = self.ckpt_heap
+        ckpt = self.ckpt
+        while heap and heap[0][0] <= now:
+            due, idx, token = heapq.heappop(heap)
+            j = self.jobs[idx]
+            if j.token != token or not j.running:
+                continue
+            # `due` was reached whatever the rounding of the division says: taking the
+            # later of the two, and stepping past `now`, always moves the next one forward
+            # (a floor a hair short of `due` re-queued it at `now` for ever).
+            last = max(due, j.run_start + math.floor((now - j.run_start) / ckpt) * ckpt)
+            while last + ckpt <= now:
+                last += ckpt
+            rw = self.running[idx]
+            self.running[idx] = RunningWorkload(
+                workload=rw.workload,
+                placements=rw.placements,
+                started_s=rw.started_s,
+                allocated=rw.allocated,
+                last_checkpoint_s=last,
+            )
+            nxt = last + ckpt
+            if nxt < j.run_start + j.need:
+                heapq.heappush(heap, (nxt, idx, token))
+
+    # -- cycles -------------------------------------------------------------------------
+
+    def _drain_work(self) -> bool:
+        """An unhealthy host that the engine can empty now or report ready."""
+        for h in self.open_drain:
+            jobs = self.on_host[h]
+            if not jobs:
+                return True
+            for idx in jobs:
+                if self.jobs[idx].unprotected:
+                    return True
+        return False
+
+    def _fits_somewhere(self) -> bool:
+        """A necessary condition for a start without preemption: some pending shape fits."""
+        hist = self.free_hist
+        max_free = len(hist) - 1
+        while max_free and not hist[max_free]:
+            max_free -= 1
+        if not max_free:
+            return False
+        whole = self.whole_free
+        big = self.max_host
+        return any(g <= max_free or big < g <= whole for g in self.pending_sizes)
+
+    def _could_act(self) -> bool:
+        """False only when a cycle provably returns no action."""
+        if self.open_drain and self._drain_work():
+            return True
+        if not self.n_pending:
+            return False
+        if self._fits_somewhere():
+            return True
+        if self.mode in _NO_PREEMPTION or not self.running:
+            return False
+        if self.mode == "fairshare":
+            return bool(self.n_pending_alloc and self.n_unprotected)
+        return True  # other baselines: preemption rules not modelled here, so be safe
+
+    def _snapshot(self, now: float, *, detached: bool = False) -> Snapshot:
+        """The state a cycle at `now` sees; `detached` copies the pending lists and the
+        usage, which the replay goes on changing (for the probe)."""
+        usage = self.usage.usage(now)
+        return Snapshot(
+            hosts=self.hosts_tuple,
+            running=list(self.running.values()),
+            pending={p: list(w) for p, w in self.pending.items()} if detached else self.pending,
+            tree=self.tree,
+            usage=dict(usage) if detached else usage,
+        )
+
+    def _call_probe(self, now: float, watched: list[str]) -> None:
+        """Show the probe the state at `now`."""
+        assert self.probe is not None
+        self.probe[1](now, watched, self._snapshot(now, detached=True))
+
+    def _cycle(self, now: float) -> bool:
+        """Run one engine cycle at `now` and apply it; True when it changed anything."""
+        self._refresh_checkpoints(now)
+        plan = self.planner(self._snapshot(now), self.policy, now)
+        self.cycles += 1
+        if not self.cycles % _FREEZE_EVERY:
+            gc.freeze()  # what the run keeps (intervals, outcomes) is not walked again
+        for stop in plan.stops:
+            self._stop(now, stop.workload_id, stop.reason_code)
+        for start in plan.starts:
+            self._start(now, start.workload_id, tuple(start.placements), bool(start.allocated))
+        for ready in plan.hosts_ready:
+            h = self.host_index.get(ready.host)
+            if h is not None and h in self.open_drain and not self.on_host[h]:
+                self.drains[self.open_drain.pop(h)][2] = now
+        return bool(plan.starts or plan.stops)
+
+    # -- main loop ----------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        wall0 = time.perf_counter()
+        cfg = self.config
+        until = cfg.until_s
+        period = float(cfg.cycle_period_s)
+        usage_driven = self.mode in _USAGE_DRIVEN
+
+        arrivals = sorted(
+            (j for j in self.jobs if j.out.state == JobState.PENDING),
+            key=lambda j: (j.wl.submit_s, j.key[3]),
+        )
+        arrival_t = [j.wl.submit_s for j in arrivals]
+        health = sorted(enumerate(self.cluster.events), key=lambda e: (e[1].at_s, e[0]))
+        health_t = [e.at_s for _, e in health]
+        na, nh = len(arrivals), len(health)
+        ai = hi = 0
+
+        firsts = arrival_t[:1] + health_t[:1]
+        start = min(firsts) if firsts else 0.0
+        if until is not None:
+            start = min(start, until)
+        horizon = (
+            until
+            if until is not None
+            else max([j.wl.submit_s + j.spec.duration_s for j in arrivals] + [start + 1.0])
+        )
+        self._record_capacity(start)
+
+        inf = math.inf
+        heap = self.heap
+        gap = max(0.0, float(getattr(cfg, "min_cycle_gap_s", 0.0) or 0.0))
+        due: float | None = None  # when the next cycle runs (events, periodic tick)
+        now = start
+        t = start
+        same_time = 0
+        last_cycle_t = -inf
+        loops = 0
+        progress = self.progress
+        span = max(horizon - start, 1e-9)
+
+        while True:
+            t_ev = heap[0][0] if heap else inf
+            if ai < na and arrival_t[ai] < t_ev:
+                t_ev = arrival_t[ai]
+            if hi < nh and health_t[hi] < t_ev:
+                t_ev = health_t[hi]
+            t = t_ev if due is None or t_ev <= due else due
+            if t == inf or (until is not None and t > until):
+                break
+            now = t
+            if t_ev == now:
+                # Apply everything that happens at this instant, then ask for a cycle.
+                while heap and heap[0][0] <= now:
+                    _, kind, _, idx, token = heapq.heappop(heap)
+                    j = self.jobs[idx]
+                    if j.token != token:
+                        continue  # the run this event belonged to was stopped
+                    self.events += 1
+                    if kind == _FINISH:
+                        self._release(now, idx, j, EndReason.COMPLETED)
+                        j.remaining = 0.0
+                        j.out.state = JobState.COMPLETED
+                        j.out.end_s = now
+                    else:
+                        j.unprotected = True
+                        self.n_unprotected += 1
+                while hi < nh and health_t[hi] <= now:
+                    ev = health[hi][1]
+                    self._set_health(now, ev.host, ev.healthy)
+                    self.events += 1
+                    hi += 1
+                watched: list[str] = []
+                while ai < na and arrival_t[ai] <= now:
+                    self._enqueue(arrivals[ai], now)
+                    self.events += 1
+                    if self.probe is not None and arrivals[ai].wl.id in self.probe[0]:
+                        watched.append(arrivals[ai].wl.id)
+                    ai += 1
+                if watched:
+                    self._call_probe(now, watched)
+                when = now if gap <= 0.0 else max(now, last_cycle_t + gap)
+                due = when if due is None or when < due else due
+            if until is not None and now >= until:
+                break
+            if due is None or due > now:
+                continue
+
+            due = None
+            if self._could_act():
+                same_time = same_time + 1 if now == last_cycle_t else 0
+                if same_time > _MAX_CYCLES_AT_ONE_TIME:
+                    raise ReplayError(f"the engine keeps acting at t={now} without end")
+                acted = self._cycle(now)
+                last_cycle_t = now
+                if usage_driven and self._could_act():
+                    due = now + max(period, gap)
+                if not acted and not self.running and not heap and ai >= na and hi >= nh:
+                    due = None  # an empty cluster that starts nothing: stuck for good
+            else:
+                self.skipped += 1
+
+            loops += 1
+            if progress is not None and not loops & 1023:
+                progress(min(max((now - start) / span, 0.0), 0.999))
+
+        if until is not None and (
+            now >= until or until < t < inf or self.n_pending or self.running
+        ):
+            end = until  # cut off (or stuck with work left): the run lasts until `until_s`
+        else:
+            end = now  # every job has ended
+        end = max(end, start)
+        # Close what is still running.
+        for idx in list(self.running):
+            j = self.jobs[idx]
+            self._release(end, idx, j, EndReason.RUNNING_AT_END)
+            j.out.state = JobState.RUNNING
+        if progress is not None:
+            progress(1.0)
+        drains = [DrainRecord(host=h, start_s=s, ready_s=r) for h, s, r in self.drains]
+        return SimResult(
+            policy=self.mode,
+            cluster=self.cluster,
+            start_s=start,
+            end_s=end,
+            intervals=self.intervals,
+            jobs=self.outcomes,
+            preemptions=self.preemptions,
+            drains=drains,
+            capacity=self.capacity,
+            wall_s=time.perf_counter() - wall0,
+            cycles=self.cycles,
+            skipped_cycles=self.skipped,
+            events=self.events,
+        )
+
+
+def _engine_plan() -> Planner:
+    """The engine's `plan` with one `EngineState` for the whole run (warm caches)."""
+    from scheduler.core.engine import EngineState, plan
+
+    state = EngineState()
+
+    def planner(snapshot: Snapshot, policy: Policy, now: float) -> CyclePlan:
+        return plan(snapshot, policy, now, state)
+
+    return planner
+
+
+def simulate(
+    cluster: ClusterSpec,
+    tree: BudgetNode,
+    jobs: Sequence[TraceJob],
+    config: SimConfig,
+    progress: Callable[[float], None] | None = None,
+    *,
+    planner: Planner | None = None,
+    probe: tuple[frozenset[str], Probe] | None = None,
+) -> SimResult:
+    """Replay `jobs` on `cluster` under `config.policy` with the real engine.
+
+    `progress` is called now and then with the fraction of simulated time done (0..1).
+    `planner` replaces `scheduler.core.engine.plan` (for tests only). `probe` = (job ids,
+    callback): the callback sees the state at each instant one of those jobs arrives
+    (see `Probe`; `bench/eta.py` asks its ETA there).
+    Raises `ValueError` for inputs the replay cannot play (unknown project, duplicate
+    job id, unknown host in a health event) and `ReplayError` for an engine plan that
+    cannot be applied (a GPU given twice, an unknown or non-pending job started).
+    """
+    replay = _Replay(cluster, tree, jobs, config, progress, planner or _engine_plan(), probe)
+    # The inputs and the replay's own tables live for the whole run: freezing them keeps
+    # the cyclic garbage collector from walking them again and again (a cycle makes many
+    # short-lived objects and no reference cycles); the run's growing records are frozen
+    # every `_FREEZE_EVERY` cycles. Everything is unfrozen at the end; the caller's gc
+    # settings are left as they were.
+    gc.freeze()
+    try:
+        return replay.run()
+    finally:
+        gc.unfreeze()
+
+
+def iter_open_waits(result: SimResult) -> Iterator[tuple[str, float]]:
+    """(job id, open wait) for jobs still pending at the end of a result."""
+    for out in result.jobs:
+        if out.state == JobState.PENDING and out.pending_since_s is not None:
+            yield out.job_id, result.end_s - out.pending_since_s
+
+
+def usage_from_intervals(
+    intervals: Sequence[RunInterval], now: float, lookback_s: float
+) -> Mapping[str, float]:
+    """Charged GPU-seconds per project in `[now - lookback_s, now]`, straight from the
+    intervals (a slow reference for tests and checks)."""
+    out: dict[str, float] = {}
+    lo = now - lookback_s
+    for iv in intervals:
+        if not iv.allocated:
+            continue
+        a, b = max(iv.start_s, lo), min(iv.end_s, now)
+        if b > a:
+            out[iv.project] = out.get(iv.project, 0.0) + (b - a) * iv.gpus
+    return out

@@ -1,0 +1,260 @@
+"""The Slurm adapter against a real slurmctld and 16 slurmd (tests/adapters/slurm/conftest.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from scheduler.adapters.base import (
+    AdapterError,
+    AdapterUnavailable,
+    ClusterAdapter,
+    ClusterJobState,
+    HostHealthState,
+)
+from scheduler.adapters.slurm import (
+    SlurmAdapter,
+    SlurmClient,
+    SlurmTimeout,
+    SubmitOptions,
+    parse_attempt_comment,
+)
+from tests.adapters.slurm.conftest import start_request, wait_for
+
+S = ClusterJobState
+
+
+def running(job) -> bool:
+    return job.state == S.RUNNING
+
+
+def ended(job) -> bool:
+    return job.ended
+
+
+def slurm_jobs_of(client: SlurmClient, attempt_prefix: str) -> list[dict]:
+    """Slurm's jobs whose attempt id starts with `attempt_prefix`."""
+    return [
+        j
+        for j in client.jobs()
+        if parse_attempt_comment(j.get("comment"))[0].startswith(attempt_prefix)
+    ]
+
+
+def test_the_adapter_implements_the_protocol(adapter):
+    assert isinstance(adapter, ClusterAdapter)
+
+
+def test_hosts_and_their_gpus_come_from_slurm(adapter, slurm):
+    hosts = adapter.hosts()
+    assert [h.name for h in hosts] == slurm.node_names
+    assert {h.gpus for h in hosts} == {8}
+    assert {h.health for h in hosts} == {HostHealthState.HEALTHY}
+
+
+def test_start_runs_held_then_released_on_the_chosen_nodes_with_slurms_gpu_indices(adapter, client):
+    first = adapter.start(start_request("t-1-0-aaa", {"gpu03": 2}))
+    assert first.state == S.STARTING and first.external_id
+    adapter.start(start_request("t-2-0-bbb", {"gpu03": 4}))
+    adapter.start(start_request("t-3-0-ccc", {"gpu07": 8, "gpu08": 8}))
+
+    a = wait_for(adapter, "t-1-0-aaa", running)
+    b = wait_for(adapter, "t-2-0-bbb", running)
+    g = wait_for(adapter, "t-3-0-ccc", running)
+    assert [p.host for p in a.placements] == ["gpu03"] and len(a.placements[0].gpu_indices) == 2
+    assert [p.host for p in b.placements] == ["gpu03"] and len(b.placements[0].gpu_indices) == 4
+    assert not set(a.placements[0].gpu_indices) & set(b.placements[0].gpu_indices)
+    assert {p.host: p.gpu_indices for p in g.placements} == {
+        "gpu07": tuple(range(8)),
+        "gpu08": tuple(range(8)),
+    }
+    assert a.started_at is not None and a.external_id == first.external_id
+    # what Slurm was told: the attempt id in the comment, no requeue in Slurm
+    shown = client.run("scontrol", "show", "job", a.external_id)
+    assert "Comment=allot-attempt:t-1-0-aaa" in shown and "Requeue=0" in shown
+    assert "ReqNodeList=gpu03" in shown
+
+
+def test_a_job_that_finishes_or_fails_ends_with_its_exit_code(adapter):
+    adapter.start(start_request("t-4-0-ok", {"gpu01": 1}, command="echo done"))
+    adapter.start(start_request("t-5-0-bad", {"gpu01": 1}, command="exit 3"))
+    ok = wait_for(adapter, "t-4-0-ok", ended)
+    bad = wait_for(adapter, "t-5-0-bad", ended)
+    assert ok.state == S.SUCCEEDED and ok.ended_at is not None
+    assert bad.state == S.FAILED and "exit code 3" in bad.detail
+
+
+def test_the_job_script_has_the_specs_environment_and_ignores_the_image(adapter, tmp_path):
+    out = tmp_path / "env.txt"
+    request = start_request(
+        "t-6-0-env",
+        {"gpu02": 1},
+        command=f'echo "$GREETING|$ALLOT_ATTEMPT_ID" > {out}',
+        spec={"env": {"GREETING": "hello world; $(not run)"}, "image": "ghcr.io/x/y:1"},
+    )
+    adapter.start(request)
+    assert wait_for(adapter, "t-6-0-env", ended).state == S.SUCCEEDED
+    assert out.read_text().strip() == "hello world; $(not run)|t-6-0-env"
+
+
+def test_stop_signals_the_script_which_stops_gracefully(adapter, tmp_path):
+    marker = tmp_path / "saved"
+    command = f"trap 'echo checkpoint > {marker}; exit 0' TERM; sleep 300 & wait"
+    adapter.start(start_request("t-7-0-grace", {"gpu04": 2}, command=command))
+    wait_for(adapter, "t-7-0-grace", running)
+    adapter.stop("t-7-0-grace", 30)
+    adapter.stop("t-7-0-grace", 29)  # resent by the next cycle: idempotent
+    job = wait_for(adapter, "t-7-0-grace", ended)
+    assert job.state == S.STOPPED, job
+    assert marker.read_text().strip() == "checkpoint"  # the command's own trap ran
+
+
+def test_stop_ends_a_job_that_ignores_sigterm_once_the_grace_is_over(adapter):
+    command = "trap '' TERM; while true; do sleep 1; done"
+    adapter.start(start_request("t-8-0-stubborn", {"gpu05": 1}, command=command))
+    wait_for(adapter, "t-8-0-stubborn", running)
+    adapter.stop("t-8-0-stubborn", 60)
+    time.sleep(2)
+    job = wait_for(adapter, "t-8-0-stubborn", lambda j: True)
+    assert job.state == S.STOPPING  # asked to stop, still holding its GPUs
+    adapter.stop("t-8-0-stubborn", 0)  # the grace period is over
+    job = wait_for(adapter, "t-8-0-stubborn", ended, timeout_s=30)
+    assert job.state == S.STOPPED
+
+
+def test_stopping_a_job_that_has_not_started_yet_cancels_it(adapter, client):
+    adapter.start(start_request("t-9-0-early", {"gpu06": 8}))
+    adapter.start(start_request("t-9-1-queued", {"gpu06": 8}))  # waits for gpu06
+    wait_for(adapter, "t-9-0-early", running)
+    adapter.stop("t-9-1-queued", 30)
+    assert wait_for(adapter, "t-9-1-queued", ended).state == S.STOPPED
+    adapter.stop("t-9-unknown", 30)  # a job Slurm never had: nothing happens
+
+
+class TimingOutClient(SlurmClient):
+    """sbatch reaches slurmctld, which queues the job, but the answer never arrives."""
+
+    def submit(self, script: str, options: SubmitOptions) -> str:
+        super().submit(script, options)
+        raise SlurmTimeout("sbatch did not answer within 30 s")
+
+
+def test_a_submit_that_timed_out_after_slurm_queued_it_is_adopted_not_repeated(slurm):
+    client = TimingOutClient(slurm_conf=slurm.conf_path)
+    adapter = SlurmAdapter(client)
+    started = adapter.start(start_request("t-10-0-late", {"gpu09": 2}))
+    assert started.state == S.STARTING and "adopted" in started.detail
+    job = wait_for(adapter, "t-10-0-late", running)
+    assert [p.host for p in job.placements] == ["gpu09"]
+    # a later start of the same attempt (another cycle, another adapter) adopts too
+    again = SlurmAdapter(SlurmClient(slurm_conf=slurm.conf_path)).start(
+        start_request("t-10-0-late", {"gpu09": 2})
+    )
+    assert again.state == S.RUNNING and again.external_id == job.external_id
+    assert len(slurm_jobs_of(client, "t-10-0-late")) == 1
+
+
+def test_a_refused_start_submits_nothing(adapter, client):
+    with pytest.raises(AdapterError) as refused:
+        adapter.start(start_request("t-11-0-nonode", {"gpu99": 1}))
+    assert not refused.value.retryable and "Invalid node name" in str(refused.value)
+    with pytest.raises(AdapterError) as no_command:
+        adapter.start(start_request("t-11-1-nocmd", {"gpu01": 1}, command=""))
+    assert not no_command.value.retryable and "no command" in str(no_command.value)
+    assert not slurm_jobs_of(client, "t-11-")
+
+
+def test_a_job_cancelled_outside_allot_shows_as_cancelled_with_that_reason(adapter, slurm):
+    adapter.start(start_request("t-12-0-cancel", {"gpu10": 1}))
+    job = wait_for(adapter, "t-12-0-cancel", running)
+    subprocess.run(["scancel", job.external_id], env=slurm.client_env, check=True)
+    job = wait_for(adapter, "t-12-0-cancel", ended)
+    assert job.state == S.CANCELLED
+    assert "cancelled in Slurm outside Allot" in job.detail
+
+
+def test_jobs_without_an_attempt_id_are_reported_as_foreign_and_left_alone(adapter, slurm):
+    out = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--gres=gpu:3",
+            "-w",
+            "gpu11",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 300",
+        ],
+        env=slurm.client_env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    slurm_id = out.stdout.strip()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        foreign = [j for j in adapter.jobs() if j.external_id == slurm_id]
+        if foreign and foreign[0].state == S.RUNNING:
+            break
+        time.sleep(0.2)
+    assert foreign[0].attempt_id == ""
+    assert (
+        foreign[0].placements[0].host == "gpu11" and len(foreign[0].placements[0].gpu_indices) == 3
+    )
+    adapter.stop("", 0)  # nothing may reach a job Allot did not start
+    time.sleep(0.5)
+    assert [j.state for j in adapter.jobs() if j.external_id == slurm_id] == [S.RUNNING]
+
+
+def test_jobs_survive_a_slurmctld_restart(adapter, slurm):
+    adapter.start(start_request("t-14-0-restart", {"gpu14": 2}))
+    before = wait_for(adapter, "t-14-0-restart", running)
+    slurm.restart_ctld()
+    after = wait_for(adapter, "t-14-0-restart", running)
+    assert after.external_id == before.external_id and after.placements == before.placements
+    # (slurmctld down: tests/adapters/slurm/test_cycle.py, the cycle records it as unreachable)
+
+
+def test_a_missing_configuration_is_unavailable_at_once(tmp_path):
+    client = SlurmClient(slurm_conf=tmp_path / "none" / "slurm.conf")
+    with pytest.raises(AdapterUnavailable, match="not found"):
+        SlurmAdapter(client).jobs()
+
+
+def test_drain_in_allot_drains_the_node_in_slurm_and_slurms_drains_show(adapter, client):
+    adapter.set_host_health("gpu15", HostHealthState.DRAINING, "allot: fan failure")
+    node = next(n for n in client.nodes() if n["name"] == "gpu15")
+    assert "DRAIN" in node["state_flags"] and node["reason"] == "allot: fan failure"
+    adapter.set_host_health("gpu15", HostHealthState.HEALTHY, "allot: drain ended")
+    adapter.set_host_health("gpu15", HostHealthState.HEALTHY, "again")  # idempotent
+    node = next(n for n in client.nodes() if n["name"] == "gpu15")
+    assert "DRAIN" not in node["state_flags"]
+
+    client.update_node("gpu16", "drain", "bad DIMM")  # an operator, in Slurm
+    host = next(h for h in adapter.hosts() if h.name == "gpu16")
+    assert host.health == HostHealthState.DRAINING and host.reason == "bad DIMM"
+    client.update_node("gpu16", "down", "power supply")
+    host = next(h for h in adapter.hosts() if h.name == "gpu16")
+    assert host.health == HostHealthState.DOWN and host.reason == "power supply"
+
+
+def test_a_draining_node_keeps_its_jobs_and_takes_no_new_one(adapter):
+    adapter.start(start_request("t-15-0-keep", {"gpu01": 2}))
+    wait_for(adapter, "t-15-0-keep", running)
+    adapter.set_host_health("gpu01", HostHealthState.DRAINING, "allot: repair")
+    host = next(h for h in adapter.hosts() if h.name == "gpu01")
+    assert host.health == HostHealthState.DRAINING
+    adapter.start(start_request("t-15-1-new", {"gpu01": 1}))
+    time.sleep(2)
+    assert wait_for(adapter, "t-15-1-new", lambda j: True).state == S.STARTING
+    assert wait_for(adapter, "t-15-0-keep", lambda j: True).state == S.RUNNING
+
+
+def test_the_version_and_call_times_are_reported(client):
+    assert "22." in client.version() or "slurm" in client.version()
+    assert client.stats.calls >= 1 and client.stats.seconds > 0
+    assert Path(client.slurm_conf).is_file()
