@@ -1,6 +1,6 @@
 """Clusters, hosts, jobs, their attempts and events, and the records of scheduling cycles.
 
-The live data flow (ARCHITECTURE.md): a job is stored PENDING by `scheduler.services`;
+The live data flow (docs/architecture.md): a job is stored PENDING by `scheduler.services`;
 a cycle per cluster reconciles with the cluster adapter, asks the pure engine for a
 plan and applies it. Every run of a job is an `Attempt` with an id stamped on the
 cluster's job (adopt-before-retry); every state change is an append-only `JobEvent`.

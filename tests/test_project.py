@@ -1,6 +1,8 @@
 """Project-wide rules: settings refuse unsafe production, the pure packages stay pure."""
 
+import ast
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -112,3 +114,123 @@ def test_pure_packages_type_check_strictly():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Success" in result.stdout
+
+
+# --- every path the README, the docs or a docstring names exists -------------------------
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# The project's packages and scripts whose docstrings and comments may name files.
+CODE_DIRS = [
+    "accounts",
+    "allot_cli",
+    "bench",
+    "budgets",
+    "config",
+    "dashboards",
+    "ledger",
+    "ops",
+    "scheduler",
+    "tests",
+    "tools",
+]
+# Made by `make install`, `make run` or the tests, not part of the repository.
+GENERATED = {".venv", "build", "var", ".git", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+FILE_SUFFIXES = (".py", ".md", ".json", ".toml", ".html", ".csv", ".txt", ".js", ".css", ".png")
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+MD_NAME = re.compile(r"(?<![\w/.-])([\w./-]*[\w-]\.md)\b")
+OUTSIDE = re.compile(r"(?<![.\w])\.\./|/work/")  # not `.../` (an elided path)
+PY_PATH = re.compile(r"(?<![\w/.-])((?:\.\./|/)?[\w.-]+(?:/[\w.-]+)+\.py)\b")
+
+
+def _top_level() -> set[str]:
+    return {p.name for p in ROOT.iterdir()} - GENERATED
+
+
+def _path_tokens(text: str) -> list[str]:
+    """Words in `code spans` that name a file or folder of the repository: a path whose
+    first part is a top-level entry, or a file name with a known suffix at the top."""
+    top = _top_level()
+    found = []
+    for span in CODE_SPAN.findall(text):
+        for word in span.split():
+            word = word.strip(",;:()[]'\"").split("#")[0].split("::")[0]
+            word = re.sub(r":\d+$", "", word)
+            if not word or any(c in word for c in "<>*{}$=?&%@"):
+                continue  # a placeholder, a glob, an option or a URL query
+            in_repo = word.split("/")[0] in top and ("/" in word or word.endswith(FILE_SUFFIXES))
+            a_document = "/" not in word and word.endswith(".md")
+            if in_repo or a_document:
+                found.append(word)
+    return found
+
+
+def _exists(path: str, *, relative_to: Path = ROOT) -> bool:
+    if "/" not in path and path.endswith(".md"):  # a document named by itself
+        return (ROOT / path).exists() or (ROOT / "docs" / path).exists()
+    target = (relative_to / path).resolve()
+    return target.is_relative_to(ROOT) and target.exists()
+
+
+def test_path_check_recognises_repository_paths_and_missing_ones():
+    """The checks below see a path only through `_path_tokens`: it must pick out paths
+    of the repository and documents, and leave out project paths, URLs and options."""
+    gone = "GONE" + ".md"  # spelled apart, so the code scan below does not see it
+    text = f"`scheduler/nope.py`, `{gone}`, `org/prog-a/a1`, `/api/v1/jobs/`, `--gpus 8`, `docs/`"
+    assert _path_tokens(text) == ["scheduler/nope.py", gone, "docs/"]
+    assert [_exists(p) for p in _path_tokens(text)] == [False, False, True]
+    assert _exists("concepts.md") and not _exists("img/none.png", relative_to=ROOT / "docs")
+    assert OUTSIDE.search("see .." + "/shared/data") and not OUTSIDE.search("and `.../recover`")
+
+
+def test_docs_name_no_path_outside_the_repository():
+    """README and docs describe the repository: a path beside the checkout or on the
+    development machine is no use to a reader elsewhere."""
+    offenders = [
+        f"{doc.relative_to(ROOT)}:{n}: {line.strip()[:120]}"
+        for doc in DOCS
+        for n, line in enumerate(doc.read_text().splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_every_path_the_docs_name_exists():
+    """Paths in code spans and relative links of README.md and docs/*.md exist."""
+    assert (ROOT / "docs").is_dir() and len(DOCS) > 1
+    missing = []
+    for doc in DOCS:
+        text = doc.read_text()
+        missing += [f"{doc.relative_to(ROOT)}: `{p}`" for p in _path_tokens(text) if not _exists(p)]
+        for link in LINK.findall(text):
+            if re.match(r"^[a-z]+:", link) or link.startswith("#"):
+                continue  # a URL or an anchor of the same page
+            if not _exists(link.split("#")[0], relative_to=doc.parent):
+                missing.append(f"{doc.relative_to(ROOT)}: ({link})")
+    assert not missing, "\n".join(missing)
+
+
+def _code_files():
+    for folder in CODE_DIRS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if "migrations" not in path.parts:
+                yield path
+
+
+def test_every_path_a_docstring_or_comment_names_exists():
+    """Documents named anywhere in the code (`*.md`) and file paths named in docstrings
+    (`*.py` with a folder) exist in the repository."""
+    missing = []
+    for path in _code_files():
+        text = path.read_text()
+        where = path.relative_to(ROOT)
+        missing += [f"{where}: {name}" for name in MD_NAME.findall(text) if not _exists(name)]
+        docstrings = [
+            ast.get_docstring(node, clean=False) or ""
+            for node in ast.walk(ast.parse(text))
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        for doc in docstrings:
+            missing += [f"{where}: {name}" for name in PY_PATH.findall(doc) if not _exists(name)]
+            missing += [f"{where}: {m.group()!r} (outside)" for m in OUTSIDE.finditer(doc)]
+    assert not missing, "\n".join(missing)

@@ -1,6 +1,6 @@
 """The cluster adapter protocol: how a scheduling cycle talks to a real cluster.
 
-The adapter is the truth about what runs (ARCHITECTURE.md, live data flow):
+The adapter is the truth about what runs (docs/architecture.md, the live cycle):
 
 - `hosts()` lists the cluster's hosts with their GPUs and health as the cluster sees
   them (a host the cluster marks down or drained shows so in Allot).

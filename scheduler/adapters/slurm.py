@@ -5,7 +5,7 @@
 (sbatch, scontrol, squeue --json, sinfo --json, scancel): they exist on every Slurm
 host and need no extra daemon. slurmrestd is not used.
 
-How Allot's verbs map onto Slurm (checked against Slurm 22.05, see ../shared/slurm):
+How Allot's verbs map onto Slurm (checked against Slurm 22.05, recipe in docs/slurm.md):
 
 - start: `sbatch --hold --nodelist=<hosts Allot chose> --gres=gpu:<n> --no-requeue`
   with the attempt id stamped in the job's comment (`allot-attempt:<id>`), then

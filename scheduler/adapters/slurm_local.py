@@ -1,6 +1,6 @@
 """A disposable real Slurm cluster on this machine, for tests, benchmarks and trials.
 
-It follows the checked recipe (Debian's Slurm 22.05; `../shared/slurm/README.md`):
+It follows the checked recipe (Debian's Slurm 22.05; `docs/slurm.md`):
 one `munged`, one `slurmctld` and one ordinary `slurmd` per fake node, all on
 127.0.0.1 with their own ports, each node with `gpus_per_node` GPUs whose device files
 are symlinks to /dev/null. No slurmdbd, no cgroups, no slurmrestd.

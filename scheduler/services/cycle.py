@@ -879,7 +879,7 @@ def _end_reason(attempt: Attempt, cj: ClusterJob) -> str:
 
 
 def _job_target(attempt: Attempt, end: str) -> str:
-    """The state a job goes to when its attempt ended with `end` (LIVE.md)."""
+    """The state a job goes to when its attempt ended with `end` (docs/architecture.md)."""
     intent = attempt.stop_intent
     # a run the cluster never reported started lost no work: it simply goes back
     requeue = attempt.job.resumable or attempt.started_at is None

@@ -1,4 +1,4 @@
-"""Submitting and cancelling jobs (ARCHITECTURE.md live data flow, step 1).
+"""Submitting and cancelling jobs (docs/architecture.md, the live data flow, step 1).
 
 `job_submit` validates a submission (every field, with the field named in the error),
 checks that the actor may use the project, and stores the job(s) PENDING with their

@@ -348,7 +348,7 @@ def test_cancel_while_running_stops_through_the_cluster(live):
     job = live.submit(gpus=2)
     live.cycle()
     attempt = Attempt.objects.get(job=job)
-    # what the cancel service does (LIVE.md)
+    # what the cancel service does (docs/architecture.md)
     attempt.state, attempt.stop_intent = AttemptState.STOPPING, AttemptEnd.CANCELLED
     attempt.stop_requested_at = live.now
     attempt.stop_deadline = live.now + dt.timedelta(seconds=30)

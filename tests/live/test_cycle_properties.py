@@ -63,7 +63,7 @@ class CrashAroundStart:
 
 
 def cancel(job: Job, at: dt.datetime) -> None:
-    """What the cancel service does (LIVE.md)."""
+    """What the cancel service does (docs/architecture.md)."""
     job.refresh_from_db()
     if job.state == JobState.PENDING:
         job_transition(job=job, to_state=JobState.CANCELLED, reason="cancelled", at=at)
