@@ -1,15 +1,25 @@
-"""gunicorn settings for `make serve` (production serving; see README).
+"""gunicorn settings of the web server (deploy/allot-run web, `make serve`).
 
 Environment: ALLOT_HOST / ALLOT_PORT (bind), WEB_CONCURRENCY (workers, default
-2 x CPUs + 1), GUNICORN_TIMEOUT (s), PROMETHEUS_MULTIPROC_DIR (shared metrics files;
-default var/prometheus, emptied at start)."""
+2 x CPUs + 1), GUNICORN_TIMEOUT (s); ALLOT_TRUSTED_PROXIES / ALLOT_PROXY_NETWORKS
+(config/proxy.py: the proxies whose X-Forwarded-Proto gunicorn believes are the ones
+Django believes); LOG_LEVEL and ALLOT_LOG_FORMAT (config/logs.py) for gunicorn's own lines.
+
+Metrics: each worker writes its counters under its slot (`web-<host>-<port>-<n>`,
+ops.metrics), the lowest slot no live worker holds, so a replaced or restarted worker
+continues the counts of the one before it; nothing is deleted at start."""
 
 import multiprocessing
 import os
-import shutil
-from pathlib import Path
+import socket
+import sys
 
-bind = f"{os.environ.get('ALLOT_HOST', '127.0.0.1')}:{os.environ.get('ALLOT_PORT', '8000')}"
+from config import logs, proxy
+from ops.metrics import PROCESS_IDENTITY_ENV, identity_part
+
+_host = os.environ.get("ALLOT_HOST", "127.0.0.1")
+_port = os.environ.get("ALLOT_PORT", "8000")
+bind = f"{_host}:{_port}"
 workers = int(os.environ.get("WEB_CONCURRENCY", 2 * multiprocessing.cpu_count() + 1))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "60"))
 graceful_timeout = 30
@@ -17,26 +27,36 @@ max_requests = 10_000  # recycle workers now and then
 max_requests_jitter = 1_000
 accesslog = "-"
 errorlog = "-"
-# Request line and status; never headers (tokens travel in Authorization).
-access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'
+# Request line, status, size, time and the request id; never headers (tokens travel in
+# Authorization).
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms request=%({x-request-id}o)s'
 # gunicorn's largest request line (the default, 4094, refused long but valid filters)
 limit_request_line = 8190
-forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 
-_metrics_dir = Path(
-    os.environ.setdefault(
-        "PROMETHEUS_MULTIPROC_DIR",
-        str(Path(os.environ.get("ALLOT_VAR_DIR", "var")).resolve() / "prometheus"),
-    )
-)
+if proxy.retired_variables(os.environ):
+    sys.exit("gunicorn: " + "; ".join(proxy.retired_variables(os.environ)))
+forwarded_allow_ips = proxy.gunicorn_forwarded_allow_ips(os.environ)
+
+loglevel = os.environ.get("LOG_LEVEL", "INFO").lower()
+logconfig_dict = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    **logs.handler_config(os.environ.get("ALLOT_LOG_FORMAT", "text")),
+    "root": {"level": "INFO", "handlers": []},
+    "loggers": {
+        "gunicorn.error": {"level": loglevel.upper(), "handlers": ["console"], "propagate": False},
+        "gunicorn.access": {"level": "INFO", "handlers": ["console"], "propagate": False},
+    },
+}
+
+_METRICS_PREFIX = f"web-{identity_part(socket.gethostname())}-{identity_part(_port)}"
 
 
-def on_starting(server):
-    shutil.rmtree(_metrics_dir, ignore_errors=True)
-    _metrics_dir.mkdir(parents=True, exist_ok=True)
+def pre_fork(server, worker):
+    """Give the new worker the lowest metrics slot no live worker holds."""
+    taken = {getattr(w, "allot_slot", None) for w in server.WORKERS.values()}
+    worker.allot_slot = next(n for n in range(len(taken) + 1) if n not in taken)
 
 
-def child_exit(server, worker):
-    from prometheus_client import multiprocess
-
-    multiprocess.mark_process_dead(worker.pid)
+def post_fork(server, worker):
+    os.environ[PROCESS_IDENTITY_ENV] = f"{_METRICS_PREFIX}-{worker.allot_slot}"

@@ -1,6 +1,12 @@
 """`make run`: start the simulated cluster, migrate, seed the demo organisation, then run
-the web app and a Celery worker with beat until Ctrl-C. Embedded PostgreSQL and Redis
-start when no URLs are set."""
+the web app, a Celery worker and Celery beat until Ctrl-C. Embedded PostgreSQL and Redis
+start when no URLs are set.
+
+Every child is watched: when the web server, the worker, beat or the simulated cluster
+exits on its own, the others are stopped and `make run` exits with status 1 naming it
+(and its exit status), instead of serving pages while nothing schedules. State (the
+embedded servers', beat's schedule, the simulated cluster's) lives under ALLOT_VAR_DIR.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,19 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+
+
+@dataclass
+class Child:
+    """A process `make run` started and watches, by the name it reports."""
+
+    name: str
+    popen: subprocess.Popen
+
+    @property
+    def exited(self) -> bool:
+        return self.popen.poll() is not None
 
 
 def main() -> int:
@@ -26,12 +45,12 @@ def main() -> int:
 
     from scheduler.adapters.simcluster import configured_url
 
-    python = sys.executable
     env = dict(os.environ, REDIS_URL=settings.REDIS_URL)
-    children: list[subprocess.Popen] = []
+    settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+    children: list[Child] = []
     simcluster = _start_simcluster(env)
     if simcluster is not None:
-        children.append(simcluster)
+        children.append(Child("the simulated cluster", simcluster))
     try:
         print("Allot: preparing the database ...", flush=True)
         call_command("migrate", verbosity=0, interactive=False)
@@ -43,25 +62,19 @@ def main() -> int:
         _stop(children)
         raise
 
+    python = sys.executable
+    celery = [python, "-m", "celery", "-A", "config"]
     children += [
-        subprocess.Popen(
-            [
-                python,
-                "-m",
-                "celery",
-                "-A",
-                "config",
-                "worker",
-                "-B",
-                "--pool=solo",
-                "--loglevel=INFO",
-                "--schedule",
-                str(settings.BASE_DIR / "var" / "celerybeat-schedule"),
-            ],
-            env=env,
+        Child(
+            "the Celery worker",
+            subprocess.Popen([*celery, "worker", "--pool=solo", "-n", f"run-{port}@%h"], env=env),
         ),
-        subprocess.Popen(
-            [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"], env=env
+        Child("Celery beat", subprocess.Popen([*celery, "beat"], env=env)),
+        Child(
+            "the web server",
+            subprocess.Popen(
+                [python, "manage.py", "runserver", f"{host}:{port}", "--noreload"], env=env
+            ),
         ),
     ]
     where = "embedded PostgreSQL" if embedded_db else "DATABASE_URL"
@@ -69,9 +82,14 @@ def main() -> int:
     print(
         f"\nAllot is running at http://{host}:{port}/  ({where}; Ctrl-C stops everything)\n"
         f"  API docs: http://{host}:{port}/api/docs/   admin: http://{host}:{port}/admin/\n"
-        f"  simulated cluster: {configured_url()}\n",
+        f"  simulated cluster: {configured_url()}   state: {settings.VAR_DIR}\n",
         flush=True,
     )
+    return _watch(children, embedded=embedded_db or embedded_redis)
+
+
+def _watch(children: list[Child], *, embedded: bool) -> int:
+    """Wait for Ctrl-C/SIGTERM (0) or the first child that exits on its own (1, named)."""
     stopping = False
 
     def stop(*_):
@@ -80,26 +98,37 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    died: Child | None = None
     try:
-        while not stopping and all(c.poll() is None for c in children):
-            time.sleep(0.5)
+        while not stopping and died is None:
+            died = next((c for c in children if c.exited), None)
+            if died is None:
+                time.sleep(0.5)
     finally:
-        _stop(children)
+        _stop([c.popen for c in children])
         from django.db import connections
 
         connections.close_all()
-        if embedded_db or embedded_redis:
-            from config import embedded
+        if embedded:
+            from config import embedded as servers
 
-            embedded.stop_all()
-    failed = [c for c in children if c.returncode not in (0, None, -signal.SIGTERM)]
-    return 1 if failed and not stopping else 0
+            servers.stop_all()
+    if died is not None:
+        print(
+            f"\nAllot: {died.name} exited (status {died.popen.returncode}); stopped the "
+            "other processes. Its messages are above.",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 1
+    return 0
 
 
 def _start_simcluster(env: dict[str, str]) -> subprocess.Popen | None:
     """Serve the simulated cluster at ALLOT_SIMCLUSTER_URL unless one already answers
     there (or the URL names another machine)."""
-    from config import embedded
+    from django.conf import settings
+
     from scheduler.adapters.simcluster import configured_url
     from scheduler.adapters.simcluster.process import answers, is_local, launch_command
 
@@ -107,7 +136,7 @@ def _start_simcluster(env: dict[str, str]) -> subprocess.Popen | None:
     if answers(url) or not is_local(url):
         print(f"Allot: using the simulated cluster at {url}", flush=True)
         return None
-    state_dir = embedded.var_dir() / "simcluster"
+    state_dir = settings.VAR_DIR / "simcluster"
     child = subprocess.Popen(launch_command(url, state_dir), env=env)
     deadline = time.monotonic() + 20
     while not answers(url, timeout_s=0.5):

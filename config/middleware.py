@@ -2,7 +2,48 @@
 
 from __future__ import annotations
 
+import re
+import uuid
+
+from django.conf import settings
+from django.core.signals import request_finished
+from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from config.logs import REQUEST_ID
+from config.proxy import FORWARDED_HEADERS, forwarded_client, in_networks
+
+# A request id a trusted proxy passes on (X-Request-ID) is kept when it looks like one.
+REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
+
+
+def client_address(request: HttpRequest) -> str:
+    """The client's address, read one way everywhere (sign-in lockout, /metrics): see
+    config/proxy.py. ALLOT_TRUSTED_PROXIES and ALLOT_PROXY_NETWORKS configure it."""
+    return forwarded_client(
+        request.META.get("REMOTE_ADDR", ""),
+        request.META.get("HTTP_X_FORWARDED_FOR", ""),
+        proxies=settings.ALLOT_TRUSTED_PROXIES,
+        networks=settings.ALLOT_PROXY_NETWORKS,
+    )
+
+
+class ForwardedHeadersMiddleware:
+    """Drop X-Forwarded-* (and Forwarded, X-Real-IP) from requests that did not come
+    through a trusted proxy, before anything reads them: Django's
+    SECURE_PROXY_SSL_HEADER would otherwise believe a client that says it used HTTPS."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        trusted = settings.ALLOT_TRUSTED_PROXIES > 0 and in_networks(
+            request.META.get("REMOTE_ADDR", ""), settings.ALLOT_PROXY_NETWORKS
+        )
+        if not trusted:
+            for header in FORWARDED_HEADERS:
+                request.META.pop(header, None)
+        return self.get_response(request)
 
 
 class RejectNulBytesMiddleware:
@@ -41,3 +82,28 @@ class RejectNulBytesMiddleware:
                 if "\x00" in key or any("\x00" in v for v in values):
                     return key.replace("\x00", "\\x00")
         return None
+
+
+class RequestIdMiddleware:
+    """Give every request an id: the trusted proxy's X-Request-ID when it sent a
+    well-formed one, else a new one. Log lines of the request carry it (config/logs.py)
+    and the response returns it in X-Request-ID."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        given = request.META.get("HTTP_X_REQUEST_ID", "")
+        request_id = given if REQUEST_ID_RE.match(given) else uuid.uuid4().hex
+        request.request_id = request_id
+        # Kept until the response is finished (request_finished clears it), so that
+        # Django's own line about a 4xx/5xx, written after the middleware, carries it.
+        REQUEST_ID.set(request_id)
+        response = self.get_response(request)
+        response["X-Request-ID"] = request_id
+        return response
+
+
+@receiver(request_finished)
+def _forget_request_id(**kwargs) -> None:
+    REQUEST_ID.set("")

@@ -23,6 +23,7 @@ urlpatterns = [
     path("api/v1/", include("ledger.api_urls")),
     path("api/v1/", include("dashboards.api_urls")),
     path("healthz", ops_views.healthz, name="healthz"),
+    path("healthz/web", ops_views.healthz_web, name="healthz-web"),
     path("metrics", ops_views.metrics, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its script as a file, so the CSP needs no inline script.

@@ -6,4 +6,8 @@ class OpsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from ops import checks, collectors  # noqa: F401  (register the built-in ones)
+        from django.conf import settings
+
+        from ops import checks, collectors, heartbeat, metrics  # noqa: F401  (register them)
+
+        metrics.use_process_files(settings.METRICS_DIR)

@@ -1,13 +1,14 @@
-"""The built-in health checks: database, broker, cache, and the scheduler's cycles."""
+"""The built-in health checks: database and broker (what a web process needs), and the
+scheduler's state (beat, workers, every cluster's cycles, the restore pause)."""
 
 from __future__ import annotations
 
 import redis
 from django.conf import settings
 from django.db import connection
-from django.utils import timezone
 
 from ops.health import register_check
+from ops.selectors import scheduling_health
 
 TIMEOUT_S = 2.0
 
@@ -30,29 +31,12 @@ def broker() -> dict:
         client.close()
 
 
-def cycles() -> dict:
-    """Age of each cluster's last scheduling cycle; stale when older than 3 periods
-    (at least 60 s). Not critical: web requests still work without the scheduler."""
-    from django.db.models import Max
-
-    from scheduler.models import Cluster
-
-    now = timezone.now()
-    clusters = {}
-    ok = True
-    for cluster in Cluster.objects.annotate(last=Max("cycles__started_at")).order_by("name"):
-        limit = max(3 * cluster.cycle_s, 60)
-        age = (now - cluster.last).total_seconds() if cluster.last else None
-        stale = age is None or age > limit
-        ok = ok and not stale
-        clusters[cluster.name] = {
-            "last_cycle_age_s": None if age is None else round(age, 1),
-            "stale_after_s": limit,
-            "stale": stale,
-        }
-    return {"ok": ok, "clusters": clusters}
+def scheduling() -> dict:
+    """Every cluster had a cycle that read it within ALLOT_STALE_CYCLES periods, beat and
+    a worker beat recently, scheduling is not paused (ops.selectors.scheduling_health)."""
+    return scheduling_health().as_dict()
 
 
-register_check("database", database, critical=True)
-register_check("broker", broker, critical=True)
-register_check("cycles", cycles, critical=False)
+register_check("database", database, critical=True, web=True)
+register_check("broker", broker, critical=True, web=True)
+register_check("scheduling", scheduling, critical=True, web=False)

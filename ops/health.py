@@ -1,10 +1,13 @@
-"""`/healthz` for load balancers: named checks, each fast and independent.
+"""`/healthz` (the whole service) and `/healthz/web` (this web process): named checks,
+each fast and independent.
 
-A check returns a dict with `ok` (bool) and anything worth showing. A failing check
-marked `critical` makes the answer 503; others make it `degraded` (still 200), so a
-stale scheduler does not take the web servers out of a load balancer.
-Apps add checks with `register_check` (the live service registers the age of each
-cluster's last cycle)."""
+A check returns a dict with `ok` (bool) and anything worth showing; `stale` (a list)
+names what is behind. A failing check marked `critical` makes the answer 503
+("unavailable"), others make it "degraded" (still 200). `/healthz` runs every check and
+lists in `stale` what every failing check names, so a monitor says at once "beat" or
+"cluster adapter: h100"; `/healthz/web` runs only the checks marked `web` (database,
+broker) and is what a load balancer asks, so a stalled scheduler does not take the web
+servers out of rotation. Apps add checks with `register_check`."""
 
 from __future__ import annotations
 
@@ -20,20 +23,25 @@ class Check:
     name: str
     run: Callable[[], CheckResult]
     critical: bool
+    web: bool
 
 
 _CHECKS: dict[str, Check] = {}
 
 
-def register_check(name: str, run: Callable[[], CheckResult], *, critical: bool) -> None:
-    _CHECKS[name] = Check(name, run, critical)
+def register_check(
+    name: str, run: Callable[[], CheckResult], *, critical: bool, web: bool = False
+) -> None:
+    _CHECKS[name] = Check(name, run, critical, web)
 
 
-def run_checks() -> tuple[int, dict]:
-    """(HTTP status, body) of every registered check."""
-    body: dict = {"status": "ok", "checks": {}}
+def run_checks(*, web_only: bool = False) -> tuple[int, dict]:
+    """(HTTP status, body) of every registered check (the `web` ones only if asked)."""
+    body: dict = {"status": "ok", "stale": [], "checks": {}}
     status = 200
     for check in _CHECKS.values():
+        if web_only and not check.web:
+            continue
         started = time.perf_counter()
         try:
             result = dict(check.run())
@@ -43,6 +51,7 @@ def run_checks() -> tuple[int, dict]:
         result["critical"] = check.critical
         body["checks"][check.name] = result
         if not result["ok"]:
+            body["stale"] += result.get("stale") or [check.name]
             if check.critical:
                 status, body["status"] = 503, "unavailable"
             elif body["status"] == "ok":

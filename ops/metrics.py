@@ -2,9 +2,15 @@
 
 Two kinds:
 - process metrics, counted where they happen: HTTP requests (the middleware below)
-  and the scheduler's cycles and actions (`observe_cycle`, for the cycle task). With
-  several processes (gunicorn workers, Celery) set PROMETHEUS_MULTIPROC_DIR to a
-  directory they share; `/metrics` then adds up every process's files.
+  and the scheduler's cycles and actions (`observe_cycle`, for the cycle task). Every
+  process of the machine keeps them in files in one directory, settings.METRICS_DIR
+  (ALLOT_METRICS_DIR, default $ALLOT_VAR_DIR/prometheus), and `/metrics` adds up every
+  file there. A process's files are named after its slot, not its pid
+  (`process_identity`): gunicorn worker n of the web instance on port p of host h is
+  `web-h-p-n`, Celery worker process i of node w is `worker-w-i`; a restarted process
+  continues its slot's counts, so a restart of any process (or of a whole web instance)
+  loses no count and the directory does not grow with restarts. Nothing deletes these
+  files while the installation runs; empty the directory only with every process stopped.
 - state metrics, read from the database at scrape time by collectors (tree and audit
   counts, jobs and GPUs by cluster, project and state, last cycle per cluster). Apps add
   theirs with `register_collector`.
@@ -13,8 +19,11 @@ Two kinds:
 from __future__ import annotations
 
 import os
+import re
+import socket
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from prometheus_client import (
     CollectorRegistry,
@@ -23,6 +32,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client import values as metric_values
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import REGISTRY
 
@@ -48,6 +58,34 @@ SCHEDULER_ACTIONS = Counter(
     "Starts and stops decided by the scheduler, by cluster, action and rule",
     ["cluster", "action", "rule"],
 )
+
+# Set by the process's launcher before it counts anything (config/gunicorn.py for the web
+# workers, config/celery.py for Celery); other processes use their host and pid.
+PROCESS_IDENTITY_ENV = "ALLOT_METRICS_PROCESS"
+_UNSAFE = re.compile(r"[^A-Za-z0-9.-]+")
+
+
+def identity_part(text: str) -> str:
+    """`text` as a piece of a metrics file name (no underscore: the files' separator)."""
+    return _UNSAFE.sub("-", text).strip("-") or "x"
+
+
+def process_identity() -> str:
+    """The slot whose files this process writes (see the module docstring)."""
+    return os.environ.get(PROCESS_IDENTITY_ENV) or identity_part(
+        f"proc-{socket.gethostname()}-{os.getpid()}"
+    )
+
+
+def use_process_files(directory: Path | None) -> None:
+    """Keep this process's metrics in `directory` (None: in memory, this process only).
+    Called at start (ops.apps), before anything is counted."""
+    if directory is None:
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(directory)
+    metric_values.ValueClass = metric_values.MultiProcessValue(process_identity)
+
 
 StateCollector = Callable[[], Iterable[Metric]]
 _COLLECTORS: list[StateCollector] = []

@@ -1,4 +1,5 @@
-"""`/healthz` (load balancers) and `/metrics` (Prometheus; operators only)."""
+"""`/healthz` (monitoring: the whole service), `/healthz/web` (load balancers: this web
+process) and `/metrics` (Prometheus; operators only)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from config.middleware import client_address
 from ops.health import run_checks
 from ops.metrics import exposition
 
@@ -18,13 +20,17 @@ from ops.metrics import exposition
 @never_cache
 @require_GET
 def healthz(request: HttpRequest) -> HttpResponse:
+    """503 naming what is stale when the service cannot serve or does not schedule."""
     status, body = run_checks()
     return JsonResponse(body, status=status)
 
 
-def _client_ip(request: HttpRequest) -> str:
-    raw = request.META.get(settings.CLIENT_IP_HEADER) or request.META.get("REMOTE_ADDR", "")
-    return raw.split(",")[0].strip()
+@never_cache
+@require_GET
+def healthz_web(request: HttpRequest) -> HttpResponse:
+    """503 only when this web process cannot serve (database or broker)."""
+    status, body = run_checks(web_only=True)
+    return JsonResponse(body, status=status)
 
 
 def metrics_allowed(request: HttpRequest) -> bool:
@@ -35,7 +41,7 @@ def metrics_allowed(request: HttpRequest) -> bool:
     if token and hmac.compare_digest(header.encode(), f"Bearer {token}".encode()):
         return True
     try:
-        address = ipaddress.ip_address(_client_ip(request))
+        address = ipaddress.ip_address(client_address(request))
     except ValueError:
         return False
     return any(address in network for network in settings.METRICS_NETWORKS)

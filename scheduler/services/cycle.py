@@ -45,6 +45,7 @@ from django.db.models import Exists, F, OuterRef, Subquery
 from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
+from config.logs import cycle_scope
 from ops.metrics import observe_cycle
 from scheduler import adapters
 from scheduler.adapters import (
@@ -140,11 +141,14 @@ def cycle_run(
     cluster_id: int,
     now: dt.datetime | None = None,
     adapter: ClusterAdapter | None = None,
+    reconcile_only: bool = False,
 ) -> CycleRecord | None:
     """Run one scheduling cycle of a cluster (see the module docstring).
 
     Returns its `CycleRecord`, or None when another cycle of the cluster is running.
-    `now` fixes the cycle's clock (tests); `adapter` replaces the cluster's own."""
+    `now` fixes the cycle's clock (tests); `adapter` replaces the cluster's own;
+    `reconcile_only` stops after step 2 (the reconcile after a restore,
+    scheduler.services.restore: nothing is planned, started or stopped)."""
     running = _LOCAL.__dict__.setdefault("clusters", set())
     if cluster_id in running:
         # A cycle asked for from inside a cycle of the same thread (Celery eager mode, a
@@ -157,7 +161,7 @@ def cycle_run(
             if not taken:
                 return None
             cluster = Cluster.objects.get(pk=cluster_id)
-            return _CycleRun(cluster, now, adapter).run()
+            return _CycleRun(cluster, now, adapter, reconcile_only=reconcile_only).run()
     finally:
         running.discard(cluster_id)
 
@@ -229,9 +233,15 @@ class _Counts:
 
 class _CycleRun:
     def __init__(
-        self, cluster: Cluster, now: dt.datetime | None, adapter: ClusterAdapter | None
+        self,
+        cluster: Cluster,
+        now: dt.datetime | None,
+        adapter: ClusterAdapter | None,
+        *,
+        reconcile_only: bool = False,
     ) -> None:
         self.cluster = cluster
+        self.reconcile_only = reconcile_only
         self.at = now or timezone.now()
         self.fixed_clock = now is not None
         # when the cluster was read: times it reports are kept at or before it
@@ -259,10 +269,15 @@ class _CycleRun:
         gc_was_on = gc.isenabled()
         gc.disable()
         try:
-            return self._run()
+            with cycle_scope(self):  # log lines of the cycle carry its id (config.logs)
+                return self._run()
         finally:
             if gc_was_on:
                 gc.enable()
+
+    def __str__(self) -> str:
+        """The cycle's id in log lines: its record's, once stored."""
+        return str(self.record.pk) if self.record is not None else ""
 
     def _run(self) -> CycleRecord:
         t0 = time.perf_counter()
@@ -273,6 +288,7 @@ class _CycleRun:
             if report is not None:
                 with self._phase("reconcile"):
                     holders = self._reconcile(report)
+            if report is not None and not self.reconcile_only:
                 with self._phase("snapshot"):
                     cs = cluster_snapshot(
                         cluster=self.cluster,

@@ -1,38 +1,156 @@
-"""`/healthz` for load balancers and `/metrics` for operators, against the real
-PostgreSQL and Redis."""
+"""`/healthz` (the service, naming what is stale), `/healthz/web` (load balancers), the
+stalled-scheduler banner and `/metrics`, against the real PostgreSQL and Redis."""
 
 import datetime as dt
 
 import pytest
 from django.utils import timezone
 
+from ops.models import Heartbeat
+from ops.services import heartbeat_record, scheduling_pause
 from scheduler.models import CycleRecord, Job, JobState
 from tests.factories import ClusterFactory
 
 pytestmark = pytest.mark.django_db
 
 
-def test_healthz_checks_database_broker_and_each_clusters_last_cycle(client):
-    fresh = ClusterFactory(name="h100", cycle_s=10)
-    ClusterFactory(name="a100")  # no cycle yet
-    CycleRecord.objects.create(cluster=fresh, started_at=timezone.now() - dt.timedelta(seconds=5))
+def beat(kind: str, name: str, age_s: float = 1.0) -> None:
+    """A heartbeat of process `name` of `kind` (beat/worker) `age_s` seconds ago."""
+    at = timezone.now() - dt.timedelta(seconds=age_s)
+    heartbeat_record(kind=kind, name=name, host="test", started_at=at, now=at)
+
+
+def cycle(cluster, age_s: float, errors: list[str] | None = None) -> None:
+    at = timezone.now() - dt.timedelta(seconds=age_s)
+    CycleRecord.objects.create(cluster=cluster, started_at=at, errors=errors or [])
+
+
+@pytest.fixture
+def scheduling(settings):
+    """Beat and a worker alive (heartbeats 1 s old), default periods: 5 s heartbeats,
+    stale after 3 cycle periods."""
+    settings.ALLOT_HEARTBEAT_S = 5
+    settings.ALLOT_STALE_CYCLES = 3
+    beat("beat", "beat")
+    beat("worker", "w1@host")
+
+
+def test_healthz_is_ok_only_when_every_cluster_cycles_and_beat_and_a_worker_beat(
+    client, scheduling
+):
+    cycle(ClusterFactory(name="h100", cycle_s=10), age_s=5)
+    cycle(ClusterFactory(name="a100", cycle_s=60), age_s=170)
     response = client.get("/healthz")
     assert response.status_code == 200
     body = response.json()
+    assert body["status"] == "ok" and body["stale"] == []
     assert body["checks"]["database"]["ok"] and body["checks"]["broker"]["ok"]
-    clusters = body["checks"]["cycles"]["clusters"]
-    assert clusters["h100"]["stale"] is False and 4 <= clusters["h100"]["last_cycle_age_s"] < 60
-    assert clusters["a100"] == {"last_cycle_age_s": None, "stale_after_s": 60, "stale": True}
-    assert body["status"] == "degraded"  # a stale scheduler does not take the web down
+    clusters = body["checks"]["scheduling"]["clusters"]
+    assert clusters["h100"]["stale"] is False and 4 <= clusters["h100"]["last_read_age_s"] < 10
+    assert clusters["h100"]["stale_after_s"] == 30 and clusters["a100"]["stale_after_s"] == 180
+    assert set(body["checks"]["scheduling"]["workers"]) == {"w1@host"}
 
 
-def test_healthz_is_503_when_the_broker_is_unreachable(client, settings):
+def test_healthz_is_503_naming_beat_when_its_heartbeat_is_stale(client, scheduling):
+    beat("beat", "beat", age_s=16)  # older than 3 heartbeat periods
+    h100 = ClusterFactory(name="h100", cycle_s=10)
+    cycle(h100, age_s=5)
+    body = client.get("/healthz").json()
+    assert body["status"] == "unavailable" and body["stale"] == ["beat"]
+    cycle(h100, age_s=31)  # and once its cycles are 3 periods old, beat is named their cause
+    CycleRecord.objects.filter(started_at__gt=timezone.now() - dt.timedelta(seconds=30)).delete()
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    h100_health = response.json()["checks"]["scheduling"]["clusters"]["h100"]
+    assert h100_health["stale"] is True and h100_health["cause"] == "beat"
+
+
+def test_a_submission_does_not_make_healthz_ok_while_beat_is_dead(client, scheduling):
+    """A cycle asked for by a submission is recent, yet beat stays named."""
+    beat("beat", "beat", age_s=120)
+    cycle(ClusterFactory(name="h100", cycle_s=10), age_s=0.5)
+    response = client.get("/healthz")
+    assert response.status_code == 503 and response.json()["stale"] == ["beat"]
+
+
+def test_healthz_names_the_worker_when_no_worker_beats(client, scheduling):
+    Heartbeat.objects.filter(kind="worker").update(
+        seen_at=timezone.now() - dt.timedelta(seconds=60)
+    )
+    cycle(ClusterFactory(name="h100", cycle_s=10), age_s=40)
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["stale"] == ["worker"]
+    assert body["checks"]["scheduling"]["clusters"]["h100"]["cause"] == "worker"
+
+
+def test_healthz_names_the_cluster_adapter_when_cycles_cannot_read_the_cluster(client, scheduling):
+    h100 = ClusterFactory(name="h100", cycle_s=10)
+    cycle(h100, age_s=40)
+    for age in (25, 15, 5):  # cycles ran, but none could read the cluster
+        cycle(h100, age_s=age, errors=["cluster unreachable: cannot reach the simulated cluster"])
+    cycle(ClusterFactory(name="a100", cycle_s=10), age_s=2)
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    body = response.json()
+    assert body["stale"] == ["cluster adapter: h100"]
+    health = body["checks"]["scheduling"]["clusters"]["h100"]
+    assert health["cause"] == "cluster adapter" and "cannot reach" in health["error"]
+    assert 39 < health["last_read_age_s"] < 45 and health["last_cycle_age_s"] < 10
+
+
+def test_healthz_is_not_ok_without_any_cluster(client, scheduling):
+    response = client.get("/healthz")
+    assert response.status_code == 503 and response.json()["stale"] == ["no cluster"]
+
+
+def test_healthz_names_a_paused_scheduler(client, scheduling):
+    cycle(ClusterFactory(name="h100", cycle_s=10), age_s=1)
+    scheduling_pause(reason="restored from last night's backup")
+    body = client.get("/healthz").json()
+    assert body["stale"][0] == "paused"
+    assert body["checks"]["scheduling"]["paused"] == "restored from last night's backup"
+
+
+def test_healthz_web_answers_for_the_web_process_only(client, settings):
+    ClusterFactory(name="h100")  # never cycled: /healthz is 503, the web still serves
+    assert client.get("/healthz").status_code == 503
+    response = client.get("/healthz/web")
+    assert response.status_code == 200
+    assert set(response.json()["checks"]) == {"database", "broker"}
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    broken = client.get("/healthz/web")
+    assert broken.status_code == 503 and broken.json()["stale"] == ["broker"]
+
+
+def test_healthz_is_503_when_the_broker_is_unreachable(client, settings, scheduling):
+    cycle(ClusterFactory(name="h100", cycle_s=10), age_s=1)
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
     response = client.get("/healthz")
     assert response.status_code == 503
     body = response.json()
     assert body["status"] == "unavailable" and body["checks"]["broker"]["ok"] is False
-    assert "Error" in body["checks"]["broker"]["error"]
+    assert body["stale"] == ["broker"] and "Error" in body["checks"]["broker"]["error"]
+
+
+def test_every_page_shows_a_banner_while_a_cluster_is_stale(client, scheduling, tree):
+    from django.core.cache import cache
+
+    from ops.context_processors import BANNER_CACHE_KEY
+
+    client.force_login(tree.user("ann"))
+    h100 = ClusterFactory(name="h100", cycle_s=10)
+    cycle(h100, age_s=2)
+    for path in ("/budgets/", "/me/"):
+        assert "Scheduling has stalled" not in client.get(path).content.decode()
+    Heartbeat.objects.filter(kind="beat").update(seen_at=timezone.now() - dt.timedelta(minutes=5))
+    CycleRecord.objects.update(started_at=timezone.now() - dt.timedelta(minutes=5))
+    cache.delete(BANNER_CACHE_KEY)
+    for path in ("/budgets/", "/me/", "/budgets/history/"):
+        page = client.get(path).content.decode()
+        assert "Scheduling has stalled on h100: no cycle for more than 30 s" in page
+        assert "Celery beat is not running" in page
 
 
 def test_metrics_from_an_allowed_network_show_tree_jobs_and_requests(tree, client):

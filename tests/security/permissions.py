@@ -134,7 +134,9 @@ ROWS: list[Row] = [
     # the schema and its docs are public; operators' endpoints
     Row("get", "/api/schema/", everyone(200, anonymous=200)),
     Row("get", "/api/docs/", everyone(200, anonymous=200)),
-    Row("get", "/healthz", everyone(200, anonymous=200)),
+    # health is public; /healthz is 503 here because no beat or worker runs in this test
+    Row("get", "/healthz", everyone(503, anonymous=503)),
+    Row("get", "/healthz/web", everyone(200, anonymous=200)),
     Row("get", "/metrics", everyone(200, anonymous=200)),  # by network (tests come from 127.0.0.1)
     # pages: signed-in users; the edit form only where you govern every child
     Row("get", "/budgets/", everyone(200, anonymous=302)),

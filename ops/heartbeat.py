@@ -1,0 +1,108 @@
+"""Heartbeats of the scheduling processes, written by the processes themselves every
+ALLOT_HEARTBEAT_S seconds (`ops.models.Heartbeat`; `/healthz` and the page banner read
+them through `ops.selectors.scheduling_health`).
+
+- beat: `HeartbeatScheduler`, Celery beat's scheduler (CELERY_BEAT_SCHEDULER), beats from
+  its own loop, so the row ages when beat stops (not when a worker stops);
+- a worker: a thread started when the worker is ready (Celery's `worker_ready` signal)
+  and stopped at its shutdown, named after the worker's node name.
+
+A failed write (the database restarting) is logged and tried again at the next beat.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+
+from celery.beat import PersistentScheduler
+from celery.signals import worker_ready, worker_shutdown
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from ops.models import ProcessKind
+from ops.services import heartbeat_record, heartbeats_prune
+
+log = logging.getLogger(__name__)
+BEAT_NAME = "beat"
+
+
+def heartbeat_interval_s() -> float:
+    return float(settings.ALLOT_HEARTBEAT_S)
+
+
+def _beat(kind: str, name: str, started_at) -> bool:
+    """One heartbeat; False (logged) when the database did not take it."""
+    try:
+        heartbeat_record(kind=kind, name=name, host=socket.gethostname(), started_at=started_at)
+        return True
+    except Exception as exc:  # the next beat tries again on a fresh connection
+        log.warning("%s %s: could not record a heartbeat: %s", kind, name, exc)
+        connection.close()
+        return False
+
+
+class HeartbeatScheduler(PersistentScheduler):
+    """Celery beat's persistent scheduler that also records beat's heartbeat (and prunes
+    the rows of workers gone for a day) at least every ALLOT_HEARTBEAT_S seconds."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self._next_beat = 0.0
+        self._started_at = timezone.now()
+        super().__init__(*args, **kwargs)
+
+    def tick(self, *args, **kwargs) -> float:
+        delay = super().tick(*args, **kwargs)
+        now = time.monotonic()
+        if now >= self._next_beat:
+            self._next_beat = now + heartbeat_interval_s()
+            if _beat(ProcessKind.BEAT, BEAT_NAME, self._started_at):
+                heartbeats_prune()
+        return min(delay, max(0.0, self._next_beat - time.monotonic()))
+
+
+class WorkerHeartbeat:
+    """A daemon thread recording one worker's heartbeat until `stop()`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.started_at = timezone.now()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{name}", daemon=True)
+
+    def start(self) -> WorkerHeartbeat:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        try:
+            while not self._stopped.is_set():
+                _beat(ProcessKind.WORKER, self.name, self.started_at)
+                self._stopped.wait(heartbeat_interval_s())
+        finally:
+            connection.close()  # this thread's own connection
+
+
+@worker_ready.connect
+def _start_worker_heartbeat(sender=None, **kwargs) -> None:
+    """Start beating once the worker consumes; the thread hangs on the WorkController."""
+    controller = getattr(sender, "controller", None)
+    name = getattr(sender, "hostname", "") or f"worker-{socket.gethostname()}-{os.getpid()}"
+    if controller is not None and getattr(controller, "allot_heartbeat", None) is None:
+        controller.allot_heartbeat = WorkerHeartbeat(name).start()
+
+
+@worker_shutdown.connect
+def _stop_worker_heartbeat(sender=None, **kwargs) -> None:
+    heartbeat = getattr(sender, "allot_heartbeat", None)
+    if heartbeat is not None:
+        heartbeat.stop()
+        sender.allot_heartbeat = None

@@ -1,0 +1,204 @@
+"""Reads of the operations app: is the scheduler cycling, and if not, what is stale.
+
+`scheduling_health()` is the one answer `/healthz`, the page banner and the operators'
+metrics share. A cluster is stale when it had no cycle that read it for
+ALLOT_STALE_CYCLES (3) cycle periods; the cause named is the first of:
+- `paused`: scheduling is paused on this database (after a restore: ops.services);
+- `beat`: beat's heartbeat is older than 3 heartbeat periods (nothing asks for cycles);
+- `worker`: no worker's heartbeat is that fresh (nothing runs them);
+- `cluster adapter`: the cluster's recent cycles could not read it (the error is shown);
+- `cycles`: beat and a worker are alive, yet no cycle ran (failing or queued behind
+  other work: see the worker's log).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import Max
+from django.utils import timezone
+
+from ops.models import Heartbeat, ProcessKind, SchedulingGate
+from scheduler.models import Cluster, CycleRecord
+
+# Errors of a cycle that did not schedule its cluster (scheduler.services.cycle).
+UNREAD_PREFIXES = ("cluster unreachable", "cycle failed")
+IDENTITY_SQL = (
+    "SELECT s.system_identifier, substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), d.oid "
+    "FROM pg_control_system() s, pg_database d WHERE d.datname = current_database()"
+)
+
+
+def database_identity() -> str:
+    """This database's identity: the server's system identifier, its WAL timeline and
+    the database's oid. A restore into a new database, a copy, a point-in-time recovery
+    and a promoted replica each give another one."""
+    with connection.cursor() as cursor:
+        cursor.execute(IDENTITY_SQL)
+        system_id, timeline, oid = cursor.fetchone()
+    return f"system {system_id} timeline {timeline} database {oid}"
+
+
+def scheduling_paused() -> str:
+    """Why scheduling is paused, "" if not (read only: the gate row is paused when a
+    cycle first sees another database, `ops.services.scheduling_gate_check`)."""
+    gate = SchedulingGate.objects.filter(pk=1).first()
+    if gate is None:
+        return ""
+    if gate.paused_reason:
+        return gate.paused_reason
+    if gate.database != database_identity():
+        return (
+            "this database was restored or copied from another one: run "
+            "`manage.py reconcile_restore` to reconcile every cluster and resume scheduling"
+        )
+    return ""
+
+
+def stale_after_s(cycle_s: float) -> float:
+    """How old a cluster's last cycle may be before it counts as stale."""
+    tick = float(settings.ALLOT_CYCLE_TICK_S)
+    return float(settings.ALLOT_STALE_CYCLES) * max(float(cycle_s), tick)
+
+
+def heartbeat_stale_after_s() -> float:
+    return 3 * max(float(settings.ALLOT_HEARTBEAT_S), float(settings.ALLOT_CYCLE_TICK_S))
+
+
+@dataclass(frozen=True)
+class ClusterHealth:
+    name: str
+    last_cycle_age_s: float | None  # any cycle
+    last_read_age_s: float | None  # the last cycle that read the cluster
+    stale_after_s: float
+    stale: bool
+    cause: str = ""  # what is stale, when it is
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SchedulingHealth:
+    ok: bool
+    stale: list[str]  # what is stale: "paused", "beat", "worker", "cluster adapter: c1", ...
+    paused: str
+    beat_age_s: float | None
+    worker_ages_s: dict[str, float]
+    clusters: list[ClusterHealth] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "stale": self.stale,
+            "paused": self.paused,
+            "beat_age_s": self.beat_age_s,
+            "workers": self.worker_ages_s,
+            "heartbeat_stale_after_s": heartbeat_stale_after_s(),
+            "clusters": {
+                c.name: {
+                    "last_cycle_age_s": c.last_cycle_age_s,
+                    "last_read_age_s": c.last_read_age_s,
+                    "stale_after_s": c.stale_after_s,
+                    "stale": c.stale,
+                    **({"cause": c.cause} if c.cause else {}),
+                    **({"error": c.error} if c.error else {}),
+                }
+                for c in self.clusters
+            },
+        }
+
+
+def _age(now: dt.datetime, at: dt.datetime | None) -> float | None:
+    return None if at is None else round(max(0.0, (now - at).total_seconds()), 1)
+
+
+def _unread_error(errors: list) -> str:
+    return next((e for e in errors or [] if str(e).startswith(UNREAD_PREFIXES)), "")
+
+
+def _last_read(cluster: Cluster, scan: int = 50) -> dt.datetime | None:
+    """When the last of the cluster's latest `scan` cycles that read it started."""
+    rows = CycleRecord.objects.filter(cluster=cluster).order_by("-started_at")[:scan]
+    return next(
+        (
+            at
+            for at, errors in rows.values_list("started_at", "errors")
+            if not _unread_error(errors)
+        ),
+        None,
+    )
+
+
+def _cluster_health(
+    cluster: Cluster, now: dt.datetime, records: list[tuple], process_cause: str
+) -> ClusterHealth:
+    """`records`: the cluster's (started_at, errors) within its staleness window, newest first."""
+    limit = stale_after_s(cluster.cycle_s)
+    read = [at for at, errors in records if not _unread_error(errors)]
+    last_read = read[0] if read else None
+    stale = last_read is None
+    cause = error = ""
+    if stale:
+        last_read = _last_read(cluster)
+        error = next((_unread_error(e) for _, e in records if _unread_error(e)), "")
+        if process_cause:
+            cause = process_cause
+        elif error.startswith("cluster unreachable"):
+            cause = "cluster adapter"
+        else:
+            cause = "cycles"
+    return ClusterHealth(
+        name=cluster.name,
+        last_cycle_age_s=_age(now, cluster.last),
+        last_read_age_s=_age(now, last_read),
+        stale_after_s=limit,
+        stale=stale,
+        cause=cause,
+        error=error[:300],
+    )
+
+
+def scheduling_health(*, now: dt.datetime | None = None) -> SchedulingHealth:
+    """Whether every cluster is being scheduled, and what is stale when not."""
+    now = now or timezone.now()
+    paused = scheduling_paused()
+    beats = list(Heartbeat.objects.values_list("kind", "name", "seen_at"))
+    beat_at = max((at for kind, _, at in beats if kind == ProcessKind.BEAT), default=None)
+    workers = {name: _age(now, at) for kind, name, at in beats if kind == ProcessKind.WORKER}
+    fresh = heartbeat_stale_after_s()
+    stale: list[str] = []
+    if paused:
+        stale.append("paused")
+    beat_age = _age(now, beat_at)
+    if beat_age is None or beat_age > fresh:
+        stale.append("beat")
+    if not any(age <= fresh for age in workers.values()):
+        stale.append("worker")
+    clusters = list(Cluster.objects.annotate(last=Max("cycles__started_at")).order_by("name"))
+    window = max((stale_after_s(c.cycle_s) for c in clusters), default=0.0)
+    recent: dict[int, list[tuple]] = {}
+    rows = CycleRecord.objects.filter(started_at__gte=now - dt.timedelta(seconds=window))
+    for cluster_id, at, errors in rows.order_by("-started_at").values_list(
+        "cluster_id", "started_at", "errors"
+    ):
+        recent.setdefault(cluster_id, []).append((at, errors))
+    health = []
+    for cluster in clusters:
+        limit = dt.timedelta(seconds=stale_after_s(cluster.cycle_s))
+        mine = [(at, e) for at, e in recent.get(cluster.pk, []) if now - at <= limit]
+        health.append(_cluster_health(cluster, now, mine, stale[0] if stale else ""))
+    for c in health:
+        if c.stale and c.cause in ("cluster adapter", "cycles"):
+            stale.append(f"{c.cause}: {c.name}")
+    if not clusters:
+        stale.append("no cluster")
+    return SchedulingHealth(
+        ok=not stale,
+        stale=stale,
+        paused=paused,
+        beat_age_s=beat_age,
+        worker_ages_s=workers,
+        clusters=health,
+    )
