@@ -7,7 +7,10 @@ class OpsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.conf import settings
+        from django.db.models.signals import post_migrate
 
-        from ops import checks, collectors, heartbeat, metrics  # noqa: F401  (register them)
+        from ops import checks, collectors, dbroles, heartbeat, metrics  # noqa: F401
 
         metrics.use_process_files(settings.METRICS_DIR)
+        # once per migrate, after every app's migrations (the runtime role's grants)
+        post_migrate.connect(dbroles.grant_runtime_role, sender=self)

@@ -141,6 +141,9 @@ _URL_EXAMPLES = {
     "REDIS_URL": "redis://redis.example.org:6379/0",
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# The runtime database role that `migrate` (run as the owner of the tables) grants what the
+# application needs, audited tables read and insert only (ops/dbroles.py); unset: no grants.
+ALLOT_DB_RUNTIME_ROLE = env("ALLOT_DB_RUNTIME_ROLE", default="")
 
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
