@@ -1,0 +1,244 @@
+"""The production recipe, run: the command lines of the systemd units (deploy/systemd/,
+through deploy/allot-run) with production settings, as a non-root user, on the real
+PostgreSQL, a Redis of the test's own and a simulated cluster process.
+
+- a job goes from submission to success through the web, worker and beat units;
+- killing beat makes /healthz 503 naming beat within 3 cycle periods; restarting it, 200;
+- two web instances and a worker share one metrics directory: restarting an instance
+  loses no count (theirs, its own, or the worker's), and adds no file."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from ops.models import Heartbeat
+from scheduler.adapters.simcluster.process import answers
+from scheduler.services.clusters import cluster_create
+from tests.live.workers import RedisServer
+from tests.live.workers import test_database_url as database_url_of_tests
+from tests.ops.deploy import (
+    Deployment,
+    free_port,
+    http,
+    remove_tree,
+    runtime_user,
+    secret_key,
+    shared_tempdir,
+    shared_tempdir_root,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture
+def deployment(tmp_path):
+    """Units' commands as the runtime user, against the test database and a Redis of the
+    test's own; every process is stopped afterwards."""
+    venv_dir = shared_tempdir_root()
+    user, foreign = runtime_user(venv_dir)
+    var_dir = shared_tempdir(user)
+    redis = RedisServer(free_port(), tmp_path).start()
+    base_env = {
+        "ALLOT_VENV": str(user.venv),
+        "ALLOT_VAR_DIR": str(var_dir),
+        "DATABASE_URL": database_url_of_tests(),
+        "ALLOT_MIGRATE_DATABASE_URL": database_url_of_tests(),
+        "ALLOT_DB_RUNTIME_ROLE": "",  # the test database has one role
+        "REDIS_URL": redis.url,
+        "SECRET_KEY": secret_key(),
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "ALLOT_SIMCLUSTER_URL": f"http://127.0.0.1:{free_port()}",
+        "ALLOT_HEARTBEAT_S": "1",
+        "ALLOT_CYCLE_TICK_S": "1",
+        "WEB_CONCURRENCY": "2",
+    }
+    if foreign:  # the compiled engine was built for .venv's interpreter
+        base_env["ALLOT_NATIVE"] = "0"
+    deployed = Deployment(user=user, logs=var_dir, base_env=base_env)
+    try:
+        yield deployed
+    finally:
+        deployed.stop_all()
+        redis.stop()
+        remove_tree(var_dir)
+        remove_tree(venv_dir)
+
+
+def start_scheduling(deployment: Deployment, *, cycle_s: int, web_ports: list[int]):
+    """Migrate (the one-shot unit), then the simulated cluster, a cluster in it, the web
+    instances, worker 1 and beat; returns the cluster once the web answers."""
+    migrate = deployment.run("allot-migrate.service")
+    assert migrate.returncode == 0, migrate.stdout + migrate.stderr
+    url = deployment.base_env["ALLOT_SIMCLUSTER_URL"]
+    deployment.start("simcluster", "allot-simcluster.service")
+    wait_until(
+        lambda: answers(url), timeout_s=30, what="the simulated cluster", deployment=deployment
+    )
+    cluster = cluster_create(
+        name="prod", hosts=2, gpus_per_host=8, speed=60, cycle_s=cycle_s, adapter_url=url
+    )
+    for port in web_ports:
+        deployment.start(f"web-{port}", "allot-web@.service", str(port))
+    deployment.start("worker", "allot-worker@.service", "1")
+    deployment.start("beat", "allot-beat.service")
+    for port in web_ports:
+        wait_until(
+            lambda p=port: http(p, "/healthz/web")[0] == 200,
+            timeout_s=60,
+            what=f"the web instance on port {port}",
+            deployment=deployment,
+        )
+    return cluster
+
+
+def process_owner(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no Uid line for {pid}")
+
+
+def command_line(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def test_the_units_take_a_job_to_success_as_a_non_root_user(deployment, tree):
+    from accounts.services import token_create
+
+    port = free_port()
+    start_scheduling(deployment, cycle_s=2, web_ports=[port])
+    token = token_create(user=tree.user("ann"), name="deploy-test")[1]
+    status, job, _ = http(
+        port,
+        "/api/v1/jobs/",
+        method="POST",
+        token=token,
+        body={
+            "project": "org/prog-a/a1",
+            "cluster": "prod",
+            "gpus": 8,
+            "min_runtime_s": 60,
+            "duration_s": 120,  # two wall seconds at the cluster's 60x speed
+        },
+    )
+    assert status == 201, job
+    job_id = job["jobs"][0]["id"]
+
+    def state() -> str:
+        return http(port, f"/api/v1/jobs/{job_id}/", token=token)[1]["state"]
+
+    wait_until(
+        lambda: state() == "succeeded",
+        timeout_s=120,
+        what="the job's success",
+        deployment=deployment,
+    )
+    health = wait_until(
+        lambda: (r := http(port, "/healthz"))[0] == 200 and r[1],
+        timeout_s=30,
+        what="/healthz ok",
+        deployment=deployment,
+    )
+    assert health["status"] == "ok" and health["stale"] == []
+
+    # the unit's process is the program itself (exec), run by the unprivileged user
+    for name, program in [(f"web-{port}", "gunicorn"), ("worker", "celery"), ("beat", "celery")]:
+        pid = deployment.processes[name].popen.pid
+        assert program in command_line(pid)
+        assert process_owner(pid) == deployment.user.uid
+        assert deployment.user.uid != 0
+    workers = list(Heartbeat.objects.filter(kind="worker").values_list("name", flat=True))
+    assert len(workers) == 1 and workers[0].startswith("worker-1@")
+    # structured logs (ALLOT_LOG_FORMAT=json in the environment file)
+    worker_lines = [
+        json.loads(line)
+        for line in deployment.processes["worker"].log().splitlines()
+        if line.startswith("{")
+    ]
+    assert any(
+        line["logger"] == "scheduler.services.cycle" and line.get("cycle_id")
+        for line in worker_lines
+    )
+    # SIGTERM reaches gunicorn and Celery, which finish and exit cleanly
+    assert deployment.stop(f"web-{port}") == 0
+    assert deployment.stop("worker") == 0
+    assert deployment.stop("beat") == 0
+
+
+def test_killing_beat_makes_healthz_name_it_within_three_cycle_periods(deployment, tree):
+    port, cycle_s = free_port(), 4
+    start_scheduling(deployment, cycle_s=cycle_s, web_ports=[port])
+    wait_until(
+        lambda: http(port, "/healthz")[0] == 200,
+        timeout_s=60,
+        what="/healthz ok",
+        deployment=deployment,
+    )
+    deployment.stop("beat", sig=signal.SIGKILL)
+    killed = time.monotonic()
+    status, body, _ = wait_until(
+        lambda: (r := http(port, "/healthz"))[0] == 503 and r,
+        timeout_s=3 * cycle_s,
+        what="/healthz 503 within 3 cycle periods of beat's death",
+        deployment=deployment,
+    )
+    assert time.monotonic() - killed <= 3 * cycle_s + 1
+    assert "beat" in body["stale"], body
+    deployment.restart("beat")
+    wait_until(
+        lambda: http(port, "/healthz")[0] == 200,
+        timeout_s=30,
+        what="/healthz ok after beat restarted",
+        deployment=deployment,
+    )
+
+
+def _counts(port: int) -> dict[str, float]:
+    """Counter and histogram-count samples of /metrics, by their full sample name."""
+    status, text, _ = http(port, "/metrics", client="127.0.0.1")  # a scraper on the host
+    assert status == 200
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith(("allot_http_requests_total{", "allot_cycle_duration_seconds_count{")):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def test_restarting_a_web_instance_loses_no_count(deployment, tree):
+    first, second = free_port(), free_port()
+    cluster = start_scheduling(deployment, cycle_s=1, web_ports=[first, second])
+    route = 'allot_http_requests_total{method="GET",route="/api/v1/jobs/",status="401"}'
+    cycles = f'allot_cycle_duration_seconds_count{{cluster="{cluster.name}"}}'
+    for port, requests in ((first, 5), (second, 3)):
+        for _ in range(requests):
+            assert http(port, "/api/v1/jobs/")[0] == 401
+    before = wait_until(
+        lambda: (c := _counts(second)).get(cycles, 0) >= 2 and c,
+        timeout_s=60,
+        what="the worker's cycles in /metrics",
+        deployment=deployment,
+    )
+    assert before[route] == 8
+    metrics_dir = Path(deployment.base_env["ALLOT_VAR_DIR"]) / "prometheus"
+    files = sorted(p.name for p in metrics_dir.iterdir())
+
+    deployment.restart(f"web-{first}")
+    wait_until(
+        lambda: http(first, "/healthz/web")[0] == 200, timeout_s=60, what="the restarted instance"
+    )
+    for _ in range(2):
+        assert http(first, "/api/v1/jobs/")[0] == 401
+    for port in (first, second):  # either instance reports every process's counts
+        after = _counts(port)
+        assert after[route] == 10
+        assert after[cycles] >= before[cycles]
+        for name, value in before.items():
+            assert after.get(name, 0) >= value, name
+    assert sorted(p.name for p in metrics_dir.iterdir()) == files  # the same slots' files
