@@ -1,0 +1,112 @@
+"""`make run` (config/launch.py) with its state outside the repository: beat starts and
+cycles run; when the web server, the worker, beat or the simulated cluster dies, it stops
+everything and exits non-zero naming the process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scheduler.models import CycleRecord
+from scheduler.services.clusters import cluster_create
+from tests.live.workers import RedisServer
+from tests.live.workers import test_database_url as database_url_of_tests
+from tests.ops.deploy import free_port, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+# what each child's command line contains, and the name `make run` reports
+CHILDREN = {
+    "web": ("runserver", "the web server"),
+    "worker": (" worker ", "the Celery worker"),
+    "beat": (" beat", "Celery beat"),
+    "simcluster": ("scheduler.adapters.simcluster", "the simulated cluster"),
+}
+
+
+def _children(pid: int) -> dict[int, str]:
+    """Command lines of `pid`'s child processes."""
+    found = {}
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                child = int(status.parent.name)
+                found[child] = (
+                    (status.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                )
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+@pytest.fixture
+def make_run(tmp_path):
+    """`python -m config.launch` on the test database, a Redis of its own, and
+    ALLOT_VAR_DIR outside the repository; stopped afterwards."""
+    redis = RedisServer(free_port(), tmp_path).start()
+    var_dir = tmp_path / "elsewhere" / "var"
+    log_path = tmp_path / "make-run.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.dev",
+        "DATABASE_URL": database_url_of_tests(),
+        "REDIS_URL": redis.url,
+        "ALLOT_VAR_DIR": str(var_dir),
+        "ALLOT_DEMO": "off",
+        "ALLOT_PORT": str(free_port()),
+        "ALLOT_SIMCLUSTER_URL": f"http://127.0.0.1:{free_port()}",
+        "ALLOT_CYCLE_TICK_S": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    with log_path.open("wb") as log:
+        launch = subprocess.Popen(
+            [sys.executable, "-m", "config.launch"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until(
+            lambda: (
+                b"Allot is running" in log_path.read_bytes() and len(_children(launch.pid)) == 4
+            ),
+            timeout_s=120,
+            what=f"make run to start; see {log_path}",
+        )
+        yield launch, env, var_dir, log_path
+    finally:
+        if launch.poll() is None:
+            launch.send_signal(signal.SIGINT)
+            launch.wait(60)
+        redis.stop()
+
+
+@pytest.mark.parametrize("dies", list(CHILDREN))
+def test_make_run_exits_non_zero_naming_the_process_that_died(make_run, dies):
+    launch, env, var_dir, log_path = make_run
+    cluster = cluster_create(
+        name="run", hosts=1, gpus_per_host=8, cycle_s=1, adapter_url=env["ALLOT_SIMCLUSTER_URL"]
+    )
+    # beat keeps its schedule under ALLOT_VAR_DIR, and asks for cycles the worker runs
+    wait_until(
+        lambda: CycleRecord.objects.filter(cluster=cluster).count() >= 2,
+        timeout_s=60,
+        what=f"cycles asked for by beat; see {log_path}",
+    )
+    assert list(var_dir.glob("celerybeat-schedule*"))
+    marker, name = CHILDREN[dies]
+    children = _children(launch.pid)
+    (victim,) = [pid for pid, cmd in children.items() if marker in cmd]
+    os.kill(victim, signal.SIGKILL)
+    assert launch.wait(60) == 1
+    output = log_path.read_text(errors="replace")
+    assert f"Allot: {name} exited (status -9)" in output
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]  # all stopped
