@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run serve test install native browser slurm lint bench clean-var
+.PHONY: run serve test install native browser systemd slurm lint bench clean-var lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "warning: could not install chromium; browser tests will be skipped"; \
 	  else echo "warning: chromium is not installed (apt-get install chromium); browser tests will be skipped"; fi; }
 
+# Debian's systemd, for `systemd-analyze verify` of the units in deploy/systemd (a test).
+systemd:
+	@command -v systemd-analyze >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null) || echo "warning: could not install systemd; the unit check will be skipped"; \
+	  else echo "warning: systemd-analyze is missing (apt-get install systemd); the unit check will be skipped"; fi; }
+
 # Debian's Slurm 22.05 (munge, slurmctld, slurmd, clients) for the Slurm adapter's tests,
 # which start and stop their own cluster (scheduler/adapters/slurm_local.py).
 slurm: install
@@ -41,14 +47,21 @@ slurm: install
 run: install
 	$(BIN)/python -m config.launch
 
-# Production serving: gunicorn with several workers, static files by WhiteNoise.
-# Needs SECRET_KEY, ALLOWED_HOSTS and the rest of README's production settings.
+# Trying the production settings locally: the web unit's command (deploy/allot-run) on this
+# checkout. Production itself runs the systemd units or the image (docs/operations.md), not
+# make. Needs SECRET_KEY, ALLOWED_HOSTS, DATABASE_URL and REDIS_URL.
 serve: install
-	DJANGO_SETTINGS_MODULE=config.settings.production $(BIN)/python manage.py migrate --noinput
-	DJANGO_SETTINGS_MODULE=config.settings.production $(BIN)/python manage.py collectstatic --noinput -v0
-	DJANGO_SETTINGS_MODULE=config.settings.production $(BIN)/gunicorn config.wsgi -c config/gunicorn.py
+	env ALLOT_VENV=$(CURDIR)/$(VENV) ALLOT_VAR_DIR=$${ALLOT_VAR_DIR:-var} deploy/allot-run migrate
+	env ALLOT_VENV=$(CURDIR)/$(VENV) ALLOT_VAR_DIR=$${ALLOT_VAR_DIR:-var} deploy/allot-run manage collectstatic --noinput -v0
+	exec env ALLOT_VENV=$(CURDIR)/$(VENV) ALLOT_VAR_DIR=$${ALLOT_VAR_DIR:-var} deploy/allot-run web
 
-test: install browser slurm
+# The hashed lock of the runtime dependencies the image installs (deploy/requirements.lock),
+# resolved for Debian 12's Python 3.11 (the image's).
+lock:
+	rm -rf build/lockenv && /usr/bin/python3 -m venv build/lockenv
+	build/lockenv/bin/python tools/lock_requirements.py
+
+test: install browser systemd slurm
 	$(BIN)/python -m pytest
 
 lint: install

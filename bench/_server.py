@@ -6,7 +6,7 @@
 - `production_env` and `manage`: the environment of the production settings, and
   `manage.py` commands run in it (`migrate`, a setup script with `shell -c`, ...).
 - `start_gunicorn` / `stop_gunicorn`, or `with gunicorn(...)`: gunicorn (`config.wsgi
-  -c config/gunicorn.py`) with its output in a log file, waited for until `/healthz`
+  -c config/gunicorn.py`) with its output in a log file, waited for until `/healthz/web`
   answers.
 - `member_token`: (in-process Django) a user who is the only member of one project,
   and their API token; `post_job`: one `POST /api/v1/jobs/`.
@@ -124,7 +124,7 @@ def manage(env: dict[str, str], *args: str) -> str:
 
 def start_gunicorn(env: dict[str, str], log_path: Path, wait_s: float = 60) -> subprocess.Popen:
     """gunicorn with the settings of `env`, stdout and stderr to `log_path`; returns once
-    `/healthz` answers (raises if it does not within `wait_s`)."""
+    `/healthz/web` answers (raises if it does not within `wait_s`)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:
         server = subprocess.Popen(
@@ -137,7 +137,7 @@ def start_gunicorn(env: dict[str, str], log_path: Path, wait_s: float = 60) -> s
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline and server.poll() is None:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{env['ALLOT_PORT']}/healthz", timeout=2)
+            urllib.request.urlopen(f"http://127.0.0.1:{env['ALLOT_PORT']}/healthz/web", timeout=2)
             return server
         except OSError:
             time.sleep(0.25)
