@@ -32,6 +32,9 @@ errorlog = "-"
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms request=%({x-request-id}o)s'
 # gunicorn's largest request line (the default, 4094, refused long but valid filters)
 limit_request_line = 8190
+# No control socket (gunicorn >= 25 opens one in $HOME, which every web instance of a
+# host would share): systemd or the container manages the process.
+control_socket_disable = True
 
 if proxy.retired_variables(os.environ):
     sys.exit("gunicorn: " + "; ".join(proxy.retired_variables(os.environ)))

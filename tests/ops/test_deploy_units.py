@@ -165,6 +165,15 @@ def test_the_units_take_a_job_to_success_as_a_non_root_user(deployment, tree):
         line["logger"] == "scheduler.services.cycle" and line.get("cycle_id")
         for line in worker_lines
     )
+    web_lines = [
+        json.loads(line)
+        for line in deployment.processes[f"web-{port}"].log().splitlines()
+        if line.startswith("{")
+    ]
+    assert any(
+        line["logger"] == "gunicorn.access" and line.get("request_id") and line["ts"].endswith("Z")
+        for line in web_lines
+    )
     # SIGTERM reaches gunicorn and Celery, which finish and exit cleanly
     assert deployment.stop(f"web-{port}") == 0
     assert deployment.stop("worker") == 0
