@@ -18,6 +18,10 @@ def _import_production(
     env_overrides: dict[str, str], code: str = "import django; django.setup()"
 ) -> subprocess.CompletedProcess:
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="config.settings.production", **env_overrides)
+    # production refuses to start without both URLs (tests/ops/test_deploy_recipe.py); a
+    # run on the embedded servers has none, and settings alone connect to nothing
+    env.setdefault("DATABASE_URL", "postgres://allot@db.invalid:5432/allot")
+    env.setdefault("REDIS_URL", "redis://redis.invalid:6379/0")
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set for the browser tests; never in deployment
     for name in [k for k, v in env_overrides.items() if v is None]:
         env.pop(name)

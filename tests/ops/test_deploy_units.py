@@ -220,7 +220,7 @@ def _counts(port: int) -> dict[str, float]:
     return samples
 
 
-def test_restarting_a_web_instance_loses_no_count(deployment, tree):
+def test_restarting_a_web_instance_or_the_worker_loses_no_count(deployment, tree):
     first, second = free_port(), free_port()
     cluster = start_scheduling(deployment, cycle_s=1, web_ports=[first, second])
     route = 'allot_http_requests_total{method="GET",route="/api/v1/jobs/",status="401"}'
@@ -251,3 +251,15 @@ def test_restarting_a_web_instance_loses_no_count(deployment, tree):
         for name, value in before.items():
             assert after.get(name, 0) >= value, name
     assert sorted(p.name for p in metrics_dir.iterdir()) == files  # the same slots' files
+
+    # the worker restarts: its cycles so far stay counted, and it goes on counting there
+    counted = _counts(second)[cycles]
+    deployment.restart("worker")
+    wait_until(
+        lambda: _counts(first)[cycles] >= counted + 2,
+        timeout_s=60,
+        what="the restarted worker's cycles counted on top of the earlier ones",
+        deployment=deployment,
+    )
+    assert _counts(second)[route] == 10
+    assert sorted(p.name for p in metrics_dir.iterdir()) == files
