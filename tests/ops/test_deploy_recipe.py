@@ -106,7 +106,12 @@ def test_the_image_installs_runtime_dependencies_only_from_the_hashed_lock():
 
 def _production(*command: str, **env: str) -> subprocess.CompletedProcess:
     environment = {
-        **{k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")},
+        # the browser tests set DJANGO_ALLOW_ASYNC_UNSAFE in this process; never in deployment
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_ALLOW_ASYNC_UNSAFE")
+        },
         "DJANGO_SETTINGS_MODULE": "config.settings.production",
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": "allot.example.org",
