@@ -12,12 +12,15 @@ The two replays are independent: with `parallel=True` they run in two fresh
 processes, which halves the wall time on a machine with two free cores. They are
 spawned, not forked: a fork of a process that has other threads (a web server, a
 Celery worker, a test run with a browser) can copy a lock held by one of them and
-hang forever in the child.
+hang forever in the child. The trees travel to them as plain tuples: the compiled
+engine's frozen `BudgetNode` cannot be unpickled (its generated `__setstate__` assigns
+to the frozen fields).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,9 +35,20 @@ from scheduler.core.sim.model import ClusterSpec, SimConfig, SimResult, TraceJob
 from scheduler.core.sim.replay import leaf_projects, simulate
 from scheduler.core.sim.report import percentile
 
-__all__ = ["JobRecord", "run_whatif", "summarise", "trace_from_records"]
+__all__ = [
+    "JobRecord",
+    "run_whatif",
+    "summarise",
+    "trace_from_records",
+    "tree_data",
+    "tree_from_data",
+]
 
 HOUR_S = 3600.0
+log = logging.getLogger(__name__)
+
+# A budget tree as plain data for another process: (name, weight, key, children).
+TreeData = tuple[str, float, str, tuple[Any, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,12 +131,29 @@ def summarise(result: SimResult, tree: BudgetNode) -> dict[str, dict[str, Any]]:
     return out
 
 
+def tree_data(tree: BudgetNode) -> TreeData:
+    """The tree as nested plain tuples, which pickle whether the engine is compiled or not."""
+    return (tree.name, tree.weight, tree.key, tuple(tree_data(c) for c in tree.children))
+
+
+def tree_from_data(data: TreeData) -> BudgetNode:
+    """The tree that `tree_data` flattened."""
+    name, weight, key, children = data
+    return BudgetNode(name, weight, tuple(tree_from_data(c) for c in children), key)
+
+
 def _replay(
     cluster: ClusterSpec, tree: BudgetNode, trace: Sequence[TraceJob], config: SimConfig
 ) -> dict[str, Any]:
     started = time.perf_counter()
     result = simulate(cluster, tree, trace, config)
     return {"projects": summarise(result, tree), "wall_s": time.perf_counter() - started}
+
+
+def _replay_in_child(
+    cluster: ClusterSpec, tree: TreeData, trace: Sequence[TraceJob], config: SimConfig
+) -> dict[str, Any]:
+    return _replay(cluster, tree_from_data(tree), trace, config)
 
 
 def _both(
@@ -132,26 +163,30 @@ def _both(
     config: SimConfig,
     parallel: bool,
     progress: Callable[[float], None] | None,
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], bool]:
+    """Both replays' summaries, and whether they ran in parallel."""
     if parallel:
         try:
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(max_workers=2, mp_context=ctx) as pool:
-                futures = [pool.submit(_replay, cluster, t, trace, config) for t in trees]
+                futures = [
+                    pool.submit(_replay_in_child, cluster, tree_data(t), trace, config)
+                    for t in trees
+                ]
                 out = []
                 for i, f in enumerate(futures):
                     out.append(f.result())
                     if progress:
                         progress((i + 1) / 2)
-                return out
-        except (OSError, AssertionError, RuntimeError):  # no children allowed here
-            pass
+                return out, True
+        except (OSError, AssertionError, RuntimeError) as exc:  # no children allowed here
+            log.warning("what-if replays run one after the other: %s", exc)
     out = []
     for i, t in enumerate(trees):
         out.append(_replay(cluster, t, trace, config))
         if progress:
             progress((i + 1) / 2)
-    return out
+    return out, False
 
 
 def _rows(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -187,7 +222,8 @@ def run_whatif(
     """Replay the window's jobs under both trees; a JSON-ready summary.
 
     ``{"jobs", "skipped", "window_s", "empty", "projects": [row per project with
-    <figure>_before / <figure>_after], "wall_s"}``; `empty` is true (and no replay
+    <figure>_before / <figure>_after], "parallel", "replay_s", "wall_s"}``
+    (`parallel`: whether the two replays ran in two processes); `empty` is true (and no replay
     runs) when no job of the window can be replayed."""
     started = time.perf_counter()
     projects = leaf_projects(before)
@@ -198,12 +234,13 @@ def run_whatif(
         return {**base, "empty": True, "projects": [], "wall_s": time.perf_counter() - started}
     cfg = config or SimConfig()
     cfg = dataclasses.replace(cfg, until_s=window_s)
-    runs = _both(cluster, (before, after), trace, cfg, parallel, progress)
+    runs, ran_in_parallel = _both(cluster, (before, after), trace, cfg, parallel, progress)
     rows = _rows(runs[0]["projects"], runs[1]["projects"])
     return {
         **base,
         "empty": False,
         "projects": rows,
+        "parallel": ran_in_parallel,
         "replay_s": [r["wall_s"] for r in runs],
         "wall_s": time.perf_counter() - started,
     }

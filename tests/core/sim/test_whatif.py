@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from scheduler.core.engine.types import BudgetNode
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig
-from scheduler.core.sim.whatif import JobRecord, run_whatif, trace_from_records
+from scheduler.core.sim.whatif import (
+    JobRecord,
+    run_whatif,
+    trace_from_records,
+    tree_data,
+    tree_from_data,
+)
 
 DAY = 86400.0
 CLUSTER = ClusterSpec("c", tuple(HostSpec(f"h{i}", 8) for i in range(2)))
@@ -60,7 +66,7 @@ def test_raising_a_weight_raises_the_projects_delivered_hours(seed, factor):
     assert result["jobs"] == len(jobs) and not result["empty"]
 
 
-def test_same_trees_give_the_same_figures_and_parallel_equals_serial():
+def test_same_trees_give_the_same_figures_and_parallel_equals_serial(capfd):
     jobs = busy_jobs(7, n=60)
     kw = {"start_s": 1000.0, "end_s": 1000.0 + DAY}
     serial = run_whatif(CLUSTER, tree(1.0), tree(1.0), jobs, parallel=False, **kw)
@@ -69,6 +75,21 @@ def test_same_trees_give_the_same_figures_and_parallel_equals_serial():
         assert r["delivered_gpu_h_before"] == r["delivered_gpu_h_after"]
         assert r["p90_wait_s_before"] == r["p90_wait_s_after"]
     assert serial["projects"] == parallel["projects"]
+    # the two replays really ran in two processes (the compiled engine's frozen trees
+    # once failed to unpickle there: two tracebacks, then a silent serial run)
+    assert serial["parallel"] is False and parallel["parallel"] is True
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_tree_survives_its_plain_form():
+    nested = BudgetNode(
+        "org",
+        children=(
+            BudgetNode("p", 2.5, (BudgetNode("x", 1.0, key="p/x"), BudgetNode("y", 0.0))),
+            BudgetNode("q", 1.0, key="q"),
+        ),
+    )
+    assert tree_from_data(tree_data(nested)) == nested
 
 
 def test_no_jobs_in_the_window_is_an_empty_result_not_an_error():
