@@ -9,9 +9,12 @@ from django.conf import settings
 from django.core.signals import request_finished
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import Resolver404, resolve
 
 from config.logs import REQUEST_ID
 from config.proxy import FORWARDED_HEADERS, forwarded_client, in_networks
+
+API_PREFIX = "/api/"
 
 # A request id a trusted proxy passes on (X-Request-ID) is kept when it looks like one.
 REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{8,128}$")
@@ -59,7 +62,7 @@ class RejectNulBytesMiddleware:
         field = self._nul_field(request)
         if field is not None:
             detail = f"{field}: NUL characters are not allowed."
-            if request.path.startswith("/api/"):
+            if request.path.startswith(API_PREFIX):
                 return JsonResponse(
                     {"code": "invalid", "detail": detail, "field": field}, status=400
                 )
@@ -75,7 +78,7 @@ class RejectNulBytesMiddleware:
             "application/x-www-form-urlencoded",
             "multipart/form-data",
         )
-        if is_form and not request.path.startswith("/api/"):
+        if is_form and not request.path.startswith(API_PREFIX):
             sources.append(request.POST)
         for params in sources:
             for key, values in params.lists():
@@ -107,3 +110,38 @@ class RequestIdMiddleware:
 @receiver(request_finished)
 def _forget_request_id(**kwargs) -> None:
     REQUEST_ID.set("")
+
+
+class ApiJsonNotFoundMiddleware:
+    """A 404 under /api/ is the API's error object, whatever produced it.
+
+    The URL resolver's 404 for a path no endpoint matches (`/api/v1/jobs/null/`) is
+    Django's HTML page when DEBUG is on (its technical page bypasses `handler404`);
+    clients and the OpenAPI contract expect `{"code": "not_found", "detail"}` there
+    too. Placed above CommonMiddleware, so a path that only lacks its trailing slash
+    is still redirected first."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if (
+            response.status_code == 404
+            and request.path.startswith(API_PREFIX)
+            and not response.get("Content-Type", "").startswith("application/json")
+        ):
+            return api_not_found(request)
+        return response
+
+
+def api_not_found(request: HttpRequest) -> JsonResponse:
+    """The error object for a path under /api/ that names no endpoint (or, from a view
+    that answered with a page, no object)."""
+    try:
+        resolve(request.path_info)
+    except Resolver404:
+        detail = f"There is no API endpoint at {request.path}."
+    else:
+        detail = "Not found."
+    return JsonResponse({"code": "not_found", "detail": detail}, status=404)
