@@ -229,6 +229,7 @@ def fairshare_csv(rows: list[dict]) -> list[list[Any]]:
             "usage_share",
             "level_fs",
             "fairshare_factor",
+            "rank",
             "meaning",
         ]
     ]
@@ -242,6 +243,7 @@ def fairshare_csv(rows: list[dict]) -> list[list[Any]]:
                 r["usage_share"],
                 level,
                 r["factor"],
+                r["rank"],
                 r["sentence"],
             ]
         )

@@ -154,24 +154,30 @@ def fairshare_now(
     and fair-share factor (the ledger's `sshare -l` rows), and what that means for its
     jobs."""
     rows = []
-    for node in ledger_selectors.fairshare(viewer=viewer, cluster=cluster, now=now)["nodes"]:
+    nodes = ledger_selectors.fairshare(viewer=viewer, cluster=cluster, now=now)["nodes"]
+    ranked = sum(1 for n in nodes if n["rank"] is not None)
+    for node in nodes:
         if node["depth"] == 0:
             continue
         infinite = node["level_fs_infinite"]
         level_fs = math.inf if infinite else node["level_fs"]
+        entitled = node["entitled_share"] > 0.0
         rows.append(
             {
                 **{k: node[k] for k in ("id", "path", "name", "kind", "depth", "entitled_share")},
                 "usage_gpu_h": node["raw_usage"],
                 "usage_share": node["effective_usage"],
-                "level_fs": node["level_fs"],
-                "level_fs_text": "∞" if infinite else None,
+                "level_fs": node["level_fs"] if entitled else None,
+                "level_fs_text": "∞" if infinite and entitled else None,
                 "factor": node["fairshare"],
+                "rank": node["rank"],
+                "ranked": ranked,
+                "entitled": entitled,
                 "sentence": fairshare_sentence(
                     is_project=node["kind"] == NodeKind.PROJECT,
                     level_fs=level_fs,
                     factor=node["fairshare"],
-                    weight_zero=node["raw_shares"] == 0.0,
+                    no_entitlement=not entitled,
                 ),
             }
         )
@@ -179,12 +185,15 @@ def fairshare_now(
 
 
 def fairshare_sentence(
-    *, is_project: bool, level_fs: float | None, factor: float | None, weight_zero: bool
+    *, is_project: bool, level_fs: float | None, factor: float | None, no_entitlement: bool
 ) -> str:
     """One sentence saying what a node's figures mean for its jobs."""
     who = "Its jobs" if is_project else "Jobs below it"
-    if weight_zero:
-        return f"Weight 0: {who.lower()} run only on GPUs nobody else wants, and may be preempted."
+    if no_entitlement:
+        return (
+            f"No entitlement (a weight of 0 on its path): {who.lower()} run only unallocated, "
+            "on GPUs nobody else claims, and may be preempted at any time; not ranked."
+        )
     if level_fs is None:
         return "No figures yet."
     if math.isinf(level_fs):

@@ -229,10 +229,14 @@ class FairshareNodeOutput(serializers.Serializer):
     )
     level_fs_infinite = serializers.BooleanField(help_text="It used nothing: level FS is ∞")
     fairshare = serializers.FloatField(
-        allow_null=True, help_text="Fair-share factor (1 best; an inner node: its best leaf's)"
+        allow_null=True,
+        help_text="Fair-share factor (1 best; an inner node: its best leaf's); null with no "
+        "entitlement (entitled_share 0)",
     )
     rank = serializers.IntegerField(
-        allow_null=True, help_text="A project's place in the fair-share order (1 goes first)"
+        allow_null=True,
+        help_text="A project's place in the fair-share order among the projects with an "
+        "entitlement (1 goes first); null with no entitlement and for inner nodes",
     )
 
 

@@ -356,7 +356,11 @@ def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> di
     the next cycle reads it), norm usage (of the whole cluster's), effective usage (of
     its siblings' together: what Fair Tree compares), level FS (norm shares / effective
     usage; None with `level_fs_infinite` when it used nothing), the fair-share factor (Slurm's Fair
-    Tree, the engine's own code) and, for projects, their rank (1 goes first)."""
+    Tree, the engine's own code) and, for projects, their rank (1 goes first).
+
+    A node with no entitlement (its weight or an ancestor's is 0) has no factor and no
+    rank: its jobs run only unallocated, on GPUs nobody else claims, so they are not
+    ranked among funded projects; ranks count the projects with an entitlement."""
     ensure_reader(viewer)
     at = now or timezone.now()
     index = tree_index()
@@ -375,7 +379,8 @@ def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> di
     figures = computed["nodes"]
     order = computed["order"]
     assert isinstance(figures, dict) and isinstance(order, list)
-    ranks = {path: i + 1 for i, path in enumerate(order)}
+    entitled_paths = {index.path(pk) for pk, share in index.shares.items() if share.entitled > 0.0}
+    ranks = {path: i + 1 for i, path in enumerate(p for p in order if p in entitled_paths)}
     total_s = sum(usage.values())
     nodes = []
     for node, depth in index.walk():
@@ -384,6 +389,7 @@ def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> di
         used_s = fig.get("usage", 0.0) if depth else total_s
         level_fs = fig.get("level_fs")
         leaf = not index.children.get(node.pk)
+        entitled = share.entitled if share else (1.0 if not depth else 0.0)
         nodes.append(
             {
                 "id": node.pk,
@@ -393,13 +399,13 @@ def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> di
                 "depth": depth,
                 "raw_shares": float(node.weight),
                 "norm_shares": fig.get("norm_shares") if depth else 1.0,
-                "entitled_share": share.entitled if share else (1.0 if not depth else 0.0),
+                "entitled_share": entitled,
                 "raw_usage": used_s / 3600.0,
                 "norm_usage": used_s / total_s if total_s > 0 else 0.0,
                 "effective_usage": fig.get("norm_usage") if depth else (1.0 if total_s else 0.0),
                 "level_fs": None if level_fs is None or math.isinf(level_fs) else level_fs,
                 "level_fs_infinite": level_fs is not None and math.isinf(level_fs),
-                "fairshare": fig.get("fairshare"),
+                "fairshare": fig.get("fairshare") if entitled > 0.0 else None,
                 "rank": ranks.get(index.path(node.pk)) if leaf and depth else None,
             }
         )

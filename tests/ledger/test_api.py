@@ -229,6 +229,26 @@ def test_fairshare_is_sshare_for_every_node(api, refreshed, tree):
     assert {n["rank"] for n in nodes.values() if n["kind"] == "project"} == {1, 2, 3}
 
 
+def test_a_project_without_entitlement_has_no_factor_and_no_rank(api, tree):
+    """A weight of 0 on a project or on a program above it: no entitlement, so its jobs
+    run only unallocated; it is not ranked among funded projects (once it showed factor
+    0.80 and rank 3 of 10), and the funded ones are ranked 1..N without it."""
+    from budgets import services
+
+    lead_a = tree.user("lead-a")
+    services.node_create(actor=lead_a, parent_id=tree.node("prog-a").pk, name="sandbox",
+                         weight=0, reason="free runs only")  # fmt: skip
+    ClusterFactory(name="empty", host_count=1)
+    body = api.get("/api/v1/fairshare/", {"cluster": "empty"}).json()
+    nodes = {n["path"]: n for n in body["nodes"]}
+    sandbox = nodes["org/prog-a/sandbox"]
+    assert sandbox["entitled_share"] == 0.0
+    assert sandbox["fairshare"] is None and sandbox["rank"] is None
+    ranks = sorted(n["rank"] for n in nodes.values() if n["kind"] == "project" and n["rank"])
+    assert ranks == [1, 2, 3]  # a1, a2, b1
+    assert all(nodes[p]["fairshare"] is not None for p in ("org/prog-a/a1", "org/prog-b/b1"))
+
+
 @pytest.mark.parametrize(
     ("path", "params", "field"),
     [
