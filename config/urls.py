@@ -7,11 +7,12 @@ from drf_spectacular.views import (
     SpectacularSwaggerSplitView,
 )
 
+from accounts.views import SignInView
 from ops import views as ops_views
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="budgets:tree", permanent=False)),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("budgets/", include("budgets.urls")),
     path("", include("scheduler.urls")),
@@ -24,6 +25,7 @@ urlpatterns = [
     path("api/v1/", include("dashboards.api_urls")),
     path("healthz", ops_views.healthz, name="healthz"),
     path("healthz/web", ops_views.healthz_web, name="healthz-web"),
+    path("favicon.ico", ops_views.favicon, name="favicon"),
     path("metrics", ops_views.metrics, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its script as a file, so the CSP needs no inline script.

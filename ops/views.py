@@ -7,7 +7,8 @@ import hmac
 import ipaddress
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.contrib.staticfiles.storage import staticfiles_storage
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -58,3 +59,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
             content_type="text/plain",
         )
     return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever the page links: send them to the icon."""
+    return HttpResponsePermanentRedirect(staticfiles_storage.url("favicon.svg"))

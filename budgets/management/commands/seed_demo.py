@@ -2,11 +2,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from budgets.demo import DEMO_LOGINS, DEMO_PASSWORD, DEMO_ROOT
 from budgets.models import BudgetNode
 from budgets.services import budget_tree_import
 
 DEMO_TREE = {
-    "name": "allot-demo",
+    "name": DEMO_ROOT,
     "managers": ["ceo"],
     "children": [
         {
@@ -48,8 +49,6 @@ DEMO_TREE = {
     ],
 }
 
-DEMO_PASSWORD = "allot-demo"
-
 
 class Command(BaseCommand):
     help = (
@@ -69,11 +68,8 @@ class Command(BaseCommand):
         if not users.filter(username="admin").exists():
             users.create_superuser("admin", "admin@example.com", DEMO_PASSWORD)
         self._cluster_and_history()
-        self.stdout.write(
-            f"Demo logins (password '{DEMO_PASSWORD}'): admin (superuser), ceo (organisation "
-            "manager), manager (program language-models), researcher (member of pretraining, "
-            "post-training, sandbox)."
-        )
+        logins = ", ".join(f"{name} ({what})" for name, what in DEMO_LOGINS)
+        self.stdout.write(f"Demo logins (password '{DEMO_PASSWORD}'): {logins}.")
 
     def _cluster_and_history(self) -> None:
         """The demo's simulated cluster and its back-filled history (needs the simulated
