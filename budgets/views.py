@@ -275,6 +275,7 @@ def _whatif_context(preview) -> dict:
         "after": [r["delivered_gpu_h_after"] for r in rows],
         "entitled_before": [r["entitled_gpu_h_before"] for r in rows],
         "entitled_after": [r["entitled_gpu_h_after"] for r in rows],
+        "days": preview.window_days,
     }
     return {
         "preview": preview,

@@ -4,13 +4,17 @@ data for `json_script`, and `*_csv` the same numbers as rows."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import defaultdict
 from typing import Any
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
+from config.clock import span_text
 from dashboards.selectors import BUCKET_LABELS
+from ledger.selectors import STEPS, step_starts
 
 BUCKET_COLOURS = {
     "within_entitlement_gpu_h": "#2457c5",
@@ -21,14 +25,30 @@ BUCKET_COLOURS = {
     "draining_gpu_h": "#f5a524",
     "down_gpu_h": "#5c6677",
 }
+# Every chart: legend above the plot (it pushes the margin instead of covering labels),
+# axes that grow their margins to fit their tick labels, titled axes.
 LAYOUT = {
-    "margin": {"l": 60, "r": 10, "t": 30, "b": 40},
-    "height": 340,
-    "legend": {"orientation": "h", "y": -0.2},
+    "margin": {"l": 10, "r": 10, "t": 10, "b": 10},
+    "height": 360,
+    "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},
     "hovermode": "x unified",
+    "font": {"size": 12},
 }
+AXIS = {"automargin": True, "title": {"standoff": 8}}
 MAX_DELIVERY_BARS = 40
+LABEL_CHARS = 28  # longer project paths are shortened on axes (the tables have them whole)
 KIND_COLOURS = ["#2457c5", "#e5484d", "#12a594", "#f5a524", "#8e4ec6", "#5c6677"]
+# The preemption rules job events record, as people read them in legends and tables.
+RULE_LABELS = {
+    "fair_share": "Fair share: a less-served project needed the GPUs",
+    "unallocated_work": "Unallocated (free) work gave way",
+    "unallocated": "Unallocated (free) work gave way",
+    "project_priority": "A higher-priority job of the same project",
+    "host_drain": "Host drained after the job's protection",
+    "host_down": "Host went down",
+}
+MIN_WAIT_MIN = 1 / 60  # a wait under a second is drawn at one second on the log axis
+PARTIAL_FILL = "rgba(246, 247, 249, 0.7)"
 
 
 def _plain(figure: go.Figure) -> dict[str, Any]:
@@ -39,21 +59,97 @@ def _iso(steps) -> list[str]:
     return [s.isoformat() for s in steps]
 
 
-def occupancy_figure(data: dict[str, Any]) -> dict[str, Any]:
-    """Stacked bars of the buckets. The figure is built by plotly without its arrays,
-    which are put in afterwards: plotly's validation of 90 days x 24 hours x 7 traces
-    would cost more than reading them."""
+def rule_label(rule: str) -> str:
+    """A preemption rule's name for people (an unknown rule: its words)."""
+    return RULE_LABELS.get(rule, rule.replace("_", " ").capitalize())
+
+
+def short_label(text: str, limit: int = LABEL_CHARS) -> str:
+    """A long project path cut from the left ('…ls/pretraining-large'): its end names it."""
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+
+
+def step_title(step: str) -> str:
+    return "Hour (UTC)" if step == "hour" else "Day (UTC)"
+
+
+def partial_steps(period, now: dt.datetime) -> list[tuple[dt.datetime, dt.datetime]]:
+    """The steps of the period the ledger cannot have whole yet: the last one while it
+    lasts (it ends after `now`), and a first one the period starts inside."""
+    steps = step_starts(period)
+    if not steps:
+        return []
+    size = STEPS[period.step]
+    out = []
+    if steps[0] < period.since:
+        out.append((steps[0], steps[0] + size))
+    if steps[-1] + size > now and (not out or out[0][0] != steps[-1]):
+        out.append((steps[-1], steps[-1] + size))
+    return out
+
+
+def _mark_partial(
+    layout: dict[str, Any], partial: list[tuple[dt.datetime, dt.datetime]], xref: str = "x"
+) -> None:
+    """Shade each partial step and say so above it (a drop at the edge is not a trend)."""
+    for start, end in partial:
+        layout.setdefault("shapes", []).append(
+            {
+                "type": "rect",
+                "xref": xref,
+                "yref": "paper",
+                "x0": start.isoformat(),
+                "x1": end.isoformat(),
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": PARTIAL_FILL,
+                "line": {"width": 0},
+                "layer": "above",
+            }
+        )
+        layout.setdefault("annotations", []).append(
+            {
+                "xref": xref,
+                "yref": "paper",
+                "x": start.isoformat(),
+                "y": 1,
+                "xanchor": "left",
+                "yanchor": "top",
+                "text": "partial",
+                "showarrow": False,
+                "font": {"size": 10, "color": "#5c6677"},
+            }
+        )
+
+
+def occupancy_figure(
+    data: dict[str, Any], *, step: str = "hour", partial: list | None = None
+) -> dict[str, Any]:
+    """Stacked bars of the buckets, each bar spanning its step, partial steps shaded.
+    The figure is built by plotly without its arrays, which are put in afterwards:
+    plotly's validation of 90 days x 24 hours x 7 traces would cost more than reading
+    them."""
+    period_ms = int(STEPS[step].total_seconds() * 1000)
     figure = go.Figure(
         [
-            go.Bar(name=label, marker_color=BUCKET_COLOURS[bucket], hovertemplate="%{y:.1f} GPU-h")
+            go.Bar(
+                name=label,
+                marker_color=BUCKET_COLOURS[bucket],
+                hovertemplate="%{y:.1f} GPU-h",
+                xperiod=period_ms,
+                xperiodalignment="middle",
+            )
             for bucket, label in BUCKET_LABELS.items()
         ]
     )
-    figure.update_layout(barmode="stack", bargap=0, yaxis_title="GPU-hours per step", **LAYOUT)
+    figure.update_layout(barmode="stack", bargap=0, **LAYOUT)
+    figure.update_xaxes(title_text=step_title(step), **AXIS)
+    figure.update_yaxes(title_text=f"GPU-hours per {step}", **AXIS)
     plain = _plain(figure)
     x = _iso(data["steps"])
     for trace, bucket in zip(plain["data"], BUCKET_LABELS, strict=True):
         trace["x"], trace["y"] = x, data["series"][bucket]
+    _mark_partial(plain["layout"], partial or [])
     return plain
 
 
@@ -65,52 +161,63 @@ def occupancy_csv(data: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
-def delivery_figures(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per project bars (delivered vs entitled, the first MAX_DELIVERY_BARS in the
-    table's order) and the delivered/entitled totals per step with the cumulative
-    credit (+) or debt (-) line on a second axis."""
+def delivery_figures(
+    data: dict[str, Any], *, step: str = "hour", partial: list | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per project horizontal bars (delivered vs entitled, the first MAX_DELIVERY_BARS in
+    the table's order, long paths shortened on the axis) and, for all projects together,
+    delivered and entitled GPU-hours per step above the cumulative credit (+) or debt
+    (-), each on its own axis."""
     shown = data["projects"][:MAX_DELIVERY_BARS]
-    names = [p["path"] for p in shown]
+    paths = [p["path"] for p in shown]
     bars = go.Figure(
         [
             go.Bar(
-                x=names,
-                y=[p["entitled_gpu_h"] for p in shown],
-                name="Entitled",
-                marker_color="#c9ced6",
-            ),
-            go.Bar(
-                x=names,
-                y=[p["delivered_gpu_h"] for p in shown],
-                name="Delivered",
-                marker_color="#2457c5",
-            ),
+                y=paths,
+                x=[p[key] for p in shown],
+                name=name,
+                orientation="h",
+                marker_color=colour,
+                hovertemplate="%{x:,.1f} GPU-h",
+            )
+            for name, key, colour in (
+                ("Entitled", "entitled_gpu_h", "#c9ced6"),
+                ("Delivered", "delivered_gpu_h", "#2457c5"),
+            )
         ]
     )
-    bars.update_layout(barmode="group", yaxis_title="GPU-hours", **LAYOUT)
-    bars.update_xaxes(tickangle=-30, automargin=True)
-    x = _iso(data["steps"])
-    over_time = go.Figure(
-        [
-            go.Scatter(name="Entitled", line_color="#8a94a6"),
-            go.Scatter(name="Delivered", line_color="#2457c5"),
-            go.Scatter(
-                name="Cumulative credit (+) / debt (-)",
-                line={"color": "#e5484d", "dash": "dot"},
-                yaxis="y2",
-            ),
-        ]
+    bars.update_layout(barmode="group", **{**LAYOUT, "hovermode": "y unified"})
+    bars.update_layout(height=max(260, 90 + 34 * len(shown)))
+    bars.update_xaxes(title_text="GPU-hours in the period", rangemode="tozero", **AXIS)
+    bars.update_yaxes(
+        title_text="Project",
+        autorange="reversed",
+        tickmode="array",
+        tickvals=paths,
+        ticktext=[short_label(p) for p in paths],
+        **AXIS,
     )
-    over_time.update_layout(
-        yaxis_title="GPU-hours per step",
-        yaxis2={"title": "cumulative GPU-hours", "overlaying": "y", "side": "right"},
-        **LAYOUT,
+    over_time = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4],
+                              vertical_spacing=0.08)  # fmt: skip
+    over_time.add_trace(go.Scatter(name="Entitled", line_color="#8a94a6"), row=1, col=1)
+    over_time.add_trace(go.Scatter(name="Delivered", line_color="#2457c5"), row=1, col=1)
+    over_time.add_trace(
+        go.Bar(name="Cumulative credit (+) / debt (−)", marker_color="#e5484d"), row=2, col=1
     )
+    over_time.update_layout(bargap=0, **{**LAYOUT, "height": 420})
+    over_time.update_xaxes(title_text=step_title(step), row=2, col=1, **AXIS)
+    over_time.update_yaxes(title_text=f"GPU-hours per {step}", row=1, col=1, **AXIS)
+    over_time.update_yaxes(title_text="Cumulative GPU-hours", row=2, col=1, **AXIS)
+    over_time.update_yaxes(zeroline=True, zerolinecolor="#5c6677", tickformat=",.0f")
     over_time_plain = _plain(over_time)  # arrays added after plotly (see occupancy_figure)
+    x = _iso(data["steps"])
     for trace, key in zip(
         over_time_plain["data"], ("entitled", "delivered", "cumulative"), strict=True
     ):
         trace["x"], trace["y"] = x, data[key]
+    _mark_partial(over_time_plain["layout"], partial or [], xref="x2")
+    # the shared x axis: ticks and title on the lower plot only
+    over_time_plain["layout"]["xaxis"]["showticklabels"] = False
     return {"bars": _plain(bars), "over_time": over_time_plain}
 
 
@@ -150,7 +257,12 @@ def delivery_over_time_csv(data: dict[str, Any]) -> list[list[Any]]:
     return rows
 
 
-def waits_figures(waits: list[dict], preemptions: list[dict]) -> dict[str, dict[str, Any]]:
+def waits_figures(
+    waits: list[dict], preemptions: list[dict], *, step: str = "hour", partial: list | None = None
+) -> dict[str, dict[str, Any]]:
+    """Median and 90th-percentile wait per job kind and step on a log axis (debug waits
+    of seconds and sweep waits of days on one chart), and preemptions per step by rule,
+    each rule named for people."""
     by_kind: dict[str, list[dict]] = defaultdict(list)
     for row in waits:
         by_kind[row["kind"]].append(row)
@@ -158,37 +270,55 @@ def waits_figures(waits: list[dict], preemptions: list[dict]) -> dict[str, dict[
     for i, (kind, rows) in enumerate(sorted(by_kind.items())):
         x = [r["at"].isoformat() for r in rows]
         colour = KIND_COLOURS[i % len(KIND_COLOURS)]
-        traces.append(
-            go.Scatter(
-                x=x,
-                y=[r["p50_wait_s"] / 60 for r in rows],
-                name=f"{kind} p50",
-                mode="lines+markers",
-                line={"color": colour},
+        for name, key, line, mode in (
+            ("median", "p50_wait_s", {"color": colour}, "lines+markers"),
+            ("90th percentile", "p90_wait_s", {"dash": "dot", "color": colour}, "lines"),
+        ):
+            minutes = [r[key] / 60 for r in rows]
+            traces.append(
+                go.Scatter(
+                    x=x,
+                    y=[max(m, MIN_WAIT_MIN) for m in minutes],
+                    customdata=[span_text(r[key]) for r in rows],
+                    hovertemplate="%{customdata}",
+                    name=f"{kind.capitalize()}: {name}",
+                    mode=mode,
+                    line=line,
+                )
             )
-        )
-        traces.append(
-            go.Scatter(
-                x=x,
-                y=[r["p90_wait_s"] / 60 for r in rows],
-                name=f"{kind} p90",
-                mode="lines",
-                line={"dash": "dot", "color": colour},
-            )
-        )
     wait_fig = go.Figure(traces)
-    wait_fig.update_layout(yaxis_title="wait (minutes)", **LAYOUT)
+    wait_fig.update_layout(**{**LAYOUT, "height": 400})
+    wait_fig.update_xaxes(title_text=step_title(step), **AXIS)
+    wait_fig.update_yaxes(
+        title_text="Wait (minutes, log scale)",
+        type="log",
+        tickvals=[1 / 60, 0.1, 1, 10, 60, 600, 1440, 14400],
+        ticktext=["1 s", "6 s", "1 min", "10 min", "1 h", "10 h", "1 d", "10 d"],
+        **AXIS,
+    )
     by_rule: dict[str, list[dict]] = defaultdict(list)
     for row in preemptions:
         by_rule[row["rule"]].append(row)
     pre_fig = go.Figure(
         [
-            go.Bar(x=[r["at"].isoformat() for r in rows], y=[r["count"] for r in rows], name=rule)
+            go.Bar(
+                x=[r["at"].isoformat() for r in rows],
+                y=[r["count"] for r in rows],
+                name=rule_label(rule),
+                xperiod=int(STEPS[step].total_seconds() * 1000),
+                xperiodalignment="middle",
+                width=int(STEPS[step].total_seconds() * 1000 * 0.9),
+            )
             for rule, rows in sorted(by_rule.items())
         ]
     )
-    pre_fig.update_layout(barmode="stack", yaxis_title="preemptions", **LAYOUT)
-    return {"waits": _plain(wait_fig), "preemptions": _plain(pre_fig)}
+    pre_fig.update_layout(barmode="stack", **LAYOUT)
+    pre_fig.update_xaxes(title_text=step_title(step), **AXIS)
+    pre_fig.update_yaxes(title_text=f"Preemptions per {step}", rangemode="tozero", **AXIS)
+    waits_plain, pre_plain = _plain(wait_fig), _plain(pre_fig)
+    _mark_partial(waits_plain["layout"], partial or [])
+    _mark_partial(pre_plain["layout"], partial or [])
+    return {"waits": waits_plain, "preemptions": pre_plain}
 
 
 def waits_csv(waits: list[dict]) -> list[list[Any]]:
@@ -200,8 +330,8 @@ def waits_csv(waits: list[dict]) -> list[list[Any]]:
 
 
 def preemptions_csv(preemptions: list[dict]) -> list[list[Any]]:
-    return [["step_start", "rule", "count"]] + [
-        [r["at"].isoformat(), r["rule"], r["count"]] for r in preemptions
+    return [["step_start", "rule", "rule_label", "count"]] + [
+        [r["at"].isoformat(), r["rule"], rule_label(r["rule"]), r["count"]] for r in preemptions
     ]
 
 
@@ -251,21 +381,35 @@ def fairshare_csv(rows: list[dict]) -> list[list[Any]]:
 
 
 def my_projects_figure(projects: list[dict]) -> dict[str, Any] | None:
-    """Delivered vs entitled GPU-hours of the user's projects (one bar pair per project
-    and cluster), or None when there is nothing to draw."""
-    labels, entitled, delivered = [], [], []
+    """Delivered vs entitled GPU-hours of the user's projects (one horizontal bar pair
+    per project and cluster, long paths shortened on the axis), or None when there is
+    nothing to draw."""
+    labels, short, entitled, delivered = [], [], [], []
     for p in projects:
         for c in p["clusters"]:
             labels.append(f"{p['path']} @ {c['cluster']}")
+            short.append(f"{short_label(p['path'])} @ {c['cluster']}")
             entitled.append(c["entitled_gpu_h"])
             delivered.append(c["delivered_gpu_h"])
     if not labels:
         return None
     figure = go.Figure(
         [
-            go.Bar(x=labels, y=entitled, name="Entitled", marker_color="#c9ced6"),
-            go.Bar(x=labels, y=delivered, name="Delivered", marker_color="#2457c5"),
+            go.Bar(y=labels, x=entitled, name="Entitled", marker_color="#c9ced6",
+                   orientation="h", hovertemplate="%{x:,.1f} GPU-h"),
+            go.Bar(y=labels, x=delivered, name="Delivered", marker_color="#2457c5",
+                   orientation="h", hovertemplate="%{x:,.1f} GPU-h"),
         ]
+    )  # fmt: skip
+    figure.update_layout(barmode="group", **{**LAYOUT, "hovermode": "y unified"})
+    figure.update_layout(height=max(240, 90 + 34 * len(labels)))
+    figure.update_xaxes(title_text="GPU-hours, last 7 days", rangemode="tozero", **AXIS)
+    figure.update_yaxes(
+        title_text="Project @ cluster",
+        autorange="reversed",
+        tickmode="array",
+        tickvals=labels,
+        ticktext=short,
+        **AXIS,
     )
-    figure.update_layout(barmode="group", yaxis_title="GPU-hours, last 7 days", **LAYOUT)
     return _plain(figure)

@@ -12,10 +12,12 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 
 from config.errors import ApplicationError
 from dashboards import charts, selectors
 from ledger import selectors as ledger_selectors
+from scheduler.selectors.standing import job_standings
 
 TABLE_PAGE_SIZE = 50
 JOBS_PAGE_SIZE = 25
@@ -98,7 +100,9 @@ def _occupancy(request: HttpRequest, period: ledger_selectors.Period) -> HttpRes
         {
             "period": period,
             "data": data,
-            "figure": charts.occupancy_figure(data),
+            "figure": charts.occupancy_figure(
+                data, step=period.step, partial=charts.partial_steps(period, timezone.now())
+            ),
             "query": _query(period),
         },
     )
@@ -120,10 +124,13 @@ def _delivery(request: HttpRequest, period: ledger_selectors.Period) -> HttpResp
         {
             "period": period,
             "data": data,
-            "figures": charts.delivery_figures(data),
+            "figures": charts.delivery_figures(
+                data, step=period.step, partial=charts.partial_steps(period, timezone.now())
+            ),
             "page": page,
             "query": _query(period),
             "good_ratio": selectors.GOOD_RATIO,
+            "max_bars": charts.MAX_DELIVERY_BARS,
         },
     )
 
@@ -158,7 +165,12 @@ def _waits(request: HttpRequest, period: ledger_selectors.Period) -> HttpRespons
             "waits": waits,
             "preemptions": preemptions,
             "drains": drains,
-            "figures": charts.waits_figures(waits, preemptions),
+            "figures": charts.waits_figures(
+                waits,
+                preemptions,
+                step=period.step,
+                partial=charts.partial_steps(period, timezone.now()),
+            ),
             "query": _query(period),
         },
     )
@@ -193,8 +205,15 @@ def me(request: HttpRequest) -> HttpResponse:
                     ]
                 )
         return csv_response(rows, "my-projects.csv")
+    standings = job_standings(jobs.object_list)
+    rows = [{"job": job, "standing": standings.get(job.pk)} for job in jobs]
     return render(
         request,
         "dashboards/me.html",
-        {"jobs": jobs, "projects": projects, "figure": charts.my_projects_figure(projects)},
+        {
+            "jobs": jobs,
+            "rows": rows,
+            "projects": projects,
+            "figure": charts.my_projects_figure(projects),
+        },
     )

@@ -6,6 +6,8 @@ app_name = "scheduler"
 
 urlpatterns = [
     path("jobs/<int:job_id>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:job_id>/waiting/", views.job_waiting, name="job-waiting"),
+    path("now/", views.now, name="now"),
     path("planner/", views.planner_list, name="planner-list"),
     path("planner/<slug:name>/", views.planner_detail, name="planner-detail"),
 ]

@@ -1,4 +1,5 @@
-"""Pages of the scheduler app: a job's page, the window planner's plans side by side."""
+"""Pages of the scheduler app: a job's page, the operators' "now" page, the window
+planner's plans side by side."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from scheduler.core.planner import load_scenario, run_mode
-from scheduler.core.planner.views_data import heatmap_data, list_scenarios
+from scheduler.core.planner.views_data import heatmap_data, list_scenarios, step_text
 from scheduler.selectors.jobs import job_page
+from scheduler.selectors.now import clusters_now
 
 PAGE_TIME_LIMIT_S = 2.0  # the full (CP-SAT) mode's limit on the page; the CLI defaults to 10 s
 
@@ -33,7 +35,12 @@ def planner_detail(request: HttpRequest, name: str) -> HttpResponse:
     return render(
         request,
         "scheduler/planner_detail.html",
-        {"scenario": scenarios[name], "plans": plans, "time_limit": PAGE_TIME_LIMIT_S},
+        {
+            "scenario": scenarios[name],
+            "plans": plans,
+            "time_limit": PAGE_TIME_LIMIT_S,
+            "step": step_text(scenarios[name]["step_s"]),
+        },
     )
 
 
@@ -44,3 +51,31 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     if context is None:
         raise Http404(f"No job {job_id}")
     return render(request, "scheduler/job_detail.html", context)
+
+
+@login_required
+def job_waiting(request: HttpRequest, job_id: int) -> HttpResponse:
+    """htmx: the job page's "Why it waits" part again (its place, estimated start and
+    blockers), which the page asks for every few seconds; once the job no longer waits,
+    the whole page reloads (HX-Refresh) to show what happened."""
+    context = job_page(actor=request.user, job_id=job_id)
+    if context is None:
+        raise Http404(f"No job {job_id}")
+    if not context["queue"]:
+        response = HttpResponse(status=204)
+        response["HX-Refresh"] = "true"
+        return response
+    return render(request, "scheduler/_job_waiting.html", context)
+
+
+NOW_REFRESH_S = 10
+
+
+@login_required
+def now(request: HttpRequest) -> HttpResponse:
+    """Every cluster as it is now (what on-call opens first); the cards refresh
+    themselves every NOW_REFRESH_S seconds (htmx asks for the cards alone)."""
+    context = {"clusters": clusters_now(), "refresh_s": NOW_REFRESH_S}
+    if request.headers.get("HX-Request"):
+        return render(request, "scheduler/_now_clusters.html", context)
+    return render(request, "scheduler/now.html", context)

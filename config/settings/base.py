@@ -93,6 +93,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "ops.context_processors.scheduling_banner",
+                "scheduler.context_processors.navigation",
             ],
         },
     },
@@ -334,7 +335,7 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",
-    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": f"/{STATIC_URL}favicon.svg",
     "COMPONENT_SPLIT_REQUEST": True,
     # PATCH inputs here are explicit serializers (not partial=True model updates), so the
     # PATCH body keeps its required fields (e.g. `reason`).

@@ -5,7 +5,9 @@ document.querySelectorAll(".heatmap").forEach(function (div) {
     type: "heatmap", z: data.z, x: data.x, y: data.y, text: data.hover, hoverinfo: "text",
     colorscale: data.colorscale, zmin: data.zmin, zmax: data.zmax, showscale: false, xgap: 1, ygap: 1,
   }], {
-    margin: {l: 60, r: 10, t: 10, b: 40}, height: Math.max(220, 14 * data.y.length + 60),
-    xaxis: {title: "time step"}, yaxis: {autorange: "reversed"},
+    margin: {l: 10, r: 10, t: 10, b: 10}, height: Math.max(220, 14 * data.y.length + 80),
+    font: {size: 12},
+    xaxis: {title: {text: data.step_title, standoff: 8}, automargin: true},
+    yaxis: {title: {text: "GPU", standoff: 8}, autorange: "reversed", automargin: true},
   }, {displaylogo: false, responsive: true});
 });

@@ -1,8 +1,10 @@
 // Draws what-if preview charts (data from json_script blocks) once htmx has swapped them in.
-// Bars: delivered GPU-hours per project with the current (grey) and proposed (blue) weights;
-// a tick over each bar marks what that tree entitles the project to.
+// Horizontal bars, one row per project (its path on the axis, shortened from the left when
+// long): delivered GPU-hours with the current (grey) and proposed (blue) weights; a tick
+// on each bar marks what that tree entitles the project to.
 // Plotly (4.8 MB) is only fetched once a result is on the page.
 let plotlyRequested = false;
+const LABEL_CHARS = 28;
 function loadPlotly() {
   const holder = document.getElementById("whatif");
   if (plotlyRequested || !holder) return;
@@ -11,6 +13,9 @@ function loadPlotly() {
   script.src = holder.dataset.plotly;
   script.addEventListener("load", drawWhatif);
   document.head.appendChild(script);
+}
+function shortLabel(text) {
+  return text.length <= LABEL_CHARS ? text : "\u2026" + text.slice(text.length - LABEL_CHARS + 1);
 }
 function drawWhatif() {
   if (!document.querySelector(".whatif-chart:not([data-drawn])")) return;
@@ -21,22 +26,29 @@ function drawWhatif() {
     const d = JSON.parse(source.textContent);
     div.dataset.drawn = "1";
     const at = function (shift) { return d.projects.map(function (_, i) { return i + shift; }); };
-    const bar = function (name, x, y, color) {
-      return {type: "bar", name: name, x: x, y: y, width: 0.38, marker: {color: color}};
+    const hover = "%{customdata}: %{x:,.0f} GPU-h<extra>%{fullData.name}</extra>";
+    const bar = function (name, y, x, color) {
+      return {type: "bar", orientation: "h", name: name, y: y, x: x, width: 0.38,
+              marker: {color: color}, customdata: d.projects, hovertemplate: hover};
     };
-    const tick = function (name, x, y, color) {
-      return {type: "scatter", mode: "markers", name: name, x: x, y: y,
-              marker: {symbol: "line-ew-open", size: 26, color: color, line: {width: 3, color: color}}};
+    const tick = function (name, y, x, color) {
+      return {type: "scatter", mode: "markers", name: name, y: y, x: x, customdata: d.projects,
+              hovertemplate: hover,
+              marker: {symbol: "line-ns-open", size: 18, color: color, line: {width: 3, color: color}}};
     };
     Plotly.newPlot(div, [
-      bar("delivered, current weights", at(-0.2), d.before, "#a0aec0"),
-      bar("delivered, proposed weights", at(0.2), d.after, "#2b6cb0"),
-      tick("entitled, current", at(-0.2), d.entitled_before, "#4a5568"),
-      tick("entitled, proposed", at(0.2), d.entitled_after, "#dd6b20"),
+      bar("Delivered, current weights", at(-0.2), d.before, "#a0aec0"),
+      bar("Delivered, proposed weights", at(0.2), d.after, "#2b6cb0"),
+      tick("Entitled, current", at(-0.2), d.entitled_before, "#4a5568"),
+      tick("Entitled, proposed", at(0.2), d.entitled_after, "#dd6b20"),
     ], {
-      barmode: "overlay", height: 360, margin: {l: 60, r: 10, t: 10, b: 90},
-      xaxis: {tickvals: at(0), ticktext: d.projects},
-      yaxis: {title: "GPU-hours (allocated)"}, legend: {orientation: "h", y: -0.3},
+      barmode: "overlay", height: Math.max(260, 110 + 46 * d.projects.length),
+      margin: {l: 10, r: 10, t: 10, b: 10}, font: {size: 12},
+      yaxis: {tickvals: at(0), ticktext: d.projects.map(shortLabel), autorange: "reversed",
+              automargin: true, title: {text: "Project", standoff: 8}},
+      xaxis: {automargin: true, rangemode: "tozero",
+              title: {text: "GPU-hours (allocated) over the " + d.days + " replayed days", standoff: 8}},
+      legend: {orientation: "h", x: 0, y: 1.02, yanchor: "bottom"},
     }, {displaylogo: false, responsive: true});
   });
 }

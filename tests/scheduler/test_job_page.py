@@ -1,5 +1,7 @@
 """The job page: who sees the spec, and a pending job's ranked blockers."""
 
+import re
+
 import pytest
 from django.utils import timezone
 
@@ -132,10 +134,30 @@ def test_a_range_is_shown_only_when_its_ends_differ(job, tree, client, monkeypat
     monkeypatch.setattr(jobs, "job_eta", lambda job: eta)
     client.force_login(tree.user("bob"))
     html = client.get(f"/jobs/{job.pk}/").content.decode()
-    assert "2026-12-02 17:30 UTC (likely between 2026-12-02 17:01 and 2026-12-02 19:45 UTC)" in html
+    # in UTC for the page's text (a script shows each <time> in the reader's zone)
+    assert '<time datetime="2026-12-02T17:30:00Z"' in html
+    assert "(likely between 2026-12-02 17:01 UTC and 2026-12-02 19:45 UTC)" in page_text(html)
     eta["latest"] = None  # the slow forecast's run passed its horizon
     html = client.get(f"/jobs/{job.pk}/").content.decode()
-    assert "(not before 2026-12-02 17:01 UTC)" in html
+    assert "(not before 2026-12-02 17:01 UTC)" in page_text(html)
+
+
+def page_text(html: str) -> str:
+    """The page without its tags, as a reader sees it without the time script."""
+    return re.sub(r"<[^>]+>", "", html)
+
+
+def test_the_waiting_part_refreshes_itself_and_reloads_the_page_once_started(job, tree, client):
+    client.force_login(tree.user("bob"))
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    assert f'hx-get="/jobs/{job.pk}/waiting/"' in page and 'hx-trigger="every ' in page
+    part = client.get(f"/jobs/{job.pk}/waiting/", HTTP_HX_REQUEST="true")
+    assert part.status_code == 200 and "Estimated start:" in part.content.decode()
+    assert "<html" not in part.content.decode()
+    job.state = "running"
+    job.save(update_fields=["state"])
+    started = client.get(f"/jobs/{job.pk}/waiting/", HTTP_HX_REQUEST="true")
+    assert started.status_code == 204 and started["HX-Refresh"] == "true"
 
 
 def test_an_ended_job_shows_no_estimate(job, tree, client):

@@ -26,8 +26,10 @@ def test_job_page_shows_blockers_and_eta(live, live_server, page):  # noqa: F811
     expect(page.locator("ol.blockers li.blocker-capacity")).to_contain_text("hosts could hold it")
     eta = page.locator("#eta")
     expect(eta).to_contain_text("Estimated start:")
-    # all of the cluster frees at once when the protected hour ends: one start, no range
-    expect(eta).to_contain_text(" UTC.")
+    # all of the cluster frees at once when the protected hour ends: one start, no range,
+    # shown in the reader's zone with how far away it is
+    expect(eta).to_contain_text("(in ")
+    expect(eta).not_to_contain_text("likely between")
     expect(eta).to_contain_text("Reservation-only estimate")
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1280, "height": 900})

@@ -95,6 +95,7 @@ def heatmap_data(scenario: Scenario, plan: Plan | dict[str, Any]) -> dict[str, A
         "mode": mode,
         "z": z,
         "x": list(range(scenario.steps)),
+        "step_title": f"Time step ({step_text(scenario.step_s)} each)",
         "y": [f"GPU {g}" for g in range(scenario.gpus)],
         "legend": legend,
         "realtime_ids": [s.id for s in scenario.realtime],
@@ -104,6 +105,15 @@ def heatmap_data(scenario: Scenario, plan: Plan | dict[str, Any]) -> dict[str, A
         "hover": hover,
         "metrics": metrics,
     }
+
+
+def step_text(step_s: int) -> str:
+    """A time step's length for axis titles: 3600 -> '1 h', 900 -> '15 min'."""
+    if step_s % 3600 == 0:
+        return f"{step_s // 3600} h"
+    if step_s % 60 == 0:
+        return f"{step_s // 60} min"
+    return f"{step_s} s"
 
 
 def list_scenarios(directory: Path = SCENARIO_DIR) -> list[dict[str, Any]]:
@@ -116,6 +126,7 @@ def list_scenarios(directory: Path = SCENARIO_DIR) -> list[dict[str, Any]]:
                 "name": raw.get("name", path.stem),
                 "gpus": raw.get("gpus"),
                 "steps": raw.get("steps"),
+                "step_s": raw.get("step_s", 3600),
                 "path": str(path),
                 "description": raw.get("description", ""),
             }

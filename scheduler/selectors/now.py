@@ -1,0 +1,178 @@
+"""What an on-call operator opens first: each cluster as it is now.
+
+Per cluster: GPUs running, free and waited for; jobs pending and running; the last
+cycle's age and duration (and whether cycles are late); the cluster adapter's errors of
+recent cycles; hosts down or draining with their reason and what still runs there; and
+what the short-job reserve holds (`short_reserve_now`, the one place that reads it).
+Reads only; everything comes from the records the cycle writes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import defaultdict
+from typing import Any
+
+from django.db.models import Count, Q, Sum
+from django.utils import timezone
+
+from scheduler.models import (
+    ACTIVE_STATES,
+    Attempt,
+    AttemptState,
+    Cluster,
+    CycleRecord,
+    Host,
+    HostHealth,
+    Job,
+    JobState,
+)
+from scheduler.selectors.queue import queue_snapshot
+
+LATE_CYCLES = 3  # a cluster whose last cycle is this many periods old is not cycling
+ERROR_WINDOW = dt.timedelta(hours=1)  # adapter errors of the cycles this recent
+MAX_ERRORS = 10
+# How the cycle's queue reasons name the hosts held by the short-job reserve (engine
+# `Reservations.hold_for_short_jobs`): "; h014, h015 held for jobs with a min runtime ..."
+_HELD_FOR_SHORT = re.compile(r";\s*([^;]+?) held for jobs with a min runtime of at most")
+
+
+def is_operator(user) -> bool:
+    """Staff, or an operator of some cluster: the header links them to the now page."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return bool(user.is_staff or user.is_superuser or user.operated_clusters.exists())
+
+
+def clusters_now(*, now: dt.datetime | None = None) -> list[dict[str, Any]]:
+    """`cluster_now` of every cluster, by name."""
+    at = now or timezone.now()
+    return [cluster_now(cluster=c, now=at) for c in Cluster.objects.order_by("name")]
+
+
+def cluster_now(*, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
+    """One cluster as it is now (see the module's docstring)."""
+    at = now or timezone.now()
+    hosts = list(Host.objects.filter(cluster=cluster).order_by("name"))
+    in_use = _gpus_in_use(cluster)
+    jobs = Job.objects.filter(cluster=cluster).aggregate(
+        pending=Count("id", filter=Q(state=JobState.PENDING)),
+        pending_gpus=Sum("gpus", filter=Q(state=JobState.PENDING)),
+        running=Count("id", filter=Q(state__in=ACTIVE_STATES)),
+    )
+    gpus = sum(h.gpus for h in hosts)
+    healthy = sum(h.gpus for h in hosts if h.health == HostHealth.HEALTHY)
+    running_gpus = sum(in_use.values())
+    return {
+        "cluster": cluster,
+        "hosts": len(hosts),
+        "gpus": gpus,
+        "healthy_gpus": healthy,
+        "running_gpus": running_gpus,
+        "free_gpus": sum(
+            max(0, h.gpus - in_use.get(h.name, 0)) for h in hosts if h.health == HostHealth.HEALTHY
+        ),
+        "pending_jobs": jobs["pending"] or 0,
+        "pending_gpus": jobs["pending_gpus"] or 0,
+        "running_jobs": jobs["running"] or 0,
+        "cycle": last_cycle(cluster=cluster, now=at),
+        "errors": adapter_errors(cluster=cluster, now=at),
+        "unhealthy_hosts": [
+            {
+                "name": h.name,
+                "health": h.health,
+                "health_label": h.get_health_display(),
+                "reason": h.health_reason,
+                "since": h.health_changed_at,
+                "gpus": h.gpus,
+                "gpus_in_use": in_use.get(h.name, 0),
+                "ready_for_repair": h.ready_for_repair_at is not None,
+            }
+            for h in hosts
+            if h.health != HostHealth.HEALTHY
+        ],
+        "short_reserve": short_reserve_now(cluster=cluster),
+    }
+
+
+def _gpus_in_use(cluster: Cluster) -> dict[str, int]:
+    """GPUs held by the cluster's open attempts, per host name."""
+    used: dict[str, int] = defaultdict(int)
+    rows = (
+        Attempt.objects.filter(cluster=cluster)
+        .exclude(state=AttemptState.ENDED)
+        .values_list("placements", flat=True)
+    )
+    for placements in rows:
+        for p in placements or []:
+            used[p.get("host", "")] += len(p.get("gpu_indices", []))
+    return dict(used)
+
+
+def last_cycle(*, cluster: Cluster, now: dt.datetime) -> dict[str, Any] | None:
+    """The cluster's last cycle: when, how long ago, how long it took, what it did, and
+    whether cycles are late (none for LATE_CYCLES periods)."""
+    record = CycleRecord.objects.filter(cluster=cluster).order_by("-started_at", "-id").first()
+    if record is None:
+        return None
+    age_s = max(0.0, (now - record.started_at).total_seconds())
+    return {
+        "record": record,
+        "started_at": record.started_at,
+        "age_s": age_s,
+        "duration_ms": record.duration_ms,
+        "late": age_s > LATE_CYCLES * cluster.cycle_s,
+        "period_s": cluster.cycle_s,
+    }
+
+
+def adapter_errors(*, cluster: Cluster, now: dt.datetime) -> list[dict[str, Any]]:
+    """The errors the cycles of the last ERROR_WINDOW recorded (adapter unreachable,
+    starts refused ...), newest first, each text once with how often it came."""
+    records = (
+        CycleRecord.objects.filter(cluster=cluster, started_at__gte=now - ERROR_WINDOW)
+        .exclude(errors=[])
+        .order_by("-started_at")
+        .values_list("started_at", "errors")
+    )
+    seen: dict[str, dict[str, Any]] = {}
+    for at, errors in records:
+        for text in errors or []:
+            entry = seen.setdefault(str(text), {"text": str(text), "last_at": at, "count": 0})
+            entry["count"] += 1
+    return list(seen.values())[:MAX_ERRORS]
+
+
+def short_reserve_now(*, cluster: Cluster) -> dict[str, Any]:
+    """What the short-job reserve holds now: its policy (hosts kept for jobs with a
+    short minimum runtime, and that limit), the hosts the last cycle held (as its queue
+    reasons name them), and the short jobs running and waiting.
+
+    The cycle does not store the reserve as such; this reads it from the last queue.
+    Change this one function when it does."""
+    limit = cluster.short_job_max_s
+    short = Job.objects.filter(
+        cluster=cluster, min_runtime_s__gt=0, min_runtime_s__lte=limit
+    ).aggregate(
+        running=Count("id", filter=Q(state__in=ACTIVE_STATES)),
+        running_gpus=Sum("gpus", filter=Q(state__in=ACTIVE_STATES)),
+        waiting=Count("id", filter=Q(state=JobState.PENDING)),
+    )
+    held: list[str] = []
+    snap = queue_snapshot(cluster_id=cluster.pk)
+    for reason in (snap.entries or {}).get("reasons", []) if snap else []:
+        found = _HELD_FOR_SHORT.search(reason)
+        if found:
+            held = [name.strip() for name in found.group(1).split(",") if name.strip()]
+            break
+    return {
+        "enabled": cluster.short_reserve_hosts > 0,
+        "hosts": cluster.short_reserve_hosts,
+        "max_min_runtime_s": limit,
+        "held_hosts": held,
+        "as_of": snap.computed_at if snap else None,
+        "running_jobs": short["running"] or 0,
+        "running_gpus": short["running_gpus"] or 0,
+        "waiting_jobs": short["waiting"] or 0,
+    }

@@ -1,0 +1,49 @@
+"""Where a list of jobs stands now (a researcher's own jobs page): for each pending job
+its place in its cluster's last explained queue, why it waits and its estimated start.
+One queue read per cluster, whatever the number of jobs."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from scheduler.models import Job, JobState
+from scheduler.selectors.eta import job_eta
+from scheduler.selectors.queue import iter_entries, queue_length, queue_snapshot
+
+NOT_PLACED = "submitted after the last scheduling cycle; the next cycle places it"
+
+
+def job_standings(jobs: Iterable[Job]) -> dict[int, dict[str, Any]]:
+    """Job pk -> {position, queue_length, reason, eta} for the pending ones among
+    `jobs` (position None while no cycle has placed the job yet; `eta` as `job_eta`
+    gives it, with datetimes)."""
+    pending = [j for j in jobs if j.state == JobState.PENDING]
+    by_cluster: dict[int, list[Job]] = defaultdict(list)
+    for job in pending:
+        by_cluster[job.cluster_id].append(job)
+    out: dict[int, dict[str, Any]] = {}
+    for cluster_id, cluster_jobs in by_cluster.items():
+        snap = queue_snapshot(cluster_id=cluster_id)
+        entries = snap.entries if snap else {}
+        wanted = {j.pk for j in cluster_jobs}
+        found = {e["job"]: e for e in iter_entries(entries) if e["job"] in wanted}
+        length = queue_length(entries) if entries else 0
+        for job in cluster_jobs:
+            entry = found.get(job.pk)
+            out[job.pk] = {
+                "position": entry["position"] if entry else None,
+                "queue_length": length,
+                "reason": entry["reason"] if entry else NOT_PLACED,
+                "eta": _eta(job),
+            }
+    return out
+
+
+def _eta(job: Job) -> dict[str, Any] | None:
+    eta = job_eta(job=job)
+    if eta is None:
+        return None
+    return {k: (dt.datetime.fromisoformat(v) if k != "method" and v else v) for k, v in eta.items()}

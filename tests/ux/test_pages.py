@@ -1,0 +1,119 @@
+"""The daily pages without a browser: the operators' now page, My jobs' standing
+columns, the demo logins on the sign-in page, the favicon, Swagger's way back, and how
+times and durations are worded."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from budgets.demo import DEMO_PASSWORD, DEMO_ROOT
+from budgets.services import budget_tree_import
+from config.clock import relative_text, span_text
+from scheduler.models import CycleRecord, Host
+from scheduler.selectors.now import cluster_now, is_operator, short_reserve_now
+from tests.live.conftest import live  # noqa: F401  (the in-memory cluster fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(40, "40 s"), (600, "10 min"), (3 * 3600 + 600, "3 h 10 min"), (7200, "2 h"),
+     (86400 + 4 * 3600, "1 d 4 h"), (-720, "12 min")],
+)  # fmt: skip
+def test_durations_read_like_people_say_them(seconds, text):
+    assert span_text(seconds) == text
+
+
+def test_times_relative_to_now():
+    now = dt.datetime(2026, 12, 5, 12, 0, tzinfo=dt.UTC)
+    assert relative_text(now + dt.timedelta(hours=3, minutes=10), now) == "in 3 h 10 min"
+    assert relative_text(now - dt.timedelta(minutes=12), now) == "12 min ago"
+    assert relative_text(now + dt.timedelta(seconds=20), now) == "now"
+
+
+def test_the_now_page_shows_each_cluster_as_it_is(live, client):  # noqa: F811
+    live.cluster.short_reserve_hosts = 1
+    live.cluster.save(update_fields=["short_reserve_hosts"])
+    for _ in range(3):
+        live.submit("b1", gpus=8, min_runtime_s=3600)
+    live.cycle()
+    for _ in range(2):
+        live.submit("a1", gpus=8, min_runtime_s=3600)
+    live.submit("a1", gpus=1, min_runtime_s=600)
+    live.cycle(advance_s=1)
+    Host.objects.filter(cluster=live.cluster, name="node02").update(
+        health="draining", health_reason="ECC errors", health_changed_at=timezone.now()
+    )
+    CycleRecord.objects.create(
+        cluster=live.cluster, started_at=timezone.now() + dt.timedelta(seconds=5), duration_ms=5.0,
+        errors=["adapter unreachable: refused"],
+    )  # fmt: skip
+    now = cluster_now(cluster=live.cluster)
+    assert now["running_gpus"] == 25 and now["running_jobs"] == 4  # the short job started
+    assert (now["pending_jobs"], now["pending_gpus"]) == (2, 16)
+    assert now["cycle"]["duration_ms"] == 5.0 and not now["cycle"]["late"]
+    assert now["errors"][0]["text"] == "adapter unreachable: refused"
+    assert [h["name"] for h in now["unhealthy_hosts"]] == ["node02"]
+    assert now["unhealthy_hosts"][0]["gpus_in_use"] == 8
+    reserve = short_reserve_now(cluster=live.cluster)
+    assert reserve["enabled"] and reserve["held_hosts"] == ["node03"]  # named by the queue
+    assert reserve["running_jobs"] == 1 and reserve["running_gpus"] == 1
+
+    client.force_login(live.tree.user("ann"))
+    html = client.get("/now/").content.decode()
+    assert "ECC errors" in html and "adapter unreachable: refused" in html
+    assert "node03</strong>" in html
+    part = client.get("/now/", HTTP_HX_REQUEST="true").content.decode()
+    assert part.lstrip().startswith('<div id="now-clusters"') and "<html" not in part
+
+
+def test_only_staff_and_operators_get_the_now_link(live, client):  # noqa: F811
+    ann, bob = live.tree.user("ann"), live.tree.user("bob")
+    assert not is_operator(ann)
+    client.force_login(ann)
+    assert 'href="/now/"' not in client.get("/me/").content.decode()
+    live.cluster.operators.add(ann)
+    assert is_operator(ann)
+    assert 'href="/now/"' in client.get("/me/").content.decode()
+    bob.is_staff = True
+    bob.save()
+    assert is_operator(bob)
+
+
+def test_my_jobs_say_where_each_pending_job_stands(live, client):  # noqa: F811
+    for _ in range(4):
+        live.submit("b1", gpus=8, min_runtime_s=3600)
+    live.cycle()
+    waiting = live.submit("a1", gpus=8, min_runtime_s=600, name="my-waiting-job")
+    live.cycle(advance_s=1)
+    client.force_login(live.tree.user("ann"))
+    html = client.get("/me/").content.decode()
+    row = html[html.index("my-waiting-job") :]
+    row = row[: row.index("</tr>")]
+    assert "1 of 1" in row  # its position in the queue
+    assert "waiting:" in row and "submitted" not in row  # the queue's reason, not the event
+    assert 'data-label="Estimated start"><time datetime=' in row or "being computed" in row
+    assert waiting.pk
+
+
+@pytest.mark.parametrize(("demo", "seeded", "shown"), [(True, True, True), (True, False, False),
+                                                     (False, True, False)])  # fmt: skip
+def test_demo_logins_only_on_a_demo_install(client, settings, demo, seeded, shown):
+    settings.ALLOT_DEMO = demo
+    if seeded:
+        budget_tree_import(data={"name": DEMO_ROOT, "children": [{"name": "p", "weight": 1}]})
+    html = client.get("/accounts/login/").content.decode()
+    assert ("Demo logins" in html) is shown
+    assert (DEMO_PASSWORD in html) is shown
+
+
+def test_favicon_and_the_way_back_from_swagger(client):
+    icon = client.get("/favicon.ico")
+    assert icon.status_code == 301 and icon["Location"].endswith("favicon.svg")
+    docs = client.get("/api/docs/").content.decode()
+    assert "Back to the app" in docs and 'href="/dashboards/"' in docs
+    assert "favicon.svg" in docs
