@@ -39,6 +39,9 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # WhiteNoise serves static files under runserver too (compressed, with cache headers),
+    # not Django's development handler (the 4.8 MB Plotly bundle uncompressed every time)
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
     "knox",
