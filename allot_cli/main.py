@@ -14,7 +14,7 @@ import typer
 
 from allot_cli import render
 from allot_cli.client import EXIT_BAD_INPUT, Api, CliError, save_config, settings
-from scheduler.core.durations import parse_duration
+from allot_cli.options import capped_min_runtime, cluster_row, duration_s, only_cluster
 
 app = typer.Typer(
     help="Submit and follow GPU jobs on Allot (like sbatch/squeue/scancel/sshare).",
@@ -47,24 +47,6 @@ def _root(
     ] = None,
 ) -> None:
     State.url = url
-
-
-def duration_s(value: str, *, flag: str) -> int:
-    """'15m', '1h30m', '8h', '1:30:00' or plain seconds -> whole seconds >= 0."""
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise CliError(str(exc), code=EXIT_BAD_INPUT).with_flag(flag) from None
-
-
-def _only_cluster(client: Api, given: str | None) -> str:
-    if given:
-        return given
-    clusters = client.get("clusters/")
-    if len(clusters) == 1:
-        return clusters[0]["name"]
-    names = ", ".join(c["name"] for c in clusters) or "none"
-    raise CliError(f"choose a cluster with --cluster (clusters: {names})", code=EXIT_BAD_INPUT)
 
 
 # ---------------------------------------------------------------- login
@@ -148,12 +130,13 @@ def submit(
     if env:
         spec["env"] = _env(env)
     client = api()
+    target = cluster_row(client, cluster)
     body: dict[str, Any] = {
         "project": int(project) if project.isdigit() else project,
-        "cluster": _only_cluster(client, cluster),
+        "cluster": target["name"],
         "name": name,
         "gpus": gpus,
-        "min_runtime_s": duration_s(min_runtime, flag="--min-runtime"),
+        "min_runtime_s": capped_min_runtime(min_runtime, target),
         "resumable": resumable,
         "priority": priority,
         "kind": kind,
@@ -224,54 +207,50 @@ def _print_estimate(answer: dict) -> None:
 @app.command()
 def queue(
     cluster: ClusterOpt = None,
+    me: Annotated[bool, typer.Option("--me", help="Only your jobs (like squeue --me).")] = False,
+    long: Annotated[
+        bool, typer.Option("--long", "-l", help="Name, kind, priority, factor; whole reasons.")
+    ] = False,
     limit: Annotated[int, typer.Option(help="Rows to show.")] = 50,
     all_rows: Annotated[bool, typer.Option("--all", help="Every pending job.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Pending jobs in the order they will start, with position and reason (like squeue)."""
     client = api()
-    name = _only_cluster(client, cluster)
-    page = client.get("queue/", cluster=name, limit=None if all_rows else max(1, limit))
+    name = only_cluster(client, cluster)
+    mine = "true" if me else None
+    page = client.get("queue/", cluster=name, mine=mine, limit=None if all_rows else max(1, limit))
     rows = page["results"]
     if all_rows:
-        rows = client.get_all("queue/", cluster=name)
+        rows = client.get_all("queue/", cluster=name, mine=mine)
     if as_json:
         render.print_json({**page, "results": rows})
         return
+    whose = "your jobs pending" if me else "pending"
     render.out.print(
-        f"Queue of {name}: {page['count']} pending, as of {render.when(page['computed_at'])}"
-        + (f" (cycle {page['cycle']})" if page["cycle"] else "")
+        f"Queue of {name}: {page['count']} {whose}, as of {render.when(page['computed_at'])}"
+        + (f" (cycle {page['cycle']})" if page["cycle"] else ""),
+        markup=False,
     )
+    columns = ["POS", "JOBID", "USER", "PROJECT", "GPUS", "MIN_RT"]
+    extra = ["NAME", "KIND", "PRIO", "FS"] if long else []
     render.table(
-        [
-            "POS",
-            "JOBID",
-            "PROJECT",
-            "USER",
-            "NAME",
-            "KIND",
-            "GPUS",
-            "MIN_RT",
-            "PRIO",
-            "FS",
-            "REASON",
-        ],
+        [*columns, *extra, "REASON"],
         (
             [
                 r["position"],
                 r["job"],
-                r["project_path"],
                 r["submitter"],
-                r["name"],
-                r["kind"],
+                r["project_path"] if long else render.tail(r["project_path"], 24),
                 r["gpus"],
                 render.seconds(r["min_runtime_s"]),
-                r["priority"],
-                r["fairshare_factor"],
+                *([r["name"], r["kind"], r["priority"], r["fairshare_factor"]] if long else []),
                 r["reason"],
             ]
             for r in rows
         ),
+        wrap=("REASON",) if long else (),
+        crop=() if long else ("REASON",),
     )
     if not all_rows and page["count"] > len(rows):
         render.out.print(f"... {page['count'] - len(rows)} more (--all or --limit N)")
@@ -302,7 +281,7 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
         ),
         ("resumable", "yes" if job["resumable"] else "no"),
         ("priority", job["priority"]),
-        ("submitted", render.when(job["submitted_at"])),
+        ("submitted", render.when(job["submitted_at"], seconds=True)),
     ]
     if job["array_id"]:
         items.append(("array", f"{job['array_id']} [{job['array_index']}]"))
@@ -326,13 +305,15 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
     if job.get("eta"):
         items.append(("estimated start", _eta_text(job["eta"])))
         if job["eta"].get("baseline_start"):
-            items.append(("backfill estimate", render.when(job["eta"]["baseline_start"])))
+            baseline = job["eta"]["baseline_start"]
+            items.append(("backfill estimate", f"{render.when(baseline)} ({render.ago(baseline)})"))
     render.pairs(items)
     if job.get("blockers"):
         render.table(
             ["#", "KIND", "WHY"],
             ([i, b["kind"], b["text"]] for i, b in enumerate(job["blockers"], 1)),
             title="blockers (most pressing first)",
+            wrap=("WHY",),
         )
     if job["attempts"]:
         render.table(
@@ -353,12 +334,13 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
                 for a in job["attempts"]
             ),
             title="attempts",
+            crop=("HOSTS", "ATTEMPT"),
         )
     render.table(
         ["AT", "FROM", "TO", "BY", "REASON"],
         (
             [
-                render.when(e["at"]),
+                render.when(e["at"], seconds=True),
                 e["from_state"] or "-",
                 e["to_state"],
                 e["actor"] or "allot",
@@ -367,6 +349,7 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
             for e in job["events"]
         ),
         title="events",
+        wrap=("REASON",),
     )
 
 
@@ -378,7 +361,7 @@ def _eta_text(eta: dict[str, Any]) -> str:
         return "being computed; ask again in a few seconds"
     if not eta["start"]:
         return "not within the next 30 days at the current queue"
-    text = render.when(eta["start"])
+    text = f"{render.when(eta['start'])} ({render.ago(eta['start'])})"
     low, high = render.when(eta["earliest"]), render.when(eta["latest"])
     if eta["earliest"] and eta["latest"] and low != high:
         text += f" (likely between {low} and {high})"
@@ -428,11 +411,11 @@ def clusters(as_json: JsonFlag = False) -> None:
             "ADAPTER",
             "HOSTS",
             "GPUS",
-            "HEALTHY_GPUS",
-            "DRAINING",
+            "HEALTHY",
+            "DRAIN",
             "DOWN",
-            "PENDING",
-            "RUNNING",
+            "PEND",
+            "RUN",
             "LAST_CYCLE",
         ],
         (
@@ -446,10 +429,11 @@ def clusters(as_json: JsonFlag = False) -> None:
                 c["down_hosts"],
                 c["pending_jobs"],
                 c["running_jobs"],
-                render.when(c["last_cycle"]["started_at"]) if c["last_cycle"] else "-",
+                render.ago(c["last_cycle"]["started_at"]) if c["last_cycle"] else "never",
             ]
             for c in rows
         ),
+        crop=("NAME",),
     )
 
 
@@ -474,6 +458,7 @@ def hosts(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
             ]
             for h in rows
         ),
+        wrap=("REASON",),
     )
 
 
@@ -502,21 +487,12 @@ def usage(
         render.print_json(rows)
         return
     render.table(
-        [
-            "START",
-            "CLUSTER",
-            "PROJECT",
-            "ALLOCATED",
-            "UNALLOCATED",
-            "DEMAND",
-            "ENTITLED",
-            "DELIVERED",
-        ],
+        ["START", "CLUSTER", "PROJECT", "ALLOC", "UNALLOC", "DEMAND", "ENTITLED", "DELIVERED"],
         (
             [
                 render.when(r.get("start")),
                 r.get("cluster_name", ""),
-                r.get("project_path", ""),
+                render.tail(r.get("project_path", ""), 20),
                 *(
                     r.get(f"{k}_gpu_h")
                     for k in ("allocated", "unallocated", "demand", "entitled", "delivered")
@@ -525,6 +501,7 @@ def usage(
             for r in rows
         ),
         title="GPU-hours",
+        crop=("PROJECT",),
     )
 
 
@@ -544,7 +521,7 @@ SHARE_COLUMNS = (
 def shares(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
     """Fair share of every node of the budget tree (like sshare -l)."""
     client = api()
-    answer = client.get("fairshare/", cluster=_only_cluster(client, cluster))
+    answer = client.get("fairshare/", cluster=only_cluster(client, cluster))
     if as_json:
         render.print_json(answer)
         return
@@ -554,7 +531,7 @@ def shares(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
     )
     nodes = answer.get("nodes", []) if isinstance(answer, dict) else answer
     render.table(
-        ["NODE", *(c.upper() for c in SHARE_COLUMNS)],
+        ["NODE", *(c.upper().replace("_", "\n", 1) for c in SHARE_COLUMNS)],
         (
             [
                 "  " * int(n.get("depth") or 0) + str(n.get("name", n.get("path", ""))),
@@ -562,6 +539,7 @@ def shares(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
             ]
             for n in nodes
         ),  # fmt: skip
+        crop=("NODE",),
     )
 
 

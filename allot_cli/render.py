@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 out = Console(highlight=False, soft_wrap=False)
+WRAP_MIN = 16  # a folded column is at least this wide
+CROP_MIN = 12  # a cropped one too
 err = Console(stderr=True, highlight=False)
 
 
@@ -34,15 +36,54 @@ def seconds(value: float | int | None) -> str:
     return "".join(parts)
 
 
-def when(value: str | None) -> str:
-    """An API time as local 'YYYY-MM-DD HH:MM:SS'."""
+def when(value: str | None, *, seconds: bool = False) -> str:
+    """An API time in the local zone, with the zone: '2026-12-05 14:09 CET'."""
+    moment = _moment(value)
+    if moment is None:
+        return value or "-"
+    return moment.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z")
+
+
+def ago(value: str | None, now: dt.datetime | None = None) -> str:
+    """An API time as how long ago or how far ahead it is: '12 s ago', 'in 3 h 10 min'."""
+    moment = _moment(value)
+    if moment is None:
+        return value or "-"
+    delta = (moment - (now or dt.datetime.now(dt.UTC))).total_seconds()
+    if abs(delta) < 45:
+        return "now"
+    return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"
+
+
+def span(value: float) -> str:
+    """Seconds as people say them: 3 h 10 min, 12 min, 2 d 4 h, 40 s."""
+    s = int(round(abs(value)))
+    if s < 60:
+        return f"{s} s"
+    minutes = s // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def _moment(value: str | None) -> dt.datetime | None:
     if not value:
-        return "-"
+        return None
     try:
         moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
-        return value
-    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+        return None
+    return moment.astimezone()
+
+
+def tail(text: str | None, limit: int = 24) -> str:
+    """A long path cut from the left ('…/pretraining'): its end names it."""
+    text = text or ""
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
 def number(value: Any) -> str:
@@ -54,13 +95,34 @@ def number(value: Any) -> str:
 
 
 def table(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    title: str | None = None,
+    wrap: Sequence[str] = (),
+    crop: Sequence[str] = (),
 ) -> None:
+    """A table that keeps one line per row on a narrow terminal: every column keeps its
+    values whole except those in `wrap` (folded over lines: long text worth reading
+    whole) and `crop` (cut with an ellipsis to what the terminal leaves them)."""
+    cells = [[number(v) if not isinstance(v, str) else v for v in row] for row in rows]
+    widths = [
+        max([len(line) for line in column.splitlines()] + [len(r[i]) for r in cells])
+        for i, column in enumerate(columns)
+    ]
+    fixed = sum(w for c, w in zip(columns, widths, strict=True) if c not in crop + tuple(wrap))
+    fixed += WRAP_MIN * sum(1 for c in columns if c in wrap) + 2 * (len(columns) - 1)
+    cropped = max(CROP_MIN, (out.width - fixed) // max(1, sum(1 for c in columns if c in crop)))
     t = Table(title=title, header_style="bold", box=None, pad_edge=False)
     for column in columns:
-        t.add_column(column, overflow="fold")
-    for row in rows:
-        t.add_row(*(number(v) if not isinstance(v, str) else v for v in row))
+        if column in wrap:
+            t.add_column(column, overflow="fold", min_width=WRAP_MIN, ratio=1)
+        elif column in crop:
+            t.add_column(column, overflow="ellipsis", no_wrap=True, max_width=cropped)
+        else:
+            t.add_column(column, no_wrap=True)
+    for row in cells:
+        t.add_row(*row)
     out.print(t)
 
 

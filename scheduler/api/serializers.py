@@ -95,7 +95,14 @@ class JobSubmitInput(serializers.Serializer):
         max_value=job_rules.PRIORITY_MAX,
         help_text="Orders the job among its project's jobs only",
     )
-    kind = serializers.ChoiceField(choices=JobKind.choices, required=False, default="training")
+    kind = serializers.ChoiceField(
+        choices=JobKind.choices,
+        required=False,
+        default="training",
+        error_messages={
+            "invalid_choice": f'"{{input}}" is not a kind of job; one of {", ".join(JobKind.values)}.'
+        },
+    )
     spec = SpecField(required=False, default=dict)
     duration_s = serializers.IntegerField(
         required=False,
@@ -306,6 +313,11 @@ class JobFilter(serializers.Serializer):
 
 class QueueFilter(serializers.Serializer):
     cluster = ClusterRefField(help_text="The cluster's id or name")
+    mine = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Only your own jobs (like `squeue --me`), at their places in the whole queue",
+    )
 
 
 class QueueRowOutput(serializers.Serializer):

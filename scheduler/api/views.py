@@ -259,7 +259,12 @@ class QueueApi(APIView):
         paginator = LimitOffsetPagination()
         limit = paginator.get_limit(request)
         offset = paginator.get_offset(request)
-        page = selectors.queue_page(cluster=cluster, offset=offset, limit=limit)
+        page = selectors.queue_page(
+            cluster=cluster,
+            offset=offset,
+            limit=limit,
+            submitter_id=request.user.pk if filters.get("mine") else None,
+        )
         paginator.count, paginator.limit, paginator.offset = page.count, limit, offset
         paginator.request = request
         return Response(

@@ -161,13 +161,27 @@ class QueuePage:
     rows: list[dict[str, Any]]
 
 
-def queue_page(*, cluster: Cluster, offset: int, limit: int) -> QueuePage:
+def queue_page(
+    *, cluster: Cluster, offset: int, limit: int, submitter_id: int | None = None
+) -> QueuePage:
     """Entries `offset` .. `offset + limit` of the cluster's explained queue (start
-    order), each with its job's name, project, submitter, size and current state."""
+    order), each with its job's name, project, submitter, size and current state; with
+    `submitter_id`, only that user's jobs (like `squeue --me`), at their places in the
+    whole queue."""
     snap = queue_snapshot(cluster_id=cluster.pk)
     if snap is None:
         return QueuePage(count=0, computed_at=None, cycle_id=None, rows=[])
-    entries = list(iter_entries(snap.entries, offset, offset + limit))
+    if submitter_id is None:
+        count = queue_length(snap.entries)
+        entries = list(iter_entries(snap.entries, offset, offset + limit))
+    else:
+        theirs = set(
+            Job.objects.filter(
+                cluster=cluster, submitter_id=submitter_id, state=JobState.PENDING
+            ).values_list("pk", flat=True)
+        )
+        mine = [e for e in iter_entries(snap.entries) if e["job"] in theirs]
+        count, entries = len(mine), mine[offset : offset + limit]
     jobs = Job.objects.select_related("submitter").in_bulk([e["job"] for e in entries])
     paths = project_paths() if entries else {}
     rows = []
@@ -188,7 +202,7 @@ def queue_page(*, cluster: Cluster, offset: int, limit: int) -> QueuePage:
             }
         )
     return QueuePage(
-        count=queue_length(snap.entries),
+        count=count,
         computed_at=snap.computed_at,
         cycle_id=snap.cycle_id,
         rows=rows,

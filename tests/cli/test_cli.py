@@ -200,6 +200,43 @@ def test_queue_show_and_cancel(ann, tree):
     assert ann("show", "999999").returncode == 1
 
 
+def test_queue_me_and_narrow_terminals(ann, server, tree, tmp_path):
+    """`--me` like `squeue --me`; at 80 columns every table keeps one line per row (the
+    reason is cut, `show` has it whole) and times carry their zone."""
+    bob = Cli(server.url, tmp_path, token_for(tree.user("bob")))
+    for _ in range(3):
+        assert ann("submit", "-A", "org/prog-a/a1", "-t", "1h", "-G", "8").returncode == 0
+    assert bob("submit", "-A", "org/prog-a/a2", "-t", "1h", "-G", "8").returncode == 0
+    ann.env["COLUMNS"] = "80"
+    everyone, mine = ann("queue"), ann("queue", "--me")
+    assert everyone.returncode == 0 and mine.returncode == 0, mine.stderr
+    assert "2 pending" in everyone.stdout and "1 your jobs pending" in mine.stdout
+    assert "bob" in everyone.stdout and "bob" not in mine.stdout
+    rows = [line for line in everyone.stdout.splitlines()[2:] if line.strip()]
+    assert len(rows) == 2 and all(len(line) <= 80 for line in everyone.stdout.splitlines())
+    assert [r.split()[0] for r in rows] == ["1", "2"]  # one line per job
+    assert ann("queue", "--me", "--long").returncode == 0
+    assert " UTC" in everyone.stdout.splitlines()[0]  # `as of <time> <zone>`
+    for command in (["clusters"], ["hosts"], ["shares"]):
+        out = ann(*command)
+        assert out.returncode == 0, out.stderr
+        assert all(len(line) <= 80 for line in out.stdout.splitlines()), out.stdout
+    clusters = ann("clusters").stdout.splitlines()
+    assert len(clusters) == 2 and clusters[1].split()[0] == "gpu"  # no name folded
+
+
+def test_a_min_runtime_over_the_cap_and_an_unknown_kind_say_what_is_allowed(ann):
+    over = ann("submit", "-A", "org/prog-a/a1", "-t", "100h")
+    assert over.returncode == 2
+    assert "--min-runtime (min_runtime_s)" in over.stderr
+    assert "100h is 4 d 4 h" in over.stderr and "at most 8 h" in over.stderr
+    assert "360000" not in over.stderr
+    kind = ann("submit", "-A", "org/prog-a/a1", "-t", "10m", "--kind", "foo")
+    assert kind.returncode == 2 and "--kind (kind)" in kind.stderr
+    assert "debug, training, interactive, inference, batch, sweep" in kind.stderr
+    assert not Job.objects.exists()
+
+
 def test_clusters_and_hosts(ann):
     clusters = ann("clusters")
     assert clusters.returncode == 0 and "gpu" in clusters.stdout and "memory" in clusters.stdout
@@ -210,7 +247,7 @@ def test_clusters_and_hosts(ann):
 def test_shares_like_sshare(ann):
     result = ann("shares")
     assert result.returncode == 0, result.stderr
-    assert "Fair share on gpu" in result.stdout and "LEVEL_FS" in result.stdout
+    assert "Fair share on gpu" in result.stdout and "LEVEL" in result.stdout  # LEVEL_FS, 2 lines
     assert any(line.split()[:1] == ["a1"] for line in result.stdout.splitlines())
     nodes = json.loads(ann("shares", "--json").stdout)["nodes"]
     assert {n["name"] for n in nodes} >= {"org", "prog-a", "a1", "a2", "b1"}
@@ -225,7 +262,7 @@ def test_usage_per_project(ann, tree):
     project_hours(gpu, tree.node("b1"), 1, unallocated_gpu_h=8.0)
     result = ann("usage", "--project", "org/prog-a/a1", "--step", "hour")
     assert result.returncode == 0, result.stderr
-    assert "ALLOCATED" in result.stdout
+    assert "ALLOC" in result.stdout
     lines = [line for line in result.stdout.splitlines() if "org/prog-a/a1" in line]
     assert len(lines) == 3 and "org/prog-b" not in result.stdout
     rows = json.loads(ann("usage", "--json").stdout)  # every cluster and project, per day
