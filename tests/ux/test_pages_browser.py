@@ -22,6 +22,7 @@ from budgets.demo import DEMO_ROOT
 from budgets.services import budget_tree_import
 from scheduler.models import Attempt, AttemptEnd, AttemptState, CycleRecord, Host, Job, JobState
 from tests.browser import BROWSER_MARKS, CHROMIUM, LAUNCH_ARGS, sign_in
+from tests.dashboards import data
 from tests.dashboards.test_dashboards_browser import _history
 from tests.factories import ClusterFactory, HostFactory
 from tests.live.conftest import live, submit_job  # noqa: F401  (the in-memory cluster fixture)
@@ -186,6 +187,11 @@ def _busy_world(live) -> dict[str, str]:  # noqa: F811
     )  # fmt: skip
     Job.objects.filter(pk=ended.pk).update(state=JobState.SUCCEEDED, ended_at=timezone.now())
     _history(tree, cluster)
+    for kind, wait in (("sweep", dt.timedelta(days=3, hours=5)), ("debug", dt.timedelta(0))):
+        started = timezone.now() - dt.timedelta(hours=3)  # waits from none to days: log axis
+        late = data.job(cluster, project, ann, kind=kind, state=JobState.SUCCEEDED,
+                        submitted_at=started - wait, name=f"{kind}-waited")  # fmt: skip
+        data.attempt(late, started_at=started, ended_at=started + dt.timedelta(minutes=20))
     Host.objects.filter(cluster=cluster, name="node03").update(
         health="draining", health_reason="ECC errors on GPU 3; " + "reseated twice " * 8,
         health_changed_at=timezone.now() - dt.timedelta(hours=2),
