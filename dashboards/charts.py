@@ -37,6 +37,7 @@ LAYOUT = {
 AXIS = {"automargin": True, "title": {"standoff": 8}}
 MAX_DELIVERY_BARS = 40
 LABEL_CHARS = 28  # longer project paths are shortened on axes (the tables have them whole)
+NARROW_LABEL_CHARS = 16  # on a phone, only a project's own name, at most this long
 KIND_COLOURS = ["#2457c5", "#e5484d", "#12a594", "#f5a524", "#8e4ec6", "#5c6677"]
 # The preemption rules job events record, as people read them in legends and tables.
 RULE_LABELS = {
@@ -67,6 +68,20 @@ def rule_label(rule: str) -> str:
 def short_label(text: str, limit: int = LABEL_CHARS) -> str:
     """A long project path cut from the left ('…ls/pretraining-large'): its end names it."""
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+
+
+def leaf_label(path: str, limit: int = NARROW_LABEL_CHARS) -> str:
+    """A project's own name (the end of its path), for the narrow axis of a phone."""
+    return short_label(path.rsplit("/", 1)[-1], limit)
+
+
+def narrow(figure: dict[str, Any], **paths: Any) -> dict[str, Any]:
+    """What static/js/dashboards.js sets in the layout when the chart is drawn narrower
+    than NARROW_PX (a phone): e.g. `yaxis__ticktext` for `layout.yaxis.ticktext`."""
+    figure["layout"]["meta"] = {
+        "narrow": {key.replace("__", "."): value for key, value in paths.items()}
+    }
+    return figure
 
 
 def step_title(step: str) -> str:
@@ -218,7 +233,12 @@ def delivery_figures(
     _mark_partial(over_time_plain["layout"], partial or [], xref="x2")
     # the shared x axis: ticks and title on the lower plot only
     over_time_plain["layout"]["xaxis"]["showticklabels"] = False
-    return {"bars": _plain(bars), "over_time": over_time_plain}
+    bars_plain = narrow(
+        _plain(bars),
+        yaxis__ticktext=[leaf_label(p) for p in paths],
+        xaxis__title__text="GPU-hours",
+    )
+    return {"bars": bars_plain, "over_time": over_time_plain}
 
 
 def delivery_csv(data: dict[str, Any]) -> list[list[Any]]:
@@ -385,11 +405,14 @@ def my_projects_figure(projects: list[dict]) -> dict[str, Any] | None:
     """Delivered vs entitled GPU-hours of the user's projects (one horizontal bar pair
     per project and cluster, long paths shortened on the axis), or None when there is
     nothing to draw."""
-    labels, short, entitled, delivered = [], [], [], []
+    labels, short, leaf, entitled, delivered = [], [], [], [], []
+    clusters = {c["cluster"] for p in projects for c in p["clusters"]}
     for p in projects:
         for c in p["clusters"]:
+            where = f" @ {c['cluster']}" if len(clusters) > 1 else ""
             labels.append(f"{p['path']} @ {c['cluster']}")
-            short.append(f"{short_label(p['path'])} @ {c['cluster']}")
+            short.append(f"{short_label(p['path'])}{where}")
+            leaf.append(f"{leaf_label(p['path'])}{where}")
             entitled.append(c["entitled_gpu_h"])
             delivered.append(c["delivered_gpu_h"])
     if not labels:
@@ -406,11 +429,11 @@ def my_projects_figure(projects: list[dict]) -> dict[str, Any] | None:
     figure.update_layout(height=max(240, 90 + 34 * len(labels)))
     figure.update_xaxes(title_text="GPU-hours, last 7 days", rangemode="tozero", **AXIS)
     figure.update_yaxes(
-        title_text="Project @ cluster",
+        title_text="Project @ cluster" if len(clusters) > 1 else f"Project ({clusters.pop()})",
         autorange="reversed",
         tickmode="array",
         tickvals=labels,
         ticktext=short,
         **AXIS,
     )
-    return _plain(figure)
+    return narrow(_plain(figure), yaxis__ticktext=leaf, xaxis__title__text="GPU-h, 7 days")

@@ -14,8 +14,9 @@ function loadPlotly() {
   script.addEventListener("load", drawWhatif);
   document.head.appendChild(script);
 }
-function shortLabel(text) {
-  return text.length <= LABEL_CHARS ? text : "\u2026" + text.slice(text.length - LABEL_CHARS + 1);
+const NARROW_PX = 560;  // on a phone: a project's own name only, and a shorter title
+function shortLabel(text, limit) {
+  return text.length <= limit ? text : "\u2026" + text.slice(text.length - limit + 1);
 }
 function drawWhatif() {
   if (!document.querySelector(".whatif-chart:not([data-drawn])")) return;
@@ -26,6 +27,12 @@ function drawWhatif() {
     const d = JSON.parse(source.textContent);
     div.dataset.drawn = "1";
     const at = function (shift) { return d.projects.map(function (_, i) { return i + shift; }); };
+    const narrow = div.clientWidth < NARROW_PX;
+    const labels = d.projects.map(function (p) {
+      return narrow ? shortLabel(p.split("/").pop(), 16) : shortLabel(p, LABEL_CHARS);
+    });
+    const xTitle = narrow ? "GPU-hours (allocated)"
+      : "GPU-hours (allocated) over the " + d.days + " replayed days";
     const hover = "%{customdata}: %{x:,.0f} GPU-h<extra>%{fullData.name}</extra>";
     const bar = function (name, y, x, color) {
       return {type: "bar", orientation: "h", name: name, y: y, x: x, width: 0.38,
@@ -44,10 +51,10 @@ function drawWhatif() {
     ], {
       barmode: "overlay", height: Math.max(260, 110 + 46 * d.projects.length),
       margin: {l: 10, r: 10, t: 10, b: 10}, font: {size: 12},
-      yaxis: {tickvals: at(0), ticktext: d.projects.map(shortLabel), autorange: "reversed",
+      yaxis: {tickvals: at(0), ticktext: labels, autorange: "reversed",
               automargin: true, title: {text: "Project", standoff: 8}},
       xaxis: {automargin: true, rangemode: "tozero",
-              title: {text: "GPU-hours (allocated) over the " + d.days + " replayed days", standoff: 8}},
+              title: {text: xTitle, standoff: 8}},
       legend: {orientation: "h", x: 0, y: 1.02, yanchor: "bottom"},
     }, {displaylogo: false, responsive: true});
   });
