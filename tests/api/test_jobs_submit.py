@@ -129,7 +129,7 @@ BAD_FIELDS = [
     ("resumable", "maybe", "valid boolean"),
     ("priority", 1001, "less than or equal to 1000"),
     ("priority", [], "valid integer"),
-    ("kind", "party", "not a valid choice"),
+    ("kind", "party", "not a kind of job; one of debug, training"),
     ("name", "", "may not be blank"),
     ("name", "x" * 201, "no more than 200"),
     ("name", "bad\x1bname", "control"),
