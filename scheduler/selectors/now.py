@@ -17,6 +17,7 @@ from typing import Any
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from ops.selectors import ClusterHealth, scheduling_health
 from scheduler.models import (
     ACTIVE_STATES,
     Attempt,
@@ -30,7 +31,6 @@ from scheduler.models import (
 )
 from scheduler.selectors.queue import queue_snapshot
 
-LATE_CYCLES = 3  # a cluster whose last cycle is this many periods old is not cycling
 ERROR_WINDOW = dt.timedelta(hours=1)  # adapter errors of the cycles this recent
 MAX_ERRORS = 10
 # How the cycle's queue reasons name the hosts held by the short-job reserve (engine
@@ -48,12 +48,23 @@ def is_operator(user) -> bool:
 def clusters_now(*, now: dt.datetime | None = None) -> list[dict[str, Any]]:
     """`cluster_now` of every cluster, by name."""
     at = now or timezone.now()
-    return [cluster_now(cluster=c, now=at) for c in Cluster.objects.order_by("name")]
+    health = {c.name: c for c in scheduling_health(now=at).clusters}
+    return [
+        cluster_now(cluster=c, now=at, health=health.get(c.name))
+        for c in Cluster.objects.order_by("name")
+    ]
 
 
-def cluster_now(*, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
-    """One cluster as it is now (see the module's docstring)."""
+def cluster_now(
+    *, cluster: Cluster, now: dt.datetime | None = None, health: ClusterHealth | None = None
+) -> dict[str, Any]:
+    """One cluster as it is now (see the module's docstring); whether it is being
+    scheduled is `/healthz`'s and the page banner's answer (`ops.selectors`)."""
     at = now or timezone.now()
+    if health is None:
+        health = next(
+            (c for c in scheduling_health(now=at).clusters if c.name == cluster.name), None
+        )
     hosts = list(Host.objects.filter(cluster=cluster).order_by("name"))
     in_use = _gpus_in_use(cluster)
     jobs = Job.objects.filter(cluster=cluster).aggregate(
@@ -76,7 +87,7 @@ def cluster_now(*, cluster: Cluster, now: dt.datetime | None = None) -> dict[str
         "pending_jobs": jobs["pending"] or 0,
         "pending_gpus": jobs["pending_gpus"] or 0,
         "running_jobs": jobs["running"] or 0,
-        "cycle": last_cycle(cluster=cluster, now=at),
+        "cycle": last_cycle(cluster=cluster, now=at, health=health),
         "errors": adapter_errors(cluster=cluster, now=at),
         "unhealthy_hosts": [
             {
@@ -110,19 +121,23 @@ def _gpus_in_use(cluster: Cluster) -> dict[str, int]:
     return dict(used)
 
 
-def last_cycle(*, cluster: Cluster, now: dt.datetime) -> dict[str, Any] | None:
+def last_cycle(
+    *, cluster: Cluster, now: dt.datetime, health: ClusterHealth | None
+) -> dict[str, Any] | None:
     """The cluster's last cycle: when, how long ago, how long it took, what it did, and
-    whether cycles are late (none for LATE_CYCLES periods)."""
+    whether the cluster is being scheduled (`health`: stale, with its cause)."""
     record = CycleRecord.objects.filter(cluster=cluster).order_by("-started_at", "-id").first()
     if record is None:
         return None
-    age_s = max(0.0, (now - record.started_at).total_seconds())
     return {
         "record": record,
         "started_at": record.started_at,
-        "age_s": age_s,
+        "age_s": max(0.0, (now - record.started_at).total_seconds()),
         "duration_ms": record.duration_ms,
-        "late": age_s > LATE_CYCLES * cluster.cycle_s,
+        "late": bool(health and health.stale),
+        "cause": health.cause if health else "",
+        "stale_after_s": health.stale_after_s if health else None,
+        "last_read_age_s": health.last_read_age_s if health else None,
         "period_s": cluster.cycle_s,
     }
 
