@@ -30,10 +30,6 @@ class Child:
         return self.popen.poll() is not None
 
 
-# Plotly's package data besides plotly.min.js: nothing serves it.
-STATIC_SKIP = ["widgetbundle.js", "datasets", "templates"]
-
-
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
     host = os.environ.get("ALLOT_HOST", "127.0.0.1")
@@ -58,8 +54,6 @@ def main() -> int:
     try:
         print("Allot: preparing the database ...", flush=True)
         call_command("migrate", verbosity=0, interactive=False)
-        # compressed copies of the static files for WhiteNoise (Plotly: 4.8 MB -> 1.1 MB)
-        call_command("collectstatic", interactive=False, verbosity=0, ignore_patterns=STATIC_SKIP)
         if settings.ALLOT_DEMO:
             call_command("seed_demo")
         else:
