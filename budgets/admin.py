@@ -96,23 +96,67 @@ class BudgetNodeAdmin(admin.ModelAdmin):
             messages.error(request, exc.message)
 
 
+def _admin_reason(request, verb: str) -> str:
+    return f"{verb} in the admin by {request.user.get_username()}"
+
+
+@admin.action(description="Remove the selected roles (audited, by the rules of your role)")
+def remove_roles(modeladmin, request, queryset):
+    done = 0
+    for membership in queryset:
+        try:
+            services.membership_remove(
+                actor=request.user,
+                membership_id=membership.pk,
+                reason=_admin_reason(request, "removed"),
+            )
+            done += 1
+        except ApplicationError as exc:
+            modeladmin.message_user(request, f"{membership}: {exc.message}", messages.ERROR)
+    if done:
+        modeladmin.message_user(request, f"{done} role(s) removed.", messages.SUCCESS)
+
+
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
+    """Roles are granted and removed through `membership_add` / `membership_remove`
+    (audited, the actor's rules checked), one by one or with the bulk action; Django's
+    own bulk delete, which would skip both, is not offered."""
+
     list_display = ["user", "role", "node"]
     list_filter = ["role"]
     search_fields = ["user__username", "node__name"]
     autocomplete_fields = ["node"]
+    actions = [remove_roles]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
 
     def has_change_permission(self, request, obj=None):
         return False  # remove and add instead, both audited
 
     def save_model(self, request, obj, form, change):
         try:
-            services.membership_add(
-                actor=request.user, node_id=obj.node_id, username=obj.user.username, role=obj.role
+            created = services.membership_add(
+                actor=request.user,
+                node_id=obj.node_id,
+                username=obj.user.username,
+                role=obj.role,
+                reason=_admin_reason(request, "granted"),
             )
+            obj.pk = created.pk
         except ApplicationError as exc:
             messages.error(request, exc.message)
 
     def delete_model(self, request, obj):
-        services.membership_remove(actor=request.user, membership_id=obj.pk)
+        try:
+            services.membership_remove(
+                actor=request.user, membership_id=obj.pk, reason=_admin_reason(request, "removed")
+            )
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+
+    def delete_queryset(self, request, queryset):
+        remove_roles(self, request, queryset)

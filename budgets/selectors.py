@@ -104,23 +104,6 @@ def tree_version() -> int:
     return state.version if state else 0
 
 
-def nodes_governed_by(*, user, index: TreeIndex | None = None) -> set[int]:
-    """Ids of the nodes strictly below any node the user manages."""
-    if not user.is_authenticated:
-        return set()
-    managed = list(
-        Membership.objects.filter(user=user, role=Role.MANAGER).values_list("node_id", flat=True)
-    )
-    if not managed:
-        return set()
-    index = index or tree_index()
-    governed: set[int] = set()
-    for node_id in managed:
-        if node_id in index.nodes:
-            governed.update(index.descendants(node_id))
-    return governed
-
-
 def tree_as_dict(*, index: TreeIndex | None = None, for_export: bool = False) -> list[dict]:
     """Every root as a nested dict in the import format.
 

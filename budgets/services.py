@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from budgets import permissions
 from budgets.models import (
     BudgetEvent,
     BudgetEventItem,
@@ -130,22 +131,21 @@ def _check_base_version(state: TreeState, base_version: int | None) -> None:
         )
 
 
-def _governed(actor, index: TreeIndex) -> set[int] | None:
-    """Node ids the actor may govern; None means everything (superuser)."""
-    if actor is None or actor.is_superuser:
-        return None
-    from budgets.selectors import nodes_governed_by
-
-    return nodes_governed_by(user=actor, index=index)
-
-
-def _require_governs(actor, index: TreeIndex, node_id: int, *, field: str, action: str) -> None:
-    governed = _governed(actor, index)
-    if governed is not None and node_id not in governed:
+def _require(
+    allowed: bool, actor, index: TreeIndex, node_id: int, *, field: str, action: str
+) -> None:
+    """PermissionDenied unless `allowed` (the rule of `budgets.permissions` that applies)
+    or `actor` is None (the system: management commands and scheduled work)."""
+    if actor is not None and not allowed:
         raise PermissionDenied(
             f"You may not {action} '{index.path(node_id)}': it is outside the subtree you manage.",
             field=field,
         )
+
+
+def _require_governs(actor, index: TreeIndex, node_id: int, *, field: str, action: str) -> None:
+    allowed = actor is None or permissions.may_change_weight(actor, node_id, index)
+    _require(allowed, actor, index, node_id, field=field, action=action)
 
 
 # ---------------------------------------------------------------- weight changes
@@ -167,8 +167,14 @@ def weight_edits_check(
         raise ValidationFailed(
             f"'{index.path(node_id)}' is a project: it has no children to weigh.", field="node"
         )
-    for child in children:
-        _require_governs(actor, index, child.pk, field="node", action="change the weights under")
+    _require(
+        actor is None or permissions.may_change_weights_under(actor, node_id, index),
+        actor,
+        index,
+        node_id,
+        field="node",
+        action="change the weights under",
+    )
     edits = _parse_edits(changes, index, field=field)
     child_ids = {c.pk for c in children}
     for i, edit in enumerate(edits):
@@ -354,8 +360,8 @@ def budget_change_create(
 
 
 def budget_change_cancel(*, actor, scheduled_event_id: int, reason: str) -> BudgetEvent:
-    """Cancel a pending future change. Its author, a manager governing all its nodes, or a
-    superuser may cancel it."""
+    """Cancel a pending future change: whoever may change every weight it sets, now (its
+    author only while they still may: `permissions.may_cancel_scheduled_change`)."""
     reason = _clean_reason(reason)
     with transaction.atomic():
         state = _lock_tree()
@@ -372,11 +378,10 @@ def budget_change_cancel(*, actor, scheduled_event_id: int, reason: str) -> Budg
                 f"This change is already {scheduled.status}; only pending changes can be cancelled."
             )
         index = tree_index()
-        if actor is None or actor.pk != scheduled.event.actor_id:
-            for change in scheduled.changes:
-                _require_governs(
-                    actor, index, change["node"], field="event", action="cancel a change to"
-                )
+        for change in scheduled.changes:
+            _require_governs(
+                actor, index, int(change["node"]), field="event", action="cancel a change to"
+            )
         scheduled.status = ScheduledStatus.CANCELLED
         scheduled.save(update_fields=["status"])
         return _new_event(
@@ -392,8 +397,11 @@ def budget_change_cancel(*, actor, scheduled_event_id: int, reason: str) -> Budg
 def budget_apply_due_changes(*, now: dt.datetime | None = None) -> list[BudgetEvent]:
     """Apply every pending change whose effective time has come, oldest first.
 
+    A change is applied in its author's name only while the author may still change
+    every weight it sets (`permissions.may_apply_scheduled_change`); otherwise it is
+    cancelled by the system with a reason that says why, and nothing changes.
     Called by Celery beat and before each scheduling decision, so the next decision
-    after the effective time uses the new weights."""
+    after the effective time uses the new weights. Returns the applied events."""
     now = now or timezone.now()
     applied = []
     with transaction.atomic():
@@ -411,6 +419,10 @@ def budget_apply_due_changes(*, now: dt.datetime | None = None) -> list[BudgetEv
                 for c in scheduled.changes
                 if int(c["node"]) in index.nodes
             }
+            author = scheduled.event.actor
+            if not permissions.may_apply_scheduled_change(author, edits, index):
+                _lapse(scheduled, author=author, edits=edits, index=index, state=state)
+                continue
             applied.append(
                 _apply_weights(
                     actor=scheduled.event.actor,
@@ -427,6 +439,34 @@ def budget_apply_due_changes(*, now: dt.datetime | None = None) -> list[BudgetEv
             scheduled.status = ScheduledStatus.APPLIED
             scheduled.save(update_fields=["status"])
     return applied
+
+
+def _lapse(
+    scheduled: ScheduledChange,
+    *,
+    author,
+    edits: Mapping[int, Decimal],
+    index: TreeIndex,
+    state: TreeState,
+) -> BudgetEvent:
+    """Cancel, as the system, a scheduled change whose author lost the right to make it."""
+    paths = ", ".join(
+        index.path(n) for n in edits if not permissions.may_change_weight(author, n, index)
+    )
+    scheduled.status = ScheduledStatus.CANCELLED
+    scheduled.save(update_fields=["status"])
+    return _new_event(
+        kind=EventKind.CANCELLED,
+        actor=None,
+        reason=(
+            f"Not applied at its effective time: its author {_actor_name(author)} may no "
+            f"longer change the weight of {paths or 'these nodes'}."
+        ),
+        state=state,
+        effective_at=scheduled.effective_at,
+        bump_version=False,
+        scheduled_event=scheduled.event,
+    )
 
 
 # ---------------------------------------------------------------- structure
@@ -481,12 +521,14 @@ def node_create(
         if parent_id not in index.nodes:
             raise ValidationFailed(f"There is no node with id {parent_id}.", field="parent")
         parent = index.nodes[parent_id]
-        governed = _governed(actor, index)
-        if governed is not None and parent_id not in governed and not _manages(actor, parent_id):
-            raise PermissionDenied(
-                f"You may not add nodes under '{index.path(parent_id)}': it is outside the subtree you manage.",
-                field="parent",
-            )
+        _require(
+            actor is None or permissions.may_add_node_under(actor, parent_id),
+            actor,
+            index,
+            parent_id,
+            field="parent",
+            action="add nodes under",
+        )
         if parent.kind == NodeKind.PROJECT:
             raise ValidationFailed(
                 f"'{index.path(parent_id)}' is a project; projects are leaves and own work, not nodes.",
@@ -512,10 +554,6 @@ def node_create(
         return node
 
 
-def _manages(actor, node_id: int) -> bool:
-    return Membership.objects.filter(user=actor, node_id=node_id, role=Role.MANAGER).exists()
-
-
 def node_update(
     *,
     actor,
@@ -536,7 +574,14 @@ def node_update(
         if node_id not in index.nodes:
             raise NotFound(f"There is no node with id {node_id}.")
         node = index.nodes[node_id]
-        _require_governs(actor, index, node_id, field="node", action="change")
+        _require(
+            actor is None or permissions.may_change_node(actor, node_id, index),
+            actor,
+            index,
+            node_id,
+            field="node",
+            action="change",
+        )
         _check_base_version(state, base_version)
         new_parent_id = node.parent_id
         if parent_id is not None and parent_id != node.parent_id:
@@ -553,16 +598,14 @@ def node_update(
                     f"'{index.path(parent_id)}' is a project; projects cannot have children.",
                     field="parent",
                 )
-            governed = _governed(actor, index)
-            if (
-                governed is not None
-                and parent_id not in governed
-                and not _manages(actor, parent_id)
-            ):
-                raise PermissionDenied(
-                    f"You may not move nodes under '{index.path(parent_id)}': it is outside the subtree you manage.",
-                    field="parent",
-                )
+            _require(
+                actor is None or permissions.may_add_node_under(actor, parent_id),
+                actor,
+                index,
+                parent_id,
+                field="parent",
+                action="move nodes under",
+            )
             new_parent_id = parent_id
         new_name = _clean_name(name) if name is not None else node.name
         if new_name == node.name and new_parent_id == node.parent_id:
@@ -633,7 +676,14 @@ def membership_add(
         index = tree_index()
         if node_id not in index.nodes:
             raise ValidationFailed(f"There is no node with id {node_id}.", field="node")
-        _require_governs(actor, index, node_id, field="node", action="manage memberships of")
+        _require(
+            actor is None or permissions.may_grant_role(actor, node_id, role, index),
+            actor,
+            index,
+            node_id,
+            field="node",
+            action=f"grant the {role} role on",
+        )
         if role == Role.MEMBER and index.nodes[node_id].kind != NodeKind.PROJECT:
             raise ValidationFailed(
                 "Members belong to projects; give programs managers instead.", field="role"
@@ -670,8 +720,13 @@ def membership_remove(*, actor, membership_id: int, reason: str | None = None) -
         if membership is None:
             raise NotFound(f"There is no membership with id {membership_id}.")
         index = tree_index()
-        _require_governs(
-            actor, index, membership.node_id, field="node", action="manage memberships of"
+        _require(
+            actor is None or permissions.may_remove_role(actor, membership, index),
+            actor,
+            index,
+            membership.node_id,
+            field="node",
+            action=f"remove the {membership.role} role on",
         )
         _role_event(
             kind=EventKind.ROLE_REMOVED,
@@ -708,7 +763,7 @@ def budget_tree_import(
     new nodes are created, nodes absent from the file are kept. Users named in
     managers/members are created without a usable password. An invalid file changes nothing.
     """
-    if actor is not None and not actor.is_superuser:
+    if not permissions.may_import_tree(actor):
         raise PermissionDenied("Only superusers may import a budget tree.")
     reason = _clean_reason(reason)
     document = parse_tree_document(data)

@@ -7,7 +7,6 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -15,9 +14,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.http import require_http_methods, require_POST
 
-from budgets import selectors, services
+from budgets import permissions, selectors, services
 from budgets.models import EventKind
 from budgets.shares import weight_text
+from config.access import participant_required
 from config.errors import ApplicationError, PermissionDenied
 from config.text import is_id_text
 from scheduler.models import Cluster
@@ -25,7 +25,7 @@ from scheduler.models import Cluster
 HOURS_PER_WEEK = 168
 
 
-def _tree_rows(index: selectors.TreeIndex, governed: set[int] | None, clusters) -> list[dict]:
+def _tree_rows(index: selectors.TreeIndex, user, clusters) -> list[dict]:
     rows = []
     for node, depth in index.walk():
         share = index.shares[node.pk]
@@ -42,22 +42,18 @@ def _tree_rows(index: selectors.TreeIndex, governed: set[int] | None, clusters) 
                 "managers": index.managers.get(node.pk, []),
                 "members": index.members.get(node.pk, []),
                 "can_edit_children": bool(children)
-                and (governed is None or all(c.pk in governed for c in children)),
+                and permissions.may_change_weights_under(user, node.pk, index),
             }
         )
     return rows
 
 
-def _governed(user, index) -> set[int] | None:
-    return None if user.is_superuser else selectors.nodes_governed_by(user=user, index=index)
-
-
-@login_required
+@participant_required
 def tree_page(request: HttpRequest) -> HttpResponse:
     index = selectors.tree_index(with_people=True)
     clusters = list(Cluster.objects.all())
     context = {
-        "rows": _tree_rows(index, _governed(request.user, index), clusters),
+        "rows": _tree_rows(index, request.user, clusters),
         "clusters": clusters,
         "version": selectors.tree_version(),
         "pending": selectors.scheduled_changes_pending(),
@@ -70,8 +66,7 @@ def _edit_context(request: HttpRequest, node_id: int) -> dict:
     if node_id not in index.nodes:
         raise Http404("No such node")
     children = index.children.get(node_id, [])
-    governed = _governed(request.user, index)
-    if not children or (governed is not None and not all(c.pk in governed for c in children)):
+    if not permissions.may_change_weights_under(request.user, node_id, index):
         raise PermissionDenied(
             f"You may not change the weights under '{index.path(node_id)}': it is outside the subtree you manage."
         )
@@ -122,7 +117,7 @@ def _preview_rows(index: selectors.TreeIndex, edits: dict[int, Decimal]) -> list
     return rows
 
 
-@login_required
+@participant_required
 @require_http_methods(["GET", "POST"])
 def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
     try:
@@ -171,7 +166,7 @@ def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
     return render(request, "budgets/edit.html", context)
 
 
-@login_required
+@participant_required
 @require_POST
 def preview_partial(request: HttpRequest, node_id: int) -> HttpResponse:
     """htmx: the entitled shares of every affected node if the typed weights were saved."""
@@ -191,7 +186,7 @@ def preview_partial(request: HttpRequest, node_id: int) -> HttpResponse:
     )
 
 
-@login_required
+@participant_required
 def history_page(request: HttpRequest) -> HttpResponse:
     params = request.GET
     filters: dict = {}
@@ -223,12 +218,20 @@ def history_page(request: HttpRequest) -> HttpResponse:
         "kinds": EventKind.choices,
         "params": params,
         "error": error,
-        "pending": selectors.scheduled_changes_pending(),
+        "pending": [
+            {
+                "change": change,
+                "may_cancel": permissions.may_cancel_scheduled_change(
+                    request.user, (int(c["node"]) for c in change.changes), index
+                ),
+            }
+            for change in selectors.scheduled_changes_pending()
+        ],
     }
     return render(request, "budgets/history.html", context)
 
 
-@login_required
+@participant_required
 @require_POST
 def cancel_scheduled(request: HttpRequest, event_id: int) -> HttpResponse:
     try:
@@ -287,7 +290,7 @@ def _whatif_context(preview) -> dict:
     }
 
 
-@login_required
+@participant_required
 @require_POST
 def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
     """htmx: queue a what-if preview of the typed weights; answers with its progress."""
@@ -318,7 +321,7 @@ def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
     return render(request, "budgets/_whatif.html", _whatif_context(preview))
 
 
-@login_required
+@participant_required
 def whatif_status(request: HttpRequest, preview_id: int) -> HttpResponse:
     """htmx (polled while it runs): a preview's progress, or its result when done."""
     from scheduler.services.previews import preview_get

@@ -37,3 +37,22 @@ class NumberOrTextField(serializers.Field):
 
     def to_representation(self, value: Any) -> Any:
         return value
+
+
+class StrictInput(serializers.Serializer):
+    """A request body that refuses fields it does not know (400 naming the first one),
+    nested objects included: a misspelt optional field is an error, never ignored.
+    The schema says the same (`additionalProperties: false` on every request body)."""
+
+    default_error_messages = {"unknown": "Unknown field; the fields are {fields}."}
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(str(key) for key in data if key not in self.fields)
+            if unknown:
+                names = ", ".join(self.fields)
+                raise serializers.ValidationError(
+                    {unknown[0]: [self.error_messages["unknown"].format(fields=names)]},
+                    code="unknown",
+                )
+        return super().to_internal_value(data)

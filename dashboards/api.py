@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 
 from config.api_schema import error_response, paginated
 from config.errors import NotFound
+from config.pagination import PAGE_PARAMETERS
 from dashboards import selectors
 from ledger.api import BAD_QUERY, PeriodQuery, page_response, validated
 
@@ -23,7 +24,7 @@ class WaitRowOutput(serializers.Serializer):
 
 class WaitsApi(APIView):
     @extend_schema(
-        parameters=[PeriodQuery],
+        parameters=[PeriodQuery, *PAGE_PARAMETERS],
         responses={
             200: paginated(WaitRowOutput, "PaginatedWaitList"),
             400: BAD_QUERY,

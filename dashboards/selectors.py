@@ -21,8 +21,9 @@ from django.db import connection
 from django.db.models import Min, Sum
 from django.utils import timezone
 
-from budgets.models import Membership, NodeKind, Role
-from budgets.selectors import TreeIndex, nodes_governed_by, tree_index
+from budgets import permissions
+from budgets.models import NodeKind
+from budgets.selectors import TreeIndex, tree_index
 from ledger import selectors as ledger_selectors
 from ledger.models import ProjectHour
 from ledger.selectors import Period, floor_hour, step_key, step_starts
@@ -58,7 +59,7 @@ def delivery(period: Period, *, user, index: TreeIndex | None = None) -> dict[st
     delivered and entitled with the cumulative credit (+) or debt (-)."""
     index = index or tree_index()
     by_project, by_step = _delivery_sums(period)
-    mine = nodes_governed_by(user=user, index=index) | _member_projects(user)
+    mine = permissions.my_projects(user, index)
     projects = []
     for pid, (entitled_h, delivered_h, demand_h, unallocated_h) in by_project.items():
         projects.append(
@@ -135,12 +136,6 @@ def _delivery_sums(
                 )
     cache.set(key, (by_project, by_step), DELIVERY_CACHE_S)
     return by_project, by_step
-
-
-def _member_projects(user) -> set[int]:
-    if not user.is_authenticated:
-        return set()
-    return set(Membership.objects.filter(user=user).values_list("node_id", flat=True))
 
 
 # --- fair share now -----------------------------------------------------------------
@@ -320,12 +315,7 @@ def my_projects(*, user, days: int = 7, now: dt.datetime | None = None) -> list[
     """The projects the user is a member or manager of (directly or through a node
     they manage), with delivered vs entitled GPU-hours per cluster over `days` days."""
     index = tree_index()
-    direct = set(
-        Membership.objects.filter(user=user, role__in=[Role.MEMBER, Role.MANAGER]).values_list(
-            "node_id", flat=True
-        )
-    )
-    project_ids = _projects_under(index, direct)
+    project_ids = _projects_under(index, permissions.my_projects(user, index))
     end = floor_hour(now or timezone.now()) + dt.timedelta(hours=1)
     sums = (
         ProjectHour.objects.filter(

@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from config.access import participant_required
 from config.errors import ApplicationError
 from dashboards import charts, selectors
 from ledger import selectors as ledger_selectors
@@ -64,7 +65,7 @@ def _error(request: HttpRequest, error: ApplicationError) -> HttpResponse:
 def _partial(name: str, build: Callable[[HttpRequest, ledger_selectors.Period], HttpResponse]):
     """A chart's partial view: parses the period, renders or answers CSV."""
 
-    @login_required
+    @participant_required
     def view(request: HttpRequest) -> HttpResponse:
         try:
             period = ledger_selectors.resolve_period(**_period_args(request))
@@ -76,7 +77,7 @@ def _partial(name: str, build: Callable[[HttpRequest, ledger_selectors.Period], 
     return view
 
 
-@login_required
+@participant_required
 def dashboard(request: HttpRequest) -> HttpResponse:
     clusters = selectors.cluster_list()
     context: dict[str, Any] = {"clusters": clusters, "days_choices": ledger_selectors.DAYS_CHOICES}

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from budgets.selectors import tree_index
 from config.api_schema import ErrorSerializer, paginated
 from config.errors import ApplicationError, ValidationFailed
+from config.pagination import PAGE_PARAMETERS, Pagination
 from ledger import selectors
 from ledger.models import ClusterHour
 from scheduler.api.serializers import CLUSTER_NAME_MAX_LENGTH
@@ -42,7 +42,7 @@ def validated(query_class: type[serializers.Serializer], request) -> serializers
 def page_response(request, view: APIView, rows, output: type[serializers.Serializer], fill=None):
     """A limit/offset page of `rows` (paginated in the database for a queryset) through
     `output`; `fill` may add to the page's rows first."""
-    paginator = LimitOffsetPagination()
+    paginator = Pagination()
     page = paginator.paginate_queryset(rows, request, view=view)
     if fill is not None:
         fill(page)
@@ -58,7 +58,7 @@ def cluster_field(**kwargs) -> serializers.CharField:
 def list_schema(query, output, *, name: str, operation_id: str, summary: str):
     """The schema of a paginated ledger list read with `query` (with its documented 400)."""
     return extend_schema(
-        parameters=[query],
+        parameters=[query, *PAGE_PARAMETERS],
         responses={200: paginated(output, name), 400: BAD_QUERY},
         operation_id=operation_id,
         summary=summary,

@@ -22,6 +22,7 @@ from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.functions import Least, TruncDay
 from django.utils import timezone
 
+from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
 from config.text import is_id_text
@@ -73,9 +74,9 @@ def window_usage(
 
 def ensure_reader(viewer) -> None:
     """The ledger's figures (occupancy, usage per project, fair share) are aggregates
-    without job names or specs: everyone signed in reads them."""
-    if viewer is None or not viewer.is_authenticated:
-        raise PermissionDenied("Sign in to read the ledger's figures.")
+    without job names or specs: every participant reads them (`budgets.permissions`)."""
+    if not permissions.is_participant(viewer):
+        raise PermissionDenied(permissions.NO_ROLE_MESSAGE)
 
 
 # --- periods ---------------------------------------------------------------------------

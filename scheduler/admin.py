@@ -19,7 +19,7 @@ from scheduler.models import (
     Job,
     JobEvent,
 )
-from scheduler.services.clusters import POLICY_FIELDS
+from scheduler.services.clusters import POLICY_FIELDS, cluster_operators_set
 from scheduler.services.hosts import host_set_health
 from scheduler.services.jobs import job_cancel
 
@@ -48,8 +48,10 @@ class ClusterPolicyEventInline(admin.TabularInline):
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    """The policy is set here when a cluster is added; a change of it afterwards goes
-    through `cluster_policy_update` (validated, audited), so it is read-only here."""
+    """Clusters are added with `manage.py cluster_add` (`cluster_create`: validated,
+    provisioned) and never deleted; their policy changes through
+    `cluster_policy_update`. Here only the operators change, through
+    `cluster_operators_set` (audited with the admin user as actor)."""
 
     list_display = ["name", "adapter", "host_count", "gpus_per_host", "gpu_capacity"]
     filter_horizontal = ["operators"]
@@ -68,10 +70,37 @@ class ClusterAdmin(admin.ModelAdmin):
         ),
     ]
 
-    def get_readonly_fields(self, request, obj=None):
-        if obj is None:
-            return super().get_readonly_fields(request, obj)
-        return [*super().get_readonly_fields(request, obj), *POLICY_FIELDS]
+    readonly_fields = [
+        "name",
+        "host_count",
+        "gpus_per_host",
+        "adapter",
+        "adapter_url",
+        "adapter_options",
+        *POLICY_FIELDS,
+    ]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        pass  # every other field is read-only; the operators are saved below
+
+    def save_related(self, request, form, formsets, change):
+        for formset in formsets:  # the read-only policy history: saves nothing
+            self.save_formset(request, form, formset, change=change)
+        try:
+            cluster_operators_set(
+                actor=request.user,
+                cluster_id=form.instance.pk,
+                usernames=[u.get_username() for u in form.cleaned_data["operators"]],
+                reason=f"operators changed in the admin by {request.user.get_username()}",
+            )
+        except ApplicationError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
 
 
 def _set_health(modeladmin, request, queryset, health: str, reason: str) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from config.access import participant_required
 from scheduler.core.planner import load_scenario, run_mode
 from scheduler.core.planner.views_data import heatmap_data, list_scenarios, step_text
 from scheduler.selectors.jobs import job_page
@@ -17,12 +17,12 @@ from scheduler.selectors.now import clusters_now
 PAGE_TIME_LIMIT_S = 2.0  # the full (CP-SAT) mode's limit on the page; the CLI defaults to 10 s
 
 
-@login_required
+@participant_required
 def planner_list(request: HttpRequest) -> HttpResponse:
     return render(request, "scheduler/planner_list.html", {"scenarios": list_scenarios()})
 
 
-@login_required
+@participant_required
 def planner_detail(request: HttpRequest, name: str) -> HttpResponse:
     scenarios = {s["name"]: s for s in list_scenarios()}
     if name not in scenarios:
@@ -44,7 +44,7 @@ def planner_detail(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
-@login_required
+@participant_required
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     """A job's state, attempts and events; for a pending job its ranked blockers."""
     context = job_page(actor=request.user, job_id=job_id)

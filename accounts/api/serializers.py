@@ -1,9 +1,9 @@
 from rest_framework import serializers
 
-from config.api_fields import TextField
+from config.api_fields import StrictInput, TextField
 
 
-class TokenCreateInput(serializers.Serializer):
+class TokenCreateInput(StrictInput):
     username = TextField(max_length=150)
     password = TextField(max_length=4096, trim_whitespace=False)
     name = TextField(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.permissions import AllowAny
+from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -47,6 +47,8 @@ class TokenCreateApi(APIView):
 
 
 class TokenListApi(APIView):
+    permission_classes = [IsAuthenticated]  # a user without a role manages their tokens too
+
     @extend_schema(responses=s.TokenOutput(many=True), summary="Your API tokens")
     def get(self, request):
         return Response(s.TokenOutput(selectors.tokens_of(user=request.user), many=True).data)
@@ -62,6 +64,8 @@ class TokenListApi(APIView):
 
 
 class TokenDetailApi(APIView):
+    permission_classes = [IsAuthenticated]
+
     @extend_schema(responses={204: None}, summary="Revoke one of your API tokens")
     def delete(self, request, token_key: str):
         services.token_revoke(user=request.user, token_key=token_key)

@@ -4,7 +4,7 @@ from rest_framework import serializers
 
 from budgets.models import BudgetEvent, BudgetEventItem, EventKind, Membership, Role
 from budgets.services import MAX_REASON_LENGTH
-from config.api_fields import NumberOrTextField, TextField
+from config.api_fields import NumberOrTextField, StrictInput, TextField
 
 MAX_ID = 2**63 - 1  # PostgreSQL bigint
 REASON_HELP = (
@@ -29,7 +29,7 @@ class NodeOutput(serializers.Serializer):
     members = serializers.ListField(child=serializers.CharField())
 
 
-class NodeCreateInput(serializers.Serializer):
+class NodeCreateInput(StrictInput):
     parent = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     name = TextField(max_length=100)
     weight = NumberOrTextField(
@@ -41,19 +41,19 @@ class NodeCreateInput(serializers.Serializer):
     reason = reason_field()
 
 
-class NodeUpdateInput(serializers.Serializer):
+class NodeUpdateInput(StrictInput):
     name = TextField(max_length=100, required=False)
     parent = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
     reason = reason_field()
     base_version = serializers.IntegerField(required=False, allow_null=True, min_value=0)
 
 
-class WeightChangeInput(serializers.Serializer):
+class WeightChangeInput(StrictInput):
     node = serializers.JSONField()
     weight = serializers.JSONField()
 
 
-class BudgetChangeInput(serializers.Serializer):
+class BudgetChangeInput(StrictInput):
     reason = reason_field()
     effective_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
     base_version = serializers.IntegerField(
@@ -62,7 +62,7 @@ class BudgetChangeInput(serializers.Serializer):
     changes = WeightChangeInput(many=True, allow_empty=True)
 
 
-class BudgetCancelInput(serializers.Serializer):
+class BudgetCancelInput(StrictInput):
     reason = reason_field()
 
 
@@ -132,7 +132,7 @@ class MembershipFilter(serializers.Serializer):
     )
 
 
-class MembershipInput(serializers.Serializer):
+class MembershipInput(StrictInput):
     user = TextField(max_length=150)
     node = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     role = serializers.ChoiceField(choices=Role.choices)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -13,6 +12,7 @@ from budgets.api import serializers as s
 from budgets.models import Membership
 from config.api_schema import error_response, paginated
 from config.errors import NotFound
+from config.pagination import PAGE_PARAMETERS, Pagination
 
 
 def _node_payload(index: selectors.TreeIndex, node_id: int) -> dict:
@@ -108,7 +108,7 @@ class TreeApi(APIView):
 
 class BudgetChangeListApi(APIView):
     @extend_schema(
-        parameters=[s.BudgetChangeFilter],
+        parameters=[s.BudgetChangeFilter, *PAGE_PARAMETERS],
         responses=paginated(s.BudgetEventOutput, "PaginatedBudgetEventList"),
         operation_id="v1_budget_changes_list",
         summary="Budget history, newest first",
@@ -121,7 +121,7 @@ class BudgetChangeListApi(APIView):
             since=filters.get("since"),
             kind=filters.get("kind"),
         )
-        paginator = LimitOffsetPagination()
+        paginator = Pagination()
         page = paginator.paginate_queryset(events, request, view=self)
         return paginator.get_paginated_response(s.BudgetEventOutput(page, many=True).data)
 

@@ -321,11 +321,13 @@ REST_FRAMEWORK = {
         "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Reading the organisation needs a role (budgets.permissions.is_participant); the
+    # token endpoints need only a sign-in (a user without a role manages their tokens).
+    "DEFAULT_PERMISSION_CLASSES": ["config.access.IsParticipant"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "config.api_schema.AutoSchema",
     "EXCEPTION_HANDLER": "config.api_errors.exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "config.pagination.Pagination",
     "PAGE_SIZE": 100,
     # JSON only: a form field left empty would otherwise read as "not given" and take the
     # field's default (a node created with weight "" got weight 1); forms get 415.

@@ -4,7 +4,7 @@ ranges the schema shows); the rules live in `scheduler.services`."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from config.api_fields import TextField
+from config.api_fields import StrictInput, TextField
 from scheduler.models import AttemptEnd, AttemptState, HostHealth, JobKind, JobState
 from scheduler.services import clusters as cluster_rules
 from scheduler.services import jobs as job_rules
@@ -70,7 +70,7 @@ class SpecField(serializers.JSONField):
     """The job's spec, checked by `scheduler.services.jobs.clean_spec`."""
 
 
-class JobSubmitInput(serializers.Serializer):
+class JobSubmitInput(StrictInput):
     project = IdOrNameField(help_text="The project's node id or its path, e.g. `org/prog-a/a1`")
     cluster = IdOrNameField(help_text="The cluster's id or name")
     name = TextField(max_length=job_rules.NAME_MAX_LENGTH, required=False, default="job")
@@ -424,7 +424,7 @@ def _policy_field(name: str, help_text: str) -> serializers.Field:
     return field_class(required=False, allow_null=rule.nullable, help_text=help_text)
 
 
-class ClusterPolicyInput(serializers.Serializer):
+class ClusterPolicyInput(StrictInput):
     """Some of the policy fields (only those sent change) and the reason."""
 
     cycle_s = _policy_field("cycle_s", "Seconds between scheduling cycles")
@@ -448,17 +448,11 @@ class ClusterPolicyInput(serializers.Serializer):
     )
     reason = TextField(max_length=500, help_text="Why, for the audit trail")
 
-    def validate(self, attrs):
-        unknown = sorted(set(self.initial_data) - set(self.fields))
-        if unknown:
-            raise serializers.ValidationError(
-                {
-                    unknown[0]: "Not a policy field; the policy fields are "
-                    + ", ".join(cluster_rules.POLICY_FIELDS)
-                    + "."
-                }
-            )
-        return attrs
+    default_error_messages = {
+        "unknown": "Not a policy field; the policy fields are "
+        + ", ".join(cluster_rules.POLICY_FIELDS)
+        + " (and reason)."
+    }
 
 
 class HostFilter(serializers.Serializer):
@@ -493,7 +487,7 @@ class HostDetailOutput(HostOutput):
     events = HostEventOutput(many=True, help_text="The last 20 health changes, newest first")
 
 
-class HostHealthInput(serializers.Serializer):
+class HostHealthInput(StrictInput):
     health = serializers.ChoiceField(
         choices=[("draining", "Draining"), ("healthy", "Healthy")],
         help_text="`draining` starts a drain, `healthy` ends it",
@@ -501,12 +495,12 @@ class HostHealthInput(serializers.Serializer):
     reason = TextField(max_length=500, help_text="Why, for the audit trail")
 
 
-class PreviewWeightInput(serializers.Serializer):
+class PreviewWeightInput(StrictInput):
     node = serializers.JSONField(help_text="A child of `node` (its id)")
     weight = serializers.JSONField(help_text="The proposed weight (>= 0, up to 4 decimals)")
 
 
-class PreviewInput(serializers.Serializer):
+class PreviewInput(StrictInput):
     node = serializers.JSONField(help_text="The node whose children's weights change (its id)")
     cluster = IdOrNameField(help_text="The cluster whose jobs are replayed (id or name)")
     weights = PreviewWeightInput(many=True, allow_empty=True)

@@ -12,12 +12,12 @@ from typing import Any
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from config.api_schema import ErrorSerializer, error_response, paginated
 from config.errors import NotFound
+from config.pagination import PAGE_PARAMETERS, Pagination
 from scheduler.api import serializers as s
 from scheduler.models import Job
 from scheduler.selectors import eta as eta_selectors
@@ -121,7 +121,7 @@ def _rows(request, jobs: list[Job], paths: dict[int, str] | None = None) -> list
 
 class JobListApi(APIView):
     @extend_schema(
-        parameters=[s.JobFilter],
+        parameters=[s.JobFilter, *PAGE_PARAMETERS],
         responses=paginated(s.JobOutput, "PaginatedJobList"),
         operation_id="jobs_list",
         summary="Jobs, newest first (everyone's; the spec only where you may read it)",
@@ -136,7 +136,7 @@ class JobListApi(APIView):
             states=filters.get("state", ()),
             kinds=filters.get("kind", ()),
         )
-        paginator = LimitOffsetPagination()
+        paginator = Pagination()
         page = paginator.paginate_queryset(jobs, request, view=self)
         return paginator.get_paginated_response(_rows(request, page))
 
@@ -247,8 +247,7 @@ class QueueApi(APIView):
     @extend_schema(
         parameters=[
             s.QueueFilter,
-            OpenApiParameter("limit", OpenApiTypes.INT, description="rows per page"),
-            OpenApiParameter("offset", OpenApiTypes.INT, description="rows to skip"),
+            *PAGE_PARAMETERS,
         ],
         responses={200: s.QueuePageOutput, 404: error_response(404)},
         summary="Pending jobs in the order they will start, with position and reason",
@@ -256,7 +255,7 @@ class QueueApi(APIView):
     def get(self, request):
         filters = _query(s.QueueFilter, request)
         cluster = job_services.resolve_cluster(filters["cluster"], missing=NotFound)
-        paginator = LimitOffsetPagination()
+        paginator = Pagination()
         limit = paginator.get_limit(request)
         offset = paginator.get_offset(request)
         page = selectors.queue_page(
@@ -360,7 +359,7 @@ def _host_row(host, used: dict) -> dict:
 
 class HostListApi(APIView):
     @extend_schema(
-        parameters=[s.HostFilter],
+        parameters=[s.HostFilter, *PAGE_PARAMETERS],
         responses={
             200: paginated(s.HostOutput, "PaginatedHostList"),
             404: error_response(404),
@@ -374,7 +373,7 @@ class HostListApi(APIView):
         if "cluster" in filters:
             cluster_id = job_services.resolve_cluster(filters["cluster"], missing=NotFound).pk
         hosts = selectors.host_list(cluster_id=cluster_id, health=filters.get("health"))
-        paginator = LimitOffsetPagination()
+        paginator = Pagination()
         page = paginator.paginate_queryset(hosts, request, view=self)
         used = selectors.gpus_in_use(page)
         return paginator.get_paginated_response(

@@ -16,7 +16,7 @@ from typing import Any
 from django.db.models import Count, Prefetch, QuerySet
 from django.utils import timezone
 
-from budgets.models import Membership, Role
+from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from scheduler.core.engine.explain import hours_text
 from scheduler.models import (
@@ -41,27 +41,8 @@ DRY_RUN_ID = "dry-run"
 # ---------------------------------------------------------------- who sees the spec
 
 
-def spec_readable_projects(actor) -> set[int] | None:
-    """Project ids whose jobs' specs `actor` reads as a manager; None means every
-    project (staff). Submitters read their own jobs' specs in any case."""
-    if actor.is_superuser or actor.is_staff:
-        return None
-    managed = list(
-        Membership.objects.filter(user=actor, role=Role.MANAGER).values_list("node_id", flat=True)
-    )
-    if not managed:
-        return set()
-    index = tree_index()
-    ids: set[int] = set()
-    for node_id in managed:
-        if node_id in index.nodes:
-            ids.add(node_id)
-            ids.update(index.descendants(node_id))
-    return ids
-
-
-def spec_visible(actor, job: Job, readable: set[int] | None) -> bool:
-    return readable is None or job.submitter_id == actor.pk or job.project_id in readable
+spec_readable_projects = permissions.spec_readable_projects  # the rule lives there
+spec_visible = permissions.may_read_spec
 
 
 # ---------------------------------------------------------------- jobs

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from budgets import permissions
 from config.errors import (
     ApplicationError,
     Conflict,
@@ -226,7 +228,7 @@ def _clean_url(url: str) -> str:
 
 
 def _check_actor(actor) -> None:
-    if actor is not None and not (actor.is_superuser or actor.is_staff):
+    if not permissions.may_add_cluster(actor):
         raise PermissionDenied("only staff may add clusters")
 
 
@@ -381,7 +383,7 @@ def cluster_policy_update(
         cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
         if cluster is None:
             raise NotFound(f"There is no cluster with id {cluster_id}.")
-        if actor is not None and not (actor.is_staff or actor.is_superuser):
+        if not permissions.may_change_cluster_policy(actor):
             raise PermissionDenied(f"Only staff may change the policy of cluster '{cluster.name}'.")
         current = {name: getattr(cluster, name) for name in POLICY_FIELDS}
         cleaned = clean_policy(changes, current=current)
@@ -406,4 +408,42 @@ def cluster_policy_update(
         from scheduler.tasks import request_cycle
 
         request_cycle(cluster.pk)  # on commit
+    return cluster
+
+
+def cluster_operators_set(*, actor, cluster_id: int, usernames: Any, reason: str) -> Cluster:
+    """Set who operates a cluster (drains and resumes its hosts), audited like a policy
+    change: one `ClusterPolicyEvent` with `{"operators": [before, after]}` (user names,
+    sorted). Staff only (`actor` None: the system); setting the same people records
+    nothing. Raises ValidationFailed (an unknown user), NotFound, PermissionDenied."""
+    text = clean_reason(
+        reason, required_message="A reason is required (why the operators change).", max_length=500
+    )
+    if isinstance(usernames, str) or not all(isinstance(u, str) for u in usernames):
+        raise ValidationFailed("operators: a list of user names", field="operators")
+    wanted = sorted(set(usernames))
+    with transaction.atomic():
+        cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
+        if cluster is None:
+            raise NotFound(f"There is no cluster with id {cluster_id}.")
+        if not permissions.may_change_cluster_policy(actor):
+            raise PermissionDenied(f"Only staff may change the operators of '{cluster.name}'.")
+        users = list(get_user_model().objects.filter(username__in=wanted))
+        missing = sorted(set(wanted) - {u.get_username() for u in users})
+        if missing:
+            raise ValidationFailed(
+                f"operators: there is no user named {missing[0]!r}", field="operators"
+            )
+        before = sorted(u.get_username() for u in cluster.operators.all())
+        if before == wanted:
+            return cluster
+        cluster.operators.set(users)
+        ClusterPolicyEvent.objects.create(
+            cluster=cluster,
+            at=timezone.now(),
+            changes={"operators": [before, wanted]},
+            reason=text,
+            actor=actor,
+            actor_name=actor.get_username() if actor is not None else "system",
+        )
     return cluster

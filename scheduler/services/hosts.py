@@ -14,21 +14,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from budgets import permissions
 from config.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
 from config.text import clean_reason
-from scheduler.models import Cluster, Host, HostEvent, HostHealth
+from scheduler.models import Host, HostEvent, HostHealth
 
 REASON_MAX_LENGTH = 500
 SETTABLE = (HostHealth.DRAINING, HostHealth.HEALTHY)
-
-
-def may_operate(actor, cluster: Cluster) -> bool:
-    """Staff and the cluster's operators."""
-    if actor is None or not actor.is_authenticated:
-        return False
-    if actor.is_superuser or actor.is_staff:
-        return True
-    return cluster.operators.filter(pk=actor.pk).exists()
 
 
 def host_set_health(*, actor, host_id: int, health: Any, reason: Any) -> Host:
@@ -49,7 +41,7 @@ def host_set_health(*, actor, host_id: int, health: Any, reason: Any) -> Host:
         host = Host.objects.select_for_update().select_related("cluster").filter(pk=host_id).first()
         if host is None:
             raise NotFound(f"There is no host with id {host_id}.")
-        if not may_operate(actor, host.cluster):
+        if not permissions.may_operate_hosts(actor, host.cluster):
             raise PermissionDenied(
                 f"You may not drain or resume hosts of cluster '{host.cluster.name}': only "
                 "staff and the cluster's operators may."

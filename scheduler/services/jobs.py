@@ -32,7 +32,8 @@ from django.db.models import Exists, OuterRef, Q, Value
 from django.db.models.base import ModelState
 from django.utils import timezone
 
-from budgets.models import BudgetNode, Membership, Role
+from budgets import permissions
+from budgets.models import BudgetNode
 from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
 from config.text import clean_text, is_id_text, refuse_control_characters
 from scheduler.core.engine.blocks import Shape
@@ -282,13 +283,11 @@ def resolve_cluster(
 @dataclass(frozen=True)
 class ProjectRef:
     """A project (a leaf) and the chain of nodes down to it: (id, parent id, slug,
-    weight), root first. `member_or_manager` (with an actor): whether the actor is a
-    member of the project or a manager of it or of a node above it."""
+    weight), root first. Who may use it is `budgets.permissions.may_submit`."""
 
     id: int
     path: str
     chain: list[tuple[int, int | None, str, Any]]
-    member_or_manager: bool = False
 
 
 _CHAIN_FIELDS = (
@@ -298,28 +297,16 @@ _CHAIN_FIELDS = (
     "weight",
     "kind",
     "has_children",
-    "actor_member",
-    "actor_manager",
 )
 
 
-def _with_children(qs, actor=None):
-    """The chain's rows with whether each has children and the actor's roles on it
-    (one query with the lookup itself)."""
-    roles = Membership.objects.filter(
-        user_id=actor.pk if actor is not None and actor.is_authenticated else None,
-        node_id=OuterRef("pk"),
-    )
-    return qs.annotate(
-        has_children=Exists(BudgetNode.objects.filter(parent_id=OuterRef("pk"))),
-        actor_member=Exists(roles),
-        actor_manager=Exists(roles.filter(role=Role.MANAGER)),
-    )
+def _with_children(qs):
+    """The chain's rows with whether each has children (one query with the lookup)."""
+    return qs.annotate(has_children=Exists(BudgetNode.objects.filter(parent_id=OuterRef("pk"))))
 
 
-def resolve_project(value: Any, *, field: str = "project", actor=None) -> ProjectRef:
-    """A leaf of the budget tree by its id or its slug path (`org/program/project`),
-    with `actor`'s roles along the way."""
+def resolve_project(value: Any, *, field: str = "project") -> ProjectRef:
+    """A leaf of the budget tree by its id or its slug path (`org/program/project`)."""
     if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
         raise ValidationFailed(
             f"{field} must be a project's id or its path like 'org/program/project'.",
@@ -328,13 +315,13 @@ def resolve_project(value: Any, *, field: str = "project", actor=None) -> Projec
     if isinstance(value, int) or is_id_text(value):
         try:
             ancestors = BudgetNode.objects.ancestors(BudgetNode(pk=int(value)), include_self=True)
-            rows = list(_with_children(ancestors, actor).values_list(*_CHAIN_FIELDS))
+            rows = list(_with_children(ancestors).values_list(*_CHAIN_FIELDS))
         except BudgetNode.DoesNotExist:
             rows = []
         if not rows:
             raise ValidationFailed(f"There is no project with id {value}.", field=field)
     else:
-        rows = _rows_by_path([p for p in value.strip().strip("/").split("/") if p], actor)
+        rows = _rows_by_path([p for p in value.strip().strip("/").split("/") if p])
         if not rows:
             raise ValidationFailed(
                 f"There is no project at the path '{value}' (paths are slugs from the "
@@ -342,26 +329,21 @@ def resolve_project(value: Any, *, field: str = "project", actor=None) -> Projec
                 field=field,
             )
     path = "/".join(row[2] for row in rows)
-    pk, _, _, _, kind, has_children, member, _ = rows[-1]
+    pk, _, _, _, kind, has_children = rows[-1]
     if has_children:
         raise ValidationFailed(
             f"'{path}' is a {kind}, not a project: jobs belong to the leaves of the "
             "budget tree; pick one of its projects.",
             field=field,
         )
-    return ProjectRef(
-        id=pk,
-        path=path,
-        chain=[row[:4] for row in rows],
-        member_or_manager=member or any(row[7] for row in rows),
-    )
+    return ProjectRef(id=pk, path=path, chain=[row[:4] for row in rows])
 
 
-def _rows_by_path(parts: list[str], actor=None) -> list[tuple]:
+def _rows_by_path(parts: list[str]) -> list[tuple]:
     """The chain of a slug path, root first, in one query (empty when there is none)."""
     if not parts:
         return []
-    rows = _with_children(BudgetNode.objects.filter(slug__in=set(parts)), actor).values_list(
+    rows = _with_children(BudgetNode.objects.filter(slug__in=set(parts))).values_list(
         *_CHAIN_FIELDS
     )
     by_parent_slug = {(row[1], row[2]): row for row in rows}
@@ -374,25 +356,6 @@ def _rows_by_path(parts: list[str], actor=None) -> list[tuple]:
         chain.append(row)
         parent = row[0]
     return chain
-
-
-def manages_project(actor, project_id: int) -> bool:
-    """A manager of the project or of one of its ancestors."""
-    if actor is None or not actor.is_authenticated:
-        return False
-    ids = BudgetNode.objects.ancestors(BudgetNode(pk=project_id), include_self=True).values("pk")
-    return Membership.objects.filter(user=actor, node_id__in=ids, role=Role.MANAGER).exists()
-
-
-def is_staff(actor) -> bool:
-    return bool(actor is not None and (actor.is_superuser or actor.is_staff))
-
-
-def may_submit(actor, ref: ProjectRef) -> bool:
-    """Members of the project, managers of it or of an ancestor, and superusers."""
-    if actor is None or not actor.is_authenticated:
-        return False
-    return actor.is_superuser or ref.member_or_manager
 
 
 # ---------------------------------------------------------------- submit
@@ -416,9 +379,9 @@ def clean_request(
     """Every field checked, in the order a person reads a submission; the first
     problem raises `ValidationFailed` naming its field. With `actor`, the permission
     to use the project is checked as soon as the project is known."""
-    ref = resolve_project(project, actor=actor)
+    ref = resolve_project(project)
     chain, path = ref.chain, ref.path
-    if actor is not None and not may_submit(actor, ref):
+    if actor is not None and not permissions.may_submit(actor, ref.id):
         raise PermissionDenied(
             f"You may not submit to '{path}': only its members and the managers of it or "
             "of a node above it may.",
@@ -719,13 +682,6 @@ def idempotency_keys_prune(*, now: dt.datetime | None = None) -> int:
 # ---------------------------------------------------------------- cancel
 
 
-def may_cancel(actor, job: Job) -> bool:
-    """The submitter, a manager of the project or of a node above it, and staff."""
-    if actor is None or not actor.is_authenticated:
-        return False
-    return is_staff(actor) or job.submitter_id == actor.pk or manages_project(actor, job.project_id)
-
-
 def job_cancel(*, actor, job_id: int) -> Job:
     """Cancel a job as `actor` (idempotent: a job already cancelled, stopping for a
     cancel or finished is returned as it is, with no new event)."""
@@ -740,7 +696,7 @@ def job_cancel(*, actor, job_id: int) -> Job:
         job = attempt.job if attempt else Job.objects.select_for_update().filter(pk=job_id).first()
         if job is None:
             raise NotFound(f"There is no job with id {job_id}.")
-        if not may_cancel(actor, job):
+        if not permissions.may_cancel_job(actor, job):
             raise PermissionDenied(
                 f"You may not cancel job {job_id}: only its submitter, the managers of its "
                 "project and staff may."

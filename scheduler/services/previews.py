@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Prefetch
 from django.utils import timezone
 
+from budgets import permissions
 from budgets.selectors import TreeIndex
 from budgets.services import weight_edits_check
 from config.errors import NotFound, ValidationFailed
@@ -205,16 +206,7 @@ def preview_run(*, preview_id: int, parallel: bool = True) -> Preview:
 
 def preview_readable(*, actor, preview: Preview) -> bool:
     """The requester, superusers and whoever may change the weights under its node."""
-    if actor is None or not actor.is_authenticated:
-        return False
-    if actor.is_superuser or preview.requester_id == actor.pk:
-        return True
-    from budgets.selectors import nodes_governed_by, tree_index
-
-    index = tree_index()
-    governed = nodes_governed_by(user=actor, index=index)
-    children = index.children.get(preview.node_id, [])
-    return bool(children) and all(c.pk in governed for c in children)
+    return permissions.may_read_preview(actor, preview)
 
 
 def preview_get(*, actor, preview_id: int) -> Preview:

@@ -1,0 +1,39 @@
+"""The gates that API views and pages put in front of `budgets.permissions`' rules.
+
+Reading the organisation (tree, history, memberships, jobs, queue, clusters, hosts, the
+ledger, dashboards, planner) needs a role (`permissions.is_participant`); a signed-in
+user without one gets 403 with a sentence that says how to get one. Writes are checked
+by the services, under their locks, with the finer rules of the same module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from rest_framework.permissions import BasePermission
+
+from budgets import permissions
+
+
+class IsParticipant(BasePermission):
+    """DRF's default permission: signed in, with a role (anonymous: 401, no role: 403)."""
+
+    message = permissions.NO_ROLE_MESSAGE
+
+    def has_permission(self, request, view) -> bool:
+        return permissions.is_participant(request.user)
+
+
+def participant_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Pages: sign in first (redirect), then a role (403 page saying how to get one)."""
+
+    @wraps(view)
+    def gated(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not permissions.is_participant(request.user):
+            return render(request, "403.html", {"message": permissions.NO_ROLE_MESSAGE}, status=403)
+        return view(request, *args, **kwargs)
+
+    return login_required(gated)
