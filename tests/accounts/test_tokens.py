@@ -41,12 +41,12 @@ def test_a_revoked_token_stops_working_at_once(api_client):
     api_client.credentials(HTTP_AUTHORIZATION=f"Token {first['token']}")
     assert api_client.delete(f"/api/v1/auth/tokens/{second['token_key']}/").status_code == 204
     api_client.credentials(HTTP_AUTHORIZATION=f"Token {second['token']}")
-    response = api_client.get("/api/v1/nodes/")
+    response = api_client.get("/api/v1/auth/tokens/")
     assert response.status_code == 401 and response.json()["code"] == "authentication_failed"
     api_client.credentials(HTTP_AUTHORIZATION=f"Token {first['token']}")
-    assert api_client.get("/api/v1/nodes/").status_code == 200
+    assert api_client.get("/api/v1/auth/tokens/").status_code == 200
     assert api_client.delete("/api/v1/auth/tokens/").status_code == 204  # all of mine
-    assert api_client.get("/api/v1/nodes/").status_code == 401
+    assert api_client.get("/api/v1/auth/tokens/").status_code == 401
 
 
 def test_nobody_revokes_or_sees_another_users_token(api_client):

@@ -278,7 +278,6 @@ def test_job_list_filters_newest_first(live, people):
         ("ops", True),  # staff
         ("bob", False),
         ("lead-b", False),
-        ("nobody", False),
     ],
 )
 def test_who_sees_a_jobs_spec(live, people, username, sees_spec):

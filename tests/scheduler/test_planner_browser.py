@@ -1,7 +1,7 @@
 """The window planner page in a real browser: three Plotly heatmaps side by side."""
 
 from tests.browser import BROWSER_MARKS, sign_in
-from tests.factories import UserFactory
+from tests.roles import participant
 
 pytestmark = BROWSER_MARKS
 
@@ -9,7 +9,7 @@ pytestmark = BROWSER_MARKS
 def test_planner_heatmaps_render_in_a_real_browser(live_server, page):
     from playwright.sync_api import expect
 
-    UserFactory(username="viewer")
+    participant("viewer")
     sign_in(page, live_server.url, "viewer")
     page.goto(f"{live_server.url}/planner/")
     page.click("text=mixed-control")

@@ -3,7 +3,7 @@
 import pytest
 
 from scheduler.core.planner.views_data import list_scenarios
-from tests.factories import UserFactory
+from tests.roles import participant
 
 
 @pytest.mark.django_db
@@ -14,7 +14,7 @@ def test_planner_pages_need_sign_in(client):
 
 @pytest.mark.django_db
 def test_planner_list_and_detail(client):
-    client.force_login(UserFactory())
+    client.force_login(participant("viewer"))
     html = client.get("/planner/").content.decode()
     names = [s["name"] for s in list_scenarios()]
     assert len(names) == 7 and all(name in html for name in names)

@@ -96,14 +96,14 @@ def read_form(client: Client, url: str) -> FormReader | None:
     return reader
 
 
-def world(tree) -> Client:
+def world(tree) -> tuple[Client, object]:
     root = SuperUserFactory(username="root")
     UserFactory(username="carol")
     cluster = ClusterFactory(name="gpu")
     HostFactory(cluster=cluster, name="node0")
     client = Client()
     client.force_login(root)
-    return client
+    return client, root
 
 
 def admin_url(model, view: str, *args) -> str:
@@ -112,10 +112,11 @@ def admin_url(model, view: str, *args) -> str:
 
 @pytest.mark.parametrize("model", list(AUDITED), ids=lambda m: m.__name__)
 def test_admin_actions_write_audited_models_only_with_an_event(tree, model):
-    client = world(tree)
+    client, root = world(tree)
     model_admin = admin.site._registry[model]
     request = RequestFactory().get("/")
-    request.user = SuperUserFactory(username="root")
+    request.user = root
+    assert client.get(admin_url(model, "changelist")).status_code == 200  # still signed in
     for action in model_admin.get_actions(request):
         before = snapshot()
         client.post(
@@ -131,7 +132,7 @@ def test_admin_actions_write_audited_models_only_with_an_event(tree, model):
 
 @pytest.mark.parametrize("model", list(AUDITED), ids=lambda m: m.__name__)
 def test_admin_pages_write_audited_models_only_with_an_event(tree, model):
-    client = world(tree)
+    client, _ = world(tree)
     obj = model.objects.order_by("-pk").first()
     # the delete page, confirmed
     before = snapshot()
@@ -171,7 +172,7 @@ def test_admin_pages_write_audited_models_only_with_an_event(tree, model):
 def test_bulk_removal_of_roles_is_audited_and_keeps_the_rules(tree):
     """The reported case: 'delete selected' on memberships left no role_removed event,
     and a staff user's bulk delete skipped the subtree check."""
-    client = world(tree)
+    client, _ = world(tree)
     ann = Membership.objects.get(user__username="ann", node__name="a1")
     response = client.post(
         admin_url(Membership, "changelist"),
