@@ -65,7 +65,7 @@ def error_body(exc: exceptions.APIException) -> dict[str, Any]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
-        return Response(exc.as_dict(), status=exc.status_code)
+        return Response(exc.as_dict(), status=exc.status_code, headers=exc.headers or None)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -39,11 +39,11 @@ class NumberOrTextField(serializers.Field):
         return value
 
 
+# A request body that refuses fields it does not know (400 naming the first one), nested
+# objects included: a misspelt optional field is an error, never ignored. The schema says
+# the same (`additionalProperties: false` on every request body). A comment, not a
+# docstring: the schema would show a docstring as every input's description.
 class StrictInput(serializers.Serializer):
-    """A request body that refuses fields it does not know (400 naming the first one),
-    nested objects included: a misspelt optional field is an error, never ignored.
-    The schema says the same (`additionalProperties: false` on every request body)."""
-
     default_error_messages = {"unknown": "Unknown field; the fields are {fields}."}
 
     def to_internal_value(self, data: Any) -> Any:

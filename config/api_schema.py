@@ -47,6 +47,7 @@ ERROR_DESCRIPTIONS = {
     "414": "The request line (path and query string) is over 8 KiB; gunicorn refuses it",
     "415": "Unsupported content type (send application/json)",
     "429": "Too many requests; retry after the `Retry-After` header's seconds",
+    "503": "The database is briefly unreachable; retry after the `Retry-After` header's seconds",
 }
 
 NO_NUL_PATTERN = r"^[^\x00]*$"
@@ -80,6 +81,7 @@ class AutoSchema(SpectacularAutoSchema):
             statuses.append("415")
         if self.view.get_throttles() or getattr(self.view, "documents_throttling", False):
             statuses.append("429")
+        statuses.append("503")  # the database is briefly unreachable (config.api_errors)
         return statuses
 
     def _get_parameters(self):
@@ -130,3 +132,87 @@ def paginated(serializer_class: type[serializers.Serializer], name: str) -> type
             "results": serializer_class(many=True),
         },
     )
+
+
+# ---------------------------------------------------------------- the published contract
+
+HEADERS = {
+    "Retry-After": {
+        "schema": {"type": "integer", "minimum": 0},
+        "description": "Seconds to wait before retrying",
+    },
+    "Idempotent-Replayed": {
+        "schema": {"type": "string", "enum": ["true"]},
+        "description": "Present when an Idempotency-Key retry answered with the first "
+        "request's jobs (`replayed: true`); nothing new was created",
+    },
+}
+_ACTIONS = {"post": "create", "patch": "partial_update", "put": "update", "delete": "destroy"}
+
+
+def operation_id(path: str, method: str, operation: dict) -> str:
+    """One style for every operation: `<resource>_<action>` from the path without its
+    `/api/v1/` prefix and parameters (`jobs_list`, `jobs_retrieve`, `jobs_create`,
+    `jobs_cancel`, `budget_changes_partial_update`, `auth_tokens_destroy_all`)."""
+    parts = [p for p in path.removeprefix("/api/v1/").strip("/").split("/")]
+    names = [p.replace("-", "_") for p in parts if not p.startswith("{")]
+    if len(names) > 1 and not parts[-1].startswith("{") and "{" in path:
+        return "_".join(names)  # an action on one object: jobs/{id}/cancel/
+    ok = operation.get("responses", {}).get("200", {})
+    schema = ok.get("content", {}).get("application/json", {}).get("schema", {})
+    ref = schema.get("$ref", "")
+    if method == "get":
+        many = schema.get("type") == "array" or ref.split("/")[-1].startswith("Paginated")
+        action = "list" if many or ref.endswith("QueuePageOutput") else "retrieve"
+    elif method == "delete" and not parts[-1].startswith("{"):
+        action = "destroy_all"
+    else:
+        action = _ACTIONS[method]
+    return "_".join([*names, action])
+
+
+def _nullable_to_31(node):
+    """OAS 3.1 has no `nullable`: `{..., "nullable": true}` becomes a type list, or a
+    `oneOf` with `{"type": "null"}` for a reference (strict 3.1 validators accept both)."""
+    if isinstance(node, list):
+        return [_nullable_to_31(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _nullable_to_31(value) for key, value in node.items()}
+    if node.pop("nullable", False):
+        kind = node.get("type")
+        if isinstance(kind, str):
+            node["type"] = [kind, "null"]
+            if "enum" in node and None not in node["enum"]:
+                node["enum"] = [*node["enum"], None]
+        elif isinstance(kind, list) and "null" not in kind:
+            node["type"] = [*kind, "null"]
+        elif "allOf" in node and len(node["allOf"]) == 1:
+            node["oneOf"] = [node.pop("allOf")[0], {"type": "null"}]
+        elif "oneOf" in node or "anyOf" in node:
+            key = "oneOf" if "oneOf" in node else "anyOf"
+            node[key] = [*node[key], {"type": "null"}]
+        else:
+            node = {"oneOf": [node, {"type": "null"}]}
+    return node
+
+
+def postprocess(result, generator, request, public):
+    """drf-spectacular's last step: one operationId style, every response header
+    documented, request bodies closed (`additionalProperties: false`, as `StrictInput`
+    enforces) and OAS 3.1 nullability (the bearer scheme: accounts.authentication)."""
+    for path, item in result.get("paths", {}).items():
+        for method, operation in item.items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            operation["operationId"] = operation_id(path, method, operation)
+            for status, response in operation["responses"].items():
+                if status in ("429", "503"):
+                    response["headers"] = {"Retry-After": HEADERS["Retry-After"]}
+                if operation["operationId"] == "jobs_create" and status == "201":
+                    response["headers"] = {"Idempotent-Replayed": HEADERS["Idempotent-Replayed"]}
+    components = result.setdefault("components", {})
+    for name, schema in components.get("schemas", {}).items():
+        if name.endswith("Request") and schema.get("type") == "object":
+            schema["additionalProperties"] = False
+    return _nullable_to_31(result)

@@ -18,6 +18,7 @@ class ApplicationError(Exception):
         self.message = message
         self.field = field
         self.extra = extra or {}
+        self.headers: dict[str, str] = {}  # response headers, e.g. Retry-After
 
     def as_dict(self) -> dict[str, Any]:
         body: dict[str, Any] = {"code": self.code, "detail": self.message}

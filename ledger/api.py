@@ -19,16 +19,13 @@ from config.errors import ApplicationError, ValidationFailed
 from config.pagination import PAGE_PARAMETERS, Pagination
 from ledger import selectors
 from ledger.models import ClusterHour
-from scheduler.api.serializers import CLUSTER_NAME_MAX_LENGTH
+from scheduler.api.serializers import ClusterRefField, ProjectRefField
 
 PERIOD_RULES = (
     "Invalid input; `field` names it: a malformed or out-of-range value, an unknown "
     "cluster or project, `since` not before `until`, or a period longer than "
     f"{selectors.MAX_PERIOD.days} days"
 )
-# Bounded so that a query, even percent-encoded at 12 bytes a character, fits gunicorn's
-# 8 KiB request line (a longer one is its 414).
-PROJECT_REF_MAX_LENGTH = 400
 BAD_QUERY = OpenApiResponse(ErrorSerializer, description=PERIOD_RULES)
 
 
@@ -49,10 +46,10 @@ def page_response(request, view: APIView, rows, output: type[serializers.Seriali
     return paginator.get_paginated_response(output(page, many=True).data)
 
 
-def cluster_field(**kwargs) -> serializers.CharField:
-    """A cluster's id or name in a query (bounded by the longest cluster name)."""
+def cluster_field(**kwargs) -> ClusterRefField:
+    """A cluster's id or name in a query: the one type every operation gives `cluster`."""
     kwargs.setdefault("help_text", "The cluster's id or name")
-    return serializers.CharField(max_length=CLUSTER_NAME_MAX_LENGTH, **kwargs)
+    return ClusterRefField(**kwargs)
 
 
 def list_schema(query, output, *, name: str, operation_id: str, summary: str):
@@ -105,8 +102,7 @@ class PeriodQuery(serializers.Serializer):
 
 class UsageQuery(PeriodQuery):
     cluster = cluster_field(required=False, help_text="The cluster's id or name (default: all)")
-    project = serializers.CharField(
-        max_length=PROJECT_REF_MAX_LENGTH,
+    project = ProjectRefField(
         required=False,
         help_text="A budget node's id or path (`org/program/project`): the projects at or "
         "below it (default: all)",

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from accounts import selectors, services
 from accounts.api import serializers as s
-from accounts.lockout import lockout_message
+from accounts.lockout import cooloff_seconds, lockout_message
 from config.errors import ApplicationError, ValidationFailed
 
 
@@ -38,7 +38,9 @@ class TokenCreateApi(APIView):
         data = serializer.validated_data
         user = authenticate(request._request, username=data["username"], password=data["password"])
         if getattr(request._request, "axes_locked_out", False):
-            raise TooManyAttempts(lockout_message())
+            error = TooManyAttempts(lockout_message())
+            error.headers["Retry-After"] = str(cooloff_seconds())
+            raise error
         if user is None or not user.is_active:
             raise ValidationFailed("Unable to sign in with this user name and password.")
         token, secret = services.token_create(user=user, name=data.get("name", ""))

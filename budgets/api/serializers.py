@@ -1,5 +1,6 @@
 """API input/output shapes. Input serializers only check shapes; rules live in services."""
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from budgets.models import BudgetEvent, BudgetEventItem, EventKind, Membership, Role
@@ -49,8 +50,8 @@ class NodeUpdateInput(StrictInput):
 
 
 class WeightChangeInput(StrictInput):
-    node = serializers.JSONField()
-    weight = serializers.JSONField()
+    node = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="The node's id")
+    weight = NumberOrTextField(help_text="A number >= 0 (or numeric text), up to 4 decimals")
 
 
 class BudgetChangeInput(StrictInput):
@@ -109,6 +110,36 @@ class MembershipOutput(serializers.ModelSerializer):
     class Meta:
         model = Membership
         fields = ["id", "user", "node", "role"]
+
+
+@extend_schema_field(
+    {"type": "array", "items": {"$ref": "#/components/schemas/TreeNode"}},
+    component_name=None,
+)
+class TreeChildrenField(serializers.ListField):
+    """A node's children: tree nodes again (the schema's recursive `TreeNode`)."""
+
+
+class TreeNodeOutput(serializers.Serializer):
+    """A node of `GET /api/v1/tree/`: the import format with ids and shares."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["organisation", "program", "project"])
+    weight = serializers.CharField(required=False, help_text="Absent on the root")
+    share = serializers.FloatField(help_text="Its share among its siblings")
+    entitled_share = serializers.FloatField(help_text="Its share of every cluster")
+    managers = serializers.ListField(child=serializers.CharField(), required=False)
+    members = serializers.ListField(child=serializers.CharField(), required=False)
+    children = TreeChildrenField(required=False, help_text="Absent on a project")
+
+    class Meta:
+        ref_name = "TreeNode"
+
+
+class TreeOutput(serializers.Serializer):
+    version = serializers.IntegerField(help_text="The tree's version (`base_version`)")
+    tree = TreeNodeOutput(allow_null=True, help_text="The root; null before any import")
 
 
 class BudgetChangeFilter(serializers.Serializer):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import serializers, status
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -96,9 +96,7 @@ class NodeDetailApi(APIView):
 
 class TreeApi(APIView):
     @extend_schema(
-        responses=inline_serializer(
-            "TreeOutput", {"version": serializers.IntegerField(), "tree": serializers.JSONField()}
-        ),
+        responses=s.TreeOutput,
         summary="The whole tree in the import format, with ids and shares",
     )
     def get(self, request):

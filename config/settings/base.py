@@ -318,7 +318,7 @@ STATICFILES_DIRS = [BASE_DIR / "static", ("plotly", Path(plotly.__file__).parent
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "knox.auth.TokenAuthentication",
+        "accounts.authentication.BearerOrTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     # Reading the organisation needs a role (budgets.permissions.is_participant); the
@@ -345,6 +345,13 @@ SPECTACULAR_SETTINGS = {
     # PATCH inputs here are explicit serializers (not partial=True model updates), so the
     # PATCH body keeps its required fields (e.g. `reason`).
     "COMPONENT_SPLIT_PATCH": False,
+    # The contract a generated client lives on (config.api_schema.postprocess): OAS 3.1,
+    # one operationId style, headers, closed request bodies, a bearer scheme.
+    "OAS_VERSION": "3.1.0",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "config.api_schema.postprocess",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "JobStateEnum": "scheduler.models.JobState",
         "JobKindEnum": "scheduler.models.JobKind",

@@ -1,21 +1,23 @@
 """API input/output shapes of the live service. Inputs check shapes (types and
 ranges the schema shows); the rules live in `scheduler.services`."""
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from config.api_fields import StrictInput, TextField
+from config.api_fields import NumberOrTextField, StrictInput, TextField
 from scheduler.models import AttemptEnd, AttemptState, HostHealth, JobKind, JobState
 from scheduler.services import clusters as cluster_rules
 from scheduler.services import jobs as job_rules
 
 MAX_ID = 2**63 - 1  # PostgreSQL bigint
+MAX_PREVIEW_DAYS = settings.ALLOT_PREVIEW_MAX_DAYS
 
 
 @extend_schema_field(
     {
         "oneOf": [
-            {"type": "integer", "minimum": 1},
+            {"type": "integer", "minimum": 1, "maximum": MAX_ID},
             {"type": "string", "minLength": 1, "maxLength": 1000},
         ]
     }
@@ -30,7 +32,7 @@ CLUSTER_NAME_MAX_LENGTH = 100  # Cluster.name
 @extend_schema_field(
     {
         "oneOf": [
-            {"type": "integer", "minimum": 1},
+            {"type": "integer", "minimum": 1, "maximum": MAX_ID},
             {"type": "string", "minLength": 1, "maxLength": CLUSTER_NAME_MAX_LENGTH},
         ]
     }
@@ -47,6 +49,31 @@ class ClusterRefField(IdOrNameField):
         value = super().to_internal_value(data)
         if isinstance(value, str) and len(value) > CLUSTER_NAME_MAX_LENGTH:
             self.fail("too_long", max_length=CLUSTER_NAME_MAX_LENGTH, length=len(value))
+        return value
+
+
+PROJECT_REF_MAX_LENGTH = 400  # a path, even percent-encoded, fits the 8 KiB request line
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "integer", "minimum": 1, "maximum": MAX_ID},
+            {"type": "string", "minLength": 1, "maxLength": PROJECT_REF_MAX_LENGTH},
+        ]
+    }
+)
+class ProjectRefField(IdOrNameField):
+    """A budget node's id or slug path (`org/program/project`) in a query string."""
+
+    default_error_messages = {
+        "too_long": "A path has at most {max_length} characters; this has {length}."
+    }
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if isinstance(value, str) and len(value) > PROJECT_REF_MAX_LENGTH:
+            self.fail("too_long", max_length=PROJECT_REF_MAX_LENGTH, length=len(value))
         return value
 
 
@@ -303,8 +330,8 @@ class CancelOutput(JobOutput):
 
 class JobFilter(serializers.Serializer):
     mine = serializers.BooleanField(required=False, default=False, help_text="only your jobs")
-    project = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
-    cluster = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+    project = ProjectRefField(required=False, help_text="The project's id or path")
+    cluster = ClusterRefField(required=False, help_text="The cluster's id or name")
     state = serializers.MultipleChoiceField(
         choices=JobState.choices, required=False, help_text="repeat or comma-separate"
     )
@@ -496,16 +523,30 @@ class HostHealthInput(StrictInput):
 
 
 class PreviewWeightInput(StrictInput):
-    node = serializers.JSONField(help_text="A child of `node` (its id)")
-    weight = serializers.JSONField(help_text="The proposed weight (>= 0, up to 4 decimals)")
+    node = serializers.IntegerField(
+        min_value=1, max_value=MAX_ID, help_text="A child of `node` (its id)"
+    )
+    weight = NumberOrTextField(help_text="The proposed weight (>= 0, up to 4 decimals)")
+
+
+class PreviewWeightOutput(serializers.Serializer):
+    node = serializers.IntegerField(help_text="A child of the preview's node")
+    weight = serializers.CharField(help_text="The proposed weight, as decimal text")
 
 
 class PreviewInput(StrictInput):
-    node = serializers.JSONField(help_text="The node whose children's weights change (its id)")
+    node = serializers.IntegerField(
+        min_value=1, max_value=MAX_ID, help_text="The node whose children's weights change"
+    )
     cluster = IdOrNameField(help_text="The cluster whose jobs are replayed (id or name)")
     weights = PreviewWeightInput(many=True, allow_empty=True)
-    days = serializers.JSONField(
-        required=False, default=None, help_text="Days replayed (default ALLOT_PREVIEW_DAYS, 14)"
+    days = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=MAX_PREVIEW_DAYS,
+        help_text="Days replayed (default ALLOT_PREVIEW_DAYS, 14; at most ALLOT_PREVIEW_MAX_DAYS)",
     )
 
 
@@ -532,7 +573,7 @@ class PreviewOutput(serializers.Serializer):
     cluster_name = serializers.CharField()
     requester = serializers.CharField()
     window_days = serializers.IntegerField()
-    weights = PreviewWeightInput(many=True)
+    weights = PreviewWeightOutput(many=True)
     error = serializers.CharField(allow_blank=True)
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)

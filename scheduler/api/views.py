@@ -128,11 +128,12 @@ class JobListApi(APIView):
     )
     def get(self, request):
         filters = _query(JobFilterQuery, request)
+        project, cluster = filters.get("project"), filters.get("cluster")
         jobs = selectors.job_list(
             actor=request.user,
             mine=filters.get("mine", False),
-            project_id=filters.get("project"),
-            cluster_id=filters.get("cluster"),
+            project_id=None if project is None else job_services.resolve_project(project).id,
+            cluster_id=None if cluster is None else job_services.resolve_cluster(cluster).pk,
             states=filters.get("state", ()),
             kinds=filters.get("kind", ()),
         )

@@ -1,0 +1,197 @@
+"""Issue 29's acceptance: a client generated from the served schema with
+openapi-python-client (`--fail-on-warning`), installed into a temporary directory
+offline, runs the whole scenario through its generated functions only, and every
+response validates against the schema (openapi-core, OAS 3.1, formats included)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.api.openapi_check import SchemaChecker
+from tests.factories import ClusterFactory, HostFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BIN = Path(sys.executable).parent
+CONFIG = "project_name_override: allot-client\npackage_name_override: allot_client\n"
+
+
+def generate_and_install(schema: dict, tmp: Path) -> None:
+    """Generate the client package and pip-install it (no index, no dependencies: httpx,
+    attrs and python-dateutil are in the project's environment) into `tmp/site`."""
+    (tmp / "schema.json").write_text(json.dumps(schema))
+    (tmp / "config.yaml").write_text(CONFIG)
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    generated = subprocess.run(
+        [str(BIN / "openapi-python-client"), "generate", "--path", "schema.json",
+         "--config", "config.yaml", "--meta", "setup", "--output-path", "allot-client",
+         "--fail-on-warning"],
+        cwd=tmp, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
+         "--no-build-isolation", "--target", str(tmp / "site"), str(tmp / "allot-client")],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    sys.path.insert(0, str(tmp / "site"))
+    importlib.invalidate_caches()
+
+
+def test_a_generated_client_runs_the_whole_scenario(live_server, tree, tmp_path):
+    cluster = ClusterFactory(name="gpu", host_count=2, gpus_per_host=8)
+    for i in range(2):
+        HostFactory(cluster=cluster, name=f"node{i}", gpus=8)
+    tree.user("lead-a")  # manages prog-a (a1, a2); password "pw"
+    schema = httpx.get(f"{live_server.url}/api/schema/?format=json").json()
+    generate_and_install(schema, tmp_path)
+    try:
+        run_scenario(live_server.url, schema, tree)
+    finally:
+        sys.path.remove(str(tmp_path / "site"))
+        for name in [
+            m for m in sys.modules if m == "allot_client" or m.startswith("allot_client.")
+        ]:
+            del sys.modules[name]
+
+
+def run_scenario(base_url: str, schema: dict, tree) -> None:  # noqa: PLR0915
+    from allot_client import AuthenticatedClient, Client
+    from allot_client.api.v1 import (
+        auth_token_create,
+        budget_changes_cancel,
+        budget_changes_create,
+        budget_changes_list,
+        clusters_list,
+        fairshare_retrieve,
+        hosts_list,
+        jobs_cancel,
+        jobs_create,
+        jobs_list,
+        jobs_retrieve,
+        memberships_list,
+        nodes_list,
+        occupancy_list,
+        previews_create,
+        previews_retrieve,
+        queue_list,
+        tree_retrieve,
+        usage_list,
+        waits_list,
+    )  # fmt: skip
+    from allot_client.models import (
+        BudgetCancelInputRequest,
+        BudgetChangeInputRequest,
+        Error,
+        JobSubmitInputRequest,
+        PreviewInputRequest,
+        PreviewWeightInputRequest,
+        TokenCreateInputRequest,
+        WeightChangeInputRequest,
+    )  # fmt: skip
+
+    checker = SchemaChecker(schema, base_url)
+    hooks = {"event_hooks": {"response": [checker.check]}}
+    anonymous = Client(base_url=base_url, httpx_args=hooks, raise_on_unexpected_status=True)
+    signed_in = auth_token_create.sync_detailed(
+        client=anonymous, body=TokenCreateInputRequest(username="lead-a", password="pw")
+    )
+    assert signed_in.status_code == 200
+    api = AuthenticatedClient(  # the generator's default prefix: Bearer
+        base_url=base_url, token=signed_in.parsed.token, httpx_args=hooks,
+        raise_on_unexpected_status=True,
+    )  # fmt: skip
+
+    (gpu,) = clusters_list.sync(client=api)
+    assert gpu.name == "gpu" and gpu.last_cycle is None
+    root = tree_retrieve.sync(client=api).tree
+    prog_a = next(c for c in root.children if c.name == "prog-a")
+    a1 = next(c for c in prog_a.children if c.name == "a1")
+    assert a1.children is not None or a1.kind.value == "project"
+    assert {m.user for m in memberships_list.sync(client=api)} >= {"ann", "lead-a"}
+    assert len(nodes_list.sync(client=api)) == 6
+
+    # submit with an Idempotency-Key, replay it, reuse it with another body, dry run
+    body = JobSubmitInputRequest(project="org/prog-a/a1", cluster="gpu", gpus=1, min_runtime_s=60, array=3)  # fmt: skip
+    first = jobs_create.sync_detailed(client=api, body=body, idempotency_key="k-1")
+    assert first.status_code == 201 and first.parsed.count == 3 and not first.parsed.replayed
+    again = jobs_create.sync_detailed(client=api, body=body, idempotency_key="k-1")
+    assert again.status_code == 201 and again.parsed.replayed
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert [j.id for j in again.parsed.jobs] == [j.id for j in first.parsed.jobs]
+    other = JobSubmitInputRequest(project="org/prog-a/a1", cluster="gpu", gpus=2, min_runtime_s=60)  # fmt: skip
+    reused = jobs_create.sync_detailed(client=api, body=other, idempotency_key="k-1")
+    assert reused.status_code == 422 and isinstance(reused.parsed, Error)
+    dry = jobs_create.sync_detailed(client=api, body=other, dry_run=True)
+    assert dry.status_code == 200 and dry.parsed.dry_run and dry.parsed.count == 1
+    job_id = first.parsed.jobs[0].id
+    detail = jobs_retrieve.sync(client=api, job_id=job_id)
+    assert detail.state.value == "pending" and detail.spec is not None
+
+    # every list, page by page to its last page
+    def walk(operation, **query) -> list:
+        rows, offset = [], 0
+        while True:
+            page = operation.sync(client=api, limit=2, offset=offset, **query)
+            rows += page.results
+            if page.next_ is None:
+                return rows
+            offset += 2
+
+    assert sorted(j.id for j in walk(jobs_list, cluster="gpu")) == sorted(
+        j.id for j in first.parsed.jobs
+    )
+    assert len(walk(hosts_list, cluster="gpu")) == 2
+    walk(queue_list, cluster="gpu")
+    walk(usage_list, cluster="gpu", project="org/prog-a")
+    walk(occupancy_list, cluster="gpu")
+    walk(waits_list, cluster="gpu")
+    shares = fairshare_retrieve.sync(client=api, cluster="gpu")
+    assert {n.path for n in shares.nodes} >= {"org/prog-a/a1"}
+
+    # a what-if preview, a scheduled budget change and its cancellation
+    preview = previews_create.sync(
+        client=api,
+        body=PreviewInputRequest(
+            node=prog_a.id, cluster="gpu", weights=[PreviewWeightInputRequest(node=a1.id, weight=3)]
+        ),
+    )
+    assert previews_retrieve.sync(client=api, preview_id=preview.id).node == prog_a.id
+    scheduled = budget_changes_create.sync(
+        client=api,
+        body=BudgetChangeInputRequest(
+            reason="next quarter",
+            changes=[WeightChangeInputRequest(node=a1.id, weight="60")],
+            effective_at=__import__("datetime").datetime(
+                2099, 1, 1, tzinfo=__import__("datetime").UTC
+            ),
+        ),
+    )
+    assert scheduled.kind.value == "scheduled"
+    cancelled = budget_changes_cancel.sync(
+        client=api, event_id=scheduled.id, body=BudgetCancelInputRequest(reason="not yet")
+    )
+    assert cancelled.scheduled_event == scheduled.id
+    history = walk(budget_changes_list)
+    assert [e.id for e in history[:2]] == [cancelled.id, scheduled.id]
+    assert jobs_cancel.sync(client=api, job_id=job_id).state.value == "cancelled"
+
+    # a 400 parsed into the error model
+    bad = budget_changes_create.sync_detailed(
+        client=api,
+        body=BudgetChangeInputRequest(reason="r", changes=[WeightChangeInputRequest(node=a1.id, weight="-5")]),
+    )  # fmt: skip
+    assert bad.status_code == 400 and isinstance(bad.parsed, Error)
+    assert bad.parsed.field == "changes[0].weight"
+    operations = {re.sub(r"/\d+/", "/{id}/", exchange) for exchange in checker.checked}
+    assert len(operations) == 20, sorted(operations)  # each one's every response validated
