@@ -1,25 +1,36 @@
-"""Who may do what: one row per endpoint or page, the status each role gets.
+"""Who may do what: one row per API operation, page and admin view, the status each of
+nine roles gets, and whether the request changes the tables it touches.
 
-README's "Who may see what" table is this table in words. Every API operation of the
-OpenAPI schema must have a row (tests/security/test_permissions.py checks it), so a new
-endpoint lands with its row. Add rows for new endpoints to `ROWS`; a placeholder such as
-`{a1}` in a path or body is filled from `context()` (extend it for new objects).
+README's "Roles and permissions" table is these rows in words (budgets/permissions.py
+is the rules in code). tests/security/test_permissions.py walks every row for every
+role, checks the status, and checks by a fingerprint of the tables that a refusal (and a
+read) changed nothing and that a success of a write changed them. Every API operation of
+the schema and every page of the URL configuration must have a row, so a new endpoint
+lands with its rows. Placeholders such as `{a1}` are filled from the test's context.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# anonymous; ann: member of project a1; lead-b: manages program prog-b (not prog-a);
-# lead-a: manages program prog-a (a1, a2); root: superuser.
-ROLES = ["anonymous", "member", "other_manager", "manager", "superuser"]
+# The example tree (tests/factories.py): ceo manages org; lead-a manages prog-a (a1, a2);
+# pi-a1 manages the project a1; ann is a member of a1, bob of a2; lead-b manages prog-b.
 USERS = {
     "anonymous": None,
+    "no_role": "newcomer",
     "member": "ann",
+    "project_lead": "pi-a1",
+    "program_manager": "lead-a",
     "other_manager": "lead-b",
-    "manager": "lead-a",
+    "head": "ceo",
+    "staff": "ops",
     "superuser": "root",
 }
+ROLES = list(USERS)
+SIGNED_IN = [r for r in ROLES if r != "anonymous"]
+PARTICIPANTS = [r for r in SIGNED_IN if r != "no_role"]
+GOVERN_A = {"program_manager", "head", "superuser"}  # govern a1, a2 (below prog-a)
+MANAGE_A1 = GOVERN_A | {"project_lead"}  # manage a1 or a node above it
 
 
 @dataclass(frozen=True)
@@ -28,140 +39,220 @@ class Row:
     path: str
     expected: dict[str, int]  # role -> status
     body: dict = field(default_factory=dict)
+    # which roles' successful requests change the fingerprinted tables (None: every
+    # role that gets a 2xx/3xx on a write; reads never change anything)
+    changes: frozenset[str] | None = None
 
     @property
     def key(self) -> str:
         return f"{self.method.upper()} {self.path}"
 
+    def writes(self, role: str) -> bool:
+        if self.changes is not None:
+            return role in self.changes
+        return self.method != "get" and self.expected[role] < 400
 
-def everyone(status: int, anonymous: int = 401) -> dict[str, int]:
-    return {role: (anonymous if role == "anonymous" else status) for role in ROLES}
+
+def readers(status: int = 200, anonymous: int = 401) -> dict[str, int]:
+    """Participants read; a user without a role is refused (403)."""
+    return {r: anonymous if r == "anonymous" else 403 if r == "no_role" else status for r in ROLES}
 
 
-def governed(ok: int, anonymous: int = 401, refused: int = 403) -> dict[str, int]:
-    """Allowed to lead-a (governs prog-a's projects) and superusers."""
-    return {
-        "anonymous": anonymous,
-        "member": refused,
-        "other_manager": refused,
-        "manager": ok,
-        "superuser": ok,
-    }
+def signed_in(status: int = 200, anonymous: int = 401) -> dict[str, int]:
+    return {r: anonymous if r == "anonymous" else status for r in ROLES}
 
+
+def allowed(ok: int, roles: set[str], anonymous: int = 401, refused: int = 403) -> dict[str, int]:
+    return {r: anonymous if r == "anonymous" else ok if r in roles else refused for r in ROLES}
+
+
+def public(status: int = 200) -> dict[str, int]:
+    return dict.fromkeys(ROLES, status)
+
+
+STAFF = {"staff", "superuser"}
+NEVER = frozenset()
 
 ROWS: list[Row] = [
-    # budget tree, shares, history: everyone signed in reads
-    Row("get", "/api/v1/nodes/", everyone(200)),
-    Row("get", "/api/v1/nodes/{a1}/", everyone(200)),
-    Row("get", "/api/v1/tree/", everyone(200)),
-    Row("get", "/api/v1/budget-changes/", everyone(200)),
-    Row("get", "/api/v1/budget-changes/{import_event}/", everyone(200)),
-    Row("get", "/api/v1/memberships/", everyone(200)),
-    # writes: the services' rules (the manager of a node governs the nodes below it)
+    # the budget tree, shares, history, memberships: participants read
+    Row("get", "/api/v1/nodes/", readers()),
+    Row("get", "/api/v1/nodes/{a1}/", readers()),
+    Row("get", "/api/v1/tree/", readers()),
+    Row("get", "/api/v1/budget-changes/", readers()),
+    Row("get", "/api/v1/budget-changes/{import_event}/", readers()),
+    Row("get", "/api/v1/memberships/", readers()),
+    # structure and weights: a manager above the node (adding: of the parent or above)
     Row(
-        "post", "/api/v1/nodes/", governed(201), {"parent": "{prog_a}", "name": "a3", "reason": "r"}
-    ),
-    Row("patch", "/api/v1/nodes/{a1}/", governed(200), {"name": "a1-renamed", "reason": "r"}),
+        "post",
+        "/api/v1/nodes/",
+        allowed(201, GOVERN_A),
+        {"parent": "{prog_a}", "name": "a3", "reason": "r"},
+    ),  # fmt: skip
+    Row(
+        "patch",
+        "/api/v1/nodes/{a1}/",
+        allowed(200, GOVERN_A),
+        {"name": "a1-renamed", "reason": "r"},
+    ),  # fmt: skip
     Row(
         "post",
         "/api/v1/budget-changes/",
-        governed(201),
+        allowed(201, GOVERN_A),
         {"reason": "r", "changes": [{"node": "{a1}", "weight": 5}]},
-    ),
-    Row("post", "/api/v1/budget-changes/{scheduled}/cancel/", governed(201), {"reason": "r"}),
+    ),  # fmt: skip
+    Row(
+        "post",
+        "/api/v1/budget-changes/",
+        allowed(201, {"other_manager", "head", "superuser"}),
+        {"reason": "r", "changes": [{"node": "{b1}", "weight": 5}]},
+    ),  # fmt: skip
+    Row(
+        "post",
+        "/api/v1/budget-changes/{scheduled}/cancel/",
+        allowed(201, GOVERN_A),
+        {"reason": "r"},
+    ),  # fmt: skip
+    # roles: members by a manager of the project or above, managers by a manager above
     Row(
         "post",
         "/api/v1/memberships/",
-        governed(201),
+        allowed(201, MANAGE_A1),
         {"user": "bob", "node": "{a1}", "role": "member"},
-    ),
-    Row("delete", "/api/v1/memberships/{ann_a1}/", governed(204)),
-    # tokens: only their owner; nobody sees or revokes another user's
+    ),  # fmt: skip
     Row(
         "post",
-        "/api/v1/auth/token/",
-        everyone(200, anonymous=200),
-        {"username": "bob", "password": "pw"},
-    ),
-    Row("get", "/api/v1/auth/tokens/", everyone(200)),
-    Row("delete", "/api/v1/auth/tokens/", everyone(204)),
-    Row("delete", "/api/v1/auth/tokens/{ceo_token}/", everyone(404)),
-    # jobs: everyone signed in reads them (the spec only its submitter, the managers of
-    # its project and staff: tests/live/test_api.py); members and the managers above
-    # submit; the submitter, those managers and staff cancel. {job} is ann's, in a1.
-    Row("get", "/api/v1/jobs/", everyone(200)),
+        "/api/v1/memberships/",
+        allowed(201, GOVERN_A),
+        {"user": "bob", "node": "{a1}", "role": "manager"},
+    ),  # fmt: skip
+    Row(
+        "post",
+        "/api/v1/memberships/",
+        allowed(201, {"other_manager", "head", "superuser"}),
+        {"user": "bob", "node": "{b1}", "role": "member"},
+    ),  # fmt: skip
+    Row("delete", "/api/v1/memberships/{ann_a1}/", allowed(204, MANAGE_A1)),
+    Row("delete", "/api/v1/memberships/{pi_a1}/", allowed(204, GOVERN_A)),
+    # tokens: a password gives one; each user sees and revokes only their own
+    Row("post", "/api/v1/auth/token/", public(), {"username": "bob", "password": "pw"}),
+    Row("get", "/api/v1/auth/tokens/", signed_in()),
+    Row("delete", "/api/v1/auth/tokens/", signed_in(204), changes=frozenset({"head"})),
+    Row("delete", "/api/v1/auth/tokens/{ceo_token}/", {**signed_in(404), "head": 204}),
+    # jobs: participants read (specs: submitter, managers of the project or above,
+    # staff); members and managers of the project or above submit; the submitter, those
+    # managers and staff cancel. {job} is ann's in a1, {job_a2} bob's in a2.
+    Row("get", "/api/v1/jobs/", readers()),
     Row(
         "post",
         "/api/v1/jobs/",
-        {**governed(201), "member": 201},
+        allowed(201, MANAGE_A1 | {"member"}),
         {"project": "{a1}", "cluster": "gpu", "gpus": 1, "min_runtime_s": 0},
-    ),
-    Row("get", "/api/v1/jobs/{job}/", everyone(200)),
-    Row("post", "/api/v1/jobs/{job}/cancel/", {**governed(200), "member": 200}),
-    Row("get", "/api/v1/queue/?cluster=gpu", everyone(200)),
-    # dashboards' figures: everyone signed in reads (aggregates only, no job names)
-    Row("get", "/api/v1/waits/?cluster=gpu", everyone(200)),
-    # the ledger's figures: everyone signed in reads (aggregates per project and cluster)
-    Row("get", "/api/v1/usage/?cluster=gpu&project={a1}", everyone(200)),
-    Row("get", "/api/v1/occupancy/?cluster=gpu&step=day", everyone(200)),
-    Row("get", "/api/v1/fairshare/?cluster=gpu", everyone(200)),
-    Row("get", "/api/v1/clusters/", everyone(200)),
-    Row("get", "/api/v1/clusters/{cluster}/", everyone(200)),
-    # a cluster's policy: staff only (superusers here)
+    ),  # fmt: skip
+    Row("get", "/api/v1/jobs/{job}/", readers()),
+    Row("post", "/api/v1/jobs/{job}/cancel/", allowed(200, MANAGE_A1 | {"member", "staff"})),
+    Row("post", "/api/v1/jobs/{job_a2}/cancel/", allowed(200, GOVERN_A | {"staff"})),
+    Row("get", "/api/v1/queue/?cluster=gpu", readers()),
+    Row("get", "/api/v1/waits/?cluster=gpu", readers()),
+    Row("get", "/api/v1/usage/?cluster=gpu&project={a1}", readers()),
+    Row("get", "/api/v1/occupancy/?cluster=gpu&step=day", readers()),
+    Row("get", "/api/v1/fairshare/?cluster=gpu", readers()),
+    Row("get", "/api/v1/clusters/", readers()),
+    Row("get", "/api/v1/clusters/{cluster}/", readers()),
     Row(
-        "patch",
-        "/api/v1/clusters/{cluster}/",
-        {**governed(200), "manager": 403},
-        {"cycle_s": 5, "reason": "r"},
-    ),
-    Row("get", "/api/v1/hosts/", everyone(200)),
-    Row("get", "/api/v1/hosts/{host}/", everyone(200)),
-    # drains: staff and the cluster's operators only
+        "patch", "/api/v1/clusters/{cluster}/", allowed(200, STAFF), {"cycle_s": 5, "reason": "r"}
+    ),  # fmt: skip
+    Row("get", "/api/v1/hosts/", readers()),
+    Row("get", "/api/v1/hosts/{host}/", readers()),
     Row(
-        "patch",
-        "/api/v1/hosts/{host}/",
-        {**governed(200), "manager": 403},
-        {"health": "draining", "reason": "r"},
-    ),
-    # what-if previews: whoever may change the weights under the node asks and reads
+        "patch", "/api/v1/hosts/{host}/", allowed(200, STAFF), {"health": "draining", "reason": "r"}
+    ),  # fmt: skip
+    # what-if previews: whoever may change the weights under the node, and its requester
     Row(
         "post",
         "/api/v1/previews/",
-        governed(201),
+        allowed(201, GOVERN_A),
         {"node": "{prog_a}", "cluster": "gpu", "weights": [{"node": "{a1}", "weight": 3}]},
-    ),
-    Row("get", "/api/v1/previews/{preview}/", governed(200)),
-    # the schema and its docs are public; operators' endpoints
-    Row("get", "/api/schema/", everyone(200, anonymous=200)),
-    Row("get", "/api/docs/", everyone(200, anonymous=200)),
+    ),  # fmt: skip
+    Row("get", "/api/v1/previews/{preview}/", allowed(200, GOVERN_A)),
+    # public and operators' endpoints
+    Row("get", "/api/schema/", public()),
+    Row("get", "/api/docs/", public()),
     # health is public; /healthz is 503 here because no beat or worker runs in this test
-    Row("get", "/healthz", everyone(503, anonymous=503)),
-    Row("get", "/healthz/web", everyone(200, anonymous=200)),
-    Row("get", "/metrics", everyone(200, anonymous=200)),  # by network (tests come from 127.0.0.1)
-    # pages: signed-in users; the edit form only where you govern every child
-    Row("get", "/budgets/", everyone(200, anonymous=302)),
-    Row("get", "/budgets/history/", everyone(200, anonymous=302)),
-    Row("get", "/budgets/nodes/{prog_a}/edit/", governed(200, anonymous=302)),
-    Row("post", "/budgets/nodes/{prog_a}/preview/", governed(200, anonymous=302)),
-    Row("post", "/budgets/nodes/{prog_a}/whatif/", governed(200, anonymous=302)),
-    Row("get", "/budgets/whatif/{preview}/", governed(200, anonymous=302)),
+    Row("get", "/healthz", public(503)),
+    Row("get", "/healthz/web", public()),
+    Row("get", "/metrics", public()),  # by network (tests come from 127.0.0.1)
+    # pages: participants; the edit form where you govern every child
+    Row("get", "/", readers(302, anonymous=302), changes=NEVER),  # to /budgets/
+    Row("get", "/accounts/login/", public()),
+    Row("post", "/accounts/logout/", public(302), changes=NEVER),
+    Row("get", "/budgets/", readers(anonymous=302)),
+    Row("get", "/budgets/history/", readers(anonymous=302)),
+    Row("get", "/budgets/nodes/{prog_a}/edit/", allowed(200, GOVERN_A, anonymous=302)),
+    Row(
+        "post",
+        "/budgets/nodes/{prog_a}/preview/",
+        allowed(200, GOVERN_A, anonymous=302),
+        changes=NEVER,
+    ),  # fmt: skip
+    Row(
+        "post",
+        "/budgets/nodes/{prog_a}/whatif/",
+        allowed(200, GOVERN_A, anonymous=302),
+        {"cluster": "gpu", "weight-{a1}": "3", "weight-{a2}": "30"},
+        frozenset(GOVERN_A),
+    ),  # fmt: skip
+    Row("get", "/budgets/whatif/{preview}/", allowed(200, GOVERN_A, anonymous=302)),
     Row(
         "post",
         "/budgets/scheduled/{scheduled}/cancel/",
-        governed(302, anonymous=302),
+        allowed(302, GOVERN_A, anonymous=302),
         {"reason": "r"},
-    ),
-    Row("get", "/planner/", everyone(200, anonymous=302)),
-    Row("get", "/dashboards/", everyone(200, anonymous=302)),
-    Row("get", "/dashboards/occupancy/?cluster=gpu", everyone(200, anonymous=302)),
-    Row("get", "/dashboards/delivery/?cluster=gpu&format=csv", everyone(200, anonymous=302)),
-    Row("get", "/dashboards/fairshare/?cluster=gpu", everyone(200, anonymous=302)),
-    Row("get", "/dashboards/waits/?cluster=gpu", everyone(200, anonymous=302)),
-    Row("get", "/me/", everyone(200, anonymous=302)),
-    Row("get", "/jobs/{job}/", everyone(200, anonymous=302)),  # the spec: test_job_page.py
+        frozenset(GOVERN_A),
+    ),  # fmt: skip
+    Row("get", "/planner/", readers(anonymous=302)),
+    Row("get", "/planner/{scenario}/", readers(anonymous=302)),
+    Row("get", "/dashboards/", readers(anonymous=302)),
+    Row("get", "/dashboards/occupancy/?cluster=gpu", readers(anonymous=302)),
+    Row("get", "/dashboards/delivery/?cluster=gpu&format=csv", readers(anonymous=302)),
+    Row("get", "/dashboards/fairshare/?cluster=gpu", readers(anonymous=302)),
+    Row("get", "/dashboards/waits/?cluster=gpu", readers(anonymous=302)),
+    Row("get", "/me/", signed_in(200, anonymous=302)),
+    Row("get", "/jobs/{job}/", readers(anonymous=302)),  # the spec: test_job_page.py
+    # the admin: staff (its views apply the same services and rules)
+    Row("get", "/admin/", allowed(200, STAFF, anonymous=302, refused=302)),
     Row(
         "get",
-        "/admin/",
-        {"anonymous": 302, "member": 302, "other_manager": 302, "manager": 302, "superuser": 200},
-    ),
+        "/admin/budgets/membership/",
+        allowed(200, {"superuser"}, anonymous=302, refused=302) | {"staff": 403},
+    ),  # fmt: skip
+    Row(
+        "get",
+        "/admin/budgets/budgetnode/{a1}/change/",
+        allowed(200, {"superuser"}, anonymous=302, refused=302) | {"staff": 403},
+    ),  # fmt: skip
+    Row(
+        "get",
+        "/admin/budgets/budgetevent/{import_event}/change/",
+        allowed(200, STAFF, anonymous=302, refused=302),
+    ),  # fmt: skip
+    Row(
+        "get",
+        "/admin/scheduler/cluster/{cluster}/change/",
+        allowed(200, {"superuser"}, anonymous=302, refused=302) | {"staff": 403},
+    ),  # fmt: skip
+    Row(
+        "get",
+        "/admin/scheduler/host/{host}/change/",
+        allowed(200, STAFF, anonymous=302, refused=302),
+    ),  # fmt: skip
+    Row(
+        "get", "/admin/scheduler/job/{job}/change/", allowed(200, STAFF, anonymous=302, refused=302)
+    ),  # fmt: skip
+    Row(
+        "post",
+        "/admin/budgets/membership/",
+        allowed(302, {"superuser"}, anonymous=302, refused=302) | {"staff": 403},
+        {"action": "remove_roles", "_selected_action": "{ann_a1}"},
+        frozenset({"superuser"}),
+    ),  # fmt: skip
 ]
