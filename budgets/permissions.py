@@ -2,7 +2,7 @@
 
 Every service, selector, API view and page asks here; none writes a rule of its own.
 README's "Roles and permissions" table is these rules in words, and
-`tests/security/test_permission_matrix.py` walks every API operation, page and admin
+`tests/security/test_permissions.py` walks every API operation, page and admin
 view for every role against that table.
 
 The roles:
