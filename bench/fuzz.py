@@ -15,7 +15,6 @@ import json
 import re
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,16 +31,6 @@ ACCESS_LINE = re.compile(r'"[A-Z]+ \S+ HTTP/[\d.]+" (\d{3}) ')
 def _statuses(log_path: Path) -> list[int]:
     """HTTP statuses of the requests gunicorn has logged so far, in order."""
     return [int(m.group(1)) for m in ACCESS_LINE.finditer(log_path.read_text())]
-
-
-def _token(base: str, username: str) -> str:
-    request = urllib.request.Request(
-        f"{base}/api/v1/auth/token/",
-        data=json.dumps({"username": username, "password": DEMO_PASSWORD}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)["token"]
 
 
 def main() -> None:
@@ -72,10 +61,10 @@ def main() -> None:
             for role in args.roles.split(","):
                 served_before = _statuses(log_path)
                 username = ROLES[role]
-                token = _token(base, username) if username else None
+                login = (username, DEMO_PASSWORD) if username else None
                 only = ("--include-path-regex", args.paths) if args.paths else ()
                 report = run_schemathesis(
-                    base, token=token, max_examples=args.max_examples, seed=None, extra_args=only
+                    base, login=login, max_examples=args.max_examples, seed=None, extra_args=only
                 )
                 roles[role] = {
                     "test_cases": report["test_cases"]["generated"],

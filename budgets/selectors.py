@@ -23,6 +23,7 @@ from budgets.models import (
     TreeState,
 )
 from budgets.shares import NodeShare, compute_shares, shares_with_edits, weight_number, weight_text
+from config.text import is_id_text
 
 
 @dataclass
@@ -46,6 +47,15 @@ class TreeIndex:
             parts.append(node.slug)
             current = node.parent_id
         return "/".join(reversed(parts))
+
+    def find(self, ref: str | int) -> int | None:
+        """The id of the node `ref` names, by id or slug path (`org/program/project`);
+        None when there is none."""
+        text = str(ref).strip()
+        if is_id_text(text) and int(text) in self.nodes:
+            return int(text)
+        wanted = text.strip("/")
+        return next((n for n in self.nodes if self.path(n) == wanted), None)
 
     def ancestors(self, node_id: int) -> list[int]:
         """Strict ancestors, nearest first."""

@@ -25,7 +25,6 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
-from config.text import is_id_text
 from ledger.models import ClusterHour, ProjectHour
 from scheduler.core.engine.fairshare import fair_tree
 from scheduler.core.engine.types import BudgetNode as EngineNode
@@ -286,18 +285,14 @@ USAGE_FIELDS = ("allocated_gpu_h", "unallocated_gpu_h", "demand_gpu_h", "entitle
 
 def resolve_node(value: str | int, *, index: TreeIndex, field: str = "project") -> int:
     """A budget node (project, program or organisation) by id or slug path."""
-    text = str(value).strip()
-    if is_id_text(text) and int(text) in index.nodes:
-        return int(text)
-    wanted = text.strip("/")
-    for node_id in index.nodes:
-        if index.path(node_id) == wanted:
-            return node_id
-    raise ValidationFailed(
-        f"There is no budget node {text[:100]!r} (give an id or a path like "
-        "'org/program/project').",
-        field=field,
-    )
+    node_id = index.find(value)
+    if node_id is None:
+        raise ValidationFailed(
+            f"There is no budget node {str(value).strip()[:100]!r} (give an id or a path like "
+            "'org/program/project').",
+            field=field,
+        )
+    return node_id
 
 
 def usage_rows(

@@ -42,11 +42,14 @@ class ClusterRefField(IdOrNameField):
     percent-encoded (12 bytes a character) it fits gunicorn's 8 KiB request line."""
 
     default_error_messages = {
-        "too_long": "A cluster name has at most {max_length} characters; this has {length}."
+        "blank": "Give an id or a name; this is empty.",
+        "too_long": "A cluster name has at most {max_length} characters; this has {length}.",
     }
 
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
+        if value == "":  # the schema's minLength 1: an empty filter is refused, not ignored
+            self.fail("blank")
         if isinstance(value, str) and len(value) > CLUSTER_NAME_MAX_LENGTH:
             self.fail("too_long", max_length=CLUSTER_NAME_MAX_LENGTH, length=len(value))
         return value
@@ -67,11 +70,14 @@ class ProjectRefField(IdOrNameField):
     """A budget node's id or slug path (`org/program/project`) in a query string."""
 
     default_error_messages = {
-        "too_long": "A path has at most {max_length} characters; this has {length}."
+        "blank": "Give an id or a path; this is empty.",
+        "too_long": "A path has at most {max_length} characters; this has {length}.",
     }
 
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
+        if value == "":
+            self.fail("blank")
         if isinstance(value, str) and len(value) > PROJECT_REF_MAX_LENGTH:
             self.fail("too_long", max_length=PROJECT_REF_MAX_LENGTH, length=len(value))
         return value
@@ -330,8 +336,14 @@ class CancelOutput(JobOutput):
 
 class JobFilter(serializers.Serializer):
     mine = serializers.BooleanField(required=False, default=False, help_text="only your jobs")
-    project = ProjectRefField(required=False, help_text="The project's id or path")
-    cluster = ClusterRefField(required=False, help_text="The cluster's id or name")
+    project = ProjectRefField(
+        required=False,
+        help_text="A budget node's id or path (`org/program/project`): the jobs of the "
+        "projects at or below it (an unknown one: 404)",
+    )
+    cluster = ClusterRefField(
+        required=False, help_text="The cluster's id or name (an unknown one: 404)"
+    )
     state = serializers.MultipleChoiceField(
         choices=JobState.choices, required=False, help_text="repeat or comma-separate"
     )
@@ -419,11 +431,28 @@ class ClusterOutput(serializers.Serializer):
     last_cycle = LastCycleOutput(allow_null=True)
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "integer"},
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "null"},
+        ]
+    }
+)
+class PolicyValueField(serializers.Field):
+    """A policy field's value (a whole number or null), or the operators' user names."""
+
+    def to_representation(self, value):
+        return value
+
+
 class ClusterPolicyEventOutput(serializers.Serializer):
     at = serializers.DateTimeField()
     changes = serializers.DictField(
-        child=serializers.ListField(child=serializers.IntegerField(allow_null=True)),
-        help_text="`{field: [before, after]}` for each policy field that changed",
+        child=serializers.ListField(child=PolicyValueField(), min_length=2, max_length=2),
+        help_text="`{field: [before, after]}` for each policy field that changed; "
+        "`operators` (set in the admin): the user names before and after",
     )
     reason = serializers.CharField()
     actor = serializers.CharField(

@@ -122,7 +122,10 @@ def _rows(request, jobs: list[Job], paths: dict[int, str] | None = None) -> list
 class JobListApi(APIView):
     @extend_schema(
         parameters=[s.JobFilter, *PAGE_PARAMETERS],
-        responses=paginated(s.JobOutput, "PaginatedJobList"),
+        responses={
+            200: paginated(s.JobOutput, "PaginatedJobList"),
+            404: error_response(404),
+        },
         operation_id="jobs_list",
         summary="Jobs, newest first (everyone's; the spec only where you may read it)",
     )
@@ -132,8 +135,10 @@ class JobListApi(APIView):
         jobs = selectors.job_list(
             actor=request.user,
             mine=filters.get("mine", False),
-            project_id=None if project is None else job_services.resolve_project(project).id,
-            cluster_id=None if cluster is None else job_services.resolve_cluster(cluster).pk,
+            project_ids=None if project is None else selectors.projects_at_or_below(project),
+            cluster_id=None
+            if cluster is None
+            else job_services.resolve_cluster(cluster, missing=NotFound).pk,
             states=filters.get("state", ()),
             kinds=filters.get("kind", ()),
         )

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
+from config.errors import NotFound
 from scheduler.core.engine.explain import hours_text
 from scheduler.models import (
     ACTIVE_STATES,
@@ -52,17 +53,17 @@ def job_list(
     *,
     actor,
     mine: bool = False,
-    project_id: int | None = None,
+    project_ids: Iterable[int] | None = None,
     cluster_id: int | None = None,
     states: Iterable[str] = (),
     kinds: Iterable[str] = (),
 ) -> QuerySet[Job]:
-    """Jobs newest first, filtered."""
+    """Jobs newest first, filtered (`project_ids`: `projects_at_or_below`)."""
     qs = Job.objects.select_related("submitter", "cluster").order_by("-id")
     if mine:
         qs = qs.filter(submitter=actor)
-    if project_id is not None:
-        qs = qs.filter(project_id=project_id)
+    if project_ids is not None:
+        qs = qs.filter(project_id__in=list(project_ids))
     if cluster_id is not None:
         qs = qs.filter(cluster_id=cluster_id)
     states, kinds = list(states), list(kinds)
@@ -71,6 +72,20 @@ def job_list(
     if kinds:
         qs = qs.filter(kind__in=kinds)
     return qs
+
+
+def projects_at_or_below(ref: str | int, *, field: str = "project") -> list[int]:
+    """The node `ref` names (id or slug path) and every node below it; an unknown one
+    is a 404 naming `field` (the same meaning as the ledger's `project` filter)."""
+    index = tree_index()
+    node_id = index.find(ref)
+    if node_id is None:
+        raise NotFound(
+            f"There is no budget node {str(ref).strip()[:100]!r} (give an id or a path like "
+            "'org/program/project').",
+            field=field,
+        )
+    return [node_id, *index.descendants(node_id)]
 
 
 def job_detail(*, job_id: int) -> Job | None:

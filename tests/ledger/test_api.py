@@ -278,6 +278,10 @@ def test_a_project_without_entitlement_has_no_factor_and_no_rank(api, tree):
         # the fuzzer's finding: "²".isdigit() is true but int("²") fails (was a 500)
         ("/api/v1/fairshare/", {"cluster": "\u00b2"}, "cluster"),
         ("/api/v1/usage/", {"project": "\u00b2"}, "project"),
+        # empty is refused (the schema's minLength 1), not read as "every cluster" (fuzzer)
+        ("/api/v1/usage/", {"cluster": ""}, "cluster"),
+        ("/api/v1/usage/", {"project": ""}, "project"),
+        ("/api/v1/occupancy/", {"cluster": ""}, "cluster"),
     ],
 )
 def test_bad_input_is_a_400_naming_the_field(api, path, params, field):

@@ -265,8 +265,22 @@ def test_job_list_filters_newest_first(live, people):
     assert ids({"state": "pending,cancelled"}) == [c.pk, b.pk, a.pk]
     assert ids({"state": "running"}) == []
     assert ids({"cluster": live.cluster.pk, "limit": 1}) == [c.pk]
+    # project and cluster: an id, a path or a name, as everywhere; a program's path
+    # selects the jobs of its projects
+    assert ids({"project": "org/prog-a/a2", "cluster": live.cluster.name}) == [c.pk, b.pk]
+    assert ids({"project": "org/prog-a"}) == [c.pk, b.pk, a.pk]
+    assert ids({"project": "org/prog-b"}) == []
     bad = client.get("/api/v1/jobs/", {"state": "sleeping"})
     assert bad.status_code == 400 and bad.json()["field"] == "state"
+    for query, field in [
+        ({"project": "org/nowhere"}, "project"),
+        ({"cluster": "999999"}, "cluster"),
+    ]:
+        missing = client.get("/api/v1/jobs/", query)
+        assert missing.status_code == 404 and missing.json()["field"] == field
+    for query, field in [({"project": ""}, "project"), ({"cluster": ""}, "cluster")]:
+        empty = client.get("/api/v1/jobs/", query)  # refused, not read as "no filter"
+        assert empty.status_code == 400 and empty.json()["field"] == field
 
 
 @pytest.mark.parametrize(

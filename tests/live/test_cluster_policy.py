@@ -16,7 +16,12 @@ from rest_framework.test import APIClient
 
 from config.errors import NotFound, PermissionDenied, ValidationFailed
 from scheduler.models import Cluster, ClusterPolicyEvent, HostHealth
-from scheduler.services.clusters import POLICY_FIELDS, POLICY_RULES, cluster_policy_update
+from scheduler.services.clusters import (
+    POLICY_FIELDS,
+    POLICY_RULES,
+    cluster_operators_set,
+    cluster_policy_update,
+)
 from tests.commands import run_manage
 from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
 from tests.roles import participant
@@ -265,6 +270,17 @@ def test_staff_change_the_policy_and_the_detail_shows_the_change(cluster, ops):
     shown = client_as(participant("ann")).get(f"/api/v1/clusters/{cluster.pk}/").json()
     assert [e["reason"] for e in shown["policy_events"]] == ["back", "debug jobs wait"]
     assert shown["policy_events"][0]["changes"] == {"half_life_s": [86400, None]}
+
+
+def test_the_detail_shows_a_change_of_operators_as_user_names(cluster, ops):
+    """Operators are set in the admin (`cluster_operators_set`) and audited beside the
+    policy; the detail once answered 500 on that event (its values are names, not numbers)."""
+    cluster_operators_set(actor=ops, cluster_id=cluster.pk, usernames=["ops"], reason="on call")
+    response = client_as(participant("ann")).get(f"/api/v1/clusters/{cluster.pk}/")
+    assert response.status_code == 200
+    (event,) = response.json()["policy_events"]
+    assert event["changes"] == {"operators": [[], ["ops"]]}
+    assert response.json()["operators"] == ["ops"]
 
 
 def test_the_detail_lists_the_last_20_changes(cluster):
