@@ -12,7 +12,7 @@ from functools import wraps
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from rest_framework.permissions import BasePermission
 
 from budgets import permissions
@@ -37,3 +37,11 @@ def participant_required(view: Callable[..., HttpResponse]) -> Callable[..., Htt
         return view(request, *args, **kwargs)
 
     return login_required(gated)
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    """`/`: the budget tree; a signed-in user without a role goes to their own page
+    (`/me/`), the one page open to them, instead of a refusal."""
+    if request.user.is_authenticated and not permissions.is_participant(request.user):
+        return redirect("dashboards:me")
+    return redirect("budgets:tree")

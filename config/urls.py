@@ -1,17 +1,17 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from django.views.generic import RedirectView
 from drf_spectacular.views import (
     SpectacularAPIView,
     SpectacularSwaggerSplitView,
 )
 
 from accounts.views import SignInView
+from config import access
 from ops import views as ops_views
 
 urlpatterns = [
-    path("", RedirectView.as_view(pattern_name="budgets:tree", permanent=False)),
+    path("", access.home, name="home"),
     path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("budgets/", include("budgets.urls")),

@@ -11,6 +11,7 @@ lands with its rows. Placeholders such as `{a1}` are filled from the test's cont
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # The example tree (tests/factories.py): ceo manages org; lead-a manages prog-a (a1, a2);
@@ -71,6 +72,13 @@ def public(status: int = 200) -> dict[str, int]:
 
 
 STAFF = {"staff", "superuser"}
+
+
+def admin_view(staff: int) -> dict[str, int]:
+    """An admin page: superusers 200, staff `staff`, everyone else the admin's sign-in."""
+    return allowed(200, {"superuser"}, anonymous=302, refused=302) | {"staff": staff}
+
+
 NEVER = frozenset()
 
 ROWS: list[Row] = [
@@ -182,7 +190,7 @@ ROWS: list[Row] = [
     Row("get", "/healthz/web", public()),
     Row("get", "/metrics", public()),  # by network (tests come from 127.0.0.1)
     # pages: participants; the edit form where you govern every child
-    Row("get", "/", readers(302, anonymous=302), changes=NEVER),  # to /budgets/
+    Row("get", "/", public(302)),  # to /budgets/; without a role to /me/ (test_side_doors)
     Row("get", "/accounts/login/", public()),
     Row("post", "/accounts/logout/", public(302), changes=NEVER),
     Row("get", "/budgets/", readers(anonymous=302)),
@@ -218,36 +226,35 @@ ROWS: list[Row] = [
     Row("get", "/dashboards/waits/?cluster=gpu", readers(anonymous=302)),
     Row("get", "/me/", signed_in(200, anonymous=302)),
     Row("get", "/jobs/{job}/", readers(anonymous=302)),  # the spec: test_job_page.py
-    # the admin: staff (its views apply the same services and rules)
+    # the admin: staff (its views apply the same services and rules); every model's
+    # change view: superusers, staff where Allot gives them a read-only view (the audit
+    # trail, jobs, hosts), 403 elsewhere without Django permissions; others sign in
     Row("get", "/admin/", allowed(200, STAFF, anonymous=302, refused=302)),
-    Row(
-        "get",
-        "/admin/budgets/membership/",
-        allowed(200, {"superuser"}, anonymous=302, refused=302) | {"staff": 403},
-    ),  # fmt: skip
-    Row(
-        "get",
-        "/admin/budgets/budgetnode/{a1}/change/",
-        allowed(200, {"superuser"}, anonymous=302, refused=302) | {"staff": 403},
-    ),  # fmt: skip
-    Row(
-        "get",
-        "/admin/budgets/budgetevent/{import_event}/change/",
-        allowed(200, STAFF, anonymous=302, refused=302),
-    ),  # fmt: skip
-    Row(
-        "get",
-        "/admin/scheduler/cluster/{cluster}/change/",
-        allowed(200, {"superuser"}, anonymous=302, refused=302) | {"staff": 403},
-    ),  # fmt: skip
-    Row(
-        "get",
-        "/admin/scheduler/host/{host}/change/",
-        allowed(200, STAFF, anonymous=302, refused=302),
-    ),  # fmt: skip
-    Row(
-        "get", "/admin/scheduler/job/{job}/change/", allowed(200, STAFF, anonymous=302, refused=302)
-    ),  # fmt: skip
+    Row("get", "/admin/budgets/membership/", admin_view(staff=403)),
+    *(
+        Row("get", f"/admin/{model}/{{{obj}}}/change/", admin_view(staff))
+        for model, obj, staff in [
+            ("auth/user", "bob", 403),
+            ("auth/group", "group", 403),
+            ("accounts/apitoken", "ceo_token_pk", 403),
+            ("axes/accessattempt", "access_attempt", 403),
+            ("axes/accesslog", "access_log", 403),
+            ("axes/accessfailurelog", "access_failure", 403),
+            ("budgets/budgetnode", "a1", 403),
+            ("budgets/membership", "ann_a1", 403),
+            ("budgets/budgetevent", "import_event", 200),
+            ("budgets/scheduledchange", "scheduled_change", 200),
+            ("scheduler/cluster", "cluster", 403),
+            ("scheduler/clusterpolicyevent", "policy_event", 200),
+            ("scheduler/host", "host", 200),
+            ("scheduler/hostevent", "host_event", 200),
+            ("scheduler/job", "job", 200),
+            ("scheduler/jobevent", "job_event", 200),
+            ("scheduler/attempt", "attempt", 200),
+            ("scheduler/cyclerecord", "cycle", 200),
+            ("scheduler/idempotencykey", "idempotency_key", 200),
+        ]
+    ),
     Row(
         "post",
         "/admin/budgets/membership/",
@@ -256,3 +263,19 @@ ROWS: list[Row] = [
         frozenset({"superuser"}),
     ),  # fmt: skip
 ]
+
+
+def operation_key(key: str) -> str:
+    """`GET /api/v1/nodes/{node_id}/` and `GET /api/v1/nodes/{a1}/` are the same operation
+    (and a row's query string is not part of it); the URL walk's sample ids too."""
+    path = re.sub(r"\{[^}]+\}", "{}", key.partition("?")[0])
+    return re.sub(r"/(1|sample)/", "/{}/", path)
+
+
+def refused_operations(role: str) -> set[str]:
+    """Operations (`operation_key`) that refuse `role` in every row (401 or 403): those
+    not open to it."""
+    statuses: dict[str, set[int]] = {}
+    for row in ROWS:
+        statuses.setdefault(operation_key(row.key), set()).add(row.expected[role])
+    return {key for key, seen in statuses.items() if seen <= {401, 403}}

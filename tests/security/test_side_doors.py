@@ -154,9 +154,11 @@ def test_a_user_without_a_role_keeps_their_tokens_and_own_page(tree):
     pages.force_login(newcomer)
     assert pages.get("/me/").status_code == 200
     assert pages.get("/budgets/").status_code == 403
+    assert pages.get("/")["Location"] == "/me/"  # the home page sends them to theirs
     # a role opens the organisation
     services.membership_add(actor=None, node_id=tree.node("a1").pk, username="newcomer", role="member")  # fmt: skip
     assert pages.get("/budgets/").status_code == 200
+    assert pages.get("/")["Location"] == "/budgets/"
 
 
 def test_signing_out_of_the_pages_ends_the_session_not_the_api_tokens(tree):
