@@ -5,6 +5,7 @@ response validates against the schema (openapi-core, OAS 3.1, formats included).
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib
 import json
 import os
@@ -172,9 +173,7 @@ def run_scenario(base_url: str, schema: dict, tree) -> None:  # noqa: PLR0915
         body=BudgetChangeInputRequest(
             reason="next quarter",
             changes=[WeightChangeInputRequest(node=a1.id, weight="60")],
-            effective_at=__import__("datetime").datetime(
-                2099, 1, 1, tzinfo=__import__("datetime").UTC
-            ),
+            effective_at=dt.datetime(2099, 1, 1, tzinfo=dt.UTC),
         ),
     )
     assert scheduled.kind.value == "scheduled"
