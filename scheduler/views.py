@@ -53,7 +53,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "scheduler/job_detail.html", context)
 
 
-@login_required
+@participant_required
 def job_waiting(request: HttpRequest, job_id: int) -> HttpResponse:
     """htmx: the job page's "Why it waits" part again (its place, estimated start and
     blockers), which the page asks for every few seconds; once the job no longer waits,
@@ -71,7 +71,7 @@ def job_waiting(request: HttpRequest, job_id: int) -> HttpResponse:
 NOW_REFRESH_S = 10
 
 
-@login_required
+@participant_required
 def now(request: HttpRequest) -> HttpResponse:
     """Every cluster as it is now (what on-call opens first); the cards refresh
     themselves every NOW_REFRESH_S seconds (htmx asks for the cards alone)."""

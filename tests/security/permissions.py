@@ -188,6 +188,7 @@ ROWS: list[Row] = [
     # health is public; /healthz is 503 here because no beat or worker runs in this test
     Row("get", "/healthz", public(503)),
     Row("get", "/healthz/web", public()),
+    Row("get", "/favicon.ico", public(301)),  # to the static icon
     Row("get", "/metrics", public()),  # by network (tests come from 127.0.0.1)
     # pages: participants; the edit form where you govern every child
     Row("get", "/", public(302)),  # to /budgets/; without a role to /me/ (test_side_doors)
@@ -226,6 +227,9 @@ ROWS: list[Row] = [
     Row("get", "/dashboards/waits/?cluster=gpu", readers(anonymous=302)),
     Row("get", "/me/", signed_in(200, anonymous=302)),
     Row("get", "/jobs/{job}/", readers(anonymous=302)),  # the spec: test_job_page.py
+    # the job page's "why it waits" part (htmx); 204 once the job no longer waits
+    Row("get", "/jobs/{job}/waiting/", readers(anonymous=302)),
+    Row("get", "/now/", readers(anonymous=302)),
     # the admin: staff (its views apply the same services and rules); every model's
     # change view: superusers, staff where Allot gives them a read-only view (the audit
     # trail, jobs, hosts), 403 elsewhere without Django permissions; others sign in
