@@ -4,7 +4,7 @@ Scenario (seeded, the engine benchmark's cluster in `bench/cycle.py` written int
 PostgreSQL and started on the cluster): 128 hosts x 8 GPUs, ~800 running jobs (each
 with its open attempt), 10,000 pending jobs, 200 projects in a 3-level budget tree, a
 week of ended attempts for fair-share usage. Each timed cycle is
-`scheduler.services.cycle.cycle_run`: read the cluster through its adapter, reconcile,
+`scheduler.cycle.worker.CycleWorker.run` (one worker, warm between cycles): read the cluster through its adapter, reconcile,
 snapshot, plan (queue explained), apply, store the queue snapshot and the cycle
 record. The cycles run back to back; the first one (which preempts the unprotected
 work the scenario starts with) is reported apart.
@@ -189,9 +189,9 @@ def run(cycles: int, seed: int, adapter_kind: str, workdir: Path) -> dict:
 
     from scheduler.adapters.simcluster.process import SimClusterProcess
     from scheduler.core.engine import plan
+    from scheduler.cycle.worker import CycleWorker
     from scheduler.models import Attempt, Job, JobState
     from scheduler.selectors.snapshot import cluster_snapshot
-    from scheduler.services.cycle import cycle_run
 
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     sim = None
@@ -210,14 +210,15 @@ def run(cycles: int, seed: int, adapter_kind: str, workdir: Path) -> dict:
         setup_s = time.perf_counter() - t0
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
-        first = cycle_run(cluster_id=cluster.pk, now=clock, adapter=adapter)  # reported apart
+        worker = CycleWorker()
+        first = worker.run(cluster_id=cluster.pk, now=clock, adapter=adapter)  # reported apart
         times, cpu, records, phases = [], [], [], {}
         for _ in range(cycles):
             if adapter is not None:
                 clock = clock + dt.timedelta(seconds=1)
                 adapter.advance(1)
             start, start_cpu = time.perf_counter(), time.process_time()
-            record = cycle_run(cluster_id=cluster.pk, now=clock, adapter=adapter)
+            record = worker.run(cluster_id=cluster.pk, now=clock, adapter=adapter)
             times.append((time.perf_counter() - start) * 1000.0)
             cpu.append((time.process_time() - start_cpu) * 1000.0)
             records.append(record)

@@ -87,14 +87,13 @@ def populate(cluster, pending: int, seed: int) -> None:
     )
 
 
-def one_cycle(cluster) -> dict:
+def one_cycle(cluster, worker) -> dict:
     """One cycle through a fresh adapter (as the worker does); its figures."""
     from scheduler.adapters.slurm import adapter_for_cluster
-    from scheduler.services.cycle import cycle_run
 
     adapter = adapter_for_cluster(cluster)
     t = time.perf_counter()
-    record = cycle_run(cluster_id=cluster.pk, adapter=adapter)
+    record = worker.run(cluster_id=cluster.pk, adapter=adapter)
     wall_s = time.perf_counter() - t
     stats = adapter.client.stats
     # a start is sbatch --hold + scontrol release (cycle 1 runs no other scontrol)
@@ -121,9 +120,9 @@ def one_cycle(cluster) -> dict:
 
 def run(pending: int, seed: int, slurm_conf: str | None) -> dict:
     from scheduler.adapters.slurm_local import LocalSlurm, install_slurm
+    from scheduler.cycle.worker import CycleWorker
     from scheduler.models import Attempt, AttemptState
     from scheduler.services.clusters import cluster_create
-    from scheduler.services.cycle import engine_state_reset
 
     local = None
     if slurm_conf is None:
@@ -136,7 +135,7 @@ def run(pending: int, seed: int, slurm_conf: str | None) -> dict:
     workdir = Path(slurm_conf).parent.parent / "jobs"
     workdir.mkdir(exist_ok=True)
     try:
-        engine_state_reset()
+        worker = CycleWorker()  # a worker that starts cold
         cluster = cluster_create(
             name="slurm-bench",
             adapter="slurm",
@@ -144,7 +143,7 @@ def run(pending: int, seed: int, slurm_conf: str | None) -> dict:
             adapter_options={"slurm_conf": slurm_conf, "workdir": str(workdir)},
         )
         populate(cluster, pending, seed)
-        first = one_cycle(cluster)
+        first = one_cycle(cluster, worker)
         # wait until Slurm runs every started job, then confirm them
         deadline = time.monotonic() + 60
         started = Attempt.objects.filter(cluster=cluster)
@@ -157,8 +156,8 @@ def run(pending: int, seed: int, slurm_conf: str | None) -> dict:
             if ids <= running:
                 break
             time.sleep(0.5)
-        second = one_cycle(cluster)
-        third = one_cycle(cluster)
+        second = one_cycle(cluster, worker)
+        third = one_cycle(cluster, worker)
         return {
             "scenario": {
                 "slurm": adapter.client.version(),

@@ -59,7 +59,7 @@ def _timestamp(record: logging.LogRecord) -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """`2026-01-02T03:04:05.678Z INFO scheduler.services.cycle [request=.. cycle=12] text`"""
+    """`2026-01-02T03:04:05.678Z INFO scheduler.cycle.run [request=.. cycle=12] text`"""
 
     def format(self, record: logging.LogRecord) -> str:
         ids = [

@@ -24,7 +24,7 @@ from django.utils import timezone
 from ops.models import Heartbeat, ProcessKind, SchedulingGate
 from scheduler.models import Cluster, CycleRecord
 
-# Errors of a cycle that did not schedule its cluster (scheduler.services.cycle).
+# Errors of a cycle that did not schedule its cluster (scheduler.cycle).
 UNREAD_PREFIXES = ("cluster unreachable", "cycle failed")
 IDENTITY_SQL = (
     "SELECT s.system_identifier, substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8), d.oid "

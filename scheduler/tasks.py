@@ -1,4 +1,4 @@
-"""Celery tasks of the live service: thin wrappers around `scheduler.services.cycle`.
+"""Celery tasks of the live service: thin wrappers around the live cycle (`scheduler.cycle`).
 
 - `run_cycle(cluster_id)`: one scheduling cycle under the cluster's advisory lock (a
   second concurrent one skips at once; clusters run in parallel on different workers).
@@ -15,18 +15,23 @@
 - `prune_idempotency_keys()` (beat, hourly): submission Idempotency-Keys past 24 h.
 - `request_eta_refresh(cluster_id)` / `refresh_etas`: the ETAs of a cluster's pending
   jobs, computed by a worker (seconds on a large queue) for the job pages to read.
+
+What a process keeps between tasks (the warm engine state per cluster, the Redis client
+of the debounce keys) is one `CycleWorker`, owned by the `run_cycle` task object
+(`run_cycle.worker`): Celery makes each task object once per process.
 """
 
 from __future__ import annotations
 
 import logging
 
-from celery import shared_task
+from celery import Task, shared_task
 from django.conf import settings
 from django.db import transaction
 
 from ops.services import scheduling_gate_check
-from scheduler.services.cycle import clusters_due, cycle_records_prune, cycle_run
+from scheduler.cycle.beat import clusters_due, cycle_records_prune
+from scheduler.cycle.worker import CycleWorker
 from scheduler.services.jobs import idempotency_keys_prune
 
 log = logging.getLogger(__name__)
@@ -39,31 +44,32 @@ QUEUED_TTL_S = 30
 # its own so a worker lost mid-refresh never stops refreshes for long.
 ETA_QUEUED_KEY = "allot:eta-queued:{cluster_id}"
 ETA_QUEUED_TTL_S = 120
-_redis = None
 
 
-def _redis_client():
-    global _redis
-    if _redis is None:
-        import redis
+class CycleTask(Task):
+    """The cycle task's class: its object (one per process, in Celery's registry) owns
+    the process's `CycleWorker`, made on first use."""
 
-        _redis = redis.Redis.from_url(
-            settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=0.5
-        )
-    return _redis
+    _worker: CycleWorker | None = None
+
+    @property
+    def worker(self) -> CycleWorker:
+        if self._worker is None:
+            self._worker = CycleWorker()
+        return self._worker
 
 
-@shared_task(name="scheduler.run_cycle", ignore_result=True)
-def run_cycle(cluster_id: int) -> dict | None:
+@shared_task(name="scheduler.run_cycle", ignore_result=True, bind=True, base=CycleTask)
+def run_cycle(self: CycleTask, cluster_id: int) -> dict | None:
     """One scheduling cycle of a cluster; None when another cycle holds its lock."""
     try:
-        _redis_client().delete(QUEUED_KEY.format(cluster_id=cluster_id))
+        self.worker.redis_client().delete(QUEUED_KEY.format(cluster_id=cluster_id))
     except Exception as exc:  # the cycle still runs; debouncing resumes with Redis
         log.warning("could not clear the queued-cycle key of cluster %s: %s", cluster_id, exc)
     if scheduling_gate_check():
         log.info("cycle of cluster %s not run: scheduling is paused", cluster_id)
         return None
-    record = cycle_run(cluster_id=cluster_id)
+    record = self.worker.run(cluster_id=cluster_id)
     if record is None:
         return None
     return {"cycle": record.pk, "starts": record.starts, "stops": record.stops}
@@ -73,7 +79,9 @@ def _queue_once(task, cluster_id: int, key: str, ttl_s: int, what: str) -> bool:
     """Queue `task(cluster_id)` unless its debounce `key` is set (one queued already);
     never raises: a Redis or broker outage is logged."""
     try:
-        if not _redis_client().set(key.format(cluster_id=cluster_id), 1, nx=True, ex=ttl_s):
+        if not run_cycle.worker.redis_client().set(
+            key.format(cluster_id=cluster_id), 1, nx=True, ex=ttl_s
+        ):
             return False
         task.apply_async((cluster_id,), retry=False)
         return True
@@ -148,7 +156,7 @@ def refresh_etas(cluster_id: int) -> int:
         return 0 if cluster is None else len(cluster_etas(cluster=cluster, fresh=True))
     finally:
         try:
-            _redis_client().delete(ETA_QUEUED_KEY.format(cluster_id=cluster_id))
+            run_cycle.worker.redis_client().delete(ETA_QUEUED_KEY.format(cluster_id=cluster_id))
         except Exception as exc:  # the key expires on its own
             log.warning("could not clear the ETA key of cluster %s: %s", cluster_id, exc)
 

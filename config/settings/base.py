@@ -378,7 +378,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     # httpx logs every request at INFO (the cluster adapters make several per cycle);
     # Celery logs every beat tick and task at INFO (a due-cycle check runs every 2 s):
-    # the cycle's own one-line summary (scheduler.services.cycle) is what an operator reads.
+    # the cycle's own one-line summary (scheduler.cycle.run) is what an operator reads.
     "loggers": {
         "pgserver": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},

@@ -37,6 +37,7 @@ from scheduler.core.sim.io import parse_tree
 from scheduler.core.sim.model import ClusterSpec, HostSpec, TraceJob
 from scheduler.core.sim.model import JobState as SimJobState
 from scheduler.core.sim.replay import simulate
+from scheduler.cycle.apply import STOP_RULES
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -47,7 +48,6 @@ from scheduler.models import (
     JobState,
 )
 from scheduler.services.clusters import cluster_create
-from scheduler.services.cycle import STOP_RULES
 from scheduler.services.previews import sim_config_for_cluster
 from scheduler.services.transitions import job_event
 

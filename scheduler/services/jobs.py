@@ -49,7 +49,7 @@ from scheduler.models import (
     JobKind,
     JobState,
 )
-from scheduler.services.transitions import job_transition
+from scheduler.services.transitions import attempt_transition, job_transition
 
 MAX_ARRAY = 10_000
 NAME_MAX_LENGTH = 200
@@ -739,18 +739,19 @@ def _cancel_locked(job: Job, attempt: Attempt | None, *, actor) -> bool:
         job.save(update_fields=["state_reason", "updated_at"])
         return True
     grace = dt.timedelta(seconds=job.cluster.grace_s)
-    attempt.state = AttemptState.STOPPING
-    attempt.stop_intent = AttemptEnd.CANCELLED
-    attempt.stop_requested_at = now
-    attempt.stop_deadline = now + grace
-    attempt.save(update_fields=["state", "stop_intent", "stop_requested_at", "stop_deadline"])
-    job_transition(
-        job=job,
-        to_state=JobState.STOPPING,
+    attempt.job = job  # the locked row: its transition is the attempt's
+    attempt_transition(
+        attempt=attempt,
+        to_state=AttemptState.STOPPING,
+        changes={
+            "stop_intent": AttemptEnd.CANCELLED,
+            "stop_requested_at": now,
+            "stop_deadline": now + grace,
+        },
+        job_steps=[JobState.STOPPING],
         reason=f"cancelled by {who}; stopping with a grace period of {job.cluster.grace_s} s",
         reason_code="cancelled",
         at=now,
-        attempt=attempt,
         actor=actor,
     )
     return True

@@ -10,7 +10,7 @@ until this has run. Per cluster, in rounds until nothing is left to adopt:
 1. adoption: every run the cluster reports under an Allot attempt id the database does
    not know, of a job the database shows pending, is recorded as the attempt the lost
    cycle had made (the job goes pending -> starting, "adopted after a restore");
-2. a reconcile-only cycle (`cycle_run(reconcile_only=True)`): the usual reconcile of open
+2. a reconcile-only cycle (`CycleWorker.run(reconcile_only=True)`): the usual reconcile of open
    attempts, nothing planned: an adopted run is confirmed running (adopted) or ended as
    the cluster says (finished stays finished, cancelled outside Allot stays cancelled),
    and runs the database shows running that ended since the backup end as they did.
@@ -41,13 +41,13 @@ from config.errors import ApplicationError
 from ops.services import scheduling_resume
 from scheduler import adapters
 from scheduler.adapters import ClusterJob, ClusterJobState
+from scheduler.cycle.worker import CycleWorker
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Cluster, Job, JobState
 from scheduler.selectors.snapshot import placements_to_json
-from scheduler.services.cycle import cycle_run
-from scheduler.services.transitions import job_transition
+from scheduler.services.transitions import attempt_transition, job_transition
 
 log = logging.getLogger(__name__)
-# scheduler.services.cycle stamps `allot-<job id>-<attempt number>-<random hex>`
+# scheduler.cycle.apply stamps `allot-<job id>-<attempt number>-<random hex>`
 ATTEMPT_ID_RE = re.compile(r"^allot-(\d+)-(\d+)-[0-9a-f]+$")
 MAX_ROUNDS = 20
 UNREAD = "cluster unreachable"
@@ -83,7 +83,10 @@ def restore_reconcile(*, by: str, now: dt.datetime | None = None) -> RestoreRepo
     """Reconcile every cluster with what it ran since the backup, then resume scheduling.
     Raises RestoreReconcileFailed (scheduling stays paused) when a cluster cannot be
     read or another process runs its cycles."""
-    results = [_reconcile_cluster(cluster, now) for cluster in Cluster.objects.order_by("name")]
+    worker = CycleWorker()  # what a freshly started worker knows: nothing
+    results = [
+        _reconcile_cluster(cluster, now, worker) for cluster in Cluster.objects.order_by("name")
+    ]
     highest = max((_highest_job_id(r.unknown_runs) for r in results), default=0)
     if highest:
         _continue_job_ids(highest)
@@ -101,7 +104,9 @@ def restore_reconcile(*, by: str, now: dt.datetime | None = None) -> RestoreRepo
     return RestoreReport(clusters=results, pending_jobs=pending, resumed=True)
 
 
-def _reconcile_cluster(cluster: Cluster, now: dt.datetime | None) -> ClusterReconcile:
+def _reconcile_cluster(
+    cluster: Cluster, now: dt.datetime | None, worker: CycleWorker
+) -> ClusterReconcile:
     """Rounds of (read, mark lost stops, adopt, reconcile) until a round changes nothing."""
     result = ClusterReconcile(name=cluster.name)
     adapter = adapters.for_cluster(cluster)
@@ -112,7 +117,9 @@ def _reconcile_cluster(cluster: Cluster, now: dt.datetime | None) -> ClusterReco
             changed = _mark_lost_stops(cluster, reported, at) + _adopt(
                 cluster, reported, at, result
             )
-            record = cycle_run(cluster_id=cluster.pk, now=now, adapter=adapter, reconcile_only=True)
+            record = worker.run(
+                cluster_id=cluster.pk, now=now, adapter=adapter, reconcile_only=True
+            )
             if record is None:
                 raise RestoreReconcileFailed(
                     f"another process runs a cycle of {cluster.name}: stop the workers and "
@@ -158,22 +165,25 @@ def _mark_lost_stops(cluster: Cluster, reported: Sequence[ClusterJob], now: dt.d
     marked = 0
     with transaction.atomic():
         for attempt in rows.select_for_update(of=("self", "job")).select_related("job"):
-            attempt.stop_intent = AttemptEnd.CANCELLED
-            attempt.stop_requested_at = now
-            attempt.stop_deadline = now + dt.timedelta(seconds=cluster.grace_s)
-            fields = ["stop_intent", "stop_requested_at", "stop_deadline"]
+            changes = {
+                "stop_intent": AttemptEnd.CANCELLED,
+                "stop_requested_at": now,
+                "stop_deadline": now + dt.timedelta(seconds=cluster.grace_s),
+            }
             if stopped[attempt.attempt_id].state == ClusterJobState.STOPPING:
-                attempt.state = AttemptState.STOPPING
-                fields.append("state")
-                job_transition(
-                    job=attempt.job,
-                    to_state=JobState.STOPPING,
+                attempt_transition(
+                    attempt=attempt,
+                    to_state=AttemptState.STOPPING,
+                    changes=changes,
+                    job_steps=[JobState.STOPPING],
                     reason=LOST_STOP,
                     reason_code="stopped_after_backup",
                     at=now,
-                    attempt=attempt,
                 )
-            attempt.save(update_fields=fields)
+            else:  # stopped on the cluster: the reconcile ends it as its intent says
+                for name, value in changes.items():
+                    setattr(attempt, name, value)
+                attempt.save(update_fields=list(changes))
             marked += 1
     return marked
 

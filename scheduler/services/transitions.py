@@ -1,22 +1,38 @@
-"""The job state machine: the only place that changes `Job.state`.
+"""The state machines of jobs and attempts: the only places that change `Job.state`
+(`job_transition`) and `Attempt.state` (`attempt_transition`).
 
-    pending -> starting -> running -> stopping -> pending (preempted or drained, resumable)
-                                               | succeeded | failed | cancelled
-                                               | preempted (stopped, not resumable)
+    job:     pending -> starting -> running -> stopping -> pending (preempted or drained,
+                                                           resumable)
+                                                        | succeeded | failed | cancelled
+                                                        | preempted (stopped, not resumable)
+    attempt: starting -> running -> stopping -> ended (starting and running may end
+                                                       or stop at once)
 
 Every transition writes an append-only `JobEvent` (time, from, to, reason, the cycle
-and the actor; for a preemption the preempting job, its project and the rule).
-Callers hold the job's row lock (`select_for_update`) inside a transaction.
+and the actor; for a preemption the preempting job, its project and the rule). An
+attempt's transition is recorded by the events of the job steps it causes, which name
+the attempt; one that moves no job writes an event of the job's unchanged state.
+Callers hold the rows' locks (`select_for_update`) inside a transaction.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from django.utils import timezone
 
 from config.errors import Conflict
-from scheduler.models import TERMINAL_STATES, Attempt, CycleRecord, Job, JobEvent, JobState
+from scheduler.models import (
+    TERMINAL_STATES,
+    Attempt,
+    AttemptState,
+    CycleRecord,
+    Job,
+    JobEvent,
+    JobState,
+)
 
 S = JobState
 LEGAL_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -32,6 +48,14 @@ LEGAL_TRANSITIONS: dict[str, frozenset[str]] = {
     S.FAILED: frozenset(),
     S.CANCELLED: frozenset(),
     S.PREEMPTED: frozenset(),
+}
+A = AttemptState
+ATTEMPT_TRANSITIONS: dict[str, frozenset[str]] = {
+    # a start the cluster never confirmed ends (start failed) without running
+    A.STARTING: frozenset({A.RUNNING, A.STOPPING, A.ENDED}),
+    A.RUNNING: frozenset({A.STOPPING, A.ENDED}),
+    A.STOPPING: frozenset({A.ENDED}),
+    A.ENDED: frozenset(),
 }
 
 
@@ -129,3 +153,56 @@ def job_transition(
     )
     event.save()
     return event
+
+
+def attempt_transition(
+    *,
+    attempt: Attempt,
+    to_state: str,
+    reason: str,
+    reason_code: str = "",
+    at: dt.datetime | None = None,
+    changes: Mapping[str, Any] | None = None,
+    job_steps: Sequence[str] = (),
+    cycle: CycleRecord | None = None,
+    actor=None,
+    preempting_job: Job | None = None,
+    rule: str = "",
+) -> list[JobEvent]:
+    """Move a stored `attempt` to `to_state` with the field `changes` that go with it
+    (saving them), then move its job (`attempt.job`) through `job_steps` with
+    `job_transition`. The acting party (`actor`, or the `cycle`), the reason and, for a
+    preemption, the preempting job and the rule are recorded as for jobs: on the event
+    of each job step, which names the attempt; a transition that moves no job writes
+    one event of the job's unchanged state. Raises `IllegalTransition` (409) when the
+    attempt's state machine does not allow the move (nothing is written then)."""
+    from_state = attempt.state
+    if to_state not in ATTEMPT_TRANSITIONS.get(from_state, frozenset()):
+        raise IllegalTransition(
+            f"Attempt {attempt.attempt_id} cannot go from {from_state} to {to_state}.",
+            field="state",
+        )
+    at = at or timezone.now()
+    fields = dict(changes or {})
+    for name, value in fields.items():
+        setattr(attempt, name, value)
+    attempt.state = to_state
+    attempt.save(update_fields=["state", *fields])
+    job = attempt.job
+    recorded = {
+        "reason": reason,
+        "reason_code": reason_code,
+        "at": at,
+        "attempt": attempt,
+        "cycle": cycle,
+        "actor": actor,
+        "preempting_job": preempting_job,
+        "rule": rule,
+    }
+    events = [job_transition(job=job, to_state=step, **recorded) for step in job_steps]
+    if not events:
+        recorded["at"] = max(at, job.queued_at)
+        event = job_event(job=job, from_state=job.state, to_state=job.state, **recorded)
+        event.save()
+        events.append(event)
+    return events

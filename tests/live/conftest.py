@@ -10,9 +10,10 @@ from dataclasses import dataclass
 import pytest
 from django.utils import timezone
 
+from scheduler.cycle.worker import CycleWorker
 from scheduler.models import Attempt, AttemptState, Cluster, Job, JobState
-from scheduler.services.cycle import cycle_run, engine_state_reset
 from scheduler.services.transitions import job_event
+from scheduler.tasks import run_cycle
 from tests.factories import ClusterFactory, UserFactory
 from tests.live.memcluster import MemoryCluster
 
@@ -95,10 +96,15 @@ class Live:
             **kwargs,
         )
 
+    @property
+    def worker(self) -> CycleWorker:
+        """The process's cycle worker, as the Celery tasks use it."""
+        return run_cycle.worker
+
     def cycle(self, advance_s: float = 0.0):
         if advance_s:
             self.memory.advance(advance_s)
-        return cycle_run(cluster_id=self.cluster.pk, now=self.now, adapter=self.memory)
+        return self.worker.run(cluster_id=self.cluster.pk, now=self.now, adapter=self.memory)
 
     def job(self, job: Job) -> Job:
         return Job.objects.get(pk=job.pk)
@@ -107,7 +113,7 @@ class Live:
 @pytest.fixture
 def live(tree) -> Live:
     """A 4 x 8-GPU cluster in memory and its row (30 s grace), the example tree."""
-    engine_state_reset()
+    run_cycle.worker.reset()
     now = timezone.now().replace(microsecond=0)
     cluster = ClusterFactory(name="live", host_count=4, gpus_per_host=8, grace_s=30)
     return Live(

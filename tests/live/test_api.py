@@ -559,7 +559,7 @@ def test_without_redis_a_pending_job_still_answers_without_an_eta(live, people, 
         raise ConnectionError("Redis is down")
 
     monkeypatch.setattr(cache, "get", down)
-    monkeypatch.setattr(tasks, "_redis_client", down)
+    monkeypatch.setattr(tasks.run_cycle.worker, "redis_client", down)
     response = client_as(people["bob"]).get(f"/api/v1/jobs/{low.pk}/")
     assert response.status_code == 200
     assert response.json()["eta"]["method"] == "estimating"

@@ -9,6 +9,8 @@ import pytest
 from django.db import connection
 
 from scheduler.adapters import ClusterJob, ClusterJobState, ClusterPlacement, HostHealthState
+from scheduler.cycle.hosts import ALLOT_REASON_PREFIX
+from scheduler.cycle.lock import CYCLE_LOCK_KEY
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -23,12 +25,6 @@ from scheduler.models import (
     QueueSnapshot,
 )
 from scheduler.selectors.queue import iter_entries, queue_entry
-from scheduler.services.cycle import (
-    ALLOT_REASON_PREFIX,
-    CYCLE_LOCK_KEY,
-    cycle_run,
-    engine_state_reset,
-)
 from tests.live.conftest import assert_consistent
 
 pytestmark = pytest.mark.django_db
@@ -109,7 +105,7 @@ def test_preempted_resumable_job_comes_back_and_events_say_why(live):
     assert (record.stops, record.starts) == (0, 0)
     assert Attempt.objects.filter(state=AttemptState.STOPPING).count() == 1
     assert len(live.memory.stop_calls) == 1
-    engine_state_reset()
+    live.worker.reset()
     live.cycle(advance_s=1)
     assert live.memory.stop_calls == [(victim.attempt_id, 30.0), (victim.attempt_id, 28.0)]
 
@@ -216,7 +212,7 @@ class CrashingCluster:
 def test_a_worker_dying_around_a_start_never_loses_or_doubles_the_job(live, after_start):
     job = live.submit(gpus=4)
     with pytest.raises(Crash):
-        cycle_run(
+        live.worker.run(
             cluster_id=live.cluster.pk,
             now=live.now,
             adapter=CrashingCluster(live.memory, after_start=after_start),

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as run_settings
 from hypothesis import strategies as st
 
+from scheduler.cycle.worker import CycleWorker
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
-from scheduler.services.cycle import cycle_run
-from scheduler.services.transitions import job_transition
+from scheduler.services.transitions import attempt_transition, job_transition
 from tests.factories import ClusterFactory, UserFactory
 from tests.live.conftest import assert_consistent, submit_job
 from tests.live.memcluster import MemoryCluster
@@ -71,10 +71,19 @@ def cancel(job: Job, at: dt.datetime) -> None:
     attempt = Attempt.objects.filter(job=job).exclude(state=AttemptState.ENDED).first()
     if attempt is None or attempt.state == AttemptState.STOPPING:
         return
-    attempt.state, attempt.stop_intent = AttemptState.STOPPING, AttemptEnd.CANCELLED
-    attempt.stop_requested_at, attempt.stop_deadline = at, at + dt.timedelta(seconds=30)
-    attempt.save()
-    job_transition(job=job, to_state=JobState.STOPPING, reason="cancelled", at=at)
+    attempt.job = job
+    attempt_transition(
+        attempt=attempt,
+        to_state=AttemptState.STOPPING,
+        changes={
+            "stop_intent": AttemptEnd.CANCELLED,
+            "stop_requested_at": at,
+            "stop_deadline": at + dt.timedelta(seconds=30),
+        },
+        job_steps=[JobState.STOPPING],
+        reason="cancelled",
+        at=at,
+    )
 
 
 def set_health(cluster, index: int, health: str) -> None:
@@ -93,9 +102,10 @@ def test_random_histories_keep_the_invariants(tree, settings, history):
     memory = MemoryCluster.of(4, 8, timezone.now().replace(microsecond=0))
     user = UserFactory(username="ann")
     jobs: list[Job] = []
+    worker = CycleWorker()
 
     def cycle(adapter=None):
-        cycle_run(cluster_id=cluster.pk, now=memory.now, adapter=adapter or memory)
+        worker.run(cluster_id=cluster.pk, now=memory.now, adapter=adapter or memory)
         assert_consistent(cluster, memory)
 
     cycle()

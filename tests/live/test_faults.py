@@ -35,11 +35,9 @@ def broker(settings):
     client = redis.Redis.from_url(settings.REDIS_URL)
     client.flushdb()
     app.conf.task_always_eager = False
-    tasks._redis = None
     yield client
     app.conf.task_always_eager = True
     client.flushdb()
-    tasks._redis = None
 
 
 @pytest.fixture
@@ -238,7 +236,6 @@ def own_redis(tmp_path, settings):
     app.conf.broker_url = app.conf.result_backend = server.url
     _reset_broker_pools()
     app.conf.task_always_eager = False
-    tasks._redis = None
     try:
         yield server
     finally:
@@ -247,7 +244,6 @@ def own_redis(tmp_path, settings):
         app.conf.broker_url, app.conf.result_backend = saved[1], saved[2]
         _reset_broker_pools()
         app.conf.task_always_eager = True
-        tasks._redis = None
 
 
 def test_redis_down_for_a_minute_submissions_succeed_and_cycles_resume(

@@ -20,7 +20,6 @@ from scheduler.models import (
     JobEvent,
     JobState,
 )
-from scheduler.services.cycle import cycle_run, engine_state_reset
 from tests.live.conftest import submit_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -47,8 +46,7 @@ def celery_worker_thread():
     from celery.contrib.testing.worker import start_worker
 
     app.conf.task_always_eager = False
-    tasks._redis = None
-    engine_state_reset()
+    tasks.run_cycle.worker.reset()
     try:
         with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
             yield
@@ -132,7 +130,7 @@ def test_jobs_run_and_a_preempted_resumable_job_comes_back(sim, celery_worker_th
 def test_an_unreachable_cluster_changes_nothing_and_cycles_resume(sim, simcluster):
     cluster, submit = sim
     job = submit(gpus=4, duration_s=2000, request=False)
-    assert cycle_run(cluster_id=cluster.pk).starts == 1
+    assert tasks.run_cycle.worker.run(cluster_id=cluster.pk).starts == 1
     waiting = submit(gpus=16, request=False)  # needs the whole cluster: waits
     before = (
         list(Job.objects.order_by("pk").values_list("pk", "state")),
@@ -141,7 +139,7 @@ def test_an_unreachable_cluster_changes_nothing_and_cycles_resume(sim, simcluste
     )
     port = simcluster.port
     simcluster.stop()  # the process is gone and its port closed: connections are refused
-    record = cycle_run(cluster_id=cluster.pk)
+    record = tasks.run_cycle.worker.run(cluster_id=cluster.pk)
     assert len(record.errors) == 1 and record.errors[0].startswith("cluster unreachable")
     after = (
         list(Job.objects.order_by("pk").values_list("pk", "state")),
@@ -151,6 +149,6 @@ def test_an_unreachable_cluster_changes_nothing_and_cycles_resume(sim, simcluste
     assert after == before
     simcluster.port = port  # back on the same address, from the same state
     simcluster.start()
-    record = cycle_run(cluster_id=cluster.pk)
+    record = tasks.run_cycle.worker.run(cluster_id=cluster.pk)
     assert record.errors == []
     assert state(job) == JobState.RUNNING and state(waiting) == JobState.PENDING

@@ -14,8 +14,8 @@ from django.utils import timezone
 from budgets import services as budget_services
 from config.celery import app
 from scheduler import adapters, tasks
+from scheduler.cycle.beat import clusters_due, cycle_records_prune
 from scheduler.models import CycleRecord, Job, JobEvent, JobState
-from scheduler.services.cycle import clusters_due, cycle_records_prune, cycle_run
 from scheduler.services.transitions import job_event
 from tests.factories import ClusterFactory, UserFactory
 from tests.live.conftest import submit_job
@@ -27,12 +27,10 @@ def broker(settings):
     """The test's Redis database, empty; Celery tasks queued (not run) while it lasts."""
     client = redis.Redis.from_url(settings.REDIS_URL)
     client.flushdb()
-    tasks._redis = None
     app.conf.task_always_eager = False
     yield client
     app.conf.task_always_eager = True
     client.flushdb()
-    tasks._redis = None
 
 
 def queued(client) -> int:
@@ -82,14 +80,10 @@ def test_a_budget_change_requests_a_cycle_of_every_cluster(
 @pytest.mark.django_db
 def test_redis_down_never_fails_the_caller(settings, caplog, django_capture_on_commit_callbacks):
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
-    tasks._redis = None
-    try:
-        cluster = ClusterFactory()
-        with django_capture_on_commit_callbacks(execute=True):
-            tasks.request_cycle(cluster.pk)  # no exception
-        assert "could not queue a cycle" in caplog.text
-    finally:
-        tasks._redis = None
+    cluster = ClusterFactory()
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.request_cycle(cluster.pk)  # no exception
+    assert "could not queue a cycle" in caplog.text
 
 
 @pytest.mark.django_db
@@ -136,7 +130,6 @@ def celery_worker_thread():
     from celery.contrib.testing.worker import start_worker
 
     app.conf.task_always_eager = False
-    tasks._redis = None
     try:
         with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
             yield
@@ -184,7 +177,9 @@ def test_one_cycle_at_a_time_per_cluster_and_clusters_in_parallel(tree):
 
     def first():
         try:
-            results["first"] = cycle_run(cluster_id=busy.pk, now=now, adapter=blocking)
+            results["first"] = tasks.run_cycle.worker.run(
+                cluster_id=busy.pk, now=now, adapter=blocking
+            )
         finally:
             connection.close()
 
@@ -193,8 +188,11 @@ def test_one_cycle_at_a_time_per_cluster_and_clusters_in_parallel(tree):
     try:
         assert blocking.entered.wait(10)
         # the same cluster: skipped at once; another cluster: runs meanwhile
-        assert cycle_run(cluster_id=busy.pk, now=now, adapter=MemoryCluster({"n0": 8}, now)) is None
-        assert cycle_run(cluster_id=other.pk, now=now, adapter=MemoryCluster({"n0": 8}, now))
+        worker = tasks.run_cycle.worker
+        assert (
+            worker.run(cluster_id=busy.pk, now=now, adapter=MemoryCluster({"n0": 8}, now)) is None
+        )
+        assert worker.run(cluster_id=other.pk, now=now, adapter=MemoryCluster({"n0": 8}, now))
     finally:
         blocking.release.set()
         thread.join(30)

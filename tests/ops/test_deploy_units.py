@@ -162,7 +162,7 @@ def test_the_units_take_a_job_to_success_as_a_non_root_user(deployment, tree):
         if line.startswith("{")
     ]
     assert any(
-        line["logger"] == "scheduler.services.cycle" and line.get("cycle_id")
+        line["logger"] == "scheduler.cycle.run" and line.get("cycle_id")
         for line in worker_lines
     )
     web_lines = [

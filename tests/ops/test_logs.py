@@ -82,7 +82,7 @@ def test_a_cycles_log_lines_carry_its_id(live, capture):  # noqa: F811
     record = live.cycle()
     summary = [json.loads(line) for line in lines if "starts" in line]
     assert summary and summary[-1]["cycle_id"] == str(record.pk)
-    assert summary[-1]["logger"] == "scheduler.services.cycle"
+    assert summary[-1]["logger"] == "scheduler.cycle.run"
 
 
 def test_the_log_format_is_checked_at_start():

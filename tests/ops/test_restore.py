@@ -18,7 +18,6 @@ from django.utils import timezone
 from ops.selectors import scheduling_health, scheduling_paused
 from scheduler import tasks
 from scheduler.models import CycleRecord, Job, JobEvent, JobState
-from scheduler.services.cycle import engine_state_reset
 from scheduler.services.jobs import job_cancel
 from tests.live.conftest import submit_job
 from tests.ops.test_backup_restore import _conninfo, _tool
@@ -79,7 +78,7 @@ def restored_database():
             )
             connection.close()
             connection.settings_dict["NAME"] = restored
-            engine_state_reset()  # a restarted worker starts cold
+            tasks.run_cycle.worker.reset()  # a restarted worker starts cold
 
     try:
         yield Steps()

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from scheduler.adapters.simcluster.control import SimClusterControl
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
-from scheduler.services.cycle import cycle_run, engine_state_reset
+from scheduler.tasks import run_cycle
 from tests.adapters.simcluster.test_adapter import wait_for
 from tests.factories import UserFactory
 from tests.live.conftest import assert_consistent, submit_job
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def sim(tree, simcluster, make_simulated_cluster):
     """A 2 x 8-GPU simulated cluster at speed 600 (a simulated minute in 0.1 s)."""
-    engine_state_reset()
+    run_cycle.worker.reset()
     cluster = make_simulated_cluster("sim", hosts=2, gpus_per_host=8, speed=600, grace_s=30)
     control = SimClusterControl(simcluster.url, "sim")
     user = UserFactory(username="ann")
@@ -30,7 +30,7 @@ def sim(tree, simcluster, make_simulated_cluster):
             )
 
         def cycle(self):
-            return cycle_run(cluster_id=cluster.pk)
+            return run_cycle.worker.run(cluster_id=cluster.pk)
 
         def attempt_ended_in_cluster(self, attempt_id: str) -> bool:
             return any(j["attempt_id"] == attempt_id and j["ended_at"] for j in control.jobs())

@@ -1,4 +1,4 @@
-"""Allot's scheduling cycle (`cycle_run`) driving a real Slurm cluster, with jobs
+"""Allot's scheduling cycle (`CycleWorker.run`) driving a real Slurm cluster, with jobs
 submitted and hosts drained through Allot's REST API.
 
 The Allot cluster is the local cluster's `pair` partition (gpu01, gpu02: 16 GPUs), so
@@ -29,7 +29,7 @@ from scheduler.models import (
     JobState,
 )
 from scheduler.services.clusters import cluster_create
-from scheduler.services.cycle import cycle_run, engine_state_reset
+from scheduler.tasks import run_cycle
 from tests.adapters.slurm.test_adapter import TimingOutClient
 from tests.factories import SuperUserFactory, UserFactory
 from tests.live.conftest import assert_consistent
@@ -43,7 +43,7 @@ class SlurmLive:
     """An Allot cluster on the Slurm partition `pair`, and helpers to drive it."""
 
     def __init__(self, tree, slurm, workdir) -> None:
-        engine_state_reset()
+        run_cycle.worker.reset()
         self.tree, self.slurm = tree, slurm
         self.cluster = cluster_create(
             name="emu",
@@ -97,7 +97,7 @@ class SlurmLive:
         assert response.status_code == 200, response.json()
 
     def cycle(self, adapter=None) -> CycleRecord:
-        record = cycle_run(cluster_id=self.cluster.pk, adapter=adapter)
+        record = run_cycle.worker.run(cluster_id=self.cluster.pk, adapter=adapter)
         assert record is not None
         return record
 

@@ -1,0 +1,218 @@
+"""Step 4 of a cycle: write the plan (one transaction), then tell the cluster.
+
+Stops first (attempt STOPPING with its intent and deadline; the job event names the
+preempting job, its project and the rule), then starts: the Attempt is committed
+STARTING *before* `adapter.start` and carries the attempt id (adopt-before-retry). A
+start that needs GPUs of a job being stopped waits: they are free only when the
+cluster reports the end. Unhealthy hosts the engine reports empty get
+`ready_for_repair_at`."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+
+from django.db import transaction
+from django.db.models import F
+
+from scheduler.adapters import ClusterJob, StartRequest
+from scheduler.core.engine import CyclePlan, Placement, StopReason
+from scheduler.cycle.adapter_io import runs, send_start, send_stop
+from scheduler.cycle.attempts import confirm_running, stop_attempt
+from scheduler.cycle.context import CycleContext
+from scheduler.cycle.queue_store import write_queue
+from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
+from scheduler.selectors.snapshot import ClusterSnapshot, placements_from_json, placements_to_json
+from scheduler.services.transitions import job_transition
+
+# The engine's stop reasons as the rule a job event names.
+STOP_RULES: dict[str, str] = {
+    StopReason.FAIR_SHARE: "fair_share",
+    StopReason.UNALLOCATED: "unallocated_work",
+    StopReason.PRIORITY: "project_priority",
+    StopReason.DRAIN: "host_drain",
+    StopReason.HOST_DOWN: "host_down",
+}
+
+
+def apply(ctx: CycleContext, cs: ClusterSnapshot, cycle_plan: CyclePlan) -> None:
+    """Write the plan (one transaction), then tell the cluster, then store the queue."""
+    stops = [
+        s
+        for s in cycle_plan.stops
+        if s.workload_id in cs.attempt_ids and s.workload_id not in cs.stopping
+    ]
+    busy = _gpus_of(cs, {s.workload_id for s in stops})
+    starts = [s for s in cycle_plan.starts if not _overlaps(s.placements, busy)]
+    deferred = {
+        s.workload_id: tuple(v.workload_id for v in stops if v.for_workload_id == s.workload_id)
+        for s in cycle_plan.starts
+        if _overlaps(s.placements, busy)
+    }
+    with ctx.phase("write"), transaction.atomic():
+        stopped = _write_stops(ctx, cs, stops)
+        started = _write_starts(ctx, cs, starts)
+        _write_ready(ctx, cs, cycle_plan)
+    with ctx.phase("tell"):
+        for attempt in stopped:
+            send_stop(ctx, attempt.attempt_id, float(ctx.cluster.grace_s))
+        _send_starts(ctx, started, cs)
+    with ctx.phase("queue"):
+        write_queue(ctx, cs, cycle_plan, deferred)
+    record = ctx.record
+    record.pending = sum(map(len, cs.snapshot.pending.values())) + len(cs.waiting)
+    record.running = len(cs.attempt_ids)
+    record.reservations = len(cycle_plan.reservations)
+
+
+def _write_stops(ctx: CycleContext, cs: ClusterSnapshot, stops) -> list[Attempt]:
+    if not stops:
+        return []
+    attempts = (
+        Attempt.objects.select_for_update(of=("self", "job"))
+        .select_related("job")
+        .in_bulk([cs.attempt_ids[s.workload_id] for s in stops])
+    )
+    preemptors = Job.objects.in_bulk(
+        [cs.job_id(s.for_workload_id) for s in stops if s.for_workload_id]
+    )
+    done = []
+    for stop in stops:
+        attempt = attempts.get(cs.attempt_ids[stop.workload_id])
+        if attempt is None or attempt.state not in (AttemptState.STARTING, AttemptState.RUNNING):
+            continue  # cancelled or ended since the snapshot
+        drain = stop.reason_code in (StopReason.DRAIN, StopReason.HOST_DOWN)
+        rule = STOP_RULES.get(stop.reason_code, str(stop.reason_code))
+        stop_attempt(
+            ctx,
+            attempt,
+            intent=AttemptEnd.DRAINED if drain else AttemptEnd.PREEMPTED,
+            reason=stop.reason,
+            reason_code=str(stop.reason_code),
+            rule=rule,
+            by=preemptors.get(cs.job_id(stop.for_workload_id)) if stop.for_workload_id else None,
+        )
+        done.append(attempt)
+        ctx.counts.actions.append(("stop", rule))
+    ctx.counts.stops += len(done)
+    return done
+
+
+def _write_starts(ctx: CycleContext, cs: ClusterSnapshot, starts) -> list[tuple[Attempt, Job]]:
+    """Attempts STARTING, committed before any adapter call."""
+    if not starts:
+        return []
+    jobs = (
+        Job.objects.select_for_update()
+        .filter(pk__in=[cs.job_id(s.workload_id) for s in starts], state=JobState.PENDING)
+        .in_bulk()
+    )
+    chosen = [
+        (s, jobs[cs.job_id(s.workload_id)]) for s in starts if cs.job_id(s.workload_id) in jobs
+    ]
+    if not chosen:
+        return []
+    Job.objects.filter(pk__in=[j.pk for _, j in chosen]).update(
+        attempt_count=F("attempt_count") + 1
+    )
+    attempts = []
+    for start, job in chosen:
+        job.attempt_count += 1
+        attempts.append(
+            Attempt(
+                job=job,
+                number=job.attempt_count,
+                attempt_id=f"allot-{job.pk}-{job.attempt_count}-{secrets.token_hex(3)}",
+                cluster=ctx.cluster,
+                project_id=job.project_id,
+                gpus=job.gpus,
+                placements=placements_to_json(start.placements),
+                allocated=start.allocated,
+                state=AttemptState.STARTING,
+                created_at=ctx.at,
+                started_by_cycle=ctx.record,
+            )
+        )
+    # a new attempt is created STARTING (no transition): its job's event records it
+    Attempt.objects.bulk_create(attempts)
+    for (start, job), attempt in zip(chosen, attempts, strict=True):
+        job_transition(
+            job=job,
+            to_state=JobState.STARTING,
+            reason=start.reason,
+            reason_code="scheduled",
+            at=ctx.at,
+            attempt=attempt,
+            cycle=ctx.record,
+        )
+    ctx.counts.starts += len(attempts)
+    ctx.counts.actions += [
+        ("start", "allocated" if a.allocated else "unallocated") for a in attempts
+    ]
+    return [(a, job) for a, (_, job) in zip(attempts, chosen, strict=True)]
+
+
+def _write_ready(ctx: CycleContext, cs: ClusterSnapshot, cycle_plan: CyclePlan) -> None:
+    """Unhealthy hosts the engine reports empty, unless a job still holds GPUs
+    there (the engine counts this cycle's stops as gone; the cluster does not yet)."""
+    held = {p.host for rw in cs.snapshot.running for p in rw.placements}
+    names = [r.host for r in cycle_plan.hosts_ready if r.host not in held]
+    if names:
+        Host.objects.filter(
+            cluster=ctx.cluster, name__in=names, ready_for_repair_at__isnull=True
+        ).exclude(health=HostHealth.HEALTHY).update(ready_for_repair_at=ctx.at)
+
+
+def _send_starts(
+    ctx: CycleContext, started: list[tuple[Attempt, Job]], cs: ClusterSnapshot
+) -> None:
+    """adapter.start for each new attempt; confirmations and errors recorded after."""
+    paths = {v: k for k, v in cs.node_ids.items()}
+    outcomes: list[tuple[Attempt, ClusterJob | None, str]] = []
+    for attempt, job in started:
+        request = StartRequest(
+            attempt_id=attempt.attempt_id,
+            job_name=job.name,
+            gpus=attempt.gpus,
+            placements=tuple(placements_from_json(attempt.placements)),
+            spec=job.spec,
+            run_for_s=max(0.0, job.duration_s - job.progress_s) if job.duration_s else None,
+            project=paths.get(job.project_id, ""),
+            grace_s=float(ctx.cluster.grace_s),
+        )
+        outcomes.append((attempt, *send_start(ctx, request)))
+    todo = [o for o in outcomes if o[2] or (o[1] is not None and runs(o[1]))]
+    if not todo:
+        return
+    ctx.cluster_read()  # the answers came after the first read
+    with transaction.atomic():
+        fresh = (
+            Attempt.objects.select_for_update(of=("self", "job"))
+            .select_related("job")
+            .in_bulk([a.pk for a, _, _ in todo])
+        )
+        for attempt, cj, error in todo:
+            row = fresh[attempt.pk]
+            if row.state != AttemptState.STARTING:
+                continue  # a stop (cancel) came in meanwhile: reconcile takes it on
+            if error:
+                row.end_detail = error[:1000]
+                row.save(update_fields=["end_detail"])
+            else:
+                confirm_running(ctx, row, cj)
+
+
+def _gpus_of(cs: ClusterSnapshot, workload_ids: set[str]) -> set[tuple[str, int]]:
+    if not workload_ids:
+        return set()
+    return {
+        (p.host, i)
+        for rw in cs.snapshot.running
+        if rw.workload.id in workload_ids
+        for p in rw.placements
+        for i in p.gpu_indices
+    }
+
+
+def _overlaps(placements: Sequence[Placement], busy: set[tuple[str, int]]) -> bool:
+    return bool(busy) and any((p.host, i) in busy for p in placements for i in p.gpu_indices)

@@ -1,0 +1,178 @@
+"""What the cycle does to one attempt: confirm its start, end it and move its job on,
+stop it. Each is one `attempt_transition` (scheduler.services.transitions), which also
+moves the job and records the event."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from django.conf import settings
+
+from scheduler.adapters import ClusterJob, ClusterJobState
+from scheduler.cycle.context import CycleContext
+from scheduler.models import Attempt, AttemptEnd, AttemptState, Job, JobState
+from scheduler.selectors.snapshot import placements_to_json, policy_for_cluster, saved_work_s
+from scheduler.services.transitions import attempt_transition, is_legal
+
+log = logging.getLogger(__name__)
+
+_END_TEXT = {
+    AttemptEnd.SUCCEEDED: "finished successfully",
+    AttemptEnd.FAILED: "failed",
+    AttemptEnd.PREEMPTED: "stopped (preempted)",
+    AttemptEnd.DRAINED: "stopped (host drained)",
+    AttemptEnd.CANCELLED: "cancelled",
+    AttemptEnd.LOST: "lost",
+    AttemptEnd.START_FAILED: "could not be started",
+}
+
+
+def start_confirm_s() -> float:
+    """How long a STARTING attempt the cluster does not list may still show up there
+    (a start in flight when a worker died) before it counts as failed."""
+    return float(getattr(settings, "ALLOT_START_CONFIRM_S", 15.0))
+
+
+def confirm_running(ctx: CycleContext, attempt: Attempt, cj: ClusterJob) -> None:
+    """The cluster runs a STARTING attempt: RUNNING, with the GPUs it really gave."""
+    changes: dict[str, object] = {"started_at": ctx.clamp(cj.started_at, attempt.created_at)}
+    if cj.placements:
+        changes["placements"] = placements_to_json(cj.placements)
+    if cj.external_id:
+        changes["external_id"] = cj.external_id
+    placements = changes.get("placements", attempt.placements)
+    hosts = ", ".join(
+        f"{p['host']} GPUs {','.join(map(str, p['gpu_indices']))}" for p in placements
+    )
+    attempt_transition(
+        attempt=attempt,
+        to_state=AttemptState.RUNNING,
+        changes=changes,
+        job_steps=[JobState.RUNNING] if attempt.job.state == JobState.STARTING else [],
+        reason=f"running on {hosts} (attempt {attempt.number})",
+        reason_code="started",
+        at=changes["started_at"],
+        cycle=ctx.record,
+    )
+
+
+def stop_attempt(
+    ctx: CycleContext,
+    attempt: Attempt,
+    *,
+    intent: str,
+    reason: str,
+    reason_code: str,
+    rule: str,
+    by: Job | None,
+) -> None:
+    """A STARTING or RUNNING attempt the plan stops: STOPPING with its intent and the
+    cluster's grace period, its job STOPPING with the preempting job and the rule."""
+    attempt_transition(
+        attempt=attempt,
+        to_state=AttemptState.STOPPING,
+        changes={
+            "stop_intent": intent,
+            "stop_requested_at": ctx.at,
+            "stop_deadline": ctx.at + dt.timedelta(seconds=ctx.cluster.grace_s),
+            "preempted_by": by,
+        },
+        job_steps=[JobState.STOPPING],
+        reason=reason,
+        reason_code=reason_code,
+        at=ctx.at,
+        cycle=ctx.record,
+        preempting_job=by,
+        rule=rule,
+    )
+
+
+def end_attempt(
+    ctx: CycleContext, attempt: Attempt, end: str, detail: str, *, cj: ClusterJob | None = None
+) -> None:
+    """Close an attempt (its GPUs are free) and move its job to its next state (through
+    STOPPING when the state machine asks for it), saving checkpointed work of requeued
+    runs. A run the cluster never reported started keeps no start time (the ledger
+    charges nothing)."""
+    started_at = attempt.started_at
+    if cj is not None and started_at is None and cj.started_at is not None:
+        started_at = ctx.clamp(cj.started_at, attempt.created_at)
+    ended_at = ctx.clamp(cj.ended_at if cj else None, started_at or attempt.created_at)
+    detail = (detail or "")[:1000]
+    job = attempt.job
+    target = job_target(attempt, end, started=started_at is not None)
+    reason = f"attempt {attempt.number} {_END_TEXT.get(end, end)}{': ' + detail if detail else ''}"
+    if target == JobState.PENDING and started_at is not None and job.resumable:
+        ran = (ended_at - started_at).total_seconds()
+        saved = saved_work_s(ran, policy_for_cluster(ctx.cluster).checkpoint_interval_s)
+        if saved > 0:
+            job.progress_s += saved
+            job.save(update_fields=["progress_s"])
+            reason += f"; {saved / 60:.0f} min of work saved at checkpoints, requeued"
+    attempt_transition(
+        attempt=attempt,
+        to_state=AttemptState.ENDED,
+        changes={
+            "started_at": started_at,
+            "ended_at": ended_at,
+            "end_reason": end,
+            "end_detail": detail,
+        },
+        job_steps=_job_steps(job, target, end),
+        reason=reason,
+        reason_code=end,
+        at=ctx.at,
+        cycle=ctx.record,
+    )
+
+
+def _job_steps(job: Job, target: str, end: str) -> list[str]:
+    """The job's way to `target`: at once, or through STOPPING; only its legal part."""
+    if job.state == target:
+        return []
+    steps = [target]
+    if not is_legal(job.state, target) and is_legal(job.state, JobState.STOPPING):
+        steps = [JobState.STOPPING, target]
+    state = job.state
+    for n, step in enumerate(steps):
+        if not is_legal(state, step):
+            log.error("job %s: cannot go from %s to %s after %s", job.pk, state, step, end)
+            return steps[:n]
+        state = step
+    return steps
+
+
+def end_reason(attempt: Attempt, cj: ClusterJob) -> str:
+    """How an attempt ended, from the cluster's final state of its job."""
+    state = cj.state
+    if state == ClusterJobState.SUCCEEDED:
+        return AttemptEnd.SUCCEEDED
+    if state == ClusterJobState.FAILED:
+        return AttemptEnd.FAILED
+    if state == ClusterJobState.CANCELLED:
+        return AttemptEnd.CANCELLED
+    if state == ClusterJobState.STOPPED:
+        return attempt.stop_intent or AttemptEnd.LOST
+    return AttemptEnd.LOST
+
+
+def job_target(attempt: Attempt, end: str, *, started: bool) -> str:
+    """The state a job goes to when its attempt ended with `end` (docs/architecture.md);
+    `started`: whether the cluster ever reported the run started."""
+    intent = attempt.stop_intent
+    # a run the cluster never reported started lost no work: it simply goes back
+    requeue = attempt.job.resumable or not started
+    if end == AttemptEnd.SUCCEEDED:
+        return JobState.SUCCEEDED
+    if end == AttemptEnd.FAILED:
+        return JobState.FAILED
+    if end == AttemptEnd.START_FAILED:
+        return JobState.CANCELLED if intent == AttemptEnd.CANCELLED else JobState.PENDING
+    if end == AttemptEnd.LOST and intent:
+        end = intent  # it was being stopped anyway
+    if end == AttemptEnd.CANCELLED:
+        return JobState.CANCELLED
+    if end in (AttemptEnd.PREEMPTED, AttemptEnd.DRAINED):
+        return JobState.PENDING if requeue else JobState.PREEMPTED
+    return JobState.PENDING if requeue else JobState.FAILED  # lost

@@ -1,0 +1,172 @@
+"""Step 2 of a cycle: bring hosts and open attempts in line with what the cluster
+reports (it is the truth about what runs), then resend stops and push drains."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+
+from django.db import transaction
+
+from scheduler.adapters import ClusterJob, ClusterJobState
+from scheduler.core.engine import Placement
+from scheduler.cycle.adapter_io import START_REFUSED, push_host_health, resend_stops
+from scheduler.cycle.attempts import confirm_running, end_attempt, end_reason, start_confirm_s
+from scheduler.cycle.context import ClusterReport, CycleContext
+from scheduler.cycle.hosts import reconcile_hosts
+from scheduler.models import Attempt, AttemptEnd, AttemptState
+from scheduler.selectors.snapshot import (
+    OPEN_ATTEMPT_STATES,
+    fetch_rows,
+    foreign_holder,
+    policy_for_cluster,
+)
+
+
+def reconcile(ctx: CycleContext, report: ClusterReport) -> list:
+    """Bring hosts and open attempts in line with the cluster (one transaction), then
+    resend stops and push drains. Returns the extra GPU holders (jobs outside Allot,
+    attempts Allot ended that still run) for the snapshot."""
+    with transaction.atomic():
+        pushes = reconcile_hosts(ctx, report.hosts)
+        stopping, open_ids = _reconcile_attempts(ctx, report.jobs)
+        holders, zombies = _outside_jobs(ctx, report.jobs, open_ids)
+    push_host_health(ctx, pushes)
+    resend_stops(ctx, stopping, zombies)
+    return holders
+
+
+def _reconcile_attempts(
+    ctx: CycleContext, reported: Sequence[ClusterJob]
+) -> tuple[list[tuple[str, float]], set[str]]:
+    """Apply what the cluster reports to every open attempt. Open attempts are read
+    without locks first; only those the report changes are locked and updated.
+    Returns the stops to (re)send as (attempt id, grace seconds left) and the ids
+    of the attempts open before the reconcile."""
+    by_id = {cj.attempt_id: cj for cj in reported if cj.attempt_id}
+    rows = Attempt.objects.filter(cluster=ctx.cluster, state__in=OPEN_ATTEMPT_STATES)
+    todo: list[int] = []
+    stopping: list[tuple[str, dt.datetime | None]] = []
+    open_ids: set[str] = set()
+    for pk, attempt_id, state, external_id, started_at, deadline in fetch_rows(
+        rows.values_list("pk", "attempt_id", "state", "external_id", "started_at", "stop_deadline")
+    ):
+        open_ids.add(attempt_id)
+        if _needs_reconcile(state, external_id, started_at, by_id.get(attempt_id)):
+            todo.append(pk)
+        elif state == AttemptState.STOPPING:
+            stopping.append((attempt_id, deadline))
+    if todo:
+        attempts = (
+            Attempt.objects.select_for_update(of=("self", "job"))
+            .select_related("job")
+            .filter(pk__in=todo, state__in=OPEN_ATTEMPT_STATES)
+            .order_by("pk")
+        )
+        for attempt in attempts:
+            ctx.counts.reconciled += _reconcile_one(ctx, attempt, by_id.get(attempt.attempt_id))
+            if attempt.state == AttemptState.STOPPING:
+                stopping.append((attempt.attempt_id, attempt.stop_deadline))
+    stops = []
+    for attempt_id, deadline in stopping:
+        left = (deadline - ctx.at).total_seconds() if deadline else ctx.cluster.grace_s
+        stops.append((attempt_id, max(0.0, left)))
+    return stops, open_ids
+
+
+def _needs_reconcile(
+    state: str, external_id: str, started_at: dt.datetime | None, cj: ClusterJob | None
+) -> bool:
+    """Whether the cluster's report changes an open attempt (see `_reconcile_one`)."""
+    if cj is None or cj.ended:
+        return True
+    if cj.external_id and cj.external_id != external_id:
+        return True
+    if cj.state == ClusterJobState.STARTING:
+        return False
+    return state == AttemptState.STARTING or started_at is None
+
+
+def _reconcile_one(ctx: CycleContext, attempt: Attempt, cj: ClusterJob | None) -> bool:
+    """One open attempt against the cluster's report of it; True when changed."""
+    if cj is None:
+        return _reconcile_missing(ctx, attempt)
+    if cj.ended:
+        end_attempt(ctx, attempt, end_reason(attempt, cj), cj.detail, cj=cj)
+        return True
+    if cj.external_id and attempt.external_id != cj.external_id:
+        attempt.external_id = cj.external_id
+        attempt.save(update_fields=["external_id"])
+    if cj.state == ClusterJobState.STARTING or (
+        cj.state == ClusterJobState.STOPPING and cj.started_at is None
+    ):
+        # not running yet; stopping without a start: stopped while the cluster was
+        # still starting it, so it never ran (it ends without a start; the cycle's
+        # time stands in for a start only for a job the cluster runs)
+        return False
+    if attempt.state == AttemptState.STARTING:
+        confirm_running(ctx, attempt, cj)
+        return True
+    if attempt.started_at is None:  # stopped before Allot saw it run
+        attempt.started_at = ctx.clamp(cj.started_at, attempt.created_at)
+        attempt.save(update_fields=["started_at"])
+    return False
+
+
+def _reconcile_missing(ctx: CycleContext, attempt: Attempt) -> bool:
+    """An open attempt the cluster does not report; True when it ended."""
+    if attempt.state == AttemptState.STARTING:
+        if not _start_failed(ctx, attempt):
+            return False
+        detail = attempt.end_detail or "the cluster has no record of the start"
+        end_attempt(ctx, attempt, AttemptEnd.START_FAILED, detail)
+    elif attempt.state == AttemptState.STOPPING:
+        if attempt.started_at is None and not _start_failed(ctx, attempt):
+            return False  # stopped while its start may still reach the cluster
+        detail = (
+            "gone from the cluster"
+            if attempt.started_at
+            else "stopped before the cluster started it"
+        )
+        end_attempt(ctx, attempt, attempt.stop_intent or AttemptEnd.LOST, detail)
+    else:
+        end_attempt(ctx, attempt, AttemptEnd.LOST, "the cluster no longer reports it")
+    return True
+
+
+def _start_failed(ctx: CycleContext, attempt: Attempt) -> bool:
+    if attempt.end_detail.startswith(START_REFUSED):
+        return True
+    return (ctx.at - attempt.created_at).total_seconds() >= start_confirm_s()
+
+
+def _outside_jobs(
+    ctx: CycleContext, reported: Sequence[ClusterJob], open_ids: set[str]
+) -> tuple[list, list[tuple[str, float]]]:
+    """Jobs the cluster runs that Allot has no open attempt for: jobs outside Allot
+    (left alone, noted) and attempts Allot already ended (stopped again). Both hold
+    their GPUs for the engine."""
+    alive = [cj for cj in reported if not cj.ended and cj.attempt_id not in open_ids]
+    if not alive:
+        return [], []
+    ours = set(
+        Attempt.objects.filter(
+            attempt_id__in=[cj.attempt_id for cj in alive if cj.attempt_id]
+        ).values_list("attempt_id", flat=True)
+    )
+    policy = policy_for_cluster(ctx.cluster)
+    now = ctx.at.timestamp()
+    holders, zombies = [], []
+    for n, cj in enumerate(alive):
+        pls = tuple(Placement(p.host, tuple(p.gpu_indices)) for p in cj.placements)
+        gpus = sum(len(p.gpu_indices) for p in pls)
+        name = cj.attempt_id or cj.external_id or f"#{n}"
+        where = ", ".join(p.host for p in pls) or "no hosts yet"
+        if cj.attempt_id in ours:
+            zombies.append((cj.attempt_id, 0.0))
+            ctx.error("attempt ended in Allot still runs on the cluster", Exception(name))
+        else:
+            ctx.counts.notes.append(f"job outside Allot: {name} on {where} (left alone)")
+        if pls:
+            holders.append(foreign_holder(f"~{name}", gpus, pls, now=now, policy=policy))
+    return holders, zombies
