@@ -6,10 +6,12 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
-from scheduler.models import Job, JobEvent, JobState
+from scheduler.models import Attempt, AttemptEnd, AttemptState, Job, JobEvent, JobState
 from scheduler.services.transitions import (
+    ATTEMPT_TRANSITIONS,
     LEGAL_TRANSITIONS,
     IllegalTransition,
+    attempt_transition,
     is_legal,
     job_event,
     job_transition,
@@ -104,3 +106,78 @@ def test_job_events_cannot_be_rewritten(job):
         with pytest.raises(DatabaseError, match="(?i)cannot|append"), transaction.atomic():
             connection.cursor().execute(sql, [event.pk])
     assert JobEvent.objects.get(pk=event.pk).reason == "submitted"
+
+
+@pytest.fixture
+def attempt(job):
+    """The job's first attempt, starting (as a cycle stores it)."""
+    job_transition(job=job, to_state=JobState.STARTING, reason="scheduled")
+    return Attempt.objects.create(
+        job=job,
+        number=1,
+        attempt_id=f"allot-{job.pk}-1-abcdef",
+        cluster=job.cluster,
+        project=job.project,
+        gpus=job.gpus,
+        allocated=True,
+        created_at=job.queued_at,
+    )
+
+
+def test_every_attempt_state_has_a_rule_and_an_ended_attempt_stays_ended():
+    assert set(ATTEMPT_TRANSITIONS) == set(AttemptState.values)
+    assert not ATTEMPT_TRANSITIONS[AttemptState.ENDED]
+    assert AttemptState.RUNNING not in ATTEMPT_TRANSITIONS[AttemptState.STOPPING]
+
+
+def test_an_attempt_transition_moves_its_job_and_records_who_and_why(attempt):
+    ann = attempt.job.submitter
+    at = timezone.now()
+    events = attempt_transition(
+        attempt=attempt,
+        to_state=AttemptState.STOPPING,
+        changes={"stop_intent": AttemptEnd.CANCELLED, "stop_requested_at": at},
+        job_steps=[JobState.STOPPING],
+        reason="cancelled by ann",
+        reason_code="cancelled",
+        at=at,
+        actor=ann,
+    )
+    attempt.refresh_from_db()
+    assert (attempt.state, attempt.stop_intent) == (AttemptState.STOPPING, AttemptEnd.CANCELLED)
+    assert attempt.stop_requested_at == at
+    assert Job.objects.get(pk=attempt.job_id).state == JobState.STOPPING
+    event = JobEvent.objects.get(pk=events[0].pk)
+    assert (event.from_state, event.to_state) == (JobState.STARTING, JobState.STOPPING)
+    assert (event.attempt_id, event.actor_id, event.actor_name) == (attempt.pk, ann.pk, "ann")
+    assert (event.reason, event.reason_code) == ("cancelled by ann", "cancelled")
+
+
+def test_an_attempt_transition_that_moves_no_job_is_still_recorded(attempt):
+    job_transition(job=attempt.job, to_state=JobState.STOPPING, reason="cancelled")
+    attempt_transition(
+        attempt=attempt,
+        to_state=AttemptState.RUNNING,
+        reason="running on n0 GPUs 0 (attempt 1)",
+        reason_code="started",
+    )
+    last = JobEvent.objects.filter(job=attempt.job).last()
+    assert (last.from_state, last.to_state) == (JobState.STOPPING, JobState.STOPPING)
+    assert last.attempt_id == attempt.pk and last.reason_code == "started"
+    assert Attempt.objects.get(pk=attempt.pk).state == AttemptState.RUNNING
+
+
+def test_an_illegal_attempt_transition_is_refused_and_changes_nothing(attempt):
+    attempt_transition(
+        attempt=attempt,
+        to_state=AttemptState.ENDED,
+        changes={"end_reason": AttemptEnd.START_FAILED},
+        job_steps=[JobState.PENDING],
+        reason="could not be started",
+    )
+    events = JobEvent.objects.count()
+    with pytest.raises(IllegalTransition) as info:
+        attempt_transition(attempt=attempt, to_state=AttemptState.RUNNING, reason="?")
+    assert info.value.status_code == 409
+    assert Attempt.objects.get(pk=attempt.pk).state == AttemptState.ENDED
+    assert JobEvent.objects.count() == events
