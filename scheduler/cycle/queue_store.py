@@ -27,17 +27,20 @@ def write_queue(
     cycle_plan: CyclePlan,
     deferred: Mapping[str, tuple[str, ...]],
 ) -> None:
-    """Store the explained queue; the entries are rewritten only when they changed
-    since this worker's last write (10,000 entries are megabytes of JSON)."""
+    """Store the explained queue. The entries are rewritten only when they changed
+    since this worker's last write and no other worker wrote since (10,000 entries are
+    megabytes of JSON); the cycle lock keeps writes of one cluster apart."""
     columns = queue_columns(cs, cycle_plan, deferred, grace_s=ctx.cluster.grace_s)
     text = json.dumps(columns, separators=(",", ":"))
     order = [[cs.node_id(p), round(f, 6)] for p, f in cycle_plan.project_order if cs.node_id(p)]
     fields = {"cycle": ctx.record, "computed_at": ctx.at, "project_order": order}
-    if text != ctx.warm.queue_json:
+    mine = QueueSnapshot.objects.filter(cluster=ctx.cluster, cycle_id=ctx.warm.queue_cycle)
+    unchanged = text == ctx.warm.queue_json and ctx.warm.queue_cycle is not None
+    if not (unchanged and mine.update(**fields)):
         fields["entries"] = RawSQL("%s::jsonb", [text])
-    if not QueueSnapshot.objects.filter(cluster=ctx.cluster).update(**fields):
-        QueueSnapshot.objects.create(cluster=ctx.cluster, **{**fields, "entries": columns})
-    ctx.warm.queue_json = text
+        if not QueueSnapshot.objects.filter(cluster=ctx.cluster).update(**fields):
+            QueueSnapshot.objects.create(cluster=ctx.cluster, **{**fields, "entries": columns})
+    ctx.warm.queue_json, ctx.warm.queue_cycle = text, ctx.record.pk
 
 
 def queue_columns(

@@ -22,6 +22,7 @@ class ClusterWarm:
     # it), once its grace is over (forced), and every STOP_RESEND_S.
     stops_sent: dict[str, tuple[dt.datetime, bool]] = field(default_factory=dict)
     queue_json: str = ""  # the queue entries this worker stored last
+    queue_cycle: int | None = None  # and the cycle that stored them
     snapshot_cache: SnapshotCache = field(default_factory=SnapshotCache)
 
 

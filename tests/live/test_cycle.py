@@ -11,6 +11,7 @@ from django.db import connection
 from scheduler.adapters import ClusterJob, ClusterJobState, ClusterPlacement, HostHealthState
 from scheduler.cycle.hosts import ALLOT_REASON_PREFIX
 from scheduler.cycle.lock import CYCLE_LOCK_KEY
+from scheduler.cycle.worker import CycleWorker
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -25,6 +26,7 @@ from scheduler.models import (
     QueueSnapshot,
 )
 from scheduler.selectors.queue import iter_entries, queue_entry
+from scheduler.services.transitions import job_transition
 from tests.live.conftest import assert_consistent
 
 pytestmark = pytest.mark.django_db
@@ -434,3 +436,29 @@ def test_a_job_stopped_while_the_cluster_still_starts_it_never_counts_as_run(liv
     assert attempt.state == AttemptState.ENDED and attempt.started_at is None
     assert live.job(sweep).state == JobState.PENDING  # it lost nothing
     assert_consistent(live.cluster, live.memory)
+
+
+def test_workers_taking_turns_on_a_cluster_store_the_queue_of_the_last_cycle(live):
+    """A worker skips rewriting the stored queue when it equals what it stored last;
+    another worker's cycle in between makes it write again."""
+    one, other = CycleWorker(), CycleWorker()
+
+    def stored() -> list[int]:
+        entries = QueueSnapshot.objects.get(cluster=live.cluster).entries
+        return [int(e["job"]) for e in iter_entries(entries)]
+
+    def cycle(worker: CycleWorker) -> None:
+        live.memory.advance(1)
+        worker.run(cluster_id=live.cluster.pk, now=live.now, adapter=live.memory)
+
+    live.submit(gpus=32)  # takes the whole cluster
+    cycle(one)
+    first = live.submit(gpus=8)
+    cycle(one)
+    assert stored() == [first.pk]
+    second = live.submit(gpus=8)
+    cycle(other)
+    assert stored() == [first.pk, second.pk]
+    job_transition(job=live.job(second), to_state=JobState.CANCELLED, reason="cancelled")
+    cycle(one)  # the same queue as this worker stored two cycles ago
+    assert stored() == [first.pk]
