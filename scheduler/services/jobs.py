@@ -49,7 +49,7 @@ from scheduler.models import (
     JobKind,
     JobState,
 )
-from scheduler.services.transitions import attempt_transition, job_transition
+from scheduler.services.transitions import attempt_transition, job_event, job_transition
 
 MAX_ARRAY = 10_000
 NAME_MAX_LENGTH = 200
@@ -732,11 +732,23 @@ def _cancel_locked(job: Job, attempt: Attempt | None, *, actor) -> bool:
     if attempt.stop_intent == AttemptEnd.CANCELLED:
         return False
     if job.state == JobState.STOPPING:
-        # Being preempted or drained: it ends cancelled instead of being requeued.
+        # Being preempted or drained: it ends cancelled instead of being requeued. The
+        # states stay; who asked is recorded as for a transition.
+        reason = f"cancel requested by {who} while stopping"
         attempt.stop_intent = AttemptEnd.CANCELLED
         attempt.save(update_fields=["stop_intent"])
-        job.state_reason = f"cancel requested by {who} while stopping"[:500]
+        job.state_reason = reason[:500]
         job.save(update_fields=["state_reason", "updated_at"])
+        job_event(
+            job=job,
+            from_state=job.state,
+            to_state=job.state,
+            reason=reason,
+            reason_code="cancelled",
+            at=now,
+            attempt=attempt,
+            actor=actor,
+        ).save()
         return True
     grace = dt.timedelta(seconds=job.cluster.grace_s)
     attempt.job = job  # the locked row: its transition is the attempt's

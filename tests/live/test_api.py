@@ -108,6 +108,13 @@ def test_cancelling_a_job_being_preempted_makes_it_end_cancelled(live, people):
     assert response.status_code == 200
     attempt.refresh_from_db()
     assert attempt.stop_intent == AttemptEnd.CANCELLED
+    event = JobEvent.objects.filter(job=job).last()  # who asked, though no state changed
+    assert (event.from_state, event.to_state) == ("stopping", "stopping")
+    assert (event.actor_name, event.attempt_id, event.reason_code) == (
+        "ann",
+        attempt.pk,
+        "cancelled",
+    )
     live.cycle(advance_s=1)
     live.cycle(advance_s=40)
     assert live.job(job).state == JobState.CANCELLED  # not requeued
