@@ -1,5 +1,6 @@
-"""Writes of the live service. Every write a person causes takes `actor=`; the job
-state machine lives in one place, `transitions.job_transition`.
+"""Writes of the live service. Every write a person causes takes `actor=`; the job and
+attempt state machines live in one place, `transitions.job_transition` and
+`transitions.attempt_transition`.
 
-- `transitions`: the legal job state changes and their append-only events.
+- `transitions`: the legal job and attempt state changes and their append-only events.
 """

@@ -162,8 +162,7 @@ def test_the_units_take_a_job_to_success_as_a_non_root_user(deployment, tree):
         if line.startswith("{")
     ]
     assert any(
-        line["logger"] == "scheduler.cycle.run" and line.get("cycle_id")
-        for line in worker_lines
+        line["logger"] == "scheduler.cycle.run" and line.get("cycle_id") for line in worker_lines
     )
     web_lines = [
         json.loads(line)
