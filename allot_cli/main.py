@@ -304,6 +304,15 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
         ]
     if job.get("eta"):
         items.append(("estimated start", _eta_text(job["eta"])))
+        moved = job["eta"].get("moved")
+        if moved:
+            items.append(
+                (
+                    "estimate moved",
+                    f"from {render.when(moved['previous_start'])} at "
+                    f"{render.when(moved['at'])}: {moved['because']}",
+                )
+            )
         if job["eta"].get("baseline_start"):
             baseline = job["eta"]["baseline_start"]
             items.append(("backfill estimate", f"{render.when(baseline)} ({render.ago(baseline)})"))

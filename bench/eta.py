@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -45,10 +46,13 @@ if __package__ in (None, ""):
 from scheduler.core.engine.types import Snapshot, Workload  # noqa: E402
 from scheduler.core.sim.eta import (  # noqa: E402
     SPREAD,
+    Estimate,
     RuntimeForecast,
     busiest_arrivals,
     estimate,
+    moved_beyond_range,
     repeat_arrivals,
+    steady,
 )
 from scheduler.core.sim.generate import write_scenario  # noqa: E402
 from scheduler.core.sim.io import load_cluster, load_trace, load_tree  # noqa: E402
@@ -160,6 +164,51 @@ def full_queue(n_pending: int, seed: int, spread: float = SPREAD) -> dict:
     }
 
 
+def churn(
+    jobs: list[str],
+    wait_of: Callable[[str], tuple[float, float]],
+    states: list[tuple[float, Snapshot]],
+    state_t: list[float],
+    eta_at: Callable[[str, float, Snapshot], Estimate],
+    probes: int,
+) -> dict:
+    """`churn`: the median change of a job's shown ETA between consecutive refreshes,
+    relative to the wait it still had (|shown_i+1 - shown_i| / (shown_i - t_i)), over
+    the refreshes of `jobs` during their waits (at most `probes` per job, evenly spread);
+    `churn_raw` the same for the forward run's start without `steady`, and
+    `moves_beyond_range` the share of refreshes that moved the shown start by more than
+    the range shown before (the moves the job page explains)."""
+    shown_rel, raw_rel, beyond, pairs = [], [], 0, 0
+    for jid in jobs:
+        submit, start = wait_of(jid)
+        lo, hi = bisect_right(state_t, submit), bisect_left(state_t, start)
+        picks = states[lo:hi]
+        if len(picks) > probes:
+            step = len(picks) / probes
+            picks = [picks[int(i * step)] for i in range(probes)]
+        prev_shown: Estimate | None = None
+        prev_raw: Estimate | None = None
+        for t, snap in picks:
+            if not any(w.id == jid for v in snap.pending.values() for w in v):
+                continue
+            raw = eta_at(jid, t, snap)
+            shown = steady(prev_shown, raw, t)
+            if prev_shown is not None and prev_shown.start is not None and shown.start is not None:
+                left = max(prev_shown.start - t, 60.0)
+                shown_rel.append(abs(shown.start - prev_shown.start) / left)
+                pairs += 1
+                beyond += moved_beyond_range(prev_shown, shown)
+            if prev_raw is not None and prev_raw.start is not None and raw.start is not None:
+                raw_rel.append(abs(raw.start - prev_raw.start) / max(prev_raw.start - t, 60.0))
+            prev_shown, prev_raw = shown, raw
+    return {
+        "churn": round(statistics.median(shown_rel), 3) if shown_rel else None,
+        "churn_raw": round(statistics.median(raw_rel), 3) if raw_rel else None,
+        "churn_refreshes": pairs,
+        "moves_beyond_range": round(beyond / pairs, 3) if pairs else None,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", default="philly", help="philly (Oct-Nov 2017) or a CSV path")
@@ -204,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--rows", default=None, help="also write every evaluated job as CSV here")
     ap.add_argument("--warmup-days", type=float, default=2.0)
+    ap.add_argument("--churn-jobs", type=int, default=40, help="jobs re-estimated for churn")
+    ap.add_argument(
+        "--churn-probes", type=int, default=8, help="re-estimates per job at most, over its wait"
+    )
     ap.add_argument("--watch", type=float, default=1.0, help="share of jobs whose state is kept")
     ap.add_argument(
         "--full-queue",
@@ -285,12 +338,9 @@ def main(argv: list[str] | None = None) -> int:
         for j in submitted
     }
     users = {j.job_id: (j.job_id if args.oracle else j.user) for j in jobs}
-    ours, base = [], []
-    eta_wall = time.perf_counter()
-    for jid in sample:
-        if jid not in seen:
-            continue
-        now, snapshot = seen[jid]
+
+    def eta_at(jid: str, now: float, snapshot: Snapshot) -> Estimate:
+        """Job `jid`'s estimate from the state at `now`, as the live service makes it."""
         n = bisect_right(done_t, now)
         history = (
             (spec[d].project, spec[d].user, spec[d].kind, spec[d].gpus, spec[d].duration_s)
@@ -314,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         who = users
         if args.oracle:  # expected arrivals ("<id>~next") run as long as the job they repeat
             who = {**users, **{w.id: w.id.partition("~")[0] for w in [*later, *(busy or ())]}}
-        est = estimate(
+        return estimate(
             snapshot,
             policy,
             now,
@@ -325,11 +375,31 @@ def main(argv: list[str] | None = None) -> int:
             busy_arrivals=busy,
             spread=args.spread,
         )[jid]
+
+    ours, base = [], []
+    eta_wall = time.perf_counter()
+    for jid in sample:
+        if jid not in seen:
+            continue
+        now, snapshot = seen[jid]
+        est = eta_at(jid, now, snapshot)
         submit = spec[jid].submit_s
         ours.append((real[jid], submit, est.start, est.earliest, est.latest))
         b = est.baseline_start
         base.append((real[jid], submit, b, b, b))
     eta_s = time.perf_counter() - eta_wall
+    # Churn: the same jobs estimated again at later refreshes while they wait (the
+    # replay's states at later arrivals), as the live service re-estimates every cycle.
+    states = sorted({id(s): (t, s) for t, s in seen.values()}.values(), key=lambda ts: ts[0])
+    state_t = [t for t, _ in states]
+    churn_rows = churn(
+        [jid for jid in sample if jid in seen][: args.churn_jobs],
+        lambda jid: (spec[jid].submit_s, real[jid]),
+        states,
+        state_t,
+        eta_at,
+        args.churn_probes,
+    )
     if args.rows:
         with open(args.rows, "w", encoding="utf-8") as out:
             out.write("submit_s,real_start_s,eta_s,earliest_s,latest_s,baseline_s\n")
@@ -363,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     result["median_relative_error"] = result["eta"]["median_relative_error"]
     result["inside_range"] = result["eta"]["inside_range"]
+    result.update(churn_rows)
     print(json.dumps(result, indent=1))
     return 0
 

@@ -248,6 +248,16 @@ class QueueInfoOutput(serializers.Serializer):
     )
 
 
+class EtaMoveOutput(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="When the estimate moved")
+    previous_start = serializers.DateTimeField(help_text="The estimated start shown before")
+    because = serializers.CharField(
+        help_text="Why: a host went down or came back, the budgets changed (which weights, "
+        "by whom), jobs submitted since start before it, or running jobs ending at other "
+        "times than forecast"
+    )
+
+
 class EtaOutput(serializers.Serializer):
     start = serializers.DateTimeField(
         allow_null=True,
@@ -272,6 +282,11 @@ class EtaOutput(serializers.Serializer):
         allow_null=True,
         help_text="Slurm backfill-style estimate for comparison: the queue booked in order "
         "on the GPUs that free first, no preemption",
+    )
+    moved = EtaMoveOutput(
+        allow_null=True,
+        help_text="The last time the estimated start moved by more than the range shown "
+        "before it, and why; null while it never did",
     )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.core.cache import cache
 
+from budgets.models import BudgetEvent, EventKind
 from budgets.selectors import TreeIndex, tree_index
 from scheduler.core.engine import Workload
 from scheduler.core.sim.eta import (
@@ -29,10 +30,12 @@ from scheduler.core.sim.eta import (
     RuntimeForecast,
     busiest_arrivals,
     estimate,
+    moved_beyond_range,
     repeat_arrivals,
+    steady,
 )
 from scheduler.models import Attempt, AttemptEnd, Cluster, CycleRecord, Job, JobState
-from scheduler.selectors.snapshot import Epoch, cluster_snapshot, fetch_rows
+from scheduler.selectors.snapshot import ClusterSnapshot, Epoch, cluster_snapshot, fetch_rows
 
 # The windows below count in the cluster's clock (`Cluster.clock_speed`): on the demo's
 # simulated cluster, which runs 60x faster, a day of it passes in 24 wall minutes.
@@ -82,6 +85,22 @@ def _iso(t: float | None) -> str | None:
     return None if t is None else dt.datetime.fromtimestamp(t, tz=dt.UTC).isoformat()
 
 
+def _epoch(text: str | None) -> float | None:
+    return None if text is None else dt.datetime.fromisoformat(text).timestamp()
+
+
+def _from_dict(shown: dict[str, Any] | None) -> Estimate | None:
+    """The estimate a cached answer showed (None for none, or one without a start)."""
+    if not shown or shown.get("method") != METHOD:
+        return None
+    return Estimate(
+        start=_epoch(shown["start"]),
+        earliest=_epoch(shown["earliest"]),
+        latest=_epoch(shown["latest"]),
+        baseline_start=_epoch(shown["baseline_start"]),
+    )
+
+
 def _as_dict(est: Estimate) -> dict[str, Any]:
     return {
         "start": _iso(est.start),
@@ -89,6 +108,7 @@ def _as_dict(est: Estimate) -> dict[str, Any]:
         "latest": _iso(est.latest),
         "method": est.method,
         "baseline_start": _iso(est.baseline_start),
+        "moved": None,
     }
 
 
@@ -106,11 +126,14 @@ def _cache_key(cluster_id: int) -> str:
     return f"eta:{cluster_id}"
 
 
-def cached_etas(cluster_id: int) -> tuple[int, float, dict[str, dict[str, Any]]] | None:
-    """The cached answer (cycle id, computed at (epoch s), job pk -> ETA), or None; a
-    cache outage reads as no answer."""
+def cached_etas(
+    cluster_id: int,
+) -> tuple[int, float, dict[str, dict[str, Any]], dict[str, Any]] | None:
+    """The cached answer (cycle id, computed at (epoch s), job pk -> ETA, the cluster
+    facts it saw (`_facts`)), or None; a cache outage reads as no answer."""
     try:
-        return cache.get(_cache_key(cluster_id))
+        found = cache.get(_cache_key(cluster_id))
+        return found if found is not None and len(found) == 4 else None  # older: none
     except Exception as exc:  # Redis down: the page still renders, without an ETA
         log.warning("could not read the ETA cache of cluster %s: %s", cluster_id, exc)
         return None
@@ -148,24 +171,111 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
     recent, since = _recent(cluster, cs.at, index, window)
     arrivals = repeat_arrivals(recent, cs.now, window, ARRIVAL_PERIODS, since=since)
     busy = busiest_arrivals(recent, cs.now, window, ARRIVAL_PERIODS)
-    for wid, est in estimate(
+    before = cached_etas(cluster.pk)
+    shown_before = before[2] if before else {}
+    facts = _facts(cs)
+    fresh_estimates = estimate(
         snap, cs.policy, cs.now, forecast, users=users, arrivals=arrivals, busy_arrivals=busy
-    ).items():
-        out[wid] = _as_dict(est)
+    )
+    for wid, est in fresh_estimates.items():
+        previous = _from_dict(shown_before.get(wid))
+        shown = steady(previous, est, cs.now)
+        out[wid] = _as_dict(shown)
+        if moved_beyond_range(previous, shown):
+            assert previous is not None and previous.start is not None and before is not None
+            out[wid]["moved"] = {
+                "at": _iso(cs.now),
+                "previous_start": _iso(previous.start),
+                "because": _move_cause(before[3], facts, wid, shown, fresh_estimates),
+            }
+        elif wid in shown_before:  # the last explained move stays until the next one
+            out[wid]["moved"] = shown_before[wid].get("moved")
     for wid in cs.waiting:  # its victims are stopping: it starts as soon as they exit
-        now = _iso(cs.now)
+        at = _iso(cs.now)
         out[wid] = {
-            "start": now,
-            "earliest": now,
-            "latest": now,
+            "start": at,
+            "earliest": at,
+            "latest": at,
             "method": "victims-stopping",
-            "baseline_start": now,
+            "baseline_start": at,
+            "moved": None,
         }
     try:
-        cache.set(_cache_key(cluster.pk), (cycle_id, now, out), CACHE_S)
+        cache.set(_cache_key(cluster.pk), (cycle_id, now, out, facts), CACHE_S)
     except Exception as exc:
         log.warning("could not store the ETAs of cluster %s: %s", cluster.pk, exc)
     return out
+
+
+def _facts(cs: ClusterSnapshot) -> dict[str, Any]:
+    """What an ETA depends on besides the runtimes: kept with the answer so that the
+    next one can say why a job's estimate moved."""
+    hosts = cs.snapshot.hosts
+    return {
+        "hosts": len(hosts),
+        "hosts_healthy": sum(1 for h in hosts if h.healthy),
+        "tree_version": cs.tree_version,
+        "at": cs.now,
+        "pending": sorted(w.id for ws in cs.snapshot.pending.values() for w in ws),
+    }
+
+
+def _budget_change_text(since: float) -> str:
+    """The budget decisions applied after `since` (epoch s), in a sentence."""
+    events = list(
+        BudgetEvent.objects.filter(
+            kind__in=[EventKind.APPLIED, EventKind.IMPORTED, EventKind.STRUCTURE],
+            effective_at__gt=dt.datetime.fromtimestamp(since, tz=dt.UTC),
+        )
+        .prefetch_related("items")
+        .order_by("-effective_at", "-pk")[:3]
+    )
+    changes = [
+        f"{item.node_path} weight {item.old_weight.normalize():f} -> {item.new_weight.normalize():f}"
+        for event in events
+        for item in event.items.all()
+        if item.old_weight is not None
+        and item.new_weight is not None
+        and item.old_weight != item.new_weight
+    ]
+    who = sorted({e.actor_name or "system" for e in events})
+    detail = f": {', '.join(changes[:3])}" if changes else ""
+    return f"the budgets changed{detail} (by {', '.join(who) or 'a manager'})"
+
+
+def _move_cause(
+    before: dict[str, Any],
+    now: dict[str, Any],
+    wid: str,
+    shown: Estimate,
+    estimates: dict[str, Estimate],
+) -> str:
+    """Why job `wid`'s shown start moved beyond its range since the answer that saw
+    `before`: a host down, a budget change, jobs submitted since that start first, or
+    (when none of these) running jobs that end later or sooner than forecast."""
+    if now["hosts_healthy"] < before.get("hosts_healthy", now["hosts_healthy"]):
+        return (
+            f"a host went down ({now['hosts_healthy']} of {now['hosts']} hosts healthy, "
+            f"{before['hosts_healthy']} before)"
+        )
+    if now["tree_version"] != before.get("tree_version", now["tree_version"]):
+        return _budget_change_text(before["at"])
+    known = set(before.get("pending", ()))
+    ahead = [
+        other
+        for other in now["pending"]
+        if other not in known
+        and other != wid
+        and (e := estimates.get(other)) is not None
+        and e.start is not None
+        and shown.start is not None
+        and e.start <= shown.start
+    ]
+    if ahead:
+        return f"{len(ahead)} job{'s' if len(ahead) > 1 else ''} submitted since start before it"
+    if now["hosts_healthy"] > before.get("hosts_healthy", now["hosts_healthy"]):
+        return f"a host came back ({now['hosts_healthy']} of {now['hosts']} hosts healthy)"
+    return "running jobs are ending at other times than forecast"
 
 
 def _recent(
@@ -207,6 +317,7 @@ def _no_estimate(method: str) -> dict[str, Any]:
         "latest": None,
         "method": method,
         "baseline_start": None,
+        "moved": None,
     }
 
 
@@ -231,3 +342,24 @@ def job_eta(*, job: Job) -> dict[str, Any] | None:
         # a fresh answer without it: not in the engine's view (its project left the tree)
         return _no_estimate(METHOD)
     return _no_estimate(ESTIMATING)
+
+
+def _as_datetimes(values: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: (dt.datetime.fromisoformat(v) if isinstance(v, str) and k not in _TEXT else v)
+        for k, v in values.items()
+    }
+
+
+_TEXT = frozenset({"method", "because"})
+
+
+def job_eta_for_page(*, job: Job) -> dict[str, Any] | None:
+    """`job_eta` with datetimes instead of ISO text, for templates (also in `moved`)."""
+    eta = job_eta(job=job)
+    if eta is None:
+        return None
+    page = _as_datetimes(eta)
+    if eta.get("moved"):
+        page["moved"] = _as_datetimes(eta["moved"])
+    return page

@@ -33,7 +33,7 @@ from scheduler.models import (
     JobEvent,
     JobState,
 )
-from scheduler.selectors.eta import job_eta
+from scheduler.selectors.eta import job_eta_for_page
 from scheduler.selectors.queue import iter_entries, queue_entry, queue_length, queue_snapshot
 
 DRY_RUN_ID = "dry-run"
@@ -454,14 +454,6 @@ def _capacity_blocker(job: Job, hosts: list[Host], info: dict[str, Any]) -> dict
     }
 
 
-def _page_eta(job: Job) -> dict[str, Any] | None:
-    """The job's ETA with datetimes for the template (None once it is not pending)."""
-    eta = job_eta(job=job)
-    if eta is None:
-        return None
-    return {k: (dt.datetime.fromisoformat(v) if k != "method" and v else v) for k, v in eta.items()}
-
-
 def job_page(*, actor, job_id: int) -> dict[str, Any] | None:
     """What the job page shows `actor`: the job, its attempts and events, its place
     in the queue and its blockers; the spec only if `actor` may read it."""
@@ -475,7 +467,7 @@ def job_page(*, actor, job_id: int) -> dict[str, Any] | None:
         "spec_visible": spec_visible(actor, job, readable),
         "queue": job_queue_info(job),
         "blockers": job_blockers(job),
-        "eta": _page_eta(job),
+        "eta": job_eta_for_page(job=job),
         "attempts": list(job.attempts.all()),
         "events": list(job.events.all()),
     }

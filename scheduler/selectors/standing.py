@@ -4,13 +4,12 @@ One queue read per cluster, whatever the number of jobs."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
 from scheduler.models import Job, JobState
-from scheduler.selectors.eta import job_eta
+from scheduler.selectors.eta import job_eta_for_page
 from scheduler.selectors.queue import iter_entries, queue_length, queue_snapshot
 
 NOT_PLACED = "submitted after the last scheduling cycle; the next cycle places it"
@@ -37,13 +36,6 @@ def job_standings(jobs: Iterable[Job]) -> dict[int, dict[str, Any]]:
                 "position": entry["position"] if entry else None,
                 "queue_length": length,
                 "reason": entry["reason"] if entry else NOT_PLACED,
-                "eta": _eta(job),
+                "eta": job_eta_for_page(job=job),
             }
     return out
-
-
-def _eta(job: Job) -> dict[str, Any] | None:
-    eta = job_eta(job=job)
-    if eta is None:
-        return None
-    return {k: (dt.datetime.fromisoformat(v) if k != "method" and v else v) for k, v in eta.items()}

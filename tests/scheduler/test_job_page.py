@@ -122,7 +122,7 @@ def test_a_pending_job_shows_its_estimated_start_and_range(job, tree, client):
 
 
 def test_a_range_is_shown_only_when_its_ends_differ(job, tree, client, monkeypatch):
-    from scheduler.selectors import jobs
+    from scheduler.selectors import eta as eta_selectors
 
     eta = {
         "start": "2026-12-02T17:30:00+00:00",
@@ -130,8 +130,9 @@ def test_a_range_is_shown_only_when_its_ends_differ(job, tree, client, monkeypat
         "latest": "2026-12-02T19:45:00+00:00",
         "method": "forward-simulation",
         "baseline_start": None,
+        "moved": None,
     }
-    monkeypatch.setattr(jobs, "job_eta", lambda job: eta)
+    monkeypatch.setattr(eta_selectors, "job_eta", lambda job: eta)
     client.force_login(tree.user("bob"))
     html = client.get(f"/jobs/{job.pk}/").content.decode()
     # in UTC for the page's text (a script shows each <time> in the reader's zone)

@@ -73,6 +73,7 @@ MAX_PERIOD_S = 3600.0  # the longest gap between periodic cycles that change not
 # 0.3-0.6 did about equally well and 0 and 1 worse; checked on other seeds, windows and
 # the generated month (README).
 SPREAD = 0.5
+NOTICED_MOVE_S = 300.0  # a shown start that moves by less is not a move to explain
 _NORMAL = NormalDist()
 
 Key = tuple[object, ...]
@@ -638,3 +639,31 @@ def estimate(
             baseline_start=base.get(wid),
         )
     return out
+
+
+def steady(previous: Estimate | None, new: Estimate, now: float) -> Estimate:
+    """The estimate to show after `new` replaces `previous` (shown before): the new
+    range, with the previous start kept while it is still ahead and inside that range.
+
+    A forward run's start moves a little with every arrival and finished job; a user
+    plans by the time shown, so it moves only when the new range no longer holds it
+    (`moved_beyond_range` then says whether the page must explain the move)."""
+    if previous is None or previous.start is None or new.start is None:
+        return new
+    if new.earliest is None or new.latest is None:
+        return new
+    if now <= previous.start and new.earliest <= previous.start <= new.latest:
+        return replace(new, start=previous.start)
+    return new
+
+
+def moved_beyond_range(previous: Estimate | None, shown: Estimate) -> bool:
+    """Whether the shown start moved by more than the previous range's width (and more
+    than `NOTICED_MOVE_S`): the move a user notices, which the job page explains (a
+    budget change, a job ahead, a host down)."""
+    if previous is None or previous.start is None or shown.start is None:
+        return False
+    width = 0.0
+    if previous.earliest is not None and previous.latest is not None:
+        width = previous.latest - previous.earliest
+    return abs(shown.start - previous.start) > max(width, NOTICED_MOVE_S)

@@ -10,13 +10,16 @@ from scheduler.core.engine import Policy, Snapshot, Workload
 from scheduler.core.sim.eta import (
     DEFAULT_RUNTIME_S,
     SPREAD,
+    Estimate,
     RuntimeForecast,
     baseline_starts,
     busiest_arrivals,
     estimate,
     forward_starts,
+    moved_beyond_range,
     repeat_arrivals,
     spread_quantiles,
+    steady,
 )
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig, TraceJob
 from scheduler.core.sim.replay import simulate
@@ -407,3 +410,45 @@ def test_the_replay_probe_sees_a_job_pending_at_its_submission() -> None:
     assert seen == {("j2",): (10.0, ["j2"], ["j1"])}
     j2 = next(o for o in result.jobs if o.job_id == "j2")
     assert j2.waits_s == [990.0]
+
+
+# ---------------------------------------------------------------- a steady shown start
+
+
+def _est(start, lo, hi):
+    return Estimate(start=start, earliest=lo, latest=hi, baseline_start=None)
+
+
+def test_the_shown_start_stays_while_the_new_range_holds_it() -> None:
+    shown = steady(_est(500.0, 400.0, 700.0), _est(560.0, 450.0, 800.0), now=100.0)
+    assert (shown.start, shown.earliest, shown.latest) == (500.0, 450.0, 800.0)
+    assert not moved_beyond_range(_est(500.0, 400.0, 700.0), shown)
+
+
+def test_the_shown_start_moves_when_the_new_range_leaves_it_or_it_passed() -> None:
+    out_of_range = steady(_est(500.0, 400.0, 700.0), _est(1500.0, 1200.0, 1800.0), now=100.0)
+    assert out_of_range.start == 1500.0
+    assert moved_beyond_range(_est(500.0, 400.0, 700.0), out_of_range)  # 1000 s > 300 s wide
+    passed = steady(_est(500.0, 400.0, 700.0), _est(650.0, 450.0, 800.0), now=600.0)
+    assert passed.start == 650.0  # still in range, but no longer ahead
+    assert not moved_beyond_range(_est(500.0, 400.0, 700.0), passed)
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 1e5), st.floats(0, 1e4), st.floats(0, 1e4), st.floats(0, 50.0)),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_a_steady_start_is_always_inside_the_latest_range_and_ahead(runs) -> None:
+    """Whatever the sequence of fresh estimates, the shown start lies in the fresh range
+    and is never a time that already passed unless the fresh start is."""
+    shown, now = None, 0.0
+    for mid, below, above, step in runs:
+        now += step
+        fresh = _est(now + mid, now + mid - below, now + mid + above)
+        shown = steady(shown, fresh, now)
+        assert fresh.earliest <= shown.start <= fresh.latest
+        assert shown.start >= now
+        assert (shown.earliest, shown.latest) == (fresh.earliest, fresh.latest)

@@ -1,0 +1,136 @@
+"""A job's estimated start moves only with a cause, and the cause is said (issue 25):
+`steady` keeps the shown start while the new range holds it; a move beyond the range
+shown before carries why (a host down, a budget change, jobs submitted since)."""
+
+import datetime as dt
+import time
+
+import pytest
+from django.core.cache import cache
+from django.utils import timezone
+
+from budgets.services import budget_change_create
+from scheduler.selectors import eta as eta_selectors
+from scheduler.selectors.eta import cluster_etas, job_eta
+from tests.factories import ClusterFactory, HostFactory
+from tests.live.conftest import submit_job
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def cluster():
+    cluster = ClusterFactory(name="h100", host_count=2, gpus_per_host=8)
+    HostFactory.create_batch(2, cluster=cluster, gpus=8)
+    return cluster
+
+
+def _submit(cluster, tree, gpus=4):
+    return submit_job(
+        cluster=cluster,
+        project=tree.node("a1"),
+        user=tree.user("ann"),
+        at=timezone.now(),
+        gpus=gpus,
+    )
+
+
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, tz=dt.UTC).isoformat()
+
+
+def _epoch(text: str) -> float:
+    return dt.datetime.fromisoformat(text).timestamp()
+
+
+def _pretend_shown_before(cluster, job, days_ahead: float, **facts) -> float:
+    """Rewrite the cached answer as if it had shown `job` starting `days_ahead` days
+    from now (a two-hour range) and had seen the cluster `facts`; its start (epoch s)."""
+    cycle_id, at, out, seen = cache.get(f"eta:{cluster.pk}")
+    start = time.time() + days_ahead * 86400
+    out[str(job.pk)] = {
+        **out[str(job.pk)],
+        "start": _iso(start),
+        "earliest": _iso(start - 3600),
+        "latest": _iso(start + 3600),
+    }
+    cache.set(f"eta:{cluster.pk}", (cycle_id, at, out, {**seen, **facts}), 600)
+    return start
+
+
+def test_a_first_estimate_has_no_move(cluster, tree):
+    job = _submit(cluster, tree)
+    shown = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]
+    assert shown["method"] == "forward-simulation" and shown["moved"] is None
+    assert job_eta(job=job)["moved"] is None
+
+
+def test_a_move_after_a_budget_change_names_the_change_and_who_made_it(cluster, tree):
+    job = _submit(cluster, tree)
+    cluster_etas(cluster=cluster, fresh=True)
+    before = time.time()
+    seen = cache.get(f"eta:{cluster.pk}")[3]
+    previous = _pretend_shown_before(cluster, job, 5, at=before)
+    budget_change_create(
+        actor=tree.user("ceo"),
+        reason="Q4 review",
+        changes=[{"node": tree.node("a1").pk, "weight": 40}],
+    )
+    shown = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]
+    moved = shown["moved"]
+    assert moved["previous_start"] == _iso(previous)
+    assert "the budgets changed" in moved["because"] and "-> 40" in moved["because"]
+    assert "a1" in moved["because"] and "ceo" in moved["because"]
+    assert cache.get(f"eta:{cluster.pk}")[3]["tree_version"] == seen["tree_version"] + 1
+    # the next answer, with nothing new, keeps the explanation: a start of "now" follows
+    # the clock by seconds, which is no move to explain
+    again = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]
+    assert again["moved"] == moved
+    assert _epoch(again["start"]) - _epoch(shown["start"]) < 60
+
+
+def test_a_move_after_a_host_went_down_says_so(cluster, tree):
+    job = _submit(cluster, tree)
+    cluster_etas(cluster=cluster, fresh=True)
+    _pretend_shown_before(cluster, job, 3, hosts_healthy=3, hosts=3)
+    moved = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]["moved"]
+    assert moved["because"] == "a host went down (2 of 2 hosts healthy, 3 before)"
+
+
+def test_a_move_after_new_submissions_counts_those_that_start_first(cluster, tree):
+    job = _submit(cluster, tree)
+    cluster_etas(cluster=cluster, fresh=True)
+    newer = _submit(cluster, tree)
+    _pretend_shown_before(cluster, job, 2, pending=[str(job.pk)])
+    shown = cluster_etas(cluster=cluster, fresh=True)
+    assert shown[str(job.pk)]["moved"]["because"] == "1 job submitted since start before it"
+    assert shown[str(newer.pk)]["moved"] is None  # new: nothing shown before
+
+
+def test_without_a_known_cause_the_move_is_put_on_the_runtimes(cluster, tree):
+    job = _submit(cluster, tree)
+    cluster_etas(cluster=cluster, fresh=True)
+    _pretend_shown_before(cluster, job, 1)
+    moved = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]["moved"]
+    assert moved["because"] == "running jobs are ending at other times than forecast"
+
+
+def test_the_job_page_and_api_say_why_the_estimate_moved(cluster, tree, client, monkeypatch):
+    job = _submit(cluster, tree)
+    eta = {
+        "start": "2026-12-02T17:30:00+00:00",
+        "earliest": "2026-12-02T17:01:00+00:00",
+        "latest": "2026-12-02T19:45:00+00:00",
+        "method": "forward-simulation",
+        "baseline_start": None,
+        "moved": {
+            "at": "2026-12-02T15:04:00+00:00",
+            "previous_start": "2026-12-02T20:56:00+00:00",
+            "because": "a host went down (15 of 16 hosts healthy, 16 before)",
+        },
+    }
+    monkeypatch.setattr(eta_selectors, "job_eta", lambda job: eta)
+    client.force_login(tree.user("bob"))
+    html = client.get(f"/jobs/{job.pk}/waiting/", HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="eta-moved"' in html and '<time datetime="2026-12-02T20:56:00Z"' in html
+    assert "a host went down (15 of 16 hosts healthy, 16 before)" in html
