@@ -51,8 +51,10 @@ from scheduler.core.sim.eta import (  # noqa: E402
     busiest_arrivals,
     estimate,
     moved_beyond_range,
+    range_widening,
     repeat_arrivals,
     steady,
+    widened,
 )
 from scheduler.core.sim.generate import write_scenario  # noqa: E402
 from scheduler.core.sim.io import load_cluster, load_trace, load_tree  # noqa: E402
@@ -253,6 +255,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--rows", default=None, help="also write every evaluated job as CSV here")
     ap.add_argument("--warmup-days", type=float, default=2.0)
+    ap.add_argument(
+        "--calibrate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="widen ranges by the misses of the real starts known so far (as the live "
+        "service; --no-calibrate: the forward runs' range alone)",
+    )
     ap.add_argument("--churn-jobs", type=int, default=40, help="jobs re-estimated for churn")
     ap.add_argument(
         "--churn-probes", type=int, default=8, help="re-estimates per job at most, over its wait"
@@ -376,13 +385,26 @@ def main(argv: list[str] | None = None) -> int:
             spread=args.spread,
         )[jid]
 
+    # The range calibrates itself on the real starts known at each moment (as the live
+    # service does on its cluster's): those of the evaluated jobs that started before it.
+    records: list[tuple[float, float, float, float, float]] = []
+
+    def widening_at(now: float) -> float:
+        return range_widening(r for r in records if r[4] < now) if args.calibrate else 0.0
+
+    def calibrated(jid: str, now: float, snapshot: Snapshot) -> Estimate:
+        return widened(eta_at(jid, now, snapshot), now, widening_at(now))
+
     ours, base = [], []
     eta_wall = time.perf_counter()
-    for jid in sample:
+    for jid in sorted(sample, key=lambda j: (spec[j].submit_s, j)):
         if jid not in seen:
             continue
         now, snapshot = seen[jid]
-        est = eta_at(jid, now, snapshot)
+        raw = eta_at(jid, now, snapshot)
+        est = widened(raw, now, widening_at(now))
+        if raw.start is not None and raw.earliest is not None and raw.latest is not None:
+            records.append((now, raw.start, raw.earliest, raw.latest, real[jid]))
         submit = spec[jid].submit_s
         ours.append((real[jid], submit, est.start, est.earliest, est.latest))
         b = est.baseline_start
@@ -397,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         lambda jid: (spec[jid].submit_s, real[jid]),
         states,
         state_t,
-        eta_at,
+        calibrated,
         args.churn_probes,
     )
     if args.rows:
@@ -416,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
         f"latest: {args.high_arrivals}",
         "runtimes": "oracle" if args.oracle else "forecast",
         "runtime_spread": args.spread,
+        "range_calibrated": args.calibrate,
         "seed": args.seed,
         "jobs_in_window": len(jobs),
         "jobs_waited_5min": len(waited),

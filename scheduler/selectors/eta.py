@@ -26,13 +26,16 @@ from budgets.models import BudgetEvent, EventKind
 from budgets.selectors import TreeIndex, tree_index
 from scheduler.core.engine import Workload
 from scheduler.core.sim.eta import (
+    CALIBRATION_KEEP,
     Estimate,
     RuntimeForecast,
     busiest_arrivals,
     estimate,
     moved_beyond_range,
+    range_widening,
     repeat_arrivals,
     steady,
+    widened,
 )
 from scheduler.models import Attempt, AttemptEnd, Cluster, CycleRecord, Job, JobState
 from scheduler.selectors.snapshot import ClusterSnapshot, Epoch, cluster_snapshot, fetch_rows
@@ -177,7 +180,11 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
     fresh_estimates = estimate(
         snap, cs.policy, cs.now, forecast, users=users, arrivals=arrivals, busy_arrivals=busy
     )
-    for wid, est in fresh_estimates.items():
+    first_before = before[3].get("first", {}) if before else {}
+    facts["first"] = _first_estimates(first_before, fresh_estimates, cs.now)
+    widening = range_widening(_calibration(cluster.pk, first_before, facts["first"]))
+    for wid, raw in fresh_estimates.items():
+        est = widened(raw, cs.now, widening)
         previous = _from_dict(shown_before.get(wid))
         shown = steady(previous, est, cs.now)
         out[wid] = _as_dict(shown)
@@ -205,6 +212,53 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
     except Exception as exc:
         log.warning("could not store the ETAs of cluster %s: %s", cluster.pk, exc)
     return out
+
+
+def _first_estimates(
+    before: dict[str, tuple[float, float, float, float]],
+    estimates: dict[str, Estimate],
+    now: float,
+) -> dict[str, tuple[float, float, float, float]]:
+    """Each pending job's first complete estimate (stated at, start, earliest, latest),
+    kept until it starts: what calibrates the range (`_calibration`)."""
+    first = {}
+    for wid, est in estimates.items():
+        if wid in before:
+            first[wid] = before[wid]
+        elif est.start is not None and est.earliest is not None and est.latest is not None:
+            first[wid] = (now, est.start, est.earliest, est.latest)
+    return first
+
+
+def _calibration_key(cluster_id: int) -> str:
+    return f"eta-calibration:{cluster_id}"
+
+
+def _calibration(
+    cluster_id: int,
+    before: dict[str, tuple[float, float, float, float]],
+    still_pending: dict[str, tuple[float, float, float, float]],
+) -> list[tuple[float, float, float, float, float]]:
+    """The cluster's recent (stated at, start, earliest, latest, real start) records,
+    with those of the jobs that started since the last answer added (kept in the cache,
+    the most recent `CALIBRATION_KEEP`)."""
+    key = _calibration_key(cluster_id)
+    try:
+        records = list(cache.get(key) or ())
+    except Exception as exc:  # Redis down: no calibration this time
+        log.warning("could not read the ETA calibration of cluster %s: %s", cluster_id, exc)
+        return []
+    gone = {int(wid) for wid in before if wid not in still_pending and wid.isdigit()}
+    started = Attempt.objects.filter(job_id__in=gone, number=1, started_at__isnull=False)
+    for job_id, started_at in started.values_list("job_id", "started_at"):
+        records.append((*before[str(job_id)], started_at.timestamp()))
+    records = records[-CALIBRATION_KEEP:]
+    if gone:
+        try:
+            cache.set(key, records, None)
+        except Exception as exc:
+            log.warning("could not store the ETA calibration of cluster %s: %s", cluster_id, exc)
+    return records
 
 
 def _facts(cs: ClusterSnapshot) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from budgets.services import budget_change_create
+from scheduler.models import Attempt
 from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors.eta import cluster_etas, job_eta
 from tests.factories import ClusterFactory, HostFactory
@@ -134,3 +135,42 @@ def test_the_job_page_and_api_say_why_the_estimate_moved(cluster, tree, client, 
     html = client.get(f"/jobs/{job.pk}/waiting/", HTTP_HX_REQUEST="true").content.decode()
     assert 'id="eta-moved"' in html and '<time datetime="2026-12-02T20:56:00Z"' in html
     assert "a host went down (15 of 16 hosts healthy, 16 before)" in html
+
+
+# ---------------------------------------------------------------- a calibrated range
+
+
+def test_a_started_job_adds_its_first_estimate_and_real_start_to_the_calibration(cluster, tree):
+    job = _submit(cluster, tree)
+    cluster_etas(cluster=cluster, fresh=True)
+    first = cache.get(f"eta:{cluster.pk}")[3]["first"][str(job.pk)]
+    started = timezone.now()
+    Attempt.objects.create(
+        job=job,
+        number=1,
+        attempt_id=f"{job.pk}-1",
+        cluster=cluster,
+        project=job.project,
+        gpus=job.gpus,
+        placements=[],
+        allocated=True,
+        state="running",
+        created_at=started,
+        started_at=started,
+    )
+    job.state = "running"
+    job.save(update_fields=["state"])
+    cluster_etas(cluster=cluster, fresh=True)
+    assert cache.get(f"eta-calibration:{cluster.pk}") == [(*first, started.timestamp())]
+
+
+def test_ranges_widen_by_how_far_recent_real_starts_fell_outside(cluster, tree):
+    job = _submit(cluster, tree)
+    narrow = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]
+    assert narrow["earliest"] == narrow["latest"]  # it starts with the next cycle
+    # 30 recent jobs started one expected wait (100 s) after their stated latest start
+    cache.set(f"eta-calibration:{cluster.pk}", [(0.0, 100.0, 50.0, 150.0, 250.0)] * 30, None)
+    wide = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]
+    # widened by 1 x the expected wait (at least a minute) on each side, never before now
+    assert _epoch(wide["latest"]) - _epoch(wide["start"]) == pytest.approx(60.0, abs=1)
+    assert wide["earliest"] == wide["start"]

@@ -74,6 +74,11 @@ MAX_PERIOD_S = 3600.0  # the longest gap between periodic cycles that change not
 # the generated month (README).
 SPREAD = 0.5
 NOTICED_MOVE_S = 300.0  # a shown start that moves by less is not a move to explain
+# The range is widened until this share of the recent real starts would have fallen in
+# it (`range_widening`), once at least `CALIBRATION_MIN` of them are known.
+RANGE_COVERAGE = 0.85
+CALIBRATION_MIN = 20
+CALIBRATION_KEEP = 300  # the most recent starts that calibrate the range
 _NORMAL = NormalDist()
 
 Key = tuple[object, ...]
@@ -667,3 +672,44 @@ def moved_beyond_range(previous: Estimate | None, shown: Estimate) -> bool:
     if previous.earliest is not None and previous.latest is not None:
         width = previous.latest - previous.earliest
     return abs(shown.start - previous.start) > max(width, NOTICED_MOVE_S)
+
+
+def _miss(at: float, start: float, earliest: float, latest: float, real: float) -> float:
+    """How far a real start fell outside the range stated at `at`, relative to the wait
+    the estimate then expected (0 inside)."""
+    scale = max(start - at, 60.0)
+    if real < earliest:
+        return (earliest - real) / scale
+    if real > latest:
+        return (real - latest) / scale
+    return 0.0
+
+
+def range_widening(
+    records: Iterable[tuple[float, float, float, float, float]],
+    coverage: float = RANGE_COVERAGE,
+) -> float:
+    """How much to widen ranges so that `coverage` of recent real starts fall in them.
+
+    `records`: (stated at, start, earliest, latest, real start) of jobs that started, as
+    estimated when they were submitted. The answer `s` widens a range by `s` times the
+    expected wait on each side (`widened`); 0 until `CALIBRATION_MIN` records are known.
+    A split-conformal calibration: the range adapts to how wrong it has been on this
+    cluster, instead of constants tuned on one trace."""
+    misses = sorted(_miss(*r) for r in records)
+    if len(misses) < CALIBRATION_MIN:
+        return 0.0
+    return misses[min(len(misses) - 1, math.ceil(coverage * len(misses)) - 1)]
+
+
+def widened(est: Estimate, now: float, widening: float) -> Estimate:
+    """`est` with its range widened by `widening` times the expected wait on each side
+    (never before `now`)."""
+    if widening <= 0 or est.start is None:
+        return est
+    margin = widening * max(est.start - now, 60.0)
+    return replace(
+        est,
+        earliest=None if est.earliest is None else max(now, est.earliest - margin),
+        latest=None if est.latest is None else est.latest + margin,
+    )

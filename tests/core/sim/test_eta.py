@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 
 from scheduler.core.engine import Policy, Snapshot, Workload
 from scheduler.core.sim.eta import (
+    CALIBRATION_MIN,
     DEFAULT_RUNTIME_S,
+    RANGE_COVERAGE,
     SPREAD,
     Estimate,
     RuntimeForecast,
@@ -17,9 +19,11 @@ from scheduler.core.sim.eta import (
     estimate,
     forward_starts,
     moved_beyond_range,
+    range_widening,
     repeat_arrivals,
     spread_quantiles,
     steady,
+    widened,
 )
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig, TraceJob
 from scheduler.core.sim.replay import simulate
@@ -452,3 +456,34 @@ def test_a_steady_start_is_always_inside_the_latest_range_and_ahead(runs) -> Non
         assert fresh.earliest <= shown.start <= fresh.latest
         assert shown.start >= now
         assert (shown.earliest, shown.latest) == (fresh.earliest, fresh.latest)
+
+
+# ---------------------------------------------------------------- a calibrated range
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 1e4), st.floats(0, 1e4), st.floats(0, 1e4), st.floats(0, 3e4)),
+        min_size=0,
+        max_size=80,
+    )
+)
+def test_the_widening_puts_the_coverage_share_of_known_starts_inside_their_ranges(raw) -> None:
+    records = [(0.0, mid, mid - below, mid + above, real) for mid, below, above, real in raw]
+    widening = range_widening(records)
+    if len(records) < CALIBRATION_MIN:
+        assert widening == 0.0
+        return
+    inside = 0
+    for at, mid, lo, hi, real in records:
+        est = widened(_est(mid, lo, hi), at, widening)
+        inside += est.earliest - 1e-6 <= real <= est.latest + 1e-6 or (
+            real < est.earliest and est.earliest == at  # never before the time stated
+        )
+    assert inside >= RANGE_COVERAGE * len(records)
+
+
+def test_no_widening_while_the_known_starts_fell_inside() -> None:
+    records = [(0.0, 100.0, 50.0, 150.0, 120.0)] * CALIBRATION_MIN
+    assert range_widening(records) == 0.0
+    assert widened(_est(100.0, 50.0, 150.0), 0.0, 0.0) == _est(100.0, 50.0, 150.0)
