@@ -76,8 +76,8 @@ SPREAD = 0.5
 NOTICED_MOVE_S = 300.0  # a shown start that moves by less is not a move to explain
 # The range is widened until this share of the recent real starts would have fallen in
 # it (`range_widening`), once at least `CALIBRATION_MIN` of them are known.
-RANGE_COVERAGE = 0.85
-CALIBRATION_MIN = 20
+RANGE_COVERAGE = 0.9
+CALIBRATION_MIN = 10
 CALIBRATION_KEEP = 300  # the most recent starts that calibrate the range
 _NORMAL = NormalDist()
 
