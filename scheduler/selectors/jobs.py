@@ -19,7 +19,7 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from config.errors import NotFound
-from scheduler.core.engine.explain import hours_text
+from scheduler.core.engine.explain import STANDING, hours_text
 from scheduler.models import (
     ACTIVE_STATES,
     Attempt,
@@ -388,7 +388,7 @@ def job_blockers(job: Job) -> list[dict[str, Any]]:
         )
     info = job_queue_info(job) or {}
     reason = str(info.get("reason") or "")
-    if "entitlement" in reason:
+    if STANDING in reason:
         blockers.append(
             {
                 "kind": "budget",

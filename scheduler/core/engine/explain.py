@@ -1,8 +1,9 @@
 """Plain-language reasons: why a job started, why one was preempted, why each waits.
 
 Decides nothing; turns the cycle's decisions into text a person can read ("waiting:
-project a1 is at 142% of its 7-day entitlement (fair-share rank 3 of 12); 2 projects
-ahead of it"). The queue (`fair_share_queue`, `baseline_queue`) lists every waiting
+project a1 is at 142% of its entitled share over 7 days (fair-share rank 3 of 12); 2
+projects ahead of it"). The percentage is the glossary's *usage relative to entitled share*
+(docs/concepts.md), not the delivery dashboard's delivery ratio, and is named apart from it. The queue (`fair_share_queue`, `baseline_queue`) lists every waiting
 job with its position, its project's rank and fair-share factor and the reason.
 """
 
@@ -24,9 +25,19 @@ from scheduler.core.engine.types import (
     Workload,
 )
 
-__all__ = ["FairShareReasons", "baseline_queue", "fair_share_queue", "hours_text"]
+__all__ = [
+    "STANDING",
+    "FairShareReasons",
+    "baseline_queue",
+    "fair_share_queue",
+    "hours_text",
+]
 
 INF = math.inf
+# The words of a project's standing in every reason that quotes it ("project a1 is at
+# 142% of its entitled share over 7 days"): readers (the job page's blockers) find the
+# budget part of a reason by them.
+STANDING = "of its entitled share"
 
 
 def hours_text(s: float) -> str:
@@ -57,8 +68,9 @@ class FairShareReasons:
         self.healthy_gpus = healthy_gpus
         self._project_texts: dict[tuple[str, int], str] = {}
 
-    def percent_of_entitlement(self, proj: str) -> float:
-        """The project's usage as a percentage of its entitlement over the window."""
+    def usage_relative_to_entitled_share(self, proj: str) -> float:
+        """The project's window usage as a percentage of its entitled share of the
+        healthy GPUs over the window (glossary: usage relative to entitled share)."""
         ent = self.entitled.get(proj, 0.0)
         window = self.policy.lookback_s
         if self.policy.half_life_s:
@@ -67,10 +79,11 @@ class FairShareReasons:
         return 100.0 * self.usage.get(proj, 0.0) / denom if denom > 0 else INF
 
     def window(self) -> str:
-        """The usage window in words."""
+        """The usage window in words ("over 7 days")."""
         if self.policy.half_life_s:
-            return f"decayed (half-life {hours_text(self.policy.half_life_s)})"
-        return f"{self.policy.lookback_s / 86400:g}-day"
+            return f"over a decayed window (half-life {hours_text(self.policy.half_life_s)})"
+        days = self.policy.lookback_s / 86400
+        return f"over {days:g} day{'s' if days != 1 else ''}"
 
     def project(self, proj: str, r: int) -> str:
         """Where a project stands (order index `r`); the same for the whole cycle, so
@@ -78,8 +91,9 @@ class FairShareReasons:
         text = self._project_texts.get((proj, r))
         if text is None:
             text = self._project_texts[proj, r] = (
-                f"project {proj} is at {self.percent_of_entitlement(proj):.0f}% of its "
-                f"{self.window()} entitlement (fair-share rank {r + 1} of {len(self.order)})"
+                f"project {proj} is at {self.usage_relative_to_entitled_share(proj):.0f}% "
+                f"{STANDING} {self.window()} "
+                f"(fair-share rank {r + 1} of {len(self.order)})"
             )
         return text
 

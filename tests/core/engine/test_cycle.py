@@ -27,7 +27,8 @@ def test_queue_order_projects_by_fair_tree_then_unallocated_last():
     assert [q.position for q in out.queue] == [1, 2, 3, 4]
     assert out.queue[0].project_rank == 1 and out.queue[2].project_rank == 2
     assert out.queue[0].metric == 1.0
-    assert "b is at" in out.queue[0].reason and "entitlement" in out.queue[0].reason
+    reason = out.queue[0].reason
+    assert "b is at" in reason and "of its entitled share over 7 days" in reason
     assert "unallocated" in out.queue[3].reason
     assert [p for p, _ in out.project_order] == ["b", "a"]
 
