@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.selectors.jobs import job_blockers
+from scheduler.selectors.jobs import job_blockers, job_queue_info
+from scheduler.selectors.queue import iter_entries, queue_snapshot
 from tests.live.conftest import live  # noqa: F401  (the live fixture)
 
 pytestmark = pytest.mark.django_db
@@ -31,3 +32,27 @@ def test_the_reason_quotes_usage_relative_to_entitled_share_not_entitlement(live
     text = budget[0]["text"]
     assert "project org/prog-a/a1 is at 0% of its entitled share over 7 days" in text
     assert "entitlement" not in text
+
+
+def test_a_project_without_entitlement_has_no_rank_and_is_not_counted(live):  # noqa: F811
+    """b1 at weight 0: its jobs' reasons say "no entitlement" (no rank, no factor), and
+    the ranks of the others count only the projects with an entitlement (a1, a2)."""
+    b1 = live.tree.node("b1")
+    b1.weight = 0
+    b1.save(update_fields=["weight"])
+    waiting = _fill_and_wait(live, "a1")
+    free_b1 = live.submit("b1", gpus=8, min_runtime_s=0)
+    budget_b1 = live.submit("b1", gpus=8, min_runtime_s=3600)
+    live.cycle(advance_s=60)
+    a1 = job_queue_info(live.job(waiting))
+    assert "(fair-share rank 1 of 2)" in a1["reason"]
+    entries = {
+        e["job"]: e for e in iter_entries(queue_snapshot(cluster_id=live.cluster.pk).entries)
+    }
+    for job in (free_b1, budget_b1):
+        info = job_queue_info(live.job(job))
+        assert "no entitlement" in info["reason"]
+        assert "rank" not in info["reason"]
+        assert info["fairshare_factor"] == 0.0
+        assert entries[job.pk]["project_rank"] == 3  # after the two ranked projects
+    assert entries[waiting.pk]["project_rank"] == 1

@@ -67,6 +67,33 @@ class FairShareReasons:
         self.cap = policy.max_min_runtime_s
         self.healthy_gpus = healthy_gpus
         self._project_texts: dict[tuple[str, int], str] = {}
+        # The rank people see (glossary: rank): the place in the order among the
+        # projects with an entitlement; a project with none (weight 0 on its path) has
+        # no rank and is not counted. The engine's own order (`rank`) is unchanged.
+        standing: dict[str, int] = {}
+        unranked: list[str] = []
+        for p in order:
+            if entitled.get(p, 0.0) > 0.0:
+                standing[p] = len(standing) + 1
+            else:
+                unranked.append(p)
+        self.standing_rank = standing
+        self.ranked = len(standing)
+        self._after = {p: len(standing) + 1 + i for i, p in enumerate(unranked)}
+
+    def rank_text(self, proj: str) -> str:
+        """ "fair-share rank 3 of 12" among the projects with an entitlement, or "no
+        entitlement" for a project without one."""
+        k = self.standing_rank.get(proj)
+        if k is None:
+            return "no entitlement"
+        return f"fair-share rank {k} of {self.ranked}"
+
+    def queue_rank(self, proj: str) -> int:
+        """The queue's `project_rank`: the rank among the projects with an entitlement;
+        a project without one comes after all of them, in the engine's order."""
+        k = self.standing_rank.get(proj)
+        return k if k is not None else self._after[proj]
 
     def usage_relative_to_entitled_share(self, proj: str) -> float:
         """The project's window usage as a percentage of its entitled share of the
@@ -90,11 +117,14 @@ class FairShareReasons:
         written once per project (every start and preemption says it)."""
         text = self._project_texts.get((proj, r))
         if text is None:
-            text = self._project_texts[proj, r] = (
-                f"project {proj} is at {self.usage_relative_to_entitled_share(proj):.0f}% "
-                f"{STANDING} {self.window()} "
-                f"(fair-share rank {r + 1} of {len(self.order)})"
-            )
+            if proj not in self.standing_rank:
+                text = f"project {proj} has no entitlement (weight 0 on its path)"
+            else:
+                text = (
+                    f"project {proj} is at {self.usage_relative_to_entitled_share(proj):.0f}% "
+                    f"{STANDING} {self.window()} ({self.rank_text(proj)})"
+                )
+            self._project_texts[proj, r] = text
         return text
 
     def start(self, w: Workload, r: int, pls: tuple[Placement, ...], how: str) -> str:
@@ -122,7 +152,8 @@ class FairShareReasons:
         rq = self.rank.get(v.project, len(self.order))
         return StopReason.FAIR_SHARE, (
             f"preempted after its protected minimum runtime: {self.project(v.project, rq)} "
-            f"and ranks below project {w.project} (rank {r + 1}), which it would still do "
+            f"and ranks below project {w.project} ({self.rank_text(w.project)}), which it "
+            "would still do "
             f"with {w.id} running; {lost}"
         )
 
@@ -130,12 +161,13 @@ class FairShareReasons:
         """Why a project's allocated jobs wait (`notes`: "; ..." about the cluster)."""
         if self.entitled.get(proj, 0.0) <= 0.0:
             return (
-                f"waiting: project {proj} has no budget (weight 0): it may run only "
-                "unallocated jobs (min runtime 0)"
+                f"waiting: project {proj} has no entitlement (weight 0 on its path): it may "
+                "run only unallocated jobs (min runtime 0)"
             )
+        ahead = self.standing_rank[proj] - 1
         return (
             f"waiting: {self.project(proj, r)}; "
-            f"{r} project{'s' if r != 1 else ''} ahead of it{notes}"
+            f"{ahead} project{'s' if ahead != 1 else ''} ahead of it{notes}"
         )
 
 
@@ -157,7 +189,6 @@ def fair_share_queue(
     blocks: list[QueueBlock] = []
     order = reasons.order
     touched = decisions.noted_projects | decisions.started_projects
-    n = len(order)
     full_note = "" if cluster.index.any_free() else "; no free GPUs"
     good = cluster.layout.runnable_sizes()
     split: dict[str, tuple[list[str], list[str], bool]] = {}
@@ -180,13 +211,22 @@ def fair_share_queue(
                     continue
                 base = (
                     "waiting: unallocated job (min runtime 0) runs only on GPUs no allocated "
-                    f"job wants; queued after all allocated jobs (project rank {r + 1} of {n})"
+                    f"job wants; queued after all allocated jobs ({reasons.rank_text(proj)})"
                     f"{full_note}"
                 )
             text: str | list[str] = base
             if proj in touched or not ids_of[2]:
                 ids, text = _job_reasons(lst, allocated_phase, base, decisions, cluster.shape)
-            blocks.append(QueueBlock(proj, r + 1, factor.get(proj, 0.0), ids, text))
+            ranked = proj in reasons.standing_rank
+            blocks.append(
+                QueueBlock(
+                    proj,
+                    reasons.queue_rank(proj),
+                    factor.get(proj, 0.0) if ranked else 0.0,
+                    ids,
+                    text,
+                )
+            )
     return ExplainedQueue(blocks)
 
 

@@ -40,7 +40,7 @@ def test_zero_weight_project_runs_only_unallocated_jobs():
     started = {s.workload_id: s.allocated for s in out.starts}
     assert started == {"zu": False}
     (q,) = out.queue
-    assert q.workload_id == "za" and "no budget" in q.reason
+    assert q.workload_id == "za" and "no entitlement (weight 0 on its path)" in q.reason
 
 
 def test_protected_jobs_are_never_preempted():

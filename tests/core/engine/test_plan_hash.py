@@ -31,8 +31,8 @@ JOBS = 800
 
 # Recorded before the split (see the module docstring).
 EXPECTED = {
-    "fairshare": "3966bf59657fb0d79495cd0a8ef14076b05c69c988297ea20f45697c0b8e3b40",
-    "fairshare-decay": "032122321eeaebf418c9f3e3aae20c67b023ead9c83a964b142fd49ae477e6f1",
+    "fairshare": "d560776c1ca3d5b91d3f73f2a7972458386d1c62e32cdd381e68b36a67bf6d82",
+    "fairshare-decay": "db2a22151bd8d5ab8dad5c11125298024675dd60bf36202bb3bc69561508ed3f",
     "fifo": "0530bfde1ab3d6d9dcec9205379a6f53b48f3161a3b11f993146574eb8607212",
     "priority": "d50140296c93f6faa2b6eb2aaa85a9d64d4e926d60509c4d288feeca94831f95",
     "static": "a511e70ce789ae26ed68eab8fdc7355f2476dd506febeb2bdb1e019759bfe736",
