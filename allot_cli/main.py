@@ -524,6 +524,8 @@ SHARE_COLUMNS = (
     "fairshare",
     "rank",
 )
+# the columns that are shares, shown in the pages' format (12.50%)
+SHARE_FRACTIONS = frozenset({"norm_shares"})
 
 
 @app.command()
@@ -544,7 +546,10 @@ def shares(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
         (
             [
                 "  " * int(n.get("depth") or 0) + str(n.get("name", n.get("path", ""))),
-                *(n.get(c) for c in SHARE_COLUMNS),
+                *(
+                    render.share(n.get(c)) if c in SHARE_FRACTIONS else n.get(c)
+                    for c in SHARE_COLUMNS
+                ),
             ]
             for n in nodes
         ),  # fmt: skip

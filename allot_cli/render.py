@@ -86,6 +86,16 @@ def tail(text: str | None, limit: int = 24) -> str:
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
+SHARE_DECIMALS = 2  # as budgets.shares.SHARE_DECIMALS: a share shows the same digits everywhere
+
+
+def share(value: Any) -> str:
+    """A share (fraction) as the pages show it: 0.125 -> '12.50%'; None -> '-'."""
+    if value is None:
+        return "-"
+    return f"{float(value) * 100:.{SHARE_DECIMALS}f}%"
+
+
 def number(value: Any) -> str:
     if value is None:
         return "-"

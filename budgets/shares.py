@@ -13,7 +13,21 @@ from decimal import Decimal
 
 from scheduler.core.engine.budget_tree import NodeShare, shares_by_id, weight_number
 
-__all__ = ["NodeShare", "compute_shares", "shares_with_edits", "weight_number", "weight_text"]
+__all__ = [
+    "SHARE_DECIMALS",
+    "NodeShare",
+    "compute_shares",
+    "share_change_text",
+    "share_text",
+    "shares_with_edits",
+    "weight_number",
+    "weight_text",
+]
+
+# A share (among siblings, entitled) is shown as a percentage with this many decimals on
+# every page, so 12.5% reads "12.50%" everywhere (not "12%" on one page and "12.5%" on
+# another); the CLI (`allot_cli.render.share`) writes the same digits.
+SHARE_DECIMALS = 2
 
 
 def compute_shares(
@@ -36,3 +50,16 @@ def shares_with_edits(
 def weight_text(weight: Decimal) -> str:
     """A weight without trailing zeros or exponent: 50.0000 -> '50', 2.5000 -> '2.5'."""
     return f"{Decimal(weight).normalize():f}"
+
+
+def share_text(fraction: float | Decimal | None) -> str:
+    """A share as every page shows it: 0.125 -> '12.50%'; None -> '–'."""
+    if fraction is None:
+        return "–"
+    return f"{float(fraction) * 100:.{SHARE_DECIMALS}f}%"
+
+
+def share_change_text(delta: float | Decimal) -> str:
+    """A change of a share, signed, in the same digits: 0.025 -> '+2.50%'."""
+    text = share_text(delta)
+    return text if text.startswith("-") or float(delta) == 0 else "+" + text

@@ -36,8 +36,8 @@ def _tree_rows(index: selectors.TreeIndex, user, clusters) -> list[dict]:
                 "depth": depth,
                 "indent": depth * 1.5,
                 "path": index.path(node.pk),
-                "share_pct": share.share * 100,
-                "entitled_pct": share.entitled * 100,
+                "share": share.share,
+                "entitled": share.entitled,
                 "gpu_hours": [share.entitled * c.gpu_capacity * HOURS_PER_WEEK for c in clusters],
                 "managers": index.managers.get(node.pk, []),
                 "members": index.members.get(node.pk, []),
@@ -109,9 +109,9 @@ def _preview_rows(index: selectors.TreeIndex, edits: dict[int, Decimal]) -> list
                     "path": index.path(node.pk),
                     "old_weight": node.weight,
                     "new_weight": edits.get(node.pk, node.weight),
-                    "old_pct": old * 100,
-                    "new_pct": new * 100,
-                    "delta_pct": (new - old) * 100,
+                    "old": old,
+                    "new": new,
+                    "delta": new - old,
                 }
             )
     return rows
@@ -263,8 +263,8 @@ def _whatif_row(r: dict) -> dict:
         "p90_after_min": _per_minute(r["p90_wait_s_after"]),
         "ratio_before_pct": _percent(r["ratio_before"]),
         "ratio_after_pct": _percent(r["ratio_after"]),
-        "share_before_pct": _percent(r["entitled_share_before"] or 0),
-        "share_after_pct": _percent(r["entitled_share_after"] or 0),
+        "share_before": r["entitled_share_before"] or 0,
+        "share_after": r["entitled_share_after"] or 0,
     }
 
 

@@ -2,7 +2,7 @@ from decimal import Decimal
 
 from django import template
 
-from budgets.shares import weight_text
+from budgets.shares import share_change_text, share_text, weight_text
 
 register = template.Library()
 
@@ -11,3 +11,15 @@ register = template.Library()
 def weight(value: Decimal | None) -> str:
     """A weight without trailing zeros: 50.0000 -> 50, 2.5000 -> 2.5."""
     return "–" if value is None else weight_text(value)
+
+
+@register.filter
+def share(value) -> str:
+    """A share (fraction) as a percentage in the one format: 0.125 -> 12.50%."""
+    return share_text(value)
+
+
+@register.filter
+def share_change(value) -> str:
+    """A share's change, signed: 0.025 -> +2.50%."""
+    return share_change_text(value)

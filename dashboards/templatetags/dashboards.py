@@ -2,6 +2,8 @@
 
 from django import template
 
+from budgets.shares import share_text
+
 register = template.Library()
 
 
@@ -16,3 +18,9 @@ def percent(value) -> str:
 @register.filter
 def div(value, divisor) -> float:
     return float(value) / float(divisor)
+
+
+@register.filter
+def share(value) -> str:
+    """A share (fraction) in the one format of every page: 0.125 -> '12.50%'."""
+    return share_text(value)

@@ -1,0 +1,64 @@
+"""A share shows the same digits on every page and in the CLI (docs/concepts.md, share
+among siblings and entitled share): one function formats it, 12.5% reads "12.50%"
+everywhere, never "12%" on one page and "12.5%" on another."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from allot_cli import render
+from budgets import services
+from budgets.shares import share_change_text, share_text
+
+pytestmark = pytest.mark.django_db
+
+FRACTIONS = [0.0, 0.125, 0.225, 1 / 3, 0.35, 0.0004, 1.0]
+
+
+@pytest.mark.parametrize("fraction", FRACTIONS)
+def test_the_cli_writes_a_share_as_the_pages_do(fraction):
+    assert render.share(fraction) == share_text(fraction)
+
+
+def test_share_text_and_its_change():
+    assert share_text(0.125) == "12.50%" and share_text(0.225) == "22.50%"
+    assert share_text(None) == "–"
+    assert share_change_text(0.025) == "+2.50%" and share_change_text(-0.025) == "-2.50%"
+
+
+def _eighth(tree):
+    """a2 at 12.5% entitled (prog-a 50% x a2 25%), a1 at 37.5%."""
+    services.budget_change_create(
+        actor=tree.user("lead-a"),
+        reason="an eighth for a2",
+        changes=[{"node": tree.node("a1").pk, "weight": 90}],
+    )
+
+
+def test_tree_history_and_fairshare_show_12_5_percent_alike(tree, client):
+    from tests.factories import ClusterFactory
+
+    ClusterFactory(name="h100", host_count=1, gpus_per_host=8)
+    _eighth(tree)
+    client.force_login(tree.user("ceo"))
+    pages = {
+        "tree": client.get("/budgets/").content.decode(),
+        "history": client.get("/budgets/history/").content.decode(),
+        "fairshare": client.get("/dashboards/fairshare/").content.decode(),
+    }
+    for name, html in pages.items():
+        assert "12.50%" in html, name  # a2's entitled share
+        assert not re.search(r"\b12(\.5)?%", html), name
+    assert "37.50%" in pages["history"] and "35.00%" in pages["history"]  # a1 old -> new
+    assert "25.00%" in pages["tree"]  # a2's share among siblings, the same digits
+
+
+def test_the_edit_preview_uses_the_same_digits(tree, client):
+    client.force_login(tree.user("lead-a"))
+    a1 = tree.node("a1")
+    html = client.post(
+        f"/budgets/nodes/{tree.node('prog-a').pk}/preview/", {f"weight-{a1.pk}": "90"}
+    ).content.decode()
+    assert "12.50%" in html and "37.50%" in html and "+2.50%" in html and "-2.50%" in html
