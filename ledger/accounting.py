@@ -14,8 +14,10 @@ may be shorter; all quantities are GPU-hours):
   from submit to their end) in hour h.
 - entitled_h[p] = min(share[p] * capacity_h, demand_h[p]): a project that asked for
   nothing in an hour was entitled to nothing in that hour.
-- ratio[p] = min(1, sum_h delivered_h / sum_h entitled_h): the report's figure; time
-  above the share in one hour may make up for time below it in another.
+- ratio[p] = sum_h delivered_h / sum_h entitled_h: the delivery ratio of the glossary
+  (docs/concepts.md), not capped, as the dashboards show it: above 1 the project also
+  ran on GPUs no other project claimed; time above the share in one hour may make up
+  for time below it in another.
 - ratio_hourly[p] = sum_h min(delivered_h, entitled_h) / sum_h entitled_h: the stricter
   variant, where over-delivery in one hour cannot make up for under-delivery in another
   (an entitlement-weighted mean of the per-hour ratios capped at 1).
@@ -245,7 +247,7 @@ def entitlement_summary(
         e_total = math.fsum(ent) if ent else 0.0
         d_total = math.fsum(dlv) if dlv else 0.0
         if ent and e_total > 1e-9:
-            ratio: float | None = min(1.0, d_total / e_total)
+            ratio: float | None = d_total / e_total
             pairs = zip(dlv or [0.0] * len(ent), ent, strict=True)
             hourly = math.fsum(min(d, e) for d, e in pairs)
             ratio_hourly: float | None = min(1.0, hourly / e_total)
