@@ -33,6 +33,7 @@ from scheduler.models import (
     JobEvent,
     JobState,
 )
+from scheduler.selectors.budget_changes import cluster_change_notes, with_change_note
 from scheduler.selectors.eta import job_eta_for_page
 from scheduler.selectors.queue import iter_entries, queue_entry, queue_length, queue_snapshot
 
@@ -130,12 +131,15 @@ def job_queue_info(job: Job) -> dict[str, Any] | None:
             "reason": "submitted after the last scheduling cycle; the next cycle places it",
             "computed_at": snap.computed_at if snap else None,
         }
+    notes = cluster_change_notes(
+        lookback_s=job.cluster.lookback_s, as_of=snap.computed_at, project_ids=[job.project_id]
+    )
     return {
         "position": entry["position"],
         "project_position": entry["project_position"],
         "queue_length": queue_length(snap.entries),
         "fairshare_factor": entry["metric"],
-        "reason": entry["reason"],
+        "reason": with_change_note(entry["reason"], notes.get(job.project_id)),
         "computed_at": snap.computed_at,
     }
 
@@ -180,12 +184,18 @@ def queue_page(
         count, entries = len(mine), mine[offset : offset + limit]
     jobs = Job.objects.select_related("submitter").in_bulk([e["job"] for e in entries])
     paths = project_paths() if entries else {}
+    notes = cluster_change_notes(
+        lookback_s=cluster.lookback_s,
+        as_of=snap.computed_at,
+        project_ids={e["project"] for e in entries if e["project"] is not None},
+    )
     rows = []
     for entry in entries:
         job = jobs.get(entry["job"])
         rows.append(
             {
                 **entry,
+                "reason": with_change_note(entry["reason"], notes.get(entry["project"])),
                 "name": job.name if job else "",
                 "project_path": paths.get(entry["project"] or -1, ""),
                 "submitter": job.submitter.get_username() if job else "",

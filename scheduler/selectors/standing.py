@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from scheduler.models import Job, JobState
+from scheduler.selectors.budget_changes import cluster_change_notes, with_change_note
 from scheduler.selectors.eta import job_eta_for_page
 from scheduler.selectors.queue import iter_entries, queue_length, queue_snapshot
 
@@ -30,12 +31,22 @@ def job_standings(jobs: Iterable[Job]) -> dict[int, dict[str, Any]]:
         wanted = {j.pk for j in cluster_jobs}
         found = {e["job"]: e for e in iter_entries(entries) if e["job"] in wanted}
         length = queue_length(entries) if entries else 0
+        notes = (
+            cluster_change_notes(
+                lookback_s=cluster_jobs[0].cluster.lookback_s,
+                as_of=snap.computed_at,
+                project_ids={j.project_id for j in cluster_jobs},
+            )
+            if snap and found
+            else {}
+        )
         for job in cluster_jobs:
             entry = found.get(job.pk)
+            reason = entry["reason"] if entry else NOT_PLACED
             out[job.pk] = {
                 "position": entry["position"] if entry else None,
                 "queue_length": length,
-                "reason": entry["reason"] if entry else NOT_PLACED,
+                "reason": with_change_note(reason, notes.get(job.project_id)),
                 "eta": job_eta_for_page(job=job),
             }
     return out

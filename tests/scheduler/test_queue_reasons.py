@@ -3,10 +3,17 @@ quotes has the name of its glossary entry, never the name of another figure."""
 
 from __future__ import annotations
 
-import pytest
+import datetime as dt
 
-from scheduler.selectors.jobs import job_blockers, job_queue_info
+import pytest
+from django.utils import timezone
+
+from budgets import services
+from budgets.models import BudgetEvent
+from scheduler.core.engine.explain import STANDING
+from scheduler.selectors.jobs import job_blockers, job_queue_info, queue_page
 from scheduler.selectors.queue import iter_entries, queue_snapshot
+from scheduler.selectors.standing import job_standings
 from tests.live.conftest import live  # noqa: F401  (the live fixture)
 
 pytestmark = pytest.mark.django_db
@@ -56,3 +63,45 @@ def test_a_project_without_entitlement_has_no_rank_and_is_not_counted(live):  # 
         assert info["fairshare_factor"] == 0.0
         assert entries[job.pk]["project_rank"] == 3  # after the two ranked projects
     assert entries[waiting.pk]["project_rank"] == 1
+
+
+def test_a_weight_change_in_the_window_is_told_in_the_reason(live):  # noqa: F811
+    """lead-a cuts a1 70 -> 30: the waiting a1 job's reason names the change, when and
+    by whom, on the job page, the queue (API and page) and the jobs list alike."""
+    waiting = _fill_and_wait(live, "a1")
+    services.budget_change_create(
+        actor=live.tree.user("lead-a"),
+        reason="a2 needs more",
+        changes=[{"node": live.tree.node("a1").pk, "weight": 30}],
+    )
+    live.cycle(advance_s=60)
+    note = (
+        "a1's weight changed 70 -> 30 at "
+        f"{timezone.now().astimezone(dt.UTC):%Y-%m-%d} "  # the date; the minute may turn
+    )
+    reason = job_queue_info(live.job(waiting))["reason"]
+    assert STANDING in reason and note in reason
+    assert "by lead-a (entitled share of org/prog-a/a1 35.00% -> 25.00%)" in reason
+    row = next(
+        r
+        for r in queue_page(cluster=live.cluster, offset=0, limit=50).rows
+        if r["job"] == waiting.pk
+    )
+    assert row["reason"] == reason
+    assert job_standings([live.job(waiting)])[waiting.pk]["reason"] == reason
+    # the jobs that run are not told; a2's waiting job would be (its share moved too)
+    b1 = live.submit("b1", gpus=8, min_runtime_s=3600)
+    live.cycle(advance_s=60)
+    assert "weight changed" not in job_queue_info(live.job(b1))["reason"]
+
+
+def test_a_change_before_the_window_is_not_told(live):  # noqa: F811
+    services.budget_change_create(
+        actor=live.tree.user("lead-a"),
+        reason="long ago",
+        changes=[{"node": live.tree.node("a1").pk, "weight": 30}],
+        now=timezone.now() - dt.timedelta(days=8),
+    )
+    assert BudgetEvent.objects.get(reason="long ago").effective_at < live.now - dt.timedelta(days=7)
+    waiting = _fill_and_wait(live, "a1")
+    assert "weight changed" not in job_queue_info(live.job(waiting))["reason"]

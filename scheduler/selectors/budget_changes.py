@@ -1,0 +1,104 @@
+"""Explained changes: the audited budget change that moved a waiting job's standing.
+
+A queue reason quotes the project's standing ("project a2 is at 12% of its entitled
+share over 7 days (fair-share rank 2 of 3)"). When a manager changed a weight inside the
+usage window the standing is read over, the reason says so, from the budget history:
+
+    "...; a1's weight changed 70 -> 30 at 2026-12-05 10:04 UTC by lead-a (entitled
+    share of org/prog-a/a2 15.00% -> 25.00%)"
+
+Only applied changes that moved the project's own entitled share count (an item of
+the event names the project: its weight, a sibling's or an ancestor's changed); the
+latest one is told, with how many earlier ones the window holds.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+
+from django.utils import timezone
+
+from budgets.models import BudgetEventItem, EventKind
+from budgets.shares import share_text, weight_text
+from scheduler.core.engine.explain import STANDING
+
+__all__ = ["cluster_change_notes", "standing_change_notes", "with_change_note"]
+
+
+def cluster_change_notes(
+    *, lookback_s: int, as_of: dt.datetime | None, project_ids: Iterable[int]
+) -> dict[int, str]:
+    """The notes for a cluster's queue computed at `as_of`: changes from the start of
+    its usage window (`as_of` - look-back) until now (a change after the cycle moves the
+    standing at the next one, and is told already)."""
+    now = timezone.now()
+    start = (as_of or now) - dt.timedelta(seconds=lookback_s)
+    return standing_change_notes(project_ids=project_ids, since=start, until=now)
+
+
+def standing_change_notes(
+    *, project_ids: Iterable[int], since: dt.datetime, until: dt.datetime
+) -> dict[int, str]:
+    """Project node id -> the note of the latest applied budget change in [since,
+    until] that moved its entitled share (projects without one are left out)."""
+    wanted = set(project_ids)
+    if not wanted:
+        return {}
+    items = (
+        BudgetEventItem.objects.filter(
+            node_id__in=wanted,
+            event__kind=EventKind.APPLIED,
+            event__effective_at__gte=since,
+            event__effective_at__lte=until,
+        )
+        .select_related("event")
+        .order_by("-event__effective_at", "-event_id")
+    )
+    latest: dict[int, BudgetEventItem] = {}
+    earlier: dict[int, int] = {}
+    for item in items:
+        if item.node_id in latest:
+            earlier[item.node_id] = earlier.get(item.node_id, 0) + 1
+        else:
+            latest[item.node_id] = item
+    if not latest:
+        return {}
+    events = {item.event_id for item in latest.values()}
+    changed: dict[int, list[BudgetEventItem]] = {}
+    for item in BudgetEventItem.objects.filter(event_id__in=events).order_by("node_path"):
+        if item.old_weight is not None and item.old_weight != item.new_weight:
+            changed.setdefault(item.event_id, []).append(item)
+    notes = {}
+    for node_id, item in latest.items():
+        event = item.event
+        weights = ", ".join(
+            f"{_name(c.node_path)}'s weight changed {_weight(c.old_weight)} -> "
+            f"{_weight(c.new_weight)}"
+            for c in changed.get(item.event_id, [])
+        )
+        when = event.effective_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        more = earlier.get(node_id, 0)
+        notes[node_id] = (
+            f"{weights or 'the budget tree changed'} at {when} by "
+            f"{event.actor_name or 'system'} (entitled share of {item.node_path} "
+            f"{share_text(item.old_entitled_share)} -> {share_text(item.new_entitled_share)})"
+            + (f"; {more} earlier change{'s' if more != 1 else ''} in the window" if more else "")
+        )
+    return notes
+
+
+def with_change_note(reason: str, note: str | None) -> str:
+    """The reason with the note appended, when the reason quotes the project's standing
+    (or says it has no entitlement); other reasons are returned unchanged."""
+    if not note or (STANDING not in reason and "no entitlement" not in reason):
+        return reason
+    return f"{reason}; {note}"
+
+
+def _name(path: str) -> str:
+    return path.rsplit("/", 1)[-1]
+
+
+def _weight(value) -> str:
+    return "–" if value is None else weight_text(value)
