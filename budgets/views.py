@@ -255,16 +255,23 @@ def _percent(fraction: float | None) -> float | None:
 
 
 def _whatif_row(r: dict) -> dict:
-    """One project's figures as the table shows them (percent, minutes, the change)."""
+    """One project's figures as the table shows them (percent, minutes, the change):
+    the ledger's record, the replay with today's weights and the one with the proposed."""
+    before, after = r.get("delivered_gpu_h_before"), r.get("delivered_gpu_h_after")
+    difference = r.get("replay_difference")
     return {
         **r,
-        "delta_gpu_h": (r["delivered_gpu_h_after"] or 0) - (r["delivered_gpu_h_before"] or 0),
-        "p90_before_min": _per_minute(r["p90_wait_s_before"]),
-        "p90_after_min": _per_minute(r["p90_wait_s_after"]),
-        "ratio_before_pct": _percent(r["ratio_before"]),
-        "ratio_after_pct": _percent(r["ratio_after"]),
-        "share_before": r["entitled_share_before"] or 0,
-        "share_after": r["entitled_share_after"] or 0,
+        "delivered_gpu_h_before": before,
+        "delivered_gpu_h_after": after,
+        "delta_gpu_h": (after or 0) - (before or 0),
+        "p90_before_min": _per_minute(r.get("p90_wait_s_before")),
+        "p90_after_min": _per_minute(r.get("p90_wait_s_after")),
+        "ratio_recorded_pct": _percent(r.get("ratio_recorded")),
+        "ratio_before_pct": _percent(r.get("ratio_before")),
+        "ratio_after_pct": _percent(r.get("ratio_after")),
+        "share_before": r.get("entitled_share_before") or 0,
+        "share_after": r.get("entitled_share_after") or 0,
+        "difference_pct": _percent(difference),
     }
 
 
@@ -274,10 +281,11 @@ def _whatif_context(preview) -> dict:
     rows = [_whatif_row(r) for r in result.get("projects", [])]
     chart = {
         "projects": [r["project"] for r in rows],
+        "recorded": [r.get("delivered_gpu_h_recorded") for r in rows],
         "before": [r["delivered_gpu_h_before"] for r in rows],
         "after": [r["delivered_gpu_h_after"] for r in rows],
-        "entitled_before": [r["entitled_gpu_h_before"] for r in rows],
-        "entitled_after": [r["entitled_gpu_h_after"] for r in rows],
+        "entitled_before": [r.get("entitled_gpu_h_before") for r in rows],
+        "entitled_after": [r.get("entitled_gpu_h_after") for r in rows],
         "days": preview.window_days,
     }
     return {
@@ -286,6 +294,7 @@ def _whatif_context(preview) -> dict:
         "rows": rows,
         "chart": chart,
         "result": result,
+        "fidelity_pct": _percent((result.get("fidelity") or {}).get("worst")),
         "chart_id": f"whatif-data-{preview.pk}",
     }
 

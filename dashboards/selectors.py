@@ -25,6 +25,7 @@ from budgets import permissions
 from budgets.models import NodeKind
 from budgets.selectors import TreeIndex, tree_index
 from ledger import selectors as ledger_selectors
+from ledger.accounting import delivery_ratio
 from ledger.models import ProjectHour
 from ledger.selectors import Period, floor_hour, step_key, step_starts
 from scheduler.models import Attempt, Cluster, HostEvent, HostHealth, Job, JobEvent, JobState
@@ -50,7 +51,7 @@ def cluster_list() -> list[Cluster]:
 
 
 def _ratio(delivered: float, entitled: float) -> float | None:
-    return delivered / entitled if entitled > 0 else None
+    return delivery_ratio(delivered, entitled)
 
 
 def delivery(period: Period, *, user, index: TreeIndex | None = None) -> dict[str, Any]:

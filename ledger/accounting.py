@@ -51,6 +51,7 @@ __all__ = [
     "bucket_spans",
     "capacity_hourly",
     "delivered_hourly",
+    "delivery_ratio",
     "demand_hourly",
     "entitlement_hourly",
     "entitlement_summary",
@@ -246,8 +247,8 @@ def entitlement_summary(
         dlv = del_h.get(p)
         e_total = math.fsum(ent) if ent else 0.0
         d_total = math.fsum(dlv) if dlv else 0.0
-        if ent and e_total > 1e-9:
-            ratio: float | None = d_total / e_total
+        ratio = delivery_ratio(d_total, e_total) if ent else None
+        if ent and ratio is not None:
             pairs = zip(dlv or [0.0] * len(ent), ent, strict=True)
             hourly = math.fsum(min(d, e) for d, e in pairs)
             ratio_hourly: float | None = min(1.0, hourly / e_total)
@@ -265,6 +266,14 @@ def entitlement_summary(
         projects_at_95=sum(1 for r, _ in rated if r >= threshold - 1e-12),
         projects=projects,
     )
+
+
+def delivery_ratio(delivered_gpu_h: float, entitled_gpu_h: float) -> float | None:
+    """The delivery ratio of docs/concepts.md: delivered GPU-hours / demand-capped
+    entitlement, not capped; None for a project entitled to nothing. The one function
+    behind every surface that shows it (dashboards, /me/, the metric, the simulator
+    report, the what-if preview)."""
+    return delivered_gpu_h / entitled_gpu_h if entitled_gpu_h > 1e-9 else None
 
 
 @dataclass(frozen=True, slots=True)

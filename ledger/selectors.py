@@ -25,6 +25,7 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
+from ledger.accounting import delivery_ratio
 from ledger.models import ClusterHour, ProjectHour
 from scheduler.core.engine.fairshare import fair_tree
 from scheduler.core.engine.types import BudgetNode as EngineNode
@@ -425,6 +426,33 @@ def last_hour_occupancy(*, now: dt.datetime | None = None) -> list[tuple[str, st
     ]
 
 
+def recorded_delivery(
+    *, cluster: Cluster, since: dt.datetime, until: dt.datetime
+) -> dict[int, dict[str, float | None]]:
+    """What the ledger recorded per project over the hours [since, until) of a cluster:
+    delivered, demand-capped entitled and demand GPU-hours and the delivery ratio (the
+    what-if preview's "recorded" column; no viewer check: the caller has one)."""
+    sums = (
+        ProjectHour.objects.filter(cluster=cluster, hour__gte=since, hour__lt=until)
+        .values("project_id")
+        .annotate(
+            delivered=Sum("allocated_gpu_h"),
+            entitled=Sum("entitled_gpu_h"),
+            demand=Sum("demand_gpu_h"),
+        )
+        .order_by("project_id")
+    )
+    return {
+        row["project_id"]: {
+            "delivered_gpu_h": row["delivered"] or 0.0,
+            "entitled_gpu_h": row["entitled"] or 0.0,
+            "demand_gpu_h": row["demand"] or 0.0,
+            "ratio": delivery_ratio(row["delivered"] or 0.0, row["entitled"] or 0.0),
+        }
+        for row in sums
+    }
+
+
 def entitlement_ratios(*, now: dt.datetime | None = None) -> list[tuple[str, str, float]]:
     """(cluster name, project path, delivered / entitled GPU-hours) over the RATIO_WINDOW
     of complete hours before `now`, for the projects entitled to something (above 1: it
@@ -439,7 +467,8 @@ def entitlement_ratios(*, now: dt.datetime | None = None) -> list[tuple[str, str
     )
     index = tree_index()
     return [
-        (row["cluster__name"], index.path(row["project_id"]), row["delivered"] / row["entitled"])
+        (row["cluster__name"], index.path(row["project_id"]), ratio)
         for row in sums
         if row["project_id"] in index.nodes
+        and (ratio := delivery_ratio(row["delivered"] or 0.0, row["entitled"])) is not None
     ]

@@ -599,9 +599,16 @@ class PreviewInput(StrictInput):
         "type": "object",
         "nullable": True,
         "description": "When done: `jobs` replayed, `skipped` (by reason), `empty` (no job "
-        "in the window), `window_s`, `window_start`, `window_end`, `changed` weights and "
-        "`projects`: per project `<figure>_before` / `<figure>_after` for entitled_share, "
-        "delivered_gpu_h, entitled_gpu_h, ratio and p90_wait_s",
+        "in the window), `window_s`, `window_start`, `window_end` (complete hours), "
+        "`changed` weights and `projects`: per project the ledger's recorded figures "
+        "(`delivered_gpu_h_recorded`, `entitled_gpu_h_recorded`, `ratio_recorded`), the "
+        "replay with today's weights (`<figure>_before`) and with the proposed weights "
+        "(`<figure>_after`) for entitled_share, delivered_gpu_h, entitled_gpu_h, ratio "
+        "(delivery ratio) and p90_wait_s, and `replay_difference` (|replay with today's "
+        "weights - recorded| / recorded delivered GPU-h); `fidelity` (`worst` of those over "
+        "the projects that made `share` of the recorded delivery) and `not_reproduced` "
+        "(`carried` jobs present when the window opened, `carried_before_gpu_h` they ran "
+        "before it, `unknown_runtime` jobs and their `unknown_runtime_gpu_h`)",
     }
 )
 class PreviewResultField(serializers.JSONField):

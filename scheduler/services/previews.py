@@ -9,24 +9,26 @@ with the current and the proposed weights through the simulator
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q
 from django.utils import timezone
 
 from budgets import permissions
 from budgets.selectors import TreeIndex
 from budgets.services import weight_edits_check
 from config.errors import NotFound, ValidationFailed
+from ledger.selectors import recorded_delivery
 from scheduler.core.engine.types import BudgetNode as EngineNode
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig
-from scheduler.core.sim.whatif import JobRecord, run_whatif
+from scheduler.core.sim.whatif import FIDELITY_SHARE, JobRecord, fidelity, run_whatif
 from scheduler.models import Attempt, Cluster, Job, JobState, Preview, PreviewState
 from scheduler.services.jobs import resolve_cluster
 
@@ -112,27 +114,151 @@ def _runtime_s(job: Job, now: dt.datetime) -> float:
     return float(sum(runs))
 
 
-def job_records(cluster: Cluster, index: TreeIndex, since: dt.datetime, now: dt.datetime):
-    """The cluster's jobs submitted in [since, now) as `JobRecord`s (seconds since `since`)."""
+def _ran_before_s(job: Job, since: dt.datetime, now: dt.datetime) -> float:
+    """The work a job present at `since` had done before it: its runs before `since`
+    (a job that is not resumable keeps only its run that was going at `since`)."""
+    done = 0.0
+    for a in job.attempts.all():
+        if a.started_at is None or a.started_at >= since:
+            continue
+        end = min(a.ended_at or now, since)
+        ran = max(0.0, (end - a.started_at).total_seconds())
+        if job.resumable:
+            done += ran
+        elif a.ended_at is None or a.ended_at > since:
+            done = ran
+    return done
+
+
+@dataclasses.dataclass
+class ReplayInput:
+    """The jobs a what-if replays and what it could not reproduce of the record:
+    `carried` jobs were running or waiting when the window opened (replayed from its
+    start with the work they had left; `carried_before_gpu_h` of theirs ran before it),
+    `unknown_runtime` jobs have not ended and declared no duration (replayed with what
+    they ran so far, `unknown_runtime_gpu_h`)."""
+
+    records: list[JobRecord]
+    carried: int = 0
+    carried_before_gpu_h: float = 0.0
+    unknown_runtime: int = 0
+    unknown_runtime_gpu_h: float = 0.0
+
+
+def job_records(
+    cluster: Cluster, index: TreeIndex, since: dt.datetime, now: dt.datetime
+) -> ReplayInput:
+    """The cluster's jobs present in [since, now) as `JobRecord`s (seconds since `since`):
+    those submitted in it, and those submitted before it and still running or waiting at
+    `since`, submitted at the window's start with the work they had left."""
     attempts = Prefetch("attempts", queryset=Attempt.objects.order_by("number"))
+    present = Q(submitted_at__gte=since) | Q(ended_at__isnull=True) | Q(ended_at__gt=since)
     jobs = (
-        Job.objects.filter(cluster=cluster, submitted_at__gte=since, submitted_at__lt=now)
+        Job.objects.filter(cluster=cluster, submitted_at__lt=now)
+        .filter(present)
         .prefetch_related(attempts)
         .order_by("submitted_at", "pk")
     )
+    out = ReplayInput(records=[])
     for job in jobs.iterator(chunk_size=2000):
-        yield JobRecord(
-            job_id=str(job.pk),
-            project=index.path(job.project_id) if job.project_id in index.nodes else "",
-            submit_s=(job.submitted_at - since).total_seconds(),
-            gpus=job.gpus,
-            runtime_s=_runtime_s(job, now),
-            min_runtime_s=float(job.min_runtime_s),
-            resumable=job.resumable,
-            kind=job.kind,
-            priority=job.priority,
-            user=str(job.submitter_id),
+        runtime = _runtime_s(job, now)
+        submit = (job.submitted_at - since).total_seconds()
+        if job.ended_at is None and not job.duration_s and job.state != JobState.SUCCEEDED:
+            out.unknown_runtime += 1
+            out.unknown_runtime_gpu_h += job.gpus * runtime / 3600
+        if submit < 0:
+            before = _ran_before_s(job, since, now)
+            runtime -= before
+            out.carried += 1
+            out.carried_before_gpu_h += job.gpus * before / 3600
+            submit = 0.0
+            if runtime <= 0:
+                continue
+        out.records.append(
+            JobRecord(
+                job_id=str(job.pk),
+                project=index.path(job.project_id) if job.project_id in index.nodes else "",
+                submit_s=submit,
+                gpus=job.gpus,
+                runtime_s=runtime,
+                min_runtime_s=float(min(job.min_runtime_s, runtime)),
+                resumable=job.resumable,
+                kind=job.kind,
+                priority=job.priority,
+                user=str(job.submitter_id),
+            )
         )
+    return out
+
+
+def preview_window(now: dt.datetime, days: int) -> tuple[dt.datetime, dt.datetime]:
+    """The window a preview replays: the `days` days of complete hours before `now`, the
+    hours the ledger has recorded (so the replay and the record cover the same time)."""
+    until = now.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
+    return until - dt.timedelta(days=days), until
+
+
+def preview_compute(
+    *,
+    cluster: Cluster,
+    index: TreeIndex,
+    edits: Mapping[int, Decimal],
+    since: dt.datetime,
+    until: dt.datetime,
+    parallel: bool = True,
+    progress: Callable[[float], None] | None = None,
+) -> dict[str, Any]:
+    """The preview's figures per project: what the ledger recorded over [since, until),
+    the replay with today's weights and the replay with the proposed ones, how far the
+    first replay is from the record (`fidelity`), and what the replays could not
+    reproduce (`not_reproduced`)."""
+    replay_input = job_records(cluster, index, since, until)
+    result = run_whatif(
+        _cluster_spec(cluster),
+        engine_tree(index, None),
+        engine_tree(index, edits),
+        replay_input.records,
+        start_s=0.0,
+        end_s=(until - since).total_seconds(),
+        config=sim_config_for_cluster(cluster),
+        parallel=parallel,
+        progress=progress,
+    )
+    recorded = {
+        index.path(node_id): figures
+        for node_id, figures in recorded_delivery(cluster=cluster, since=since, until=until).items()
+        if node_id in index.nodes
+    }
+    rows = result["projects"]
+    known = {r["project"] for r in rows}
+    for name in sorted(set(recorded) - known):
+        rows.append({"project": name, "jobs": 0})
+    for row in rows:
+        rec = recorded.get(row["project"], {})
+        row["delivered_gpu_h_recorded"] = rec.get("delivered_gpu_h", 0.0)
+        row["entitled_gpu_h_recorded"] = rec.get("entitled_gpu_h", 0.0)
+        row["ratio_recorded"] = rec.get("ratio")
+    fid = fidelity(
+        {r["project"]: r["delivered_gpu_h_recorded"] for r in rows},
+        {r["project"]: r.get("delivered_gpu_h_before") or 0.0 for r in rows},
+    )
+    for row in rows:
+        row["replay_difference"] = fid["projects"].get(row["project"])
+    result["fidelity"] = {
+        "worst": fid["worst"],
+        "worst_project": fid["worst_project"],
+        "judged": fid["judged"],
+        "share": FIDELITY_SHARE,
+    }
+    result["not_reproduced"] = {
+        "carried": replay_input.carried,
+        "carried_before_gpu_h": replay_input.carried_before_gpu_h,
+        "unknown_runtime": replay_input.unknown_runtime,
+        "unknown_runtime_gpu_h": replay_input.unknown_runtime_gpu_h,
+    }
+    result["window_start"] = since.isoformat()
+    result["window_end"] = until.isoformat()
+    return result
 
 
 def _cluster_spec(cluster: Cluster) -> ClusterSpec:
@@ -167,29 +293,23 @@ def preview_run(*, preview_id: int, parallel: bool = True) -> Preview:
     if not claimed:
         return preview  # already run (a redelivered task)
     try:
-        now = timezone.now()
-        since = now - dt.timedelta(days=preview.window_days)
+        since, until = preview_window(timezone.now(), preview.window_days)
         index = tree_index()
         edits = {int(c["node"]): Decimal(c["weight"]) for c in preview.weights}
-        records = list(job_records(preview.cluster, index, since, now))
         Preview.objects.filter(pk=preview_id).update(progress=0.1)
 
         def progress(fraction: float) -> None:
             Preview.objects.filter(pk=preview_id).update(progress=0.1 + 0.85 * fraction)
 
-        result = run_whatif(
-            _cluster_spec(preview.cluster),
-            engine_tree(index, None),
-            engine_tree(index, edits),
-            records,
-            start_s=0.0,
-            end_s=(now - since).total_seconds(),
-            config=sim_config_for_cluster(preview.cluster),
+        result = preview_compute(
+            cluster=preview.cluster,
+            index=index,
+            edits=edits,
+            since=since,
+            until=until,
             parallel=parallel,
             progress=progress,
         )
-        result["window_start"] = since.isoformat()
-        result["window_end"] = now.isoformat()
         result["changed"] = [
             {"node": n, "path": index.path(n), "old": str(index.nodes[n].weight), "new": str(w)}
             for n, w in edits.items()

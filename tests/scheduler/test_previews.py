@@ -10,8 +10,10 @@ import pytest
 from django.utils import timezone
 
 from config.errors import PermissionDenied, ValidationFailed
+from ledger.models import ProjectHour
 from scheduler.models import Job, JobState, Preview, PreviewState
-from scheduler.services.previews import preview_get, preview_request, preview_run
+from scheduler.services.previews import preview_get, preview_request, preview_run, preview_window
+from tests.dashboards.data import attempt
 from tests.factories import ClusterFactory, HostFactory
 
 pytestmark = pytest.mark.django_db
@@ -125,7 +127,8 @@ def test_no_jobs_in_the_window_is_done_and_empty(tree, cluster):
     old = timezone.now() - dt.timedelta(days=40)
     Job.objects.create(
         cluster=cluster, project=tree.node("a1"), submitter=tree.user("ann"), name="old",
-        gpus=1, duration_s=60, submitted_at=old, queued_at=old,
+        gpus=1, duration_s=60, submitted_at=old, queued_at=old, state=JobState.SUCCEEDED,
+        ended_at=old + dt.timedelta(seconds=60),
     )  # fmt: skip
     preview = preview_request(
         actor=tree.user("lead-a"), node=tree.node("prog-a").pk, weights=weights(tree),
@@ -170,3 +173,62 @@ def test_rest_post_then_get(tree, cluster, api_client, django_capture_on_commit_
     api_client.force_authenticate(tree.user("ann"))
     assert api_client.get(f"/api/v1/previews/{created.json()['id']}/").status_code == 403
     assert api_client.get("/api/v1/previews/999999/").status_code == 404
+
+
+def _run(tree, days: int = 3) -> Preview:
+    preview = preview_request(
+        actor=tree.user("lead-a"), node=tree.node("prog-a").pk, weights=weights(tree),
+        cluster="gpu", days=days,
+    )  # fmt: skip
+    return preview_run(preview_id=preview.pk, parallel=False)
+
+
+def test_the_record_stands_beside_both_replays_with_their_difference(tree, cluster, client):
+    """The ledger's recorded delivery is its own column, never shown under the replay's
+    label; the replay with today's weights says how far it is from it."""
+    seed_jobs(tree, cluster)
+    since, until = preview_window(timezone.now(), 3)
+    ProjectHour.objects.bulk_create(
+        ProjectHour(
+            cluster=cluster, project=tree.node("a1"), hour=until - dt.timedelta(hours=h),
+            allocated_gpu_h=5.0, entitled_gpu_h=4.0,
+        )
+        for h in range(1, 11)
+    )  # fmt: skip
+    ProjectHour.objects.create(  # the current hour is not complete: not in the window
+        cluster=cluster, project=tree.node("a1"), hour=until, allocated_gpu_h=99.0
+    )
+    preview = _run(tree)
+    assert preview.state == PreviewState.DONE, preview.error
+    rows = {r["project"]: r for r in preview.result["projects"]}
+    a1 = rows["org/prog-a/a1"]
+    assert a1["delivered_gpu_h_recorded"] == pytest.approx(50.0)
+    assert a1["ratio_recorded"] == pytest.approx(1.25)  # not capped at 100%
+    assert a1["replay_difference"] == pytest.approx(abs(a1["delivered_gpu_h_before"] - 50.0) / 50.0)
+    assert preview.result["fidelity"]["judged"] == ["org/prog-a/a1"]
+    assert preview.result["window_end"] == until.isoformat()
+    client.force_login(tree.user("lead-a"))
+    html = client.get(f"/budgets/whatif/{preview.pk}/").content.decode()
+    for label in ("Recorded", "Replay, today's weights", "Replay, proposed weights"):
+        assert label in html, label
+    assert "125.0%" in html and "off the record" in html and "differ from the record" in html
+
+
+def test_a_job_running_when_the_window_opened_is_replayed_with_the_work_left(tree, cluster):
+    """Started a day before the 3-day window with 5 days of work: the replay runs its 4
+    days left from the window's start (the whole window, 8 GPUs), and says that 24 h x 8
+    GPUs of it ran before the window."""
+    since, until = preview_window(timezone.now(), 3)
+    start = since - dt.timedelta(days=1)
+    job = Job.objects.create(
+        cluster=cluster, project=tree.node("a1"), submitter=tree.user("ann"), name="long",
+        gpus=8, min_runtime_s=3600, resumable=True, duration_s=5 * 86400,
+        state=JobState.RUNNING, submitted_at=start, queued_at=start, first_started_at=start,
+    )  # fmt: skip
+    attempt(job, started_at=start)
+    preview = _run(tree)
+    assert preview.state == PreviewState.DONE, preview.error
+    assert preview.result["not_reproduced"]["carried"] == 1
+    assert preview.result["not_reproduced"]["carried_before_gpu_h"] == pytest.approx(8 * 24)
+    a1 = {r["project"]: r for r in preview.result["projects"]}["org/prog-a/a1"]
+    assert a1["delivered_gpu_h_before"] == pytest.approx(8 * 72, rel=0.01)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import multiprocessing
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,7 +37,9 @@ from scheduler.core.sim.replay import leaf_projects, simulate
 from scheduler.core.sim.report import percentile
 
 __all__ = [
+    "FIDELITY_SHARE",
     "JobRecord",
+    "fidelity",
     "run_whatif",
     "summarise",
     "trace_from_records",
@@ -129,6 +132,40 @@ def summarise(result: SimResult, tree: BudgetNode) -> dict[str, dict[str, Any]]:
             "jobs": counts.get(name, 0),
         }
     return out
+
+
+# The projects whose delivery the fidelity is judged on: the largest ones that together
+# made this share of the recorded delivery (a project with a few GPU-hours may differ by
+# any percentage without changing what a manager reads).
+FIDELITY_SHARE = 0.9
+
+
+def fidelity(
+    recorded: Mapping[str, float], replayed: Mapping[str, float], share: float = FIDELITY_SHARE
+) -> dict[str, Any]:
+    """How far a replay with unchanged weights is from the record: per project the
+    relative difference of delivered GPU-hours, |replayed - recorded| / recorded, over
+    the projects that made `share` of the recorded delivery (largest first), and the
+    worst of them. ``{"worst", "worst_project", "projects": {name: difference},
+    "judged": [names]}``; worst None when nothing was delivered."""
+    total = math.fsum(v for v in recorded.values() if v > 0)
+    judged: list[str] = []
+    covered = 0.0
+    for name, value in sorted(recorded.items(), key=lambda kv: (-kv[1], kv[0])):
+        if value <= 0 or (total > 0 and covered >= share * total - 1e-9):
+            break
+        judged.append(name)
+        covered += value
+    diffs = {
+        name: abs(replayed.get(name, 0.0) - recorded[name]) / recorded[name] for name in judged
+    }
+    worst = max(diffs.items(), key=lambda kv: (kv[1], kv[0])) if diffs else None
+    return {
+        "worst": worst[1] if worst else None,
+        "worst_project": worst[0] if worst else None,
+        "projects": diffs,
+        "judged": judged,
+    }
 
 
 def tree_data(tree: BudgetNode) -> TreeData:
