@@ -29,7 +29,15 @@ from ledger.selectors import recorded_delivery
 from scheduler.core.engine.types import BudgetNode as EngineNode
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig
 from scheduler.core.sim.whatif import FIDELITY_SHARE, JobRecord, fidelity, run_whatif
-from scheduler.models import Attempt, Cluster, Job, JobState, Preview, PreviewState
+from scheduler.models import (
+    TERMINAL_STATES,
+    Attempt,
+    Cluster,
+    Job,
+    JobState,
+    Preview,
+    PreviewState,
+)
 from scheduler.services.jobs import resolve_cluster
 
 log = logging.getLogger(__name__)
@@ -100,14 +108,15 @@ def engine_tree(index: TreeIndex, edits: Mapping[int, Decimal] | None = None) ->
 
 
 def _runtime_s(job: Job, now: dt.datetime) -> float:
-    """What the job needed: a completed job's real running time (saved work + its last
-    run), else its duration hint, else what it has run so far; 0 when unknown."""
+    """What the job needed: an ended job's real running time (saved work + its last
+    run: a job that failed, was cancelled or was preempted for good ran that long and
+    no longer), else its duration hint, else what it has run so far; 0 when unknown."""
     runs = [
         ((a.ended_at or now) - a.started_at).total_seconds()
         for a in job.attempts.all()
         if a.started_at is not None
     ]
-    if job.state == JobState.SUCCEEDED and runs:
+    if job.state in TERMINAL_STATES and runs:
         return job.progress_s + runs[-1]
     if job.duration_s:
         return float(job.duration_s)
