@@ -200,6 +200,39 @@ def job_records(
     return out
 
 
+def prior_usage(
+    cluster: Cluster, index: TreeIndex, since: dt.datetime
+) -> tuple[tuple[str, float, float, int], ...]:
+    """The charged runs of the cluster's usage window before `since`, as (project path,
+    start, end, GPUs) in seconds relative to `since` (<= 0): the replay starts with the
+    fair-share usage the cluster had when the window opened, not with none."""
+    lookback = float(cluster.lookback_s)
+    if cluster.half_life_s:
+        lookback = 10.0 * cluster.half_life_s  # older runs weigh under 2^-10
+    earliest = since - dt.timedelta(seconds=lookback)
+    attempts = (
+        Attempt.objects.filter(cluster=cluster, allocated=True, started_at__lt=since)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=earliest))
+        .values_list("project_id", "started_at", "ended_at", "gpus")
+    )
+    out = []
+    for project_id, started, ended, gpus in attempts.iterator(chunk_size=5000):
+        if project_id not in index.nodes:
+            continue
+        start = max(started, earliest)
+        end = min(ended or since, since)
+        if end > start:
+            out.append(
+                (
+                    index.path(project_id),
+                    (start - since).total_seconds(),
+                    (end - since).total_seconds(),
+                    gpus,
+                )
+            )
+    return tuple(out)
+
+
 def preview_window(now: dt.datetime, days: int) -> tuple[dt.datetime, dt.datetime]:
     """The window a preview replays: the `days` days of complete hours before `now`, the
     hours the ledger has recorded (so the replay and the record cover the same time)."""
@@ -222,6 +255,9 @@ def preview_compute(
     first replay is from the record (`fidelity`), and what the replays could not
     reproduce (`not_reproduced`)."""
     replay_input = job_records(cluster, index, since, until)
+    config = dataclasses.replace(
+        sim_config_for_cluster(cluster), prior_usage=prior_usage(cluster, index, since)
+    )
     result = run_whatif(
         _cluster_spec(cluster),
         engine_tree(index, None),
@@ -229,7 +265,7 @@ def preview_compute(
         replay_input.records,
         start_s=0.0,
         end_s=(until - since).total_seconds(),
-        config=sim_config_for_cluster(cluster),
+        config=config,
         parallel=parallel,
         progress=progress,
     )

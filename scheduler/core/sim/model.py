@@ -91,6 +91,11 @@ class SimConfig:
     seed: int = 0
     short_reserve_hosts: int = 0  # Policy.short_reserve_hosts (fairshare only)
     short_job_max_s: float = 15 * 60.0
+    # Charged runs before the replay starts, (project, start_s, end_s, gpus) with
+    # start_s < end_s <= 0: they count in the fair-share usage from the first cycle, so a
+    # replay of a window of a live cluster starts with the usage the cluster had (the
+    # what-if preview), not with none.
+    prior_usage: tuple[tuple[str, float, float, int], ...] = ()
 
 
 class JobState:

@@ -225,6 +225,15 @@ class _Replay:
         projects = leaf_projects(tree)
         known = set(projects)
         self.usage = make_usage(projects, config.lookback_s, config.half_life_s)
+        if config.prior_usage:
+            steps = sorted(
+                (t, i, project, delta)
+                for i, (project, start, end, gpus) in enumerate(config.prior_usage)
+                for t, delta in ((start, float(gpus)), (min(end, 0.0), -float(gpus)))
+                if end > start
+            )
+            for t, _, project, delta in steps:
+                self.usage.add_rate(project, t, delta)
 
         # Per project: pending keys and workloads in within-project order.
         self.pkeys: dict[str, list[tuple[int, float, str, int]]] = {}

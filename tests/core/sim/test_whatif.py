@@ -123,3 +123,27 @@ def test_config_is_kept_and_the_window_bounds_the_replay():
     # nothing can be delivered beyond the window's capacity
     total = sum(r["delivered_gpu_h_after"] or 0 for r in result["projects"])
     assert total <= CLUSTER.total_gpus * 6 + 1e-6
+
+
+def test_the_replay_starts_with_the_usage_the_cluster_had():
+    """a and b weigh the same and each wants the whole cluster from the window's start;
+    a used 16 GPUs for the 2 days before it (`prior_usage`), so b goes first, as on the
+    live cluster; a replay without that history would serve a first (the tie-break)."""
+    jobs = [
+        JobRecord(f"{p}{i}", p, 0.0, 8, 6 * 3600.0, 600.0, True) for p in "ab" for i in range(2)
+    ]
+    history = (("a", -2 * DAY, 0.0, 16),)
+    plain = run_whatif(
+        CLUSTER, tree(1.0), tree(1.0), jobs, start_s=0.0, end_s=3 * 3600.0, parallel=False
+    )
+    with_history = run_whatif(
+        CLUSTER, tree(1.0), tree(1.0), jobs, start_s=0.0, end_s=3 * 3600.0, parallel=False,
+        config=SimConfig(prior_usage=history),
+    )  # fmt: skip
+    first = {
+        name: max(("a", "b"), key=lambda p: row(result, p)["delivered_gpu_h_before"])
+        for name, result in (("plain", plain), ("history", with_history))
+    }
+    assert first["history"] == "b"
+    assert row(with_history, "b")["delivered_gpu_h_before"] == pytest.approx(16 * 3)
+    assert first["plain"] == "a"
