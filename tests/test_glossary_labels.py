@@ -1,0 +1,171 @@
+"""Every figure a page or the API shows maps to one glossary entry (docs/concepts.md).
+
+The labels are read from the templates themselves (table headers, card labels and
+definition terms) and the API's number fields from the serializers' source, so a new
+column or field without an entry fails here: add the entry (or, for a label that is not
+a figure, such as "Project", say so below)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GLOSSARY = ROOT / "docs" / "concepts.md"
+TEMPLATES = [*ROOT.glob("templates/**/*.html"), *ROOT.glob("*/templates/**/*.html")]
+SERIALIZERS = [
+    ROOT / "ledger" / "api.py",
+    ROOT / "budgets" / "api" / "serializers.py",
+    ROOT / "scheduler" / "api" / "serializers.py",
+]
+
+# page label -> glossary anchor
+FIGURES = {
+    "Weight": "weight",
+    "Current weight": "weight",
+    "New weight": "weight",
+    "Share": "share-among-siblings",
+    "Entitled": "entitled-share",
+    "Entitled share": "entitled-share",
+    "Entitled now": "entitled-share",
+    "After": "entitled-share",
+    "Change": "entitled-share",
+    "Entitled share today → proposed": "entitled-share",
+    "GPU-h/week ( GPUs)": "entitled-gpu-hours",
+    "Capacity": "capacity",
+    "Demand (GPU-h)": "demand",
+    "Entitled (GPU-h)": "demand-capped-entitlement",
+    "Delivered (GPU-h)": "delivered-gpu-hours",
+    "Delivered GPU-h": "what-if-preview-figures",
+    "Recorded": "what-if-preview-figures",
+    "Replay, today's weights": "what-if-preview-figures",
+    "Replay, proposed weights": "what-if-preview-figures",
+    "Change proposed − today": "what-if-preview-figures",
+    "Entitlement delivered": "delivery-ratio",
+    "Ratio": "delivery-ratio",
+    "p90 wait (min) replay: today → proposed": "wait",
+    "Unallocated (GPU-h)": "unallocated-gpu-hours",
+    "Window usage (GPU-h)": "usage",
+    "Level FS": "level-fair-share",
+    "Factor": "fair-share-factor",
+    "Rank": "rank",
+    "Position": "queue-position",
+    "Estimated start": "eta",
+    "Occupancy": "occupancy",
+    "Unallocated share": "unallocated-share",
+    "Idle while work waited": "idle-while-work-waited",
+    "Min runtime": "allocated-job",
+    "Hours": "draining",
+    "Running GPUs": "now-page-figures",
+    "Free GPUs (healthy hosts)": "now-page-figures",
+    "GPUs in use": "now-page-figures",
+    "Pending": "now-page-figures",
+    "Running jobs": "now-page-figures",
+    "Cycles": "now-page-figures",
+    "Last cycle": "now-page-figures",
+    "Its duration": "now-page-figures",
+    "Health": "now-page-figures",
+    "Utilisation": "planner-figures",
+    "Value (priority x GPU-steps)": "planner-figures",
+    "Objective (GPU-steps, weighted)": "planner-figures",
+    "Completed (jobs)": "planner-figures",
+    "Unmet real-time (GPU-steps)": "planner-figures",
+    "Planning time (ms)": "planner-figures",
+}
+
+# labels that name a thing or a time, not a figure
+NOT_FIGURES = {
+    "#", "About", "At", "Cluster", "Command", "End", "Ended", "Environment", "Error",
+    "First started", "From", "GPUs", "Host", "Hosts", "Image", "Job", "Kind", "Last seen",
+    "Managers", "Members", "Mode", "Name", "Node", "Priority", "Project", "Reason",
+    "Scenario", "Since", "Started", "State", "Step", "Steps", "Submitted", "Submitter",
+    "To", "Until", "What it means", "Why",
+}  # fmt: skip
+
+# API number field -> glossary anchor
+API_FIELDS = {
+    "share": "share-among-siblings",
+    "norm_shares": "share-among-siblings",
+    "raw_shares": "weight",
+    "entitled_share": "entitled-share",
+    "allocated_gpu_h": "delivered-gpu-hours",
+    "delivered_gpu_h": "delivered-gpu-hours",
+    "unallocated_gpu_h": "unallocated-gpu-hours",
+    "demand_gpu_h": "demand",
+    "entitled_gpu_h": "demand-capped-entitlement",
+    "within_entitlement_gpu_h": "allocated-within-entitlement",
+    "capacity_gpu_h": "capacity",
+    "healthy_gpu_h": "healthy-capacity",
+    "borrowed_gpu_h": "borrowed",
+    "idle_demand_gpu_h": "idle-while-work-waited",
+    "idle_gpu_h": "idle",
+    "draining_gpu_h": "draining",
+    "down_gpu_h": "down",
+    "raw_usage": "usage",
+    "norm_usage": "usage",
+    "effective_usage": "usage",
+    "level_fs": "level-fair-share",
+    "fairshare": "fair-share-factor",
+    "fairshare_factor": "fair-share-factor",
+}
+# number fields that are not figures of the glossary (a job's own progress, a cycle's
+# duration, a preview's progress)
+API_NOT_FIGURES = {"progress_s", "duration_ms", "progress"}
+
+
+def _anchors() -> set[str]:
+    return set(re.findall(r"^### ([a-z0-9-]+)$", GLOSSARY.read_text(), re.M))
+
+
+def _template_labels() -> dict[str, set[str]]:
+    labels: dict[str, set[str]] = {}
+    for path in TEMPLATES:
+        text = path.read_text()
+        found = [
+            *re.findall(r"<th[^>]*>(.*?)</th>", text, re.S),
+            *re.findall(r'data-label="([^"]+)"', text),
+            *re.findall(r"<dt>(.*?)</dt>", text, re.S),
+        ]
+        for raw in found:
+            label = " ".join(re.sub(r"<[^>]+>|\{[%{].*?[%}]\}", " ", raw).split())
+            if label:
+                labels.setdefault(label, set()).add(path.name)
+    return labels
+
+
+def _api_number_fields() -> set[str]:
+    fields: set[str] = set()
+    for path in SERIALIZERS:
+        fields |= set(re.findall(r"^\s+(\w+) = serializers\.FloatField\(", path.read_text(), re.M))
+    return fields
+
+
+def test_the_templates_are_found():
+    labels = _template_labels()
+    assert "Entitled share" in labels and "Level FS" in labels  # the parser reads them
+
+
+def test_every_page_label_is_a_glossary_figure_or_not_a_figure():
+    unknown = {
+        label: sorted(files)
+        for label, files in _template_labels().items()
+        if label not in FIGURES and label not in NOT_FIGURES
+    }
+    assert not unknown, f"labels without a glossary entry (docs/concepts.md): {unknown}"
+
+
+def test_every_api_number_field_is_a_glossary_figure():
+    unknown = _api_number_fields() - set(API_FIELDS) - API_NOT_FIGURES
+    assert not unknown, f"API fields without a glossary entry: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("mapping", [FIGURES, API_FIELDS], ids=["pages", "api"])
+def test_every_mapped_entry_exists_in_the_glossary(mapping):
+    missing = {label: anchor for label, anchor in mapping.items() if anchor not in _anchors()}
+    assert not missing, f"no such glossary entry: {missing}"
+
+
+def test_no_label_is_both_a_figure_and_not_one():
+    assert not set(FIGURES) & NOT_FIGURES
