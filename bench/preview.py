@@ -202,7 +202,7 @@ def philly_fidelity(
     from scheduler.core.sim.model import JobState as SimJobState
     from scheduler.core.sim.replay import simulate
     from scheduler.services import demo
-    from scheduler.services.cycle import STOP_RULES
+    from scheduler.cycle.apply import STOP_RULES
     from scheduler.services.previews import sim_config_for_cluster
 
     t0 = time.perf_counter()
