@@ -262,7 +262,13 @@ def _job_row(cluster, projects, submitters, job: TraceJob, outcome, runs, at) ->
         queued_at=at(runs[-2].end_s if len(runs) > 1 else job.submit_s),
         first_started_at=at(runs[0].start_s),
         ended_at=at(last.end_s),
-        progress_s=sum(r.end_s - r.start_s for r in runs),
+        # work saved by the earlier runs, as a live cycle records it (Job.progress_s):
+        # a completed job's last run did the rest of its duration
+        progress_s=(
+            max(0.0, job.duration_s - (last.end_s - last.start_s))
+            if outcome.state == SimJobState.COMPLETED
+            else 0.0
+        ),
         attempt_count=len(runs),
     )
 

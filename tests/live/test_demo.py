@@ -176,3 +176,19 @@ def test_seed_demo_is_idempotent(demo_org, settings):
     assert BudgetNode.objects.filter(parent=None).count() == 1
     assert Cluster.objects.filter(name=demo.DEMO_CLUSTER).count() == 1
     assert Job.objects.filter(cluster__name=demo.DEMO_CLUSTER).count() > 0
+
+
+def test_backfilled_progress_is_the_work_saved_before_the_last_run(demo_org):
+    """Job.progress_s is the work earlier attempts saved (as a live cycle records it), so a
+    completed job's saved work plus its last run is its duration: the what-if preview
+    replays it for that long (it replayed twice as long when progress counted every run)."""
+    root, cluster = demo_org
+    demo.demo_backfill(root=root, cluster=cluster, days=1, now=timezone.now())
+    done = Job.objects.filter(cluster=cluster, state=JobState.SUCCEEDED).prefetch_related(
+        "attempts"
+    )
+    assert done
+    for job in done:
+        last = max(job.attempts.all(), key=lambda a: a.number)
+        ran = (last.ended_at - last.started_at).total_seconds()
+        assert job.progress_s + ran == pytest.approx(job.duration_s, abs=1.0), job.pk
