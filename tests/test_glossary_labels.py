@@ -27,16 +27,15 @@ FIGURES = {
     "Current weight": "weight",
     "New weight": "weight",
     "Share": "share-among-siblings",
-    "Entitled": "entitled-share",
     "Entitled share": "entitled-share",
     "Entitled now": "entitled-share",
     "After": "entitled-share",
     "Change": "entitled-share",
     "Entitled share today → proposed": "entitled-share",
-    "GPU-h/week ( GPUs)": "entitled-gpu-hours",
+    "Entitled GPU-h/week ( GPUs)": "entitled-gpu-hours",
     "Capacity": "capacity",
     "Demand (GPU-h)": "demand",
-    "Entitled (GPU-h)": "demand-capped-entitlement",
+    "Demand-capped entitlement (GPU-h)": "demand-capped-entitlement",
     "Delivered (GPU-h)": "delivered-gpu-hours",
     "Delivered GPU-h": "what-if-preview-figures",
     "Recorded": "what-if-preview-figures",
@@ -165,6 +164,15 @@ def test_every_api_number_field_is_a_glossary_figure():
 def test_every_mapped_entry_exists_in_the_glossary(mapping):
     missing = {label: anchor for label, anchor in mapping.items() if anchor not in _anchors()}
     assert not missing, f"no such glossary entry: {missing}"
+
+
+# Two different figures never share a name: the tree's entitled GPU-hours (uncapped)
+# and the delivery figures' demand-capped entitlement once were both "Entitled".
+SHARED_NAMES_GONE = {"Entitled", "Entitled (GPU-h)", "GPU-h/week ( GPUs)"}
+
+
+def test_no_two_figures_share_a_label():
+    assert not SHARED_NAMES_GONE & set(_template_labels())
 
 
 def test_no_label_is_both_a_figure_and_not_one():
