@@ -57,7 +57,7 @@ def _occupancy(result: SimResult) -> dict[str, Any]:
         (
             ("", j.gpus, j.submit_s, t1 if j.end_s is None else j.end_s)
             for j in result.jobs
-            if not j.rejected
+            if not j.rejected and j.min_runtime_s > 0  # allocated demand, as the ledger
         ),
         t0,
         t1,
@@ -71,7 +71,9 @@ def _occupancy(result: SimResult) -> dict[str, Any]:
         width = min(HOUR_S, t1 - (t0 + h * HOUR_S)) / HOUR_S
         used = alloc[h] + unalloc[h]
         idle = max(0.0, healthy[h] - used)
-        waiting = max(0.0, present[h] - used)
+        # idle while work waited (docs/concepts.md): up to the allocated demand that
+        # was not running, as `ledger.accounting.occupancy_hour` counts it
+        waiting = max(0.0, present[h] - alloc[h])
         parts["allocated"].append(alloc[h])
         parts["unallocated"].append(unalloc[h])
         parts["idle_blocked"].append(min(idle, waiting))

@@ -47,3 +47,27 @@ def test_occupancy_parts_sum_to_the_clusters_gpus_per_step(tmp_path: Path) -> No
 def test_without_html_no_page_is_written(tmp_path: Path) -> None:
     assert main([*scenario(tmp_path), "--policy", "fifo", "--quiet"]) == 0
     assert not list(tmp_path.glob("*.html"))
+
+
+def test_idle_while_work_waited_counts_allocated_demand_only() -> None:
+    """An allocated 4-GPU job runs on an 8-GPU host; an unallocated 8-GPU job waits for
+    the whole host. The 4 idle GPUs are "idle, nothing waiting", as the ledger counts
+    them (docs/concepts.md: idle while work waited is allocated demand not running)."""
+    from scheduler.core.engine.types import BudgetNode
+    from scheduler.core.sim.html import _occupancy
+    from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig, TraceJob
+    from scheduler.core.sim.replay import simulate
+
+    jobs = [
+        TraceJob("a", "p", "", 0.0, 4, 4 * 3600.0, 3600.0, False, 0, "training"),
+        TraceJob("u", "p", "", 10.0, 8, 3600.0, 0.0, False, 0, "training"),
+    ]
+    result = simulate(
+        ClusterSpec("c", (HostSpec("h0", 8),)),
+        BudgetNode("org", children=(BudgetNode("p", 1.0),)),
+        jobs,
+        SimConfig(until_s=2 * 3600.0),
+    )
+    occ = _occupancy(result)
+    assert sum(occ["idle_blocked"]) == pytest.approx(0.0, abs=1e-6)
+    assert sum(occ["idle_no_work"]) == pytest.approx(8.0, rel=0.01)  # 4 GPUs x 2 h
