@@ -261,20 +261,26 @@ def occupancy(period: Period, *, viewer) -> dict[str, Any]:
             series[f].append(round(row[f], 3) if row else 0.0)
     totals = {f: sum(series[f]) for f in OCCUPANCY_FIELDS}
     capacity = totals["capacity_gpu_h"]
+    healthy = totals["healthy_gpu_h"]
     allocated = totals["within_entitlement_gpu_h"] + totals["borrowed_gpu_h"]
+    runs = allocated + totals["unallocated_gpu_h"]
 
-    def share(value: float) -> float | None:
-        return value / capacity if capacity > 0 else None
+    def of(value: float, whole: float) -> float | None:
+        return value / whole if whole > 0 else None
 
+    # docs/concepts.md: occupancy is runs / healthy capacity (beside it availability,
+    # healthy / all capacity), the unallocated share is of all runs, idle while work
+    # waited is a share of the capacity, as the simulator reports them
     return {
         "steps": steps,
         "series": series,
         "totals": totals,
         "has_data": bool(found),
         "headline": {
-            "occupancy": share(allocated + totals["unallocated_gpu_h"]),
-            "unallocated_share": share(totals["unallocated_gpu_h"]),
-            "idle_with_demand_share": share(totals["idle_demand_gpu_h"]),
+            "occupancy": of(runs, healthy),
+            "availability": of(healthy, capacity),
+            "unallocated_share": of(totals["unallocated_gpu_h"], runs),
+            "idle_with_demand_share": of(totals["idle_demand_gpu_h"], capacity),
         },
     }
 

@@ -53,6 +53,7 @@ FIGURES = {
     "Position": "queue-position",
     "Estimated start": "eta",
     "Occupancy": "occupancy",
+    "Availability": "availability",
     "Unallocated share": "unallocated-share",
     "Idle while work waited": "idle-while-work-waited",
     "Min runtime": "allocated-job",

@@ -105,11 +105,14 @@ def test_occupancy_buckets_sum_to_capacity_per_day_and_headline(client, tree):
         assert buckets == pytest.approx(float(row["capacity_gpu_h"]))
     period = ledger_selectors.resolve_period(cluster="h100", days=7)
     headline = ledger_selectors.occupancy(period, viewer=tree.user("ann"))["headline"]
-    assert headline["occupancy"] == pytest.approx(12 / 16)
-    assert headline["unallocated_share"] == pytest.approx(4 / 16)
+    # docs/concepts.md: occupancy of the healthy capacity (15 of 16 GPU-h per hour, one
+    # down), availability beside it, the unallocated share of all runs
+    assert headline["occupancy"] == pytest.approx(12 / 15)
+    assert headline["availability"] == pytest.approx(15 / 16)
+    assert headline["unallocated_share"] == pytest.approx(4 / 12)
     assert headline["idle_with_demand_share"] == pytest.approx(1 / 16)
     page = client.get(reverse("dashboards:occupancy"), {"cluster": "h100"}).content.decode()
-    assert "75.0%" in page and 'id="fig-occupancy"' in page
+    assert "80.0%" in page and "93.8%" in page and 'id="fig-occupancy"' in page
 
 
 def test_delivery_table_ratio_count_and_subtree_first(client, tree):
