@@ -488,7 +488,7 @@ def usage(
     step: Annotated[str, typer.Option(help="hour or day")] = "day",
     as_json: JsonFlag = False,
 ) -> None:
-    """GPU-hours per project and step: allocated, unallocated, demand, entitled, delivered."""
+    """GPU-hours per project and step: delivered, unallocated, demand, entitled."""
     rows = api().get_all(
         "usage/", cluster=cluster, project=project, since=since, until=until, step=step
     )
@@ -496,7 +496,7 @@ def usage(
         render.print_json(rows)
         return
     render.table(
-        ["START", "CLUSTER", "PROJECT", "ALLOC", "UNALLOC", "DEMAND", "ENTITLED", "DELIVERED"],
+        ["START", "CLUSTER", "PROJECT", "DELIVERED", "UNALLOC", "DEMAND", "ENTITLED"],
         (
             [
                 render.when(r.get("start")),
@@ -504,7 +504,7 @@ def usage(
                 render.tail(r.get("project_path", ""), 20),
                 *(
                     r.get(f"{k}_gpu_h")
-                    for k in ("allocated", "unallocated", "demand", "entitled", "delivered")
+                    for k in ("delivered", "unallocated", "demand", "entitled")
                 ),
             ]
             for r in rows

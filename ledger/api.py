@@ -115,7 +115,6 @@ class UsageRowOutput(serializers.Serializer):
     cluster_name = serializers.CharField(source="cluster__name")
     project = serializers.IntegerField(source="project_id", help_text="The project's node id")
     project_path = serializers.CharField(help_text="The project's slug path")
-    allocated_gpu_h = serializers.FloatField(help_text="GPU-time of its allocated runs")
     unallocated_gpu_h = serializers.FloatField(help_text="GPU-time of its unallocated runs")
     demand_gpu_h = serializers.FloatField(
         help_text="GPU-time of its allocated jobs present (pending or running)"
@@ -124,7 +123,8 @@ class UsageRowOutput(serializers.Serializer):
         help_text="Entitled share x healthy capacity, capped by its demand, hour by hour"
     )
     delivered_gpu_h = serializers.FloatField(
-        help_text="What the ledger charged it (= allocated): compare with entitled"
+        help_text="Delivered GPU-hours: GPU-time of its allocated runs, what the ledger "
+        "charged it; compare with entitled"
     )
     within_entitlement_gpu_h = serializers.FloatField(
         help_text="The part delivered within the entitlement: sum of min(allocated, "

@@ -90,7 +90,6 @@ API_FIELDS = {
     "norm_shares": "share-among-siblings",
     "raw_shares": "weight",
     "entitled_share": "entitled-share",
-    "allocated_gpu_h": "delivered-gpu-hours",
     "delivered_gpu_h": "delivered-gpu-hours",
     "unallocated_gpu_h": "unallocated-gpu-hours",
     "demand_gpu_h": "demand",

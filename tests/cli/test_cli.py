@@ -262,12 +262,12 @@ def test_usage_per_project(ann, tree):
     project_hours(gpu, tree.node("b1"), 1, unallocated_gpu_h=8.0)
     result = ann("usage", "--project", "org/prog-a/a1", "--step", "hour")
     assert result.returncode == 0, result.stderr
-    assert "ALLOC" in result.stdout
+    assert "DELIVERED" in result.stdout and " ALLOC " not in result.stdout
     lines = [line for line in result.stdout.splitlines() if "org/prog-a/a1" in line]
     assert len(lines) == 3 and "org/prog-b" not in result.stdout
     rows = json.loads(ann("usage", "--json").stdout)  # every cluster and project, per day
-    assert sum(r["allocated_gpu_h"] for r in rows) == pytest.approx(3 * 3.5)
     assert sum(r["delivered_gpu_h"] for r in rows) == pytest.approx(3 * 3.5)
+    assert all("allocated_gpu_h" not in r for r in rows)  # one figure, one name
     assert sum(r["unallocated_gpu_h"] for r in rows) == pytest.approx(8.0)
     assert {r["project_path"] for r in rows} == {"org/prog-a/a1", "org/prog-b/b1"}
     bad = ann("usage", "--step", "week")
