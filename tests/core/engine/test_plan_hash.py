@@ -8,16 +8,31 @@ placement, the min-runtime cap, checkpoints, a zero-weight project, mixed host s
 and hashes every cycle's full plan, explained queue included, for each policy mode.
 
 The digests were recorded on the engine before it was split into modules (commit
-17f9400). If a change is *meant* to change decisions, record the new digests in the
-same commit and say why in its message.
+17f9400). A digest detects a change, not its correctness, so each mode's recording has a
+readable summary committed next to it, `plan_hash/<mode>.txt`: the digest it goes with,
+the decision counts, and one line per cycle that decided something (starts, stops with
+their rule, reservations when they change, hosts ready for repair). A change that is
+*meant* to change decisions re-records both, in the same commit, saying why in its
+message; the summary's diff then shows in review which decisions changed:
+
+    .venv/bin/python -m tests.core.engine.test_plan_hash record
+
+(rewrites `EXPECTED` below and the summaries). `test_each_digest_has_its_summary`
+fails when a digest changed but its summary did not, or the summary no longer matches
+the decisions of the run.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import hashlib
 import random
+import re
+import sys
 from collections import Counter
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +41,7 @@ from scheduler.core.sim.model import ClusterSpec, HealthEvent, HostSpec, SimConf
 from scheduler.core.sim.replay import simulate
 
 H = 3600.0
+SUMMARIES = Path(__file__).with_name("plan_hash")
 DAYS = 1.5
 JOBS = 800
 
@@ -154,6 +170,9 @@ class _Recorder:
         self.counts: Counter[str] = Counter()
         self.state = EngineState()  # one per run, as the simulator keeps it
         self.quiet_state = EngineState()
+        self.lines: list[str] = []  # the readable summary: one line per deciding cycle
+        self.held: list[str] = []  # the reservations of the last cycle, as summarised
+        self.ready: list[str] = []  # the hosts ready for repair in the last cycle
 
     def __call__(self, snapshot: Snapshot, policy: Policy, now: float) -> CyclePlan:
         out = plan(snapshot, replace(policy, explain_queue=True), now, self.state)
@@ -175,9 +194,62 @@ class _Recorder:
         self.counts["hosts_ready"] += len(out.hosts_ready)
         for s in out.stops:
             self.counts[f"stop_{s.reason_code.value}"] += 1
+        self._summarise(out, now)
         return out
 
+    def _summarise(self, out: CyclePlan, now: float) -> None:
+        """One line for a cycle that decided something: `+job@placements` a start (`~`
+        unallocated), `-job rule>beneficiary` a stop (`=` requeued), `R job@hosts` the
+        reservations and `ready host` the hosts ready for repair, when they changed
+        since the last cycle."""
+        parts = []
+        for x in out.starts:
+            pls = ",".join(f"{p.host}[{_ranges(p.gpu_indices)}]" for p in x.placements)
+            parts.append(f"{'+' if x.allocated else '~'}{x.workload_id}@{pls}")
+        for x in out.stops:
+            beneficiary = f">{x.for_workload_id}" if x.for_workload_id else ""
+            mark = "=" if x.requeue else "-"
+            parts.append(f"{mark}{x.workload_id} {x.reason_code.value}{beneficiary}")
+        held = [f"R {r.workload_id}@{','.join(sorted(r.hosts))}" for r in out.reservations]
+        if held != self.held:
+            parts += held or ["R none"]
+            self.held = held
+        ready = [f"ready {h.host}" for h in out.hosts_ready]
+        if ready != self.ready:
+            parts += ready or ["ready none"]
+            self.ready = ready
+        if parts:
+            self.lines.append(f"{now / H:8.3f}h  " + "  ".join(parts))
 
+    def summary(self) -> str:
+        """The summary file's text (see the module docstring)."""
+        counts = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
+        legend = (
+            "# one line per cycle that decided something, at hours since the start:\n"
+            "# +job@host[gpus] start, ~job@... unallocated start, -job rule>for stop,\n"
+            "# =job ... stop and requeue; when changed: R job@hosts reservations, ready host"
+        )
+        body = "\n".join(self.lines)
+        return (
+            f"digest {self.digest.hexdigest()}\ncycles {self.cycles}\n{counts}\n{legend}\n{body}\n"
+        )
+
+
+def _ranges(indices: tuple[int, ...]) -> str:
+    """GPU indices as ranges: (0, 1, 2, 5) -> '0-2,5'."""
+    out: list[str] = []
+    start = prev = None
+    for i in (*indices, None):
+        if start is not None and i == prev + 1:
+            prev = i
+            continue
+        if start is not None:
+            out.append(f"{start}" if start == prev else f"{start}-{prev}")
+        start = prev = i
+    return ",".join(out)
+
+
+@functools.cache
 def _run(name: str) -> _Recorder:
     cluster, jobs = _workload()
     mode = name.split("-")[0]
@@ -207,3 +279,43 @@ def test_plans_over_a_whole_run_match_the_recording(name: str) -> None:
     if name == "priority":
         assert c["stop_priority"] > 20
     assert rec.digest.hexdigest() == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_digest_has_its_summary(name: str) -> None:
+    """A re-recorded digest comes with its re-recorded summary (the reviewable part),
+    and the summary is what the run decides."""
+    path = SUMMARIES / f"{name}.txt"
+    assert path.exists(), f"no summary {path}: run `python -m {__spec__.name} record`"
+    recorded = path.read_text()
+    digest = re.match(r"digest ([0-9a-f]{64})\n", recorded)
+    assert digest is not None, f"{path} does not start with its digest line"
+    assert digest.group(1) == EXPECTED[name], (
+        f"the digest of {name} changed but {path} did not: re-record both with "
+        f"`python -m {__spec__.name} record` and review the summary's diff"
+    )
+    summary = _run(name).summary()
+    if summary != recorded:
+        diff = difflib.unified_diff(
+            recorded.splitlines(), summary.splitlines(), "recorded", "this run", lineterm="", n=0
+        )
+        pytest.fail(f"{path} differs from this run's decisions:\n" + "\n".join(list(diff)[:40]))
+
+
+def record() -> None:
+    """Re-record every mode's digest (in this file's EXPECTED) and summary."""
+    SUMMARIES.mkdir(exist_ok=True)
+    source = Path(__file__).read_text()
+    for name in sorted(EXPECTED):
+        rec = _run(name)
+        digest = rec.digest.hexdigest()
+        (SUMMARIES / f"{name}.txt").write_text(rec.summary())
+        source = re.sub(
+            rf'(    "{re.escape(name)}": )"[0-9a-f]{{64}}"', rf'\g<1>"{digest}"', source, count=1
+        )
+        print(name, digest, "changed" if digest != EXPECTED[name] else "unchanged")
+    Path(__file__).write_text(source)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["record"]:
+    record()
