@@ -491,8 +491,10 @@ def job_submit(
     idempotency_key: str | None = None,
     fingerprint: str | None = None,
     dry_run: bool = False,
+    now: dt.datetime | None = None,
 ) -> SubmitResult:
-    """Submit a job (or an array of `array` identical jobs) as `actor`.
+    """Submit a job (or an array of `array` identical jobs) as `actor`, submitted at
+    `now` (default: the current time).
 
     Raises ValidationFailed (400, with `field`), PermissionDenied (403) or
     IdempotencyKeyReused (422)."""
@@ -511,7 +513,7 @@ def job_submit(
         array=array,
         actor=actor,
     )
-    now = timezone.now()
+    now = now or timezone.now()
     if dry_run:
         from scheduler.selectors.jobs import estimate_position
 
@@ -682,9 +684,10 @@ def idempotency_keys_prune(*, now: dt.datetime | None = None) -> int:
 # ---------------------------------------------------------------- cancel
 
 
-def job_cancel(*, actor, job_id: int) -> Job:
-    """Cancel a job as `actor` (idempotent: a job already cancelled, stopping for a
-    cancel or finished is returned as it is, with no new event)."""
+def job_cancel(*, actor, job_id: int, now: dt.datetime | None = None) -> Job:
+    """Cancel a job as `actor` at `now` (default: the current time; idempotent: a job
+    already cancelled, stopping for a cancel or finished is returned as it is, with no
+    new event)."""
     with transaction.atomic():
         attempt = (
             Attempt.objects.select_for_update(of=("self", "job"))
@@ -708,15 +711,14 @@ def job_cancel(*, actor, job_id: int) -> Job:
                 .exclude(state=AttemptState.ENDED)
                 .first()
             )
-        changed = _cancel_locked(job, attempt, actor=actor)
+        changed = _cancel_locked(job, attempt, actor=actor, now=now or timezone.now())
         if changed:
             _request_cycle(job.cluster_id)
     return job
 
 
-def _cancel_locked(job: Job, attempt: Attempt | None, *, actor) -> bool:
+def _cancel_locked(job: Job, attempt: Attempt | None, *, actor, now: dt.datetime) -> bool:
     who = actor.get_username()
-    now = timezone.now()
     if job.state == JobState.PENDING:
         job_transition(
             job=job,

@@ -8,11 +8,14 @@ from collections import Counter
 from dataclasses import dataclass
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
+from budgets.models import Membership, Role
+from budgets.permissions import may_submit
 from scheduler.cycle.worker import CycleWorker
 from scheduler.models import Attempt, AttemptState, Cluster, Job, JobState
-from scheduler.services.transitions import job_event
+from scheduler.services.jobs import job_submit
 from scheduler.tasks import run_cycle
 from tests.factories import ClusterFactory, UserFactory
 from tests.live.memcluster import MemoryCluster
@@ -32,23 +35,32 @@ def submit_job(
     duration_s: int | None = 3600,
     name: str = "job",
 ) -> Job:
-    """A PENDING job and its first event, as the submit service stores them."""
-    job = Job.objects.create(
-        cluster=cluster,
-        project=project,
-        submitter=user,
-        name=name,
-        gpus=gpus,
-        min_runtime_s=min_runtime_s,
-        resumable=resumable,
-        priority=priority,
-        kind=kind,
-        duration_s=duration_s,
-        submitted_at=at,
-        queued_at=at,
-    )
-    job_event(job=job, from_state="", to_state=JobState.PENDING, reason="submitted", at=at).save()
-    return job
+    """A PENDING job and its first event, stored by the submit service (`job_submit`,
+    submitted at `at`) as `user`, made a member of `project` first if they may not
+    submit there (a test's users need not be).
+
+    The tests run their cycles themselves, on the clock they move: the submission's
+    request for a cycle (run at once by eager Celery when a transactional test commits)
+    is dropped. That the service requests one is tested with the service."""
+    if not may_submit(user, project.pk):
+        Membership.objects.get_or_create(user=user, node=project, role=Role.MEMBER)
+    with transaction.atomic():
+        requests_before = len(connection.run_on_commit)
+        result = job_submit(
+            actor=user,
+            project=project.pk,
+            cluster=cluster.pk,
+            name=name,
+            gpus=gpus,
+            min_runtime_s=min_runtime_s,
+            resumable=resumable,
+            priority=priority,
+            kind=kind,
+            duration_s=duration_s,
+            now=at,
+        )
+        del connection.run_on_commit[requests_before:]
+    return Job.objects.get(pk=result.jobs[0].pk)
 
 
 def assert_consistent(cluster: Cluster, memory: MemoryCluster | None = None) -> None:

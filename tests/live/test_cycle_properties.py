@@ -1,22 +1,31 @@
-"""Random histories of a cluster (submissions, cancels, host failures and drains, jobs
-cancelled on the cluster, an unreachable cluster, workers dying around starts) and
-after every cycle the invariants: no GPU given twice, at most one open attempt per job,
-a job holds GPUs exactly when it has an open attempt, no job runs twice at once on the
-cluster, and every job ends up finished once the history is over."""
+"""Random histories of a cluster (submissions and cancels through the job services,
+host failures and drains, jobs cancelled on the cluster, an unreachable cluster,
+workers dying around starts) and after every cycle the invariants: no GPU given twice,
+at most one open attempt per job, a job holds GPUs exactly when it has an open
+attempt, no job runs twice at once on the cluster, and every job ends up finished once
+the history is over.
+
+Each example runs in a savepoint rolled back at its end, so every example starts from
+the same database (the example tree; its cluster, jobs and cycles are its own). The
+test counts the cases its examples reached and fails if one it is built to reach (a
+priority preemption, the short-job reserve holding hosts, a cancel of running work...)
+was not reached often enough."""
 
 from __future__ import annotations
 
-import datetime as dt
+from collections import Counter
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, example, given
 from hypothesis import settings as run_settings
 from hypothesis import strategies as st
 
 from scheduler.cycle.worker import CycleWorker
-from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
-from scheduler.services.transitions import attempt_transition, job_transition
+from scheduler.models import Host, HostHealth, Job, JobEvent, JobState
+from scheduler.selectors.now import short_reserve_now
+from scheduler.services.jobs import job_cancel
 from tests.factories import ClusterFactory, UserFactory
 from tests.live.conftest import assert_consistent, submit_job
 from tests.live.memcluster import MemoryCluster
@@ -29,9 +38,11 @@ submit = st.tuples(
     st.sampled_from([0, 0, 0, 60, 600]),
     st.booleans(),
     st.integers(10, 400),
+    st.sampled_from([0, 0, 1, 2]),
 )
 event = st.one_of(
     st.tuples(st.just("advance"), st.integers(1, 120)),
+    st.tuples(st.just("cancel"), st.integers(0, 50)),
     st.tuples(st.just("cancel"), st.integers(0, 50)),
     st.tuples(st.just("fail_host"), st.integers(0, 3)),
     st.tuples(st.just("recover_host"), st.integers(0, 3)),
@@ -43,6 +54,21 @@ event = st.one_of(
 )
 # each step: a few submissions, then one thing happening
 step = st.tuples(st.lists(submit, max_size=3), event)
+EXAMPLES = 30
+# A history that reaches every case counted below (the random ones reach them too, less
+# surely): a1 fills the cluster with low-priority work, its urgent job preempts some
+# of it, a host drains, a pending and a running job are cancelled.
+REACHES_EVERY_CASE = [
+    (
+        [("a1", 16, 60, True, 400, 0), ("a1", 8, 60, True, 400, 0), ("a1", 8, 60, True, 400, 0)],
+        ("advance", 90),
+    ),
+    ([("a1", 8, 60, True, 300, 2), ("b1", 4, 0, True, 300, 0)], ("advance", 90)),
+    ([("a2", 8, 600, False, 300, 0)], ("drain", 3)),
+    ([("b1", 2, 60, False, 100, 0)], ("cancel", 5)),
+    ([], ("cancel", 2)),
+    ([], ("advance", 60)),
+]
 
 
 class Crash(BaseException):
@@ -62,55 +88,61 @@ class CrashAroundStart:
         raise Crash
 
 
-def cancel(job: Job, at: dt.datetime) -> None:
-    """What the cancel service does (docs/architecture.md)."""
-    job.refresh_from_db()
-    if job.state == JobState.PENDING:
-        job_transition(job=job, to_state=JobState.CANCELLED, reason="cancelled", at=at)
-        return
-    attempt = Attempt.objects.filter(job=job).exclude(state=AttemptState.ENDED).first()
-    if attempt is None or attempt.state == AttemptState.STOPPING:
-        return
-    attempt.job = job
-    attempt_transition(
-        attempt=attempt,
-        to_state=AttemptState.STOPPING,
-        changes={
-            "stop_intent": AttemptEnd.CANCELLED,
-            "stop_requested_at": at,
-            "stop_deadline": at + dt.timedelta(seconds=30),
-        },
-        job_steps=[JobState.STOPPING],
-        reason="cancelled",
-        at=at,
-    )
-
-
 def set_health(cluster, index: int, health: str) -> None:
     Host.objects.filter(cluster=cluster, name=f"node{index:02d}").update(health=health)
 
 
-@run_settings(
-    max_examples=20,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-@given(history=st.lists(step, min_size=4, max_size=15))
-def test_random_histories_keep_the_invariants(tree, settings, history):
+def test_random_histories_keep_the_invariants(tree, settings):
     settings.ALLOT_START_CONFIRM_S = 15
+    seen: Counter[str] = Counter()
+
+    @run_settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
+    @given(history=st.lists(step, min_size=4, max_size=15), reserve=st.sampled_from([0, 1, 1]))
+    @example(history=REACHES_EVERY_CASE, reserve=1)
+    def check(history, reserve: int) -> None:
+        with transaction.atomic():  # a savepoint: the example's rows go at its end
+            run_history(tree, history, reserve, seen)
+            transaction.set_rollback(True)
+
+    check()
+    # Floors well below what 30 examples reach (the histories are random; the explicit
+    # example reaches each case once): each fails if a change to the generator or to
+    # the product stops reaching the case.
+    for case, floor in (
+        ("priority preemption", 1),
+        ("fair-share or unallocated preemption", 5),
+        ("short-job reserve holding hosts", 3),
+        ("cancel of a pending job", 3),
+        ("cancel of running work", 3),
+        ("drain", 1),
+    ):
+        assert seen[case] >= floor, (case, dict(seen))
+
+
+def run_history(tree, history, reserve: int, seen: Counter[str]) -> None:
     cluster = ClusterFactory(host_count=4, gpus_per_host=8, grace_s=30)
+    cluster.short_reserve_hosts = reserve
+    cluster.save(update_fields=["short_reserve_hosts"])
     memory = MemoryCluster.of(4, 8, timezone.now().replace(microsecond=0))
     user = UserFactory(username="ann")
     jobs: list[Job] = []
     worker = CycleWorker()
+    reached: set[str] = set()
+    cancelled: set[int] = set()  # jobs cancelled while pending or running
 
     def cycle(adapter=None):
         worker.run(cluster_id=cluster.pk, now=memory.now, adapter=adapter or memory)
         assert_consistent(cluster, memory)
+        if short_reserve_now(cluster=cluster)["held_hosts"]:
+            reached.add("short-job reserve holding hosts")
 
     cycle()
     for submissions, op in history:
-        for project, gpus, min_runtime, resumable, duration in submissions:
+        for project, gpus, min_runtime, resumable, duration, priority in submissions:
             jobs.append(
                 submit_job(
                     cluster=cluster,
@@ -121,13 +153,23 @@ def test_random_histories_keep_the_invariants(tree, settings, history):
                     min_runtime_s=min_runtime,
                     resumable=resumable,
                     duration_s=duration,
+                    priority=priority,
                 )
             )
         kind = op[0]
         if kind == "advance":
             memory.advance(op[1])
         elif kind == "cancel" and jobs:
-            cancel(jobs[op[1] % len(jobs)], memory.now)
+            job = Job.objects.get(pk=jobs[op[1] % len(jobs)].pk)
+            after = job_cancel(actor=user, job_id=job.pk, now=memory.now).state
+            if job.state == JobState.PENDING:
+                reached.add("cancel of a pending job")
+                assert after == JobState.CANCELLED
+                cancelled.add(job.pk)
+            elif job.state in (JobState.STARTING, JobState.RUNNING):
+                reached.add("cancel of running work")
+                assert after == JobState.STOPPING
+                cancelled.add(job.pk)
         elif kind == "fail_host":
             memory.fail_host(f"node{op[1]:02d}")
         elif kind == "recover_host":
@@ -161,6 +203,16 @@ def test_random_histories_keep_the_invariants(tree, settings, history):
             break
     states = {j.pk: Job.objects.get(pk=j.pk).state for j in jobs}
     assert all(s in TERMINAL for s in states.values()), states
+    assert {pk: states[pk] for pk in cancelled} == dict.fromkeys(cancelled, JobState.CANCELLED)
+
+    stops = set(JobEvent.objects.filter(job__cluster=cluster).values_list("reason_code", flat=True))
+    if "priority" in stops:
+        reached.add("priority preemption")
+    if stops & {"fair_share", "unallocated"}:
+        reached.add("fair-share or unallocated preemption")
+    if stops & {"drain", "host_down"}:
+        reached.add("drain")
+    seen.update(reached)
 
 
 TERMINAL = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED}

@@ -63,14 +63,18 @@ def test_user_text_is_escaped(job, tree, client):
 
 
 def test_blockers_ranked_misconfiguration_first(tree):
-    cluster = ClusterFactory(name="small", host_count=1, gpus_per_host=8)
-    HostFactory(cluster=cluster, gpus=8)
+    # submitted while it fitted; then the cluster lost a host and b1 its budget
+    cluster = ClusterFactory(name="small", host_count=2, gpus_per_host=8)
+    gone, _ = HostFactory.create_batch(2, cluster=cluster, gpus=8)
     b1 = tree.node("b1")
-    b1.weight = 0
-    b1.save(update_fields=["weight"])
     job = submit_job(
         cluster=cluster, project=b1, user=tree.user("lead-b"), at=timezone.now(), gpus=16
     )
+    gone.delete()
+    cluster.host_count = 1
+    cluster.save(update_fields=["host_count"])
+    b1.weight = 0
+    b1.save(update_fields=["weight"])
     blockers = job_blockers(job)
     kinds = [b["kind"] for b in blockers]
     assert kinds == sorted(kinds, key=BLOCKER_ORDER.index)
