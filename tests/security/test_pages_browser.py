@@ -1,6 +1,8 @@
 """A real browser (Debian's chromium through Playwright) on every page: user text is
 shown as text, never run, and no page breaks its content security policy."""
 
+import contextlib
+
 from budgets import services
 from tests.browser import BROWSER_MARKS, sign_in
 from tests.factories import ClusterFactory
@@ -68,3 +70,121 @@ def test_user_text_is_escaped_and_every_page_keeps_to_the_csp(tree, live_server,
     assert dialogs == []
     assert {url: v for url, v in violations.items() if v} == {}
     assert console_csp == []
+
+
+# Routes of the URL conf that are no page a browser shows (the admin's and the API's
+# own routes are walked separately: every registered model's list, and /api/docs/).
+NOT_PAGES = {
+    "logout": "POST only: signs out",
+    "budgets:cancel": "POST only: cancels a scheduled weight change",
+    "healthz": "JSON for the load balancer",
+    "healthz-web": "JSON for the load balancer",
+    "favicon": "an icon",
+    "metrics": "Prometheus text",
+}
+# Routes reached from a page rather than visited (htmx requests on the page, under the
+# page's listener): the name of the route and the page that requests it.
+FRAGMENTS = {
+    "budgets:preview": "budgets:edit",
+    "budgets:whatif": "budgets:edit",
+    "dashboards:occupancy": "dashboards:dashboard",
+    "dashboards:delivery": "dashboards:dashboard",
+    "dashboards:fairshare": "dashboards:dashboard",
+    "dashboards:waits": "dashboards:dashboard",
+    "schema": "api-docs",
+}
+
+
+def url_conf_routes() -> dict[str, list[str]]:
+    """Every named route outside the admin and the REST API: name -> its arguments."""
+    from django.urls import URLResolver, get_resolver
+
+    routes: dict[str, list[str]] = {}
+
+    def walk(patterns, prefix: str, namespace: str) -> None:
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                route = prefix + str(p.pattern)
+                if route.startswith(("admin/", "api/v1/")):
+                    continue
+                ns = f"{namespace}{p.namespace}:" if p.namespace else namespace
+                walk(p.url_patterns, route, ns)
+            elif p.name:
+                routes[namespace + p.name] = list(p.pattern.converters)
+
+    walk(get_resolver().url_patterns, "", "")
+    return routes
+
+
+def test_every_page_of_the_url_conf_keeps_to_the_csp(tree, live_server, page, admin_user):
+    """The listener on every page of the URL conf (a new page is visited without a
+    change here, or the test fails naming it), the job page, the what-if result and
+    every model's admin list among them."""
+    from django.contrib import admin
+    from django.urls import Resolver404, resolve, reverse
+    from django.utils import timezone
+    from playwright.sync_api import expect
+
+    from scheduler.models import Preview
+    from tests.factories import HostFactory
+    from tests.live.conftest import submit_job
+    from tests.scheduler.test_previews import seed_jobs
+
+    cluster = ClusterFactory(name="gpu", host_count=2)
+    for i in range(2):
+        HostFactory(cluster=cluster, name=f"node{i:02d}")
+    seed_jobs(tree, cluster, n=40)
+    job = submit_job(
+        cluster=cluster, project=tree.node("a1"), user=tree.user("ann"), at=timezone.now()
+    )
+    requested: set[str] = set()  # the routes the browser asked for, documents and htmx
+
+    def record(request) -> None:
+        path = request.url.removeprefix(live_server.url).split("?")[0]
+        if path.startswith("/") and not path.startswith("/static/"):
+            with contextlib.suppress(Resolver404):  # not a route of ours
+                requested.add(resolve(path).view_name)
+
+    page.on("request", record)
+    page.add_init_script(CSP_LISTENER)
+    base = live_server.url
+    violations = {"/accounts/login/": visit(page, f"{base}/accounts/login/")}
+    sign_in(page, base, admin_user.username)
+
+    routes = url_conf_routes()
+    args = {"node_id": tree.node("prog-a").pk, "job_id": job.pk, "name": "training-heavy"}
+    later = {"budgets:whatif-status"}  # needs the preview the edit page starts
+    for name, params in routes.items():
+        if name in NOT_PAGES or name in FRAGMENTS or name in later or name == "login":
+            continue
+        url = reverse(name, kwargs={p: args[p] for p in params})
+        violations[url] = visit(page, base + url)
+        if name == "budgets:edit":
+            page.fill("input[aria-label='weight of a2']", "90")
+            expect(page.locator("#preview table.preview")).to_contain_text("org/prog-a/a2")
+            page.fill("input[name=days]", "3")
+            page.click("button:has-text('Preview on past jobs')")
+            expect(page.locator("#whatif table.whatif-result")).to_contain_text("org/prog-a/a2")
+            violations[url] += page.evaluate("window.__csp")
+        elif name == "dashboards:dashboard":
+            expect(page.locator("#waits h2")).to_be_visible()
+            page.wait_for_load_state("networkidle")
+            violations[url] += page.evaluate("window.__csp")
+    preview = Preview.objects.latest("pk")
+    url = reverse("budgets:whatif-status", kwargs={"preview_id": preview.pk})
+    violations[url] = visit(page, base + url)
+    expect(page.locator("table.whatif-result")).to_contain_text("org/prog-a/a2")
+
+    admin_lists = {
+        f"admin:{m._meta.app_label}_{m._meta.model_name}_changelist" for m in admin.site._registry
+    }
+    for name in ["admin:index", *sorted(admin_lists)]:
+        url = reverse(name)
+        violations[url] = visit(page, base + url)
+
+    assert {url: v for url, v in violations.items() if v} == {}
+    # every page and fragment of the URL conf was requested under the listener
+    missing = set(routes) - set(NOT_PAGES) - requested
+    assert missing == set(), f"not visited: {sorted(missing)}"
+    assert admin_lists | {"admin:index"} <= requested
+    assert set(FRAGMENTS) <= set(routes), "a fragment that is no longer in the URL conf"
