@@ -18,7 +18,7 @@ service (`scheduler.services.previews.preview_compute`) on a scratch PostgreSQL 
   history (`scheduler.services.demo.demo_backfill`, as `make run` does), previewed over
   its last 7 days;
 - ``philly``: the first 16 days of the Philly Oct-Nov 2017 trace
-  (/work/shared/data, or ``--data``) replayed on its pooled 64 x 8-GPU cluster with the
+  (the shared data folder next to the repository, ``../shared/data``, or ``--data``) replayed on its pooled 64 x 8-GPU cluster with the
   Philly tree by the simulator, stored as jobs, attempts and ledger rollups (the
   back-fill's code), previewed over its last 14 days.
 
@@ -287,7 +287,9 @@ def main() -> None:
     p.add_argument("--serial", action="store_true", help="one process, both replays in turn")
     p.add_argument("--fidelity", action="store_true", help="the replay against the ledger")
     p.add_argument("--only", choices=("demo", "philly"), help="with --fidelity: one case")
-    p.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    p.add_argument(
+        "--data", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "data"
+    )
     args = p.parse_args()
     if args.fidelity:
         fidelity_main(args.only, args.data)
