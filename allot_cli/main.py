@@ -502,10 +502,7 @@ def usage(
                 render.when(r.get("start")),
                 r.get("cluster_name", ""),
                 render.tail(r.get("project_path", ""), 20),
-                *(
-                    r.get(f"{k}_gpu_h")
-                    for k in ("delivered", "unallocated", "demand", "entitled")
-                ),
+                *(r.get(f"{k}_gpu_h") for k in ("delivered", "unallocated", "demand", "entitled")),
             ]
             for r in rows
         ),

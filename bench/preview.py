@@ -18,7 +18,7 @@ service (`scheduler.services.previews.preview_compute`) on a scratch PostgreSQL 
   history (`scheduler.services.demo.demo_backfill`, as `make run` does), previewed over
   its last 7 days;
 - ``philly``: the first 16 days of the Philly Oct-Nov 2017 trace
-  (the shared data folder next to the repository, ``../shared/data``, or ``--data``) replayed on its pooled 64 x 8-GPU cluster with the
+  (the shared data folder beside the repository, or ``--data``) replayed on its pooled 64 x 8-GPU cluster with the
   Philly tree by the simulator, stored as jobs, attempts and ledger rollups (the
   back-fill's code), previewed over its last 14 days.
 
@@ -201,8 +201,8 @@ def philly_fidelity(
     from scheduler.core.sim.io import load_cluster, load_trace, parse_tree
     from scheduler.core.sim.model import JobState as SimJobState
     from scheduler.core.sim.replay import simulate
-    from scheduler.services import demo
     from scheduler.cycle.apply import STOP_RULES
+    from scheduler.services import demo
     from scheduler.services.previews import sim_config_for_cluster
 
     t0 = time.perf_counter()
