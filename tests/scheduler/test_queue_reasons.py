@@ -44,12 +44,14 @@ def test_the_reason_quotes_usage_relative_to_entitled_share_not_entitlement(live
 def test_a_project_without_entitlement_has_no_rank_and_is_not_counted(live):  # noqa: F811
     """b1 at weight 0: its jobs' reasons say "no entitlement" (no rank, no factor), and
     the ranks of the others count only the projects with an entitlement (a1, a2)."""
-    b1 = live.tree.node("b1")
-    b1.weight = 0
-    b1.save(update_fields=["weight"])
     waiting = _fill_and_wait(live, "a1")
+    budget_b1 = live.submit("b1", gpus=8, min_runtime_s=3600)  # while b1 still had a weight
+    services.budget_change_create(
+        actor=live.tree.user("ceo"),
+        reason="b1 pauses",
+        changes=[{"node": live.tree.node("b1").pk, "weight": 0}],
+    )
     free_b1 = live.submit("b1", gpus=8, min_runtime_s=0)
-    budget_b1 = live.submit("b1", gpus=8, min_runtime_s=3600)
     live.cycle(advance_s=60)
     a1 = job_queue_info(live.job(waiting))
     assert "(fair-share rank 1 of 2)" in a1["reason"]
