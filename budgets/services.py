@@ -855,25 +855,3 @@ def budget_tree_export(*, root_name: str | None = None) -> dict[str, Any]:
             else f"There is no tree named '{root_name}'."
         )
     return roots[0]
-
-
-def budget_tree_for_decision(*, now: dt.datetime | None = None):
-    """The budget tree as the scheduling engine reads it, for a decision made at `now`.
-
-    Due scheduled changes are applied first, so the first decision after a change's
-    effective time already uses the new weights (Celery beat also applies them every 30 s).
-    Leaves are keyed by their slug path, which is unique across the tree."""
-    from scheduler.core.engine.types import BudgetNode as EngineNode
-
-    budget_apply_due_changes(now=now)
-    index = tree_index()
-
-    def build(node: BudgetNode) -> EngineNode:
-        children = tuple(build(c) for c in index.children.get(node.pk, []))
-        name = index.path(node.pk) if not children else node.name
-        return EngineNode(name=name, weight=float(node.weight), children=children)
-
-    roots = index.children.get(None, [])
-    if not roots:
-        raise NotFound("There is no budget tree yet; import one with `manage.py budget_import`.")
-    return build(roots[0])

@@ -28,8 +28,8 @@ from config.errors import ApplicationError, NotFound, PermissionDenied, Validati
 from ledger.accounting import delivery_ratio
 from ledger.models import ClusterHour, ProjectHour
 from scheduler.core.engine.fairshare import fair_tree
-from scheduler.core.engine.types import BudgetNode as EngineNode
 from scheduler.models import Attempt, Cluster
+from scheduler.selectors.translate import engine_tree
 from scheduler.services.jobs import resolve_cluster
 
 # Decayed usage ignores runs older than this many half-lives (their weight < 0.1%).
@@ -328,20 +328,6 @@ def usage_rows(
 # --- fair share -------------------------------------------------------------------------
 
 
-def _engine_tree(index: TreeIndex) -> EngineNode | None:
-    """The budget tree as the engine reads it (leaves named by slug path), read-only."""
-    roots = index.children.get(None, [])
-    if not roots:
-        return None
-
-    def build(node) -> EngineNode:
-        children = tuple(build(c) for c in index.children.get(node.pk, []))
-        name = index.path(node.pk) if not children else node.name
-        return EngineNode(name=name, weight=float(node.weight), children=children)
-
-    return build(roots[0])
-
-
 def _fair_tree_path(index: TreeIndex, node_id: int) -> str:
     """The key `fair_tree` uses: engine names below the root joined by "/"."""
     chain = [node_id, *index.ancestors(node_id)][:-1]  # without the root
@@ -368,7 +354,7 @@ def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> di
     at = now or timezone.now()
     index = tree_index()
     answer: dict[str, Any] = {"cluster": cluster.pk, "cluster_name": cluster.name, "as_of": at}
-    tree = _engine_tree(index)
+    tree = engine_tree(index)
     if tree is None:
         return {**answer, "nodes": []}
     usage_by_node = window_usage(

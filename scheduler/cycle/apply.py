@@ -22,7 +22,8 @@ from scheduler.cycle.attempts import confirm_running, stop_attempt
 from scheduler.cycle.context import CycleContext
 from scheduler.cycle.queue_store import write_queue
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
-from scheduler.selectors.snapshot import ClusterSnapshot, placements_from_json, placements_to_json
+from scheduler.selectors.snapshot import ClusterSnapshot
+from scheduler.selectors.translate import placements_from_json, placements_to_json
 from scheduler.services.transitions import job_transition
 
 # The engine's stop reasons as the rule a job event names.

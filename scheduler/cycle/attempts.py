@@ -10,9 +10,10 @@ import logging
 from django.conf import settings
 
 from scheduler.adapters import ClusterJob, ClusterJobState
+from scheduler.core.engine.runs import saved_work_s
 from scheduler.cycle.context import CycleContext
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Job, JobState
-from scheduler.selectors.snapshot import placements_to_json, policy_for_cluster, saved_work_s
+from scheduler.selectors.translate import placements_to_json, policy_for_cluster
 from scheduler.services.transitions import attempt_transition, is_legal
 
 log = logging.getLogger(__name__)

@@ -14,6 +14,7 @@ from itertools import repeat
 from django.db.models.expressions import RawSQL
 
 from scheduler.core.engine import CyclePlan, QueueBlock
+from scheduler.core.engine.runs import protected_until
 from scheduler.cycle.context import CycleContext
 from scheduler.models import Job, QueueSnapshot
 from scheduler.selectors.snapshot import ClusterSnapshot
@@ -97,7 +98,8 @@ def _waiting_blocks(
     for wid, victims in cs.waiting.items():
         # a stopping victim is protected by the engine until its stop deadline
         ends = [running[v] for v in victims if v in running]
-        until = max((rw.started_s + rw.workload.min_runtime_s for rw in ends), default=cs.now)
+        cap = cs.policy.max_min_runtime_s
+        until = max((protected_until(rw, cap) for rw in ends), default=cs.now)
         head.append((wid, victims, until))
     head.extend((wid, victims, cs.now + grace_s) for wid, victims in deferred.items())
     projects = _projects_of(cs, [wid for wid, _, _ in head])

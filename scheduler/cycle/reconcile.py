@@ -15,12 +15,8 @@ from scheduler.cycle.attempts import confirm_running, end_attempt, end_reason, s
 from scheduler.cycle.context import ClusterReport, CycleContext
 from scheduler.cycle.hosts import reconcile_hosts
 from scheduler.models import Attempt, AttemptEnd, AttemptState
-from scheduler.selectors.snapshot import (
-    OPEN_ATTEMPT_STATES,
-    fetch_rows,
-    foreign_holder,
-    policy_for_cluster,
-)
+from scheduler.selectors.snapshot import OPEN_ATTEMPT_STATES, fetch_rows
+from scheduler.selectors.translate import foreign_holder
 
 
 def reconcile(ctx: CycleContext, report: ClusterReport) -> list:
@@ -154,7 +150,6 @@ def _outside_jobs(
             attempt_id__in=[cj.attempt_id for cj in alive if cj.attempt_id]
         ).values_list("attempt_id", flat=True)
     )
-    policy = policy_for_cluster(ctx.cluster)
     now = ctx.at.timestamp()
     holders, zombies = [], []
     for n, cj in enumerate(alive):
@@ -168,5 +163,5 @@ def _outside_jobs(
         else:
             ctx.counts.notes.append(f"job outside Allot: {name} on {where} (left alone)")
         if pls:
-            holders.append(foreign_holder(f"~{name}", gpus, pls, now=now, policy=policy))
+            holders.append(foreign_holder(f"~{name}", gpus, pls, now=now))
     return holders, zombies

@@ -39,6 +39,7 @@ from scheduler.core.sim.eta import (
 )
 from scheduler.models import Attempt, AttemptEnd, Cluster, CycleRecord, Job, JobState
 from scheduler.selectors.snapshot import ClusterSnapshot, Epoch, cluster_snapshot, fetch_rows
+from scheduler.selectors.translate import workload
 
 # The windows below count in the cluster's clock (`Cluster.clock_speed`): on the demo's
 # simulated cluster, which runs 60x faster, a day of it passes in 24 wall minutes.
@@ -348,15 +349,16 @@ def _recent(
     )
     cap = float(cluster.max_min_runtime_s)
     recent = [
-        Workload(
-            id=str(pk),
+        workload(
+            job_id=pk,
             project=index.path(project_id),
             gpus=gpus,
             submit_s=submitted.timestamp(),
-            min_runtime_s=min(float(minrt), cap),
+            min_runtime_s=minrt,
             resumable=resumable,
             priority=priority,
             kind=kind,
+            cap_s=cap,
         )
         for pk, project_id, gpus, submitted, minrt, resumable, priority, kind in rows
         if project_id in index.nodes

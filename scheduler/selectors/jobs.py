@@ -36,6 +36,7 @@ from scheduler.models import (
 from scheduler.selectors.budget_changes import cluster_change_notes, with_change_note
 from scheduler.selectors.eta import job_eta_for_page
 from scheduler.selectors.queue import iter_entries, queue_entry, queue_length, queue_snapshot
+from scheduler.selectors.translate import job_workload
 
 DRY_RUN_ID = "dry-run"
 
@@ -219,21 +220,12 @@ def estimate_position(*, job: Job) -> dict[str, Any]:
     """Plan the cluster as it is now with `job` (unsaved) added, through the engine,
     and say where it would stand: started by the next cycle, or its position overall
     and within its project, the project's fair-share factor and the reason it waits."""
-    from scheduler.core.engine import Workload, plan
+    from scheduler.core.engine import plan
     from scheduler.selectors.snapshot import cluster_snapshot
 
     cs = cluster_snapshot(cluster=job.cluster, now=job.submitted_at)
     project = next((p for p, n in cs.node_ids.items() if n == job.project_id), "")
-    workload = Workload(
-        DRY_RUN_ID,
-        project,
-        job.gpus,
-        cs.now,
-        float(job.min_runtime_s),
-        job.resumable,
-        job.priority,
-        job.kind,
-    )
+    workload = job_workload(job, project=project, workload_id=DRY_RUN_ID, submit_s=cs.now)
     pending = {p: list(ws) for p, ws in cs.snapshot.pending.items()}
     bucket = pending.setdefault(project, [])
     at = next((i for i, w in enumerate(bucket) if w.priority < job.priority), len(bucket))

@@ -13,25 +13,25 @@ Keys and times, as the engine expects them:
 
 What holds GPUs: every open attempt (starting, running, stopping) with the placements
 the attempt records. An attempt already stopping is handed to the engine as a
-*protected holder*: allocated and protected until its stop deadline, so the engine
-neither preempts it a second time nor gives its GPUs away before the cluster reports
-it ended. Jobs the cluster runs outside Allot are passed in by the caller as `holders`
-(built with `protected_holder`) for the same reason.
+*protected holder*: allocated, with its stop deadline as its `protected_until_s`, so
+the engine neither preempts it a second time nor gives its GPUs away before the
+cluster reports it ended. Jobs the cluster runs outside Allot are passed in by the
+caller as `holders` (built with `translate.foreign_holder`) for the same reason.
+Every engine input is built by `scheduler.selectors.translate`.
 
 A pending job whose preemption victims are still stopping is held out of `pending`
 (`waiting`): the GPUs it will get are those of its victims once they exit; planning it
 again meanwhile would preempt more jobs for it.
 
 Queries: hosts, open attempts (joined with their jobs), pending jobs, the tree version
-(the tree itself, `budgets.services.budget_tree_for_decision`, only when it moved, as
-due scheduled budget changes are applied first) and the ledger's window usage.
+(the tree itself only when it moved, as due scheduled budget changes are applied
+first) and the ledger's window usage.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -42,11 +42,13 @@ from django.utils import timezone
 
 from budgets.models import ScheduledChange, ScheduledStatus
 from budgets.selectors import tree_index, tree_version
-from budgets.services import budget_apply_due_changes, budget_tree_for_decision
+from budgets.services import budget_apply_due_changes
+from config.errors import NotFound
 from ledger.selectors import window_usage
 from scheduler.core.engine import BudgetNode as EngineNode
 from scheduler.core.engine import Host as EngineHost
-from scheduler.core.engine import Placement, Policy, RunningWorkload, Snapshot, Workload
+from scheduler.core.engine import Policy, RunningWorkload, Snapshot, Workload
+from scheduler.core.engine.runs import last_checkpoint_s
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -57,17 +59,22 @@ from scheduler.models import (
     Job,
     JobState,
 )
+from scheduler.selectors.translate import (
+    FOREIGN_PROJECT,
+    engine_host,
+    engine_tree,
+    placements_from_json,
+    policy_for_cluster,
+    protected_holder,
+    running_holder,
+    workload,
+)
 
 OPEN_ATTEMPT_STATES = (AttemptState.STARTING, AttemptState.RUNNING, AttemptState.STOPPING)
-# Project key of jobs the cluster runs outside Allot (slugs never contain "~").
-FOREIGN_PROJECT = "~outside-allot"
 # How long after its victims' stop deadline a preempting job keeps waiting for them
 # before the engine may plan it again (a victim the cluster fails to stop must not
 # hold the preempting job forever).
 VICTIM_WAIT_SLACK_S = 60.0
-# Protection of a holder whose end is unknown (a job outside Allot): longer than any
-# minimum runtime, so the engine never plans to preempt it.
-UNKNOWN_END_S = 365 * 86400.0
 
 
 class Epoch(Func):
@@ -114,84 +121,10 @@ class ClusterSnapshot:
         return self.node_ids.get(project)
 
 
-def policy_for_cluster(cluster: Cluster) -> Policy:
-    """The engine policy of a cluster (its minimum-runtime cap, usage window and
-    short-job reserve); the checkpoint interval and restart overhead are the engine's
-    defaults."""
-    return Policy(
-        max_min_runtime_s=float(cluster.max_min_runtime_s),
-        lookback_s=float(cluster.lookback_s),
-        half_life_s=float(cluster.half_life_s) if cluster.half_life_s else None,
-        explain_queue=True,
-        short_reserve_hosts=cluster.short_reserve_hosts,
-        short_job_max_s=float(cluster.short_job_max_s),
-    )
-
-
-def last_checkpoint_s(started_s: float, now: float, interval_s: float) -> float | None:
-    """When a resumable run that started at `started_s` last saved its work (None:
-    not yet), with a checkpoint every `interval_s` from its start."""
-    if interval_s <= 0 or now <= started_s:
-        return None
-    k = math.floor((now - started_s) / interval_s)
-    return started_s + k * interval_s if k >= 1 else None
-
-
-def saved_work_s(ran_s: float, interval_s: float) -> float:
-    """Work a resumable run of `ran_s` seconds saved at its last checkpoint."""
-    if interval_s <= 0 or ran_s <= 0:
-        return 0.0
-    return min(ran_s, math.floor(ran_s / interval_s) * interval_s)
-
-
-def placements_from_json(data: Sequence[Mapping]) -> tuple[Placement, ...]:
-    """Engine placements from an attempt's `placements` JSON."""
-    return tuple(Placement(p["host"], tuple(int(i) for i in p["gpu_indices"])) for p in data)
-
-
-def placements_to_json(placements: Sequence[Placement]) -> list[dict]:
-    """An attempt's `placements` JSON from engine (or adapter) placements."""
-    return [{"host": p.host, "gpu_indices": list(p.gpu_indices)} for p in placements]
-
-
-def protected_holder(
-    workload: Workload,
-    placements: tuple[Placement, ...],
-    *,
-    until_s: float,
-    policy: Policy,
-) -> RunningWorkload:
-    """A GPU holder the engine must leave alone until `until_s`: allocated and
-    protected until then (the engine's reservations expect its GPUs back at that time)."""
-    cap = policy.max_min_runtime_s
-    held = Workload(
-        id=workload.id,
-        project=workload.project,
-        gpus=workload.gpus,
-        submit_s=workload.submit_s,
-        min_runtime_s=cap,
-        resumable=workload.resumable,
-        priority=workload.priority,
-        kind=workload.kind,
-    )
-    return RunningWorkload(
-        workload=held, placements=placements, started_s=until_s - cap, allocated=True
-    )
-
-
-def foreign_holder(
-    name: str, gpus: int, placements: tuple[Placement, ...], *, now: float, policy: Policy
-) -> RunningWorkload:
-    """A job the cluster runs outside Allot (or an attempt Allot already ended that the
-    cluster still runs), as a holder the engine never preempts."""
-    workload = Workload(id=name, project=FOREIGN_PROJECT, gpus=gpus, submit_s=now)
-    return protected_holder(workload, placements, until_s=now + UNKNOWN_END_S, policy=policy)
-
-
 def _hosts(cluster_id: int) -> tuple[EngineHost, ...]:
     rows = Host.objects.filter(cluster_id=cluster_id).order_by("name")
     return tuple(
-        EngineHost(name, gpus, health == HostHealth.HEALTHY)
+        engine_host(name=name, gpus=gpus, healthy=health == HostHealth.HEALTHY)
         for name, gpus, health in rows.values_list("name", "gpus", "health")
     )
 
@@ -283,15 +216,15 @@ def _running(
             cache.running[pk] = hit
             running.append(hit[3])
             continue
-        workload = Workload(
-            wid,
-            project,
-            gpus,
-            submit_s,
-            float(min_runtime),
-            resumable,
-            priority,
-            kind,
+        work = workload(
+            job_id=wid,
+            project=project,
+            gpus=gpus,
+            submit_s=submit_s,
+            min_runtime_s=min_runtime,
+            resumable=resumable,
+            priority=priority,
+            kind=kind,
         )
         pls = placements_from_json(
             json.loads(placements) if isinstance(placements, str) else placements
@@ -299,9 +232,8 @@ def _running(
         if state == AttemptState.STOPPING:
             stopping.add(wid)
             deadline_s = now if deadline_s is None else deadline_s
-            running.append(
-                protected_holder(workload, pls, until_s=max(deadline_s, now + 1.0), policy=policy)
-            )
+            until = max(deadline_s, now + 1.0)
+            running.append(protected_holder(work, pls, started_s=started_s, until_s=until))
             if (
                 preempted_by is not None
                 and intent == AttemptEnd.PREEMPTED
@@ -309,7 +241,9 @@ def _running(
             ):
                 victims.setdefault(str(preempted_by), []).append(wid)
             continue  # rebuilt every time: its protection follows the clock
-        held = RunningWorkload(workload, pls, started_s, allocated, checkpoint)
+        held = running_holder(
+            work, pls, started_s=started_s, allocated=allocated, last_checkpoint_s=checkpoint
+        )
         cache.running[pk] = (row, project, checkpoint, held)
         running.append(held)
     return running, attempt_ids, stopping, victims
@@ -353,23 +287,23 @@ def _pending(
             bucket = pending.setdefault(project, [])
         hit = previous.get(job_id)
         if hit is not None and hit[0] == row and hit[1] == project:
-            workload = hit[2]
+            work = hit[2]
         else:
-            workload = Workload(
-                str(job_id),
-                project,
-                gpus,
-                submit_s,
-                float(min_runtime),
-                resumable,
-                priority,
-                kind,
+            work = workload(
+                job_id=job_id,
+                project=project,
+                gpus=gpus,
+                submit_s=submit_s,
+                min_runtime_s=min_runtime,
+                resumable=resumable,
+                priority=priority,
+                kind=kind,
             )
-        cached[job_id] = (row, project, workload)
-        if held_out and workload.id in held_out:
-            held.append(workload.id)
+        cached[job_id] = (row, project, work)
+        if held_out and work.id in held_out:
+            held.append(work.id)
             continue
-        bucket.append(workload)
+        bucket.append(work)
     return {p: lst for p, lst in pending.items() if lst}, held
 
 
@@ -382,8 +316,12 @@ def _tree(at: dt.datetime, cache: SnapshotCache) -> tuple[int, EngineNode, dict[
         budget_apply_due_changes(now=at)
     version = tree_version()
     if cache.tree is None or cache.tree_version != version:
-        tree = budget_tree_for_decision(now=at)
         index = tree_index()
+        tree = engine_tree(index)
+        if tree is None:
+            raise NotFound(
+                "There is no budget tree yet; import one with `manage.py budget_import`."
+            )
         cache.paths = {node_id: index.path(node_id) for node_id in index.nodes}
         cache.node_ids = {path: node_id for node_id, path in cache.paths.items()}
         # a change that committed meanwhile is in the tree: the next call rebuilds it

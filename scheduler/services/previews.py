@@ -38,6 +38,7 @@ from scheduler.models import (
     Preview,
     PreviewState,
 )
+from scheduler.selectors.translate import engine_tree
 from scheduler.services.jobs import resolve_cluster
 
 log = logging.getLogger(__name__)
@@ -90,21 +91,12 @@ def _enqueue(preview_id: int) -> None:
         )
 
 
-def engine_tree(index: TreeIndex, edits: Mapping[int, Decimal] | None = None) -> EngineNode:
-    """The budget tree as the engine reads it (leaves keyed by their path), with `edits`
-    (node id -> weight) applied."""
-    edits = edits or {}
-
-    def build(pk: int) -> EngineNode:
-        node = index.nodes[pk]
-        children = tuple(build(c.pk) for c in index.children.get(pk, []))
-        name = index.path(pk) if not children else node.name
-        return EngineNode(name=name, weight=float(edits.get(pk, node.weight)), children=children)
-
-    roots = index.children.get(None, [])
-    if not roots:
+def _trees(index: TreeIndex, edits: Mapping[int, Decimal]) -> tuple[EngineNode, EngineNode]:
+    """The engine's tree with today's weights and with `edits` applied."""
+    before, after = engine_tree(index), engine_tree(index, edits)
+    if before is None or after is None:
         raise NotFound("There is no budget tree yet.")
-    return build(roots[0].pk)
+    return before, after
 
 
 def _runtime_s(job: Job, now: dt.datetime) -> float:
@@ -260,8 +252,7 @@ def preview_compute(
     )
     result = run_whatif(
         _cluster_spec(cluster),
-        engine_tree(index, None),
-        engine_tree(index, edits),
+        *_trees(index, edits),
         replay_input.records,
         start_s=0.0,
         end_s=(until - since).total_seconds(),

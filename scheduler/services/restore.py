@@ -43,7 +43,7 @@ from scheduler import adapters
 from scheduler.adapters import ClusterJob, ClusterJobState
 from scheduler.cycle.worker import CycleWorker
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Cluster, Job, JobState
-from scheduler.selectors.snapshot import placements_to_json
+from scheduler.selectors.translate import placements_to_json
 from scheduler.services.transitions import attempt_transition, job_transition
 
 log = logging.getLogger(__name__)

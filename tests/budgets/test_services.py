@@ -20,6 +20,7 @@ from budgets.models import (
     ScheduledStatus,
 )
 from config.errors import Conflict, PermissionDenied, ValidationFailed
+from scheduler.selectors.translate import engine_tree
 
 pytestmark = pytest.mark.django_db
 
@@ -446,8 +447,13 @@ def test_decision_tree_uses_a_scheduled_change_once_it_is_due(tree):
         effective_at=now + dt.timedelta(minutes=5),
         now=now,
     )
-    before = entitled_shares(services.budget_tree_for_decision(now=now))
-    after = entitled_shares(services.budget_tree_for_decision(now=now + dt.timedelta(minutes=6)))
+
+    def tree_at(at: dt.datetime):
+        services.budget_apply_due_changes(now=at)
+        return engine_tree(selectors.tree_index())
+
+    before = entitled_shares(tree_at(now))
+    after = entitled_shares(tree_at(now + dt.timedelta(minutes=6)))
     assert before["org/prog-a/a1"] == pytest.approx(0.35)
     assert after["org/prog-a/a1"] == pytest.approx(0.25)
     assert set(after) == {"org/prog-a/a1", "org/prog-a/a2", "org/prog-b/b1"}

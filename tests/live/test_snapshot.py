@@ -8,8 +8,9 @@ import pytest
 from django.utils import timezone
 
 from scheduler.core.engine import Placement, plan
+from scheduler.core.engine.runs import last_checkpoint_s, protected_until
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, JobState
-from scheduler.selectors.snapshot import cluster_snapshot, last_checkpoint_s
+from scheduler.selectors.snapshot import cluster_snapshot
 from tests.factories import ClusterFactory, UserFactory
 from tests.live.conftest import submit_job
 
@@ -109,10 +110,8 @@ def test_stopping_jobs_hold_their_gpus_protected_and_their_preemptor_waits(setup
     assert cs.waiting == {str(preemptor.pk): (str(victim.pk),)}
     assert A1 not in cs.snapshot.pending  # not planned again while its victim exits
     holder = cs.snapshot.running[0]
-    protected_until = holder.started_s + min(
-        holder.workload.min_runtime_s, cs.policy.max_min_runtime_s
-    )
-    assert holder.allocated and protected_until == deadline.timestamp()
+    until = protected_until(holder, cs.policy.max_min_runtime_s)
+    assert holder.allocated and until == deadline.timestamp() == holder.protected_until_s
     # the engine neither preempts it again nor gives its GPUs away
     result = plan(cs.snapshot, cs.policy, cs.now)
     assert not result.stops and not result.starts

@@ -23,6 +23,7 @@ from itertools import compress
 from typing import NamedTuple
 
 from scheduler.core.engine.blocks import BlockTable, FreeIndex, MaskTable, Shape
+from scheduler.core.engine.runs import protected_until
 from scheduler.core.engine.types import (
     NO_QUEUE,
     CyclePlan,
@@ -188,7 +189,7 @@ def derive_run(rw: RunningWorkload, layout: HostLayout, cap: float, masks: MaskT
         ok = ok and healthy[h]
     w = rw.workload
     if rw.allocated:
-        until = rw.started_s + min(w.min_runtime_s, cap)
+        until = protected_until(rw, cap)
         info = AllocatedRun(
             w.project, w.priority, w.id, tuple(h for h, _ in host_masks), (w.project, w.priority)
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from scheduler.core.engine.cluster import ClusterState, Decisions
 from scheduler.core.engine.explain import hours_text
+from scheduler.core.engine.runs import protected_until
 from scheduler.core.engine.types import HostReady, StopReason
 
 __all__ = ["drain"]
@@ -23,9 +24,8 @@ def drain(cluster: ClusterState, decisions: Decisions, cap: float, now: float) -
     jobs_left = dict.fromkeys(unhealthy, 0)
     for rw, host_masks, _, _, _ in cluster.on_unhealthy:
         w = rw.workload
-        protected_until = rw.started_s + min(w.min_runtime_s, cap) if rw.allocated else 0.0
         bad_hosts = [cluster.hosts[h].name for h, _ in host_masks if not healthy[h]]
-        if protected_until <= now:
+        if protected_until(rw, cap) <= now:
             if rw.allocated:
                 why = (
                     f"drained: host {', '.join(bad_hosts)} is unhealthy and the job's "

@@ -37,6 +37,7 @@ from scheduler.core.engine.preemption import (
     search_whole_hosts,
 )
 from scheduler.core.engine.reservations import SCAN_PER_PROJECT, Reservations
+from scheduler.core.engine.runs import protection_end
 from scheduler.core.engine.state import EngineState
 from scheduler.core.engine.types import NO_QUEUE, CyclePlan, Policy, Snapshot, Workload
 
@@ -192,9 +193,7 @@ class FairShareCycle:
                     (sh.block or sh.gpus) >= dead
                     and not (self.reservations_left and (sh.whole or sh.block in host_sizes))
                     and not (
-                        res_pre
-                        and 0 < sh.block < res_blk
-                        and now + min(w.min_runtime_s, cap) <= res_t
+                        res_pre and 0 < sh.block < res_blk and protection_end(w, now, cap) <= res_t
                     )
                 ):
                     if res_pre:

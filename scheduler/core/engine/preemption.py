@@ -30,6 +30,7 @@ from operator import attrgetter
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions, RunInfo
 from scheduler.core.engine.fairshare import StillAbove
+from scheduler.core.engine.runs import protected_until
 from scheduler.core.engine.types import Placement, RunningWorkload, StopReason, Workload
 
 __all__ = [
@@ -106,9 +107,7 @@ class Victim:
         self.gpus = w.gpus
         self.allocated = rw.allocated
         self.priority = w.priority
-        self.protected_until = (
-            rw.started_s + min(w.min_runtime_s, cap) if rw.allocated else rw.started_s
-        )
+        self.protected_until = protected_until(rw, cap)
         base = rw.started_s
         if w.resumable and rw.last_checkpoint_s is not None:
             base = max(base, rw.last_checkpoint_s)

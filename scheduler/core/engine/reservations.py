@@ -25,6 +25,7 @@ from scheduler.core.engine.explain import FairShareReasons, hours_text
 from scheduler.core.engine.fairshare import FairShare
 from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
+from scheduler.core.engine.runs import protection_end
 from scheduler.core.engine.types import Placement, Reservation, StopReason, Workload
 
 __all__ = ["HeldHosts", "Reservations"]
@@ -130,7 +131,7 @@ class Reservations:
         """Room for `w` (order index `r`) on a reserved host it cannot delay: free GPUs,
         else the cheapest aligned block of free GPUs and unallocated jobs (returned as
         victims, already stopped). None when there is none."""
-        end = self.now + min(w.min_runtime_s, self.cap)
+        end = protection_end(w, self.now, self.cap)
         sh = self.cluster.shape(w.gpus)
         for k, held in enumerate(self.held):
             if held.usable_at == INF or end > held.usable_at:

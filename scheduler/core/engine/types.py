@@ -63,7 +63,10 @@ class RunningWorkload:
     `started_s` is the start of the current run (protection counts from it);
     `allocated` says whether this run is charged to the project's budget;
     `last_checkpoint_s` is when resumable work was last saved (None: never, i.e.
-    everything since `started_s` would be lost on preemption).
+    everything since `started_s` would be lost on preemption);
+    `protected_until_s`, when set, is when its protection ends regardless of its
+    minimum runtime: a holder the engine must leave alone until then (a run already
+    stopping, a job outside Allot). `scheduler.core.engine.runs.protected_until` reads it.
     """
 
     workload: Workload
@@ -71,6 +74,7 @@ class RunningWorkload:
     started_s: float
     allocated: bool
     last_checkpoint_s: float | None = None
+    protected_until_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 from scheduler.core.engine import EngineState, plan
+from scheduler.core.engine.runs import protected_until
 from scheduler.core.engine.types import Placement, Policy, RunningWorkload, Snapshot, Workload
 
 __all__ = [
@@ -257,7 +258,7 @@ class _Forward:
         heapq.heappush(self.heap, (end, 0, self.seq, w.id))
         if rw.allocated:
             self.rate[w.project] += w.gpus
-            until = rw.started_s + min(w.min_runtime_s, self.cap)
+            until = protected_until(rw, self.cap)
             if t < until < end:
                 heapq.heappush(self.heap, (until, 1, self.seq, w.id))
 
@@ -309,9 +310,9 @@ class _Forward:
             return False
         for rw in self.running.values():
             w = rw.workload
-            if not rw.allocated or w.min_runtime_s <= 0:
+            if not rw.allocated or (w.min_runtime_s <= 0 and rw.protected_until_s is None):
                 return True
-            if rw.started_s + min(w.min_runtime_s, self.cap) <= t:
+            if protected_until(rw, self.cap) <= t:
                 return True
         return False
 

@@ -53,6 +53,7 @@ from dataclasses import fields
 from typing import Any
 
 from ledger.accounting import EndReason, RunInterval
+from scheduler.core.engine.runs import saved_work_s
 from scheduler.core.engine.types import (
     BudgetNode,
     CyclePlan,
@@ -487,8 +488,7 @@ class _Replay:
             end = EndReason.PREEMPTED
         ran = now - j.run_start
         resumable = j.wl.resumable
-        saved = math.floor(ran / self.ckpt) * self.ckpt if resumable and self.ckpt > 0 else 0.0
-        saved = min(saved, ran)
+        saved = saved_work_s(ran, self.ckpt) if resumable else 0.0
         self.preemptions.append(
             PreemptionRecord(
                 at_s=now,

@@ -1,0 +1,44 @@
+"""The rules of a run that holds GPUs, written once: when its protection ends and what
+its checkpoints saved. The engine, the simulator, the ETA forward runs and the live
+translation from the database all call these (pure, no I/O)."""
+
+from __future__ import annotations
+
+import math
+
+from scheduler.core.engine.types import RunningWorkload, Workload
+
+INF = math.inf
+
+
+def protection_end(workload: Workload, started_s: float, cap: float) -> float:
+    """When the protection of allocated `workload` ends if its run starts at `started_s`:
+    its minimum runtime from then, at most the policy's cap (`max_min_runtime_s`)."""
+    return started_s + min(workload.min_runtime_s, cap)
+
+
+def protected_until(rw: RunningWorkload, cap: float) -> float:
+    """When the protection of running `rw` ends: its explicit `protected_until_s` when it
+    has one (a holder the engine must leave alone until then), else its minimum runtime
+    from the run's start for allocated work; unallocated work is never protected (-inf)."""
+    if rw.protected_until_s is not None:
+        return rw.protected_until_s
+    if not rw.allocated:
+        return -INF
+    return protection_end(rw.workload, rw.started_s, cap)
+
+
+def last_checkpoint_s(started_s: float, now: float, interval_s: float) -> float | None:
+    """When a resumable run that started at `started_s` last saved its work (None: not
+    yet), with a checkpoint every `interval_s` from its start."""
+    if interval_s <= 0 or now <= started_s:
+        return None
+    k = math.floor((now - started_s) / interval_s)
+    return started_s + k * interval_s if k >= 1 else None
+
+
+def saved_work_s(ran_s: float, interval_s: float) -> float:
+    """Work a resumable run of `ran_s` seconds saved at its last checkpoint."""
+    if interval_s <= 0 or ran_s <= 0:
+        return 0.0
+    return min(ran_s, math.floor(ran_s / interval_s) * interval_s)
