@@ -403,7 +403,10 @@ def budget_apply_due_changes(*, now: dt.datetime | None = None) -> list[BudgetEv
     Called by Celery beat and before each scheduling decision, so the next decision
     after the effective time uses the new weights. Returns the applied events."""
     now = now or timezone.now()
-    applied = []
+    applied: list[BudgetEvent] = []
+    due_now = ScheduledChange.objects.filter(status=ScheduledStatus.PENDING, effective_at__lte=now)
+    if not due_now.exists():  # every cycle asks: no tree lock when nothing is due
+        return applied
     with transaction.atomic():
         state = _lock_tree()
         due = list(

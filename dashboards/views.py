@@ -19,6 +19,7 @@ from config.errors import ApplicationError
 from dashboards import charts, selectors
 from ledger import selectors as ledger_selectors
 from scheduler.selectors.standing import job_standings
+from scheduler.services.eta import eta_refresh_request
 
 TABLE_PAGE_SIZE = 50
 JOBS_PAGE_SIZE = 25
@@ -206,6 +207,7 @@ def me(request: HttpRequest) -> HttpResponse:
                     ]
                 )
         return csv_response(rows, "my-projects.csv")
+    eta_refresh_request(jobs=jobs.object_list)
     standings = job_standings(jobs.object_list)
     rows = [{"job": job, "standing": standings.get(job.pk)} for job in jobs]
     return render(

@@ -23,6 +23,7 @@ from scheduler.models import Job
 from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors import jobs as selectors
 from scheduler.services import clusters as cluster_services
+from scheduler.services import eta as eta_services
 from scheduler.services import hosts as host_services
 from scheduler.services import jobs as job_services
 from scheduler.services import previews as preview_services
@@ -219,6 +220,7 @@ def _job_detail_body(request, job: Job) -> dict:
     body["attempts"] = s.AttemptOutput(job.attempts.all(), many=True).data
     body["events"] = s.JobEventOutput(job.events.all(), many=True).data
     body["queue"] = selectors.job_queue_info(job)
+    eta_services.eta_refresh_request(jobs=[job])
     body["eta"] = eta_selectors.job_eta(job=job)
     body["blockers"] = selectors.job_blockers(job)
     return body

@@ -6,6 +6,8 @@ at once) and writes a `CycleRecord`. The worker object owns what a worker proces
 between cycles: the warm engine state per cluster (`warm.py`) and the Redis client of
 the cycle requests; the Celery tasks (`scheduler.tasks`) hold one per process.
 
+0. Apply the budget changes now due (`budgets.services.budget_apply_due_changes`, in
+   `CycleWorker.run`), so that the decision uses the weights in force.
 1. Read the cluster through its adapter (`adapter_io.py`: `hosts()`, `jobs()`). If it
    cannot be reached the cycle records the error and changes nothing.
 2. Reconcile (`reconcile.py`, one transaction): hosts mirrored into `Host` rows with

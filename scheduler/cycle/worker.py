@@ -3,17 +3,19 @@ a cycle (`CycleWorker.run`).
 
 A process creates one `CycleWorker` and passes it to whatever runs cycles there (the
 Celery tasks hold theirs: `scheduler.tasks`; a test or a command may make its own). It
-owns the warm engine state per cluster, the clusters whose cycle the process is
-running, and the Redis client of the cycle requests. Nothing of it is module-level."""
+owns the warm engine state per cluster and the Redis client of the cycle requests.
+Nothing of it is module-level. A cycle first applies the budget changes now due
+(`budgets.services.budget_apply_due_changes`; beat applies them too): reading a
+snapshot never writes."""
 
 from __future__ import annotations
 
 import datetime as dt
-import threading
 
 import redis
 from django.conf import settings
 
+from budgets.services import budget_apply_due_changes
 from scheduler.adapters import ClusterAdapter
 from scheduler.cycle.context import CycleContext
 from scheduler.cycle.lock import cluster_cycle_lock
@@ -27,8 +29,6 @@ class CycleWorker:
 
     def __init__(self) -> None:
         self._warm: dict[int, ClusterWarm] = {}
-        # the clusters whose cycle this thread is running
-        self._local = threading.local()
         self._redis: redis.Redis | None = None
         self._redis_url = ""
 
@@ -46,32 +46,24 @@ class CycleWorker:
         cluster's own; `reconcile_only` stops after the reconcile (the reconcile after
         a restore, scheduler.services.restore: nothing is planned, started or
         stopped). A cycle that fails drops the cluster's warm state."""
-        running = self._local.__dict__.setdefault("clusters", set())
-        if cluster_id in running:
-            # A cycle asked for from inside a cycle of the same thread (Celery eager mode, a
-            # budget change applied by the snapshot): advisory locks are re-entrant for the
-            # session, so only this guard keeps it from running nested.
-            return None
-        running.add(cluster_id)
-        try:
-            with cluster_cycle_lock(cluster_id) as taken:
-                if not taken:
-                    return None
-                cluster = Cluster.objects.get(pk=cluster_id)
-                ctx = CycleContext(
-                    cluster,
-                    self._warm.setdefault(cluster_id, ClusterWarm()),
-                    now=now,
-                    adapter=adapter,
-                    reconcile_only=reconcile_only,
-                )
-                try:
-                    return cycle_steps_run(ctx)
-                except Exception:
-                    self.reset(cluster_id)
-                    raise
-        finally:
-            running.discard(cluster_id)
+        if not reconcile_only:  # first, so that this decision uses the weights now due
+            budget_apply_due_changes(now=now)
+        with cluster_cycle_lock(cluster_id) as taken:
+            if not taken:
+                return None
+            cluster = Cluster.objects.get(pk=cluster_id)
+            ctx = CycleContext(
+                cluster,
+                self._warm.setdefault(cluster_id, ClusterWarm()),
+                now=now,
+                adapter=adapter,
+                reconcile_only=reconcile_only,
+            )
+            try:
+                return cycle_steps_run(ctx)
+            except Exception:
+                self.reset(cluster_id)
+                raise
 
     def reset(self, cluster_id: int | None = None) -> None:
         """Forget the warm state of one cluster (or all): the next plan is cold, stops

@@ -8,9 +8,10 @@ daily rate, the busiest day's for the latest start) and keeps the answer in
 the cache until the cluster's next cycle (and at least a minute): one computation per
 cluster per cycle at most, however many pages ask. On 1,024 GPUs with 1,000 pending jobs
 it costs ~4 s of CPU (`bench/eta.py --full-queue 1000`), too long for a request: a
-request reads the cache and, when the answer is stale or does not know the job yet,
-asks a worker for a fresh one (`scheduler.tasks.request_eta_refresh`, at most one queued
-per cluster) and answers with what it has (`method: estimating` until the first answer).
+request first asks a worker for a fresh answer when the cached one is stale or does not
+know the job yet (`scheduler.services.eta.eta_refresh_request`, at most one queued per
+cluster), then reads the cache and answers with what it has (`method: estimating` until
+the first answer). Reading never enqueues.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from django.core.cache import cache
@@ -377,21 +379,27 @@ def _no_estimate(method: str) -> dict[str, Any]:
     }
 
 
+def etas_stale(*, cluster_id: int, job_ids: Iterable[int]) -> bool:
+    """Whether the cached ETAs of the cluster are missing, older than its last cycle, or
+    do not know one of `job_ids`: then a worker should compute fresh ones
+    (`scheduler.services.eta.eta_refresh_request` asks; a read never does)."""
+    cached = cached_etas(cluster_id)
+    if cached is None or not _is_current(cached, _last_cycle_id(cluster_id), time.time()):
+        return True
+    return any(str(pk) not in cached[2] for pk in job_ids)
+
+
 def job_eta(*, job: Job) -> dict[str, Any] | None:
     """The ETA of a pending job ({start, earliest, latest, method, baseline_start}, ISO
     times; a time is null when the forward run's horizon passed first); None for a job
-    that is not pending. Never computes in the request: a stale answer is served while a
-    worker refreshes it, and a job no answer knows yet gets `method: estimating`."""
-    from scheduler.tasks import request_eta_refresh  # tasks import the services
-
+    that is not pending. Never computes in the request and never asks for a refresh (the
+    caller does, first: `scheduler.services.eta.eta_refresh_request`): a stale answer
+    is served while a worker refreshes it, and a job no answer knows yet gets
+    `method: estimating`."""
     if job.state != JobState.PENDING:
         return None
     cached = cached_etas(job.cluster_id)
     found = cached[2].get(str(job.pk)) if cached else None
-    if found is None or not _is_current(cached, _last_cycle_id(job.cluster_id), time.time()):
-        request_eta_refresh(job.cluster_id)
-        cached = cached_etas(job.cluster_id)  # an eager (test) or very fast worker filled it
-        found = cached[2].get(str(job.pk)) if cached else found
     if found is not None:
         return found
     if cached is not None and cached[1] > job.submitted_at.timestamp():

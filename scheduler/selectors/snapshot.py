@@ -24,8 +24,9 @@ A pending job whose preemption victims are still stopping is held out of `pendin
 again meanwhile would preempt more jobs for it.
 
 Queries: hosts, open attempts (joined with their jobs), pending jobs, the tree version
-(the tree itself only when it moved, as due scheduled budget changes are applied
-first) and the ledger's window usage.
+(the tree itself only when it moved) and the ledger's window usage. Reading a snapshot
+writes nothing: due scheduled budget changes are applied by the cycle as its first step
+(`scheduler.cycle.worker.CycleWorker.run`) and by beat.
 """
 
 from __future__ import annotations
@@ -40,9 +41,7 @@ from django.db.models import FloatField, Func
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from budgets.models import ScheduledChange, ScheduledStatus
 from budgets.selectors import tree_index, tree_version
-from budgets.services import budget_apply_due_changes
 from config.errors import NotFound
 from ledger.selectors import window_usage
 from scheduler.core.engine import BudgetNode as EngineNode
@@ -307,13 +306,10 @@ def _pending(
     return {p: lst for p, lst in pending.items() if lst}, held
 
 
-def _tree(at: dt.datetime, cache: SnapshotCache) -> tuple[int, EngineNode, dict[int, str]]:
-    """The engine tree as of `at` (due scheduled changes applied first), its version and
-    every node's slug path; rebuilt only when the tree version moved."""
-    if ScheduledChange.objects.filter(
-        status=ScheduledStatus.PENDING, effective_at__lte=at
-    ).exists():
-        budget_apply_due_changes(now=at)
+def _tree(cache: SnapshotCache) -> tuple[int, EngineNode, dict[int, str]]:
+    """The engine tree as stored, its version and every node's slug path; rebuilt only
+    when the tree version moved. (Due scheduled changes are applied by the cycle, as its
+    first step, and by beat: a read never writes.)"""
     version = tree_version()
     if cache.tree is None or cache.tree_version != version:
         index = tree_index()
@@ -345,7 +341,7 @@ def cluster_snapshot(
     at = now or timezone.now()
     now_s = at.timestamp()
     policy = policy_for_cluster(cluster)
-    version, tree, paths = _tree(at, cache)
+    version, tree, paths = _tree(cache)
     running, attempt_ids, stopping, victims = _running(cluster.pk, now_s, policy, paths, cache)
     pending, held = _pending(cluster.pk, paths, victims, cache)
     usage_by_node = window_usage(

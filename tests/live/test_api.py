@@ -558,7 +558,7 @@ def test_only_a_simulated_cluster_has_a_clock_of_its_own(adapter, options, speed
 def test_without_redis_a_pending_job_still_answers_without_an_eta(live, people, monkeypatch):
     from django.core.cache import cache
 
-    from scheduler import tasks
+    from scheduler import cycle_requests
 
     low, _ = _fill_and_queue(live)
 
@@ -566,7 +566,7 @@ def test_without_redis_a_pending_job_still_answers_without_an_eta(live, people, 
         raise ConnectionError("Redis is down")
 
     monkeypatch.setattr(cache, "get", down)
-    monkeypatch.setattr(tasks.run_cycle.worker, "redis_client", down)
+    monkeypatch.setattr(cycle_requests, "redis_client", down)
     response = client_as(people["bob"]).get(f"/api/v1/jobs/{low.pk}/")
     assert response.status_code == 200
     assert response.json()["eta"]["method"] == "estimating"

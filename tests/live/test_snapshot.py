@@ -173,3 +173,27 @@ def test_a_cache_reuses_unchanged_work_and_follows_every_change(setup, tree):
     assert weights[A1] == 5 and later.tree_version == first.tree_version + 1
     assert later.snapshot.pending[A1][0].priority == 3
     assert later.snapshot.running[0] is first.snapshot.running[0]
+
+
+def test_reading_a_snapshot_never_applies_due_budget_changes_the_cycle_does(live):
+    from budgets import services as budget_services
+    from budgets.models import ScheduledChange, ScheduledStatus
+
+    now = live.now
+    event = budget_services.budget_change_create(
+        actor=live.tree.user("lead-a"),
+        reason="from later",
+        changes=[{"node": live.tree.node("a1").pk, "weight": 5}],
+        effective_at=now + dt.timedelta(minutes=5),
+        now=now,
+    )
+    live.memory.advance(6 * 60)
+    read = cluster_snapshot(cluster=live.cluster, now=live.now)
+    weights = {n.name: n.weight for n in read.snapshot.tree.children[0].children}
+    assert weights[A1] != 5  # a read writes nothing
+    assert ScheduledChange.objects.get(event=event).status == ScheduledStatus.PENDING
+
+    live.cycle()  # the cycle applies what is due first, then decides with it
+    assert ScheduledChange.objects.get(event=event).status == ScheduledStatus.APPLIED
+    after = cluster_snapshot(cluster=live.cluster, now=live.now)
+    assert {n.name: n.weight for n in after.snapshot.tree.children[0].children}[A1] == 5
