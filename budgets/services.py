@@ -29,6 +29,7 @@ from budgets.models import (
 )
 from budgets.selectors import TreeIndex, tree_as_dict, tree_index
 from budgets.shares import NodeShare
+from budgets.signals import tree_changed
 from config.errors import Conflict, NotFound, NothingToChange, PermissionDenied, ValidationFailed
 from config.text import clean_reason, refuse_control_characters
 from scheduler.core.engine import budget_tree
@@ -101,7 +102,7 @@ def _new_event(
     if bump_version:
         state.version += 1
         state.save(update_fields=["version"])
-        transaction.on_commit(_request_cycles)
+        transaction.on_commit(_tree_changed)
     return BudgetEvent.objects.create(
         kind=kind,
         actor=actor,
@@ -114,11 +115,9 @@ def _new_event(
     )
 
 
-def _request_cycles() -> None:
-    # Imported here: the scheduler builds on budgets, not the other way round.
-    from scheduler.tasks import request_cycles_all
-
-    request_cycles_all()
+def _tree_changed() -> None:
+    """Tell whoever listens (the scheduler asks every cluster for a cycle)."""
+    tree_changed.send(sender=BudgetEvent)
 
 
 def _check_base_version(state: TreeState, base_version: int | None) -> None:

@@ -21,6 +21,7 @@ from config.access import participant_required
 from config.errors import ApplicationError, PermissionDenied
 from config.text import is_id_text
 from scheduler.models import Cluster
+from scheduler.services.previews import preview_get, preview_request
 
 HOURS_PER_WEEK = 168
 
@@ -303,8 +304,6 @@ def _whatif_context(preview) -> dict:
 @require_POST
 def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
     """htmx: queue a what-if preview of the typed weights; answers with its progress."""
-    from scheduler.services.previews import preview_request
-
     try:
         context = _edit_context(request, node_id)
     except PermissionDenied as exc:
@@ -333,8 +332,6 @@ def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
 @participant_required
 def whatif_status(request: HttpRequest, preview_id: int) -> HttpResponse:
     """htmx (polled while it runs): a preview's progress, or its result when done."""
-    from scheduler.services.previews import preview_get
-
     try:
         preview = preview_get(actor=request.user, preview_id=preview_id)
     except ApplicationError as exc:

@@ -29,8 +29,8 @@ from ledger.accounting import delivery_ratio
 from ledger.models import ClusterHour, ProjectHour
 from scheduler.core.engine.fairshare import fair_tree
 from scheduler.models import Attempt, Cluster
+from scheduler.selectors.clusters import resolve_cluster
 from scheduler.selectors.translate import engine_tree
-from scheduler.services.jobs import resolve_cluster
 
 # Decayed usage ignores runs older than this many half-lives (their weight < 0.1%).
 _HALF_LIVES_KEPT = 10

@@ -2,7 +2,9 @@ import logging
 
 from django.apps import AppConfig
 
+from budgets.signals import tree_changed
 from scheduler.core import native
+from scheduler.cycle_requests import request_cycles_all
 
 
 class SchedulerConfig(AppConfig):
@@ -12,3 +14,5 @@ class SchedulerConfig(AppConfig):
     def ready(self) -> None:
         # every process that serves or schedules says once which engine it runs
         native.log_status(logging.getLogger("scheduler"))
+        # a budget change asks every cluster for a cycle (budgets knows nothing of us)
+        tree_changed.connect(request_cycles_all, dispatch_uid="scheduler.cycles-on-tree-change")

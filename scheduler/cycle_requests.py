@@ -10,6 +10,7 @@ so that no service imports `scheduler.tasks` (which imports the services).
   `budgets` sends `budgets.signals.tree_changed` on commit, connected here in
   `SchedulerConfig.ready`).
 - `request_eta_refresh(cluster_id)`: an ETA refresh unless one is queued or running.
+- `send(task_name, *args)`: any other task, at once (a what-if preview run).
 
 Tasks are queued by name through the Celery app, never by importing them. A broker or
 Redis outage is logged, never raised: the write that asked still succeeds, and beat
@@ -23,15 +24,15 @@ import logging
 
 import redis
 from celery import current_app
+from django.apps import apps
 from django.conf import settings
 from django.db import transaction
-
-from scheduler.models import Cluster
 
 log = logging.getLogger(__name__)
 
 RUN_CYCLE = "scheduler.run_cycle"
 REFRESH_ETAS = "scheduler.refresh_etas"
+PREVIEW_RUN = "scheduler.preview_run"
 # Debounce key of a queued cycle; cleared when the cycle starts, expires on its own so
 # a lost task never blocks requests for long.
 QUEUED_KEY = "allot:cycle-queued:{cluster_id}"
@@ -48,18 +49,18 @@ def redis_client() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=0.5)
 
 
-def _send(task_name: str, cluster_id: int) -> None:
-    """Queue the task `task_name` for `cluster_id` by its name: through the task object
-    where this process registered it (workers; eager mode runs it here), else through
-    the broker."""
+def send(task_name: str, *args: object) -> None:
+    """Queue the task `task_name` with `args` by its name: through the task object where
+    this process registered it (workers; eager mode runs it here), else through the
+    broker. Raises what the broker raises."""
     app = current_app
     if task_name not in app.tasks:
         app.loader.import_default_modules()  # registers the apps' tasks (once per process)
     task = app.tasks.get(task_name)
     if task is not None:
-        task.apply_async((cluster_id,), retry=False)
+        task.apply_async(args, retry=False)
     else:
-        app.send_task(task_name, (cluster_id,), retry=False)
+        app.send_task(task_name, args, retry=False)
 
 
 def _queue_once(task_name: str, cluster_id: int, key: str, ttl_s: int, what: str) -> bool:
@@ -72,7 +73,7 @@ def _queue_once(task_name: str, cluster_id: int, key: str, ttl_s: int, what: str
                 return False
         finally:
             client.close()
-        _send(task_name, cluster_id)
+        send(task_name, cluster_id)
         return True
     except Exception as exc:
         log.warning("could not queue %s of cluster %s: %s", what, cluster_id, exc)
@@ -93,7 +94,8 @@ def request_cycle(cluster_id: int) -> None:
 def request_cycles_all(**_signal) -> None:
     """`request_cycle` for every cluster (a budget change touches them all); also the
     receiver of `budgets.signals.tree_changed`."""
-    for cluster_id in Cluster.objects.values_list("pk", flat=True):
+    clusters = apps.get_model("scheduler", "Cluster")  # this module loads before the models
+    for cluster_id in clusters.objects.values_list("pk", flat=True):
         request_cycle(cluster_id)
 
 

@@ -59,9 +59,7 @@ def engine_input_calls(tree: ast.Module) -> list[tuple[int, str]]:
             found.append((node.lineno, local[func.id]))
         elif isinstance(func, ast.Attribute) and func.attr in ENGINE_INPUTS:
             base = func.value
-            if isinstance(base, ast.Name) and base.id in modules:
-                found.append((node.lineno, func.attr))
-            elif ast.unparse(base) in ENGINE_MODULES:
+            if isinstance(base, ast.Name) and base.id in modules or ast.unparse(base) in ENGINE_MODULES:
                 found.append((node.lineno, func.attr))
     return found
 

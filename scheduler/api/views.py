@@ -22,6 +22,7 @@ from scheduler.api import serializers as s
 from scheduler.models import Job
 from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors import jobs as selectors
+from scheduler.selectors.clusters import resolve_cluster
 from scheduler.services import clusters as cluster_services
 from scheduler.services import eta as eta_services
 from scheduler.services import hosts as host_services
@@ -137,9 +138,7 @@ class JobListApi(APIView):
             actor=request.user,
             mine=filters.get("mine", False),
             project_ids=None if project is None else selectors.projects_at_or_below(project),
-            cluster_id=None
-            if cluster is None
-            else job_services.resolve_cluster(cluster, missing=NotFound).pk,
+            cluster_id=None if cluster is None else resolve_cluster(cluster, missing=NotFound).pk,
             states=filters.get("state", ()),
             kinds=filters.get("kind", ()),
         )
@@ -262,7 +261,7 @@ class QueueApi(APIView):
     )
     def get(self, request):
         filters = _query(s.QueueFilter, request)
-        cluster = job_services.resolve_cluster(filters["cluster"], missing=NotFound)
+        cluster = resolve_cluster(filters["cluster"], missing=NotFound)
         paginator = Pagination()
         limit = paginator.get_limit(request)
         offset = paginator.get_offset(request)
@@ -379,7 +378,7 @@ class HostListApi(APIView):
         filters = _query(s.HostFilter, request)
         cluster_id = None
         if "cluster" in filters:
-            cluster_id = job_services.resolve_cluster(filters["cluster"], missing=NotFound).pk
+            cluster_id = resolve_cluster(filters["cluster"], missing=NotFound).pk
         hosts = selectors.host_list(cluster_id=cluster_id, health=filters.get("health"))
         paginator = Pagination()
         page = paginator.paginate_queryset(hosts, request, view=self)

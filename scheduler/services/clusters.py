@@ -34,6 +34,7 @@ from config.errors import (
 )
 from config.text import clean_reason
 from scheduler.adapters.base import AdapterError, AdapterUnavailable, ClusterHost
+from scheduler.cycle_requests import request_cycle
 from scheduler.models import (
     DAY_S,
     HOUR_S,
@@ -405,8 +406,6 @@ def cluster_policy_update(
             actor=actor,
             actor_name=actor.get_username() if actor is not None else "system",
         )
-        from scheduler.tasks import request_cycle
-
         request_cycle(cluster.pk)  # on commit
     return cluster
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 from budgets import permissions
 from config.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
 from config.text import clean_reason
+from scheduler.cycle_requests import request_cycle
 from scheduler.models import Host, HostEvent, HostHealth
 
 REASON_MAX_LENGTH = 500
@@ -72,7 +73,5 @@ def host_set_health(*, actor, host_id: int, health: Any, reason: Any) -> Host:
         host.save(
             update_fields=["health", "health_reason", "health_changed_at", "ready_for_repair_at"]
         )
-        from scheduler.tasks import request_cycle
-
         request_cycle(host.cluster_id)
     return host

@@ -26,9 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.postgres.aggregates import ArrayAgg
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, OuterRef, Q, Value
+from django.db.models import Exists, OuterRef
 from django.db.models.base import ModelState
 from django.utils import timezone
 
@@ -37,6 +36,7 @@ from budgets.models import BudgetNode
 from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
 from config.text import clean_text, is_id_text, refuse_control_characters
 from scheduler.core.engine.blocks import Shape
+from scheduler.cycle_requests import request_cycle
 from scheduler.models import (
     DAY_S,
     Attempt,
@@ -49,6 +49,7 @@ from scheduler.models import (
     JobKind,
     JobState,
 )
+from scheduler.selectors.clusters import resolve_cluster
 from scheduler.services.transitions import attempt_transition, job_event, job_transition
 
 MAX_ARRAY = 10_000
@@ -249,35 +250,6 @@ def check_gpus(gpus: Any, cluster: Cluster, host_sizes: list[int]) -> int:
 
 
 # ---------------------------------------------------------------- lookups
-
-
-def resolve_cluster(
-    value: Any,
-    *,
-    field: str = "cluster",
-    missing: type[ApplicationError] = ValidationFailed,
-    with_host_sizes: bool = False,
-) -> Cluster:
-    """A cluster by its id or its name; an unknown one raises `missing` (a 400 in a
-    submission, a 404 where the cluster is what is read). `with_host_sizes` also reads
-    its hosts' GPU counts (`cluster.host_sizes`) in the same query."""
-    if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
-        raise ValidationFailed(f"{field} must be a cluster's id or name.", field=field)
-    clusters = Cluster.objects.all()
-    if with_host_sizes:
-        clusters = clusters.annotate(
-            host_sizes=ArrayAgg("hosts__gpus", filter=Q(hosts__isnull=False), default=Value([]))
-        )
-    if isinstance(value, str):
-        cluster = clusters.filter(name=value).first()
-        if cluster is None and is_id_text(value):
-            cluster = clusters.filter(pk=int(value)).first()
-    else:
-        cluster = clusters.filter(pk=value).first()
-    if cluster is None:
-        names = ", ".join(Cluster.objects.values_list("name", flat=True)[:20]) or "none yet"
-        raise missing(f"There is no cluster {value!r} (clusters: {names}).", field=field)
-    return cluster
 
 
 @dataclass(frozen=True)
@@ -542,7 +514,7 @@ def job_submit(
             if previous is None:
                 raise
             return _replay(previous, req)
-        _request_cycle(req.cluster.pk)
+        request_cycle(req.cluster.pk)
     jobs = _new_jobs(req, actor=actor, now=now, array_id=array_id, ids=ids)
     return SubmitResult(jobs=jobs, project_path=req.project_path, array_id=array_id)
 
@@ -668,12 +640,6 @@ def _replay(previous: IdempotencyKey, req: JobRequest) -> SubmitResult:
     return SubmitResult(jobs=jobs, project_path=req.project_path, replayed=True, array_id=array_id)
 
 
-def _request_cycle(cluster_id: int) -> None:
-    from scheduler.tasks import request_cycle
-
-    request_cycle(cluster_id)
-
-
 def idempotency_keys_prune(*, now: dt.datetime | None = None) -> int:
     """Delete keys older than `IDEMPOTENCY_KEY_TTL` (a retry after that is a new job)."""
     cutoff = (now or timezone.now()) - IDEMPOTENCY_KEY_TTL
@@ -713,7 +679,7 @@ def job_cancel(*, actor, job_id: int, now: dt.datetime | None = None) -> Job:
             )
         changed = _cancel_locked(job, attempt, actor=actor, now=now or timezone.now())
         if changed:
-            _request_cycle(job.cluster_id)
+            request_cycle(job.cluster_id)
     return job
 
 

@@ -29,6 +29,7 @@ from ledger.selectors import recorded_delivery
 from scheduler.core.engine.types import BudgetNode as EngineNode
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig
 from scheduler.core.sim.whatif import FIDELITY_SHARE, JobRecord, fidelity, run_whatif
+from scheduler.cycle_requests import PREVIEW_RUN, send
 from scheduler.models import (
     TERMINAL_STATES,
     Attempt,
@@ -38,8 +39,8 @@ from scheduler.models import (
     Preview,
     PreviewState,
 )
+from scheduler.selectors.clusters import resolve_cluster
 from scheduler.selectors.translate import engine_tree
-from scheduler.services.jobs import resolve_cluster
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +79,8 @@ def preview_request(
 
 
 def _enqueue(preview_id: int) -> None:
-    from scheduler.tasks import preview_run_task
-
     try:
-        preview_run_task.delay(preview_id)
+        send(PREVIEW_RUN, preview_id)
     except Exception as exc:  # broker down: say so on the preview instead of a 500
         log.warning("could not queue preview %s: %s", preview_id, exc)
         Preview.objects.filter(pk=preview_id, state=PreviewState.QUEUED).update(

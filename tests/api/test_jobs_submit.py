@@ -92,16 +92,16 @@ def test_project_and_cluster_by_id_work_like_path_and_name(world, api_client):
 def test_a_submission_asks_for_a_cycle_after_commit(
     world, api_client, django_capture_on_commit_callbacks
 ):
-    from scheduler import tasks
+    from scheduler import cycle_requests
 
     asked = []
-    original = tasks._enqueue
-    tasks._enqueue = asked.append
+    original = cycle_requests.enqueue_cycle
+    cycle_requests.enqueue_cycle = asked.append
     try:
         with django_capture_on_commit_callbacks(execute=True):
             assert post(api_client, world.user("ann"), job_body()).status_code == 201
     finally:
-        tasks._enqueue = original
+        cycle_requests.enqueue_cycle = original
     assert asked == [world.cluster.pk]
 
 

@@ -86,10 +86,10 @@ def test_a_change_saves_the_fields_and_records_one_event_with_before_and_after(c
 def test_a_change_asks_for_a_cycle_of_the_cluster_after_commit(
     cluster, ops, django_capture_on_commit_callbacks, monkeypatch
 ):
-    from scheduler import tasks
+    from scheduler import cycle_requests
 
     asked: list[int] = []
-    monkeypatch.setattr(tasks, "_enqueue", asked.append)
+    monkeypatch.setattr(cycle_requests, "enqueue_cycle", asked.append)
     with django_capture_on_commit_callbacks(execute=True):
         cluster_policy_update(actor=ops, cluster_id=cluster.pk, changes={"grace_s": 60}, reason="r")
     assert asked == [cluster.pk]

@@ -12,10 +12,10 @@ from django.utils import timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
-from budgets.management.commands.seed_demo import DEMO_TREE
 from budgets.models import BudgetNode
 from ledger.accounting import EndReason, RunInterval
 from scheduler.core.sim.history import GpuIndexError, runs_with_gpu_indices
+from scheduler.management.commands.seed_demo import DEMO_TREE
 from scheduler.models import Attempt, AttemptState, Cluster, Job, JobEvent, JobState
 from scheduler.services import demo
 

@@ -5,6 +5,8 @@ from django.core.management.base import BaseCommand
 from budgets.demo import DEMO_LOGINS, DEMO_PASSWORD, DEMO_ROOT
 from budgets.models import BudgetNode
 from budgets.services import budget_tree_import
+from scheduler.services.clusters import ClusterUnreachable
+from scheduler.services.demo import demo_backfill, demo_cluster_ensure
 
 DEMO_TREE = {
     "name": DEMO_ROOT,
@@ -74,9 +76,6 @@ class Command(BaseCommand):
     def _cluster_and_history(self) -> None:
         """The demo's simulated cluster and its back-filled history (needs the simulated
         cluster process: `make run` starts it first)."""
-        from scheduler.services.clusters import ClusterUnreachable
-        from scheduler.services.demo import demo_backfill, demo_cluster_ensure
-
         try:
             cluster = demo_cluster_ensure()
         except ClusterUnreachable as exc:
