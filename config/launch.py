@@ -17,6 +17,10 @@ import sys
 import time
 from dataclasses import dataclass
 
+from config import embedded as servers
+from scheduler.adapters.simcluster import configured_url
+from scheduler.adapters.simcluster.process import answers, is_local, launch_command
+
 
 @dataclass
 class Child:
@@ -42,8 +46,6 @@ def main() -> int:
 
     django.setup()
     from django.conf import settings
-
-    from scheduler.adapters.simcluster import configured_url
 
     env = dict(os.environ, REDIS_URL=settings.REDIS_URL)
     settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -110,8 +112,6 @@ def _watch(children: list[Child], *, embedded: bool) -> int:
 
         connections.close_all()
         if embedded:
-            from config import embedded as servers
-
             servers.stop_all()
     if died is not None:
         print(
@@ -128,9 +128,6 @@ def _start_simcluster(env: dict[str, str]) -> subprocess.Popen | None:
     """Serve the simulated cluster at ALLOT_SIMCLUSTER_URL unless one already answers
     there (or the URL names another machine)."""
     from django.conf import settings
-
-    from scheduler.adapters.simcluster import configured_url
-    from scheduler.adapters.simcluster.process import answers, is_local, launch_command
 
     url = configured_url()
     if answers(url) or not is_local(url):

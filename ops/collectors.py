@@ -8,13 +8,14 @@ from django.db.models import Count, Max, Sum
 from django.utils import timezone
 from prometheus_client.core import Metric
 
+from accounts.models import ApiToken
+from budgets.models import BudgetEvent, BudgetNode, Membership
+from ledger.selectors import RATIO_WINDOW, entitlement_ratios, last_hour_occupancy
 from ops.metrics import gauge, register_collector
+from scheduler.models import ACTIVE_STATES, Cluster, Job, JobState
 
 
 def budget_metrics() -> Iterable[Metric]:
-    from accounts.models import ApiToken
-    from budgets.models import BudgetEvent, BudgetNode, Membership
-
     yield gauge(
         "allot_budget_nodes",
         "Budget tree nodes by kind",
@@ -39,8 +40,6 @@ def budget_metrics() -> Iterable[Metric]:
 
 
 def scheduler_metrics() -> Iterable[Metric]:
-    from scheduler.models import ACTIVE_STATES, Cluster, Job, JobState
-
     states = [JobState.PENDING, *sorted(ACTIVE_STATES)]
     rows = list(
         Job.objects.filter(state__in=states)
@@ -78,8 +77,6 @@ def scheduler_metrics() -> Iterable[Metric]:
 
 
 def ledger_metrics() -> Iterable[Metric]:
-    from ledger.selectors import RATIO_WINDOW, entitlement_ratios, last_hour_occupancy
-
     yield gauge(
         "allot_occupancy_gpu_hours",
         "GPU-hours of each cluster's last complete hour by occupancy bucket (they sum to "

@@ -32,7 +32,11 @@ from django.db import transaction
 from ops.services import scheduling_gate_check
 from scheduler.cycle.beat import clusters_due, cycle_records_prune
 from scheduler.cycle.worker import CycleWorker
+from scheduler.models import Cluster
+from scheduler.selectors.eta import cluster_etas
+from scheduler.services.demo import demo_load_tick as tick
 from scheduler.services.jobs import idempotency_keys_prune
+from scheduler.services.previews import preview_run
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +107,6 @@ def request_cycle(cluster_id: int) -> None:
 
 def request_cycles_all() -> None:
     """`request_cycle` for every cluster (a budget change touches them all)."""
-    from scheduler.models import Cluster
-
     for cluster_id in Cluster.objects.values_list("pk", flat=True):
         request_cycle(cluster_id)
 
@@ -132,25 +134,18 @@ def prune_idempotency_keys() -> int:
 @shared_task(name="scheduler.preview_run", ignore_result=True)
 def preview_run_task(preview_id: int) -> str:
     """Run one what-if preview (see `scheduler.services.previews`)."""
-    from scheduler.services.previews import preview_run
-
     return preview_run(preview_id=preview_id).state
 
 
 @shared_task(name="scheduler.demo_load_tick", ignore_result=True)
 def demo_load_tick() -> int:
     """The demo organisation's load (only while ALLOT_DEMO is on and the demo exists)."""
-    from scheduler.services.demo import demo_load_tick as tick
-
     return tick()
 
 
 @shared_task(name="scheduler.refresh_etas", ignore_result=True)
 def refresh_etas(cluster_id: int) -> int:
     """Recompute and cache the ETAs of a cluster's pending jobs; how many it estimated."""
-    from scheduler.models import Cluster
-    from scheduler.selectors.eta import cluster_etas
-
     try:
         cluster = Cluster.objects.filter(pk=cluster_id).first()
         return 0 if cluster is None else len(cluster_etas(cluster=cluster, fresh=True))

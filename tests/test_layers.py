@@ -4,16 +4,25 @@
   `scheduler/selectors/translate.py` builds the engine's inputs (the tree, workloads,
   GPU holders, hosts, the policy) outside the pure core; a second implementation
   anywhere else fails here.
+- No function-level imports between project modules: an import inside a function hides
+  a dependency (often a cycle) from the reader and from import-linter. The one place
+  allowed is `AppConfig.ready()`, Django's hook for registering checks, signals and
+  collectors once the models are loaded (not a cycle breaker).
+- The layer contracts themselves are import-linter's (`pyproject.toml`), run by
+  `tests/test_project.py`.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # The Django side: every package but the pure core (which builds its own inputs).
 PACKAGES = ("accounts", "allot_cli", "budgets", "config", "dashboards", "ledger", "scheduler")
+# Every package of the product, the pure core included (imports between its modules).
+PROJECT = (*PACKAGES, "ops")
 PURE = ("scheduler/core/",)
 TRANSLATION = "scheduler/selectors/translate.py"
 # The engine's input types: built from rows only by the translation module.
@@ -22,16 +31,12 @@ ENGINE_MODULES = ("scheduler.core.engine", "scheduler.core.engine.types")
 
 
 def django_side_sources() -> list[tuple[str, ast.Module]]:
-    """(path relative to the root, parsed module) of every module of the Django side,
-    migrations aside."""
-    out = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            rel = path.relative_to(ROOT).as_posix()
-            if "/migrations/" in rel or rel.startswith(PURE):
-                continue
-            out.append((rel, ast.parse(path.read_text(), filename=rel)))
-    return out
+    """(path relative to the root, parsed module) of every module of the Django side."""
+    return [
+        (rel, tree)
+        for rel, tree in project_sources()
+        if rel.split("/")[0] in PACKAGES and not rel.startswith(PURE)
+    ]
 
 
 def engine_input_calls(tree: ast.Module) -> list[tuple[int, str]]:
@@ -59,7 +64,11 @@ def engine_input_calls(tree: ast.Module) -> list[tuple[int, str]]:
             found.append((node.lineno, local[func.id]))
         elif isinstance(func, ast.Attribute) and func.attr in ENGINE_INPUTS:
             base = func.value
-            if isinstance(base, ast.Name) and base.id in modules or ast.unparse(base) in ENGINE_MODULES:
+            if (
+                isinstance(base, ast.Name)
+                and base.id in modules
+                or ast.unparse(base) in ENGINE_MODULES
+            ):
                 found.append((node.lineno, func.attr))
     return found
 
@@ -100,3 +109,81 @@ def test_the_scan_sees_each_way_of_building_an_engine_input():
     ]
     translation = dict(django_side_sources())[TRANSLATION]
     assert {kind for _, kind in engine_input_calls(translation)} == ENGINE_INPUTS
+
+
+@functools.cache
+def project_sources() -> list[tuple[str, ast.Module]]:
+    """(path relative to the root, parsed module) of every product module, migrations
+    aside (parsed once per run)."""
+    out = []
+    for package in PROJECT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if "/migrations/" not in rel:
+                out.append((rel, ast.parse(path.read_text(), filename=rel)))
+    return out
+
+
+def _is_project_import(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.level > 0 or (node.module or "").split(".")[0] in PROJECT
+    if isinstance(node, ast.Import):
+        return any(alias.name.split(".")[0] in PROJECT for alias in node.names)
+    return False
+
+
+def _is_app_ready(path: str, fn: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    parent = parents.get(fn)
+    return (
+        path.endswith("/apps.py")
+        and isinstance(fn, ast.FunctionDef)
+        and fn.name == "ready"
+        and isinstance(parent, ast.ClassDef)
+    )
+
+
+def function_level_imports(path: str, tree: ast.Module) -> list[int]:
+    """Lines of the imports of project modules inside a function of `tree` (outside
+    `AppConfig.ready`)."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    lines = []
+    for node in ast.walk(tree):
+        if not _is_project_import(node):
+            continue
+        owner = parents.get(node)
+        while owner is not None and not isinstance(owner, ast.FunctionDef | ast.AsyncFunctionDef):
+            owner = parents.get(owner)
+        if owner is not None and not _is_app_ready(path, owner, parents):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_no_function_level_imports_between_project_modules():
+    found = [
+        f"{path}:{line}"
+        for path, tree in project_sources()
+        for line in function_level_imports(path, tree)
+    ]
+    assert not found, (
+        "import project modules at the top of the module (a cycle means a module is in "
+        "the wrong layer):\n" + "\n".join(found)
+    )
+
+
+def test_the_import_scan_sees_imports_inside_functions_and_methods():
+    sample = ast.parse(
+        "import os\n"
+        "from budgets import services\n"
+        "def f():\n"
+        "    from scheduler.tasks import request_cycle\n"
+        "    import json\n"
+        "class C:\n"
+        "    def m(self):\n"
+        "        if True:\n"
+        "            import ledger.selectors\n"
+        "        from . import sibling\n"
+        "    def ready(self):\n"
+        "        from ops import checks\n"
+    )
+    assert function_level_imports("x/views.py", sample) == [4, 9, 10, 12]
+    assert function_level_imports("x/apps.py", sample) == [4, 9, 10]

@@ -19,6 +19,7 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from config.errors import NotFound
+from scheduler.core.engine import plan
 from scheduler.core.engine.explain import STANDING, hours_text
 from scheduler.models import (
     ACTIVE_STATES,
@@ -36,6 +37,7 @@ from scheduler.models import (
 from scheduler.selectors.budget_changes import cluster_change_notes, with_change_note
 from scheduler.selectors.eta import job_eta_for_page
 from scheduler.selectors.queue import iter_entries, queue_entry, queue_length, queue_snapshot
+from scheduler.selectors.snapshot import cluster_snapshot
 from scheduler.selectors.translate import job_workload
 
 DRY_RUN_ID = "dry-run"
@@ -220,9 +222,6 @@ def estimate_position(*, job: Job) -> dict[str, Any]:
     """Plan the cluster as it is now with `job` (unsaved) added, through the engine,
     and say where it would stand: started by the next cycle, or its position overall
     and within its project, the project's fair-share factor and the reason it waits."""
-    from scheduler.core.engine import plan
-    from scheduler.selectors.snapshot import cluster_snapshot
-
     cs = cluster_snapshot(cluster=job.cluster, now=job.submitted_at)
     project = next((p for p, n in cs.node_ids.items() if n == job.project_id), "")
     workload = job_workload(job, project=project, workload_id=DRY_RUN_ID, submit_s=cs.now)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,7 +26,6 @@ from django.utils import timezone
 
 from budgets import permissions
 from config.errors import (
-    ApplicationError,
     Conflict,
     NotFound,
     PermissionDenied,
@@ -34,6 +33,8 @@ from config.errors import (
 )
 from config.text import clean_reason
 from scheduler.adapters.base import AdapterError, AdapterUnavailable, ClusterHost
+from scheduler.adapters.simcluster import configured_url
+from scheduler.adapters.simulated import SimulatedClusterAdapter, registration_for
 from scheduler.cycle_requests import request_cycle
 from scheduler.models import (
     DAY_S,
@@ -44,6 +45,8 @@ from scheduler.models import (
     Host,
     HostHealth,
 )
+from scheduler.services.cluster_drafts import ClusterDraft, ClusterUnreachable
+from scheduler.services.slurm import slurm_provision
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 MAX_HOSTS = 4096
@@ -51,31 +54,8 @@ MAX_GPUS_PER_HOST = 1024
 MAX_SPEED = 1e6
 
 
-class ClusterUnreachable(ApplicationError):
-    """The cluster (or the simulated cluster process) could not be reached."""
-
-    status_code = 503
-    code = "cluster_unreachable"
-
-
-@dataclass(frozen=True)
-class ClusterDraft:
-    """A validated cluster about to be provisioned and stored."""
-
-    name: str
-    adapter: str
-    host_count: int | None
-    gpus_per_host: int | None
-    adapter_url: str
-    adapter_options: dict[str, Any] = field(default_factory=dict)
-    reset: bool = False  # forget what the cluster runs (a simulated cluster's jobs)
-
-
 def _provision_simulated(draft: ClusterDraft) -> list[ClusterHost]:
     """Create the cluster in the simulated cluster process; its hosts."""
-    from scheduler.adapters.simcluster import configured_url
-    from scheduler.adapters.simulated import SimulatedClusterAdapter, registration_for
-
     if draft.host_count is None:
         raise ValidationFailed("hosts: required for a simulated cluster", field="hosts")
     if draft.gpus_per_host is None:
@@ -116,8 +96,6 @@ def _provision_simulated(draft: ClusterDraft) -> list[ClusterHost]:
 
 def _provision_slurm(draft: ClusterDraft) -> list[ClusterHost]:
     """The nodes of a Slurm cluster (scheduler.services.slurm)."""
-    from scheduler.services.slurm import slurm_provision
-
     return slurm_provision(draft)
 
 

@@ -28,8 +28,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from budgets.models import BudgetNode, Membership
+from budgets.services import budget_tree_export
 from config.errors import ApplicationError
 from ledger.accounting import EndReason
+from ledger.services import rollups_refresh
 from scheduler.core.engine.budget_tree import budget_node, entitled_shares, parse_tree_document
 from scheduler.core.sim.generate import TraceRow, organisation_rows
 from scheduler.core.sim.history import RunRecord, runs_with_gpu_indices
@@ -48,6 +50,7 @@ from scheduler.models import (
     JobState,
 )
 from scheduler.services.clusters import cluster_create
+from scheduler.services.jobs import job_submit
 from scheduler.services.previews import sim_config_for_cluster
 from scheduler.services.transitions import job_event
 
@@ -118,8 +121,6 @@ def _submitters(projects: dict[str, BudgetNode]) -> dict[str, Any]:
 
 
 def _tree_document(root: BudgetNode) -> dict[str, Any]:
-    from budgets.services import budget_tree_export
-
     return budget_tree_export(root_name=root.name)
 
 
@@ -348,10 +349,6 @@ def _job_events(job: Job, attempts, runs, rules, at) -> list[JobEvent]:
 
 
 def _refresh_ledger(cluster: Cluster, since: dt.datetime, until: dt.datetime) -> None:
-    try:
-        from ledger.services import rollups_refresh
-    except ImportError:  # the ledger service is not there yet
-        return
     rollups_refresh(cluster_id=cluster.pk, since=since, until=until)
 
 
@@ -365,8 +362,6 @@ def demo_load_tick(*, now: dt.datetime | None = None) -> int:
     tick: the last simulated day's). Returns the number of jobs submitted. Simulated
     time runs DEMO_SPEED times faster: a generated day of the organisation's load
     arrives in DAY_S / DEMO_SPEED wall seconds."""
-    from scheduler.services.jobs import job_submit
-
     cluster = Cluster.objects.filter(name=DEMO_CLUSTER).first()
     root = BudgetNode.objects.filter(parent=None, name="allot-demo").first()
     if not demo_enabled() or cluster is None or root is None:

@@ -50,6 +50,7 @@ from scheduler.models import (
     JobState,
 )
 from scheduler.selectors.clusters import resolve_cluster
+from scheduler.selectors.jobs import estimate_position
 from scheduler.services.transitions import attempt_transition, job_event, job_transition
 
 MAX_ARRAY = 10_000
@@ -487,8 +488,6 @@ def job_submit(
     )
     now = now or timezone.now()
     if dry_run:
-        from scheduler.selectors.jobs import estimate_position
-
         job = _new_jobs(req, actor=actor, now=now, array_id=None)[0]
         return SubmitResult(
             jobs=[job], project_path=req.project_path, estimate=estimate_position(job=job)

@@ -22,9 +22,9 @@ from django.db.models import Prefetch, Q
 from django.utils import timezone
 
 from budgets import permissions
-from budgets.selectors import TreeIndex
+from budgets.selectors import TreeIndex, tree_index
 from budgets.services import weight_edits_check
-from config.errors import NotFound, ValidationFailed
+from config.errors import NotFound, PermissionDenied, ValidationFailed
 from ledger.selectors import recorded_delivery
 from scheduler.core.engine.types import BudgetNode as EngineNode
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig
@@ -319,8 +319,6 @@ def sim_config_for_cluster(cluster: Cluster) -> SimConfig:
 
 def preview_run(*, preview_id: int, parallel: bool = True) -> Preview:
     """Run a queued preview to the end; a failure is stored on it, never raised."""
-    from budgets.selectors import tree_index
-
     claimed = Preview.objects.filter(pk=preview_id, state=PreviewState.QUEUED).update(
         state=PreviewState.RUNNING, started_at=timezone.now(), progress=0.05
     )
@@ -367,8 +365,6 @@ def preview_readable(*, actor, preview: Preview) -> bool:
 def preview_get(*, actor, preview_id: int) -> Preview:
     """A preview the actor may read. NotFound (404) when there is none; PermissionDenied
     (403) when it exists but belongs to someone else's subtree."""
-    from config.errors import PermissionDenied
-
     preview = Preview.objects.select_related("requester", "cluster").filter(pk=preview_id).first()
     if preview is None:
         raise NotFound(f"There is no preview with id {preview_id}.")

@@ -19,7 +19,7 @@ from config.errors import ValidationFailed
 from scheduler.adapters import AdapterError, AdapterUnavailable, ClusterHost
 from scheduler.adapters.slurm import SlurmAdapter, SlurmClient, adapter_for_cluster
 from scheduler.models import Cluster
-from scheduler.services.clusters import ClusterDraft, ClusterUnreachable
+from scheduler.services.cluster_drafts import ClusterDraft, ClusterUnreachable
 
 ADAPTER_OPTION_KEYS = (
     "slurm_conf",

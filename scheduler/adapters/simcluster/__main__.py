@@ -7,6 +7,8 @@ import socket
 import sys
 from pathlib import Path
 
+from scheduler.adapters.simcluster.app import app_for_state_dir
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -39,8 +41,6 @@ def main(argv: list[str] | None = None) -> int:
         print("--speed must be > 0", file=sys.stderr)
         return 2
     import uvicorn
-
-    from scheduler.adapters.simcluster.app import app_for_state_dir
 
     app = app_for_state_dir(args.state_dir, speed=args.speed)
     config = uvicorn.Config(

@@ -12,6 +12,9 @@ Pure Python (numpy, ortools): no Django. CLI: `python -m scheduler.core.planner`
 
 from __future__ import annotations
 
+from scheduler.core.planner.fast import plan_fast
+from scheduler.core.planner.fifo import plan_fifo
+from scheduler.core.planner.full import plan_full
 from scheduler.core.planner.model import (
     BatchJob,
     RealtimeService,
@@ -41,15 +44,9 @@ __all__ = [
 def run_mode(scenario: Scenario, mode: str, time_limit_s: float = 10.0) -> Plan:
     """Plan `scenario` with `mode` (fifo, fast or full; `time_limit_s` bounds full)."""
     if mode == "fifo":
-        from scheduler.core.planner.fifo import plan_fifo
-
         return plan_fifo(scenario)
     if mode == "fast":
-        from scheduler.core.planner.fast import plan_fast
-
         return plan_fast(scenario)
     if mode == "full":
-        from scheduler.core.planner.full import plan_full
-
         return plan_full(scenario, time_limit_s)
     raise ValueError(f"unknown mode {mode!r}, expected one of {', '.join(MODES)}")

@@ -15,6 +15,7 @@ from pathlib import Path
 from scheduler.core.planner import run_mode
 from scheduler.core.planner.model import ScenarioError, load_scenario
 from scheduler.core.planner.plan import MODES
+from scheduler.core.planner.report import build_report, format_report
 from scheduler.core.planner.validate import validate_plan
 
 __all__ = ["main"]
@@ -49,8 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     args = _parser().parse_args(argv)
     if args.command == "report":
-        from scheduler.core.planner.report import build_report, format_report
-
         report = build_report(time_limit_s=args.time_limit)
         if args.json:
             rows = [

@@ -21,8 +21,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from scheduler.core.engine.fairshare import fair_tree
+from scheduler.core.sim import replay
+from scheduler.core.sim.generate import SCENARIO_NOTES, SCENARIOS, write_scenario
+from scheduler.core.sim.html import chart_data, write_html
 from scheduler.core.sim.io import InputError, load_cluster, load_trace, load_tree_with_usage
 from scheduler.core.sim.model import POLICIES, SimConfig
+from scheduler.core.sim.report import (
+    build_report,
+    comparison_table,
+    write_intervals_csv,
+    write_jobs_csv,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -120,8 +130,6 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--tree", required=True, type=Path, help="TREE.json with leaf 'usage'")
 
     g = sub.add_parser("generate", help="write a seeded scenario")
-    from scheduler.core.sim.generate import SCENARIOS  # local: keeps `--help` cheap elsewhere
-
     g.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     g.add_argument("--out-dir", required=True, type=Path)
     g.add_argument("--seed", type=int, default=0)
@@ -176,14 +184,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.cluster)
     jobs = load_trace(args.trace, tree, cluster)
 
-    from scheduler.core.sim.replay import simulate
-    from scheduler.core.sim.report import (
-        build_report,
-        comparison_table,
-        write_intervals_csv,
-        write_jobs_csv,
-    )
-
     policies = list(POLICIES) if args.policy == "all" else [args.policy]
     many = len(policies) > 1
     reports: dict[str, dict[str, Any]] = {}
@@ -205,15 +205,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         bar = _Progress(policy, enabled=not args.quiet)
         t0 = time.perf_counter()
         try:
-            result = simulate(cluster, tree, jobs, config, progress=bar)
+            result = replay.simulate(cluster, tree, jobs, config, progress=bar)
         finally:
             bar.close()
         if not result.wall_s:
             result.wall_s = time.perf_counter() - t0
         reports[policy] = build_report(result, tree, warmup_s=args.warmup_days * DAY_S)
         if args.html:
-            from scheduler.core.sim.html import chart_data
-
             charts[policy] = chart_data(result, reports[policy])
         if args.jobs_out:
             write_jobs_csv(result, _per_policy(args.jobs_out, policy, many))
@@ -224,8 +222,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     if args.html:
-        from scheduler.core.sim.html import write_html
-
         write_html(args.html, charts, title=f"{cluster.name}: {', '.join(policies)}")
     print(comparison_table(reports))
     return 0
@@ -245,15 +241,11 @@ def _jsonable(value: Any) -> Any:
 
 def _cmd_fairshare(args: argparse.Namespace) -> int:
     tree, usage = load_tree_with_usage(args.tree)
-    from scheduler.core.engine.fairshare import fair_tree
-
     print(json.dumps(_jsonable(fair_tree(tree, usage)), indent=2))
     return 0
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from scheduler.core.sim.generate import SCENARIO_NOTES, write_scenario
-
     paths = write_scenario(args.scenario, args.out_dir, seed=args.seed)
     for p in paths:
         print(p)

@@ -53,6 +53,7 @@ from dataclasses import fields
 from typing import Any
 
 from ledger.accounting import EndReason, RunInterval
+from scheduler.core.engine import EngineState, plan
 from scheduler.core.engine.runs import saved_work_s
 from scheduler.core.engine.types import (
     BudgetNode,
@@ -750,8 +751,6 @@ class _Replay:
 
 def _engine_plan() -> Planner:
     """The engine's `plan` with one `EngineState` for the whole run (warm caches)."""
-    from scheduler.core.engine import EngineState, plan
-
     state = EngineState()
 
     def planner(snapshot: Snapshot, policy: Policy, now: float) -> CyclePlan:

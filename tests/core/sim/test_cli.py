@@ -81,9 +81,10 @@ def fifo_planner(snapshot: Snapshot, policy: Policy, now: float) -> CyclePlan:
 
 
 def _patch_engine_plan(monkeypatch: pytest.MonkeyPatch, planner: replay.Planner) -> None:
-    """Make the CLI's runs plan with `planner` instead of the engine: the CLI imports
-    `replay.simulate` when it runs, so a wrapper there passes it on (the simulator's own
-    functions may be compiled, and a compiled module's calls cannot be patched)."""
+    """Make the CLI's runs plan with `planner` instead of the engine: the CLI calls
+    `replay.simulate` through the module, so a wrapper there passes it on (the
+    simulator's own functions may be compiled, and a compiled module's calls cannot be
+    patched)."""
     simulate = replay.simulate
 
     def with_planner(*args: Any, **kwargs: Any) -> Any:
