@@ -21,6 +21,7 @@ from budgets.selectors import TreeIndex, tree_index
 from config.errors import NotFound
 from scheduler.core.engine import plan
 from scheduler.core.engine.explain import STANDING, hours_text
+from scheduler.core.engine.runs import protection_end
 from scheduler.models import (
     ACTIVE_STATES,
     Attempt,
@@ -417,8 +418,12 @@ def _capacity_blocker(job: Job, hosts: list[Host], info: dict[str, Any]) -> dict
         for p in attempt.placements:
             if p["host"] in names:
                 busy[p["host"]] = busy.get(p["host"], 0) + len(p["gpu_indices"])
-        start = attempt.started_at or attempt.created_at
-        until = start + dt.timedelta(seconds=attempt.job.min_runtime_s)
+        if not attempt.allocated:
+            continue  # the engine's rule: unallocated runs are never protected
+        start = (attempt.started_at or attempt.created_at).timestamp()
+        work = job_workload(attempt.job, project="")
+        until_s = protection_end(work, start, float(job.cluster.max_min_runtime_s))
+        until = dt.datetime.fromtimestamp(until_s, dt.UTC)
         if until > now and (protected_until is None or until < protected_until):
             protected_until = until
     free = sum(max(0, h.gpus - busy.get(h.name, 0)) for h in fits)
