@@ -2,10 +2,9 @@
 
 - `run_cycle(cluster_id)`: one scheduling cycle under the cluster's advisory lock (a
   second concurrent one skips at once; clusters run in parallel on different workers).
-- `request_cycle(cluster_id)`: ask for a cycle after the current transaction commits,
-  debounced (at most one queued per cluster). Called after submit, cancel, a health
-  change and a budget change. A broker or Redis outage is logged, never raised: the
-  write that asked still succeeds, and beat brings cycles back when Redis returns.
+- Cycles (and ETA refreshes, previews) are asked for through `scheduler.cycle_requests`
+  (debounced, after commit, queued by task name), which the services call; `run_cycle`
+  clears the debounce key when it starts.
 - `enqueue_due_cycles()` (beat, every `ALLOT_CYCLE_TICK_S`): a cycle for every cluster
   whose last cycle started `cycle_s` ago or more.
 - Neither runs nor queues a cycle while scheduling is paused (after a restore, until
@@ -13,7 +12,7 @@
 - `prune_cycle_records()` (beat, hourly): cycle records older than
   `ALLOT_CYCLE_RETENTION_DAYS` (30).
 - `prune_idempotency_keys()` (beat, hourly): submission Idempotency-Keys past 24 h.
-- `request_eta_refresh(cluster_id)` / `refresh_etas`: the ETAs of a cluster's pending
+- `refresh_etas`: the ETAs of a cluster's pending
   jobs, computed by a worker (seconds on a large queue) for the job pages to read.
 
 What a process keeps between tasks (the warm engine state per cluster, the Redis client
@@ -27,11 +26,11 @@ import logging
 
 from celery import Task, shared_task
 from django.conf import settings
-from django.db import transaction
 
 from ops.services import scheduling_gate_check
 from scheduler.cycle.beat import clusters_due, cycle_records_prune
 from scheduler.cycle.worker import CycleWorker
+from scheduler.cycle_requests import ETA_QUEUED_KEY, QUEUED_KEY, enqueue_cycle
 from scheduler.models import Cluster
 from scheduler.selectors.eta import cluster_etas
 from scheduler.services.demo import demo_load_tick as tick
@@ -39,15 +38,6 @@ from scheduler.services.jobs import idempotency_keys_prune
 from scheduler.services.previews import preview_run
 
 log = logging.getLogger(__name__)
-
-# Debounce key of a queued cycle; cleared when the cycle starts, expires on its own so
-# a lost task never blocks requests for long.
-QUEUED_KEY = "allot:cycle-queued:{cluster_id}"
-QUEUED_TTL_S = 30
-# Debounce key of a queued or running ETA refresh; cleared when it ends, and expires on
-# its own so a worker lost mid-refresh never stops refreshes for long.
-ETA_QUEUED_KEY = "allot:eta-queued:{cluster_id}"
-ETA_QUEUED_TTL_S = 120
 
 
 class CycleTask(Task):
@@ -79,44 +69,12 @@ def run_cycle(self: CycleTask, cluster_id: int) -> dict | None:
     return {"cycle": record.pk, "starts": record.starts, "stops": record.stops}
 
 
-def _queue_once(task, cluster_id: int, key: str, ttl_s: int, what: str) -> bool:
-    """Queue `task(cluster_id)` unless its debounce `key` is set (one queued already);
-    never raises: a Redis or broker outage is logged."""
-    try:
-        if not run_cycle.worker.redis_client().set(
-            key.format(cluster_id=cluster_id), 1, nx=True, ex=ttl_s
-        ):
-            return False
-        task.apply_async((cluster_id,), retry=False)
-        return True
-    except Exception as exc:
-        log.warning("could not queue %s of cluster %s: %s", what, cluster_id, exc)
-        return False
-
-
-def _enqueue(cluster_id: int) -> bool:
-    """Queue a cycle unless one is queued already; never raises."""
-    return _queue_once(run_cycle, cluster_id, QUEUED_KEY, QUEUED_TTL_S, "a cycle")
-
-
-def request_cycle(cluster_id: int) -> None:
-    """Ask for a cycle of the cluster once the current transaction commits (at once
-    outside a transaction); debounced, and never fails the caller."""
-    transaction.on_commit(lambda: _enqueue(cluster_id))
-
-
-def request_cycles_all() -> None:
-    """`request_cycle` for every cluster (a budget change touches them all)."""
-    for cluster_id in Cluster.objects.values_list("pk", flat=True):
-        request_cycle(cluster_id)
-
-
 @shared_task(name="scheduler.enqueue_due_cycles", ignore_result=True)
 def enqueue_due_cycles() -> int:
     """Queue a cycle for every cluster whose last cycle is `cycle_s` old or older."""
     if scheduling_gate_check():
         return 0
-    return sum(_enqueue(cluster_id) for cluster_id in clusters_due())
+    return sum(enqueue_cycle(cluster_id) for cluster_id in clusters_due())
 
 
 @shared_task(name="scheduler.prune_cycle_records", ignore_result=True)
@@ -154,9 +112,3 @@ def refresh_etas(cluster_id: int) -> int:
             run_cycle.worker.redis_client().delete(ETA_QUEUED_KEY.format(cluster_id=cluster_id))
         except Exception as exc:  # the key expires on its own
             log.warning("could not clear the ETA key of cluster %s: %s", cluster_id, exc)
-
-
-def request_eta_refresh(cluster_id: int) -> bool:
-    """Queue an ETA refresh of the cluster unless one is queued or running; never
-    raises (without Redis the pages show no ETA until it returns)."""
-    return _queue_once(refresh_etas, cluster_id, ETA_QUEUED_KEY, ETA_QUEUED_TTL_S, "an ETA refresh")

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from config.celery import app
-from scheduler import tasks
+from scheduler import cycle_requests, tasks
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -32,7 +32,7 @@ def wait_for(predicate, *, cluster_id: int, timeout_s: float = 60.0, what: str =
         value = predicate()
         if value:
             return value
-        tasks.request_cycle(cluster_id)
+        cycle_requests.request_cycle(cluster_id)
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
 

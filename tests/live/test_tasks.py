@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from budgets import services as budget_services
 from config.celery import app
-from scheduler import adapters, tasks
+from scheduler import adapters, cycle_requests, tasks
 from scheduler.cycle.beat import clusters_due, cycle_records_prune
 from scheduler.models import CycleRecord, Job, JobEvent, JobState
 from scheduler.services.transitions import job_event
@@ -44,12 +44,12 @@ def test_requests_are_debounced_to_one_queued_cycle_per_cluster(
     one, two = ClusterFactory(), ClusterFactory()
     with django_capture_on_commit_callbacks(execute=True):
         for _ in range(3):
-            tasks.request_cycle(one.pk)
-        tasks.request_cycle(two.pk)
+            cycle_requests.request_cycle(one.pk)
+        cycle_requests.request_cycle(two.pk)
     assert queued(broker) == 2
-    broker.delete(tasks.QUEUED_KEY.format(cluster_id=one.pk))  # what the cycle does first
+    broker.delete(cycle_requests.QUEUED_KEY.format(cluster_id=one.pk))  # what the cycle does first
     with django_capture_on_commit_callbacks(execute=True):
-        tasks.request_cycle(one.pk)
+        cycle_requests.request_cycle(one.pk)
     assert queued(broker) == 3
 
 
@@ -57,7 +57,7 @@ def test_requests_are_debounced_to_one_queued_cycle_per_cluster(
 def test_requests_wait_for_the_commit(broker, django_capture_on_commit_callbacks):
     cluster = ClusterFactory()
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        tasks.request_cycle(cluster.pk)
+        cycle_requests.request_cycle(cluster.pk)
     assert queued(broker) == 0 and len(callbacks) == 1
     callbacks[0]()
     assert queued(broker) == 1
@@ -82,7 +82,7 @@ def test_redis_down_never_fails_the_caller(settings, caplog, django_capture_on_c
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens there
     cluster = ClusterFactory()
     with django_capture_on_commit_callbacks(execute=True):
-        tasks.request_cycle(cluster.pk)  # no exception
+        cycle_requests.request_cycle(cluster.pk)  # no exception
     assert "could not queue a cycle" in caplog.text
 
 
@@ -144,7 +144,7 @@ def test_a_real_worker_runs_the_requested_cycle(tree, memory_kind, celery_worker
     job = submit_job(
         cluster=cluster, project=tree.node("a1"), user=UserFactory(), at=timezone.now(), gpus=4
     )
-    tasks.request_cycle(cluster.pk)  # outside a transaction: queued at once
+    cycle_requests.request_cycle(cluster.pk)  # outside a transaction: queued at once
     record = None
     deadline = time.monotonic() + 30
     while record is None and time.monotonic() < deadline:
