@@ -155,9 +155,9 @@ def _cluster(name: str, hosts: int, gpus: int) -> Any:
 
 def demo_fidelity(now: Any) -> dict[str, Any]:
     """The demo organisation after `make run`'s 14-day back-fill, previewed over 7 days."""
-    from budgets.management.commands.seed_demo import DEMO_TREE
     from budgets.models import BudgetNode
     from budgets.services import budget_tree_import
+    from scheduler.management.commands.seed_demo import DEMO_TREE
     from scheduler.services.demo import (
         DEMO_CLUSTER,
         DEMO_GPUS_PER_HOST,
