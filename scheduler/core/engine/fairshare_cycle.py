@@ -36,7 +36,7 @@ from scheduler.core.engine.preemption import (
     search_block,
     search_whole_hosts,
 )
-from scheduler.core.engine.reservations import SCAN_PER_PROJECT, Reservations
+from scheduler.core.engine.reservations import SCAN_PER_PROJECT, Reservations, ShortReserveRule
 from scheduler.core.engine.runs import protection_end
 from scheduler.core.engine.state import EngineState
 from scheduler.core.engine.types import NO_QUEUE, CyclePlan, Policy, Snapshot, Workload
@@ -121,8 +121,17 @@ class FairShareCycle:
     def run(self) -> CyclePlan:
         """Both phases, then the explained queue."""
         pending = self.snapshot.pending
+        policy = self.policy
         self.reservations.hold_for_short_jobs(
-            self.policy.short_reserve_hosts, min(self.policy.short_job_max_s, self.cap), pending
+            policy.short_reserve_hosts,
+            min(policy.short_job_max_s, self.cap),
+            pending,
+            ShortReserveRule(
+                policy.short_reserve_auto,
+                policy.short_reserve_idle_share,
+                policy.short_reserve_release_s,
+                self._head_job(),
+            ),
         )
         for r, proj in enumerate(self.order):
             lst = pending.get(proj)
@@ -146,6 +155,20 @@ class FairShareCycle:
         )
         factor = self.fair_share.factor
         return self.decisions.plan(queue, tuple((p, factor.get(p, 0.0)) for p in self.order))
+
+    def _head_job(self) -> Workload | None:
+        """The first waiting allocated job of the fair-share order (of the first project
+        with an entitlement and allocated work waiting; its first such job in its own
+        order, among its first SCAN_PER_PROJECT), None when there is none."""
+        pending = self.snapshot.pending
+        for proj in self.order:
+            lst = pending.get(proj)
+            if not lst or self.entitled.get(proj, 0.0) <= 0.0:
+                continue
+            for w in lst[:SCAN_PER_PROJECT]:
+                if w.min_runtime_s > 0:
+                    return w
+        return None
 
     # -- phase 1 ------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preempti
 from scheduler.core.engine.runs import protection_end
 from scheduler.core.engine.types import Placement, Reservation, StopReason, Workload
 
-__all__ = ["HeldHosts", "Reservations"]
+__all__ = ["HeldHosts", "Reservations", "ShortReserveRule"]
 
 INF = math.inf
 _GPUS = attrgetter("gpus")
@@ -50,6 +50,17 @@ class HeldHosts(NamedTuple):
     rank: int
     usable_at: float
     hosts: list[int]
+
+
+class ShortReserveRule(NamedTuple):
+    """How the short-job reserve sizes itself and when it gives way (`Policy`'s
+    `short_reserve_auto`, `short_reserve_idle_share`, `short_reserve_release_s`), and
+    the first waiting allocated job of the fair-share order (`head`)."""
+
+    auto: bool = False
+    idle_share: float = 0.0
+    release_s: float = INF
+    head: Workload | None = None
 
 
 class Reservations:
@@ -317,34 +328,47 @@ class Reservations:
         self.decisions.note(w, "next in line: " + text)
 
     def hold_for_short_jobs(
-        self, count: int, short_s: float, pending: Mapping[str, Sequence[Workload]]
+        self,
+        count: int,
+        short_s: float,
+        pending: Mapping[str, Sequence[Workload]],
+        rule: ShortReserveRule = ShortReserveRule(),
     ) -> None:
-        """The short-job reserve (`Policy.short_reserve_hosts`): hold at least `count` of
-        the largest healthy hosts for jobs protected for at most `short_s`. A held host of
-        its own, ranked above every job, usable in `short_s`: `place` then admits exactly
-        the jobs whose protection ends by then, and phase 2 fills it with unallocated
-        work.
+        """The short-job reserve (`Policy.short_reserve_*`): hold hosts of the largest
+        size for jobs protected for at most `short_s`. A held host of its own, ranked
+        above every job, usable in `short_s`: `place` then admits exactly the jobs whose
+        protection ends by then, and phase 2 fills it with unallocated work.
+
+        Its size: `count` hosts (the fixed minimum), or with `rule.auto` the hosts that
+        the short jobs running and waiting fill (their GPUs that fit one host, over the
+        host size, rounded up; at least one host), no more than those GPUs plus
+        `rule.idle_share` of the healthy GPUs of that size: the reserve holds at most
+        that share beyond what short work uses. A large cluster keeps one host ready for
+        the next short job; a small one, where a host is a large share, reserves only
+        while its short work nearly fills a host.
 
         The reserve follows the short work: while the short jobs running and waiting
-        that fit one host (only those can start on a held host) need more whole hosts
-        than `count` (their GPUs over the host size, rounded up),
-        it holds that many, and it shrinks back to `count` as they end. So a burst of
-        short jobs, or one that needs a whole host while the reserve runs smaller ones,
-        gets room without a larger reserve standing idle the rest of the time.
+        need more whole hosts than its size, it holds that many, and it shrinks back as
+        they end. The base hosts are those with the fewest GPUs under longer protection
+        (then the highest index), so the reserve stays where it was while it keeps to
+        its rule. A host is added for short work only if short jobs can use all of it
+        at once: it runs no allocated work but short jobs (free GPUs, unallocated
+        backfill, short jobs), highest index first. With no such host the reserve does
+        not grow: a host that first had to drain would hold its freed GPUs for
+        backfill, which delivers no budget, while its long work ran on.
 
-        The `count` hosts are those with the fewest GPUs under longer protection (then
-        the highest index), so the reserve stays where it was while it keeps to its rule.
-        A host is added for short work only if short jobs can use all of it at once: it
-        runs no allocated work but short jobs (free GPUs, unallocated backfill, short
-        jobs), highest index first. With no such host the reserve does not grow: a host
-        that first had to drain would hold its freed GPUs for backfill, which delivers
-        no budget, while its long work ran on (hours on a busy cluster).
-
-        The reserve never makes a job impossible: at least one host stays open to long
-        work, and while a job that needs more whole hosts than the reserve leaves is
-        pending, the reserve shrinks to leave it room."""
+        It never makes a job impossible: at least one host stays open to long work, and
+        while a job that needs more whole hosts than the reserve leaves is pending, the
+        reserve shrinks to leave it room. With `rule.auto` it holds GPUs from the first
+        waiting job of the fair-share order (`rule.head`) for at most `rule.release_s`
+        (without, it is the fixed reserve of before, which has no such bound): once that job
+        has waited so long, if the hosts whose long work leaves it room are enough for
+        it only with the reserve's, the reserve gives up those it lacks, and the job
+        starts there at once or when the short jobs on them pass their protection (at
+        most `short_s` later). A job that has such room outside the reserve, or waits
+        for long work to end, is not kept waiting by the reserve."""
         c = self.cluster
-        if count <= 0 or not c.healthy_by_size:
+        if (count <= 0 and not rule.auto) or not c.healthy_by_size:
             return
         size = max(c.healthy_by_size)
         hosts = c.healthy_by_size[size]
@@ -355,14 +379,42 @@ class Reservations:
         widest, waiting_gpus = _pending_short(short_limit, size, pending)
         until = self.now + short_s
         running_gpus, long_gpus, has_longer = self._host_loads(hosts, short_limit, size, until)
+        short_gpus = waiting_gpus + running_gpus
+        if rule.auto:
+            afford = int((rule.idle_share * size * len(hosts) + short_gpus) // size)
+            count = max(count, min(max(1, -(-short_gpus // size)), afford))
         widest_hosts = -(-widest // size)  # whole hosts the widest pending job needs
         most = len(hosts) - max(1, widest_hosts)
         count = min(count, most)
-        wanted = min(max(count, -(-(waiting_gpus + running_gpus) // size)), most)
+        if count <= 0 and rule.auto:
+            return
+        wanted = min(max(count, -(-short_gpus // size)), most)
         by_long = sorted(hosts, key=lambda h: (long_gpus[h], -h))
         chosen = by_long[:count]
         if wanted > count:
             chosen += [h for h in by_long[count:] if h not in has_longer][: wanted - count]
+        head = rule.head
+        if (
+            rule.auto
+            and chosen
+            and head is not None
+            and head.min_runtime_s > short_limit
+            and self.now - head.submit_s >= rule.release_s
+        ):
+            # the hosts that could hold it once short work there passes its protection:
+            # for a job within one host, those with room beside their long work; for a
+            # larger one, those without long work. If there are enough only with the
+            # reserve's, the reserve gives it the first of those it lacks.
+            need = -(-head.gpus // size)
+            if head.gpus <= size:
+                fits = [h for h in by_long if size - long_gpus[h] >= head.gpus]
+            else:
+                fits = [h for h in by_long if not long_gpus[h]]
+            held = set(chosen)
+            lack = need - sum(1 for h in fits if h not in held)
+            if lack > 0 and len(fits) >= need:
+                give = set([h for h in fits if h in held][:lack])
+                chosen = [h for h in chosen if h not in give]
         if not chosen:
             return
         self._hold_hosts(_SHORT_JOBS, -1, chosen, until)

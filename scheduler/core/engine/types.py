@@ -126,13 +126,22 @@ class Policy:
     mode: str = "fairshare"
     max_reservations: int = 1  # large jobs at the head of the order that get hosts reserved
     max_failed_preemption_searches: int = 16  # per cycle; bounds work, later cycles retry
-    # Short-job reserve (fair-share mode, opt-in): at least this many of the largest
-    # healthy hosts (more while the short jobs running and waiting need them) take no new
-    # allocated job protected for longer than `short_job_max_s`; short jobs
-    # start there on free GPUs or by preempting unallocated backfill, which fills them
-    # when idle. Keeps quick debug turnaround for teams ranked low during pushes.
+    # Short-job reserve (fair-share mode): hosts of the largest size that take no new
+    # allocated job protected for longer than `short_job_max_s`; short jobs start there
+    # on free GPUs or by preempting unallocated backfill, which fills them when idle.
+    # Keeps quick debug turnaround for teams ranked low during pushes.
+    # `short_reserve_auto` (on by default) sizes it from what the cycle observes: the
+    # GPUs of the short jobs running and waiting, in whole hosts, no more than those
+    # GPUs plus `short_reserve_idle_share` of the healthy GPUs (none while there is no
+    # short work); `short_reserve_hosts` is a fixed minimum on top (0: none). It gives
+    # way to the first waiting job of the fair-share order once that job has waited
+    # `short_reserve_release_s`. `short_reserve_auto=False` with `short_reserve_hosts=0`
+    # is the scheduler without a reserve.
     short_reserve_hosts: int = 0
     short_job_max_s: float = 15 * 60.0
+    short_reserve_auto: bool = True
+    short_reserve_idle_share: float = 0.02
+    short_reserve_release_s: float = 30 * 60.0
 
 
 class StopReason(StrEnum):

@@ -104,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--short-job-max-min (and for unallocated backfill) (0: none)",
     )
     r.add_argument(
+        "--short-reserve-auto",
+        choices=("on", "off"),
+        default="on",
+        help="fairshare: size the short-job reserve from the short jobs running and waiting "
+        "(on); off: only --short-reserve-hosts (off with 0 hosts: no reserve)",
+    )
+    r.add_argument(
         "--short-job-max-min",
         type=_positive(),
         default=15.0,
@@ -199,6 +206,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             cycle_period_s=args.cycle_s,
             short_reserve_hosts=args.short_reserve_hosts,
             short_job_max_s=args.short_job_max_min * 60.0,
+            short_reserve_auto=args.short_reserve_auto == "on",
             until_s=args.until_days * DAY_S if args.until_days else None,
             seed=args.seed,
         )

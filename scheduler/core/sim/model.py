@@ -96,6 +96,7 @@ class SimConfig:
     # replay of a window of a live cluster starts with the usage the cluster had (the
     # what-if preview), not with none.
     prior_usage: tuple[tuple[str, float, float, int], ...] = ()
+    short_reserve_auto: bool = True  # Policy.short_reserve_auto (fairshare only)
 
 
 class JobState:

@@ -138,6 +138,7 @@ def policy_for(config: SimConfig, **extra: object) -> Policy:
         "mode": config.policy,
         "short_reserve_hosts": config.short_reserve_hosts,
         "short_job_max_s": config.short_job_max_s,
+        "short_reserve_auto": config.short_reserve_auto,
     }
     values.update(extra)
     return Policy(**{k: v for k, v in values.items() if k in names})  # type: ignore[arg-type]

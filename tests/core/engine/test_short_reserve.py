@@ -1,4 +1,5 @@
-"""The short-job reserve (`Policy.short_reserve_hosts`): hosts where no new allocated job
+"""The fixed short-job reserve (`Policy.short_reserve_hosts`, `short_reserve_auto` off:
+the helpers' `cycle` turns it off): hosts where no new allocated job
 protected for longer than `short_job_max_s` starts, so that short jobs of any team,
 however low it ranks, start within minutes by taking free GPUs or preempting the
 unallocated backfill that fills those hosts when idle."""
@@ -222,7 +223,12 @@ def test_the_reserve_keeps_its_hosts_free_of_long_work_and_every_invariant_holds
     @given(crowded_with_short_jobs())
     def check(case: tuple[Snapshot, int]) -> None:
         s, reserve = case
-        policy = Policy(max_min_runtime_s=CAP, short_reserve_hosts=reserve, short_job_max_s=SHORT)
+        policy = Policy(
+            max_min_runtime_s=CAP,
+            short_reserve_hosts=reserve,
+            short_job_max_s=SHORT,
+            short_reserve_auto=False,
+        )
         out = check_plan(s, seen, policy)
         healthy = {h.name for h in s.hosts if h.healthy}
         clean_before = healthy - _long_hosts(s)

@@ -1,0 +1,263 @@
+"""Benchmark: the outcomes of the default policy (issue 24's figure table).
+
+Replays the generated scenarios and the Philly traces with the simulator's defaults
+(no flags: the adaptive short-job reserve on) and prints JSON: one line per run
+(`"run"`: scenario, seed, policy, reserve on/off and its figures), then one line per
+figure of the table (`"figure"`: value, target, met). Debug waits are those of the
+report's debug class (<= 8 GPUs, min runtime <= 15 min); `debug_open` counts debug jobs
+still waiting when the run ends (their waits are not in the percentiles).
+
+- `month`: ai2-month seeds 0-9: debug p90 / p99, entitlement overall / worst,
+  occupancy of bound;
+- `saturated`: ai2-saturated seeds 0-2: debug p90;
+- `small`: host-failures, large-gang, zero-weight seeds 0-2, reserve on vs off
+  (`short_reserve_auto=False`): entitlement overall / worst, at most 1 point lower;
+- `philly`: Philly Oct-Nov 2017 on 64 x 8 GPUs (61 days): occupancy of bound;
+- `overload`: 48 x 8 GPUs, 14 days of the Philly Oct-Nov trace (from day 7) with their
+  submit times compressed so that the GPU-time submitted is 10x the capacity over the
+  compressed span: debug p90, replayed until the last submission;
+- `baselines`: fifo, priority and static on seed 0 of every generated scenario and on
+  the overload replay: behind fair share on entitlement overall and debug p90.
+
+Usage: python bench/outcomes.py [--figures month,saturated,small,philly,overload,baselines]
+       [--month-seeds 0-9] [--saturated-seeds 0-2] [--small-seeds 0-2] [--workers 1]
+       [--data ../shared/data]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scheduler.core.sim.generate import write_scenario  # noqa: E402
+from scheduler.core.sim.io import load_cluster, load_trace, load_tree_with_usage  # noqa: E402
+from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig  # noqa: E402
+from scheduler.core.sim.replay import simulate  # noqa: E402
+from scheduler.core.sim.report import DEBUG_CLASS, build_report  # noqa: E402
+
+DAY = 86400.0
+ROOT = Path(__file__).resolve().parents[1]
+FIGURES = ("month", "saturated", "small", "philly", "overload", "baselines")
+BASELINES = ("fifo", "priority", "static")
+GENERATED = ("ai2-month", "ai2-saturated", "host-failures", "large-gang", "zero-weight")
+
+
+def _seeds(text: str) -> list[int]:
+    lo, _, hi = text.partition("-")
+    return list(range(int(lo), int(hi or lo) + 1))
+
+
+def _inputs(scenario: str, seed: int, data: Path) -> tuple[Any, Any, Any, float | None]:
+    """(cluster, tree, jobs, until_s) of a scenario."""
+    if scenario.startswith("philly"):
+        tree, _ = load_tree_with_usage(data / "philly-tree.json")
+        if scenario == "philly":
+            cluster = load_cluster(data / "philly-cluster.json")
+            return cluster, tree, load_trace(data / "philly-octnov-2017.csv", tree, cluster), 61 * DAY
+        cluster = ClusterSpec("philly-48", tuple(HostSpec(f"h{i:03d}", 8) for i in range(48)))
+        jobs = load_trace(data / "philly-octnov-2017.csv", tree, cluster)
+        lo, hi = 7 * DAY, 21 * DAY
+        window = [j for j in jobs if lo <= j.submit_s < hi]
+        work = sum(j.gpus * j.duration_s for j in window)
+        span = work / (10 * cluster.total_gpus)  # 10x the capacity over the span
+        scale = span / (hi - lo)
+        window = [dataclasses.replace(j, submit_s=(j.submit_s - lo) * scale) for j in window]
+        return cluster, tree, window, span
+    with tempfile.TemporaryDirectory() as tmp:
+        write_scenario(scenario, tmp, seed=seed)
+        tree, _ = load_tree_with_usage(Path(tmp) / "tree.json")
+        cluster = load_cluster(Path(tmp) / "cluster.json")
+        jobs = load_trace(Path(tmp) / "trace.csv", tree, cluster)
+    until = 30 * DAY if scenario in ("ai2-month", "ai2-saturated") else None
+    return cluster, tree, jobs, until
+
+
+def run_one(spec: tuple[str, int, str, bool, str]) -> dict[str, Any]:
+    scenario, seed, policy, reserve, data = spec
+    cluster, tree, jobs, until = _inputs(scenario, seed, Path(data))
+    config = SimConfig(policy=policy, until_s=until, short_reserve_auto=reserve, seed=seed)
+    result = simulate(cluster, tree, jobs, config)
+    report = build_report(result, tree)
+    debug = report["wait_s"]["by_class"].get(DEBUG_CLASS, {})
+    open_debug = sum(
+        1
+        for j in result.jobs
+        if j.pending_since_s is not None
+        and j.state == "pending"
+        and j.gpus <= 8
+        and 0 < j.min_runtime_s <= 15 * 60
+    )
+    ent = report["entitlement"]
+    return {
+        "run": scenario,
+        "seed": seed,
+        "policy": policy,
+        "reserve": "auto" if reserve else "off",
+        "debug_p90_s": debug.get("p90"),
+        "debug_p99_s": debug.get("p99"),
+        "debug_count": debug.get("count", 0),
+        "debug_open": open_debug,
+        "entitlement_overall": ent["overall"],
+        "entitlement_worst": ent["worst"],
+        "occupancy": report["occupancy"],
+        "occupancy_bound": report["occupancy_bound"],
+        "occupancy_of_bound": report["occupancy_of_bound"],
+        "wall_s": round(result.wall_s, 1),
+    }
+
+
+def _specs(args: argparse.Namespace) -> list[tuple[str, int, str, bool, str]]:
+    want, data = set(args.figures.split(",")), str(args.data)
+    specs: list[tuple[str, int, str, bool, str]] = []
+
+    def add(scenario: str, seed: int, policy: str = "fairshare", reserve: bool = True) -> None:
+        spec = (scenario, seed, policy, reserve, data)
+        if spec not in specs:
+            specs.append(spec)
+
+    if "month" in want:
+        for s in _seeds(args.month_seeds):
+            add("ai2-month", s)
+    if "saturated" in want:
+        for s in _seeds(args.saturated_seeds):
+            add("ai2-saturated", s)
+    if "small" in want:
+        for sc in ("host-failures", "large-gang", "zero-weight"):
+            for s in _seeds(args.small_seeds):
+                add(sc, s)
+                add(sc, s, reserve=False)
+    if "philly" in want:
+        add("philly", 0)
+    if "overload" in want:
+        add("philly-overload", 0)
+    if "baselines" in want:
+        for sc in (*GENERATED, "philly-overload"):
+            for p in ("fairshare", *BASELINES):
+                add(sc, 0, p)
+    return specs
+
+
+def _figure(name: str, value: Any, target: str, met: bool) -> dict[str, Any]:
+    return {"figure": name, "value": value, "target": target, "met": met}
+
+
+def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def pick(run: str, policy: str = "fairshare", reserve: str = "auto") -> list[dict[str, Any]]:
+        return [
+            r for r in rows if r["run"] == run and r["policy"] == policy and r["reserve"] == reserve
+        ]
+
+    def worst(rs: list[dict[str, Any]], key: str, hi: bool = True) -> float:
+        vals = [r[key] or 0.0 for r in rs]
+        return max(vals) if hi else min(vals)
+
+    month = pick("ai2-month")
+    if month:
+        p90, p99 = worst(month, "debug_p90_s"), worst(month, "debug_p99_s")
+        seeds = f"seeds {month[0]['seed']}-{month[-1]['seed']}"
+        out.append(
+            _figure(
+                f"debug wait p90 / p99, ai2-month {seeds} (worst seed)",
+                [p90, p99],
+                "<= 60 s / <= 600 s",
+                p90 <= 60 and p99 <= 600,
+            )
+        )
+        ov, wo = worst(month, "entitlement_overall", False), worst(month, "entitlement_worst", False)
+        out.append(
+            _figure(
+                f"entitlement overall / worst, ai2-month {seeds} (lowest seed)",
+                [ov, wo],
+                ">= 0.99 / >= 0.95",
+                ov >= 0.99 and wo >= 0.95,
+            )
+        )
+        ob = worst(month, "occupancy_of_bound", False)
+        out.append(_figure(f"occupancy of bound, ai2-month {seeds} (lowest)", ob, ">= 0.99", ob >= 0.99))
+    sat = pick("ai2-saturated")
+    if sat:
+        p90 = worst(sat, "debug_p90_s")
+        out.append(_figure("debug wait p90, ai2-saturated (worst seed)", p90, "<= 60 s", p90 <= 60))
+    for sc in ("host-failures", "large-gang", "zero-weight"):
+        on, off = pick(sc), pick(sc, reserve="off")
+        if on and off:
+            drop = max(
+                max(b["entitlement_overall"] - a["entitlement_overall"] for a, b in zip(on, off)),
+                max(b["entitlement_worst"] - a["entitlement_worst"] for a, b in zip(on, off)),
+            )
+            out.append(
+                _figure(
+                    f"entitlement on {sc}, reserve off minus on (overall or worst, worst seed)",
+                    drop,
+                    "<= 0.01",
+                    drop <= 0.01,
+                )
+            )
+    ph = pick("philly")
+    if ph:
+        ob = ph[0]["occupancy_of_bound"]
+        out.append(_figure("occupancy of bound, Philly Oct-Nov", ob, ">= 0.99", ob >= 0.99))
+    ov = pick("philly-overload")
+    if ov:
+        p90 = ov[0]["debug_p90_s"] or 0.0
+        out.append(
+            _figure("debug wait p90, 48-host Philly at 10x overload", p90, "<= 300 s", p90 <= 300)
+        )
+    behind: list[str] = []
+    checked = 0
+    for sc in (*GENERATED, "philly-overload"):
+        fs = [r for r in pick(sc) if r["seed"] == 0]
+        if not fs:
+            continue
+        for p in BASELINES:
+            for b in [r for r in pick(sc, p) if r["seed"] == 0]:
+                checked += 1
+                if b["entitlement_overall"] > fs[0]["entitlement_overall"] + 1e-9:
+                    behind.append(f"{p} entitlement on {sc}")
+                if (b["debug_p90_s"] or 0.0) < (fs[0]["debug_p90_s"] or 0.0):
+                    behind.append(f"{p} debug p90 on {sc}")
+    if checked:
+        out.append(
+            _figure(
+                "baselines (fifo, priority, static) behind fair share, seed 0 of each scenario",
+                behind or "all behind or equal",
+                "none ahead",
+                not behind,
+            )
+        )
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--figures", default=",".join(FIGURES))
+    ap.add_argument("--month-seeds", default="0-9")
+    ap.add_argument("--saturated-seeds", default="0-2")
+    ap.add_argument("--small-seeds", default="0-2")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    args = ap.parse_args()
+    specs = _specs(args)
+    rows: list[dict[str, Any]] = []
+    with ProcessPoolExecutor(max(1, args.workers)) as pool:
+        for row in pool.map(run_one, specs):
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    for fig in figures(rows):
+        print(json.dumps(fig), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

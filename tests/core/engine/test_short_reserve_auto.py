@@ -1,0 +1,177 @@
+"""The adaptive short-job reserve, on by default (`Policy.short_reserve_auto`): sized from
+the short work the cycle sees (running and waiting) and from the cluster (at most
+`short_reserve_idle_share` of the healthy GPUs beyond what short work uses), and giving
+way to the first waiting job of the fair-share order once it has waited
+`short_reserve_release_s`. It never breaks a min-runtime contract, never makes a job
+impossible, and never holds the hosts the first waiting job needs beyond that bound."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import replace
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.core.engine import Policy, Snapshot, Workload, plan
+from scheduler.core.engine.fairshare import compute_fair_share
+from tests.core.engine.helpers import H, cycle, hosts, job, pending, run, snap, tree
+from tests.core.engine.test_contended_properties import CAP, NOW, PROJECTS, TREE, check_plan
+from tests.core.engine.test_short_reserve import crowded_with_short_jobs, started_on
+
+SHORT = 15 * 60.0
+RELEASE = Policy().short_reserve_release_s
+_HELD = re.compile(r"; ([\w, ]+) held for jobs with a min runtime of at most")
+
+
+def auto(s: Snapshot, now: float = NOW, **policy):
+    return cycle(s, now, short_reserve_auto=True, **policy)
+
+
+def held_hosts(out) -> set[str] | None:
+    """The reserve's hosts, as the explained queue tells a waiting allocated job (None:
+    no waiting job was told, so the plan does not show them)."""
+    for entry in out.queue:
+        m = _HELD.search(entry.reason)
+        if m:
+            return set(m.group(1).split(", "))
+    return None
+
+
+def _trainers(n: int) -> list:
+    return [
+        run(job(f"t{i}", "a", 8, minrt=4 * H), f"h{i}", tuple(range(8)), started=NOW - H)
+        for i in range(n)
+    ]
+
+
+def test_it_is_on_by_default_and_one_setting_turns_it_off():
+    assert Policy().short_reserve_auto and Policy().short_reserve_hosts == 0
+    # 64 hosts: 2% of the GPUs pays for one host kept ready for the next short job
+    s = snap(hosts(64), _trainers(63), pending(job("long", "b", 8, minrt=H, submit=NOW)), tree(a=1, b=1))
+    out = plan(s, Policy(), NOW)
+    assert not out.starts and held_hosts(out) == {"h63"}
+    assert started_on(plan(s, Policy(short_reserve_auto=False), NOW)) == {"long": {"h63"}}
+
+
+def test_a_small_cluster_reserves_nothing_without_short_work_and_a_host_for_a_lot_of_it():
+    # 4 hosts: 2% of 32 GPUs pays for no host; 6 GPUs of short work running fill none
+    busy = _trainers(3)
+    shorts = [
+        run(job(f"d{i}", "a", 1, minrt=10 * 60), "h3", (i,), started=NOW - 60) for i in range(6)
+    ]
+    long = job("long", "b", 1, minrt=H, submit=NOW)
+    s = snap(hosts(4), busy + shorts, pending(long), tree(a=1, b=1))
+    assert started_on(auto(s)) == {"long": {"h3"}}
+    # 8 GPUs of short work running and waiting fill a host: it is held for short work
+    debug = job("debug", "b", 2, minrt=5 * 60, submit=NOW)
+    s = snap(hosts(4), busy + shorts, pending(long, debug), tree(a=1, b=1))
+    out = auto(s)
+    assert started_on(out) == {"debug": {"h3"}} and held_hosts(out) == {"h3"}
+
+
+def test_the_first_job_in_line_gets_the_reserve_once_it_has_waited_the_bound():
+    hs = hosts(64)
+    busy = _trainers(63)
+    sweep = run(job("sweep", "a", 8, minrt=0), "h63", tuple(range(8)), started=NOW - H)
+    fresh = job("long", "b", 8, minrt=H, submit=NOW - RELEASE + 60)
+    out = auto(snap(hs, [*busy, sweep], pending(fresh), tree(a=1, b=1)))
+    assert not out.starts and held_hosts(out) == {"h63"}
+    # the same job, after the bound: the reserve gives it h63 (preempting the backfill)
+    late = replace(fresh, submit_s=NOW - RELEASE)
+    out = auto(snap(hs, [*busy, sweep], pending(late), tree(a=1, b=1)))
+    assert started_on(out) == {"long": {"h63"}}
+    assert [x.workload_id for x in out.stops] == ["sweep"]
+
+
+def _long_gpus(s: Snapshot, host: str) -> int:
+    """GPUs of `host` under allocated work protected beyond the short-job limit."""
+    n = 0
+    for r in s.running:
+        w = r.workload
+        if r.allocated and r.started_s + min(w.min_runtime_s, CAP) > NOW + SHORT:
+            n += sum(len(p.gpu_indices) for p in r.placements if p.host == host)
+    return n
+
+
+def _head(s: Snapshot) -> Workload | None:
+    """The first waiting allocated job of the fair-share order."""
+    factor = compute_fair_share(TREE, s.usage).factor
+    for proj in sorted(PROJECTS, key=lambda p: (-factor.get(p, 0.0), p)):
+        for w in s.pending.get(proj, ()):
+            if w.min_runtime_s > 0:
+                return w
+    return None
+
+
+@st.composite
+def crowded_with_recent_jobs(draw: st.DrawFn) -> Snapshot:
+    """A crowded cluster with short jobs waiting; some queues submitted just now (the
+    reserve holds), others long ago (it gives way to the first in line)."""
+    s, _ = draw(crowded_with_short_jobs())
+    if draw(st.booleans()):
+        return s
+    waiting = {
+        p: [replace(w, submit_s=NOW - draw(st.sampled_from([0.0, 60.0]))) for w in lst]
+        for p, lst in s.pending.items()
+    }
+    return Snapshot(s.hosts, s.running, waiting, s.tree, s.usage)
+
+
+def test_the_adaptive_reserve_keeps_every_contract_and_its_bound():
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(crowded_with_recent_jobs())
+    def check(s: Snapshot) -> None:
+        policy = Policy(max_min_runtime_s=CAP, short_job_max_s=SHORT)
+        assert policy.short_reserve_auto
+        out = check_plan(s, seen, policy)  # no protected job stopped, every invariant
+        healthy = [h for h in s.hosts if h.healthy]
+        size = max(h.gpus for h in healthy)
+        largest = [h.name for h in healthy if h.gpus == size]
+        head = _head(s)
+        late = head is not None and head.min_runtime_s > SHORT and NOW - head.submit_s >= RELEASE
+        if late:
+            # the same cluster with the first job in line just submitted: a reserve that
+            # the bound made give way
+            fresh = {
+                p: [replace(w, submit_s=NOW) if w is head else w for w in lst]
+                for p, lst in s.pending.items()
+            }
+            before = held_hosts(plan(replace(s, pending=fresh), policy, NOW))
+            if before:
+                seen["reserve released to the first job in line"] += 1
+                if head.gpus >= size:
+                    seen["reserve released to a large job"] += 1
+        held = held_hosts(out)
+        if held is None:
+            return
+        seen["reserve active"] += 1
+        assert held <= set(largest)
+        # never a job made impossible: the widest waiting job keeps its hosts, and one
+        # host always stays open to long work
+        widest = max(w.gpus for lst in s.pending.values() for w in lst)
+        assert len(largest) - len(held) >= max(1, -(-widest // size))
+        # the bound: once the first job in line has waited `short_reserve_release_s`,
+        # the reserve leaves out hosts where only short work and backfill stand in its
+        # way, as many as it needs
+        if not late:
+            return
+        # hosts that could hold it once their short work passes its protection
+        need = -(-head.gpus // size)
+        if head.gpus <= size:
+            fits = [h for h in largest if size - _long_gpus(s, h) >= head.gpus]
+        else:
+            fits = [h for h in largest if not _long_gpus(s, h)]
+        if len(fits) >= need:
+            assert len([h for h in fits if h not in held]) >= need, (head, held, fits, s)
+            seen["bound kept with the reserve still active"] += 1
+
+    check()
+    # the generator reaches these on purpose
+    assert seen["reserve active"] >= 50 and seen["stop unallocated"] >= 50, dict(seen)
+    assert seen["reserve released to the first job in line"] >= 5, dict(seen)
+    assert seen["reserve released to a large job"] >= 2, dict(seen)
+    assert seen["bound kept with the reserve still active"] >= 5, dict(seen)
