@@ -62,7 +62,12 @@ def _inputs(scenario: str, seed: int, data: Path) -> tuple[Any, Any, Any, float 
         tree, _ = load_tree_with_usage(data / "philly-tree.json")
         if scenario == "philly":
             cluster = load_cluster(data / "philly-cluster.json")
-            return cluster, tree, load_trace(data / "philly-octnov-2017.csv", tree, cluster), 61 * DAY
+            return (
+                cluster,
+                tree,
+                load_trace(data / "philly-octnov-2017.csv", tree, cluster),
+                61 * DAY,
+            )
         cluster = ClusterSpec("philly-48", tuple(HostSpec(f"h{i:03d}", 8) for i in range(48)))
         jobs = load_trace(data / "philly-octnov-2017.csv", tree, cluster)
         lo, hi = 7 * DAY, 21 * DAY
@@ -174,7 +179,10 @@ def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 p90 <= 60 and p99 <= 600,
             )
         )
-        ov, wo = worst(month, "entitlement_overall", False), worst(month, "entitlement_worst", False)
+        ov, wo = (
+            worst(month, "entitlement_overall", False),
+            worst(month, "entitlement_worst", False),
+        )
         out.append(
             _figure(
                 f"entitlement overall / worst, ai2-month {seeds} (lowest seed)",
@@ -184,7 +192,9 @@ def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             )
         )
         ob = worst(month, "occupancy_of_bound", False)
-        out.append(_figure(f"occupancy of bound, ai2-month {seeds} (lowest)", ob, ">= 0.99", ob >= 0.99))
+        out.append(
+            _figure(f"occupancy of bound, ai2-month {seeds} (lowest)", ob, ">= 0.99", ob >= 0.99)
+        )
     sat = pick("ai2-saturated")
     if sat:
         p90 = worst(sat, "debug_p90_s")
@@ -193,8 +203,14 @@ def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         on, off = pick(sc), pick(sc, reserve="off")
         if on and off:
             drop = max(
-                max(b["entitlement_overall"] - a["entitlement_overall"] for a, b in zip(on, off)),
-                max(b["entitlement_worst"] - a["entitlement_worst"] for a, b in zip(on, off)),
+                max(
+                    b["entitlement_overall"] - a["entitlement_overall"]
+                    for a, b in zip(on, off, strict=True)
+                ),
+                max(
+                    b["entitlement_worst"] - a["entitlement_worst"]
+                    for a, b in zip(on, off, strict=True)
+                ),
             )
             out.append(
                 _figure(
@@ -240,7 +256,9 @@ def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--figures", default=",".join(FIGURES))
     ap.add_argument("--month-seeds", default="0-9")
     ap.add_argument("--saturated-seeds", default="0-2")

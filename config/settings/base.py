@@ -6,6 +6,9 @@ DATABASE_URL, REDIS_URL -> the PostgreSQL and Redis to use. Each environment's m
 CELERY_BROKER_URL   -> defaults to REDIS_URL.
 ALLOT_VAR_DIR       -> state of this machine's processes (default <project>/var): the
     embedded servers, beat's schedule, the metrics files.
+ALLOT_SHORT_RESERVE_AUTO -> the adaptive short-job reserve of every cluster's cycles and
+    previews (engine `Policy.short_reserve_auto`; default on). "off": only a cluster's
+    `short_reserve_hosts`, the behaviour before it (docs/concepts.md, short-job reserve).
 """
 
 import contextlib
@@ -31,6 +34,7 @@ VAR_DIR = Path(env("ALLOT_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
 
 SECRET_KEY = env("SECRET_KEY", default=DEFAULT_SECRET_KEY)
 DEBUG = env.bool("DEBUG", default=False)
+ALLOT_SHORT_RESERVE_AUTO = env.bool("ALLOT_SHORT_RESERVE_AUTO", default=True)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
+from django.conf import settings
+
 from budgets.selectors import TreeIndex
 from scheduler.core.engine.types import BudgetNode as EngineNode
 from scheduler.core.engine.types import Host, Placement, Policy, RunningWorkload, Workload
@@ -31,8 +33,8 @@ UNKNOWN_END_S = 365 * 86400.0
 
 def policy_for_cluster(cluster: Cluster) -> Policy:
     """The engine policy of a cluster (its minimum-runtime cap, usage window and
-    short-job reserve); the checkpoint interval and restart overhead are the engine's
-    defaults."""
+    short-job reserve, adaptive unless `ALLOT_SHORT_RESERVE_AUTO` is off); the
+    checkpoint interval and restart overhead are the engine's defaults."""
     return Policy(
         max_min_runtime_s=float(cluster.max_min_runtime_s),
         lookback_s=float(cluster.lookback_s),
@@ -40,6 +42,7 @@ def policy_for_cluster(cluster: Cluster) -> Policy:
         explain_queue=True,
         short_reserve_hosts=cluster.short_reserve_hosts,
         short_job_max_s=float(cluster.short_job_max_s),
+        short_reserve_auto=settings.ALLOT_SHORT_RESERVE_AUTO,
     )
 
 

@@ -314,6 +314,7 @@ def sim_config_for_cluster(cluster: Cluster) -> SimConfig:
         max_min_runtime_s=float(cluster.max_min_runtime_s),
         short_reserve_hosts=cluster.short_reserve_hosts,
         short_job_max_s=float(cluster.short_job_max_s),
+        short_reserve_auto=settings.ALLOT_SHORT_RESERVE_AUTO,
     )
 
 

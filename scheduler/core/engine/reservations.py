@@ -332,7 +332,7 @@ class Reservations:
         count: int,
         short_s: float,
         pending: Mapping[str, Sequence[Workload]],
-        rule: ShortReserveRule = ShortReserveRule(),
+        rule: ShortReserveRule,
     ) -> None:
         """The short-job reserve (`Policy.short_reserve_*`): hold hosts of the largest
         size for jobs protected for at most `short_s`. A held host of its own, ranked

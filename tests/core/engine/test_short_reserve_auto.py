@@ -49,7 +49,9 @@ def _trainers(n: int) -> list:
 def test_it_is_on_by_default_and_one_setting_turns_it_off():
     assert Policy().short_reserve_auto and Policy().short_reserve_hosts == 0
     # 64 hosts: 2% of the GPUs pays for one host kept ready for the next short job
-    s = snap(hosts(64), _trainers(63), pending(job("long", "b", 8, minrt=H, submit=NOW)), tree(a=1, b=1))
+    s = snap(
+        hosts(64), _trainers(63), pending(job("long", "b", 8, minrt=H, submit=NOW)), tree(a=1, b=1)
+    )
     out = plan(s, Policy(), NOW)
     assert not out.starts and held_hosts(out) == {"h63"}
     assert started_on(plan(s, Policy(short_reserve_auto=False), NOW)) == {"long": {"h63"}}

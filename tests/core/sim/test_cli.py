@@ -235,12 +235,21 @@ def test_short_reserve_flags_reach_the_engines_policy(
     _patch_engine_plan(monkeypatch, recording_planner)
     flags = ["--quiet", "--short-reserve-hosts", "1", "--short-job-max-min", "10"]
     assert main(scenario(tmp_path) + flags) == 0
-    assert policies and {(p.short_reserve_hosts, p.short_job_max_s) for p in policies} == {
-        (1, 600.0)
+    assert policies and {
+        (p.short_reserve_hosts, p.short_job_max_s, p.short_reserve_auto) for p in policies
+    } == {(1, 600.0, True)}
+    # the adaptive reserve is on by default; one flag turns it off
+    policies.clear()
+    assert main(scenario(tmp_path) + ["--quiet", "--short-reserve-auto", "off"]) == 0
+    assert policies and {(p.short_reserve_hosts, p.short_reserve_auto) for p in policies} == {
+        (0, False)
     }
 
 
-@pytest.mark.parametrize("flag", [["--short-reserve-hosts", "-1"], ["--short-job-max-min", "0"]])
+@pytest.mark.parametrize(
+    "flag",
+    [["--short-reserve-hosts", "-1"], ["--short-job-max-min", "0"], ["--short-reserve-auto", "1"]],
+)
 def test_bad_short_reserve_flags_exit_2(tmp_path: Path, flag: list[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main([*scenario(tmp_path), *flag])
