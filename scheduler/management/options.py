@@ -50,8 +50,9 @@ def add_policy_arguments(parser, *, defaults: bool) -> None:
     parser.add_argument(
         "--short-reserve-hosts",
         type=int,
-        help="hosts held for jobs with a short minimum runtime and unallocated backfill, "
-        "so a quick debug job starts within minutes for any team" + shown("0: none"),
+        help="hosts held at least for jobs with a short minimum runtime and unallocated "
+        "backfill, on top of the adaptive short-job reserve (ALLOT_SHORT_RESERVE_AUTO, on "
+        "by default)" + shown("0: none beyond it"),
         **default(0),
     )
     parser.add_argument(
