@@ -21,6 +21,7 @@ still waiting when the run ends (their waits are not in the percentiles).
 
 Usage: python bench/outcomes.py [--figures month,saturated,small,philly,overload,baselines]
        [--month-seeds 0-9] [--saturated-seeds 0-2] [--small-seeds 0-2] [--workers 1]
+       [--baseline-scenarios ai2-month,ai2-saturated,host-failures,large-gang,zero-weight,philly-overload]
        [--data ../shared/data]
 """
 
@@ -145,7 +146,7 @@ def _specs(args: argparse.Namespace) -> list[tuple[str, int, str, bool, str]]:
     if "overload" in want:
         add("philly-overload", 0)
     if "baselines" in want:
-        for sc in (*GENERATED, "philly-overload"):
+        for sc in args.baseline_scenarios.split(","):
             for p in ("fairshare", *BASELINES):
                 add(sc, 0, p)
     return specs
@@ -200,17 +201,13 @@ def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         p90 = worst(sat, "debug_p90_s")
         out.append(_figure("debug wait p90, ai2-saturated (worst seed)", p90, "<= 60 s", p90 <= 60))
     for sc in ("host-failures", "large-gang", "zero-weight"):
-        on, off = pick(sc), pick(sc, reserve="off")
-        if on and off:
+        on = {r["seed"]: r for r in pick(sc)}
+        off = {r["seed"]: r for r in pick(sc, reserve="off")}
+        pairs = [(on[k], off[k]) for k in sorted(on) if k in off]
+        if pairs:
             drop = max(
-                max(
-                    b["entitlement_overall"] - a["entitlement_overall"]
-                    for a, b in zip(on, off, strict=True)
-                ),
-                max(
-                    b["entitlement_worst"] - a["entitlement_worst"]
-                    for a, b in zip(on, off, strict=True)
-                ),
+                max(b["entitlement_overall"] - a["entitlement_overall"] for a, b in pairs),
+                max(b["entitlement_worst"] - a["entitlement_worst"] for a, b in pairs),
             )
             out.append(
                 _figure(
@@ -263,6 +260,7 @@ def main() -> int:
     ap.add_argument("--month-seeds", default="0-9")
     ap.add_argument("--saturated-seeds", default="0-2")
     ap.add_argument("--small-seeds", default="0-2")
+    ap.add_argument("--baseline-scenarios", default=",".join((*GENERATED, "philly-overload")))
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     args = ap.parse_args()
