@@ -22,7 +22,7 @@ still waiting when the run ends (their waits are not in the percentiles).
 Usage: python bench/outcomes.py [--figures month,saturated,small,philly,overload,baselines]
        [--month-seeds 0-9] [--saturated-seeds 0-2] [--small-seeds 0-2] [--workers 1]
        [--baseline-scenarios ai2-month,ai2-saturated,host-failures,large-gang,zero-weight,philly-overload]
-       [--data ../shared/data]
+       [--data DIR]
 """
 
 from __future__ import annotations
