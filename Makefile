@@ -70,8 +70,12 @@ lock:
 	rm -rf build/lockenv && /usr/bin/python3 -m venv build/lockenv
 	build/lockenv/bin/python tools/lock_requirements.py
 
+# In parallel (pytest-xdist): one worker per core unless TEST_WORKERS says otherwise; each
+# worker has its own test database and Redis database (tests/conftest.py); tests that share
+# a machine-wide resource run in one xdist group on one worker (--dist loadgroup).
+TEST_WORKERS ?= auto
 test: install browser systemd slurm
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,4 +1,9 @@
-"""Shared fixtures. Django tests run against PostgreSQL (DATABASE_URL or the embedded one)."""
+"""Shared fixtures. Django tests run against PostgreSQL (DATABASE_URL or the embedded one).
+
+`make test` runs the suite under pytest-xdist: pytest-django gives each worker its own
+test database and config/settings/test.py its own Redis database; tests that share one
+machine-wide resource run in one xdist group (`XDIST_GROUPS`, `--dist loadgroup`).
+With ALLOT_REQUIRE_ALL=1 (set by .ci/run) a skipped test fails (`_require_all`)."""
 
 import os
 
@@ -15,6 +20,41 @@ pytest_plugins = ["tests.simcluster_plugin"]
 # simulator's tests that turns one failing example into hours. Failures still shrink.
 settings.register_profile("allot", phases=tuple(p for p in Phase if p is not Phase.explain))
 settings.load_profile("allot")
+
+# ALLOT_REQUIRE_ALL=1: every component is installed (CI), so a skip is a failure.
+REQUIRE_ALL = os.environ.get("ALLOT_REQUIRE_ALL", "") not in ("", "0")
+
+# A fixture naming a machine-wide resource -> the xdist group of every test using it:
+# one local Slurm cluster per session, started by the one worker that runs that group.
+XDIST_GROUPS = {"slurm_cluster": "slurm"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, group in XDIST_GROUPS.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+
+
+def _require_all(report) -> None:
+    """Turn a skip (not an expected failure) into a failure that keeps its reason."""
+    if REQUIRE_ALL and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but ALLOT_REQUIRE_ALL=1 makes a skip a failure: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _require_all(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _require_all(outcome.get_result())
 
 
 @pytest.fixture
