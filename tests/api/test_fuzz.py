@@ -5,10 +5,10 @@ schema exercised for every role it is open to: each one tested, and none that th
 permission matrix (tests/security/permissions.py) opens to the role answered it only
 401/403 (as every operation did once the fuzzer had revoked a fixed token).
 
-Kept to CI time by one server, one data set and one schema file for all four roles, few
-examples per operation and the coverage phase (boundary values of every parameter, the
-slowest part) for the role that reaches the most code; bench/fuzz.py runs the same for
-longer."""
+Kept to CI time by one server for all four roles (a test each, which xdist runs side by
+side), few examples per operation and the coverage phase (boundary values of every
+parameter, the slowest part) for the role that reaches the most code, in parts that
+together cover every path; bench/fuzz.py runs the same for longer."""
 
 import json
 import logging
@@ -31,16 +31,25 @@ ROLES = {
     "member": ("ann", "member"),  # member of the project a1
     "anonymous": (None, "anonymous"),
 }
-PHASES = {"superuser": "coverage,fuzzing,stateful"}
+# The coverage phase as the superuser is the slowest part by far: it runs on its own, over
+# the schema's paths in COVERAGE_PARTS disjoint parts (every path in one), a test each.
+COVERAGE_PARTS = 3
+RUNS = [(role, "fuzzing,stateful", None) for role in ROLES] + [
+    ("superuser", "coverage", part) for part in range(COVERAGE_PARTS)
+]
 METHODS = {"get", "post", "put", "patch", "delete"}
 PASSWORD = "pw"
 
 
 # The fuzzer signs in with random user names and passwords from 127.0.0.1; the roles'
-# own sign-ins must not be locked out by them.
+# own sign-ins must not be locked out by them. One test per run, so that pytest-xdist
+# runs them side by side (each against the session's live server, on its own data).
 @override_settings(AXES_FAILURE_LIMIT=1_000_000)
+@pytest.mark.parametrize(
+    ("role", "phases", "part"), RUNS, ids=[f"{r}-{p}{'' if n is None else n}" for r, p, n in RUNS]
+)
 def test_schema_fuzzing_finds_nothing_for_any_role(
-    live_server, django_user_model, tmp_path, caplog
+    role, phases, part, live_server, django_user_model, tmp_path, caplog
 ):
     # thousands of 4xx by design: log server errors only (a 5xx is logged at ERROR)
     caplog.set_level(logging.ERROR, logger="django.request")
@@ -54,19 +63,22 @@ def test_schema_fuzzing_finds_nothing_for_any_role(
         user.set_password(PASSWORD)
         user.save()
     schema = SchemaGenerator().get_schema(request=None, public=True)
+    if part is not None:
+        paths = sorted(schema["paths"])[part::COVERAGE_PARTS]
+        schema["paths"] = {path: schema["paths"][path] for path in paths}
     schema_path = tmp_path / "schema.json"
     schema_path.write_text(json.dumps(schema))
     operations = sum(1 for item in schema["paths"].values() for m in item if m in METHODS)
-    for role, (username, matrix_role) in ROLES.items():
-        report = run_schemathesis(
-            live_server.url,
-            login=(username, PASSWORD) if username else None,
-            max_examples=3,
-            schema_path=schema_path,
-            extra_args=("--phases", PHASES.get(role, "fuzzing,stateful")),
-        )
-        assert report["operations"]["tested"] == operations, (role, report["output"][-3000:])
-        assert report["failures"] == [] and report["errors"] == [], (role, report["output"])
-        only_refused = {operation_key(op) for op in report["warnings"]["missing_auth"]}
-        unexpected = sorted(only_refused - refused_operations(matrix_role))
-        assert unexpected == [], (role, "answered only 401/403", report["output"][-3000:])
+    username, matrix_role = ROLES[role]
+    report = run_schemathesis(
+        live_server.url,
+        login=(username, PASSWORD) if username else None,
+        max_examples=3,
+        schema_path=schema_path,
+        extra_args=("--phases", phases),
+    )
+    assert report["operations"]["tested"] == operations, (role, report["output"][-3000:])
+    assert report["failures"] == [] and report["errors"] == [], (role, report["output"])
+    only_refused = {operation_key(op) for op in report["warnings"]["missing_auth"]}
+    unexpected = sorted(only_refused - refused_operations(matrix_role))
+    assert unexpected == [], (role, "answered only 401/403", report["output"][-3000:])

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib
-import importlib.util
 import json
 import subprocess
 import sys
@@ -291,11 +289,6 @@ def test_generate_unknown_scenario_exits_2(tmp_path: Path) -> None:
     assert exc.value.code == 2
 
 
-HAS_FAIRSHARE = importlib.util.find_spec("scheduler.core.engine.fairshare") is not None
-HAS_ENGINE = HAS_FAIRSHARE and hasattr(importlib.import_module("scheduler.core.engine"), "plan")
-
-
-@pytest.mark.skipif(not HAS_FAIRSHARE, reason="scheduler.core.engine.fairshare not written yet")
 def test_fairshare_prints_every_node(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tree = {
         "name": "org",
@@ -338,7 +331,6 @@ def test_fairshare_bad_usage_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "node 'org/A': field 'usage'" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not HAS_ENGINE, reason="scheduler.core.engine not written yet")
 def test_end_to_end_with_the_real_engine(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
