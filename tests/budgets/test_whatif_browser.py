@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tests.browser import BROWSER_MARKS, sign_in
 from tests.factories import ClusterFactory, HostFactory
-from tests.scheduler.test_previews import seed_jobs
+from tests.support.jobs import seed_jobs
 
 pytestmark = BROWSER_MARKS
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"

@@ -7,7 +7,7 @@ from django.test import Client
 
 from scheduler.models import Preview, PreviewState
 from tests.factories import ClusterFactory
-from tests.scheduler.test_previews import seed_jobs
+from tests.support.jobs import seed_jobs
 
 pytestmark = pytest.mark.django_db
 

@@ -4,17 +4,11 @@ var/screenshots/ for a person to look at."""
 
 from __future__ import annotations
 
-import datetime as dt
-import math
 from pathlib import Path
 
-from django.utils import timezone
-
-from ledger.models import ClusterHour, ProjectHour
-from scheduler.models import JobState
 from tests.browser import BROWSER_MARKS, sign_in
 from tests.dashboards import data
-from tests.factories import ClusterFactory, HostFactory
+from tests.factories import ClusterFactory
 
 pytestmark = BROWSER_MARKS
 
@@ -26,88 +20,11 @@ document.addEventListener('securitypolicyviolation', e => window.__csp.push(
 """
 
 
-def _history(tree, cluster) -> None:
-    """A week of varied ledger hours, jobs, preemptions and a drain."""
-    capacity = float(cluster.gpu_capacity)
-    projects = [tree.node("a1"), tree.node("a2"), tree.node("b1")]
-    shares = [0.35, 0.15, 0.5]
-    cluster_rows, project_rows = [], []
-    for h in range(7 * 24):
-        wave = 0.5 + 0.4 * math.sin(h / 9.0)
-        used = capacity * wave
-        within, borrowed = used * 0.8, used * 0.1
-        unallocated, down = capacity * 0.05, 8.0 if 30 < h < 40 else 0.0
-        idle_demand = capacity * 0.05 if h % 24 < 6 else 0.0
-        idle = capacity - within - borrowed - unallocated - down - idle_demand
-        cluster_rows.append(
-            ClusterHour(
-                cluster=cluster,
-                hour=data.hour_ago(h),
-                capacity_gpu_h=capacity,
-                healthy_gpu_h=capacity - down,
-                within_entitlement_gpu_h=within,
-                borrowed_gpu_h=borrowed,
-                unallocated_gpu_h=unallocated,
-                idle_demand_gpu_h=idle_demand,
-                idle_gpu_h=idle,
-                down_gpu_h=down,
-                computed_at=timezone.now(),
-            )
-        )
-        for i, (project, share) in enumerate(zip(projects, shares, strict=True)):
-            entitled = min(share * capacity, used * (0.4 + 0.3 * i))
-            project_rows.append(
-                ProjectHour(
-                    cluster=cluster,
-                    project=project,
-                    hour=data.hour_ago(h),
-                    entitled_gpu_h=entitled,
-                    allocated_gpu_h=entitled * (0.8 + 0.1 * i),
-                    demand_gpu_h=entitled * 1.5,
-                    unallocated_gpu_h=1.0,
-                )
-            )
-    ClusterHour.objects.bulk_create(cluster_rows)
-    ProjectHour.objects.bulk_create(project_rows)
-    ann = tree.user("ann")
-    for h in range(0, 7 * 24, 5):
-        for kind, wait_min in (("debug", 2 + h % 7), ("training", 20 + h % 40)):
-            started = data.hour_ago(h) + dt.timedelta(minutes=10)
-            j = data.job(
-                cluster,
-                tree.node("a1"),
-                ann,
-                kind=kind,
-                state=JobState.SUCCEEDED,
-                submitted_at=started - dt.timedelta(minutes=wait_min),
-                name=f"{kind}-run-{h}",
-            )
-            data.attempt(j, started_at=started, ended_at=started + dt.timedelta(minutes=30))
-            if h % 20 == 0:
-                data.preemption(
-                    j,
-                    at=started + dt.timedelta(minutes=5),
-                    rule="fair_share" if kind == "training" else "unallocated",
-                )
-    for i in range(3):
-        data.job(
-            cluster,
-            tree.node("a1"),
-            ann,
-            submitted_at=data.hour_ago(1),
-            name=f"waiting-{i}",
-            state=JobState.PENDING,
-        )
-    host = HostFactory(cluster=cluster, name="gpu-node-07")
-    data.health_change(host, at=data.hour_ago(40), to="draining", reason="ECC errors on GPU 3")
-    data.health_change(host, at=data.hour_ago(31), to="healthy", reason="GPU replaced")
-
-
 def test_dashboards_and_me_draw_their_charts(tree, live_server, page):
     from playwright.sync_api import expect
 
     cluster = ClusterFactory(name="h100", host_count=8, gpus_per_host=8)
-    _history(tree, cluster)
+    data.history(tree, cluster)
     tree.user("lead-a")  # gives the user the password "pw"
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.add_init_script(CSP_LISTENER)

@@ -16,11 +16,10 @@ from ledger.models import ClusterHour
 from ledger.services import rollups_refresh
 from scheduler.models import Attempt
 from tests.factories import ClusterFactory, HostFactory
-from tests.ledger.test_rollups import HOURS, H
-from tests.ledger.test_rollups import _overlap_h as overlap_h
+from tests.support.ledger import HOURS, H, overlap_h
 
 pytestmark = pytest.mark.django_db
-# The world's hosts (tests/ledger/test_rollups.py): 3 x 8 GPUs; their health as
+# The world's hosts (tests/ledger/conftest.py): 3 x 8 GPUs; their health as
 # (host, first hour, end hour or None = still), hours counted from its base hour.
 GPUS_PER_HOST = 8
 DRAINING = [("h2", 1, None)]

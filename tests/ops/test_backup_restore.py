@@ -3,43 +3,16 @@ fresh database, keeps the audit history intact and still append-only."""
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import subprocess
-from pathlib import Path
 
 import psycopg
 import pytest
 from django.db import connection
 
 from budgets import services
+from tests.support.postgres import conninfo, pg_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _tool(name: str, server_major: int) -> str | None:
-    """A client tool at least as new as the server (pg_dump refuses older ones)."""
-    candidates = [shutil.which(name)]
-    spec = importlib.util.find_spec("pgserver")  # the embedded server's own tools
-    if spec is not None and spec.origin:
-        candidates.append(str(Path(spec.origin).parent / "pginstall" / "bin" / name))
-    for path in filter(None, candidates):
-        if not Path(path).exists():
-            continue
-        version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
-        if int(version.split()[-1].split(".")[0]) >= server_major:
-            return path
-    return None
-
-
-def _conninfo(dbname: str) -> str:
-    params = connection.get_connection_params()
-    params["dbname"] = dbname
-    params.pop("cursor_factory", None)
-    params.pop("context", None)
-    return psycopg.conninfo.make_conninfo(
-        **{k: v for k, v in params.items() if isinstance(v, str | int)}
-    )
 
 
 def _protected_tables(conn) -> list[str]:
@@ -69,7 +42,7 @@ def test_dump_and_restore_keep_the_audit_history_intact_and_append_only(tmp_path
         actor=tree.user("lead-a"), node_id=tree.node("a2").pk, username="ann", role="member"
     )
     server_major = connection.pg_version // 10000
-    pg_dump, pg_restore = _tool("pg_dump", server_major), _tool("pg_restore", server_major)
+    pg_dump, pg_restore = pg_tool("pg_dump", server_major), pg_tool("pg_restore", server_major)
     if not (pg_dump and pg_restore):
         pytest.skip(f"no pg_dump/pg_restore for PostgreSQL {server_major} on this machine")
 
@@ -82,12 +55,12 @@ def test_dump_and_restore_keep_the_audit_history_intact_and_append_only(tmp_path
             "--format=custom",
             "--no-owner",
             f"--file={dump}",
-            f"--dbname={_conninfo(source)}",
+            f"--dbname={conninfo(source)}",
         ],
         check=True,
         capture_output=True,
     )
-    with psycopg.connect(_conninfo(source), autocommit=True) as admin:
+    with psycopg.connect(conninfo(source), autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{restored}"')
         admin.execute(f'CREATE DATABASE "{restored}"')
     try:
@@ -96,15 +69,15 @@ def test_dump_and_restore_keep_the_audit_history_intact_and_append_only(tmp_path
                 pg_restore,
                 "--no-owner",
                 "--exit-on-error",
-                f"--dbname={_conninfo(restored)}",
+                f"--dbname={conninfo(restored)}",
                 str(dump),
             ],
             check=True,
             capture_output=True,
         )
         with (
-            psycopg.connect(_conninfo(source)) as before,
-            psycopg.connect(_conninfo(restored)) as after,
+            psycopg.connect(conninfo(source)) as before,
+            psycopg.connect(conninfo(restored)) as after,
         ):
             assert _audit_rows(after) == _audit_rows(before)
             assert [r[1] for r in _audit_rows(after) if r[1] in ("applied", "role_granted")] == [
@@ -123,5 +96,5 @@ def test_dump_and_restore_keep_the_audit_history_intact_and_append_only(tmp_path
                         after.execute(statement)
             assert len(_audit_rows(after)) == len(_audit_rows(before))
     finally:
-        with psycopg.connect(_conninfo(source), autocommit=True) as admin:
+        with psycopg.connect(conninfo(source), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{restored}" WITH (FORCE)')

@@ -20,7 +20,7 @@ from scheduler import tasks
 from scheduler.models import CycleRecord, Job, JobEvent, JobState
 from scheduler.services.jobs import job_cancel
 from tests.live.conftest import submit_job
-from tests.ops.test_backup_restore import _conninfo, _tool
+from tests.support.postgres import conninfo, pg_tool
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -49,7 +49,7 @@ def restored_database():
     """`backup()` dumps the test database; `restore()` restores the dump into a new
     database and points Django at it; the test database is used again afterwards."""
     server_major = connection.pg_version // 10000
-    pg_dump, pg_restore = _tool("pg_dump", server_major), _tool("pg_restore", server_major)
+    pg_dump, pg_restore = pg_tool("pg_dump", server_major), pg_tool("pg_restore", server_major)
     if not (pg_dump and pg_restore):
         pytest.skip(f"no pg_dump/pg_restore for PostgreSQL {server_major} on this machine")
     source = connection.settings_dict["NAME"]
@@ -60,18 +60,18 @@ def restored_database():
         def backup(self) -> None:
             dump.append(
                 subprocess.run(
-                    [pg_dump, "--format=custom", "--no-owner", f"--dbname={_conninfo(source)}"],
+                    [pg_dump, "--format=custom", "--no-owner", f"--dbname={conninfo(source)}"],
                     check=True,
                     capture_output=True,
                 ).stdout
             )
 
         def restore(self) -> None:
-            with psycopg.connect(_conninfo(source), autocommit=True) as admin:
+            with psycopg.connect(conninfo(source), autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{restored}" WITH (FORCE)')
                 admin.execute(f'CREATE DATABASE "{restored}"')
             subprocess.run(
-                [pg_restore, "--no-owner", "--exit-on-error", f"--dbname={_conninfo(restored)}"],
+                [pg_restore, "--no-owner", "--exit-on-error", f"--dbname={conninfo(restored)}"],
                 input=dump[0],
                 check=True,
                 capture_output=True,
@@ -85,7 +85,7 @@ def restored_database():
     finally:
         connection.close()
         connection.settings_dict["NAME"] = source
-        with psycopg.connect(_conninfo(source), autocommit=True) as admin:
+        with psycopg.connect(conninfo(source), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{restored}" WITH (FORCE)')
 
 

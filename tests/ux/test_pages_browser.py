@@ -23,10 +23,9 @@ from budgets.services import budget_tree_import
 from scheduler.models import Attempt, AttemptEnd, AttemptState, CycleRecord, Host, Job, JobState
 from tests.browser import BROWSER_MARKS, CHROMIUM, LAUNCH_ARGS, sign_in
 from tests.dashboards import data
-from tests.dashboards.test_dashboards_browser import _history
 from tests.factories import ClusterFactory, HostFactory
 from tests.live.conftest import live, submit_job  # noqa: F401  (the in-memory cluster fixture)
-from tests.scheduler.test_previews import seed_jobs
+from tests.support.jobs import seed_jobs
 
 pytestmark = BROWSER_MARKS
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
@@ -186,7 +185,7 @@ def _busy_world(live) -> dict[str, str]:  # noqa: F811
         ended_at=live.now + dt.timedelta(minutes=30), end_reason=AttemptEnd.SUCCEEDED,
     )  # fmt: skip
     Job.objects.filter(pk=ended.pk).update(state=JobState.SUCCEEDED, ended_at=timezone.now())
-    _history(tree, cluster)
+    data.history(tree, cluster)
     for kind, wait in (("sweep", dt.timedelta(days=3, hours=5)), ("debug", dt.timedelta(0))):
         started = timezone.now() - dt.timedelta(hours=3)  # waits from none to days: log axis
         late = data.job(cluster, project, ann, kind=kind, state=JobState.SUCCEEDED,

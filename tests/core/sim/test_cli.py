@@ -15,37 +15,9 @@ from scheduler.core.engine.types import CyclePlan, Placement, Policy, Snapshot, 
 from scheduler.core.sim import replay
 from scheduler.core.sim.cli import main
 from scheduler.core.sim.model import POLICIES
+from tests.support.sim import CLUSTER, TRACE_ROWS, scenario
 
 REPO = Path(__file__).resolve().parents[3]
-HEADER = "job_id,project,user,submit_s,gpus,duration_s,min_runtime_s,resumable,priority,kind"
-TREE = {
-    "name": "org",
-    "children": [
-        {"name": "prog", "weight": 3, "children": [{"name": "a1", "weight": 1}]},
-        {"name": "b1", "weight": 1},
-    ],
-}
-CLUSTER = {"name": "tiny", "host_count": 2, "gpus_per_host": 8}
-TRACE_ROWS = [
-    "j1,a1,ann,0,8,3600,600,1,0,training",
-    "j2,b1,bob,0,8,1800,0,1,0,sweep",
-    "j3,a1,ann,60,4,600,600,0,0,debug",
-    "j4,b1,bob,120,16,3600,3600,1,0,training",
-]
-
-
-def scenario(tmp_path: Path, rows: list[str] | None = None, tree: dict | None = None,
-             cluster: dict | None = None) -> list[str]:  # fmt: skip
-    (tmp_path / "tree.json").write_text(json.dumps(tree or TREE))
-    (tmp_path / "cluster.json").write_text(json.dumps(cluster or CLUSTER))
-    (tmp_path / "trace.csv").write_text("\n".join([HEADER, *(rows or TRACE_ROWS)]) + "\n")
-    return [
-        "run",
-        "--tree", str(tmp_path / "tree.json"),
-        "--cluster", str(tmp_path / "cluster.json"),
-        "--trace", str(tmp_path / "trace.csv"),
-        "--out", str(tmp_path / "report.json"),
-    ]  # fmt: skip
 
 
 def fifo_planner(snapshot: Snapshot, policy: Policy, now: float) -> CyclePlan:

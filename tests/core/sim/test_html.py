@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.core.sim.cli import main
 from scheduler.core.sim.model import POLICIES
-from tests.core.sim.test_cli import scenario
+from tests.support.sim import scenario
 
 
 def charts_of(page: str) -> dict:

@@ -1,0 +1,1 @@
+"""Helpers shared by several test modules (a test module never imports another one)."""
