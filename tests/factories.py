@@ -1,7 +1,13 @@
-"""factory_boy factories and the example tree of the budget-governance issue."""
+"""factory_boy factories and the example tree of the budget-governance issue.
+
+A factory writes rows as they are stored, without the services: for the state a test
+starts from (a history, a world of jobs and attempts). What a test exercises goes through
+the services (`budget_tree_import`, `job_submit`, ...)."""
 
 import factory
 from django.contrib.auth import get_user_model
+from django.utils import timezone
+from django.utils.text import slugify
 
 EXAMPLE_TREE = {
     "name": "org",
@@ -62,3 +68,58 @@ class HostFactory(factory.django.DjangoModelFactory):
     cluster = factory.SubFactory(ClusterFactory)
     name = factory.Sequence(lambda n: f"gpu{n:03d}")
     gpus = 8
+
+
+class BudgetNodeFactory(factory.django.DjangoModelFactory):
+    """A node of the budget tree (a project under no parent unless `parent=` is given)."""
+
+    class Meta:
+        model = "budgets.BudgetNode"
+
+    name = factory.Sequence(lambda n: f"node{n}")
+    slug = factory.LazyAttribute(lambda node: slugify(node.name))
+    parent = None
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    """`user`'s role (member unless `role="manager"`) on `node`."""
+
+    class Meta:
+        model = "budgets.Membership"
+
+    user = factory.SubFactory(UserFactory)
+    node = factory.SubFactory(BudgetNodeFactory)
+    role = "member"
+
+
+class JobFactory(factory.django.DjangoModelFactory):
+    """A job row submitted now (`submitted_at=`), queued when submitted."""
+
+    class Meta:
+        model = "scheduler.Job"
+
+    cluster = factory.SubFactory(ClusterFactory)
+    project = factory.SubFactory(BudgetNodeFactory)
+    submitter = factory.SubFactory(UserFactory)
+    name = "j"
+    gpus = 1
+    submitted_at = factory.LazyFunction(timezone.now)
+    queued_at = factory.SelfAttribute("submitted_at")
+
+
+class AttemptFactory(factory.django.DjangoModelFactory):
+    """An attempt of `job` (a new job unless given) on its cluster, for its project and
+    GPUs, allocated, created when the job was submitted; its state and times as given."""
+
+    class Meta:
+        model = "scheduler.Attempt"
+
+    job = factory.SubFactory(JobFactory)
+    number = 1
+    attempt_id = factory.Sequence(lambda n: f"attempt-{n}")
+    cluster = factory.SelfAttribute("job.cluster")
+    project = factory.SelfAttribute("job.project")
+    gpus = factory.SelfAttribute("job.gpus")
+    allocated = True
+    created_at = factory.SelfAttribute("job.submitted_at")
+    state = "running"

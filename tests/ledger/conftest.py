@@ -5,8 +5,8 @@ import pytest
 from django.utils import timezone
 
 from ledger.services import floor_hour
-from scheduler.models import Attempt, AttemptState, Host, HostEvent, HostHealth, Job
-from tests.factories import ClusterFactory, UserFactory
+from scheduler.models import AttemptState, Host, HostEvent, HostHealth
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory, UserFactory
 from tests.support.ledger import H
 
 
@@ -33,25 +33,20 @@ def world(tree):
     jobs = []
 
     def job(project, gpus, submitted, ended, allocated=True, runs=()):
-        j = Job.objects.create(
+        j = JobFactory(
             cluster=cluster,
             project=tree.node(project),
             submitter=user,
-            name="j",
             gpus=gpus,
             min_runtime_s=600 if allocated else 0,
             submitted_at=submitted,
-            queued_at=submitted,
             ended_at=ended,
         )
         for i, (host, start, end) in enumerate(runs, 1):
-            Attempt.objects.create(
+            AttemptFactory(
                 job=j,
                 number=i,
                 attempt_id=f"{j.pk}-{i}",
-                cluster=cluster,
-                project=j.project,
-                gpus=gpus,
                 allocated=allocated,
                 created_at=start,
                 started_at=start,

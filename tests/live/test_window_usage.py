@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 
 from ledger.selectors import window_usage
-from scheduler.models import Attempt, AttemptState, Job
-from tests.factories import ClusterFactory, UserFactory
+from scheduler.models import AttemptState
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 H = dt.timedelta(hours=1)
@@ -19,29 +19,19 @@ def run(tree):
     cluster = ClusterFactory()
     user = UserFactory(username="ann")
     now = timezone.now()
-    count = iter(range(1, 1000))
 
     def make(project, gpus, start, end, allocated=True):
-        job = Job.objects.create(
+        job = JobFactory(
             cluster=cluster,
             project=tree.node(project),
             submitter=user,
-            name="j",
             gpus=gpus,
             min_runtime_s=600 if allocated else 0,
             submitted_at=start,
-            queued_at=start,
         )
-        n = next(count)
-        Attempt.objects.create(
+        AttemptFactory(
             job=job,
-            number=1,
-            attempt_id=f"t-{n}",
-            cluster=cluster,
-            project=job.project,
-            gpus=gpus,
             allocated=allocated,
-            created_at=start,
             started_at=start,
             ended_at=end,
             state=AttemptState.ENDED if end else AttemptState.RUNNING,
