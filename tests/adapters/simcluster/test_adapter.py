@@ -18,20 +18,9 @@ from scheduler.adapters import (
     StartRequest,
 )
 from scheduler.adapters.simulated import SimulatedClusterAdapter
+from tests.support.polling import wait_for
 
 S = ClusterJobState
-
-
-def wait_for(predicate, timeout_s: float = 10.0, what: str = "condition"):
-    """Poll until `predicate()` is truthy (a correctness wait, not a timing assert)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def request(attempt_id, *placements, run_for_s=None, spec=None, name="job"):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from scheduler.adapters.base import ClusterJob, ClusterPlacement, StartRequest
-from scheduler.adapters.slurm import SlurmAdapter, SlurmClient
+from scheduler.adapters.slurm import SlurmAdapter, SlurmClient, SlurmTimeout, SubmitOptions
 from scheduler.adapters.slurm_local import LocalSlurm, install_slurm, usable_reason
 
 
@@ -85,3 +85,11 @@ def wait_for(
     raise AssertionError(
         f"attempt {attempt_id} did not get there in {timeout_s} s; last seen: {last}"
     )
+
+
+class TimingOutClient(SlurmClient):
+    """sbatch reaches slurmctld, which queues the job, but the answer never arrives."""
+
+    def submit(self, script: str, options: SubmitOptions) -> str:
+        super().submit(script, options)
+        raise SlurmTimeout("sbatch did not answer within 30 s")

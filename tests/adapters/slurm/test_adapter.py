@@ -18,11 +18,9 @@ from scheduler.adapters.base import (
 from scheduler.adapters.slurm import (
     SlurmAdapter,
     SlurmClient,
-    SlurmTimeout,
-    SubmitOptions,
     parse_attempt_comment,
 )
-from tests.adapters.slurm.conftest import start_request, wait_for
+from tests.adapters.slurm.conftest import TimingOutClient, start_request, wait_for
 
 S = ClusterJobState
 
@@ -132,14 +130,6 @@ def test_stopping_a_job_that_has_not_started_yet_cancels_it(adapter, client):
     adapter.stop("t-9-1-queued", 30)
     assert wait_for(adapter, "t-9-1-queued", ended).state == S.STOPPED
     adapter.stop("t-9-unknown", 30)  # a job Slurm never had: nothing happens
-
-
-class TimingOutClient(SlurmClient):
-    """sbatch reaches slurmctld, which queues the job, but the answer never arrives."""
-
-    def submit(self, script: str, options: SubmitOptions) -> str:
-        super().submit(script, options)
-        raise SlurmTimeout("sbatch did not answer within 30 s")
 
 
 def test_a_submit_that_timed_out_after_slurm_queued_it_is_adopted_not_repeated(slurm):

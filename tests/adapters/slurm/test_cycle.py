@@ -30,7 +30,7 @@ from scheduler.models import (
 )
 from scheduler.services.clusters import cluster_create
 from scheduler.tasks import run_cycle
-from tests.adapters.slurm.test_adapter import TimingOutClient
+from tests.adapters.slurm.conftest import TimingOutClient
 from tests.factories import SuperUserFactory, UserFactory
 from tests.live.conftest import assert_consistent
 
