@@ -1,7 +1,8 @@
 """One figure, one value: after live cycles on the simulated cluster (real PostgreSQL),
 every surface that shows a figure of a project or a job shows the same value: the
-dashboard selectors, the API (`usage`, `fairshare`, `queue`, `jobs/{id}`), the job page
-and the what-if preview's recorded column."""
+dashboard selectors, the API (`usage`, `fairshare`, `queue`, `jobs/{id}`), the job page,
+the what-if preview's recorded column and the CLI (`allot show`, `allot usage`,
+`allot shares`, run as a user runs it against a live server)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,21 @@ import datetime as dt
 import html
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from allot_cli import render
+from allot_cli.main import SHARE_COLUMNS, SHARE_FRACTIONS
 from budgets.selectors import tree_index
+from budgets.shares import share_text
 from dashboards.selectors import delivery
 from ledger.selectors import Period, fairshare, floor_hour, recorded_delivery
 from ledger.services import rollups_refresh
 from scheduler.selectors.jobs import job_page
+from tests.cli.test_cli import Cli
 from tests.factories import SuperUserFactory
 from tests.live.conftest import live  # noqa: F401  (the live fixture)
+from tests.roles import token_for
 
 pytestmark = pytest.mark.django_db
 
@@ -116,3 +123,91 @@ def test_delivery_reads_the_same_on_the_usage_api_dashboard_and_preview_record(w
             if record[path]["ratio"] is not None
             else board[path]["ratio"] is None
         )
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.django_db(transaction=True)  # the live server's thread reads the committed rows
+def test_the_cli_shows_the_figures_the_api_and_pages_show(
+    world, live_server, tmp_path, monkeypatch
+):
+    """`allot show`, `allot usage` and `allot shares` (their human output, not --json)
+    against the job page selector, the delivery dashboard and the fair-share dashboard."""
+    lv, waiting, root, _client = world
+    # one moment for every surface: the server (a thread of this process) and the
+    # selectors read the clock of the cluster's last cycle, so usage that grows while
+    # jobs run reads the same on each
+    monkeypatch.setattr(timezone, "now", lambda: lv.now)
+    cli = Cli(live_server.url, tmp_path, token_for(root))
+    cli.env["COLUMNS"] = "1000"  # one line per value: nothing folded
+
+    # allot show <job>: position, fair-share factor, reason and blockers of the job page
+    for job in waiting:
+        shown = cli("show", str(job.pk))
+        assert shown.returncode == 0, shown.stderr
+        page = job_page(actor=root, job_id=job.pk)
+        queue = page["queue"]
+        lines = {
+            line.split("  ", 1)[0].strip(): _words(line.split("  ", 1)[1])
+            for line in shown.stdout.splitlines()
+            if "  " in line.strip()
+        }
+        assert lines["position"].startswith(f"{queue['position']} of {queue['queue_length']} ")
+        assert lines["fair-share factor"] == render.number(queue["fairshare_factor"])
+        assert lines["reason"] == _words(queue["reason"])
+        text = _words(shown.stdout)
+        for blocker in page["blockers"]:
+            assert _words(blocker["text"]) in text, blocker
+
+    # allot usage: per project, the delivered and entitled GPU-hours of the dashboard
+    until = floor_hour(lv.now.astimezone(dt.UTC))
+    since = until - dt.timedelta(days=7)
+    rollups_refresh(cluster_id=lv.cluster.pk, since=since, until=until, now=lv.now)
+    board = {
+        p["path"]: p
+        for p in delivery(
+            Period(since=since, until=until, step="day", cluster=lv.cluster), user=root
+        )["projects"]
+    }
+    used = cli(
+        "usage", "--cluster", lv.cluster.name, "--since", since.isoformat(),
+        "--until", until.isoformat(), "--step", "day",
+    )  # fmt: skip
+    assert used.returncode == 0, used.stderr
+    header = next(line for line in used.stdout.splitlines() if "DELIVERED" in line).split()
+    assert header[-4:] == ["DELIVERED", "UNALLOC", "DEMAND", "ENTITLED"]
+    sums: dict[str, dict[str, float]] = {}
+    for line in used.stdout.splitlines():
+        cells = line.split()
+        if lv.cluster.name not in cells:
+            continue
+        path = cells[cells.index(lv.cluster.name) + 1]
+        figures = sums.setdefault(path, {"delivered_gpu_h": 0.0, "entitled_gpu_h": 0.0})
+        figures["delivered_gpu_h"] += float(cells[-4])
+        figures["entitled_gpu_h"] += float(cells[-1])
+    assert sums["org/prog-a/a2"]["delivered_gpu_h"] > 0
+    assert set(sums) == set(board)
+    for path, figures in sums.items():
+        for name, value in figures.items():
+            # the CLI shows four significant digits
+            assert value == pytest.approx(board[path][name], rel=2e-3, abs=1e-3), (path, name)
+
+    # allot shares: every node's figures of the fair-share dashboard, in its format
+    shares = cli("shares", "--cluster", lv.cluster.name)
+    assert shares.returncode == 0, shares.stderr
+    nodes = fairshare(viewer=root, cluster=lv.cluster)["nodes"]
+    rows = [
+        line.split()
+        for line in shares.stdout.splitlines()
+        if line.split() and line.split()[0] in {n["name"] for n in nodes}
+    ]
+    assert [r[0] for r in rows] == [n["name"] for n in nodes]
+    for row, node in zip(rows, nodes, strict=True):
+        expected = [
+            share_text(node[c]) if c in SHARE_FRACTIONS and node[c] is not None
+            else render.number(node[c])
+            for c in SHARE_COLUMNS
+        ]  # fmt: skip
+        assert row[1:] == expected, (node["path"], row, expected)
