@@ -13,7 +13,7 @@ from itertools import repeat
 
 from django.db.models.expressions import RawSQL
 
-from scheduler.core.engine import CyclePlan, QueueBlock
+from scheduler.core.engine import CyclePlan, QueueBlock, entitled_shares, project_standing
 from scheduler.core.engine.runs import protected_until
 from scheduler.cycle.context import CycleContext
 from scheduler.models import Job, QueueSnapshot
@@ -31,9 +31,17 @@ def write_queue(
     """Store the explained queue. The entries are rewritten only when they changed
     since this worker's last write and no other worker wrote since (10,000 entries are
     megabytes of JSON); the cycle lock keeps writes of one cluster apart."""
-    columns = queue_columns(cs, cycle_plan, deferred, grace_s=ctx.cluster.grace_s)
+    standing = project_standing(cycle_plan.project_order, entitled_shares(cs.snapshot.tree))
+    columns = queue_columns(
+        cs, cycle_plan, deferred, grace_s=ctx.cluster.grace_s, standing=standing
+    )
     text = json.dumps(columns, separators=(",", ":"))
-    order = [[cs.node_id(p), round(f, 6)] for p, f in cycle_plan.project_order if cs.node_id(p)]
+    # each project's fair-share factor as the queue shows it (0 without entitlement)
+    order = [
+        [cs.node_id(p), round(standing[p][1], 6)]
+        for p, _ in cycle_plan.project_order
+        if cs.node_id(p)
+    ]
     fields = {"cycle": ctx.record, "computed_at": ctx.at, "project_order": order}
     mine = QueueSnapshot.objects.filter(cluster=ctx.cluster, cycle_id=ctx.warm.queue_cycle)
     unchanged = text == ctx.warm.queue_json and ctx.warm.queue_cycle is not None
@@ -50,12 +58,16 @@ def queue_columns(
     deferred: Mapping[str, tuple[str, ...]],
     *,
     grace_s: float,
+    standing: Mapping[str, tuple[int, float]] | None = None,
 ) -> dict[str, object]:
     """The explained queue with job and node ids, in start order, as stored in
     `QueueSnapshot.entries` (columns): first the jobs that wait for the jobs they
     preempted to exit (they start next), then the engine's queue. `deferred` are this
-    cycle's starts held back for that reason."""
-    blocks = [*_waiting_blocks(cs, cycle_plan, deferred, grace_s), *cycle_plan.queue.blocks]
+    cycle's starts held back for that reason. `standing`: `project_standing` of the
+    plan (computed when not given)."""
+    if standing is None:
+        standing = project_standing(cycle_plan.project_order, entitled_shares(cs.snapshot.tree))
+    blocks = [*_waiting_blocks(cs, standing, deferred, grace_s), *cycle_plan.queue.blocks]
     if not blocks:
         return {**dict.fromkeys(QUEUE_COLUMNS, ""), "reasons": []}
 
@@ -87,12 +99,12 @@ def queue_columns(
 
 def _waiting_blocks(
     cs: ClusterSnapshot,
-    cycle_plan: CyclePlan,
+    standing: Mapping[str, tuple[int, float]],
     deferred: Mapping[str, tuple[str, ...]],
     grace_s: float,
 ) -> list[QueueBlock]:
-    """One block per job that waits for the jobs it preempted to exit."""
-    order = {p: (i + 1, f) for i, (p, f) in enumerate(cycle_plan.project_order)}
+    """One block per job that waits for the jobs it preempted to exit, with its
+    project's rank and factor as the engine's queue blocks give them."""
     running = {rw.workload.id: rw for rw in cs.snapshot.running}
     head: list[tuple[str, tuple[str, ...], float]] = []
     for wid, victims in cs.waiting.items():
@@ -106,11 +118,15 @@ def _waiting_blocks(
     blocks: list[QueueBlock] = []
     for wid, victims, until in head:
         project = projects.get(wid, "")
-        rank, metric = order.get(project, (len(order) + 1, 0.0))
-        names = ", ".join(victims) or "the jobs it preempted"
+        rank, metric = standing.get(project, (len(standing) + 1, 0.0))
+        names = (
+            f"job{'s' if len(victims) > 1 else ''} {', '.join(victims)}"
+            if victims
+            else "the jobs it preempted"
+        )
         ends_at = dt.datetime.fromtimestamp(until, dt.UTC).strftime("%H:%M:%S UTC")
         reason = (
-            f"starting next: waiting for job {names} to exit (stop grace period ends at "
+            f"starting next: waiting for {names} to exit (stop grace period ends at "
             f"{ends_at}); their GPUs are free only once the cluster reports the end"
         )
         blocks.append(QueueBlock(project, rank, metric, (wid,), reason))

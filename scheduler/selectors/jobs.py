@@ -19,7 +19,7 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from config.errors import NotFound
-from scheduler.core.engine import plan
+from scheduler.core.engine import entitled_shares, plan, project_standing
 from scheduler.core.engine.explain import STANDING, hours_text
 from scheduler.core.engine.runs import protection_end
 from scheduler.models import (
@@ -232,6 +232,8 @@ def estimate_position(*, job: Job) -> dict[str, Any]:
     bucket.insert(at, workload)
     snapshot = dataclasses.replace(cs.snapshot, pending=pending)
     result = plan(snapshot, cs.policy, cs.now)
+    standing = project_standing(result.project_order, entitled_shares(snapshot.tree))
+    factor = standing[project][1] if project in standing else None  # as the queue shows it
     ahead = len(cs.waiting)  # jobs waiting for their victims start first
     if any(s.workload_id == DRY_RUN_ID for s in result.starts):
         return {
@@ -239,7 +241,7 @@ def estimate_position(*, job: Job) -> dict[str, Any]:
             "position": None,
             "project_position": None,
             "queue_length": ahead + len(result.queue),
-            "fairshare_factor": dict(result.project_order).get(project),
+            "fairshare_factor": factor,
             "reason": "free GPUs fit it: the next cycle would start it",
         }
     project_position = 0
@@ -260,7 +262,7 @@ def estimate_position(*, job: Job) -> dict[str, Any]:
         "position": None,
         "project_position": None,
         "queue_length": ahead + len(result.queue),
-        "fairshare_factor": dict(result.project_order).get(project),
+        "fairshare_factor": factor,
         "reason": "the engine would not queue it (no placement can hold it now)",
     }
 

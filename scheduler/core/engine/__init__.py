@@ -12,6 +12,7 @@ Modules, each deciding one thing: `cluster` (free GPUs, running work), `drain`,
 
 from scheduler.core.engine.budget_tree import entitled_shares
 from scheduler.core.engine.cycle import MODES, plan
+from scheduler.core.engine.explain import project_standing
 from scheduler.core.engine.fairshare import compute_fair_share, fair_tree
 from scheduler.core.engine.state import EngineState
 from scheduler.core.engine.types import (
@@ -60,4 +61,5 @@ __all__ = [
     "entitled_shares",
     "fair_tree",
     "plan",
+    "project_standing",
 ]

@@ -31,6 +31,8 @@ __all__ = [
     "baseline_queue",
     "fair_share_queue",
     "hours_text",
+    "project_standing",
+    "queue_ranks",
 ]
 
 INF = math.inf
@@ -45,6 +47,35 @@ def hours_text(s: float) -> str:
     if s < 3600:
         return f"{s / 60:.0f} min"
     return f"{s / 3600:.1f} h"
+
+
+def queue_ranks(order: Sequence[str], entitled: Mapping[str, float]) -> tuple[dict[str, int], int]:
+    """The rank people see (glossary: rank) of every project of the engine's `order`
+    (best first), and how many projects are ranked (the "of M"): the place in the order
+    among the projects with an entitlement; a project with none (weight 0 on its path)
+    is not counted and gets, as the queue's `project_rank`, a place after all ranked
+    projects, in the engine's order."""
+    ranked = [p for p in order if entitled.get(p, 0.0) > 0.0]
+    ranks = {p: k for k, p in enumerate(ranked, 1)}
+    n = len(ranked)
+    for p in order:
+        if p not in ranks:
+            n += 1
+            ranks[p] = n
+    return ranks, len(ranked)
+
+
+def project_standing(
+    project_order: Sequence[tuple[str, float]], entitled: Mapping[str, float]
+) -> dict[str, tuple[int, float]]:
+    """Project -> (queue rank, fair-share factor) as the explained queue shows them,
+    from a plan's `project_order` (the engine's order with its factors): the rank of
+    `queue_ranks`, and the factor 0 for a project without entitlement (it has none;
+    glossary: fair-share factor). For every surface that shows a project's standing
+    outside the engine's queue blocks (jobs waiting for their victims, a job the last
+    cycle has not placed, the dry run)."""
+    ranks, ranked = queue_ranks([p for p, _ in project_order], entitled)
+    return {p: (ranks[p], f if ranks[p] <= ranked else 0.0) for p, f in project_order}
 
 
 class FairShareReasons:
@@ -67,19 +98,10 @@ class FairShareReasons:
         self.cap = policy.max_min_runtime_s
         self.healthy_gpus = healthy_gpus
         self._project_texts: dict[tuple[str, int], str] = {}
-        # The rank people see (glossary: rank): the place in the order among the
-        # projects with an entitlement; a project with none (weight 0 on its path) has
-        # no rank and is not counted. The engine's own order (`rank`) is unchanged.
-        standing: dict[str, int] = {}
-        unranked: list[str] = []
-        for p in order:
-            if entitled.get(p, 0.0) > 0.0:
-                standing[p] = len(standing) + 1
-            else:
-                unranked.append(p)
-        self.standing_rank = standing
-        self.ranked = len(standing)
-        self._after = {p: len(standing) + 1 + i for i, p in enumerate(unranked)}
+        # The rank people see (glossary: rank); the engine's own order (`rank`) is
+        # unchanged.
+        self.queue_ranks, self.ranked = queue_ranks(order, entitled)
+        self.standing_rank = {p: k for p, k in self.queue_ranks.items() if k <= self.ranked}
 
     def rank_text(self, proj: str) -> str:
         """ "fair-share rank 3 of 12" among the projects with an entitlement, or "no
@@ -92,8 +114,7 @@ class FairShareReasons:
     def queue_rank(self, proj: str) -> int:
         """The queue's `project_rank`: the rank among the projects with an entitlement;
         a project without one comes after all of them, in the engine's order."""
-        k = self.standing_rank.get(proj)
-        return k if k is not None else self._after[proj]
+        return self.queue_ranks[proj]
 
     def usage_relative_to_entitled_share(self, proj: str) -> float:
         """The project's window usage as a percentage of its entitled share of the
