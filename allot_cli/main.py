@@ -353,7 +353,7 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
                 e["from_state"] or "-",
                 e["to_state"],
                 e["actor"] or "allot",
-                e["reason"],
+                f"{e['rule_label']}: {e['reason']}" if e.get("rule_label") else e["reason"],
             ]
             for e in job["events"]
         ),

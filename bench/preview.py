@@ -197,11 +197,11 @@ def philly_fidelity(
 
     from budgets.models import BudgetNode
     from budgets.services import budget_tree_import
+    from scheduler.core.engine import stop_rule
     from scheduler.core.sim.history import runs_with_gpu_indices
     from scheduler.core.sim.io import load_cluster, load_trace, parse_tree
     from scheduler.core.sim.model import JobState as SimJobState
     from scheduler.core.sim.replay import simulate
-    from scheduler.cycle.apply import STOP_RULES
     from scheduler.services import demo
     from scheduler.services.previews import sim_config_for_cluster
 
@@ -236,10 +236,7 @@ def philly_fidelity(
     for run in runs_with_gpu_indices(result.intervals, hosts):
         if run.job_id in done:
             runs_by_job[run.job_id].append(run)
-    rules = {
-        (p.job_id, round(p.at_s, 3)): STOP_RULES.get(p.reason_code, p.reason_code)
-        for p in result.preemptions
-    }
+    rules = {(p.job_id, round(p.at_s, 3)): stop_rule(p.reason_code) for p in result.preemptions}
     origin = now - dt.timedelta(days=history_days)
     end = origin + dt.timedelta(seconds=max((o.end_s or 0.0) for o in result.jobs) + 3600)
     counts = demo._store_history(

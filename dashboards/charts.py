@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 from config.clock import span_text
 from dashboards.selectors import BUCKET_LABELS
 from ledger.selectors import STEPS, step_starts
+from scheduler.core.engine import rule_label
 
 BUCKET_COLOURS = {
     "within_entitlement_gpu_h": "#2457c5",
@@ -39,15 +40,6 @@ MAX_DELIVERY_BARS = 40
 LABEL_CHARS = 28  # longer project paths are shortened on axes (the tables have them whole)
 NARROW_LABEL_CHARS = 16  # on a phone, only a project's own name, at most this long
 KIND_COLOURS = ["#2457c5", "#e5484d", "#12a594", "#f5a524", "#8e4ec6", "#5c6677"]
-# The preemption rules job events record, as people read them in legends and tables.
-RULE_LABELS = {
-    "fair_share": "Fair share: a less-served project needed the GPUs",
-    "unallocated_work": "Unallocated (free) work gave way",
-    "unallocated": "Unallocated (free) work gave way",
-    "project_priority": "A higher-priority job of the same project",
-    "host_drain": "Host drained after the job's protection",
-    "host_down": "Host went down",
-}
 MIN_WAIT_MIN = 1 / 60  # a wait under a second is drawn at one second on the log axis
 PARTIAL_FILL = "rgba(246, 247, 249, 0.7)"
 
@@ -58,11 +50,6 @@ def _plain(figure: go.Figure) -> dict[str, Any]:
 
 def _iso(steps) -> list[str]:
     return [s.isoformat() for s in steps]
-
-
-def rule_label(rule: str) -> str:
-    """A preemption rule's name for people (an unknown rule: its words)."""
-    return RULE_LABELS.get(rule, rule.replace("_", " ").capitalize())
 
 
 def short_label(text: str, limit: int = LABEL_CHARS) -> str:

@@ -3,6 +3,7 @@
 from django import template
 
 from budgets.shares import share_text
+from scheduler.core.engine import rule_label as _rule_label
 
 register = template.Library()
 
@@ -24,3 +25,9 @@ def div(value, divisor) -> float:
 def share(value) -> str:
     """A share (fraction) in the one format of every page: 0.125 -> '12.50%'."""
     return share_text(value)
+
+
+@register.filter
+def rule_label(rule: str) -> str:
+    """A preemption rule in people's words, as the charts' legends name it."""
+    return _rule_label(rule or "")

@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from config.api_fields import NumberOrTextField, StrictInput, TextField
+from scheduler.core.engine import RULE_LABELS, rule_label
 from scheduler.models import AttemptEnd, AttemptState, HostHealth, JobKind, JobState
 from scheduler.services import clusters as cluster_rules
 from scheduler.services import jobs as job_rules
@@ -232,7 +233,17 @@ class JobEventOutput(serializers.Serializer):
     actor = serializers.CharField(allow_blank=True, source="actor_name")
     preempting_job = serializers.IntegerField(allow_null=True, source="preempting_job_id")
     preempting_project = serializers.IntegerField(allow_null=True, source="preempting_project_id")
-    rule = serializers.CharField(allow_blank=True)
+    rule = serializers.CharField(
+        allow_blank=True,
+        help_text="The preemption rule that stopped the job (empty otherwise): "
+        + ", ".join(f"{r} ({label})" for r, label in RULE_LABELS.items()),
+    )
+    rule_label = serializers.SerializerMethodField(
+        help_text="The rule in people's words, as the charts' legends name it"
+    )
+
+    def get_rule_label(self, event) -> str:
+        return rule_label(event.rule)
 
 
 class QueueInfoOutput(serializers.Serializer):

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F
 
 from scheduler.adapters import ClusterJob, StartRequest
-from scheduler.core.engine import CyclePlan, Placement, StopReason
+from scheduler.core.engine import CyclePlan, Placement, StopReason, stop_rule
 from scheduler.cycle.adapter_io import runs, send_start, send_stop
 from scheduler.cycle.attempts import confirm_running, stop_attempt
 from scheduler.cycle.context import CycleContext
@@ -25,15 +25,6 @@ from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth
 from scheduler.selectors.snapshot import ClusterSnapshot
 from scheduler.selectors.translate import placements_from_json, placements_to_json
 from scheduler.services.transitions import job_transition
-
-# The engine's stop reasons as the rule a job event names.
-STOP_RULES: dict[str, str] = {
-    StopReason.FAIR_SHARE: "fair_share",
-    StopReason.UNALLOCATED: "unallocated_work",
-    StopReason.PRIORITY: "project_priority",
-    StopReason.DRAIN: "host_drain",
-    StopReason.HOST_DOWN: "host_down",
-}
 
 
 def apply(ctx: CycleContext, cs: ClusterSnapshot, cycle_plan: CyclePlan) -> None:
@@ -83,7 +74,7 @@ def _write_stops(ctx: CycleContext, cs: ClusterSnapshot, stops) -> list[Attempt]
         if attempt is None or attempt.state not in (AttemptState.STARTING, AttemptState.RUNNING):
             continue  # cancelled or ended since the snapshot
         drain = stop.reason_code in (StopReason.DRAIN, StopReason.HOST_DOWN)
-        rule = STOP_RULES.get(stop.reason_code, str(stop.reason_code))
+        rule = stop_rule(stop.reason_code)
         stop_attempt(
             ctx,
             attempt,

@@ -32,6 +32,7 @@ from budgets.services import budget_tree_export
 from config.errors import ApplicationError
 from ledger.accounting import EndReason
 from ledger.services import rollups_refresh
+from scheduler.core.engine import stop_rule
 from scheduler.core.engine.budget_tree import budget_node, entitled_shares, parse_tree_document
 from scheduler.core.sim.generate import TraceRow, organisation_rows
 from scheduler.core.sim.history import RunRecord, runs_with_gpu_indices
@@ -39,7 +40,6 @@ from scheduler.core.sim.io import parse_tree
 from scheduler.core.sim.model import ClusterSpec, HostSpec, TraceJob
 from scheduler.core.sim.model import JobState as SimJobState
 from scheduler.core.sim.replay import simulate
-from scheduler.cycle.apply import STOP_RULES
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -163,10 +163,7 @@ def demo_backfill(*, root: BudgetNode, cluster: Cluster, days: float, now=None) 
     for run in runs_with_gpu_indices(result.intervals, hosts):
         if run.job_id in done:
             runs_by_job[run.job_id].append(run)
-    rules = {
-        (p.job_id, round(p.at_s, 3)): STOP_RULES.get(p.reason_code, p.reason_code)
-        for p in result.preemptions
-    }
+    rules = {(p.job_id, round(p.at_s, 3)): stop_rule(p.reason_code) for p in result.preemptions}
     counts = _store_history(
         cluster=cluster,
         projects=_projects(root),

@@ -17,9 +17,12 @@ from allot_cli import render
 from allot_cli.main import SHARE_COLUMNS, SHARE_FRACTIONS
 from budgets.selectors import tree_index
 from budgets.shares import share_text
+from dashboards.charts import rule_label
 from dashboards.selectors import delivery
 from ledger.selectors import Period, fairshare, floor_hour, recorded_delivery
 from ledger.services import rollups_refresh
+from scheduler.core.engine import RULE_LABELS, StopReason, stop_rule
+from scheduler.models import JobEvent
 from scheduler.selectors.jobs import job_page
 from tests.cli.test_cli import Cli
 from tests.factories import SuperUserFactory
@@ -235,3 +238,25 @@ def test_the_job_page_protection_end_is_the_engines(live):  # noqa: F811
     )
     assert blocker["numbers"]["protected_until"] == first_end.isoformat()
     assert f"ends at {first_end:%Y-%m-%d %H:%M} UTC" in blocker["text"]
+
+
+def test_a_preemption_rule_has_one_name_and_one_label_everywhere(live, tmp_path):  # noqa: F811
+    """The rule a live stop records is the simulator report's name for it, and the job
+    page, the API (`rule`, `rule_label`) and the waits chart's legend say it in the same
+    words."""
+    free = [live.submit("a2", gpus=8, min_runtime_s=0) for _ in range(4)]
+    live.cycle()
+    live.submit("a1", gpus=8, min_runtime_s=600)
+    live.cycle(advance_s=60)
+    stopped = JobEvent.objects.get(job__in=free, rule__gt="")
+    assert stopped.rule == stop_rule(StopReason.UNALLOCATED) == "unallocated_work"
+    label = RULE_LABELS[stopped.rule]
+    root = SuperUserFactory(username="root")
+    client = APIClient()
+    client.force_authenticate(root)
+    events = client.get(f"/api/v1/jobs/{stopped.job_id}/").json()["events"]
+    assert [(e["rule"], e["rule_label"]) for e in events if e["rule"]] == [(stopped.rule, label)]
+    client.force_login(root)
+    page = html.unescape(client.get(f"/jobs/{stopped.job_id}/").content.decode())
+    assert f"{label}: {stopped.reason}" in page
+    assert rule_label(stopped.rule) == label  # the charts' legends and CSV

@@ -18,6 +18,8 @@ from scheduler.core.engine.state import EngineState
 from scheduler.core.engine.types import (
     DAYS,
     HOURS,
+    RULE_LABELS,
+    STOP_RULES,
     BudgetNode,
     CyclePlan,
     ExplainedQueue,
@@ -34,12 +36,16 @@ from scheduler.core.engine.types import (
     Stop,
     StopReason,
     Workload,
+    rule_label,
+    stop_rule,
 )
 
 __all__ = [
     "DAYS",
     "HOURS",
     "MODES",
+    "RULE_LABELS",
+    "STOP_RULES",
     "BudgetNode",
     "CyclePlan",
     "ExplainedQueue",
@@ -62,4 +68,6 @@ __all__ = [
     "fair_tree",
     "plan",
     "project_standing",
+    "rule_label",
+    "stop_rule",
 ]

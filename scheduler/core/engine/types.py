@@ -154,6 +154,37 @@ class StopReason(StrEnum):
     HOST_DOWN = "host_down"
 
 
+# One name per preemption rule everywhere (glossary: preemption rules): job events, the
+# metric's `rule` label, the waits dashboard and the simulator report's
+# `preemptions.by_reason` name a stop by its rule, and people read it in these words
+# (charts' legends, the preemptions CSV, the API's `rule_label`, `allot show`).
+STOP_RULES: dict[str, str] = {
+    StopReason.FAIR_SHARE: "fair_share",
+    StopReason.UNALLOCATED: "unallocated_work",
+    StopReason.PRIORITY: "project_priority",
+    StopReason.DRAIN: "host_drain",
+    StopReason.HOST_DOWN: "host_down",
+}
+RULE_LABELS: dict[str, str] = {
+    "fair_share": "Fair share: a less-served project needed the GPUs",
+    "unallocated_work": "Unallocated (free) work gave way",
+    "project_priority": "A higher-priority job of the same project",
+    "host_drain": "Host drained after the job's protection",
+    "host_down": "Host went down",
+}
+
+
+def stop_rule(reason_code: str) -> str:
+    """The rule of an engine stop reason (`StopReason` or its value); an unknown code as
+    it is."""
+    return STOP_RULES.get(reason_code, str(reason_code))
+
+
+def rule_label(rule: str) -> str:
+    """A preemption rule in people's words (an unknown rule: its words)."""
+    return RULE_LABELS.get(rule, rule.replace("_", " ").capitalize()) if rule else ""
+
+
 @dataclass(frozen=True, slots=True)
 class Start:
     workload_id: str

@@ -47,7 +47,7 @@ from typing import Any
 
 from ledger.accounting import DemandSpan, entitlement_summary
 from scheduler.core.engine.budget_tree import entitled_shares
-from scheduler.core.engine.types import BudgetNode
+from scheduler.core.engine.types import BudgetNode, stop_rule
 from scheduler.core.sim.ideal import ideal_schedule
 from scheduler.core.sim.model import ClusterSpec, JobOutcome, JobState, SimResult
 from scheduler.core.sim.time_to_share import ShareEpisode, share_episodes
@@ -338,7 +338,9 @@ def _window_figures(run: _Run, start_s: float, end_s: float) -> dict[str, Any]:
         ),
         "preemptions": {
             "total": len(preemptions),
-            "by_reason": dict(sorted(Counter(p.reason_code for p in preemptions).items())),
+            "by_reason": dict(
+                sorted(Counter(stop_rule(p.reason_code) for p in preemptions).items())
+            ),
         },
     }
 

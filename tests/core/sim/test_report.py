@@ -178,7 +178,10 @@ def test_entitlement_capped_by_demand_hour_by_hour() -> None:
 
 def test_preemptions_jobs_drain_and_wall() -> None:
     rep = build_report(occupancy_result(), TREE)
-    assert rep["preemptions"] == {"total": 2, "by_reason": {"drain": 1, "unallocated": 1}}
+    assert rep["preemptions"] == {
+        "total": 2,
+        "by_reason": {"host_drain": 1, "unallocated_work": 1},  # the rules job events name
+    }
     assert rep["jobs"] == {
         "submitted": 4,
         "completed": 1,
