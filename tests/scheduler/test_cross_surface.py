@@ -240,7 +240,8 @@ def test_the_job_page_protection_end_is_the_engines(live):  # noqa: F811
     assert f"ends at {first_end:%Y-%m-%d %H:%M} UTC" in blocker["text"]
 
 
-def test_a_preemption_rule_has_one_name_and_one_label_everywhere(live, tmp_path):  # noqa: F811
+@pytest.mark.django_db(transaction=True)  # the live server's thread reads the committed rows
+def test_a_preemption_rule_has_one_name_and_one_label_everywhere(live, live_server, tmp_path):  # noqa: F811
     """The rule a live stop records is the simulator report's name for it, and the job
     page, the API (`rule`, `rule_label`) and the waits chart's legend say it in the same
     words."""
@@ -260,3 +261,8 @@ def test_a_preemption_rule_has_one_name_and_one_label_everywhere(live, tmp_path)
     page = html.unescape(client.get(f"/jobs/{stopped.job_id}/").content.decode())
     assert f"{label}: {stopped.reason}" in page
     assert rule_label(stopped.rule) == label  # the charts' legends and CSV
+    cli = Cli(live_server.url, tmp_path, token_for(root))
+    cli.env["COLUMNS"] = "1000"
+    shown = cli("show", str(stopped.job_id))
+    assert shown.returncode == 0, shown.stderr
+    assert f"{label}: {_words(stopped.reason)}" in _words(shown.stdout)
