@@ -218,20 +218,16 @@ def test_the_cli_shows_the_figures_the_api_and_pages_show(
 
 def test_the_job_page_protection_end_is_the_engines(live):  # noqa: F811
     """The engine protects a run for min(min runtime, the cluster's cap) from its start
-    (its start reason says so); the job page's capacity blocker says the same end."""
-    live.cluster.max_min_runtime_s = 3600  # lowered after the jobs asked for 3 h
-    live.cluster.save()
+    (glossary: protection); the job page's capacity blocker says the same end, also
+    after the cap was lowered below what running jobs asked for."""
     holders = [live.submit("a2", gpus=8, min_runtime_s=3 * 3600) for _ in range(4)]
     live.cycle()
+    live.cluster.max_min_runtime_s = 3600  # lowered after the jobs asked for 3 h
+    live.cluster.save()
     waiting = live.submit("a1", gpus=8, min_runtime_s=600)
     live.cycle(advance_s=600)
     root = SuperUserFactory(username="root")
     attempts = [live.job(h).attempts.get() for h in holders]
-    for a in attempts:
-        started = a.job.events.filter(to_state__in=["starting", "running"]).values_list(
-            "reason", flat=True
-        )
-        assert any("protected for 1.0 h" in r for r in started), list(started)
     first_end = min(a.started_at for a in attempts) + dt.timedelta(hours=1)
     blocker = next(
         b for b in job_page(actor=root, job_id=waiting.pk)["blockers"] if b["kind"] == "capacity"
