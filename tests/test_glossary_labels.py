@@ -44,7 +44,7 @@ FIGURES = {
     "Change proposed − today": "what-if-preview-figures",
     "Entitlement delivered": "delivery-ratio",
     "Ratio": "delivery-ratio",
-    "p90 wait (min) replay: today → proposed": "wait",
+    "p90 replay wait (min) replay: today → proposed": "replay-wait",
     "Unallocated (GPU-h)": "unallocated-gpu-hours",
     "Window usage (GPU-h)": "usage",
     "Level FS": "level-fair-share",
