@@ -129,6 +129,13 @@ def backing_services(*, embedded_fallback: bool) -> dict[str, object]:
     databases["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env.int("ALLOT_DB_CONNECT_TIMEOUT_S", default=5)
     )
+    # Persistent connections: a request reuses its worker's connection instead of paying a
+    # new PostgreSQL connection (and its authentication) each time. The health check, run
+    # when a request starts on a reused connection, replaces one that a PostgreSQL restart
+    # or failover broke, so the request after a restart works (bench/db_restart.py).
+    # ALLOT_DB_CONN_MAX_AGE=0 closes each connection at the end of its request.
+    databases["default"]["CONN_MAX_AGE"] = env.int("ALLOT_DB_CONN_MAX_AGE", default=600)
+    databases["default"]["CONN_HEALTH_CHECKS"] = True
     redis_url = env("REDIS_URL", default="") or embedded.redis_url()
     return {
         "DATABASES": databases,
