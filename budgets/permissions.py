@@ -204,6 +204,14 @@ def may_cancel_scheduled_change(
     return governs_all(actor, node_ids, index)
 
 
+def may_cancel_scheduled_changes(
+    actor: Any, changes: Iterable[Iterable[int]], index: TreeIndex | None = None
+) -> list[bool]:
+    """may_cancel_scheduled_change for each change (the node ids it sets), in one query."""
+    governed = governed_nodes(actor, index)
+    return [governed is None or all(n in governed for n in node_ids) for node_ids in changes]
+
+
 def may_apply_scheduled_change(
     author: Any, node_ids: Iterable[int], index: TreeIndex | None = None
 ) -> bool:

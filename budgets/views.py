@@ -213,6 +213,7 @@ def history_page(request: HttpRequest) -> HttpResponse:
     events = selectors.budget_event_list(**filters)
     page = Paginator(events, 25).get_page(params.get("page"))
     index = selectors.tree_index()
+    pending = list(selectors.scheduled_changes_pending())
     context = {
         "page": page,
         "nodes": [(n.pk, index.path(n.pk)) for n, _ in index.walk()],
@@ -220,13 +221,14 @@ def history_page(request: HttpRequest) -> HttpResponse:
         "params": params,
         "error": error,
         "pending": [
-            {
-                "change": change,
-                "may_cancel": permissions.may_cancel_scheduled_change(
-                    request.user, (int(c["node"]) for c in change.changes), index
+            {"change": change, "may_cancel": may_cancel}
+            for change, may_cancel in zip(
+                pending,
+                permissions.may_cancel_scheduled_changes(
+                    request.user, ([int(c["node"]) for c in p.changes] for p in pending), index
                 ),
-            }
-            for change in selectors.scheduled_changes_pending()
+                strict=True,
+            )
         ],
     }
     return render(request, "budgets/history.html", context)

@@ -1,0 +1,48 @@
+"""Query counts that must not grow with the data: a request is measured with some rows,
+then with three times as many, and both counts must be equal (no query per row, N+1)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+_LITERALS = re.compile(r"'[^']*'|\b\d+\b")
+
+
+def count_queries(request: Callable[[], object]) -> list[str]:
+    """The SQL `request` runs (the cache emptied first, so a cached answer hides nothing)."""
+    cache.clear()
+    with CaptureQueriesContext(connection) as captured:
+        request()
+    return [q["sql"] for q in captured.captured_queries]
+
+
+def _shapes(queries: list[str]) -> Counter:
+    return Counter(_LITERALS.sub("?", sql) for sql in queries)
+
+
+def assert_queries_do_not_grow(
+    request: Callable[[], object], grow: Callable[[int], None], n: int = 3
+) -> int:
+    """`grow(n)` rows, measure `request`; `grow(2n)` more, measure again: the counts must be
+    equal. On failure the message names the statements whose number changed. Returns the
+    count."""
+    grow(n)
+    request()  # first use: content types, permissions and other per-process caches
+    small = count_queries(request)
+    grow(2 * n)
+    large = count_queries(request)
+    if len(large) != len(small):
+        more, fewer = _shapes(large) - _shapes(small), _shapes(small) - _shapes(large)
+        lines = [f"+{k}x {sql[:300]}" for sql, k in more.most_common(5)]
+        lines += [f"-{k}x {sql[:300]}" for sql, k in fewer.most_common(5)]
+        raise AssertionError(
+            f"{len(small)} queries with {n} rows each, {len(large)} with {3 * n}:\n"
+            + "\n".join(lines)
+        )
+    return len(small)

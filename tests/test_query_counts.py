@@ -1,0 +1,176 @@
+"""Every API list and detail endpoint and every page that reads the database runs the same number of queries with
+N rows as with 3N (tests/support/querycount.py): jobs (pending, running, ended, with
+attempts and events), projects with members, scheduled budget changes, hosts, ledger
+hours and API tokens all grow between the two measurements. (Not here: the planner's
+scenario pages, which read scenario files; the answers to writes; the admin.)"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from accounts.services import token_create
+from budgets.models import BudgetEvent
+from budgets.services import budget_change_create, membership_add, node_create
+from scheduler.models import Job, JobState
+from scheduler.tasks import run_cycle
+from tests.dashboards import data
+from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
+from tests.live.conftest import Live
+from tests.live.memcluster import MemoryCluster
+from tests.support.querycount import assert_queries_do_not_grow
+
+pytestmark = pytest.mark.django_db
+
+_serial = itertools.count()
+
+
+class Rows:
+    """A live 4 x 8-GPU cluster with the example tree; `grow(n)` adds n of every kind of row."""
+
+    def __init__(self, tree):
+        run_cycle.worker.reset()
+        now = timezone.now().replace(microsecond=0)
+        self.cluster = ClusterFactory(name="live", host_count=4, gpus_per_host=8, grace_s=30)
+        self.live = Live(
+            cluster=self.cluster,
+            memory=MemoryCluster.of(4, 8, now),
+            tree=tree,
+            user=UserFactory(username="ann"),
+        )
+        self.tree = tree
+        self.root = SuperUserFactory(username="root")
+        self.other = ClusterFactory(name="other", host_count=1, gpus_per_host=8)
+        self.hours = 0
+        self.live.cycle()
+
+    def grow(self, n: int) -> None:
+        live, tree = self.live, self.tree
+        for _ in range(n):
+            k = next(_serial)
+            for project in ("a1", "a2", "b1"):
+                live.submit(project, gpus=1 + k % 2, name=f"j{k}", duration_s=120 + 60 * (k % 3))
+            live.submit("b1", gpus=32, name=f"big{k}")  # waits in the queue
+            project = node_create(
+                actor=None, parent_id=tree.node("prog-b").pk, name=f"p{k}", reason="growth"
+            )
+            user = UserFactory(username=f"member{k}")
+            membership_add(actor=None, node_id=project.pk, username=user.username, role="member")
+            budget_change_create(
+                actor=self.root,
+                reason="later",
+                changes=[{"node": project.pk, "weight": "2"}],
+                effective_at=timezone.now() + dt.timedelta(days=1 + k),
+            )
+            HostFactory(cluster=self.other, name=f"o{k:03d}")
+            token_create(user=self.root, name=f"t{k}")
+            token_create(user=tree.user("ann"), name=f"t{k}")
+            data.project_hours(self.cluster, project, 24, allocated_gpu_h=1.0, entitled_gpu_h=1.0)
+        live.cycle(advance_s=30)
+        live.cycle(advance_s=150)  # some end, others start
+        for i in range(n):
+            live.submit("a2", gpus=8, name=f"later{i}")  # pending until the next cycle
+
+    def job(self, state: str | None = None) -> Job:
+        jobs = Job.objects.filter(cluster=self.cluster).order_by("pk")
+        return (jobs.filter(state=state) if state else jobs).first()
+
+
+@pytest.fixture
+def rows(tree) -> Rows:
+    return Rows(tree)
+
+
+def api(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=user, name='q')[1]}")
+    return client
+
+
+def page(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def check(client, url: str, grow) -> int:
+    def request():
+        response = client.get(url() if callable(url) else url)
+        assert response.status_code in (200, 302), (response.status_code, response.content[:500])
+
+    return assert_queries_do_not_grow(request, grow)
+
+
+API_LISTS = [
+    "/api/v1/auth/tokens/",
+    "/api/v1/nodes/",
+    "/api/v1/tree/",
+    "/api/v1/budget-changes/",
+    "/api/v1/memberships/",
+    "/api/v1/jobs/",
+    "/api/v1/jobs/?state=running",
+    "/api/v1/queue/?cluster=live",
+    "/api/v1/queue/?cluster=live&limit=50",
+    "/api/v1/clusters/",
+    "/api/v1/hosts/",
+    "/api/v1/usage/",
+    "/api/v1/occupancy/?cluster=live",
+    "/api/v1/fairshare/?cluster=live",
+    "/api/v1/waits/?cluster=live",
+]
+
+
+@pytest.mark.parametrize("user", ["root", "ann"])
+@pytest.mark.parametrize("url", API_LISTS)
+def test_api_lists(rows, url, user):
+    check(api(rows.tree.user(user)), url, rows.grow)
+
+
+API_DETAILS = {
+    "job": lambda r: f"/api/v1/jobs/{r.job(JobState.RUNNING).pk}/",
+    "pending job": lambda r: f"/api/v1/jobs/{r.job(JobState.PENDING).pk}/",
+    "node": lambda r: f"/api/v1/nodes/{r.tree.node('prog-a').pk}/",
+    "cluster": lambda r: f"/api/v1/clusters/{r.cluster.pk}/",
+    "host": lambda r: f"/api/v1/hosts/{r.other.hosts.order_by('pk').first().pk}/",
+    "budget change": lambda r: f"/api/v1/budget-changes/{BudgetEvent.objects.first().pk}/",
+}
+
+
+@pytest.mark.parametrize("what", list(API_DETAILS))
+def test_api_details(rows, what):
+    rows.grow(1)
+    check(api(rows.root), lambda: API_DETAILS[what](rows), rows.grow)
+
+
+PAGES = {
+    "home": "/",  # a redirect to the user's first page
+    "tree": "/budgets/",
+    "edit": lambda r: f"/budgets/nodes/{r.tree.node('prog-a').pk}/edit/",
+    "history": "/budgets/history/",
+    "job": lambda r: f"/jobs/{r.job(JobState.RUNNING).pk}/",
+    "pending job": lambda r: f"/jobs/{r.job(JobState.PENDING).pk}/",
+    "waiting": lambda r: f"/jobs/{r.job(JobState.PENDING).pk}/waiting/",
+    "now": "/now/",
+    "planner list": "/planner/",
+    "dashboard": "/dashboards/?days=7&step=hour",
+    "occupancy": "/dashboards/occupancy/",
+    "delivery": "/dashboards/delivery/",
+    "fairshare": "/dashboards/fairshare/",
+    "waits": "/dashboards/waits/",
+    "me": "/me/",
+}
+
+
+@pytest.mark.parametrize("user", ["root", "ann"])
+@pytest.mark.parametrize("what", list(PAGES))
+def test_pages(rows, what, user):
+    rows.grow(1)
+    url = PAGES[what]
+    if what == "edit" and user == "ann":
+        user = "lead-a"  # who may edit prog-a
+    check(page(rows.tree.user(user)), (lambda: url(rows)) if callable(url) else url, rows.grow)
