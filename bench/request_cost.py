@@ -1,0 +1,189 @@
+"""Server CPU per request: what each API call and page costs gunicorn, on production
+settings, with a realistically filled database. Prints JSON.
+
+    .venv/bin/python bench/request_cost.py [--requests 100] [--seconds 10] [--port 8431]
+
+Needs DATABASE_URL (a server where it may create and drop `<name>_cost`) and REDIS_URL.
+A fresh database gets 20 projects (one member, `bench`, in all of them; a superuser
+`admin` for the pages), a 1,024-GPU cluster (128 hosts x 8) and 10,000 pending jobs (20
+arrays of 500 through the submission service). gunicorn runs with 2 workers. Each
+request kind is warmed up, then sent `--requests` times one after the other; its figure
+is the user + system CPU of the gunicorn worker processes (read from /proc, so neither
+PostgreSQL's nor this load generator's share counts) divided by the requests:
+
+- `submit_cpu_ms`: `POST /api/v1/jobs/`, one job, with an Idempotency-Key;
+- `job_get_cpu_ms`: `GET /api/v1/jobs/{id}/`; `queue_cpu_ms`: `GET /api/v1/queue/?cluster=bench&limit=50`;
+- `job_page_cpu_ms`: `/jobs/{id}/`; `tree_page_cpu_ms`: `/budgets/`;
+- `dashboard_cpu_ms`: `/dashboards/?days=7&step=hour`.
+
+`requests_per_s`: `GET /api/v1/jobs/{id}/` from 4 client threads for `--seconds`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench._server import fresh_database, gunicorn, manage, production_env  # noqa: E402
+
+PROJECTS = 20
+JOBS_PER_PROJECT = 500
+
+SETUP = f"""
+from importlib import import_module
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from accounts.services import token_create
+from budgets.services import budget_tree_import
+from scheduler.models import Cluster, Host, Job
+from scheduler.services.jobs import job_submit
+User = get_user_model()
+user = User.objects.create_user("bench", password="bench-password-1")
+admin = User.objects.create_superuser("admin", password="bench-password-1")
+projects = [{{"name": f"p{{i:02d}}", "weight": 1, "members": ["bench"]}} for i in range({PROJECTS})]
+budget_tree_import(data={{"name": "org", "children": [
+    {{"name": "prog-a", "weight": 1, "children": projects[:10]}},
+    {{"name": "prog-b", "weight": 1, "children": projects[10:]}}]}})
+cluster = Cluster.objects.create(name="bench", host_count=128, gpus_per_host=8)
+Host.objects.bulk_create([Host(cluster=cluster, name=f"h{{i:03d}}", gpus=8) for i in range(128)])
+for i in range({PROJECTS}):
+    job_submit(actor=user, project=f"org/prog-{{'a' if i < 10 else 'b'}}/p{{i:02d}}",
+               cluster="bench", name="bench", gpus=8 if i % 2 else 1, min_runtime_s=600,
+               priority=i % 3, spec={{"image": "pytorch:2.5", "command": "python train.py"}},
+               duration_s=3600, array={JOBS_PER_PROJECT})
+session = import_module(settings.SESSION_ENGINE).SessionStore()
+session[SESSION_KEY] = str(admin.pk)
+session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+session[HASH_SESSION_KEY] = admin.get_session_auth_hash()
+session.create()
+job = Job.objects.order_by("pk")[Job.objects.count() // 2]
+print(token_create(user=user, name="bench")[1], session.session_key, job.pk)
+"""
+
+BODY = {
+    "project": "org/prog-a/p01",
+    "cluster": "bench",
+    "name": "bench",
+    "gpus": 8,
+    "min_runtime_s": 600,
+    "kind": "training",
+    "spec": {"image": "pytorch:2.5", "command": "python train.py", "env": {"SEED": "1"}},
+    "duration_s": 3600,
+}
+
+
+def request(port: int, method: str, path: str, headers: dict, body: bytes | None = None) -> int:
+    """One request on its own connection (gunicorn's sync workers close each); the status."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def worker_cpu_s(master_pid: int) -> float:
+    """User + system CPU seconds of the gunicorn master's worker processes."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
+    for pid in children:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=100, help="requests per kind")
+    parser.add_argument("--seconds", type=float, default=10.0, help="of the throughput run")
+    parser.add_argument("--port", type=int, default=8431)
+    args = parser.parse_args()
+    with fresh_database("cost") as database_url:
+        env = production_env(database_url, port=args.port, workers=2, var_dir=ROOT / "var" / "cost")
+        manage(env, "migrate", "--noinput", "-v0")
+        manage(env, "collectstatic", "--noinput", "-v0")  # the pages' hashed static names
+        token, session_key, job_id = manage(env, "shell", "-c", SETUP).split()[-3:]
+        api = {"Authorization": f"Token {token}"}
+        page = {"Cookie": f"sessionid={session_key}"}
+        post = {**api, "Content-Type": "application/json"}
+        kinds = {
+            "submit_cpu_ms": ("POST", "/api/v1/jobs/", post),
+            "job_get_cpu_ms": ("GET", f"/api/v1/jobs/{job_id}/", api),
+            "queue_cpu_ms": ("GET", "/api/v1/queue/?cluster=bench&limit=50", api),
+            "job_page_cpu_ms": ("GET", f"/jobs/{job_id}/", page),
+            "tree_page_cpu_ms": ("GET", "/budgets/", page),
+            "dashboard_cpu_ms": ("GET", "/dashboards/?days=7&step=hour", page),
+        }
+        result: dict = {}
+        statuses: dict = {}
+        with gunicorn(env, ROOT / "var" / "cost" / "gunicorn.log") as server:
+            for key, (method, path, headers) in kinds.items():
+
+                def send(method=method, path=path, headers=headers) -> int:
+                    if method == "POST":
+                        return request(
+                            args.port,
+                            method,
+                            path,
+                            {**headers, "Idempotency-Key": str(uuid.uuid4())},
+                            json.dumps(BODY).encode(),
+                        )
+                    return request(args.port, method, path, headers)
+
+                for _ in range(10):  # both workers: imports, connections, caches
+                    send()
+                before = worker_cpu_s(server.pid)
+                answers = [send() for _ in range(args.requests)]
+                result[key] = round(1000 * (worker_cpu_s(server.pid) - before) / args.requests, 2)
+                statuses[key] = {str(s): answers.count(s) for s in sorted(set(answers))}
+                if any(s >= 300 for s in answers):
+                    sys.exit(f"{method} {path} answered {statuses[key]}; see var/cost/gunicorn.log")
+            result["requests_per_s"] = throughput(
+                args.port, f"/api/v1/jobs/{job_id}/", api, args.seconds
+            )
+    result.update(
+        statuses=statuses,
+        requests_per_kind=args.requests,
+        gunicorn_workers=2,
+        cpus=os.cpu_count(),
+        database={"projects": PROJECTS, "gpus": 1024, "jobs": PROJECTS * JOBS_PER_PROJECT},
+    )
+    print(json.dumps(result, indent=2))
+
+
+def throughput(port: int, path: str, headers: dict, seconds: float) -> float:
+    """Answers with 200 per second from 4 threads sending `GET path` for `seconds`."""
+    done = [0]
+    lock = threading.Lock()
+    until = time.monotonic() + seconds
+
+    def loop() -> None:
+        while time.monotonic() < until:
+            ok = request(port, "GET", path, headers) == 200
+            with lock:
+                done[0] += ok
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=loop) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return round(done[0] / (time.monotonic() - started), 1)
+
+
+if __name__ == "__main__":
+    main()
