@@ -221,7 +221,7 @@ def _job_detail_body(request, job: Job) -> dict:
     body["queue"] = selectors.job_queue_info(job)
     eta_services.eta_refresh_request(jobs=[job])
     body["eta"] = eta_selectors.job_eta(job=job)
-    body["blockers"] = selectors.job_blockers(job)
+    body["blockers"] = selectors.job_blockers(job, body["queue"])
     return body
 
 

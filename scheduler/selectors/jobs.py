@@ -363,10 +363,12 @@ def gpus_in_use(hosts: Iterable[Host]) -> dict[tuple[int, str], int]:
 BLOCKER_ORDER = ("misconfiguration", "budget", "capacity")
 
 
-def job_blockers(job: Job) -> list[dict[str, Any]]:
+def job_blockers(job: Job, queue_info: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Every reason a pending job waits, ranked like Kueue's precedence:
     misconfiguration first, then budget, then capacity, each with its numbers.
-    Empty for a job that is not pending."""
+    Empty for a job that is not pending. `queue_info`: the job's `job_queue_info`, when
+    the caller has it already (the queue snapshot, which can hold every pending job of
+    the cluster, is then read once per request)."""
     if job.state != JobState.PENDING:
         return []
     blockers: list[dict[str, Any]] = []
@@ -390,7 +392,7 @@ def job_blockers(job: Job) -> list[dict[str, Any]]:
                 "numbers": {"weight": float(job.project.weight)},
             }
         )
-    info = job_queue_info(job) or {}
+    info = (queue_info if queue_info is not None else job_queue_info(job)) or {}
     reason = str(info.get("reason") or "")
     if STANDING in reason:
         blockers.append(
@@ -469,12 +471,13 @@ def job_page(*, actor, job_id: int) -> dict[str, Any] | None:
     if job is None:
         return None
     readable = spec_readable_projects(actor)
+    queue = job_queue_info(job)
     return {
         "job": job,
         "project_path": project_paths().get(job.project_id, ""),
         "spec_visible": spec_visible(actor, job, readable),
-        "queue": job_queue_info(job),
-        "blockers": job_blockers(job),
+        "queue": queue,
+        "blockers": job_blockers(job, queue),
         "eta": job_eta_for_page(job=job),
         "attempts": list(job.attempts.all()),
         "events": list(job.events.all()),
