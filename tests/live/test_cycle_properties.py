@@ -196,7 +196,7 @@ def run_history(tree, history, reserve: int, seen: Counter[str]) -> None:
     for i in range(4):
         memory.recover_host(f"node{i:02d}")
         set_health(cluster, i, HostHealth.HEALTHY)
-    for _ in range(60):
+    for _ in range(180):  # the adaptive short-job reserve may hold a host up to 30 min
         memory.advance(60)
         cycle()
         if all(Job.objects.get(pk=j.pk).state in TERMINAL for j in jobs):

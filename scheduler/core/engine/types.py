@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from itertools import count, repeat
+from types import MappingProxyType
 from typing import NamedTuple, overload
 
 HOURS = 3600.0
@@ -158,20 +159,24 @@ class StopReason(StrEnum):
 # metric's `rule` label, the waits dashboard and the simulator report's
 # `preemptions.by_reason` name a stop by its rule, and people read it in these words
 # (charts' legends, the preemptions CSV, the API's `rule_label`, `allot show`).
-STOP_RULES: dict[str, str] = {
-    StopReason.FAIR_SHARE: "fair_share",
-    StopReason.UNALLOCATED: "unallocated_work",
-    StopReason.PRIORITY: "project_priority",
-    StopReason.DRAIN: "host_drain",
-    StopReason.HOST_DOWN: "host_down",
-}
-RULE_LABELS: dict[str, str] = {
-    "fair_share": "Fair share: a less-served project needed the GPUs",
-    "unallocated_work": "Unallocated (free) work gave way",
-    "project_priority": "A higher-priority job of the same project",
-    "host_drain": "Host drained after the job's protection",
-    "host_down": "Host went down",
-}
+STOP_RULES: Mapping[str, str] = MappingProxyType(
+    {
+        StopReason.FAIR_SHARE: "fair_share",
+        StopReason.UNALLOCATED: "unallocated_work",
+        StopReason.PRIORITY: "project_priority",
+        StopReason.DRAIN: "host_drain",
+        StopReason.HOST_DOWN: "host_down",
+    }
+)
+RULE_LABELS: Mapping[str, str] = MappingProxyType(
+    {
+        "fair_share": "Fair share: a less-served project needed the GPUs",
+        "unallocated_work": "Unallocated (free) work gave way",
+        "project_priority": "A higher-priority job of the same project",
+        "host_drain": "Host drained after the job's protection",
+        "host_down": "Host went down",
+    }
+)
 
 
 def stop_rule(reason_code: str) -> str:

@@ -84,6 +84,9 @@ def capped(draw: st.DrawFn) -> tuple[Snapshot, Policy]:
         max_min_runtime_s=CAP,
         max_failed_preemption_searches=draw(st.sampled_from([0, 1, 1, 2, 3])),
         max_reservations=draw(st.integers(1, 2)),
+        # the reservations for large jobs alone (the adaptive short-job reserve has its
+        # own property test, test_short_reserve_auto.py)
+        short_reserve_auto=False,
     )
     return s, policy
 
