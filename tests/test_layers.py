@@ -207,7 +207,6 @@ MODULES_OVER = {
     "scheduler/core/sim/eta.py",
     "scheduler/core/sim/replay.py",
     # The Django side, left to split.
-    "budgets/services.py",
     "scheduler/api/serializers.py",
     "scheduler/services/jobs.py",
 }
@@ -226,7 +225,6 @@ FUNCTIONS_OVER = {
     "scheduler/adapters/simcluster/app.py:build_app",
     # The Django side and the CLI, left to split into named steps.
     "allot_cli/main.py:show",
-    "budgets/services.py:budget_tree_import",
     "scheduler/services/clusters.py:cluster_create",
 }
 
