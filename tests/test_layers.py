@@ -208,7 +208,6 @@ MODULES_OVER = {
     "scheduler/core/sim/replay.py",
     # The Django side, left to split.
     "scheduler/api/serializers.py",
-    "scheduler/services/jobs.py",
 }
 FUNCTIONS_OVER = {
     # The pure core (mypyc-compiled, see above).

@@ -1,57 +1,28 @@
-"""Submitting and cancelling jobs (docs/architecture.md, the live data flow, step 1).
-
-`job_submit` validates a submission (every field, with the field named in the error),
-checks that the actor may use the project, and stores the job(s) PENDING with their
-first event ("" -> pending, what `transitions.job_event` describes) in one INSERT
-statement, so an array of 10,000 costs about what one job does in round trips; a cycle
-of the cluster is requested after commit.
-An `Idempotency-Key` (IETF httpapi draft) makes retries safe: the same key with the
-same body gives back the first request's jobs, even when the retries race (the key's
-unique constraint serialises them); the same key with another body is refused (422).
-A dry run validates and estimates where the job would stand, storing nothing.
-
-`job_cancel`: a pending job is cancelled at once; a starting or running one is asked
-to stop (its attempt gets the stop intent `cancelled` and the cluster's grace period;
-the cycle worker sends the stop). Cancelling again, or a finished job, changes nothing.
-"""
+"""A submission checked field by field (the field named in every error): the job's
+fields, the project the actor may use, the Idempotency-Key and the body's fingerprint."""
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import re
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, OuterRef
-from django.db.models.base import ModelState
-from django.utils import timezone
 
 from budgets import permissions
 from budgets.models import BudgetNode
-from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
+from config.errors import PermissionDenied, ValidationFailed
 from config.text import clean_text, is_id_text, refuse_control_characters
 from scheduler.core.engine.blocks import Shape
-from scheduler.cycle_requests import request_cycle
 from scheduler.models import (
     DAY_S,
-    Attempt,
-    AttemptEnd,
-    AttemptState,
     Cluster,
-    IdempotencyKey,
-    Job,
-    JobEvent,
     JobKind,
-    JobState,
 )
 from scheduler.selectors.clusters import resolve_cluster
-from scheduler.selectors.jobs import estimate_position
-from scheduler.services.transitions import attempt_transition, job_event, job_transition
 
 MAX_ARRAY = 10_000
 NAME_MAX_LENGTH = 200
@@ -65,15 +36,6 @@ ENV_VALUE_MAX_LENGTH = 10_000
 SPEC_MAX_BYTES = 64 * 1024
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 IDEMPOTENCY_KEY_MAX_LENGTH = 255
-# Keys are kept at least this long (the cleanup task deletes older ones).
-IDEMPOTENCY_KEY_TTL = dt.timedelta(hours=24)
-
-
-class IdempotencyKeyReused(ApplicationError):
-    """The same Idempotency-Key was sent earlier with another request body."""
-
-    status_code = 422
-    code = "idempotency_key_reused"
 
 
 @dataclass(frozen=True)
@@ -107,16 +69,6 @@ class JobRequest:
             "duration_s": self.duration_s,
             "array": self.array,
         }
-
-
-@dataclass
-class SubmitResult:
-    jobs: list[Job]
-    project_path: str
-    replayed: bool = False  # the first response of an Idempotency-Key retry
-    # dry runs only (their jobs are not saved): see `selectors.jobs.estimate_position`
-    estimate: dict[str, Any] | None = None
-    array_id: uuid.UUID | None = field(default=None)
 
 
 # ---------------------------------------------------------------- field checks
@@ -331,7 +283,7 @@ def _rows_by_path(parts: list[str]) -> list[tuple]:
     return chain
 
 
-# ---------------------------------------------------------------- submit
+# ---------------------------------------------------------------- the request
 
 
 def clean_request(
@@ -445,292 +397,3 @@ def fingerprint_of(data: Any) -> str:
     """sha256 of a request body in canonical JSON (key order and spacing do not matter)."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def job_submit(
-    *,
-    actor,
-    project: Any,
-    cluster: Any,
-    name: Any,
-    gpus: Any,
-    min_runtime_s: Any,
-    resumable: Any = False,
-    priority: Any = 0,
-    kind: Any = JobKind.TRAINING,
-    spec: Any = None,
-    duration_s: Any = None,
-    array: Any = 1,
-    idempotency_key: str | None = None,
-    fingerprint: str | None = None,
-    dry_run: bool = False,
-    now: dt.datetime | None = None,
-) -> SubmitResult:
-    """Submit a job (or an array of `array` identical jobs) as `actor`, submitted at
-    `now` (default: the current time).
-
-    Raises ValidationFailed (400, with `field`), PermissionDenied (403) or
-    IdempotencyKeyReused (422)."""
-    key = clean_idempotency_key(idempotency_key)
-    req = clean_request(
-        project=project,
-        cluster=cluster,
-        name=name,
-        gpus=gpus,
-        min_runtime_s=min_runtime_s,
-        resumable=resumable,
-        priority=priority,
-        kind=kind,
-        spec=spec,
-        duration_s=duration_s,
-        array=array,
-        actor=actor,
-    )
-    now = now or timezone.now()
-    if dry_run:
-        job = _new_jobs(req, actor=actor, now=now, array_id=None)[0]
-        return SubmitResult(
-            jobs=[job], project_path=req.project_path, estimate=estimate_position(job=job)
-        )
-    fingerprint = fingerprint or fingerprint_of(req.canonical())
-    array_id = uuid.uuid4() if req.array > 1 else None
-    with transaction.atomic():
-        if key is not None:
-            previous = _previous_key(actor=actor, key=key, fingerprint=fingerprint)
-            if previous is not None:
-                return _replay(previous, req)
-        try:
-            with transaction.atomic():  # a savepoint: undone when the key was taken meanwhile
-                ids = _insert_jobs(req, actor=actor, now=now, array_id=array_id)
-                if key is not None:
-                    IdempotencyKey.objects.create(
-                        user=actor, key=key, fingerprint=fingerprint, created_at=now, job_ids=ids
-                    )
-        except IntegrityError:
-            # A retry that raced the first request: its key insert waited for the first
-            # transaction to commit, then failed on the unique key; answer like a retry.
-            previous = _previous_key(actor=actor, key=key, fingerprint=fingerprint) if key else None
-            if previous is None:
-                raise
-            return _replay(previous, req)
-        request_cycle(req.cluster.pk)
-    jobs = _new_jobs(req, actor=actor, now=now, array_id=array_id, ids=ids)
-    return SubmitResult(jobs=jobs, project_path=req.project_path, array_id=array_id)
-
-
-# Columns of the jobs and first events a submission stores (everything else of the rows
-# is the model's default, restated here; a model change that adds a required column
-# makes this statement fail in the tests).
-_INSERT_JOBS = """
-WITH new_jobs AS (
-    INSERT INTO {job} (
-        cluster_id, project_id, submitter_id, name, gpus, min_runtime_s, resumable,
-        priority, kind, spec, duration_s, state, state_reason, submitted_at, queued_at,
-        progress_s, attempt_count, array_id, array_index, updated_at
-    )
-    SELECT %(cluster)s, %(project)s, %(user)s, %(name)s, %(gpus)s, %(min_runtime_s)s,
-        %(resumable)s, %(priority)s, %(kind)s, %(spec)s::jsonb, %(duration_s)s,
-        %(state)s, 'submitted', %(now)s, %(now)s, 0, 0, %(array_id)s,
-        CASE WHEN %(array_id)s::uuid IS NULL THEN NULL ELSE i END, %(now)s
-    FROM generate_series(0, %(count)s - 1) AS i
-    ORDER BY i
-    RETURNING id, array_index
-), new_events AS (
-    INSERT INTO {event} (job_id, at, from_state, to_state, reason, reason_code, actor_id,
-        actor_name, rule)
-    SELECT id, %(now)s, '', %(state)s, %(reason)s, 'submitted', %(user)s, %(username)s, ''
-    FROM new_jobs
-)
-SELECT id FROM new_jobs ORDER BY array_index NULLS FIRST, id
-"""
-
-
-def _insert_jobs(
-    req: JobRequest, *, actor, now: dt.datetime, array_id: uuid.UUID | None
-) -> list[int]:
-    """Store the request's job(s) PENDING with their first event ("" -> pending), in one
-    statement however many there are (10,000 rows built by PostgreSQL, not Python)."""
-    sql = _INSERT_JOBS.format(job=Job._meta.db_table, event=JobEvent._meta.db_table)
-    params = {
-        "cluster": req.cluster.pk,
-        "project": req.project_id,
-        "user": actor.pk,
-        "username": actor.get_username(),
-        "name": req.name,
-        "gpus": req.gpus,
-        "min_runtime_s": req.min_runtime_s,
-        "resumable": req.resumable,
-        "priority": req.priority,
-        "kind": req.kind,
-        "spec": json.dumps(req.spec),
-        "duration_s": req.duration_s,
-        "state": JobState.PENDING,
-        "now": now,
-        "array_id": array_id,
-        "count": req.array,
-        "reason": f"submitted by {actor.get_username()}"[:1000],
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [row[0] for row in cursor.fetchall()]
-
-
-def _new_jobs(
-    req: JobRequest,
-    *,
-    actor,
-    now: dt.datetime,
-    array_id: uuid.UUID | None,
-    ids: list[int] | None = None,
-) -> list[Job]:
-    """The request's jobs as model instances (unsaved without `ids`, as stored with
-    them); thousands are cloned from one instance, which is much cheaper than building
-    each."""
-    template = Job(
-        cluster=req.cluster,
-        project_id=req.project_id,
-        submitter=actor,
-        name=req.name,
-        gpus=req.gpus,
-        min_runtime_s=req.min_runtime_s,
-        resumable=req.resumable,
-        priority=req.priority,
-        kind=req.kind,
-        spec=req.spec,
-        duration_s=req.duration_s,
-        state=JobState.PENDING,
-        state_reason="submitted",
-        submitted_at=now,
-        queued_at=now,
-        array_id=array_id,
-        updated_at=now,
-    )
-    if ids is None:
-        return [template]
-    jobs = []
-    for i, pk in enumerate(ids):
-        job = Job.__new__(Job)
-        job.__dict__.update(template.__dict__)
-        job._state = ModelState()
-        job._state.adding, job._state.db = False, "default"
-        job._state.fields_cache = dict(template._state.fields_cache)  # cluster, submitter
-        job.id = pk
-        job.array_index = i if array_id is not None else None
-        jobs.append(job)
-    return jobs
-
-
-def _previous_key(*, actor, key: str, fingerprint: str) -> IdempotencyKey | None:
-    """The first request's key row (None for a new key); 422 when its body differed."""
-    previous = IdempotencyKey.objects.filter(user=actor, key=key).first()
-    if previous is not None and previous.fingerprint != fingerprint:
-        raise IdempotencyKeyReused(
-            f"The Idempotency-Key '{key}' was used at {previous.created_at:%Y-%m-%d %H:%M:%S} "
-            "UTC for another request body; use a new key for a new submission.",
-            field="Idempotency-Key",
-        )
-    return previous
-
-
-def _replay(previous: IdempotencyKey, req: JobRequest) -> SubmitResult:
-    by_id = Job.objects.select_related("cluster").in_bulk(previous.job_ids)
-    jobs = [by_id[pk] for pk in previous.job_ids if pk in by_id]
-    array_id = jobs[0].array_id if jobs else None
-    return SubmitResult(jobs=jobs, project_path=req.project_path, replayed=True, array_id=array_id)
-
-
-def idempotency_keys_prune(*, now: dt.datetime | None = None) -> int:
-    """Delete keys older than `IDEMPOTENCY_KEY_TTL` (a retry after that is a new job)."""
-    cutoff = (now or timezone.now()) - IDEMPOTENCY_KEY_TTL
-    deleted, _ = IdempotencyKey.objects.filter(created_at__lt=cutoff).delete()
-    return deleted
-
-
-# ---------------------------------------------------------------- cancel
-
-
-def job_cancel(*, actor, job_id: int, now: dt.datetime | None = None) -> Job:
-    """Cancel a job as `actor` at `now` (default: the current time; idempotent: a job
-    already cancelled, stopping for a cancel or finished is returned as it is, with no
-    new event)."""
-    with transaction.atomic():
-        attempt = (
-            Attempt.objects.select_for_update(of=("self", "job"))
-            .select_related("job", "cluster")
-            .filter(job_id=job_id)
-            .exclude(state=AttemptState.ENDED)
-            .first()
-        )
-        job = attempt.job if attempt else Job.objects.select_for_update().filter(pk=job_id).first()
-        if job is None:
-            raise NotFound(f"There is no job with id {job_id}.")
-        if not permissions.may_cancel_job(actor, job):
-            raise PermissionDenied(
-                f"You may not cancel job {job_id}: only its submitter, the managers of its "
-                "project and staff may."
-            )
-        if job.state in (JobState.STARTING, JobState.RUNNING, JobState.STOPPING) and not attempt:
-            attempt = (
-                Attempt.objects.select_for_update()
-                .filter(job=job)
-                .exclude(state=AttemptState.ENDED)
-                .first()
-            )
-        changed = _cancel_locked(job, attempt, actor=actor, now=now or timezone.now())
-        if changed:
-            request_cycle(job.cluster_id)
-    return job
-
-
-def _cancel_locked(job: Job, attempt: Attempt | None, *, actor, now: dt.datetime) -> bool:
-    who = actor.get_username()
-    if job.state == JobState.PENDING:
-        job_transition(
-            job=job,
-            to_state=JobState.CANCELLED,
-            reason=f"cancelled by {who} while pending",
-            reason_code="cancelled",
-            at=now,
-            actor=actor,
-        )
-        return True
-    if attempt is None or job.state not in (JobState.STARTING, JobState.RUNNING, JobState.STOPPING):
-        return False  # finished, or cancelled already
-    if attempt.stop_intent == AttemptEnd.CANCELLED:
-        return False
-    if job.state == JobState.STOPPING:
-        # Being preempted or drained: it ends cancelled instead of being requeued. The
-        # states stay; who asked is recorded as for a transition.
-        reason = f"cancel requested by {who} while stopping"
-        attempt.stop_intent = AttemptEnd.CANCELLED
-        attempt.save(update_fields=["stop_intent"])
-        job.state_reason = reason[:500]
-        job.save(update_fields=["state_reason", "updated_at"])
-        job_event(
-            job=job,
-            from_state=job.state,
-            to_state=job.state,
-            reason=reason,
-            reason_code="cancelled",
-            at=now,
-            attempt=attempt,
-            actor=actor,
-        ).save()
-        return True
-    grace = dt.timedelta(seconds=job.cluster.grace_s)
-    attempt.job = job  # the locked row: its transition is the attempt's
-    attempt_transition(
-        attempt=attempt,
-        to_state=AttemptState.STOPPING,
-        changes={
-            "stop_intent": AttemptEnd.CANCELLED,
-            "stop_requested_at": now,
-            "stop_deadline": now + grace,
-        },
-        job_steps=[JobState.STOPPING],
-        reason=f"cancelled by {who}; stopping with a grace period of {job.cluster.grace_s} s",
-        reason_code="cancelled",
-        at=now,
-        actor=actor,
-    )
-    return True
