@@ -206,8 +206,6 @@ MODULES_OVER = {
     "scheduler/core/engine/preemption.py",
     "scheduler/core/sim/eta.py",
     "scheduler/core/sim/replay.py",
-    # The Django side, left to split.
-    "scheduler/api/serializers.py",
 }
 FUNCTIONS_OVER = {
     # The pure core (mypyc-compiled, see above).

@@ -1,0 +1,111 @@
+"""API input/output shapes of the live service. Inputs check shapes (types and
+ranges the schema shows); the rules live in `scheduler.services`.
+
+One module a resource: `jobs`, `clusters`, `hosts`, `previews`; `fields` holds the
+reference fields they share. Every name is re-exported here
+(`scheduler.api.serializers.X`).
+"""
+
+from scheduler.api.serializers.clusters import (
+    ClusterDetailOutput,
+    ClusterOutput,
+    ClusterPolicyEventOutput,
+    ClusterPolicyInput,
+    LastCycleOutput,
+    PolicyOutput,
+    PolicyValueField,
+)
+from scheduler.api.serializers.fields import (
+    CLUSTER_NAME_MAX_LENGTH,
+    MAX_ID,
+    PROJECT_REF_MAX_LENGTH,
+    ClusterRefField,
+    IdOrNameField,
+    ProjectRefField,
+)
+from scheduler.api.serializers.hosts import (
+    HostDetailOutput,
+    HostEventOutput,
+    HostFilter,
+    HostHealthInput,
+    HostOutput,
+)
+from scheduler.api.serializers.jobs import (
+    AttemptOutput,
+    BlockerOutput,
+    CancelOutput,
+    DryRunJobOutput,
+    DryRunOutput,
+    EstimateOutput,
+    EtaMoveOutput,
+    EtaOutput,
+    JobDetailOutput,
+    JobEventOutput,
+    JobFilter,
+    JobOutput,
+    JobSubmitInput,
+    PlacementOutput,
+    QueueFilter,
+    QueueInfoOutput,
+    QueuePageOutput,
+    QueueRowOutput,
+    SpecField,
+    SubmitOutput,
+    SubmitQuery,
+)
+from scheduler.api.serializers.previews import (
+    MAX_PREVIEW_DAYS,
+    PreviewInput,
+    PreviewOutput,
+    PreviewResultField,
+    PreviewWeightInput,
+    PreviewWeightOutput,
+)
+
+__all__ = [
+    "AttemptOutput",
+    "BlockerOutput",
+    "CLUSTER_NAME_MAX_LENGTH",
+    "CancelOutput",
+    "ClusterDetailOutput",
+    "ClusterOutput",
+    "ClusterPolicyEventOutput",
+    "ClusterPolicyInput",
+    "ClusterRefField",
+    "DryRunJobOutput",
+    "DryRunOutput",
+    "EstimateOutput",
+    "EtaMoveOutput",
+    "EtaOutput",
+    "HostDetailOutput",
+    "HostEventOutput",
+    "HostFilter",
+    "HostHealthInput",
+    "HostOutput",
+    "IdOrNameField",
+    "JobDetailOutput",
+    "JobEventOutput",
+    "JobFilter",
+    "JobOutput",
+    "JobSubmitInput",
+    "LastCycleOutput",
+    "MAX_ID",
+    "MAX_PREVIEW_DAYS",
+    "PROJECT_REF_MAX_LENGTH",
+    "PlacementOutput",
+    "PolicyOutput",
+    "PolicyValueField",
+    "PreviewInput",
+    "PreviewOutput",
+    "PreviewResultField",
+    "PreviewWeightInput",
+    "PreviewWeightOutput",
+    "ProjectRefField",
+    "QueueFilter",
+    "QueueInfoOutput",
+    "QueuePageOutput",
+    "QueueRowOutput",
+    "SpecField",
+    "SubmitOutput",
+    "SubmitQuery",
+]

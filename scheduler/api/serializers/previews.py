@@ -1,0 +1,79 @@
+"""The what-if preview: weights to try, the request and its result."""
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from config.api_fields import NumberOrTextField, StrictInput
+from scheduler.api.serializers.fields import (
+    MAX_ID,
+    IdOrNameField,
+)
+
+MAX_PREVIEW_DAYS = settings.ALLOT_PREVIEW_MAX_DAYS
+
+
+class PreviewWeightInput(StrictInput):
+    node = serializers.IntegerField(
+        min_value=1, max_value=MAX_ID, help_text="A child of `node` (its id)"
+    )
+    weight = NumberOrTextField(help_text="The proposed weight (>= 0, up to 4 decimals)")
+
+
+class PreviewWeightOutput(serializers.Serializer):
+    node = serializers.IntegerField(help_text="A child of the preview's node")
+    weight = serializers.CharField(help_text="The proposed weight, as decimal text")
+
+
+class PreviewInput(StrictInput):
+    node = serializers.IntegerField(
+        min_value=1, max_value=MAX_ID, help_text="The node whose children's weights change"
+    )
+    cluster = IdOrNameField(help_text="The cluster whose jobs are replayed (id or name)")
+    weights = PreviewWeightInput(many=True, allow_empty=True)
+    days = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        default=None,
+        min_value=1,
+        max_value=MAX_PREVIEW_DAYS,
+        help_text="Days replayed (default ALLOT_PREVIEW_DAYS, 14; at most ALLOT_PREVIEW_MAX_DAYS)",
+    )
+
+
+@extend_schema_field(
+    {
+        "type": "object",
+        "nullable": True,
+        "description": "When done: `jobs` replayed, `skipped` (by reason), `empty` (no job "
+        "in the window), `window_s`, `window_start`, `window_end` (complete hours), "
+        "`changed` weights and `projects`: per project the ledger's recorded figures "
+        "(`delivered_gpu_h_recorded`, `entitled_gpu_h_recorded`, `ratio_recorded`), the "
+        "replay with today's weights (`<figure>_before`) and with the proposed weights "
+        "(`<figure>_after`) for entitled_share, delivered_gpu_h, entitled_gpu_h, ratio "
+        "(delivery ratio) and p90_wait_s, and `replay_difference` (|replay with today's "
+        "weights - recorded| / recorded delivered GPU-h); `fidelity` (`worst` of those over "
+        "the projects that made `share` of the recorded delivery) and `not_reproduced` "
+        "(`carried` jobs present when the window opened, `carried_before_gpu_h` they ran "
+        "before it, `unknown_runtime` jobs and their `unknown_runtime_gpu_h`)",
+    }
+)
+class PreviewResultField(serializers.JSONField):
+    """The what-if figures (see `scheduler.core.sim.whatif.run_whatif`)."""
+
+
+class PreviewOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=["queued", "running", "done", "failed"])
+    progress = serializers.FloatField(help_text="0..1")
+    node = serializers.IntegerField()
+    cluster = serializers.IntegerField()
+    cluster_name = serializers.CharField()
+    requester = serializers.CharField()
+    window_days = serializers.IntegerField()
+    weights = PreviewWeightOutput(many=True)
+    error = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    result = PreviewResultField(allow_null=True)
