@@ -222,7 +222,6 @@ FUNCTIONS_OVER = {
     "scheduler/adapters/simcluster/app.py:build_app",
     # The Django side and the CLI, left to split into named steps.
     "allot_cli/main.py:show",
-    "scheduler/services/clusters.py:cluster_create",
 }
 
 

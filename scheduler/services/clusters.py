@@ -211,6 +211,45 @@ def _check_actor(actor) -> None:
         raise PermissionDenied("only staff may add clusters")
 
 
+def _clean_cluster_name(name: Any) -> str:
+    """The name, stripped; letters, digits, '.', '_' or '-' (ValidationFailed otherwise)."""
+    name = (name or "").strip() if isinstance(name, str) else name
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise ValidationFailed(
+            f"name: letters, digits, '.', '_' or '-' (starting with a letter or digit), "
+            f"at most 100 characters, got {name!r}",
+            field="name",
+        )
+    return name
+
+
+def _provisioner(adapter: Any) -> Callable[[ClusterDraft], list[ClusterHost]]:
+    """The function that provisions a cluster of kind `adapter` (ValidationFailed for an
+    unknown kind or one that cannot be added yet)."""
+    if adapter not in AdapterKind.values:
+        raise ValidationFailed(
+            f"adapter: must be one of {', '.join(AdapterKind.values)}, got {adapter!r}",
+            field="adapter",
+        )
+    provision = PROVISIONERS.get(adapter)
+    if provision is None:
+        raise ValidationFailed(
+            f"adapter: clusters of kind {adapter!r} cannot be added yet", field="adapter"
+        )
+    return provision
+
+
+def _clean_speed(speed: Any, adapter: str) -> float:
+    """A simulated cluster's clock speed (simulated seconds per wall second)."""
+    if adapter != AdapterKind.SIMULATED:
+        raise ValidationFailed("speed: only simulated clusters have a clock speed", field="speed")
+    if isinstance(speed, bool) or not isinstance(speed, int | float) or not 0 < speed <= MAX_SPEED:
+        raise ValidationFailed(
+            f"speed: must be a number > 0 and <= {MAX_SPEED:g}, got {speed!r}", field="speed"
+        )
+    return float(speed)
+
+
 def cluster_create(
     *,
     name: str,
@@ -238,42 +277,15 @@ def cluster_create(
     named), Conflict (the name
     is taken), PermissionDenied, ClusterUnreachable."""
     _check_actor(actor)
-    name = (name or "").strip() if isinstance(name, str) else name
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise ValidationFailed(
-            f"name: letters, digits, '.', '_' or '-' (starting with a letter or digit), "
-            f"at most 100 characters, got {name!r}",
-            field="name",
-        )
-    if adapter not in AdapterKind.values:
-        raise ValidationFailed(
-            f"adapter: must be one of {', '.join(AdapterKind.values)}, got {adapter!r}",
-            field="adapter",
-        )
-    provision = PROVISIONERS.get(adapter)
-    if provision is None:
-        raise ValidationFailed(
-            f"adapter: clusters of kind {adapter!r} cannot be added yet", field="adapter"
-        )
+    name = _clean_cluster_name(name)
+    provision = _provisioner(adapter)
     if hosts is not None:
         _integer(hosts, field="hosts", low=1, high=MAX_HOSTS)
     if gpus_per_host is not None:
         _integer(gpus_per_host, field="gpus_per_host", low=1, high=MAX_GPUS_PER_HOST)
     options = dict(adapter_options or {})
     if speed is not None:
-        if adapter != AdapterKind.SIMULATED:
-            raise ValidationFailed(
-                "speed: only simulated clusters have a clock speed", field="speed"
-            )
-        if (
-            isinstance(speed, bool)
-            or not isinstance(speed, int | float)
-            or not 0 < speed <= MAX_SPEED
-        ):
-            raise ValidationFailed(
-                f"speed: must be a number > 0 and <= {MAX_SPEED:g}, got {speed!r}", field="speed"
-            )
-        options["speed"] = float(speed)
+        options["speed"] = _clean_speed(speed, adapter)
     policy = clean_policy(
         {
             "cycle_s": cycle_s,
