@@ -263,6 +263,21 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
     if as_json:
         render.print_json(job)
         return
+    render.pairs(_job_facts(job) + _queue_facts(job) + _eta_facts(job))
+    if job.get("blockers"):
+        render.table(
+            ["#", "KIND", "WHY"],
+            ([i, b["kind"], b["text"]] for i, b in enumerate(job["blockers"], 1)),
+            title="blockers (most pressing first)",
+            wrap=("WHY",),
+        )
+    if job["attempts"]:
+        _attempts_table(job["attempts"])
+    _events_table(job["events"])
+
+
+def _job_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The job's own fields (state, project, shape, submission, array, spec)."""
     items: list[tuple[str, Any]] = [
         ("job", f"{job['id']} {job['name']}"),
         (
@@ -290,6 +305,12 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
         items += [(k, spec[k]) for k in ("image", "command") if spec.get(k)]
         if spec.get("env"):
             items.append(("env", " ".join(f"{k}={v}" for k, v in spec["env"].items())))
+    return items
+
+
+def _queue_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Where the job stands in the queue and why (none once it left the queue)."""
+    items: list[tuple[str, Any]] = []
     q = job.get("queue")
     if q:
         where = (
@@ -302,6 +323,12 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
             ("fair-share factor", render.number(q["fairshare_factor"])),
             ("reason", q["reason"]),
         ]
+    return items
+
+
+def _eta_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The estimated start, when it last moved and why, and the backfill estimate."""
+    items: list[tuple[str, Any]] = []
     if job.get("eta"):
         items.append(("estimated start", _eta_text(job["eta"])))
         moved = job["eta"].get("moved")
@@ -316,35 +343,34 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
         if job["eta"].get("baseline_start"):
             baseline = job["eta"]["baseline_start"]
             items.append(("backfill estimate", f"{render.when(baseline)} ({render.ago(baseline)})"))
-    render.pairs(items)
-    if job.get("blockers"):
-        render.table(
-            ["#", "KIND", "WHY"],
-            ([i, b["kind"], b["text"]] for i, b in enumerate(job["blockers"], 1)),
-            title="blockers (most pressing first)",
-            wrap=("WHY",),
-        )
-    if job["attempts"]:
-        render.table(
-            ["#", "ATTEMPT", "STATE", "HOSTS", "STARTED", "ENDED", "END"],
-            (
-                [
-                    a["number"],
-                    a["attempt_id"],
-                    a["state"],
-                    " ".join(
-                        f"{p['host']}:{','.join(map(str, p['gpu_indices']))}"
-                        for p in a["placements"]
-                    ),
-                    render.when(a["started_at"]),
-                    render.when(a["ended_at"]),
-                    a["end_reason"] or a["stop_intent"] or "",
-                ]
-                for a in job["attempts"]
-            ),
-            title="attempts",
-            crop=("HOSTS", "ATTEMPT"),
-        )
+    return items
+
+
+def _attempts_table(attempts: list[dict[str, Any]]) -> None:
+    """One row an attempt: its state, hosts and GPUs, start, end and why it ended."""
+    render.table(
+        ["#", "ATTEMPT", "STATE", "HOSTS", "STARTED", "ENDED", "END"],
+        (
+            [
+                a["number"],
+                a["attempt_id"],
+                a["state"],
+                " ".join(
+                    f"{p['host']}:{','.join(map(str, p['gpu_indices']))}" for p in a["placements"]
+                ),
+                render.when(a["started_at"]),
+                render.when(a["ended_at"]),
+                a["end_reason"] or a["stop_intent"] or "",
+            ]
+            for a in attempts
+        ),
+        title="attempts",
+        crop=("HOSTS", "ATTEMPT"),
+    )
+
+
+def _events_table(events: list[dict[str, Any]]) -> None:
+    """The job's state changes, who made them and why."""
     render.table(
         ["AT", "FROM", "TO", "BY", "REASON"],
         (
@@ -355,7 +381,7 @@ def show(job_id: int, as_json: JsonFlag = False) -> None:
                 e["actor"] or "allot",
                 f"{e['rule_label']}: {e['reason']}" if e.get("rule_label") else e["reason"],
             ]
-            for e in job["events"]
+            for e in events
         ),
         title="events",
         wrap=("REASON",),

@@ -220,8 +220,6 @@ FUNCTIONS_OVER = {
     "scheduler/core/sim/replay.py:_Replay.run",
     # The simulated cluster's HTTP routes (one closure per route).
     "scheduler/adapters/simcluster/app.py:build_app",
-    # The Django side and the CLI, left to split into named steps.
-    "allot_cli/main.py:show",
 }
 
 
