@@ -9,15 +9,14 @@ the wall clock is. Ended jobs are reported for `retention_s` wall seconds (and a
 `max_ended` of them), then forgotten; a forgotten attempt id is remembered so that a
 late start with it is refused instead of running the attempt twice.
 
-`SimState` is not thread-safe: the server calls it from one event loop.
+`SimState` is not thread-safe: the server calls it from one event loop. What a request
+may ask (limits, field checks, `SimError`) is in `rules`; the schema, the write
+transaction and rows as JSON in `db`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import math
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
@@ -25,151 +24,33 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.adapters.simcluster import host_names
+from scheduler.adapters.simcluster.db import (
+    _ACTIVE_SQL,
+    SCHEMA,
+    _host_dict,
+    _job_dict,
+    _job_json,
+    _refuse_busy,
+    _Transaction,
+    iso,
+)
+from scheduler.adapters.simcluster.rules import (
+    ACTIVE_STATES,
+    ADMIN_HEALTH,
+    DEFAULTS,
+    FORGET_EVERY_S,
+    FORGOTTEN_KEPT_S,
+    LIMITS,
+    NAME_RE,
+    SimError,
+    _bad,
+    _integer,
+    _number,
+    _placement_shape,
+    _text,
+)
 
-ACTIVE_STATES = ("starting", "running", "stopping")
-ENDED_STATES = ("succeeded", "failed", "stopped", "cancelled", "lost")
-ADMIN_HEALTH = ("healthy", "draining", "down")
-FORGOTTEN_KEPT_S = 30 * 86400  # how long a forgotten attempt id still blocks a restart
-FORGET_EVERY_S = 1.0
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-DEFAULTS = {
-    "speed": 1.0,  # simulated seconds per wall second
-    "start_delay_s": 1.0,  # simulated: accepted -> running
-    "exit_delay_s": 5.0,  # simulated: stop asked -> exited (bounded by the grace period)
-    # wall seconds an end is reported after it was first reported (twice Slurm's default
-    # MinJobAge): every scheduling cycle lists them, so more costs every cycle
-    "retention_s": 600.0,
-    "max_ended": 10_000,  # and at most this many ended jobs
-}
-LIMITS = {
-    "speed": (1e-3, 1e6),
-    "start_delay_s": (0.0, 86400.0),
-    "exit_delay_s": (0.0, 86400.0),
-    "retention_s": (1.0, 30 * 86400.0),
-    "max_ended": (1, 10_000_000),
-}
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS clusters (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    host_count INTEGER NOT NULL,
-    gpus_per_host INTEGER NOT NULL,
-    speed REAL NOT NULL,
-    start_delay_s REAL NOT NULL,
-    exit_delay_s REAL NOT NULL,
-    retention_s REAL NOT NULL,
-    max_ended INTEGER NOT NULL,
-    start_timeouts INTEGER NOT NULL DEFAULT 0,
-    start_timeout_delay_s REAL NOT NULL DEFAULT 0,
-    created_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS hosts (
-    cluster_id INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
-    name TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    gpus INTEGER NOT NULL,
-    admin_health TEXT NOT NULL DEFAULT 'healthy',
-    admin_reason TEXT NOT NULL DEFAULT '',
-    failed INTEGER NOT NULL DEFAULT 0,
-    failed_reason TEXT NOT NULL DEFAULT '',
-    changed_at REAL,
-    PRIMARY KEY (cluster_id, name)
-);
-CREATE TABLE IF NOT EXISTS jobs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    cluster_id INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
-    attempt_id TEXT,
-    name TEXT NOT NULL,
-    project TEXT NOT NULL,
-    gpus INTEGER NOT NULL,
-    placements TEXT NOT NULL,
-    spec TEXT NOT NULL,
-    run_for_s REAL,
-    grace_s REAL NOT NULL,
-    exit_delay_s REAL,
-    state TEXT NOT NULL,
-    submitted_at REAL NOT NULL,
-    running_at REAL NOT NULL,
-    end_at REAL,
-    end_state TEXT NOT NULL,
-    end_detail TEXT NOT NULL,
-    stop_requested_at REAL,
-    ended_at REAL,
-    -- when the end was first reported (a restart's downtime does not use up retention)
-    ended_seen_at REAL,
-    detail TEXT NOT NULL DEFAULT '',
-    UNIQUE (cluster_id, attempt_id)
-);
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs (cluster_id, state);
-CREATE INDEX IF NOT EXISTS jobs_ended_seen ON jobs (cluster_id, ended_seen_at);
-CREATE TABLE IF NOT EXISTS job_gpus (
-    job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
-    cluster_id INTEGER NOT NULL,
-    host TEXT NOT NULL,
-    gpu INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS job_gpus_slot ON job_gpus (cluster_id, host, gpu);
-CREATE INDEX IF NOT EXISTS job_gpus_job ON job_gpus (job_id);
-CREATE TABLE IF NOT EXISTS forgotten_attempts (
-    cluster_id INTEGER NOT NULL REFERENCES clusters(id) ON DELETE CASCADE,
-    attempt_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    ended_at REAL NOT NULL,
-    PRIMARY KEY (cluster_id, attempt_id)
-) WITHOUT ROWID;
-"""
-_ACTIVE_SQL = "('starting', 'running', 'stopping')"
-
-
-class SimError(Exception):
-    """A refused request: HTTP `status`, a stable `code` and a message for people."""
-
-    def __init__(self, status: int, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.code = code
-        self.detail = detail
-
-
-def iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return dt.datetime.fromtimestamp(epoch, tz=dt.UTC).isoformat()
-
-
-def _bad(field: str, message: str) -> SimError:
-    return SimError(400, "invalid", f"{field}: {message}")
-
-
-def _number(body: Mapping[str, Any], field: str, default: Any, low: float, high: float) -> Any:
-    value = body.get(field, default)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise _bad(field, f"must be a number, got {value!r}")
-    if not low <= value <= high:
-        raise _bad(field, f"must be between {low:g} and {high:g}, got {value!r}")
-    return value
-
-
-def _integer(body: Mapping[str, Any], field: str, default: Any, low: int, high: int) -> Any:
-    value = body.get(field, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _bad(field, f"must be an integer, got {value!r}")
-    if not low <= value <= high:
-        raise _bad(field, f"must be between {low} and {high}, got {value}")
-    return value
-
-
-def _text(body: Mapping[str, Any], field: str, default: str = "", required: bool = False) -> str:
-    value = body.get(field, default)
-    if not isinstance(value, str) or (required and not value.strip()):
-        raise _bad(field, "must be a non-empty string" if required else "must be a string")
-    if len(value) > 1000:
-        raise _bad(field, "must be at most 1000 characters")
-    return value
+__all__ = ["SimError", "SimState"]
 
 
 class SimState:
@@ -606,22 +487,11 @@ class SimState:
         is not healthy or on GPUs that are busy is the scheduler's bug, never accepted)."""
         if not isinstance(raw, list) or not raw:
             raise _bad("placements", "must be a non-empty list of {host, gpu_indices}")
-        placements, seen_hosts = [], set()
+        placements: list[dict[str, Any]] = []
+        seen_hosts: set[str] = set()
         for i, item in enumerate(raw):
             field = f"placements[{i}]"
-            if not isinstance(item, dict):
-                raise _bad(field, "must be an object with host and gpu_indices")
-            host_name = _text(item, "host", required=True)
-            if host_name in seen_hosts:
-                raise _bad(field, f"host {host_name!r} appears twice")
-            seen_hosts.add(host_name)
-            indices = item.get("gpu_indices")
-            if (
-                not isinstance(indices, list)
-                or not indices
-                or not all(isinstance(g, int) and not isinstance(g, bool) for g in indices)
-            ):
-                raise _bad(f"{field}.gpu_indices", "must be a non-empty list of integers")
+            host_name, indices = _placement_shape(item, field, seen_hosts)
             host = self._host(cluster, host_name)
             if len(set(indices)) != len(indices) or not all(0 <= g < host["gpus"] for g in indices):
                 raise _bad(
@@ -639,31 +509,8 @@ class SimState:
                     + ": it takes no new jobs",
                 )
             placements.append({"host": host_name, "gpu_indices": sorted(indices)})
-        self._refuse_busy(cluster, placements)
+        _refuse_busy(self.db, cluster, placements)
         return placements
-
-    def _refuse_busy(self, cluster: sqlite3.Row, placements: list[dict[str, Any]]) -> None:
-        for p in placements:
-            marks = ", ".join("?" * len(p["gpu_indices"]))
-            rows = self.db.execute(
-                "SELECT g.gpu, j.id, j.attempt_id, j.state FROM job_gpus g"
-                " JOIN jobs j ON j.id = g.job_id WHERE g.cluster_id = ? AND g.host = ?"
-                f" AND g.gpu IN ({marks}) AND j.state IN {_ACTIVE_SQL} ORDER BY g.gpu",
-                (cluster["id"], p["host"], *p["gpu_indices"]),
-            ).fetchall()
-            if rows:
-                holders = sorted(
-                    {
-                        f"job {r['id']} ({'attempt ' + r['attempt_id'] if r['attempt_id'] else 'foreign'}, {r['state']})"
-                        for r in rows
-                    }
-                )
-                raise SimError(
-                    409,
-                    "gpus_busy",
-                    f"GPUs {', '.join(str(r['gpu']) for r in rows)} of host {p['host']} are "
-                    f"held by {'; '.join(holders)}",
-                )
 
     def stop(self, name: str, attempt_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
         """A graceful stop: the job exits after its exit delay, or is killed at the end
@@ -735,63 +582,3 @@ class SimState:
                 (count, delay, cluster["id"]),
             )
         return {"start_timeouts": count, "delay_s": delay}
-
-
-class _Transaction:
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-        self.outer = False
-
-    def __enter__(self) -> _Transaction:
-        self.outer = not self.db.in_transaction
-        if self.outer:
-            self.db.execute("BEGIN IMMEDIATE")
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if not self.outer:
-            return
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
-
-
-def _host_dict(row: sqlite3.Row, used_gpus: int) -> dict[str, Any]:
-    if row["failed"]:
-        health, reason = "down", row["failed_reason"]
-    else:
-        health, reason = row["admin_health"], row["admin_reason"]
-    return {
-        "name": row["name"],
-        "gpus": row["gpus"],
-        "health": health,
-        "reason": reason,
-        "used_gpus": used_gpus,
-        "failed": bool(row["failed"]),
-        "admin_health": row["admin_health"],
-        "changed_at": iso(row["changed_at"]),
-    }
-
-
-def _job_json(row: sqlite3.Row, now: float) -> str:
-    """One job as JSON text (the placements are stored as JSON and embedded as they are:
-    listing a thousand jobs is the request every scheduling cycle makes)."""
-    dumps = json.dumps
-    ended_at = row["ended_at"]
-    # It ran if it left `starting` before it was asked to stop or ended: a job stopped
-    # while starting never runs. Fixed once the job is in a state, as the cache needs.
-    limit = min(t for t in (now, ended_at, row["stop_requested_at"]) if t is not None)
-    ran = row["running_at"] <= limit
-    return (
-        f'{{"job_id":{row["id"]},"attempt_id":{dumps(row["attempt_id"] or "")},'
-        f'"name":{dumps(row["name"])},"project":{dumps(row["project"])},'
-        f'"gpus":{row["gpus"]},"state":"{row["state"]}","placements":{row["placements"]},'
-        f'"run_for_s":{dumps(row["run_for_s"])},'
-        f'"submitted_at":{dumps(iso(row["submitted_at"]))},'
-        f'"started_at":{dumps(iso(row["running_at"]) if ran else None)},'
-        f'"stop_requested_at":{dumps(iso(row["stop_requested_at"]))},'
-        f'"ended_at":{dumps(iso(ended_at))},"detail":{dumps(row["detail"])}}}'
-    )
-
-
-def _job_dict(row: sqlite3.Row, now: float) -> dict[str, Any]:
-    job: dict[str, Any] = json.loads(_job_json(row, now))
-    return job
