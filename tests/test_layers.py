@@ -217,8 +217,6 @@ FUNCTIONS_OVER = {
     "scheduler/core/sim/io.py:load_trace",
     "scheduler/core/sim/replay.py:_Replay.__init__",
     "scheduler/core/sim/replay.py:_Replay.run",
-    # The simulated cluster's HTTP routes (one closure per route).
-    "scheduler/adapters/simcluster/app.py:build_app",
 }
 
 

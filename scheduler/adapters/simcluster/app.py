@@ -61,11 +61,26 @@ async def _body(request: Request) -> dict[str, Any]:
     return body
 
 
+def _name(request: Request) -> str:
+    """The cluster the request names."""
+    return str(request.path_params["cluster"])
+
+
+def _route(path: str, handler: Handler, methods: Sequence[str] = ("GET",)) -> Route:
+    """A route whose handler's refusals (`SimError`) become their JSON error answers."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            result = await handler(request)
+        except SimError as exc:
+            return JSONResponse({"code": exc.code, "detail": exc.detail}, exc.status)
+        return result if isinstance(result, Response) else JSONResponse(result)
+
+    return Route(path, endpoint, methods=list(methods))
+
+
 def build_app(state: SimState) -> Starlette:
     """The ASGI app over one `SimState` (every handler runs on the server's one loop)."""
-
-    def name(request: Request) -> str:
-        return str(request.path_params["cluster"])
 
     async def health(request: Request) -> Result:
         return {"status": "ok", "clusters": state.list_clusters()}
@@ -75,87 +90,88 @@ def build_app(state: SimState) -> Starlette:
 
     async def cluster(request: Request) -> Result:
         if request.method == "PUT":
-            data, created = state.put_cluster(name(request), await _body(request))
+            data, created = state.put_cluster(_name(request), await _body(request))
             return JSONResponse(data, status_code=201 if created else 200)
         if request.method == "DELETE":
-            state.delete_cluster(name(request))
-            return {"deleted": name(request)}
-        return state.get_cluster(name(request))
+            state.delete_cluster(_name(request))
+            return {"deleted": _name(request)}
+        return state.get_cluster(_name(request))
 
     async def hosts(request: Request) -> Result:
-        return {"hosts": state.hosts(name(request))}
+        return {"hosts": state.hosts(_name(request))}
 
     async def host_health(request: Request) -> Result:
         body = await _body(request)
-        return state.set_host_health(name(request), request.path_params["host"], body)
+        return state.set_host_health(_name(request), request.path_params["host"], body)
 
     async def jobs(request: Request) -> Result:
         if request.method == "GET":
-            return Response(state.jobs_json(name(request)), media_type="application/json")
-        job, created, delay_s = state.start(name(request), await _body(request))
+            return Response(state.jobs_json(_name(request)), media_type="application/json")
+        job, created, delay_s = state.start(_name(request), await _body(request))
         if delay_s > 0:  # test hook: the job exists, the answer comes too late
             await asyncio.sleep(delay_s)
         return JSONResponse({**job, "adopted": not created}, status_code=201 if created else 200)
 
     async def attempt(request: Request) -> Result:
-        return state.job(name(request), attempt_id=request.path_params["attempt_id"])
+        return state.job(_name(request), attempt_id=request.path_params["attempt_id"])
 
     async def attempt_stop(request: Request) -> Result:
         body = await _body(request)
-        return state.stop(name(request), request.path_params["attempt_id"], body)
+        return state.stop(_name(request), request.path_params["attempt_id"], body)
+
+    cluster_path = "/v1/clusters/{cluster}"
+    return Starlette(
+        routes=[
+            _route("/health", health),
+            _route("/v1/clusters", clusters),
+            _route(cluster_path, cluster, ("GET", "PUT", "DELETE")),
+            _route(f"{cluster_path}/hosts", hosts),
+            _route(f"{cluster_path}/hosts/{{host}}/health", host_health, ("PUT",)),
+            _route(f"{cluster_path}/jobs", jobs, ("GET", "POST")),
+            _route(f"{cluster_path}/attempts/{{attempt_id}}", attempt),
+            _route(f"{cluster_path}/attempts/{{attempt_id}}/stop", attempt_stop, ("POST",)),
+            *_control_routes(state),
+        ]
+    )
+
+
+def _control_routes(state: SimState) -> list[Route]:
+    """The test controls (/control/...): failing and recovering hosts, cancelling and
+    injecting jobs, faults."""
 
     async def host_fail(request: Request) -> Result:
         body = await _body(request)
         reason = body.get("reason") or ""
-        return state.fail_host(name(request), request.path_params["host"], str(reason))
+        return state.fail_host(_name(request), request.path_params["host"], str(reason))
 
     async def host_recover(request: Request) -> Result:
-        return state.recover_host(name(request), request.path_params["host"])
+        return state.recover_host(_name(request), request.path_params["host"])
 
     async def job_cancel(request: Request) -> Result:
         body = await _body(request)
         reason = str(body.get("reason") or "")
         if "attempt_id" in request.path_params:
-            return state.cancel(name(request), reason, attempt_id=request.path_params["attempt_id"])
-        return state.cancel(name(request), reason, job_id=request.path_params["job_id"])
+            return state.cancel(
+                _name(request), reason, attempt_id=request.path_params["attempt_id"]
+            )
+        return state.cancel(_name(request), reason, job_id=request.path_params["job_id"])
 
     async def foreign_jobs(request: Request) -> Result:
-        job = state.create_foreign(name(request), await _body(request))
+        job = state.create_foreign(_name(request), await _body(request))
         return JSONResponse(job, status_code=201)
 
     async def faults(request: Request) -> Result:
-        return state.set_faults(name(request), await _body(request))
+        return state.set_faults(_name(request), await _body(request))
 
-    def route(path: str, handler: Handler, methods: Sequence[str] = ("GET",)) -> Route:
-        async def endpoint(request: Request) -> Response:
-            try:
-                result = await handler(request)
-            except SimError as exc:
-                return JSONResponse({"code": exc.code, "detail": exc.detail}, exc.status)
-            return result if isinstance(result, Response) else JSONResponse(result)
-
-        return Route(path, endpoint, methods=list(methods))
-
-    cluster_path = "/v1/clusters/{cluster}"
     control_path = "/control/clusters/{cluster}"
-    return Starlette(
-        routes=[
-            route("/health", health),
-            route("/v1/clusters", clusters),
-            route(cluster_path, cluster, ("GET", "PUT", "DELETE")),
-            route(f"{cluster_path}/hosts", hosts),
-            route(f"{cluster_path}/hosts/{{host}}/health", host_health, ("PUT",)),
-            route(f"{cluster_path}/jobs", jobs, ("GET", "POST")),
-            route(f"{cluster_path}/attempts/{{attempt_id}}", attempt),
-            route(f"{cluster_path}/attempts/{{attempt_id}}/stop", attempt_stop, ("POST",)),
-            route(f"{control_path}/hosts/{{host}}/fail", host_fail, ("POST",)),
-            route(f"{control_path}/hosts/{{host}}/recover", host_recover, ("POST",)),
-            route(f"{control_path}/jobs/{{job_id:int}}/cancel", job_cancel, ("POST",)),
-            route(f"{control_path}/attempts/{{attempt_id}}/cancel", job_cancel, ("POST",)),
-            route(f"{control_path}/foreign-jobs", foreign_jobs, ("POST",)),
-            route(f"{control_path}/faults", faults, ("POST",)),
-        ]
-    )
+    return [
+        _route(f"{control_path}/hosts/{{host}}/fail", host_fail, ("POST",)),
+        _route(f"{control_path}/hosts/{{host}}/recover", host_recover, ("POST",)),
+        _route(f"{control_path}/jobs/{{job_id:int}}/cancel", job_cancel, ("POST",)),
+        _route(f"{control_path}/attempts/{{attempt_id}}/cancel", job_cancel, ("POST",)),
+        _route(f"{control_path}/foreign-jobs", foreign_jobs, ("POST",)),
+        _route(f"{control_path}/faults", faults, ("POST",)),
+    ]
 
 
 def app_for_state_dir(state_dir: Path, **defaults: Any) -> Starlette:
