@@ -10,6 +10,7 @@
   answers.
 - `member_token`: (in-process Django) a user who is the only member of one project,
   and their API token; `post_job`: one `POST /api/v1/jobs/`.
+- `worker_cpu_s`: the CPU seconds gunicorn's workers used so far.
 """
 
 from __future__ import annotations
@@ -191,3 +192,15 @@ def post_job(
         return response.status, response.read()
     finally:
         conn.close()
+
+
+def worker_cpu_s(master_pid: int) -> float:
+    """User + system CPU seconds of the gunicorn master's worker processes (read from
+    /proc, so the load generator's own share does not count)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
+    for pid in children:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / ticks

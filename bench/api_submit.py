@@ -29,7 +29,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._server import fresh_database, gunicorn, manage, post_job, production_env  # noqa: E402
+from bench._server import (  # noqa: E402
+    fresh_database,
+    gunicorn,
+    manage,
+    post_job,
+    production_env,
+    worker_cpu_s,
+)
 
 SETUP = """
 from budgets.services import budget_tree_import
@@ -97,9 +104,9 @@ def main() -> None:
         with gunicorn(env, ROOT / "var" / "bench" / "gunicorn.log") as server:
             for _ in range(20):  # warm every worker (imports, connections)
                 post_job(args.port, token, BODY)
-            cpu_before = _cpu_s(server.pid)
+            cpu_before = worker_cpu_s(server.pid)
             result = _run_singles(args, token)
-            cpu_singles = _cpu_s(server.pid) - cpu_before
+            cpu_singles = worker_cpu_s(server.pid) - cpu_before
             result["array_runs_s"] = [_time_array(args.port, token) for _ in range(args.arrays)]
     workers = int(env["WEB_CONCURRENCY"])
     arrays = [t for t in result["array_runs_s"] if t is not None]
@@ -151,17 +158,6 @@ def _run_singles(args, token: str) -> dict:
         "errors": sum(p["errors"] for p in parts),
         "statuses": statuses,
     }
-
-
-def _cpu_s(master_pid: int) -> float:
-    """User + system CPU seconds of the gunicorn master's worker processes."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
-    for pid in children:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / ticks
 
 
 def _time_array(port: int, token: str) -> float | None:

@@ -34,7 +34,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._server import fresh_database, gunicorn, manage, production_env  # noqa: E402
+from bench._server import (  # noqa: E402
+    fresh_database,
+    gunicorn,
+    manage,
+    production_env,
+    worker_cpu_s,
+)
 
 PROJECTS = 20
 JOBS_PER_PROJECT = 500
@@ -92,17 +98,6 @@ def request(port: int, method: str, path: str, headers: dict, body: bytes | None
         return response.status
     finally:
         conn.close()
-
-
-def worker_cpu_s(master_pid: int) -> float:
-    """User + system CPU seconds of the gunicorn master's worker processes."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
-    for pid in children:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / ticks
 
 
 def main() -> None:
