@@ -95,9 +95,12 @@ def _check(program_weights, jobs) -> None:
 
     def submit(spec) -> None:
         index, gpus, min_runtime_s, _early = spec
+        project = nodes[projects[index % len(projects)]]
+        if project.weight == 0:  # no budget: the submit service takes free work only
+            min_runtime_s = 0
         submit_job(
             cluster=cluster,
-            project=nodes[projects[index % len(projects)]],
+            project=project,
             user=user,
             at=memory.now,
             gpus=gpus,
