@@ -14,6 +14,9 @@ def test_manager_edits_a_weight_and_sees_it_in_the_history(tree, live_server, pa
     expect(page.locator("h1")).to_contain_text("Budget tree")
 
     page.click(f"a[href='/budgets/nodes/{tree.node('prog-a').pk}/edit/']")
+    # htmx listens for the input once the page has loaded: typing earlier (a busy
+    # machine) goes unheard and no preview comes
+    page.wait_for_load_state("load")
     page.fill("input[aria-label='weight of a1']", "30")
     preview = page.locator("#preview table.preview")
     expect(preview).to_contain_text("org/prog-a/a1")
