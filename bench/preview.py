@@ -190,17 +190,13 @@ def philly_fidelity(
 ) -> dict[str, Any]:
     """The Philly Oct-Nov trace's first `history_days` days loaded into the ledger as
     the back-fill stores a simulated history, previewed over its last `days` days."""
-    from collections import defaultdict
     from dataclasses import replace
 
     from django.contrib.auth import get_user_model
 
     from budgets.models import BudgetNode
     from budgets.services import budget_tree_import
-    from scheduler.core.engine import stop_rule
-    from scheduler.core.sim.history import runs_with_gpu_indices
     from scheduler.core.sim.io import load_cluster, load_trace, parse_tree
-    from scheduler.core.sim.model import JobState as SimJobState
     from scheduler.core.sim.replay import simulate
     from scheduler.services import demo
     from scheduler.services.previews import sim_config_for_cluster
@@ -225,18 +221,7 @@ def philly_fidelity(
     cfg = replace(sim_config_for_cluster(cluster), until_s=None, seed=0)
     result = simulate(spec.__class__(cluster.name, spec.hosts), tree, trace, cfg)
     hosts = {h.name: h.gpus for h in spec.hosts}
-    done = {
-        o.job_id: o
-        for o in result.jobs
-        if o.state in (SimJobState.COMPLETED, SimJobState.TERMINATED)
-        and o.rejected is None
-        and o.end_s is not None
-    }
-    runs_by_job: dict[str, list[Any]] = defaultdict(list)
-    for run in runs_with_gpu_indices(result.intervals, hosts):
-        if run.job_id in done:
-            runs_by_job[run.job_id].append(run)
-    rules = {(p.job_id, round(p.at_s, 3)): stop_rule(p.reason_code) for p in result.preemptions}
+    done, runs_by_job, rules = demo.finished_runs(result, hosts)
     origin = now - dt.timedelta(days=history_days)
     end = origin + dt.timedelta(seconds=max((o.end_s or 0.0) for o in result.jobs) + 3600)
     counts = demo._store_history(

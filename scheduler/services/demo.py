@@ -37,7 +37,7 @@ from scheduler.core.engine.budget_tree import budget_node, entitled_shares, pars
 from scheduler.core.sim.generate import TraceRow, organisation_rows
 from scheduler.core.sim.history import RunRecord, runs_with_gpu_indices
 from scheduler.core.sim.io import parse_tree
-from scheduler.core.sim.model import ClusterSpec, HostSpec, TraceJob
+from scheduler.core.sim.model import ClusterSpec, HostSpec, SimResult, TraceJob
 from scheduler.core.sim.model import JobState as SimJobState
 from scheduler.core.sim.replay import simulate
 from scheduler.models import (
@@ -152,18 +152,7 @@ def demo_backfill(*, root: BudgetNode, cluster: Cluster, days: float, now=None) 
         replace(sim_config_for_cluster(cluster), until_s=days * DAY_S, seed=0),
     )
     simulated_s = time.perf_counter() - started
-    done = {
-        o.job_id: o
-        for o in result.jobs
-        if o.state in (SimJobState.COMPLETED, SimJobState.TERMINATED)
-        and o.rejected is None
-        and o.end_s is not None
-    }
-    runs_by_job: dict[str, list[RunRecord]] = defaultdict(list)
-    for run in runs_with_gpu_indices(result.intervals, hosts):
-        if run.job_id in done:
-            runs_by_job[run.job_id].append(run)
-    rules = {(p.job_id, round(p.at_s, 3)): stop_rule(p.reason_code) for p in result.preemptions}
+    done, runs_by_job, rules = finished_runs(result, hosts)
     counts = _store_history(
         cluster=cluster,
         projects=_projects(root),
@@ -415,3 +404,23 @@ def _rows_between(shares, gpus: int, sim_from: float, sim_to: float) -> list[Tra
                 rows.append(row)
         day += 1
     return rows
+
+
+def finished_runs(
+    result: SimResult, hosts: dict[str, int]
+) -> tuple[dict[str, Any], dict[str, list[RunRecord]], dict[tuple[str, float], str]]:
+    """What a simulated history stores: the jobs that ended (job id -> outcome), their
+    runs with GPU indices by job, and the rule of each preemption by (job id, time)."""
+    done = {
+        o.job_id: o
+        for o in result.jobs
+        if o.state in (SimJobState.COMPLETED, SimJobState.TERMINATED)
+        and o.rejected is None
+        and o.end_s is not None
+    }
+    runs_by_job: dict[str, list[RunRecord]] = defaultdict(list)
+    for run in runs_with_gpu_indices(result.intervals, hosts):
+        if run.job_id in done:
+            runs_by_job[run.job_id].append(run)
+    rules = {(p.job_id, round(p.at_s, 3)): stop_rule(p.reason_code) for p in result.preemptions}
+    return done, runs_by_job, rules
