@@ -202,7 +202,6 @@ MODULES_OVER = {
     # The Slurm adapter (not split yet).
     "scheduler/adapters/slurm.py",
     # The pure core: compiled with mypyc, a split means re-checking the native build.
-    "scheduler/core/engine/preemption.py",
     "scheduler/core/sim/eta.py",
     "scheduler/core/sim/replay.py",
 }

@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 NATIVE_SOURCES = (
     "scheduler/core/engine",
     "scheduler/core/sim/replay.py",
+    "scheduler/core/sim/replay_state.py",
     "scheduler/core/sim/usage.py",
 )
 MANIFEST = ROOT / "build" / "native" / "manifest.json"

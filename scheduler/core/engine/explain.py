@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
-from scheduler.core.engine.preemption import Victim
 from scheduler.core.engine.types import (
     ExplainedQueue,
     Placement,
@@ -24,6 +23,7 @@ from scheduler.core.engine.types import (
     StopReason,
     Workload,
 )
+from scheduler.core.engine.victims import IDLE, Victim
 
 __all__ = [
     "STANDING",
@@ -160,6 +160,14 @@ class FairShareReasons:
     def victim(self, v: Victim, w: Workload, r: int) -> tuple[StopReason, str]:
         """Why `v` is preempted for `w` (of order index `r`)."""
         lost = v.lost_text()
+        if v.tier == IDLE:
+            idle = hours_text(self.policy.idle_reclaim_after_s)
+            return StopReason.IDLE, (
+                f"preempted after its protected minimum runtime: its GPUs were idle for "
+                f"at least {idle} "
+                f"(idle GPUs reclaimed) and allocated job {w.id} of project {w.project} "
+                f"needed them; {lost}"
+            )
         if not v.allocated:
             return StopReason.UNALLOCATED, (
                 f"preempted: unallocated job (min runtime 0) gives way to allocated job {w.id} "

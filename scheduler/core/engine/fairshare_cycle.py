@@ -4,9 +4,9 @@ gives way.
 1. Allocated jobs (min runtime > 0): projects in Fair Tree order, each project's
    pending list in its given order (priority, submit). A job starts in free GPUs
    (`Placer`), else on a reserved host it cannot delay (`Reservations.place`), else
-   by preemption (`preemption`: unallocated work, work of projects it still outranks
-   after the preemption, lower-priority work of its own project, all past their min
-   runtime). The first job needing whole hosts that can start neither way gets hosts
+   by preemption (`preemption`: idle work with idle reclaim on, unallocated work, work
+   of projects it still outranks after the preemption, lower-priority work of its own
+   project, all past their min runtime). The first job needing whole hosts that can start neither way gets hosts
    reserved. Projects with weight 0 run no allocated jobs.
 2. Unallocated jobs (min runtime 0): same project order, free GPUs only (reserved
    hosts included: the job they are held for may preempt these at any time).
@@ -82,7 +82,11 @@ class FairShareCycle:
         self.order = order
         self.rank = {p: i for i, p in enumerate(order)}
         self.entitled = fs.tree.entitled_by_key
-        self.work = PreemptibleWork(cluster.candidates, decisions.stopped, self.rank)
+        # idle reclaim's threshold (None: off)
+        self.idle_after = policy.idle_reclaim_after_s if policy.idle_reclaim else None
+        self.work = PreemptibleWork(
+            cluster.candidates, decisions.stopped, self.rank, now, self.idle_after
+        )
         self.reasons = FairShareReasons(
             order, self.rank, self.entitled, snapshot.usage, policy, cluster.healthy_gpus
         )
@@ -115,6 +119,7 @@ class FairShareCycle:
                 self.cap,
                 self.state.victims,
                 4 * len(self.cluster.candidates) + 1024,
+                self.idle_after,
             )
         return v
 
@@ -178,7 +183,7 @@ class FairShareCycle:
         work = self.work
         return (
             not self.cluster.index.any_free()
-            and work.unallocated_gpus <= 0
+            and work.open_gpus <= 0
             and work.max_rank <= r
             and not can_preempt_own
             and not self.reservations.usable()
@@ -248,7 +253,7 @@ class FairShareCycle:
         own_min = work.own_min_priority.get(proj)
         if own_min is not None and own_min < top_prio:
             return None
-        if work.unallocated_gpus <= 0 and work.max_rank <= r:
+        if work.open_gpus <= 0 and work.max_rank <= r:
             return (-1, False, -INF, 0, -1)  # nothing free and nothing it may preempt
         dead: float = INF
         if self.searches_left <= 0:
@@ -337,9 +342,7 @@ class FairShareCycle:
         work = self.work
         size = sh.block or sh.gpus
         possible = (
-            work.unallocated_gpus > 0
-            or can_own
-            or (work.max_rank > r and work.max_rank >= threshold())
+            work.open_gpus > 0 or can_own or (work.max_rank > r and work.max_rank >= threshold())
         )
         if possible and not can_own:
             for failed_at, failed_size in self.failures:
@@ -357,7 +360,7 @@ class FairShareCycle:
             return False  # bounded work per cycle; later cycles retry
         # Enough GPUs among free and allowed victims; for whole hosts, enough hosts that
         # could be emptied at all. O(log projects).
-        room = self.cluster.free_gpus + work.unallocated_gpus
+        room = self.cluster.free_gpus + work.open_gpus
         if can_own:
             room += work.own_gpus.get(proj, 0)
         if room < w.gpus and work.max_rank > r:

@@ -42,3 +42,11 @@ def saved_work_s(ran_s: float, interval_s: float) -> float:
     if interval_s <= 0 or ran_s <= 0:
         return 0.0
     return min(ran_s, math.floor(ran_s / interval_s) * interval_s)
+
+
+def idle_reclaimable(rw: RunningWorkload, now: float, after_s: float | None) -> bool:
+    """Whether running `rw` is idle long enough to be reclaimed at `now`: its GPUs have
+    been idle (`idle_since_s`) for at least `after_s` (None: idle reclaim is off).
+    Protection is read apart: a run inside its minimum runtime is never a candidate."""
+    since = rw.idle_since_s
+    return after_s is not None and since is not None and now - since >= after_s

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from scheduler.core.engine.blocks import BlockTable, FreeIndex, MaskTable
 from scheduler.core.engine.cluster import HostLayout, RunMemo
 from scheduler.core.engine.fairshare import TreeMemo
-from scheduler.core.engine.preemption import Victim
 from scheduler.core.engine.types import Host
+from scheduler.core.engine.victims import Victim
 
 __all__ = ["EngineState"]
 

@@ -68,6 +68,9 @@ class RunningWorkload:
     `protected_until_s`, when set, is when its protection ends regardless of its
     minimum runtime: a holder the engine must leave alone until then (a run already
     stopping, a job outside Allot). `scheduler.core.engine.runs.protected_until` reads it.
+    `idle_since_s`, when set, is since when its GPUs have been idle (below the cluster's
+    utilization threshold), as the caller measured it; None: not idle (the default).
+    With `Policy.idle_reclaim` on, `scheduler.core.engine.runs.idle_reclaimable` reads it.
     """
 
     workload: Workload
@@ -76,6 +79,7 @@ class RunningWorkload:
     allocated: bool
     last_checkpoint_s: float | None = None
     protected_until_s: float | None = None
+    idle_since_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +147,12 @@ class Policy:
     short_reserve_auto: bool = True
     short_reserve_idle_share: float = 0.02
     short_reserve_release_s: float = 30 * 60.0
+    # Idle-GPU reclaim (fair-share mode, off by default): a running job past its minimum
+    # runtime whose GPUs have been idle for `idle_reclaim_after_s` (its `idle_since_s`)
+    # may be preempted by any allocated job that needs GPUs, and is taken before every
+    # other candidate (before unallocated work, before its project's other jobs).
+    idle_reclaim: bool = False
+    idle_reclaim_after_s: float = 30 * 60.0
 
 
 class StopReason(StrEnum):
@@ -153,6 +163,7 @@ class StopReason(StrEnum):
     PRIORITY = "priority"  # a higher-priority job of the same project
     DRAIN = "drain"  # its host is unhealthy and its protection is over
     HOST_DOWN = "host_down"
+    IDLE = "idle"  # its GPUs were idle past its protection (idle-GPU reclaim)
 
 
 # One name per preemption rule everywhere (glossary: preemption rules): job events, the
@@ -166,6 +177,7 @@ STOP_RULES: Mapping[str, str] = MappingProxyType(
         StopReason.PRIORITY: "project_priority",
         StopReason.DRAIN: "host_drain",
         StopReason.HOST_DOWN: "host_down",
+        StopReason.IDLE: "idle_reclaim",
     }
 )
 RULE_LABELS: Mapping[str, str] = MappingProxyType(
@@ -175,6 +187,7 @@ RULE_LABELS: Mapping[str, str] = MappingProxyType(
         "project_priority": "A higher-priority job of the same project",
         "host_drain": "Host drained after the job's protection",
         "host_down": "Host went down",
+        "idle_reclaim": "Idle GPUs reclaimed after the job's protection",
     }
 )
 

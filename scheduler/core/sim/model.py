@@ -61,7 +61,11 @@ class ClusterSpec:
 
 @dataclass(frozen=True, slots=True)
 class TraceJob:
-    """One row of TRACE.csv. `duration_s` is the running time needed if never preempted."""
+    """One row of TRACE.csv. `duration_s` is the running time needed if never preempted.
+
+    `idle_after_s`, when set, is the job's idle pattern: each run's GPUs go idle once
+    the run has lasted that long (a session left open, a hung job); it still holds them
+    until it ends or is stopped. None: never idle."""
 
     job_id: str
     project: str
@@ -73,6 +77,7 @@ class TraceJob:
     resumable: bool
     priority: int
     kind: str
+    idle_after_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +102,10 @@ class SimConfig:
     # what-if preview), not with none.
     prior_usage: tuple[tuple[str, float, float, int], ...] = ()
     short_reserve_auto: bool = True  # Policy.short_reserve_auto (fairshare only)
+    # Policy.idle_reclaim and its idle duration (fairshare only): runs idle that long
+    # (`TraceJob.idle_after_s`) past their min runtime are preempted first
+    idle_reclaim: bool = False
+    idle_reclaim_after_s: float = 1800.0
 
 
 class JobState:
