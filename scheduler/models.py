@@ -60,6 +60,27 @@ class Cluster(models.Model):
         help_text="The longest minimum runtime (seconds) a job may declare to start on "
         "the short-job reserve.",
     )
+    # Idle-GPU reclaim (engine `Policy.idle_reclaim`): a running job past its minimum
+    # runtime whose GPUs stay below `idle_threshold_pct` for `idle_reclaim_after_s` is
+    # the first candidate for preemption; `idle_notify_owner` tells its owner.
+    idle_reclaim = models.BooleanField(
+        default=False,
+        help_text="Reclaim idle GPUs: a job past its minimum runtime whose GPUs stay idle "
+        "is preempted first when GPUs are needed.",
+    )
+    idle_threshold_pct = models.PositiveIntegerField(
+        default=5,
+        help_text="GPU utilization (%) below which a job's GPUs count as idle.",
+    )
+    idle_reclaim_after_s = models.PositiveIntegerField(
+        default=30 * 60,
+        validators=[MinValueValidator(60)],
+        help_text="How long (seconds) a job's GPUs must stay idle before they are reclaimed.",
+    )
+    idle_notify_owner = models.BooleanField(
+        default=True,
+        help_text="Tell a job's owner when its idle GPUs are reclaimed.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     # Besides staff, these users may drain and resume the cluster's hosts.
     operators = models.ManyToManyField(

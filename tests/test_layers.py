@@ -203,7 +203,6 @@ MODULES_OVER = {
     "scheduler/adapters/slurm.py",
     # The pure core: compiled with mypyc, a split means re-checking the native build.
     "scheduler/core/sim/eta.py",
-    "scheduler/core/sim/replay.py",
 }
 FUNCTIONS_OVER = {
     # The pure core (mypyc-compiled, see above).
@@ -214,7 +213,6 @@ FUNCTIONS_OVER = {
     "scheduler/core/sim/eta.py:forward_starts",
     "scheduler/core/sim/io.py:load_cluster",
     "scheduler/core/sim/io.py:load_trace",
-    "scheduler/core/sim/replay.py:_Replay.__init__",
     "scheduler/core/sim/replay.py:_Replay.run",
 }
 

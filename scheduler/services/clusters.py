@@ -128,12 +128,13 @@ def _integer(value: Any, *, field: str, low: int, high: int) -> int:
 @dataclass(frozen=True)
 class PolicyRule:
     """A policy field's values: a whole number from `low` to `high` (None too where
-    `nullable`)."""
+    `nullable`), or true/false where `boolean`."""
 
     low: int
     high: int
     nullable: bool = False
     means_none: str = ""  # what None stands for, in error messages
+    boolean: bool = False
 
 
 # The scheduling policy on `Cluster` (engine `Policy`, the fair-share window), field by
@@ -146,6 +147,12 @@ POLICY_RULES: dict[str, PolicyRule] = {
     "half_life_s": PolicyRule(HOUR_S, 365 * DAY_S, nullable=True, means_none="no decay"),
     "short_reserve_hosts": PolicyRule(0, MAX_HOSTS),
     "short_job_max_s": PolicyRule(1, 30 * DAY_S),
+    # idle-GPU reclaim (engine `Policy.idle_reclaim`; the idle test is
+    # `scheduler.selectors.utilization.idle_attempt_ids`)
+    "idle_reclaim": PolicyRule(0, 1, boolean=True),
+    "idle_threshold_pct": PolicyRule(0, 100),
+    "idle_reclaim_after_s": PolicyRule(60, DAY_S),
+    "idle_notify_owner": PolicyRule(0, 1, boolean=True),
 }
 POLICY_FIELDS = tuple(POLICY_RULES)
 
@@ -170,6 +177,13 @@ def clean_policy(
         value = values[name]
         if value is None and rule.nullable:
             cleaned[name] = None
+            continue
+        if rule.boolean:
+            if not isinstance(value, bool):
+                raise ValidationFailed(
+                    f"{name}: must be true or false, got {_shown(value)}", field=name
+                )
+            cleaned[name] = value
             continue
         if rule.nullable and (isinstance(value, bool) or not isinstance(value, int)):
             raise ValidationFailed(

@@ -21,6 +21,19 @@ class PolicyOutput(serializers.Serializer):
     short_job_max_s = serializers.IntegerField(
         help_text="Longest minimum runtime a job may declare to start on those hosts"
     )
+    idle_reclaim = serializers.BooleanField(
+        help_text="Idle-GPU reclaim: a job past its minimum runtime whose GPUs stay idle "
+        "is preempted first when GPUs are needed (rule idle_reclaim)"
+    )
+    idle_threshold_pct = serializers.IntegerField(
+        help_text="GPU utilization (%) below which a job's GPUs count as idle"
+    )
+    idle_reclaim_after_s = serializers.IntegerField(
+        help_text="How long (seconds) a job's GPUs must stay idle before they are reclaimed"
+    )
+    idle_notify_owner = serializers.BooleanField(
+        help_text="Whether a job's owner is told when its idle GPUs are reclaimed"
+    )
 
 
 class LastCycleOutput(serializers.Serializer):
@@ -52,13 +65,15 @@ class ClusterOutput(serializers.Serializer):
     {
         "oneOf": [
             {"type": "integer"},
+            {"type": "boolean"},
             {"type": "array", "items": {"type": "string"}},
             {"type": "null"},
         ]
     }
 )
 class PolicyValueField(serializers.Field):
-    """A policy field's value (a whole number or null), or the operators' user names."""
+    """A policy field's value (a whole number, true/false or null), or the operators' user
+    names."""
 
     def to_representation(self, value):
         return value
@@ -88,7 +103,11 @@ def _policy_field(name: str, help_text: str) -> serializers.Field:
     `cluster_policy_update`, whose rule (`POLICY_RULES`) refuses a wrong type or range
     with a message naming the field; the schema documents that rule."""
     rule = cluster_rules.POLICY_RULES[name]
-    schema: dict = {"type": "integer", "minimum": rule.low, "maximum": rule.high}
+    schema: dict = (
+        {"type": "boolean"}
+        if rule.boolean
+        else {"type": "integer", "minimum": rule.low, "maximum": rule.high}
+    )
     if rule.nullable:
         schema["nullable"] = True
     field_class = extend_schema_field(schema)(
@@ -118,6 +137,21 @@ class ClusterPolicyInput(StrictInput):
         "short_job_max_s",
         "The longest minimum runtime a job may declare to start on the short-job reserve "
         "(seconds; at most max_min_runtime_s)",
+    )
+    idle_reclaim = _policy_field(
+        "idle_reclaim",
+        "Idle-GPU reclaim: a job past its minimum runtime whose GPUs stay idle is preempted "
+        "first when GPUs are needed",
+    )
+    idle_threshold_pct = _policy_field(
+        "idle_threshold_pct", "GPU utilization (%) below which a job's GPUs count as idle"
+    )
+    idle_reclaim_after_s = _policy_field(
+        "idle_reclaim_after_s",
+        "How long (seconds, 60 to 86400) a job's GPUs must stay idle before they are reclaimed",
+    )
+    idle_notify_owner = _policy_field(
+        "idle_notify_owner", "Tell a job's owner when its idle GPUs are reclaimed"
     )
     reason = TextField(max_length=500, help_text="Why, for the audit trail")
 

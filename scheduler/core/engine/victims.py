@@ -80,7 +80,7 @@ class Victim:
         host_masks: tuple[tuple[int, int], ...],
         now: float,
         cap: float,
-        tier: int,
+        tier: int = -1,
     ) -> None:
         w = rw.workload
         self.run = rw
@@ -98,8 +98,9 @@ class Victim:
         self.host_masks = host_masks
         self.alive = True  # False once stopped in this cycle
         self.rank = 0  # fair-share order index of its project
-        self.tier = tier
-        self.guarded = tier == ALLOCATED
+        # -1: by its charge alone (idle reclaim off)
+        self.tier = tier if tier >= 0 else (ALLOCATED if rw.allocated else UNALLOCATED)
+        self.guarded = self.tier == ALLOCATED
         # what `victim_allowed` reads of it: searches memoise the rule's verdict by it
         self.rule_key = (rw.allocated, w.project, w.priority)
 
