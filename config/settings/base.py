@@ -35,6 +35,13 @@ VAR_DIR = Path(env("ALLOT_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
 SECRET_KEY = env("SECRET_KEY", default=DEFAULT_SECRET_KEY)
 DEBUG = env.bool("DEBUG", default=False)
 ALLOT_SHORT_RESERVE_AUTO = env.bool("ALLOT_SHORT_RESERVE_AUTO", default=True)
+# Mail to job owners (their idle GPUs reclaimed, `Cluster.idle_notify_owner`): Django's
+# backend setting (e.g. django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST); by
+# default the mails are written to the log of the process that sends them.
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="allot@localhost")
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [

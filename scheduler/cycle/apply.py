@@ -1,7 +1,8 @@
 """Step 4 of a cycle: write the plan (one transaction), then tell the cluster.
 
 Stops first (attempt STOPPING with its intent and deadline; the job event names the
-preempting job, its project and the rule), then starts: the Attempt is committed
+preempting job, its project and the rule; a job whose idle GPUs are reclaimed has its
+owner told by e-mail where the cluster's `idle_notify_owner` says so), then starts: the Attempt is committed
 STARTING *before* `adapter.start` and carries the attempt id (adopt-before-retry). A
 start that needs GPUs of a job being stopped waits: they are free only when the
 cluster reports the end. Unhealthy hosts the engine reports empty get
@@ -24,6 +25,7 @@ from scheduler.cycle.queue_store import write_queue
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
 from scheduler.selectors.snapshot import ClusterSnapshot
 from scheduler.selectors.translate import placements_from_json, placements_to_json
+from scheduler.services.notices import job_idle_reclaim_notify
 from scheduler.services.transitions import job_transition
 
 
@@ -62,7 +64,7 @@ def _write_stops(ctx: CycleContext, cs: ClusterSnapshot, stops) -> list[Attempt]
         return []
     attempts = (
         Attempt.objects.select_for_update(of=("self", "job"))
-        .select_related("job")
+        .select_related("job", "job__submitter")
         .in_bulk([cs.attempt_ids[s.workload_id] for s in stops])
     )
     preemptors = Job.objects.in_bulk(
@@ -75,11 +77,18 @@ def _write_stops(ctx: CycleContext, cs: ClusterSnapshot, stops) -> list[Attempt]
             continue  # cancelled or ended since the snapshot
         drain = stop.reason_code in (StopReason.DRAIN, StopReason.HOST_DOWN)
         rule = stop_rule(stop.reason_code)
+        reason = stop.reason
+        if (
+            stop.reason_code == StopReason.IDLE
+            and ctx.cluster.idle_notify_owner
+            and job_idle_reclaim_notify(job=attempt.job, reason=reason)
+        ):
+            reason += "; its owner was told by e-mail"
         stop_attempt(
             ctx,
             attempt,
             intent=AttemptEnd.DRAINED if drain else AttemptEnd.PREEMPTED,
-            reason=stop.reason,
+            reason=reason,
             reason_code=str(stop.reason_code),
             rule=rule,
             by=preemptors.get(cs.job_id(stop.for_workload_id)) if stop.for_workload_id else None,

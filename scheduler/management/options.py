@@ -62,6 +62,49 @@ def add_policy_arguments(parser, *, defaults: bool) -> None:
     )
 
 
+def _on_off(text: str, option: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("on", "off"):
+        raise CommandError(f"{option}: must be on or off, got {text!r}")
+    return value == "on"
+
+
+def add_idle_arguments(parser) -> None:
+    """--idle-reclaim, --idle-threshold-pct, --idle-after, --idle-notify (idle-GPU
+    reclaim; left out: as they are)."""
+    parser.add_argument(
+        "--idle-reclaim",
+        help="on: a job past its minimum runtime whose GPUs stay idle is preempted first "
+        "when GPUs are needed; off: not",
+    )
+    parser.add_argument(
+        "--idle-threshold-pct",
+        type=int,
+        help="GPU utilization (%%) below which a job's GPUs count as idle",
+    )
+    parser.add_argument(
+        "--idle-after", help="how long GPUs must stay idle before they are reclaimed, e.g. 30m"
+    )
+    parser.add_argument(
+        "--idle-notify", help="on: tell a job's owner when its idle GPUs are reclaimed; off: not"
+    )
+
+
+def idle_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The idle-reclaim policy fields of the options `add_idle_arguments` added that were
+    given."""
+    policy: dict[str, Any] = {}
+    if options["idle_reclaim"] is not None:
+        policy["idle_reclaim"] = _on_off(options["idle_reclaim"], "--idle-reclaim")
+    if options["idle_threshold_pct"] is not None:
+        policy["idle_threshold_pct"] = options["idle_threshold_pct"]
+    if options["idle_after"] is not None:
+        policy["idle_reclaim_after_s"] = duration_option(options["idle_after"], "--idle-after")
+    if options["idle_notify"] is not None:
+        policy["idle_notify_owner"] = _on_off(options["idle_notify"], "--idle-notify")
+    return policy
+
+
 def policy_options(options: dict[str, Any]) -> dict[str, Any]:
     """The policy fields of the options `add_policy_arguments` added that were given
     (durations in seconds)."""

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from django.db import connection
@@ -178,9 +179,11 @@ def _running(
     policy: Policy,
     paths: Mapping[int, str],
     cache: SnapshotCache,
+    idle: Mapping[int, float],
 ) -> tuple[list[RunningWorkload], dict[str, int], set[str], dict[str, list[str]]]:
     """Holders of GPUs from open attempts; the attempt of each; the stopping ones; and
-    the pending preemptors still waiting for their victims."""
+    the pending preemptors still waiting for their victims. `idle`: attempt id -> since
+    when its GPUs are idle (an idle holder is rebuilt each cycle)."""
     running: list[RunningWorkload] = []
     attempt_ids: dict[str, int] = {}
     stopping: set[str] = set()
@@ -210,7 +213,8 @@ def _running(
         attempt_ids[wid] = pk
         project = paths.get(project_id, FOREIGN_PROJECT)
         checkpoint = last_checkpoint_s(started_s, now, interval) if resumable else None
-        hit = previous.get(pk)
+        idle_since = idle.get(pk)
+        hit = None if idle_since is not None else previous.get(pk)
         if hit is not None and hit[0] == row and hit[1] == project and hit[2] == checkpoint:
             cache.running[pk] = hit
             running.append(hit[3])
@@ -241,9 +245,15 @@ def _running(
                 victims.setdefault(str(preempted_by), []).append(wid)
             continue  # rebuilt every time: its protection follows the clock
         held = running_holder(
-            work, pls, started_s=started_s, allocated=allocated, last_checkpoint_s=checkpoint
+            work,
+            pls,
+            started_s=started_s,
+            allocated=allocated,
+            last_checkpoint_s=checkpoint,
+            idle_since_s=idle_since,
         )
-        cache.running[pk] = (row, project, checkpoint, held)
+        if idle_since is None:
+            cache.running[pk] = (row, project, checkpoint, held)
         running.append(held)
     return running, attempt_ids, stopping, victims
 
@@ -331,18 +341,25 @@ def cluster_snapshot(
     now: dt.datetime | None = None,
     holders: Sequence[RunningWorkload] = (),
     cache: SnapshotCache | None = None,
+    idle: Collection[int] = frozenset(),
 ) -> ClusterSnapshot:
     """The engine's view of `cluster` at `now` (default: the current time).
 
     `holders` are extra GPU holders the caller knows from the cluster adapter (jobs run
     outside Allot), built with `foreign_holder`. A caller that snapshots the cluster
-    repeatedly passes the same `cache` each time (see `SnapshotCache`)."""
+    repeatedly passes the same `cache` each time (see `SnapshotCache`). `idle`: ids of
+    running attempts whose GPUs stayed below the cluster's `idle_threshold_pct` for its
+    `idle_reclaim_after_s` (`scheduler.selectors.utilization.idle_attempt_ids`): the
+    engine sees them idle for that long (`RunningWorkload.idle_since_s`)."""
     cache = cache if cache is not None else SnapshotCache()
     at = now or timezone.now()
     now_s = at.timestamp()
     policy = policy_for_cluster(cluster)
     version, tree, paths = _tree(cache)
-    running, attempt_ids, stopping, victims = _running(cluster.pk, now_s, policy, paths, cache)
+    idle_since = math.floor(now_s) - float(cluster.idle_reclaim_after_s)
+    running, attempt_ids, stopping, victims = _running(
+        cluster.pk, now_s, policy, paths, cache, {pk: idle_since for pk in idle}
+    )
     pending, held = _pending(cluster.pk, paths, victims, cache)
     usage_by_node = window_usage(
         cluster_id=cluster.pk,

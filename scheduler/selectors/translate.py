@@ -124,10 +124,14 @@ def running_holder(
     started_s: float,
     allocated: bool,
     last_checkpoint_s: float | None,
+    idle_since_s: float | None = None,
 ) -> RunningWorkload:
     """An open attempt that runs: protected by its minimum runtime from `started_s`
-    when `allocated` (`scheduler.core.engine.runs.protected_until`)."""
-    return RunningWorkload(work, placements, started_s, allocated, last_checkpoint_s)
+    when `allocated` (`scheduler.core.engine.runs.protected_until`); `idle_since_s`:
+    its GPUs idle since then (None: not idle; `scheduler.core.engine.runs.idle_reclaimable`)."""
+    return RunningWorkload(
+        work, placements, started_s, allocated, last_checkpoint_s, idle_since_s=idle_since_s
+    )
 
 
 def protected_holder(

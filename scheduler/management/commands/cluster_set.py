@@ -1,13 +1,20 @@
 """`manage.py cluster_set NAME --reason TEXT [--cycle-s N] [--grace-s N]
 [--max-min-runtime 8h] [--short-reserve-hosts N] [--short-job-max 15m] [--lookback 7d]
-[--half-life 3d|none]`: change a cluster's scheduling policy, audited."""
+[--half-life 3d|none] [--idle-reclaim on|off] [--idle-threshold-pct 5] [--idle-after 30m]
+[--idle-notify on|off]`: change a cluster's scheduling policy, audited."""
 
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import ApplicationError
-from scheduler.management.options import add_policy_arguments, duration_option, policy_options
+from scheduler.management.options import (
+    add_idle_arguments,
+    add_policy_arguments,
+    duration_option,
+    idle_options,
+    policy_options,
+)
 from scheduler.models import Cluster
 from scheduler.services.clusters import POLICY_FIELDS, cluster_policy_update
 
@@ -23,6 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("name", help="the cluster's name")
         parser.add_argument("--reason", required=True, help="why, for the audit trail")
         add_policy_arguments(parser, defaults=False)
+        add_idle_arguments(parser)
         parser.add_argument(
             "--lookback", help="the fair-share usage window, e.g. 7d, 36h (at least 1h)"
         )
@@ -32,7 +40,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        changes = policy_options(options)
+        changes = {**policy_options(options), **idle_options(options)}
         if options["lookback"] is not None:
             changes["lookback_s"] = duration_option(options["lookback"], "--lookback")
         if options["half_life"] is not None:
@@ -44,7 +52,7 @@ class Command(BaseCommand):
             raise CommandError(
                 "nothing to change: give one or more of --cycle-s, --grace-s, "
                 "--max-min-runtime, --short-reserve-hosts, --short-job-max, --lookback, "
-                "--half-life"
+                "--half-life, --idle-reclaim, --idle-threshold-pct, --idle-after, --idle-notify"
             )
         name = options["name"]
         before = Cluster.objects.filter(name=name).values(*POLICY_FIELDS, "pk").first()
