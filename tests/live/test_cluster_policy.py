@@ -37,6 +37,10 @@ DEFAULTS = {
     "half_life_s": None,
     "short_reserve_hosts": 0,
     "short_job_max_s": 900,
+    "idle_reclaim": False,
+    "idle_threshold_pct": 5,
+    "idle_reclaim_after_s": 1800,
+    "idle_notify_owner": True,
 }
 
 
@@ -163,6 +167,11 @@ def test_a_missing_cluster_is_not_found(ops):
         ),
         ({"short_reserve_hosts": -1}, "short_reserve_hosts", "between 0 and 4096, got -1"),
         ({"short_job_max_s": 0}, "short_job_max_s", "short_job_max_s: must be between 1 and"),
+        ({"idle_reclaim": 1}, "idle_reclaim", "idle_reclaim: must be true or false, got 1"),
+        ({"idle_reclaim": "on"}, "idle_reclaim", "must be true or false, got 'on'"),
+        ({"idle_notify_owner": None}, "idle_notify_owner", "must be true or false, got None"),
+        ({"idle_threshold_pct": 101}, "idle_threshold_pct", "between 0 and 100, got 101"),
+        ({"idle_reclaim_after_s": 59}, "idle_reclaim_after_s", "between 60 and 86400, got 59"),
         # the cross-field rule, on the policy the change makes
         (
             {"short_job_max_s": 9 * 3600},
@@ -189,6 +198,53 @@ def test_bad_changes_are_refused_naming_the_field_and_nothing_is_stored(
     assert info.value.field == field
     assert policy(cluster) == DEFAULTS
     assert not ClusterPolicyEvent.objects.exists()
+
+
+def test_idle_reclaim_is_changed_and_audited_like_the_rest(cluster, ops):
+    cluster_policy_update(
+        actor=ops,
+        cluster_id=cluster.pk,
+        changes={"idle_reclaim": True, "idle_threshold_pct": 10, "idle_reclaim_after_s": 3600},
+        reason="idle sessions hold GPUs",
+    )
+    assert policy(cluster) == {
+        **DEFAULTS,
+        "idle_reclaim": True,
+        "idle_threshold_pct": 10,
+        "idle_reclaim_after_s": 3600,
+    }
+    event = ClusterPolicyEvent.objects.get(cluster=cluster)
+    assert event.changes == {
+        "idle_reclaim": [False, True],
+        "idle_threshold_pct": [5, 10],
+        "idle_reclaim_after_s": [1800, 3600],
+    }
+    response = client_as(ops).patch(
+        f"/api/v1/clusters/{cluster.pk}/",
+        {"idle_notify_owner": False, "reason": "no mails"},
+        format="json",
+    )
+    assert response.status_code == 200, response.json()
+    detail = client_as(ops).get(f"/api/v1/clusters/{cluster.pk}/").json()
+    assert detail["policy"]["idle_notify_owner"] is False
+    assert detail["policy"]["idle_reclaim"] is True
+    assert detail["policy_events"][0]["changes"] == {"idle_notify_owner": [True, False]}
+    out = StringIO()
+    call_command(
+        "cluster_set",
+        "gpu",
+        "--reason",
+        "r",
+        "--idle-reclaim",
+        "off",
+        "--idle-after",
+        "45m",
+        stdout=out,
+    )
+    assert "idle_reclaim True -> False" in out.getvalue()
+    assert policy(cluster)["idle_reclaim_after_s"] == 2700
+    with pytest.raises(CommandError, match="--idle-reclaim: must be on or off"):
+        call_command("cluster_set", "gpu", "--reason", "r", "--idle-reclaim", "yes")
 
 
 def test_lowering_both_together_is_fine(cluster, ops):
@@ -424,6 +480,7 @@ def test_cluster_set_changes_the_policy_and_says_what_changed(cluster):
         "short_job_max_s 900 -> 600."
     )
     assert policy(cluster) == {
+        **DEFAULTS,
         "cycle_s": 10,
         "grace_s": 45,
         "max_min_runtime_s": 14400,
