@@ -68,6 +68,8 @@ class JobRecord:
     kind: str = "training"
     priority: int = 0
     user: str = ""
+    # its GPUs went idle this long into a run (its utilization; `TraceJob.idle_after_s`)
+    idle_after_s: float | None = None
 
 
 def trace_from_records(
@@ -98,6 +100,7 @@ def trace_from_records(
                     resumable=r.resumable,
                     priority=r.priority,
                     kind=r.kind,
+                    idle_after_s=r.idle_after_s,
                 )
             )
     trace.sort(key=lambda j: (j.submit_s, j.job_id))
