@@ -244,14 +244,8 @@ def _running(
             ):
                 victims.setdefault(str(preempted_by), []).append(wid)
             continue  # rebuilt every time: its protection follows the clock
-        held = running_holder(
-            work,
-            pls,
-            started_s=started_s,
-            allocated=allocated,
-            last_checkpoint_s=checkpoint,
-            idle_since_s=idle_since,
-        )
+        held = running_holder(work, pls, started_s=started_s, allocated=allocated,
+                              last_checkpoint_s=checkpoint, idle_since_s=idle_since)  # fmt: skip
         if idle_since is None:
             cache.running[pk] = (row, project, checkpoint, held)
         running.append(held)
