@@ -10,8 +10,9 @@ preempted like any other: resumable ones requeued, the others end).
 Prints one JSON line per seed and policy, then one summary line:
 
 - `idle_gpu_h`: allocated-but-idle GPU-hours, i.e. GPU-hours held by runs after their
-  first hour (glossary: allocated-but-idle GPU-h), and `idle_charged_gpu_h` the part
-  charged to budgets;
+  first hour (glossary: allocated-but-idle GPU-h), `idle_charged_gpu_h` the part
+  charged to budgets, `idle_protected_gpu_h` the part inside the runs' protection (min
+  runtime, capped at 8 h), which no reclaim may touch;
 - `entitlement_overall` / `entitlement_worst` / `projects_at_95`: the simulator
   report's entitlement delivered (delivered / entitled GPU-hours, capped by demand hour
   by hour; glossary: entitlement);
@@ -59,23 +60,28 @@ def idle_jobs(jobs: list[TraceJob], share: float, idle_after_s: float, seed: int
     long_ids = [j.job_id for j in jobs if j.duration_s > idle_after_s]
     chosen = set(rng.sample(long_ids, round(share * len(long_ids))))
     return [
-        dataclasses.replace(j, idle_after_s=idle_after_s) if j.job_id in chosen else j
-        for j in jobs
+        dataclasses.replace(j, idle_after_s=idle_after_s) if j.job_id in chosen else j for j in jobs
     ]
 
 
-def idle_gpu_h(result: SimResult, idle_after: dict[str, float]) -> tuple[float, float]:
-    """GPU-hours held by idle runs after they went idle: all, and charged ones."""
-    total = charged = 0.0
+def idle_gpu_h(
+    result: SimResult, idle_after: dict[str, float], protected_s: dict[str, float]
+) -> tuple[float, float, float]:
+    """GPU-hours held by idle runs after they went idle: all, charged ones, and the part
+    inside the run's protection (its min runtime, capped: no policy may reclaim it)."""
+    total = charged = protected = 0.0
     for iv in result.intervals:
         after = idle_after.get(iv.job_id)
         if after is None:
             continue
-        idle = max(0.0, iv.end_s - iv.start_s - after) * iv.gpus / HOUR
+        idle_from = iv.start_s + after
+        idle = max(0.0, iv.end_s - idle_from) * iv.gpus / HOUR
         total += idle
         if iv.allocated:
             charged += idle
-    return total, charged
+            until = min(iv.end_s, iv.start_s + protected_s[iv.job_id])
+            protected += max(0.0, until - idle_from) * iv.gpus / HOUR
+    return total, charged, protected
 
 
 def run_one(spec: tuple[int, bool, float, float, float]) -> dict[str, Any]:
@@ -87,6 +93,7 @@ def run_one(spec: tuple[int, bool, float, float, float]) -> dict[str, Any]:
         jobs = load_trace(Path(tmp) / "trace.csv", tree, cluster)
     jobs = idle_jobs(jobs, share, idle_after_s, seed)
     idle_after = {j.job_id: j.idle_after_s for j in jobs if j.idle_after_s is not None}
+    protected_s = {j.job_id: min(j.min_runtime_s, 8 * HOUR) for j in jobs}
     config = SimConfig(
         until_s=30 * DAY,
         seed=seed,
@@ -95,7 +102,7 @@ def run_one(spec: tuple[int, bool, float, float, float]) -> dict[str, Any]:
     )
     result = simulate(cluster, tree, jobs, config)
     report = build_report(result, tree)
-    idle, idle_charged = idle_gpu_h(result, idle_after)
+    idle, idle_charged, idle_protected = idle_gpu_h(result, idle_after, protected_s)
     ent = report["entitlement"]
     reclaims = sum(1 for p in result.preemptions if stop_rule(p.reason_code) == "idle_reclaim")
     return {
@@ -105,6 +112,7 @@ def run_one(spec: tuple[int, bool, float, float, float]) -> dict[str, Any]:
         "idle_jobs": len(idle_after),
         "idle_gpu_h": round(idle, 1),
         "idle_charged_gpu_h": round(idle_charged, 1),
+        "idle_protected_gpu_h": round(idle_protected, 1),
         "entitlement_overall": ent["overall"],
         "entitlement_worst": ent["worst"],
         "projects_at_95": ent["projects_at_95"],
@@ -119,15 +127,21 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Per seed: idle GPU-h cut (share) and entitlement overall on minus off."""
     by = {(r["seed"], r["idle_reclaim"]): r for r in rows}
     seeds = sorted({r["seed"] for r in rows})
-    cut, ent_delta = [], []
+    cut, cut_unprotected, ent_delta = [], [], []
     for s in seeds:
         off, on = by[(s, "off")], by[(s, "on")]
         cut.append(1 - on["idle_gpu_h"] / off["idle_gpu_h"] if off["idle_gpu_h"] else None)
+        free_off = off["idle_gpu_h"] - off["idle_protected_gpu_h"]
+        free_on = on["idle_gpu_h"] - on["idle_protected_gpu_h"]
+        cut_unprotected.append(1 - free_on / free_off if free_off else None)
         ent_delta.append(on["entitlement_overall"] - off["entitlement_overall"])
     return {
         "summary": "idle_reclaim",
         "seeds": seeds,
         "idle_gpu_h_cut": [None if c is None else round(c, 3) for c in cut],
+        "idle_gpu_h_past_protection_cut": [
+            None if c is None else round(c, 3) for c in cut_unprotected
+        ],
         "entitlement_overall_on_minus_off": [round(d, 4) for d in ent_delta],
     }
 
