@@ -111,6 +111,19 @@ def build_parser() -> argparse.ArgumentParser:
         "(on); off: only --short-reserve-hosts (off with 0 hosts: no reserve)",
     )
     r.add_argument(
+        "--idle-reclaim",
+        choices=("on", "off"),
+        default="off",
+        help="fairshare: preempt first the jobs idle (trace column idle_after_s) for "
+        "--idle-reclaim-after-min past their min runtime (off)",
+    )
+    r.add_argument(
+        "--idle-reclaim-after-min",
+        type=_positive(),
+        default=30.0,
+        help="how long a job's GPUs stay idle before idle reclaim may take them, minutes (30)",
+    )
+    r.add_argument(
         "--short-job-max-min",
         type=_positive(),
         default=15.0,
@@ -207,6 +220,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             short_reserve_hosts=args.short_reserve_hosts,
             short_job_max_s=args.short_job_max_min * 60.0,
             short_reserve_auto=args.short_reserve_auto == "on",
+            idle_reclaim=args.idle_reclaim == "on",
+            idle_reclaim_after_s=args.idle_reclaim_after_min * 60.0,
             until_s=args.until_days * DAY_S if args.until_days else None,
             seed=args.seed,
         )

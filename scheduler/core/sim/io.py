@@ -317,6 +317,7 @@ def load_trace(
                 path, [f"line 1: missing column(s) {', '.join(missing)} in the header"]
             )
         col = {c: header.index(c) for c in TRACE_COLUMNS}
+        idle_col = header.index("idle_after_s") if "idle_after_s" in header else -1
         width = len(header)
         while True:
             try:
@@ -372,6 +373,13 @@ def load_trace(
                             f"field 'gpus': {gpus} GPUs is more than one host and not a "
                             f"multiple of the host size ({max_host})"
                         )
+            idle_raw = row[idle_col].strip() if idle_col >= 0 else ""
+            try:
+                idle_after = (
+                    _parse_float(idle_raw, "idle_after_s", 0.0, False) if idle_raw else None
+                )
+            except ValueError as exc:
+                problems.append(str(exc))
             res = vals["resumable"].lower()
             if res in _TRUE:
                 resumable = True
@@ -396,6 +404,7 @@ def load_trace(
                     resumable=resumable,
                     priority=parsed["priority"],
                     kind=vals["kind"],
+                    idle_after_s=idle_after,
                 )
             )
     errors.raise_if_any()

@@ -5,8 +5,11 @@ changes."""
 
 from __future__ import annotations
 
+import pytest
+
 from ledger.accounting import EndReason
 from scheduler.core.engine.types import BudgetNode
+from scheduler.core.sim.io import InputError, load_trace
 from scheduler.core.sim.model import ClusterSpec, HostSpec, JobState, SimConfig, TraceJob
 from scheduler.core.sim.replay import simulate
 from scheduler.core.sim.report import build_report
@@ -65,3 +68,21 @@ def test_min_runtime_protects_an_idle_run() -> None:
     result = simulate(CLUSTER, TREE, jobs, SimConfig(idle_reclaim=True))
     assert result.preemptions[0].at_s == 4 * H
     assert first_start(result, "next") == 4 * H
+
+
+def test_the_trace_may_carry_the_idle_pattern(tmp_path) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text(
+        "job_id,project,user,submit_s,gpus,duration_s,min_runtime_s,resumable,priority,kind,"
+        "idle_after_s\n"
+        "j1,a,u,0,8,36000,3600,1,0,training,3600\n"
+        "j2,a,u,0,8,3600,3600,1,0,training,\n"
+    )
+    jobs = load_trace(path, ["a", "b"])
+    assert [j.idle_after_s for j in jobs] == [3600.0, None]
+    path.write_text(
+        "job_id,project,user,submit_s,gpus,duration_s,min_runtime_s,resumable,priority,kind,"
+        "idle_after_s\nj1,a,u,0,8,36000,3600,1,0,training,soon\n"
+    )
+    with pytest.raises(InputError, match="idle_after_s"):
+        load_trace(path, ["a", "b"])
