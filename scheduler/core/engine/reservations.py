@@ -25,7 +25,7 @@ from scheduler.core.engine.explain import FairShareReasons, hours_text
 from scheduler.core.engine.fairshare import FairShare
 from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
-from scheduler.core.engine.runs import protection_end
+from scheduler.core.engine.runs import idle_reclaimable, protection_end
 from scheduler.core.engine.types import Placement, Reservation, StopReason, Workload
 
 __all__ = ["HeldHosts", "Reservations", "ShortReserveRule"]
@@ -243,9 +243,20 @@ class Reservations:
 
         # the rule never reads another project's priority: its verdict is kept per project
         verdicts: dict[object, bool] = {}
-        for _, _, _, protected_until, info in self.cluster.runs:
+        policy = self.reasons.policy
+        idle_after = policy.idle_reclaim_after_s if policy.idle_reclaim else None
+        for run, _, _, protected_until, info in self.cluster.runs:
             if info is None:
                 continue  # unallocated: preemptible now
+            if idle_after is not None and idle_reclaimable(run, now, idle_after):
+                # idle: any allocated job may take it once its protection ends
+                if protected_until <= now:
+                    continue
+                t = protected_until
+                for h in info[3]:
+                    if t > usable_at.get(h, now):
+                        usable_at[h] = t
+                continue
             project, priority, workload_id, hosts, key = info
             ok = verdicts.get(key if project == proj else project)
             if ok is None:

@@ -223,3 +223,21 @@ def test_the_property_reaches_its_cases() -> None:
     assert COUNTS["examples"] >= 300
     assert COUNTS["idle_reclaimed"] >= 20, COUNTS
     assert COUNTS["idle_before_busy"] >= 5, COUNTS
+
+
+def test_a_host_sized_job_takes_the_idle_host_not_the_busy_one() -> None:
+    # two hosts: h0 held by an idle job of a, h1 by a busy one of a (a ranks first, so
+    # fair share lets b take neither): with reclaim b's 8-GPU job gets h0
+    idle = run("a-idle", "a", 8, 0, started=NOW - 3 * H, idle_since=NOW - 2 * H, host="h0")
+    busy = run("a-busy", "a", 8, 0, started=NOW - 3 * H, host="h1")
+    s = Snapshot(
+        (Host("h0", 8), Host("h1", 8)),
+        [idle, busy],
+        {"b": [Workload("b1", "b", 8, NOW - H, min_runtime_s=H)]},
+        TREE,
+        {"b": 1e9},
+    )
+    p = plan(s, ON, NOW)
+    assert stops(p) == {"a-idle": StopReason.IDLE}
+    assert [x.workload_id for x in p.starts] == ["b1"]
+    assert p.starts[0].placements[0].host == "h0"
