@@ -8,8 +8,6 @@ urlpatterns = [
     path("", views.tree_page, name="tree"),
     path("nodes/<int:node_id>/edit/", views.edit_page, name="edit"),
     path("nodes/<int:node_id>/preview/", views.preview_partial, name="preview"),
-    path("nodes/<int:node_id>/whatif/", views.whatif_start, name="whatif"),
-    path("whatif/<int:preview_id>/", views.whatif_status, name="whatif-status"),
     path("history/", views.history_page, name="history"),
     path("scheduled/<int:event_id>/cancel/", views.cancel_scheduled, name="cancel"),
 ]

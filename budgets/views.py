@@ -1,32 +1,32 @@
-"""Manager pages: the tree, the edit form with a live preview, and the history."""
+"""Manager pages: the tree, the edit form with a live preview, and the history.
+
+The clusters these pages show (the tree's entitled GPU-hours per cluster, the edit
+form's what-if preview) come from the scheduler's template tags (`cluster_tags`) and
+routes (`scheduler.views.whatif`): `budgets` imports nothing of the scheduler."""
 
 from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
 
-from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.http import require_http_methods, require_POST
 
 from budgets import permissions, selectors, services
+from budgets.forms import posted_weights, weight_form_context
 from budgets.models import EventKind
 from budgets.shares import weight_text
 from config.access import participant_required
 from config.errors import ApplicationError, PermissionDenied
 from config.text import is_id_text
-from scheduler.models import Cluster
-from scheduler.services.previews import preview_get, preview_request
-
-HOURS_PER_WEEK = 168
 
 
-def _tree_rows(index: selectors.TreeIndex, user, clusters) -> list[dict]:
+def _tree_rows(index: selectors.TreeIndex, user) -> list[dict]:
     rows = []
     for node, depth in index.walk():
         share = index.shares[node.pk]
@@ -39,7 +39,6 @@ def _tree_rows(index: selectors.TreeIndex, user, clusters) -> list[dict]:
                 "path": index.path(node.pk),
                 "share": share.share,
                 "entitled": share.entitled,
-                "gpu_hours": [share.entitled * c.gpu_capacity * HOURS_PER_WEEK for c in clusters],
                 "managers": index.managers.get(node.pk, []),
                 "members": index.members.get(node.pk, []),
                 "can_edit_children": bool(children)
@@ -52,51 +51,12 @@ def _tree_rows(index: selectors.TreeIndex, user, clusters) -> list[dict]:
 @participant_required
 def tree_page(request: HttpRequest) -> HttpResponse:
     index = selectors.tree_index(with_people=True)
-    clusters = list(Cluster.objects.all())
     context = {
-        "rows": _tree_rows(index, request.user, clusters),
-        "clusters": clusters,
+        "rows": _tree_rows(index, request.user),
         "version": selectors.tree_version(),
         "pending": selectors.scheduled_changes_pending(),
     }
     return render(request, "budgets/tree.html", context)
-
-
-def _edit_context(request: HttpRequest, node_id: int) -> dict:
-    index = selectors.tree_index()
-    if node_id not in index.nodes:
-        raise Http404("No such node")
-    children = index.children.get(node_id, [])
-    if not permissions.may_change_weights_under(request.user, node_id, index):
-        raise PermissionDenied(
-            f"You may not change the weights under '{index.path(node_id)}': it is outside the subtree you manage."
-        )
-    return {
-        "index": index,
-        "node": index.nodes[node_id],
-        "children": children,
-        "path": index.path(node_id),
-    }
-
-
-def _posted_weights(
-    request: HttpRequest, children
-) -> tuple[dict[int, Decimal], dict[int, str], list[dict]]:
-    """Weights typed in the form: parsed edits, per-node errors, and the raw changes."""
-    edits: dict[int, Decimal] = {}
-    errors: dict[int, str] = {}
-    changes = []
-    for child in children:
-        raw = request.POST.get(f"weight-{child.pk}", "")
-        try:
-            weight = services.parse_weight(raw)
-        except ApplicationError as exc:
-            errors[child.pk] = exc.message
-            continue
-        if weight != child.weight:
-            edits[child.pk] = weight
-            changes.append({"node": child.pk, "weight": str(weight)})
-    return edits, errors, changes
 
 
 def _preview_rows(index: selectors.TreeIndex, edits: dict[int, Decimal]) -> list[dict]:
@@ -122,18 +82,16 @@ def _preview_rows(index: selectors.TreeIndex, edits: dict[int, Decimal]) -> list
 @require_http_methods(["GET", "POST"])
 def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
     try:
-        context = _edit_context(request, node_id)
+        context = weight_form_context(request, node_id)
     except PermissionDenied as exc:
         return render(request, "403.html", {"message": exc.message}, status=403)
     context.update(version=selectors.tree_version(), preview=[], errors={}, form_error=None)
-    context["clusters"] = list(Cluster.objects.order_by("name"))
-    context["whatif_days"] = settings.ALLOT_PREVIEW_DAYS
     context["fields"] = [
         {"child": c, "value": request.POST.get(f"weight-{c.pk}", weight_text(c.weight))}
         for c in context["children"]
     ]
     if request.method == "POST":
-        edits, errors, changes = _posted_weights(request, context["children"])
+        edits, errors, changes = posted_weights(request, context["children"])
         context.update(
             errors=errors, preview=_preview_rows(context["index"], edits), posted=request.POST
         )
@@ -172,10 +130,10 @@ def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
 def preview_partial(request: HttpRequest, node_id: int) -> HttpResponse:
     """htmx: the entitled shares of every affected node if the typed weights were saved."""
     try:
-        context = _edit_context(request, node_id)
+        context = weight_form_context(request, node_id)
     except PermissionDenied as exc:
         return HttpResponse(exc.message, status=403)
-    edits, errors, _ = _posted_weights(request, context["children"])
+    edits, errors, _ = posted_weights(request, context["children"])
     return render(
         request,
         "budgets/_preview.html",
@@ -247,95 +205,3 @@ def cancel_scheduled(request: HttpRequest, event_id: int) -> HttpResponse:
         if exc.status_code == 403:
             return render(request, "403.html", {"message": exc.message}, status=403)
     return redirect("budgets:history")
-
-
-def _per_minute(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds / 60
-
-
-def _percent(fraction: float | None) -> float | None:
-    return None if fraction is None else fraction * 100
-
-
-def _whatif_row(r: dict) -> dict:
-    """One project's figures as the table shows them (percent, minutes, the change):
-    the ledger's record, the replay with today's weights and the one with the proposed."""
-    before, after = r.get("delivered_gpu_h_before"), r.get("delivered_gpu_h_after")
-    difference = r.get("replay_difference")
-    return {
-        **r,
-        "delivered_gpu_h_before": before,
-        "delivered_gpu_h_after": after,
-        "delta_gpu_h": (after or 0) - (before or 0),
-        "p90_before_min": _per_minute(r.get("p90_wait_s_before")),
-        "p90_after_min": _per_minute(r.get("p90_wait_s_after")),
-        "ratio_recorded_pct": _percent(r.get("ratio_recorded")),
-        "ratio_before_pct": _percent(r.get("ratio_before")),
-        "ratio_after_pct": _percent(r.get("ratio_after")),
-        "share_before": r.get("entitled_share_before") or 0,
-        "share_after": r.get("entitled_share_after") or 0,
-        "difference_pct": _percent(difference),
-    }
-
-
-def _whatif_context(preview) -> dict:
-    """The what-if partial's context: progress, or the per-project table and chart data."""
-    result = preview.result or {}
-    rows = [_whatif_row(r) for r in result.get("projects", [])]
-    chart = {
-        "projects": [r["project"] for r in rows],
-        "recorded": [r.get("delivered_gpu_h_recorded") for r in rows],
-        "before": [r["delivered_gpu_h_before"] for r in rows],
-        "after": [r["delivered_gpu_h_after"] for r in rows],
-        "entitled_before": [r.get("entitled_gpu_h_before") for r in rows],
-        "entitled_after": [r.get("entitled_gpu_h_after") for r in rows],
-        "days": preview.window_days,
-    }
-    return {
-        "preview": preview,
-        "percent": round(preview.progress * 100),
-        "rows": rows,
-        "chart": chart,
-        "result": result,
-        "fidelity_pct": _percent((result.get("fidelity") or {}).get("worst")),
-        "chart_id": f"whatif-data-{preview.pk}",
-    }
-
-
-@participant_required
-@require_POST
-def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
-    """htmx: queue a what-if preview of the typed weights; answers with its progress."""
-    try:
-        context = _edit_context(request, node_id)
-    except PermissionDenied as exc:
-        return HttpResponse(exc.message, status=403)
-    edits, errors, changes = _posted_weights(request, context["children"])
-    if errors:
-        return render(request, "budgets/_whatif.html", {"error": next(iter(errors.values()))})
-    days = request.POST.get("days", "").strip()
-    try:
-        preview = preview_request(
-            actor=request.user,
-            node=node_id,
-            weights=changes,
-            cluster=request.POST.get("cluster", ""),
-            days=int(days) if is_id_text(days) else None,
-        )
-    except ApplicationError as exc:
-        message = exc.message
-        if exc.field == "weights":
-            message = "Change at least one weight to preview its effect."
-        return render(request, "budgets/_whatif.html", {"error": message})
-    preview.refresh_from_db()
-    return render(request, "budgets/_whatif.html", _whatif_context(preview))
-
-
-@participant_required
-def whatif_status(request: HttpRequest, preview_id: int) -> HttpResponse:
-    """htmx (polled while it runs): a preview's progress, or its result when done."""
-    try:
-        preview = preview_get(actor=request.user, preview_id=preview_id)
-    except ApplicationError as exc:
-        return HttpResponse(exc.message, status=exc.status_code)
-    return render(request, "budgets/_whatif.html", _whatif_context(preview))

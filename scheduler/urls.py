@@ -1,6 +1,7 @@
 from django.urls import path
 
 from scheduler import views
+from scheduler.views import whatif
 
 app_name = "scheduler"
 
@@ -10,4 +11,7 @@ urlpatterns = [
     path("now/", views.now, name="now"),
     path("planner/", views.planner_list, name="planner-list"),
     path("planner/<slug:name>/", views.planner_detail, name="planner-detail"),
+    # the budget edit page's what-if preview: under /budgets/, served by the scheduler
+    path("budgets/nodes/<int:node_id>/whatif/", whatif.whatif_start, name="whatif"),
+    path("budgets/whatif/<int:preview_id>/", whatif.whatif_status, name="whatif-status"),
 ]

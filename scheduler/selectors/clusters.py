@@ -39,3 +39,8 @@ def resolve_cluster(
         names = ", ".join(Cluster.objects.values_list("name", flat=True)[:20]) or "none yet"
         raise missing(f"There is no cluster {value!r} (clusters: {names}).", field=field)
     return cluster
+
+
+def cluster_list() -> list[Cluster]:
+    """Every cluster, by name."""
+    return list(Cluster.objects.order_by("name"))

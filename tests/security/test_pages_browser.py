@@ -86,7 +86,7 @@ NOT_PAGES = {
 # page's listener): the name of the route and the page that requests it.
 FRAGMENTS = {
     "budgets:preview": "budgets:edit",
-    "budgets:whatif": "budgets:edit",
+    "scheduler:whatif": "budgets:edit",
     "dashboards:occupancy": "dashboards:dashboard",
     "dashboards:delivery": "dashboards:dashboard",
     "dashboards:fairshare": "dashboards:dashboard",
@@ -153,7 +153,7 @@ def test_every_page_of_the_url_conf_keeps_to_the_csp(tree, live_server, page, ad
 
     routes = url_conf_routes()
     args = {"node_id": tree.node("prog-a").pk, "job_id": job.pk, "name": "training-heavy"}
-    later = {"budgets:whatif-status"}  # needs the preview the edit page starts
+    later = {"scheduler:whatif-status"}  # needs the preview the edit page starts
     for name, params in routes.items():
         if name in NOT_PAGES or name in FRAGMENTS or name in later or name == "login":
             continue
@@ -171,7 +171,7 @@ def test_every_page_of_the_url_conf_keeps_to_the_csp(tree, live_server, page, ad
             page.wait_for_load_state("networkidle")
             violations[url] += page.evaluate("window.__csp")
     preview = Preview.objects.latest("pk")
-    url = reverse("budgets:whatif-status", kwargs={"preview_id": preview.pk})
+    url = reverse("scheduler:whatif-status", kwargs={"preview_id": preview.pk})
     violations[url] = visit(page, base + url)
     expect(page.locator("table.whatif-result")).to_contain_text("org/prog-a/a2")
 

@@ -1,0 +1,108 @@
+"""The what-if preview of the budget edit page (htmx): queue a replay of the typed
+weights and poll its progress and result. The form and its permission are the budget
+edit page's (`budgets.forms`); the preview is the scheduler's (`services.previews`).
+The routes keep their place under /budgets/ (`scheduler.urls`)."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_POST
+
+from budgets.forms import posted_weights, weight_form_context
+from config.access import participant_required
+from config.errors import ApplicationError, PermissionDenied
+from config.text import is_id_text
+from scheduler.services.previews import preview_get, preview_request
+
+
+def _per_minute(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds / 60
+
+
+def _percent(fraction: float | None) -> float | None:
+    return None if fraction is None else fraction * 100
+
+
+def _whatif_row(r: dict) -> dict:
+    """One project's figures as the table shows them (percent, minutes, the change):
+    the ledger's record, the replay with today's weights and the one with the proposed."""
+    before, after = r.get("delivered_gpu_h_before"), r.get("delivered_gpu_h_after")
+    difference = r.get("replay_difference")
+    return {
+        **r,
+        "delivered_gpu_h_before": before,
+        "delivered_gpu_h_after": after,
+        "delta_gpu_h": (after or 0) - (before or 0),
+        "p90_before_min": _per_minute(r.get("p90_wait_s_before")),
+        "p90_after_min": _per_minute(r.get("p90_wait_s_after")),
+        "ratio_recorded_pct": _percent(r.get("ratio_recorded")),
+        "ratio_before_pct": _percent(r.get("ratio_before")),
+        "ratio_after_pct": _percent(r.get("ratio_after")),
+        "share_before": r.get("entitled_share_before") or 0,
+        "share_after": r.get("entitled_share_after") or 0,
+        "difference_pct": _percent(difference),
+    }
+
+
+def _whatif_context(preview) -> dict:
+    """The what-if partial's context: progress, or the per-project table and chart data."""
+    result = preview.result or {}
+    rows = [_whatif_row(r) for r in result.get("projects", [])]
+    chart = {
+        "projects": [r["project"] for r in rows],
+        "recorded": [r.get("delivered_gpu_h_recorded") for r in rows],
+        "before": [r["delivered_gpu_h_before"] for r in rows],
+        "after": [r["delivered_gpu_h_after"] for r in rows],
+        "entitled_before": [r.get("entitled_gpu_h_before") for r in rows],
+        "entitled_after": [r.get("entitled_gpu_h_after") for r in rows],
+        "days": preview.window_days,
+    }
+    return {
+        "preview": preview,
+        "percent": round(preview.progress * 100),
+        "rows": rows,
+        "chart": chart,
+        "result": result,
+        "fidelity_pct": _percent((result.get("fidelity") or {}).get("worst")),
+        "chart_id": f"whatif-data-{preview.pk}",
+    }
+
+
+@participant_required
+@require_POST
+def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
+    """htmx: queue a what-if preview of the typed weights; answers with its progress."""
+    try:
+        context = weight_form_context(request, node_id)
+    except PermissionDenied as exc:
+        return HttpResponse(exc.message, status=403)
+    edits, errors, changes = posted_weights(request, context["children"])
+    if errors:
+        return render(request, "scheduler/_whatif.html", {"error": next(iter(errors.values()))})
+    days = request.POST.get("days", "").strip()
+    try:
+        preview = preview_request(
+            actor=request.user,
+            node=node_id,
+            weights=changes,
+            cluster=request.POST.get("cluster", ""),
+            days=int(days) if is_id_text(days) else None,
+        )
+    except ApplicationError as exc:
+        message = exc.message
+        if exc.field == "weights":
+            message = "Change at least one weight to preview its effect."
+        return render(request, "scheduler/_whatif.html", {"error": message})
+    preview.refresh_from_db()
+    return render(request, "scheduler/_whatif.html", _whatif_context(preview))
+
+
+@participant_required
+def whatif_status(request: HttpRequest, preview_id: int) -> HttpResponse:
+    """htmx (polled while it runs): a preview's progress, or its result when done."""
+    try:
+        preview = preview_get(actor=request.user, preview_id=preview_id)
+    except ApplicationError as exc:
+        return HttpResponse(exc.message, status=exc.status_code)
+    return render(request, "scheduler/_whatif.html", _whatif_context(preview))
