@@ -201,8 +201,6 @@ SIZED_PACKAGES = ("scheduler/", "budgets/", "ledger/", "dashboards/")
 MODULES_OVER = {
     # The Slurm adapter (not split yet).
     "scheduler/adapters/slurm.py",
-    # The pure core: compiled with mypyc, a split means re-checking the native build.
-    "scheduler/core/sim/eta.py",
 }
 FUNCTIONS_OVER = {
     # The pure core (mypyc-compiled, see above).
@@ -210,7 +208,6 @@ FUNCTIONS_OVER = {
     "scheduler/core/planner/fast.py:_improve",
     "scheduler/core/planner/validate.py:_check_batch",
     "scheduler/core/sim/cli.py:build_parser",
-    "scheduler/core/sim/eta.py:forward_starts",
     "scheduler/core/sim/io.py:load_cluster",
     "scheduler/core/sim/io.py:load_trace",
     "scheduler/core/sim/replay.py:_Replay.run",

@@ -1,0 +1,134 @@
+"""Runtime forecasts from history (`RuntimeForecast`) and the middle run's per-job
+quantiles (`spread_quantiles`, `spread_remaining`); see the package docstring."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from statistics import NormalDist
+
+from scheduler.core.engine.types import RunningWorkload, Workload
+
+MIN_SAMPLES = 20  # a key needs this many runtimes before its quantiles are used
+DEFAULT_RUNTIME_S = 3600.0  # a cluster without any history
+_NORMAL = NormalDist()
+
+Key = tuple[object, ...]
+Remaining = Callable[[Workload, float], float]
+
+
+def _keys(project: str, user: str, kind: str, gpus: int) -> tuple[Key, ...]:
+    """The forecast keys of a job, finest first."""
+    return ((0, project, user, kind, gpus), (1, project, kind), (2, kind, gpus), (3, kind), (4,))
+
+
+class RuntimeForecast:
+    """Runtime quantiles from past runtimes (see the module docstring)."""
+
+    __slots__ = ("min_samples", "runtimes")
+
+    def __init__(
+        self,
+        history: Iterable[tuple[str, str, str, int, float]] = (),
+        min_samples: int = MIN_SAMPLES,
+    ) -> None:
+        """`history`: (project, user, kind, gpus, runtime seconds) of finished jobs."""
+        self.min_samples = max(1, int(min_samples))
+        lists: dict[Key, list[float]] = defaultdict(list)
+        for project, user, kind, gpus, runtime in history:
+            if runtime >= 0 and math.isfinite(runtime):
+                for key in _keys(project, user, kind, gpus):
+                    lists[key].append(float(runtime))
+        self.runtimes: dict[Key, list[float]] = {k: sorted(v) for k, v in lists.items()}
+
+    def __len__(self) -> int:
+        return len(self.runtimes.get((4,), ()))
+
+    def remaining(
+        self, project: str, user: str, kind: str, gpus: int, elapsed: float, q: float
+    ) -> float:
+        """The q-quantile of the time still to run for a job that has run `elapsed`
+        seconds (0 for a job not started): from the finest key with at least
+        `min_samples` runtimes longer than `elapsed`, else the scale-free rule."""
+        elapsed = max(0.0, float(elapsed))
+        q = min(max(q, 0.0), 1.0)
+        for key in _keys(project, user, kind, gpus):
+            runs = self.runtimes.get(key)
+            if not runs:
+                continue
+            i = bisect_right(runs, elapsed)
+            above = len(runs) - i
+            if above < self.min_samples:
+                continue
+            pos = q * (above - 1)
+            lo = math.floor(pos)
+            hi = min(lo + 1, above - 1)
+            value = runs[i + lo] + (runs[i + hi] - runs[i + lo]) * (pos - lo)
+            return max(0.0, value - elapsed)
+        scale_free = elapsed * q / (1.0 - q) if q < 1.0 else math.inf
+        runs = self.runtimes.get((4,))
+        if not runs:  # no history at all: a default runtime, or the rule if longer
+            return max(DEFAULT_RUNTIME_S - elapsed, scale_free)
+        if elapsed <= 0:  # a few runtimes in all: their quantile beats a constant
+            return runs[min(len(runs) - 1, int(q * len(runs)))]
+        return scale_free
+
+
+def _radical_inverse(k: int) -> float:
+    """The k-th point (k >= 1) of the base-2 van der Corput sequence: 1/2, 1/4, 3/4, 1/8,
+    5/8, ...; any run of consecutive points covers (0, 1) evenly."""
+    x, f = 0.0, 0.5
+    while k:
+        if k & 1:
+            x += f
+        k >>= 1
+        f /= 2
+    return x
+
+
+def spread_quantiles(center: float, spread: float, first: int, count: int) -> list[float]:
+    """The runtime quantiles of the `first`-th .. (`first` + `count` - 1)-th job of a
+    middle run: stratified points of (0, 1) (van der Corput) pulled towards `center` on
+    the normal scale, q = Phi(Phi^-1(center) + spread * Phi^-1(u)). The first is
+    `center` itself; any `count` consecutive ones spread like the forecast's quantiles
+    would (`spread` 1) or less (`spread` < 1); `spread` 0 gives `center` for every job."""
+    center = min(max(center, 1e-9), 1.0 - 1e-9)
+    if spread <= 0:
+        return [center] * count
+    z0 = _NORMAL.inv_cdf(center)
+    out = []
+    for k in range(first, first + count):
+        z = _NORMAL.inv_cdf(_radical_inverse(k))
+        out.append(_NORMAL.cdf(z0 + spread * z) if z else center)  # exact at the center
+    return out
+
+
+def spread_remaining(
+    forecast: RuntimeForecast,
+    who: Mapping[str, str],
+    running: Iterable[RunningWorkload],
+    center: float,
+    spread: float,
+) -> Remaining:
+    """The middle run's `Remaining`: each job its own quantile (`spread_quantiles`), the
+    running jobs first (in an order fixed by a hash of their ids, so no attribute of
+    theirs lines up with the sequence), then the others as the run first asks for them
+    (the order they start in). A job keeps its quantile for the whole run."""
+    order = sorted((rw.workload.id for rw in running), key=lambda i: (unit_hash(i), i))
+    quantile = dict(zip(order, spread_quantiles(center, spread, 1, len(order)), strict=True))
+
+    def remaining(w: Workload, elapsed: float) -> float:
+        q = quantile.get(w.id)
+        if q is None:
+            q = quantile[w.id] = spread_quantiles(center, spread, len(quantile) + 1, 1)[0]
+        return forecast.remaining(w.project, who.get(w.id, ""), w.kind, w.gpus, elapsed, q)
+
+    return remaining
+
+
+def unit_hash(text: str) -> float:
+    """A stable pseudo-random number in [0, 1) for `text` (the same in every process)."""
+    return zlib.crc32(text.encode()) / 2**32
