@@ -29,8 +29,30 @@ REQUIRE_ALL = os.environ.get("ALLOT_REQUIRE_ALL", "") not in ("", "0")
 XDIST_GROUPS = {"slurm_cluster": "slurm"}
 
 
+# The longest modules, longest first (`--durations` of tests/api, tests/live, tests/ux
+# and tests/security): they are handed out first, so that under pytest-xdist no worker
+# is left running one of them alone while the other has finished everything else.
+# pytest-django's own order (database tests, then transactional ones, then the rest)
+# sorts after this one and keeps it within each of its three parts.
+LONG_FIRST = (
+    "tests/live/test_faults.py",
+    "tests/live/test_cycle_properties.py",
+    "tests/api/test_fuzz.py",
+    "tests/ux/test_pages_browser.py",
+    "tests/api/test_generated_client.py",
+    "tests/security/test_pages_browser.py",
+    "tests/live/test_demo.py",
+)
+
+
+def _long_first_rank(nodeid: str) -> int:
+    path = nodeid.split("::", 1)[0]
+    return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: _long_first_rank(item.nodeid))  # stable: otherwise as collected
     for item in items:
         for fixture, group in XDIST_GROUPS.items():
             if fixture in getattr(item, "fixturenames", ()):

@@ -196,12 +196,13 @@ def run_history(tree, history, reserve: int, seen: Counter[str]) -> None:
     for i in range(4):
         memory.recover_host(f"node{i:02d}")
         set_health(cluster, i, HostHealth.HEALTHY)
+    ids = [j.pk for j in jobs]
     for _ in range(180):  # the adaptive short-job reserve may hold a host up to 30 min
         memory.advance(60)
         cycle()
-        if all(Job.objects.get(pk=j.pk).state in TERMINAL for j in jobs):
+        if not Job.objects.filter(pk__in=ids).exclude(state__in=TERMINAL).exists():
             break
-    states = {j.pk: Job.objects.get(pk=j.pk).state for j in jobs}
+    states = dict(Job.objects.filter(pk__in=ids).values_list("pk", "state"))
     assert all(s in TERMINAL for s in states.values()), states
     assert {pk: states[pk] for pk in cancelled} == dict.fromkeys(cancelled, JobState.CANCELLED)
 
