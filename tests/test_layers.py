@@ -203,7 +203,7 @@ MODULES_OVER = {
     "scheduler/adapters/slurm.py",
 }
 FUNCTIONS_OVER = {
-    # The pure core (mypyc-compiled, see above).
+    # The pure core (mypyc-compiled: a split means re-checking the native build).
     "scheduler/core/engine/reservations.py:Reservations.hold_for_short_jobs",
     "scheduler/core/planner/fast.py:_improve",
     "scheduler/core/planner/validate.py:_check_batch",
