@@ -486,3 +486,38 @@ class Preview(models.Model):
 
     def __str__(self) -> str:
         return f"preview {self.pk} of node {self.node_id} ({self.state})"
+
+
+class SlurmAdoption(models.Model):
+    """A job sbatch'd to a governed Slurm partition, as Allot answered it (governed
+    sbatch, docs/slurm.md): adopted as `job`, or refused (`refused` says why; Allot
+    cancelled it in Slurm). One row per Slurm id ("123", an array task "122_3"),
+    unique per cluster, written in the transaction that creates the job: a job is
+    adopted once, also when a worker dies between reading Slurm and writing here.
+    `comment` is the last answer Allot wrote in the job's Slurm comment (rewritten
+    only when it changes); `open` while Allot may still have to act on the Slurm job."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="slurm_adoptions")
+    slurm_job_id = models.CharField(max_length=40)
+    job = models.OneToOneField(
+        Job, null=True, blank=True, on_delete=models.PROTECT, related_name="slurm_adoption"
+    )
+    slurm_user = models.CharField(max_length=150, blank=True)
+    account = models.CharField(max_length=150, blank=True)
+    at = models.DateTimeField()
+    refused = models.CharField(max_length=500, blank=True)
+    comment = models.CharField(max_length=500, blank=True)
+    open = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "slurm_job_id"], name="slurm_adoption_once_per_job"
+            ),
+        ]
+        indexes = [models.Index(fields=["cluster", "open"], name="slurm_adoption_open")]
+
+    def __str__(self) -> str:
+        what = f"job {self.job_id}" if self.job_id else f"refused: {self.refused}"
+        return f"Slurm job {self.slurm_job_id}: {what}"

@@ -34,6 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# Allot's job_submit plugin (governed sbatch), copied next to each cluster's slurm.conf
+JOB_SUBMIT_LUA = Path(__file__).resolve().parents[2] / "deploy" / "slurm" / "job_submit.lua"
+GOVERNED_PARTITION = "governed"
+
 PACKAGES = ("munge", "slurmctld", "slurmd", "slurm-client")
 BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo")
 SBIN_DIRS = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -183,6 +187,9 @@ class LocalSlurm:
         for name in self.node_names:
             self._path("state", "d", name).mkdir(parents=True, exist_ok=True)
         os.chmod(self._path("munge"), 0o711)
+        # jobs of other users (sbatch --uid, governed sbatch tests) read their batch
+        # script in the spool directory under here (mkdtemp makes it 0700)
+        os.chmod(b, 0o755)
         for i in range(self.gpus_per_node):
             link = self._path("fakedev", f"nvidia{i}")
             if not link.is_symlink():
@@ -217,6 +224,12 @@ class LocalSlurm:
             )
         )
         (b / "cluster.json").write_text(json.dumps(self.describe(), indent=1))
+        self._path("etc", "job_submit.lua").write_text(
+            JOB_SUBMIT_LUA.read_text().replace(
+                'local GOVERNED_PARTITIONS = "governed"',
+                f'local GOVERNED_PARTITIONS = "{GOVERNED_PARTITION}"',
+            )
+        )
         (b / "etc" / "gres.conf").write_text(
             f"NodeName={node_range} Name=gpu File={b}/fakedev/nvidia{gpu_range}\n"
         )
@@ -334,6 +347,9 @@ class LocalSlurm:
             if not self._alive(f"state/slurmd-{name}.pid"):
                 self.start_slurmd(name)
         self._run("scancel", "--user=root", check=False)
+        others = self._run("squeue", "--noheader", "--format=%A", check=False).stdout.split()
+        if others:  # jobs sbatch'd as other users (governed sbatch tests)
+            self._run("scancel", *sorted(set(others)), check=False)
         out = self._run("sinfo", "-h", "-N", "-o", "%N %T", check=False).stdout
         for line in out.splitlines():
             node, _, state = line.partition(" ")
@@ -429,9 +445,13 @@ InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout={slurmd_timeout}
 MessageTimeout=10
+# Allot's governed sbatch (deploy/slurm/job_submit.lua, next to this file)
+JobSubmitPlugins=lua
 
 NodeName={node_range} NodeAddr=127.0.0.1 Port={port_range} CPUs=64 Boards=1 SocketsPerBoard=2 CoresPerSocket=32 ThreadsPerCore=1 RealMemory=512000 Gres=gpu:{gpus} State=UNKNOWN
 PartitionName=gpu Nodes={node_range} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1{allow_accounts}
+# governed by Allot: deploy/slurm/job_submit.lua holds and tags every job sbatch'd here
+PartitionName=governed Nodes={node_range} Default=NO MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1{allow_accounts}
 {extra_partitions}"""
 
 

@@ -29,6 +29,7 @@ ADAPTER_OPTION_KEYS = (
     "workdir",
     "output",
     "use_accounts",
+    "sbatch_min_runtime_s",  # governed sbatch without --time-min (slurm_adoption)
 )
 
 

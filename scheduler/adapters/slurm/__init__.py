@@ -37,7 +37,6 @@ Plain Python (no Django), so it can be tested and benchmarked on its own. Module
 `adapter` (the verbs).
 """
 
-
 from scheduler.adapters.slurm.adapter import SlurmAdapter, adapter_for_cluster
 from scheduler.adapters.slurm.client import CallStats, SlurmClient, SubmitOptions
 from scheduler.adapters.slurm.parsing import (

@@ -15,6 +15,13 @@ from scheduler.adapters.base import (
     StartRequest,
 )
 from scheduler.adapters.slurm.client import SlurmClient, SubmitOptions
+from scheduler.adapters.slurm.governed import (
+    GovernedJob,
+    SlurmRecord,
+    governed_candidates,
+    governed_records,
+    is_requeue_tagged,
+)
 from scheduler.adapters.slurm.parsing import (
     ACTIVE_SLURM_STATES,
     ATTEMPT_ID_RE,
@@ -25,6 +32,9 @@ from scheduler.adapters.slurm.parsing import (
     parse_attempt_comment,
 )
 from scheduler.adapters.slurm.script import job_script
+
+# `Job.spec` key of a job adopted from sbatch: its Slurm id (start releases that job)
+SLURM_JOB_KEY = "slurm_job_id"
 
 
 class SlurmAdapter:
@@ -56,6 +66,8 @@ class SlurmAdapter:
         # per start); refreshed when older than index_max_age_s.
         self._index: dict[str, str] = {}
         self._index_at: float | None = None
+        # squeue's jobs as the last jobs() read them (governed sbatch reads them again)
+        self._raw: list[dict[str, Any]] | None = None
 
     # -- reads -------------------------------------------------------------------------
     def hosts(self) -> list[ClusterHost]:
@@ -70,6 +82,7 @@ class SlurmAdapter:
 
     def jobs(self) -> list[ClusterJob]:
         raw = self.client.jobs()
+        self._raw = raw
         out: list[ClusterJob] = []
         index: dict[str, str] = {}
         for job in raw:
@@ -106,6 +119,9 @@ class SlurmAdapter:
         existing = self._lookup(request.attempt_id)
         if existing:
             return self._adopt(request, existing)
+        slurm_id = str((request.spec or {}).get(SLURM_JOB_KEY) or "")
+        if slurm_id:
+            return self._start_governed(request, slurm_id)
         script = job_script(request)
         try:
             job_id = self.client.submit(script, self._submit_options(request))
@@ -124,6 +140,24 @@ class SlurmAdapter:
             state=ClusterJobState.STARTING,
             detail=f"Slurm job {job_id} submitted on {','.join(hosts)}",
             external_id=job_id,
+        )
+
+    def _start_governed(self, request: StartRequest, slurm_id: str) -> ClusterJob:
+        """An sbatch'd job Allot adopted: stamp the attempt, set the hosts Allot chose,
+        release it (the job keeps its Slurm id; an array task is split off its array)."""
+        hosts = [p.host for p in request.placements]
+        self.client.update_job(slurm_id, comment=attempt_comment(request.attempt_id))
+        self.client.update_job(slurm_id, nodelist=",".join(hosts), numnodes=str(len(hosts)))
+        self._index[request.attempt_id] = slurm_id
+        try:
+            self.client.release(slurm_id)
+        except AdapterError as exc:  # held still: the next attempt stamps it again
+            raise AdapterError(f"Slurm job {slurm_id} could not be released: {exc}") from exc
+        return ClusterJob(
+            attempt_id=request.attempt_id,
+            state=ClusterJobState.STARTING,
+            detail=f"sbatch job {slurm_id} released on {','.join(hosts)}",
+            external_id=slurm_id,
         )
 
     def _lookup_after_error(self, attempt_id: str) -> str | None:
@@ -217,15 +251,53 @@ class SlurmAdapter:
             return
         _, stop_by, _ = parse_attempt_comment(job["comment"])
         now = time.time()
+        end = self._ender(job)
         if stop_by is None:
             stop_by = int(now + max(0.0, grace_s))
             self.client.update_job(job_id, comment=attempt_comment(attempt_id, stop_by=stop_by))
             if job["job_state"] in ("PENDING", "REQUEUED", "REQUEUE_HOLD"):
-                self.client.cancel(job_id)  # never ran: nothing to stop gracefully
+                end(job_id, pending=True)  # never ran: nothing to stop gracefully
                 return
             self.client.signal(job_id, "TERM")
         if grace_s <= 0 or now >= stop_by:
-            self.client.cancel(job_id)
+            end(job_id, pending=False)
+
+    def _ender(self, job: dict[str, Any]) -> Any:
+        """How a stop ends a job: `scancel`; a governed sbatch job sbatch'd with
+        `--requeue` (resumable in Allot) is requeued held instead, to wait in Allot's
+        queue under its own Slurm id (`scontrol hold` while it never ran)."""
+        if not is_requeue_tagged(job.get("admin_comment")):
+            return lambda job_id, pending: self.client.cancel(job_id)
+
+        def requeue_held(job_id: str, pending: bool) -> None:
+            self.client.hold(job_id) if pending else self.client.requeue_hold(job_id)
+
+        return requeue_held
+
+    # -- governed sbatch ------------------------------------------------------------
+    def _governed_raw(self) -> list[dict[str, Any]]:
+        return self._raw if self._raw is not None else self.client.jobs()
+
+    def governed_jobs(self) -> list[GovernedJob]:
+        """Held, tagged jobs of governed partitions Allot has not answered yet (from the
+        last `jobs()` read)."""
+        return governed_candidates(self._governed_raw())
+
+    def governed_records(self) -> dict[str, SlurmRecord]:
+        """{Slurm id: record} of every governed job slurmctld still knows."""
+        return governed_records(self._governed_raw())
+
+    def annotate(self, slurm_id: str, comment: str) -> None:
+        """Write Allot's answer in the job's comment (`squeue -o "%i %k"`)."""
+        self.client.update_job(slurm_id, comment=comment)
+
+    def refuse(self, slurm_id: str, comment: str) -> None:
+        """Cancel a governed job Allot cannot adopt, the reason in its comment."""
+        self.client.update_job(slurm_id, comment=comment)
+        self.client.cancel(slurm_id)
+
+    def cancel_governed(self, slurm_id: str) -> None:
+        self.client.cancel(slurm_id)
 
     # -- hosts -------------------------------------------------------------------------
     def set_host_health(self, host: str, health: HostHealthState, reason: str) -> None:

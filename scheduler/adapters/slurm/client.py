@@ -22,6 +22,7 @@ from scheduler.adapters.slurm.parsing import (
     parse_show_job,
 )
 
+
 @dataclass
 class CallStats:
     """Time spent in Slurm's commands (for the benchmark and the cycle record)."""
@@ -260,6 +261,13 @@ class SlurmClient:
 
     def release(self, job_id: str) -> None:
         self.run("scontrol", "release", str(job_id))
+
+    def hold(self, job_id: str) -> None:
+        self.run("scontrol", "hold", str(job_id), ok_markers=ALREADY_OVER_MARKERS)
+
+    def requeue_hold(self, job_id: str) -> None:
+        """`scontrol requeuehold`: end the run, keep the job pending and held."""
+        self.run("scontrol", "requeuehold", str(job_id), ok_markers=ALREADY_OVER_MARKERS)
 
     def update_job(self, job_id: str, **fields: str) -> None:
         pairs = [f"{key}={value}" for key, value in fields.items()]

@@ -21,10 +21,14 @@ from scheduler.adapters.base import (
 )
 
 COMMENT_PREFIX = "allot-attempt:"
+# job_submit.lua's tag of a job sbatch'd to a governed partition (its admin comment)
+GOVERNED_TAG = "allot-governed"
 STOP_MARK = ",stop-by:"
 # A submit whose release failed is cancelled and marked so: it never ran, and jobs()
 # leaves it out, so that the cycle sees the start as failed (and requeues the job).
 ABANDONED_MARK = ",abandoned"
+# a requeue-held (or held) governed job after Allot's stop: it waits in Allot's queue
+REQUEUE_HELD = ("JobHeldUser", "JobHeldAdmin", "job requeued in held state")
 ATTEMPT_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 COMMENT_RE = re.compile(
     r"^allot-attempt:(?P<id>[A-Za-z0-9._-]+)(?:,stop-by:(?P<stop>\d+))?(?P<abandoned>,abandoned)?"
@@ -192,6 +196,8 @@ def cluster_job_of(job: Mapping[str, Any], *, now: float | None = None) -> Clust
     attempt_id, stop_by, abandoned = parse_attempt_comment(job.get("comment"))
     if abandoned:
         return None
+    if not attempt_id and is_governed_record(job) and not placements_of(job):
+        return None  # governed sbatch Allot has not started: adopted, not foreign
     slurm_state = _state_name(job)
     reason = job.get("state_reason") or ""
     stopped_by_allot = stop_by is not None
@@ -205,6 +211,11 @@ def cluster_job_of(job: Mapping[str, Any], *, now: float | None = None) -> Clust
         detail=detail,
         external_id=str(job.get("job_id", "")),
     )
+
+
+def is_governed_record(job: Mapping[str, Any]) -> bool:
+    """Whether job_submit.lua tagged the job (sbatch'd to a governed partition)."""
+    return str(job.get("admin_comment") or "").startswith(GOVERNED_TAG)
 
 
 _ENDED = frozenset(
@@ -232,6 +243,8 @@ def _map_state(
         "REQUEUE_FED",
         "RESV_DEL_HOLD",
     ):
+        if stopped_by_allot and is_governed_record(job) and reason.startswith(REQUEUE_HELD):
+            return s.STOPPED, f"requeued and held by Allot ({what})"
         return s.STARTING, f"{what} ({reason})" if reason and reason != "None" else what
     if slurm_state in ("RUNNING", "SUSPENDED", "STOPPED", "RESIZING", "SIGNALING"):
         return (s.STOPPING if stopped_by_allot else s.RUNNING), what
@@ -295,6 +308,7 @@ def parse_show_job(text: str) -> dict[str, Any]:
         "job_state": field_of("JobState"),
         "state_reason": field_of("Reason"),
         "comment": field_of("Comment"),
+        "admin_comment": field_of("AdminComment"),
         "nodes": field_of("NodeList"),
         "required_nodes": field_of("ReqNodeList"),
         "allocated": [

@@ -1,0 +1,30 @@
+"""Governed sbatch in the cycle (`scheduler.services.slurm_adoption`): after the
+reconcile, the held, tagged sbatch jobs are adopted (so this cycle plans them); after
+the apply, Slurm's comments and cancellations are brought in step. Only adapters that
+read governed partitions (`governed_jobs`) take part; errors are recorded, never raised."""
+
+from __future__ import annotations
+
+from scheduler.cycle.context import CycleContext
+from scheduler.services.slurm_adoption import governed_adopt, governed_sync
+
+
+def adopt_governed(ctx: CycleContext) -> None:
+    if not hasattr(ctx.adapter, "governed_jobs"):
+        return
+    try:
+        counts = governed_adopt(cluster=ctx.cluster, adapter=ctx.adapter, now=ctx.at)
+    except Exception as exc:
+        ctx.error("governed sbatch: adoption", exc)
+        return
+    ctx.counts.notes.extend(counts.notes)
+    ctx.governed_adopted = counts.adopted
+
+
+def sync_governed(ctx: CycleContext) -> None:
+    if not hasattr(ctx.adapter, "governed_records"):
+        return
+    try:
+        governed_sync(cluster=ctx.cluster, adapter=ctx.adapter, now=ctx.at)
+    except Exception as exc:
+        ctx.error("governed sbatch: sync", exc)

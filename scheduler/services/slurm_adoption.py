@@ -1,0 +1,285 @@
+"""Governed sbatch: jobs sbatch'd to a governed Slurm partition become Allot jobs.
+
+`deploy/slurm/job_submit.lua` holds and tags them; each cycle of a Slurm cluster then
+
+1. adopts the held, tagged jobs it has not answered yet (`governed_adopt`): the Slurm
+   account is the project (its slug, `scheduler.services.slurm.project_accounts`), the
+   Slurm user the Allot user of that name; GPUs, `--time-min` (else the cluster's
+   `sbatch_min_runtime_s` option, default 1 h, never above the cluster's cap),
+   `--requeue` (resumable), the name and the submit time go through `job_submit`, the
+   one place a submission is checked (an array is one Allot array). The job(s) and a
+   `SlurmAdoption` row per Slurm id are written in one transaction, and the row is
+   unique: a worker killed anywhere adopts nothing twice and loses nothing (the next
+   cycle finds the job still held and unanswered). What cannot be adopted is recorded
+   refused and cancelled in Slurm with the reason in its comment.
+2. keeps Slurm in step (`governed_sync`): the comment of a waiting job carries its queue
+   position, reason and ETA (written when they change); a job cancelled in Slurm
+   (`scancel` by its owner) is cancelled in Allot; one Slurm no longer knows is
+   cancelled as lost; one Allot ended while Slurm holds it is cancelled in Slurm.
+
+Starts and stops go through the adapter like any attempt (`SlurmAdapter.start` releases
+the adopted Slurm job on Allot's hosts, a stop requeues it held when resumable).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from config.errors import ApplicationError
+from scheduler.adapters.slurm.adapter import SLURM_JOB_KEY
+from scheduler.adapters.slurm.governed import GovernedJob, refused_comment, waiting_comment
+from scheduler.models import TERMINAL_STATES, Cluster, Job, JobState, SlurmAdoption
+from scheduler.selectors.eta import cached_etas
+from scheduler.selectors.queue import iter_entries, queue_snapshot
+from scheduler.services.jobs import job_submit
+from scheduler.services.slurm import project_accounts
+from scheduler.services.transitions import job_transition
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MIN_RUNTIME_S = 3600
+# comments written per cycle at most (each is one scontrol call, ~20 ms)
+MAX_COMMENT_WRITES = 100
+ENDED_IN_SLURM = {"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
+
+
+class Refused(Exception):
+    """A governed job Allot cannot adopt (the message is the reason)."""
+
+
+@dataclass
+class AdoptionCounts:
+    adopted: int = 0
+    refused: int = 0
+    comments: int = 0
+    cancelled: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def governed_adopt(*, cluster: Cluster, adapter: Any, now: dt.datetime) -> AdoptionCounts:
+    """Adopt or refuse every held, tagged job the adapter's last read found."""
+    counts = AdoptionCounts()
+    candidates = adapter.governed_jobs()
+    if not candidates:
+        return counts
+    known = dict(
+        SlurmAdoption.objects.filter(
+            cluster=cluster, slurm_job_id__in=[i for c in candidates for i in c.slurm_ids]
+        ).values_list("slurm_job_id", "refused")
+    )
+    accounts = project_accounts()
+    users = {
+        u.get_username(): u
+        for u in get_user_model().objects.filter(username__in={c.user for c in candidates})
+    }
+    for candidate in candidates:
+        if any(i in known for i in candidate.slurm_ids):  # answered before a crash
+            _answer_again(adapter, candidate, known)
+            continue
+        try:
+            jobs = _adopt(cluster, candidate, accounts, users, now)
+        except (Refused, ApplicationError) as exc:
+            reason = str(exc) or type(exc).__name__
+            _record_refusal(cluster, candidate, reason, now)
+            counts.refused += 1
+            counts.notes.append(f"sbatch job {_target(candidate)} refused: {reason}"[:1000])
+            _tell(adapter.refuse, _target(candidate), refused_comment(reason))
+            continue
+        counts.adopted += len(jobs)
+        _tell(adapter.annotate, _target(candidate), waiting_comment(jobs[0].pk, None, "", ""))
+    return counts
+
+
+def _target(candidate: GovernedJob) -> str:
+    """The Slurm id that names the whole record (an array: its array job id)."""
+    first = candidate.slurm_ids[0]
+    return first.split("_", 1)[0] if candidate.is_array else first
+
+
+def _tell(action: Any, slurm_id: str, comment: str) -> None:
+    """Write Allot's answer to Slurm; a failure is repeated by a later cycle."""
+    try:
+        action(slurm_id, comment)
+    except Exception as exc:
+        log.warning("could not write Allot's answer to Slurm job %s: %s", slurm_id, exc)
+
+
+def _answer_again(adapter: Any, candidate: GovernedJob, known: dict[str, str]) -> None:
+    refused = next((known[i] for i in candidate.slurm_ids if known.get(i)), "")
+    if refused:
+        _tell(adapter.refuse, _target(candidate), refused_comment(refused))
+        return
+    row = SlurmAdoption.objects.filter(slurm_job_id__in=candidate.slurm_ids).first()
+    if row is not None and row.job_id:
+        _tell(adapter.annotate, _target(candidate), waiting_comment(row.job_id, None, "", ""))
+
+
+def _adopt(
+    cluster: Cluster,
+    candidate: GovernedJob,
+    accounts: dict[str, list[str]],
+    users: dict[str, Any],
+    now: dt.datetime,
+) -> list[Job]:
+    """The Allot job(s) of one held record and their adoption rows, in one transaction."""
+    user = users.get(candidate.user)
+    if user is None:
+        raise Refused(f"Slurm user '{candidate.user}' has no Allot account of that name")
+    paths = accounts.get(candidate.account, [])
+    if len(paths) != 1:
+        raise Refused(
+            f"account '{candidate.account}' is no Allot project"
+            if not paths
+            else f"account '{candidate.account}' names {len(paths)} projects: {', '.join(paths)}"
+        )
+    if candidate.gpus <= 0:
+        raise Refused("no GPUs asked for: use --gres=gpu:N or --gpus=N")
+    min_runtime_s = candidate.time_min_s
+    if min_runtime_s is None:
+        option = (cluster.adapter_options or {}).get("sbatch_min_runtime_s")
+        default = DEFAULT_MIN_RUNTIME_S if option is None else int(option)
+        min_runtime_s = min(default, cluster.max_min_runtime_s)
+    with transaction.atomic():
+        result = job_submit(
+            actor=user,
+            project=paths[0],
+            cluster=cluster.pk,
+            name=candidate.name,
+            gpus=candidate.gpus,
+            min_runtime_s=min_runtime_s,
+            resumable=candidate.resumable,
+            array=len(candidate.slurm_ids),
+            now=min(candidate.submitted_at or now, now),
+        )
+        for job, slurm_id in zip(result.jobs, candidate.slurm_ids, strict=True):
+            job.spec = {SLURM_JOB_KEY: slurm_id}
+            Job.objects.filter(pk=job.pk).update(spec=job.spec)
+        SlurmAdoption.objects.bulk_create(
+            SlurmAdoption(
+                cluster=cluster,
+                slurm_job_id=slurm_id,
+                job=job,
+                slurm_user=candidate.user,
+                account=candidate.account,
+                at=now,
+            )
+            for job, slurm_id in zip(result.jobs, candidate.slurm_ids, strict=True)
+        )
+    return result.jobs
+
+
+def _record_refusal(
+    cluster: Cluster, candidate: GovernedJob, reason: str, now: dt.datetime
+) -> None:
+    SlurmAdoption.objects.bulk_create(
+        (
+            SlurmAdoption(
+                cluster=cluster,
+                slurm_job_id=slurm_id,
+                slurm_user=candidate.user[:150],
+                account=candidate.account[:150],
+                at=now,
+                refused=reason[:500],
+            )
+            for slurm_id in candidate.slurm_ids
+        ),
+        ignore_conflicts=True,
+    )
+
+
+# ------------------------------------------------------------------------------ sync
+
+
+def governed_sync(*, cluster: Cluster, adapter: Any, now: dt.datetime) -> AdoptionCounts:
+    """Keep Slurm and Allot in step for every open adoption (see the module docstring)."""
+    counts = AdoptionCounts()
+    rows = list(SlurmAdoption.objects.filter(cluster=cluster, open=True).select_related("job"))
+    if not rows:
+        return counts
+    records = adapter.governed_records()
+    answers = _queue_answers(cluster)
+    closed: list[int] = []
+    for row in rows:
+        record = records.get(row.slurm_job_id)
+        job = row.job
+        if job is None:  # refused: open until Slurm has cancelled it
+            if record is not None and record.state == "PENDING":
+                _tell(adapter.refuse, row.slurm_job_id, refused_comment(row.refused))
+            else:
+                closed.append(row.pk)
+        elif job.state in TERMINAL_STATES:
+            if record is not None and record.state == "PENDING":
+                _tell(lambda sid, _c: adapter.cancel_governed(sid), row.slurm_job_id, "")
+            else:
+                closed.append(row.pk)
+        elif job.state == JobState.PENDING:
+            if record is None or record.state in ENDED_IN_SLURM:
+                _cancel_pending(job, row, record is None, now)
+                counts.cancelled += 1
+            elif record.held and counts.comments < MAX_COMMENT_WRITES:
+                counts.comments += _write_answer(adapter, row, answers)
+    if closed:
+        SlurmAdoption.objects.filter(pk__in=closed).update(open=False)
+    return counts
+
+
+def _queue_answers(cluster: Cluster) -> dict[int, tuple[int, str, str]]:
+    """{job id: (queue position, reason, ETA)} from the cluster's stored queue."""
+    snapshot = queue_snapshot(cluster_id=cluster.pk)
+    cached = cached_etas(cluster.pk)
+    etas = cached[2] if cached else {}
+    out: dict[int, tuple[int, str, str]] = {}
+    for entry in iter_entries(snapshot.entries if snapshot else {}):
+        eta = (etas.get(str(entry["job"])) or etas.get(entry["job"]) or {}).get("start") or ""
+        out[int(entry["job"])] = (entry["position"], entry["reason"], eta[:16].replace("T", " "))
+    return out
+
+
+def _write_answer(
+    adapter: Any, row: SlurmAdoption, answers: dict[int, tuple[int, str, str]]
+) -> int:
+    position, reason, eta = answers.get(row.job_id, (None, "waiting for the next cycle", ""))
+    comment = waiting_comment(row.job_id, position, reason, eta)
+    if comment == row.comment:
+        return 0
+    try:
+        adapter.annotate(row.slurm_job_id, comment)
+    except Exception as exc:
+        log.warning("could not write the comment of Slurm job %s: %s", row.slurm_job_id, exc)
+        return 0
+    SlurmAdoption.objects.filter(pk=row.pk).update(comment=comment)
+    return 1
+
+
+def _cancel_pending(job: Job, row: SlurmAdoption, lost: bool, now: dt.datetime) -> None:
+    """A waiting adopted job whose Slurm job was cancelled (`scancel`) or forgotten."""
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        if locked.state != JobState.PENDING:
+            return
+        reason = (
+            f"lost: Slurm no longer knows its sbatch job {row.slurm_job_id}"
+            if lost
+            else f"cancelled in Slurm (scancel of sbatch job {row.slurm_job_id})"
+        )
+        job_transition(
+            job=locked,
+            to_state=JobState.CANCELLED,
+            reason=reason,
+            reason_code="cancelled",
+            at=now,
+            actor=None,
+        )
+        SlurmAdoption.objects.filter(pk=row.pk).update(open=False)
+
+
+def refused_adoptions(*, cluster: Cluster, limit: int = 50) -> Sequence[SlurmAdoption]:
+    """The latest refusals of a cluster (for operators)."""
+    return list(SlurmAdoption.objects.filter(cluster=cluster).exclude(refused="")[:limit])

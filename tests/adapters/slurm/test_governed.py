@@ -1,0 +1,239 @@
+"""Governed sbatch against the real slurmctld (job_submit.lua enabled): jobs sbatch'd to
+the `governed` partition are held and tagged by the plugin, adopted by Allot's cycle and
+scheduled like any Allot job; other partitions are Slurm's own.
+
+Slurm users: the local cluster runs every daemon as root, and `sbatch --uid` (root
+only) submits as another local user: `cloudsdk` (uid 1000, an Allot member of a1) and
+`nobody` (no Allot account)."""
+
+from __future__ import annotations
+
+import pwd
+import subprocess
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from budgets.models import Membership, Role
+from scheduler.adapters.slurm import SlurmClient
+from scheduler.models import Attempt, AttemptState, Job, JobState, SlurmAdoption
+from scheduler.services.clusters import cluster_create
+from scheduler.tasks import run_cycle
+from tests.factories import SuperUserFactory, UserFactory
+
+pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("slurm")]
+
+MEMBER = "cloudsdk"
+
+
+def _uid(name: str) -> int:
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        pytest.fail(f"the local user {name!r} is needed to sbatch as someone else")
+
+
+class Governed:
+    """An Allot cluster on the `governed` partition and a way to sbatch into Slurm."""
+
+    def __init__(self, tree, slurm, workdir) -> None:
+        run_cycle.worker.reset()
+        self.tree, self.slurm, self.workdir = tree, slurm, workdir
+        self.cluster = cluster_create(
+            name="gov",
+            adapter="slurm",
+            gpus_per_host=None,
+            grace_s=2,
+            adapter_options={
+                "slurm_conf": str(slurm.conf_path),
+                "partition": "governed",
+                "workdir": str(workdir),
+            },
+        )
+        self.client = SlurmClient(slurm_conf=slurm.conf_path)
+        self.root = SuperUserFactory(username="root")
+        self.member = UserFactory(username=MEMBER)
+        Membership.objects.create(user=self.member, node=tree.node("a1"), role=Role.MEMBER)
+
+    def sbatch(self, *args: str, user: str = MEMBER, command: str = "sleep 300") -> str:
+        """sbatch a script as `user`; the Slurm job id (an array's: its array job id)."""
+        out = subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                f"--uid={_uid(user)}",
+                "--chdir=/tmp",
+                "--output=/dev/null",
+                *args,
+            ],
+            input=f"#!/bin/bash\n{command}\n",
+            env=self.slurm.client_env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return out.strip().split(";")[0]
+
+    def cycle(self):
+        record = run_cycle.worker.run(cluster_id=self.cluster.pk)
+        assert record is not None
+        return record
+
+    def squeue(self) -> dict[str, str]:
+        """{job id as squeue shows it: "state|comment"}."""
+        out = subprocess.run(
+            ["squeue", "--noheader", "--states=all", "--format=%i|%T|%k"],
+            env=self.slurm.client_env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        rows = (line.split("|", 1) for line in out.splitlines() if line.strip())
+        return {job_id.strip(): rest for job_id, rest in rows}
+
+    def show(self, slurm_id: str) -> str:
+        return subprocess.run(
+            ["scontrol", "show", "job", slurm_id],
+            env=self.slurm.client_env,
+            capture_output=True,
+            text=True,
+        ).stdout
+
+    def raw(self, slurm_id: str) -> dict:
+        return next(j for j in self.client.jobs() if str(j["job_id"]) == slurm_id)
+
+    def api(self, user) -> APIClient:
+        client = APIClient()
+        client.force_authenticate(user)
+        return client
+
+
+@pytest.fixture
+def gov(tree, slurm, tmp_path) -> Governed:
+    return Governed(tree, slurm, tmp_path)
+
+
+def adopted(slurm_id: str) -> Job:
+    return SlurmAdoption.objects.select_related("job").get(slurm_job_id=slurm_id).job
+
+
+def test_a_member_sbatch_is_adopted_and_runs_on_the_nodes_allot_chose(gov):
+    slurm_id = gov.sbatch(
+        "-p",
+        "governed",
+        "-A",
+        "a1",
+        "--gres=gpu:8",
+        "--time-min=00:30:00",
+        "--requeue",
+        "-J",
+        "train",
+        command="sleep 1",
+    )
+    assert gov.raw(slurm_id)["state_reason"] == "JobHeldUser"  # held by the plugin
+    record = gov.cycle()
+    assert record.errors == []
+    job = adopted(slurm_id)
+    assert (job.project, job.submitter.username, job.gpus) == (gov.tree.node("a1"), MEMBER, 8)
+    assert (job.min_runtime_s, job.resumable, job.name) == (1800, True, "train")
+    attempt = Attempt.objects.get(job=job)
+    for _ in range(200):
+        gov.cycle()
+        job.refresh_from_db()
+        if job.state == JobState.SUCCEEDED:
+            break
+    assert job.state == JobState.SUCCEEDED, job.state_reason
+    attempt.refresh_from_db()
+    ran_on = gov.raw(slurm_id)["nodes"]
+    assert attempt.host_names == [ran_on] and attempt.state == AttemptState.ENDED
+    assert attempt.external_id == slurm_id
+    assert f"allot-attempt:{attempt.attempt_id}" in gov.show(slurm_id)  # Allot's ids in scontrol
+
+
+def test_an_array_is_one_allot_array_and_a_waiting_job_shows_allot_s_answer(gov):
+    array = gov.sbatch("-p", "governed", "-A", "a1", "--gres=gpu:8", "--array=0-16")
+    gov.cycle()
+    jobs = list(Job.objects.filter(cluster=gov.cluster).order_by("array_index"))
+    assert len(jobs) == 17 and len({j.array_id for j in jobs}) == 1 and jobs[0].array_id
+    assert [j.spec["slurm_job_id"] for j in jobs] == [f"{array}_{i}" for i in range(17)]
+    running = [j for j in jobs if Attempt.objects.filter(job=j).exists()]
+    assert len(running) == 16  # 16 nodes x 8 GPUs
+    waiting = next(j for j in jobs if j not in running)
+    queue = gov.api(gov.root).get("/api/v1/queue/", {"cluster": "gov"}).json()["results"]
+    assert [r["job"]["id"] if isinstance(r["job"], dict) else r["job"] for r in queue] == [
+        waiting.pk
+    ]
+    gov.cycle()  # writes the waiting job's answer in its comment
+    shown = {k: v for k, v in gov.squeue().items() if v.startswith("PENDING")}
+    assert len(shown) == 1
+    comment = next(iter(shown.values())).split("|", 1)[1]
+    assert comment.startswith(f"allot-job:{waiting.pk} #1 "), comment
+
+
+@pytest.mark.parametrize(
+    ("args", "user", "why"),
+    [
+        (("-A", "a2", "--gres=gpu:8"), MEMBER, "may not submit"),
+        (("-A", "nosuch", "--gres=gpu:8"), MEMBER, "account 'nosuch' is no Allot project"),
+        (("-A", "a1", "--gres=gpu:3"), MEMBER, "gpus is 3"),
+        (("-A", "a1", "--gres=gpu:8", "--time-min=10:00:00"), MEMBER, "min_runtime_s"),
+        (("-A", "a1", "--gres=gpu:8"), "nobody", "Slurm user 'nobody' has no Allot account"),
+    ],
+)
+def test_a_job_allot_cannot_adopt_is_cancelled_with_the_reason_in_its_comment(gov, args, user, why):
+    slurm_id = gov.sbatch("-p", "governed", *args, user=user)
+    record = gov.cycle()
+    assert not Job.objects.filter(cluster=gov.cluster).exists()
+    refusal = SlurmAdoption.objects.get(slurm_job_id=slurm_id)
+    assert why in refusal.refused and refusal.job is None
+    assert any(why in note for note in record.errors)  # the cycle's record says so
+    state, comment = gov.squeue()[slurm_id].split("|", 1)
+    assert state == "CANCELLED" and comment.startswith("allot-refused:") and why in comment
+    gov.cycle()
+    assert SlurmAdoption.objects.filter(slurm_job_id=slurm_id).count() == 1
+
+
+def test_a_job_on_a_partition_that_is_not_governed_is_slurm_s_own(gov):
+    slurm_id = gov.sbatch("-p", "gpu", "-A", "a1", "--gres=gpu:8")
+    gov.cycle()
+    assert gov.raw(slurm_id)["admin_comment"] == ""
+    assert not SlurmAdoption.objects.exists() and not Job.objects.exists()
+    deadline = time.monotonic() + 30
+    while not gov.squeue()[slurm_id].startswith("RUNNING") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert gov.squeue()[slurm_id].startswith("RUNNING")  # Slurm scheduled it itself
+    assert not Job.objects.exists()  # and Allot only counts it as foreign
+
+
+def test_scancel_by_the_owner_cancels_the_waiting_allot_job(gov):
+    gov.sbatch("-p", "governed", "-A", "a1", "--gres=gpu:8", "--array=0-15")
+    waiting_id = gov.sbatch("-p", "governed", "-A", "a1", "--gres=gpu:8")
+    gov.cycle()
+    job = adopted(waiting_id)
+    assert job.state == JobState.PENDING
+    subprocess.run(["scancel", waiting_id], env=gov.slurm.client_env, check=True)
+    gov.cycle()
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED and "scancel" in job.state_reason
+
+
+def test_an_allot_cancel_of_a_waiting_job_cancels_it_in_slurm(gov):
+    gov.sbatch("-p", "governed", "-A", "a1", "--gres=gpu:8", "--array=0-15")
+    waiting_id = gov.sbatch("-p", "governed", "-A", "a1", "--gres=gpu:8")
+    gov.cycle()
+    job = adopted(waiting_id)
+    response = gov.api(gov.member).post(f"/api/v1/jobs/{job.pk}/cancel/")
+    assert response.status_code in (200, 202), response.json()
+    gov.cycle()
+    assert gov.squeue()[waiting_id].startswith("CANCELLED")
+
+
+def test_adopted_once_however_often_the_cycle_reads_it(gov):
+    ids = [gov.sbatch("-p", "governed", "-A", "a1", "--gres=gpu:1") for _ in range(3)]
+    for _ in range(3):
+        gov.cycle()
+    assert SlurmAdoption.objects.filter(slurm_job_id__in=ids).count() == 3
+    assert Job.objects.filter(cluster=gov.cluster).count() == 3
+    assert get_user_model().objects.filter(username=MEMBER).count() == 1
