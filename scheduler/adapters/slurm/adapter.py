@@ -147,7 +147,10 @@ class SlurmAdapter:
         release it (the job keeps its Slurm id; an array task is split off its array)."""
         hosts = [p.host for p in request.placements]
         self.client.update_job(slurm_id, comment=attempt_comment(request.attempt_id))
-        self.client.update_job(slurm_id, nodelist=",".join(hosts), numnodes=str(len(hosts)))
+        # starttime: a requeued job is otherwise eligible only ~2 min later
+        self.client.update_job(
+            slurm_id, nodelist=",".join(hosts), numnodes=str(len(hosts)), starttime="now"
+        )
         self._index[request.attempt_id] = slurm_id
         try:
             self.client.release(slurm_id)
@@ -252,14 +255,16 @@ class SlurmAdapter:
         _, stop_by, _ = parse_attempt_comment(job["comment"])
         now = time.time()
         end = self._ender(job)
+        requeue = is_requeue_tagged(job.get("admin_comment"))
         if stop_by is None:
             stop_by = int(now + max(0.0, grace_s))
             self.client.update_job(job_id, comment=attempt_comment(attempt_id, stop_by=stop_by))
             if job["job_state"] in ("PENDING", "REQUEUED", "REQUEUE_HOLD"):
                 end(job_id, pending=True)  # never ran: nothing to stop gracefully
                 return
-            self.client.signal(job_id, "TERM")
-        if grace_s <= 0 or now >= stop_by:
+            if not requeue:  # a requeue is graceful itself: SIGTERM, KillWait, SIGKILL
+                self.client.signal(job_id, "TERM")
+        if requeue or grace_s <= 0 or now >= stop_by:
             end(job_id, pending=False)
 
     def _ender(self, job: dict[str, Any]) -> Any:

@@ -209,8 +209,20 @@ def cluster_job_of(job: Mapping[str, Any], *, now: float | None = None) -> Clust
         started_at=_epoch(job.get("start_time")) if state != ClusterJobState.STARTING else None,
         ended_at=_epoch(job.get("end_time")) if state in _ENDED else None,
         detail=detail,
-        external_id=str(job.get("job_id", "")),
+        external_id=slurm_id_of(job),
     )
+
+
+def slurm_id_of(job: Mapping[str, Any]) -> str:
+    """The id that names exactly this job to scontrol and scancel: an array task's is
+    `<array job id>_<task>` (its bare job id may be the array's, naming every task)."""
+    array_job = int(job.get("array_job_id") or 0)
+    task = job.get("array_task_id")
+    if isinstance(task, dict):  # newer Slurm: {"set": ..., "number": ...}
+        task = task.get("number") if task.get("set") else None
+    if array_job and task is not None and str(task).isdigit():
+        return f"{array_job}_{task}"
+    return str(job.get("job_id", ""))
 
 
 def is_governed_record(job: Mapping[str, Any]) -> bool:

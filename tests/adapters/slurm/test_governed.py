@@ -18,7 +18,8 @@ from rest_framework.test import APIClient
 
 from budgets.models import Membership, Role
 from scheduler.adapters.slurm import SlurmClient
-from scheduler.models import Attempt, AttemptState, Job, JobState, SlurmAdoption
+from scheduler.adapters.slurm.parsing import slurm_id_of
+from scheduler.models import Attempt, AttemptEnd, AttemptState, Job, JobState, SlurmAdoption
 from scheduler.services.clusters import cluster_create
 from scheduler.tasks import run_cycle
 from tests.factories import SuperUserFactory, UserFactory
@@ -81,6 +82,23 @@ class Governed:
         assert record is not None
         return record
 
+    def cycles_until(self, done, *, timeout_s: float = 90) -> None:
+        """Run cycles (each without errors) until `done()`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            record = self.cycle()
+            assert record.errors == [], (
+                record.errors,
+                list(
+                    Attempt.objects.values_list("attempt_id", "state", "end_reason", "end_detail")
+                ),
+            )
+            if done():
+                return
+            time.sleep(0.3)
+        states = list(Job.objects.values_list("pk", "state", "state_reason"))
+        raise AssertionError(f"not done after {timeout_s} s: {states}")
+
     def squeue(self) -> dict[str, str]:
         """{job id as squeue shows it: "state|comment"}."""
         out = subprocess.run(
@@ -102,7 +120,7 @@ class Governed:
         ).stdout
 
     def raw(self, slurm_id: str) -> dict:
-        return next(j for j in self.client.jobs() if str(j["job_id"]) == slurm_id)
+        return next(j for j in self.client.jobs() if slurm_id in (str(j["job_id"]), slurm_id_of(j)))
 
     def api(self, user) -> APIClient:
         client = APIClient()
@@ -237,3 +255,70 @@ def test_adopted_once_however_often_the_cycle_reads_it(gov):
     assert SlurmAdoption.objects.filter(slurm_job_id__in=ids).count() == 3
     assert Job.objects.filter(cluster=gov.cluster).count() == 3
     assert get_user_model().objects.filter(username=MEMBER).count() == 1
+
+
+GRACEFUL = "trap 'echo saved; exit 0' TERM; sleep 300 & wait"
+
+
+def _fill_with_sweeps(gov, *requeue: str) -> tuple[str, list[Job]]:
+    """16 unallocated 8-GPU sweeps of b1 sbatch'd as root, running on every node."""
+    gov.cluster.adapter_options = {**gov.cluster.adapter_options, "sbatch_min_runtime_s": 0}
+    gov.cluster.save(update_fields=["adapter_options"])
+    array = gov.sbatch(
+        "-p",
+        "governed",
+        "-A",
+        "b1",
+        "--gres=gpu:8",
+        "--array=0-15",
+        *requeue,
+        user="root",
+        command=GRACEFUL,
+    )
+    gov.cycles_until(
+        lambda: Job.objects.filter(cluster=gov.cluster, state=JobState.RUNNING).count() == 16
+    )
+    return array, list(Job.objects.filter(cluster=gov.cluster))
+
+
+def _urgent(gov) -> Job:
+    slurm_id = gov.sbatch(
+        "-p", "governed", "-A", "a1", "--gres=gpu:8", "--time-min=1", command="sleep 2"
+    )
+    gov.cycle()
+    return adopted(slurm_id)
+
+
+def test_a_preempted_resumable_sbatch_job_is_requeued_held_in_slurm_and_runs_again(gov):
+    _, sweeps = _fill_with_sweeps(gov, "--requeue")
+    assert all(j.resumable and j.min_runtime_s == 0 for j in sweeps)
+    urgent = _urgent(gov)
+    gov.cycles_until(lambda: Job.objects.get(pk=urgent.pk).state == JobState.SUCCEEDED)
+    victim = next(
+        j
+        for j in sweeps
+        if Attempt.objects.filter(job=j).count() > 1
+        or Job.objects.get(pk=j.pk).state != JobState.RUNNING
+    )
+    first = Attempt.objects.filter(job=victim).order_by("number").first()
+    assert (first.end_reason, first.preempted_by_id) == (AttemptEnd.PREEMPTED, urgent.pk)
+    gov.cycles_until(
+        lambda: Attempt.objects.filter(job=victim, state=AttemptState.RUNNING).exists()
+    )
+    again = Attempt.objects.filter(job=victim).order_by("number").last()
+    assert again.number == 2
+    record = gov.raw(again.external_id)
+    assert record["restart_cnt"] == 1 and record["job_state"] == "RUNNING"  # the same Slurm job
+    assert f"{record['array_job_id']}_{record['array_task_id']}" == victim.spec["slurm_job_id"]
+
+
+def test_a_preempted_sbatch_job_without_requeue_ends_preempted(gov):
+    _, sweeps = _fill_with_sweeps(gov)
+    assert not any(j.resumable for j in sweeps)
+    urgent = _urgent(gov)
+    gov.cycles_until(lambda: Job.objects.get(pk=urgent.pk).state == JobState.SUCCEEDED)
+    victim = Job.objects.get(cluster=gov.cluster, state=JobState.PREEMPTED)
+    attempt = Attempt.objects.get(job=victim)
+    assert attempt.preempted_by_id == urgent.pk
+    state = gov.squeue()[victim.spec["slurm_job_id"]].split("|")[0]
+    assert state in ("COMPLETED", "CANCELLED")  # its trap ran, or the grace was over
