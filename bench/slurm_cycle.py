@@ -11,6 +11,12 @@ a steady one (nothing changes). For each: the cycle's wall time, the time spent 
 Slurm's commands (per command) and, for cycle 1, starts per second of Slurm time and
 of the whole cycle.
 
+`--mode sbatch` (governed sbatch): the same cluster's `governed` partition, with
+Allot's job_submit.lua; `--pending` jobs are sbatch'd there (held and tagged by the
+plugin, as root, to the 20 projects' accounts), then cycle 1 adopts every one and
+starts what fits, cycle 2 confirms, cycle 3 is steady. Reported: the adoption rate
+(jobs adopted per second of the cycle's adopt phase) and each cycle's figures.
+
 Needs root (the daemons run as root) and Slurm installed (`make slurm`). Runs in a
 throwaway database (`test_<DATABASE_URL name>_slurmbench`), created and dropped.
 Usage: ``DATABASE_URL=... python bench/slurm_cycle.py [--pending 1000] [--seed 0]``
@@ -177,10 +183,107 @@ def run(pending: int, seed: int, slurm_conf: str | None) -> dict:
             local.stop(remove=True)
 
 
+def sbatch_jobs(slurm_conf: str, accounts: list[str], count: int, seed: int) -> float:
+    """sbatch `count` jobs to the governed partition (8 at a time); the seconds it took."""
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = random.Random(seed)
+    sizes, weights = zip(*GPU_MIX, strict=True)
+    env = {**os.environ, "SLURM_CONF": slurm_conf}
+    args = [
+        [
+            "sbatch",
+            "--parsable",
+            "-p",
+            "governed",
+            "--chdir=/tmp",
+            "--output=/dev/null",
+            f"--account={rng.choice(accounts)}",
+            f"--gres=gpu:{rng.choices(sizes, weights)[0]}",
+            f"--time-min={rng.choice([1, 10, 60])}",
+            *(["--requeue"] if rng.random() < 0.5 else []),
+            f"--job-name=sb-{i}",
+        ]
+        for i in range(count)
+    ]
+
+    def one(a: list[str]) -> None:
+        subprocess.run(
+            a, input="#!/bin/bash\nsleep 600\n", env=env, text=True, capture_output=True, check=True
+        )
+
+    t = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, args))
+    return time.perf_counter() - t
+
+
+def run_sbatch(pending: int, seed: int, slurm_conf: str | None) -> dict:
+    """Governed sbatch: `pending` jobs sbatch'd, adopted and started by Allot's cycles."""
+    from django.contrib.auth import get_user_model
+
+    from budgets.services import budget_tree_import
+    from scheduler.adapters.slurm import adapter_for_cluster
+    from scheduler.adapters.slurm_local import LocalSlurm, install_slurm
+    from scheduler.cycle.worker import CycleWorker
+    from scheduler.models import Attempt, AttemptState, Job, SlurmAdoption
+    from scheduler.services.clusters import cluster_create
+    from scheduler.services.slurm import project_accounts
+
+    local = None
+    if slurm_conf is None:
+        reason = install_slurm()
+        if reason:
+            raise SystemExit(f"no local Slurm cluster: {reason}")
+        local = LocalSlurm.create()
+        local.start()
+        slurm_conf = str(local.conf_path)
+    try:
+        worker = CycleWorker()
+        cluster = cluster_create(
+            name="slurm-sbatch-bench",
+            adapter="slurm",
+            gpus_per_host=None,
+            adapter_options={"slurm_conf": slurm_conf, "partition": "governed"},
+        )
+        budget_tree_import(data=tree_document())
+        get_user_model().objects.create(username="root", is_superuser=True, is_staff=True)
+        sbatch_s = sbatch_jobs(slurm_conf, sorted(project_accounts()), pending, seed)
+        cycles = [one_cycle(cluster, worker) for _ in range(3)]
+        adopt_ms = cycles[0]["phases_ms"].get("adopt", 0.0)
+        adopted = SlurmAdoption.objects.filter(cluster=cluster, job__isnull=False).count()
+        running = Attempt.objects.filter(cluster=cluster).exclude(state=AttemptState.ENDED)
+        return {
+            "scenario": {
+                "slurm": adapter_for_cluster(cluster).client.version(),
+                "gpus": cluster.gpu_capacity,
+                "sbatch_jobs": pending,
+                "sbatch_s": round(sbatch_s, 1),
+            },
+            "adopted": adopted,
+            "refused": SlurmAdoption.objects.filter(cluster=cluster, job__isnull=True).count(),
+            "adopt_phase_ms": adopt_ms,
+            "adoption_rate_jobs_per_s": round(adopted / (adopt_ms / 1000.0), 1)
+            if adopt_ms
+            else None,
+            "cycle_1_adopt_and_start": cycles[0],
+            "cycle_2_confirms": cycles[1],
+            "cycle_3_steady": cycles[2],
+            "allot_jobs": Job.objects.filter(cluster=cluster).count(),
+            "gpus_in_use": sum(a.gpus for a in running),
+            "waiting_comments_written": SlurmAdoption.objects.exclude(comment="").count(),
+        }
+    finally:
+        if local is not None:
+            local.stop(remove=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pending", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", choices=["api", "sbatch"], default="api")
     parser.add_argument("--slurm-conf", help="a running cluster's slurm.conf (default: start one)")
     args = parser.parse_args()
 
@@ -188,7 +291,8 @@ def main() -> None:
 
     django.setup()
     with test_database("slurmbench"):
-        result = run(args.pending, args.seed, args.slurm_conf)
+        runner = run_sbatch if args.mode == "sbatch" else run
+        result = runner(args.pending, args.seed, args.slurm_conf)
     print(json.dumps(result, indent=2))
 
 

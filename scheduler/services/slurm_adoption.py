@@ -80,9 +80,8 @@ def governed_adopt(*, cluster: Cluster, adapter: Any, now: dt.datetime) -> Adopt
         for u in get_user_model().objects.filter(username__in={c.user for c in candidates})
     }
     for candidate in candidates:
-        if any(i in known for i in candidate.slurm_ids):  # answered before a crash
-            _answer_again(adapter, candidate, known)
-            continue
+        if any(i in known for i in candidate.slurm_ids):
+            continue  # adopted or refused before: governed_sync answers it in Slurm
         try:
             jobs = _adopt(cluster, candidate, accounts, users, now)
         except (Refused, ApplicationError) as exc:
@@ -93,7 +92,6 @@ def governed_adopt(*, cluster: Cluster, adapter: Any, now: dt.datetime) -> Adopt
             _tell(adapter.refuse, _target(candidate), refused_comment(reason))
             continue
         counts.adopted += len(jobs)
-        _tell(adapter.annotate, _target(candidate), waiting_comment(jobs[0].pk, None, "", ""))
     return counts
 
 
@@ -109,16 +107,6 @@ def _tell(action: Any, slurm_id: str, comment: str) -> None:
         action(slurm_id, comment)
     except Exception as exc:
         log.warning("could not write Allot's answer to Slurm job %s: %s", slurm_id, exc)
-
-
-def _answer_again(adapter: Any, candidate: GovernedJob, known: dict[str, str]) -> None:
-    refused = next((known[i] for i in candidate.slurm_ids if known.get(i)), "")
-    if refused:
-        _tell(adapter.refuse, _target(candidate), refused_comment(refused))
-        return
-    row = SlurmAdoption.objects.filter(slurm_job_id__in=candidate.slurm_ids).first()
-    if row is not None and row.job_id:
-        _tell(adapter.annotate, _target(candidate), waiting_comment(row.job_id, None, "", ""))
 
 
 def _adopt(
@@ -157,6 +145,7 @@ def _adopt(
             resumable=candidate.resumable,
             array=len(candidate.slurm_ids),
             now=min(candidate.submitted_at or now, now),
+            wake_cycle=False,  # this is a cycle: it plans the job next
         )
         for job, slurm_id in zip(result.jobs, candidate.slurm_ids, strict=True):
             job.spec = {SLURM_JOB_KEY: slurm_id}
@@ -198,7 +187,9 @@ def _record_refusal(
 
 
 def governed_sync(*, cluster: Cluster, adapter: Any, now: dt.datetime) -> AdoptionCounts:
-    """Keep Slurm and Allot in step for every open adoption (see the module docstring)."""
+    """Keep Slurm and Allot in step for every open adoption (see the module docstring);
+    waiting jobs' comments are written front of the queue first, at most
+    MAX_COMMENT_WRITES per cycle (each is one scontrol call)."""
     counts = AdoptionCounts()
     rows = list(SlurmAdoption.objects.filter(cluster=cluster, open=True).select_related("job"))
     if not rows:
@@ -206,6 +197,7 @@ def governed_sync(*, cluster: Cluster, adapter: Any, now: dt.datetime) -> Adopti
     records = adapter.governed_records()
     answers = _queue_answers(cluster)
     closed: list[int] = []
+    waiting: list[SlurmAdoption] = []
     for row in rows:
         record = records.get(row.slurm_job_id)
         job = row.job
@@ -223,8 +215,13 @@ def governed_sync(*, cluster: Cluster, adapter: Any, now: dt.datetime) -> Adopti
             if record is None or record.state in ENDED_IN_SLURM:
                 _cancel_pending(job, row, record is None, now)
                 counts.cancelled += 1
-            elif record.held and counts.comments < MAX_COMMENT_WRITES:
-                counts.comments += _write_answer(adapter, row, answers)
+            elif record.held:
+                waiting.append(row)
+    waiting.sort(key=lambda r: answers.get(r.job_id, (1 << 30,))[0])
+    for row in waiting:
+        if counts.comments >= MAX_COMMENT_WRITES:
+            break
+        counts.comments += _write_answer(adapter, row, answers)
     if closed:
         SlurmAdoption.objects.filter(pk__in=closed).update(open=False)
     return counts

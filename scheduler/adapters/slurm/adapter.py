@@ -146,10 +146,14 @@ class SlurmAdapter:
         """An sbatch'd job Allot adopted: stamp the attempt, set the hosts Allot chose,
         release it (the job keeps its Slurm id; an array task is split off its array)."""
         hosts = [p.host for p in request.placements]
-        self.client.update_job(slurm_id, comment=attempt_comment(request.attempt_id))
-        # starttime: a requeued job is otherwise eligible only ~2 min later
+        # one update (one RPC: all of it or nothing): the attempt id (adopt-before-retry
+        # finds it), Allot's hosts, and starttime (a requeued job would wait ~2 min)
         self.client.update_job(
-            slurm_id, nodelist=",".join(hosts), numnodes=str(len(hosts)), starttime="now"
+            slurm_id,
+            comment=attempt_comment(request.attempt_id),
+            nodelist=",".join(hosts),
+            numnodes=str(len(hosts)),
+            starttime="now",
         )
         self._index[request.attempt_id] = slurm_id
         try:

@@ -69,9 +69,11 @@ def job_submit(
     fingerprint: str | None = None,
     dry_run: bool = False,
     now: dt.datetime | None = None,
+    wake_cycle: bool = True,
 ) -> SubmitResult:
     """Submit a job (or an array of `array` identical jobs) as `actor`, submitted at
-    `now` (default: the current time).
+    `now` (default: the current time). `wake_cycle=False`: no cycle is requested (the
+    caller is a cycle itself: governed sbatch's adoption).
 
     Raises ValidationFailed (400, with `field`), PermissionDenied (403) or
     IdempotencyKeyReused (422)."""
@@ -117,7 +119,8 @@ def job_submit(
             if previous is None:
                 raise
             return _replay(previous, req)
-        request_cycle(req.cluster.pk)
+        if wake_cycle:
+            request_cycle(req.cluster.pk)
     jobs = _new_jobs(req, actor=actor, now=now, array_id=array_id, ids=ids)
     return SubmitResult(jobs=jobs, project_path=req.project_path, array_id=array_id)
 
