@@ -63,7 +63,6 @@ class CycleContext:
         self.counts = Counts()
         self.record: CycleRecord | None = None
         self.phases: dict[str, float] = {}  # milliseconds per phase of the cycle
-        self.governed_adopted = 0  # sbatch jobs adopted (scheduler.cycle.governed)
 
     def __str__(self) -> str:
         return str(self.record.pk) if self.record is not None else ""

@@ -9,21 +9,21 @@ from scheduler.cycle.context import CycleContext
 from scheduler.services.slurm_adoption import governed_adopt, governed_sync
 
 
+def governs(ctx: CycleContext) -> bool:
+    """Whether the cluster's adapter reads governed partitions (Slurm's)."""
+    return hasattr(ctx.adapter, "governed_jobs")
+
+
 def adopt_governed(ctx: CycleContext) -> None:
-    if not hasattr(ctx.adapter, "governed_jobs"):
-        return
     try:
         counts = governed_adopt(cluster=ctx.cluster, adapter=ctx.adapter, now=ctx.at)
     except Exception as exc:
         ctx.error("governed sbatch: adoption", exc)
         return
     ctx.counts.notes.extend(counts.notes)
-    ctx.governed_adopted = counts.adopted
 
 
 def sync_governed(ctx: CycleContext) -> None:
-    if not hasattr(ctx.adapter, "governed_records"):
-        return
     try:
         governed_sync(cluster=ctx.cluster, adapter=ctx.adapter, now=ctx.at)
     except Exception as exc:

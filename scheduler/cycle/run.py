@@ -12,7 +12,7 @@ from ops.metrics import observe_cycle
 from scheduler.cycle.adapter_io import close_adapter, read_cluster
 from scheduler.cycle.apply import apply
 from scheduler.cycle.context import CycleContext
-from scheduler.cycle.governed import adopt_governed, sync_governed
+from scheduler.cycle.governed import adopt_governed, governs, sync_governed
 from scheduler.cycle.reconcile import reconcile
 from scheduler.cycle.warm import warm_plan
 from scheduler.models import CycleRecord
@@ -47,8 +47,9 @@ def _run(ctx: CycleContext) -> CycleRecord:
             with ctx.phase("reconcile"):
                 holders = reconcile(ctx, report)
         if report is not None and not ctx.reconcile_only:
-            with ctx.phase("adopt"):
-                adopt_governed(ctx)
+            if governs(ctx):
+                with ctx.phase("adopt"):
+                    adopt_governed(ctx)
             with ctx.phase("snapshot"):
                 cs = cluster_snapshot(
                     cluster=ctx.cluster, now=ctx.at, holders=holders, cache=ctx.warm.snapshot_cache
@@ -56,8 +57,9 @@ def _run(ctx: CycleContext) -> CycleRecord:
             with ctx.phase("plan"):
                 cycle_plan = warm_plan(cs, ctx.warm)
             apply(ctx, cs, cycle_plan)
-            with ctx.phase("governed_sync"):
-                sync_governed(ctx)
+            if governs(ctx):
+                with ctx.phase("governed_sync"):
+                    sync_governed(ctx)
     except Exception as exc:
         ctx.counts.errors.append(f"cycle failed: {type(exc).__name__}: {exc}"[:1000])
         _finish(ctx, t0)

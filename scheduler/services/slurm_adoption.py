@@ -84,7 +84,7 @@ def governed_adopt(*, cluster: Cluster, adapter: Any, now: dt.datetime) -> Adopt
     }
     todo = _batch([c for c in candidates if not any(i in known for i in c.slurm_ids)])
     refusals: list[tuple[GovernedJob, str]] = []
-    with transaction.atomic():  # one commit for the batch, a savepoint per job
+    with transaction.atomic():  # one commit for the batch
         for candidate in todo:
             try:
                 jobs = _adopt(cluster, candidate, accounts, users, now)
@@ -135,7 +135,9 @@ def _adopt(
     users: dict[str, Any],
     now: dt.datetime,
 ) -> list[Job]:
-    """The Allot job(s) of one held record and their adoption rows, in one transaction."""
+    """The Allot job(s) of one held record and their adoption rows (in the caller's
+    transaction; `job_submit` checks everything before it writes, so a refusal writes
+    nothing)."""
     user = users.get(candidate.user)
     if user is None:
         raise Refused(f"Slurm user '{candidate.user}' has no Allot account of that name")
@@ -153,33 +155,33 @@ def _adopt(
         option = (cluster.adapter_options or {}).get("sbatch_min_runtime_s")
         default = DEFAULT_MIN_RUNTIME_S if option is None else int(option)
         min_runtime_s = min(default, cluster.max_min_runtime_s)
-    with transaction.atomic():
-        result = job_submit(
-            actor=user,
-            project=paths[0],
-            cluster=cluster.pk,
-            name=candidate.name,
-            gpus=candidate.gpus,
-            min_runtime_s=min_runtime_s,
-            resumable=candidate.resumable,
-            array=len(candidate.slurm_ids),
-            now=min(candidate.submitted_at or now, now),
-            wake_cycle=False,  # this is a cycle: it plans the job next
+    # in governed_adopt's transaction: the job(s) and their rows commit together
+    result = job_submit(
+        actor=user,
+        project=paths[0],
+        cluster=cluster.pk,
+        name=candidate.name,
+        gpus=candidate.gpus,
+        min_runtime_s=min_runtime_s,
+        resumable=candidate.resumable,
+        array=len(candidate.slurm_ids),
+        now=min(candidate.submitted_at or now, now),
+        wake_cycle=False,  # this is a cycle: it plans the job next
+    )
+    for job, slurm_id in zip(result.jobs, candidate.slurm_ids, strict=True):
+        job.spec = {SLURM_JOB_KEY: slurm_id}
+        Job.objects.filter(pk=job.pk).update(spec=job.spec)
+    SlurmAdoption.objects.bulk_create(
+        SlurmAdoption(
+            cluster=cluster,
+            slurm_job_id=slurm_id,
+            job=job,
+            slurm_user=candidate.user,
+            account=candidate.account,
+            at=now,
         )
-        for job, slurm_id in zip(result.jobs, candidate.slurm_ids, strict=True):
-            job.spec = {SLURM_JOB_KEY: slurm_id}
-            Job.objects.filter(pk=job.pk).update(spec=job.spec)
-        SlurmAdoption.objects.bulk_create(
-            SlurmAdoption(
-                cluster=cluster,
-                slurm_job_id=slurm_id,
-                job=job,
-                slurm_user=candidate.user,
-                account=candidate.account,
-                at=now,
-            )
-            for job, slurm_id in zip(result.jobs, candidate.slurm_ids, strict=True)
-        )
+        for job, slurm_id in zip(result.jobs, candidate.slurm_ids, strict=True)
+    )
     return result.jobs
 
 
