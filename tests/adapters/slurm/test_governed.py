@@ -14,15 +14,26 @@ import time
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from budgets.models import Membership, Role
+from ledger.selectors import window_usage
 from scheduler.adapters.slurm import SlurmClient
 from scheduler.adapters.slurm.parsing import slurm_id_of
-from scheduler.models import Attempt, AttemptEnd, AttemptState, Job, JobState, SlurmAdoption
+from scheduler.models import (
+    Attempt,
+    AttemptEnd,
+    AttemptState,
+    Job,
+    JobEvent,
+    JobState,
+    SlurmAdoption,
+)
 from scheduler.services.clusters import cluster_create
 from scheduler.tasks import run_cycle
 from tests.factories import SuperUserFactory, UserFactory
+from tests.live.conftest import assert_consistent
 
 pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("slurm")]
 
@@ -167,6 +178,14 @@ def test_a_member_sbatch_is_adopted_and_runs_on_the_nodes_allot_chose(gov):
     ran_on = gov.raw(slurm_id)["nodes"]
     assert attempt.host_names == [ran_on] and attempt.state == AttemptState.ENDED
     assert attempt.external_id == slurm_id
+    usage = window_usage(
+        cluster_id=gov.cluster.pk, now=timezone.now(), lookback_s=3600, half_life_s=None
+    )
+    runtime = (attempt.ended_at - attempt.started_at).total_seconds()
+    assert usage[gov.tree.node("a1").pk] == pytest.approx(8 * runtime, rel=0.01)  # the ledger
+    path = list(JobEvent.objects.filter(job=job).values_list("to_state", flat=True))
+    assert path == ["pending", "starting", "running", "succeeded"]
+    assert_consistent(gov.cluster)
     assert f"allot-attempt:{attempt.attempt_id}" in gov.show(slurm_id)  # Allot's ids in scontrol
 
 
@@ -180,8 +199,8 @@ def test_an_array_is_one_allot_array_and_a_waiting_job_shows_allot_s_answer(gov)
     assert len(running) == 16  # 16 nodes x 8 GPUs
     waiting = next(j for j in jobs if j not in running)
     queue = gov.api(gov.root).get("/api/v1/queue/", {"cluster": "gov"}).json()["results"]
-    assert [r["job"]["id"] if isinstance(r["job"], dict) else r["job"] for r in queue] == [
-        waiting.pk
+    assert [(r["job"], r["project_path"], r["submitter"]) for r in queue] == [
+        (waiting.pk, "org/prog-a/a1", MEMBER)
     ]
     gov.cycle()  # writes the waiting job's answer in its comment
     # the 16 started ones are Allot's attempts (some may still be pending in Slurm)
@@ -323,3 +342,18 @@ def test_a_preempted_sbatch_job_without_requeue_ends_preempted(gov):
     assert attempt.preempted_by_id == urgent.pk
     state = gov.squeue()[victim.spec["slurm_job_id"]].split("|")[0]
     assert state in ("COMPLETED", "CANCELLED")  # its trap ran, or the grace was over
+
+
+def test_adopted_jobs_wait_in_fair_share_order_not_slurm_s(gov):
+    Membership.objects.create(user=gov.member, node=gov.tree.node("a2"), role=Role.MEMBER)
+    gov.sbatch("-p", "governed", "-A", "a1", "--gres=gpu:8", "--time-min=1", "--array=0-15")
+    gov.cycles_until(
+        lambda: Job.objects.filter(cluster=gov.cluster, state=JobState.RUNNING).count() == 16
+    )
+    first = gov.sbatch("-p", "governed", "-A", "a1", "--gres=gpu:8", "--time-min=1")
+    later = gov.sbatch("-p", "governed", "-A", "a2", "--gres=gpu:8", "--time-min=1")
+    gov.cycle()
+    queue = gov.api(gov.root).get("/api/v1/queue/", {"cluster": "gov"}).json()["results"]
+    ids = [r["job"] for r in queue]
+    # a1 holds the whole cluster: a2's job, sbatch'd later, starts first
+    assert ids == [adopted(later).pk, adopted(first).pk]
