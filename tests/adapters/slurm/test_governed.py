@@ -9,6 +9,7 @@ only) submits as another local user: `cloudsdk` (uid 1000, an Allot member of a1
 from __future__ import annotations
 
 import pwd
+import shutil
 import subprocess
 import time
 
@@ -204,7 +205,12 @@ def test_an_array_is_one_allot_array_and_a_waiting_job_shows_allot_s_answer(gov)
     ]
     gov.cycle()  # writes the waiting job's answer in its comment
     # the 16 started ones are Allot's attempts (some may still be pending in Slurm)
-    shown = {k: v.split("|", 1)[1] for k, v in gov.squeue().items() if "|allot-attempt:" not in v}
+    # (ended jobs of earlier tests are listed too)
+    shown = {
+        k: v.split("|", 1)[1]
+        for k, v in gov.squeue().items()
+        if k.startswith(f"{array}_") and "|allot-attempt:" not in v
+    }
     assert list(shown) == [waiting.spec["slurm_job_id"]]
     comment = shown[waiting.spec["slurm_job_id"]]
     assert comment.startswith(f"allot-job:{waiting.pk} #1 "), comment
@@ -357,3 +363,19 @@ def test_adopted_jobs_wait_in_fair_share_order_not_slurm_s(gov):
     ids = [r["job"] for r in queue]
     # a1 holds the whole cluster: a2's job, sbatch'd later, starts first
     assert ids == [adopted(later).pk, adopted(first).pk]
+
+
+def test_a_waiting_job_slurm_forgets_is_cancelled_in_allot_as_lost(gov, slurm):
+    gov.sbatch("-p", "governed", "-A", "a1", "--gres=gpu:8", "--array=0-15")
+    waiting_id = gov.sbatch("-p", "governed", "-A", "a1", "--gres=gpu:8")
+    gov.cycle()
+    job = adopted(waiting_id)
+    assert job.state == JobState.PENDING
+    slurm.stop_ctld()  # and loses its saved state: it knows no job when it is back
+    shutil.rmtree(slurm.base_dir / "state" / "ctld")
+    (slurm.base_dir / "state" / "ctld").mkdir()
+    slurm.start_ctld(clean=True)
+    assert gov.squeue() == {}
+    gov.cycle()
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED and job.state_reason.startswith("lost: ")
