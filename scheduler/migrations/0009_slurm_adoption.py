@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduler", "0008_idle_reclaim"),  # main's 0008 came first; the lead renumbers
+        ("scheduler", "0008_idle_reclaim"),
     ]
 
     operations = [
