@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
+from scheduler.core.engine.runs import protection_s
 from scheduler.core.engine.types import (
     ExplainedQueue,
     Placement,
@@ -152,7 +153,7 @@ class FairShareReasons:
         """Why `w` started, where, and what protects it."""
         where = ", ".join(f"{p.host}[{p.gpu_indices[0]}-{p.gpu_indices[-1]}]" for p in pls)
         if w.min_runtime_s > 0:
-            prot = f"protected for {hours_text(min(w.min_runtime_s, self.cap))}"
+            prot = f"protected for {hours_text(protection_s(w, self.cap))}"
         else:
             prot = "unallocated: free of charge, preemptible at any time"
         return f"started on {where} using {how}; {self.project(w.project, r)}; {prot}"

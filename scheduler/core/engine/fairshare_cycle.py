@@ -37,7 +37,7 @@ from scheduler.core.engine.preemption import (
     search_whole_hosts,
 )
 from scheduler.core.engine.reservations import SCAN_PER_PROJECT, Reservations, ShortReserveRule
-from scheduler.core.engine.runs import protection_end
+from scheduler.core.engine.runs import protection_end, protection_s
 from scheduler.core.engine.state import EngineState
 from scheduler.core.engine.types import NO_QUEUE, CyclePlan, Policy, Snapshot, Workload
 
@@ -289,7 +289,7 @@ class FairShareCycle:
         if sh.reason:
             self.decisions.note(w, sh.reason)
             return _NEXT_JOB
-        charge = w.gpus * min(w.min_runtime_s, self.cap)
+        charge = w.gpus * protection_s(w, self.cap)
         if self._start_without_preemption(w, sh, r, charge):
             return _NEXT_JOB
         total_charge = self.charged.get(proj, 0.0) + charge

@@ -11,10 +11,16 @@ from scheduler.core.engine.types import RunningWorkload, Workload
 INF = math.inf
 
 
+def protection_s(workload: Workload, cap: float) -> float:
+    """How long a run of `workload` is protected from its start: its minimum runtime, at
+    most the policy's cap (`max_min_runtime_s`); 0 for unallocated work."""
+    return min(workload.min_runtime_s, cap)
+
+
 def protection_end(workload: Workload, started_s: float, cap: float) -> float:
     """When the protection of allocated `workload` ends if its run starts at `started_s`:
-    its minimum runtime from then, at most the policy's cap (`max_min_runtime_s`)."""
-    return started_s + min(workload.min_runtime_s, cap)
+    `protection_s` from then."""
+    return started_s + protection_s(workload, cap)
 
 
 def protected_until(rw: RunningWorkload, cap: float) -> float:

@@ -22,7 +22,7 @@ from dataclasses import fields
 from typing import Any
 
 from ledger.accounting import EndReason, RunInterval
-from scheduler.core.engine.runs import saved_work_s
+from scheduler.core.engine.runs import protection_s, saved_work_s
 from scheduler.core.engine.types import (
     BudgetNode,
     Host,
@@ -334,7 +334,8 @@ class ReplayState:
         j.hosts = tuple(hosts)
         j.allocated = allocated
         min_rt = j.wl.min_runtime_s
-        protected = allocated and min_rt > 0 and min_rt < j.need
+        protected_s = protection_s(j.wl, self.cap)
+        protected = allocated and min_rt > 0 and protected_s < j.need
         j.unprotected = not (allocated and min_rt > 0)
         if j.unprotected:
             self.n_unprotected += 1
@@ -345,7 +346,7 @@ class ReplayState:
         )
         self._push(now + j.need, _FINISH, idx, j.token)
         if protected:
-            self._push(now + min_rt, _EXPIRE, idx, j.token)
+            self._push(now + protected_s, _EXPIRE, idx, j.token)
         if j.wl.resumable and self.ckpt > 0 and self.ckpt < j.need:
             heapq.heappush(self.ckpt_heap, (now + self.ckpt, idx, j.token))
         idle_after = j.spec.idle_after_s
