@@ -391,7 +391,9 @@ def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> di
                 "entitled_share": entitled,
                 "raw_usage": used_s / 3600.0,
                 "norm_usage": used_s / total_s if total_s > 0 else 0.0,
-                "effective_usage": fig.get("norm_usage") if depth else (1.0 if total_s else 0.0),
+                "effective_usage": fig.get("effective_usage")
+                if depth
+                else (1.0 if total_s else 0.0),
                 "level_fs": None if level_fs is None or math.isinf(level_fs) else level_fs,
                 "level_fs_infinite": level_fs is not None and math.isinf(level_fs),
                 "fairshare": fig.get("fairshare") if entitled > 0.0 else None,

@@ -456,7 +456,7 @@ def fair_tree(tree: BudgetNode, usage: Mapping[str, float], seed: int = 0) -> di
 
     Returns ``{"order": [project, ...best first], "nodes": {path: {...}}}`` where a
     node path is the names below the root joined by "/" (e.g. "A/A1") and each node
-    has ``norm_shares`` (share among siblings), ``norm_usage`` (usage among siblings),
+    has ``norm_shares`` (share among siblings), ``effective_usage`` (usage among siblings),
     ``level_fs`` (S/U; ``inf`` for zero usage, 0 for zero weight), ``fairshare``
     (rank among leaves / number of leaves, 1.0 best; for an inner node the factor of
     its best leaf), plus ``usage`` (raw) and ``entitled_share`` (product of shares).
@@ -469,7 +469,7 @@ def fair_tree(tree: BudgetNode, usage: Mapping[str, float], seed: int = 0) -> di
         up = u[ct.parent[i]]
         nodes[ct.paths[i]] = {
             "norm_shares": ct.share[i],
-            "norm_usage": u[i] / up if up > 0 else 0.0,
+            "effective_usage": u[i] / up if up > 0 else 0.0,
             "level_fs": fs.lf[i],
             "fairshare": fs.node_factor[i],
             "usage": u[i],

@@ -38,7 +38,7 @@ def test_level_fs_and_norm_values_by_hand():
     res = fair_tree(SPEC_TREE, {"A1": 200.0, "A2": 100.0, "B1": 100.0})
     n = res["nodes"]
     assert n["A"]["norm_shares"] == pytest.approx(0.5)
-    assert n["A"]["norm_usage"] == pytest.approx(0.75)
+    assert n["A"]["effective_usage"] == pytest.approx(0.75)
     assert n["A"]["level_fs"] == pytest.approx(0.5 / 0.75)
     assert n["B"]["level_fs"] == pytest.approx(0.5 / 0.25)
     # inside A: A1 S=0.7 U=2/3 -> 1.05 ; A2 S=0.3 U=1/3 -> 0.9
@@ -49,7 +49,7 @@ def test_level_fs_and_norm_values_by_hand():
     assert n["B/B1"]["fairshare"] == pytest.approx(3 / 3)
     assert n["A/A1"]["fairshare"] == pytest.approx(2 / 3)
     assert n["A/A2"]["fairshare"] == pytest.approx(1 / 3)
-    assert set(n["A/A1"]) >= {"norm_shares", "norm_usage", "level_fs", "fairshare"}
+    assert set(n["A/A1"]) >= {"norm_shares", "effective_usage", "level_fs", "fairshare"}
 
 
 def test_zero_usage_ranks_first_with_infinite_level_fs():

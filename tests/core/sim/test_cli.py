@@ -287,9 +287,9 @@ def test_fairshare_prints_every_node(tmp_path: Path, capsys: pytest.CaptureFixtu
     collect(json.loads(text))  # valid JSON (an infinite level_fs must not break it)
     assert set(nodes) >= {"A", "B", "A1", "A2", "B1"}
     for rec in nodes.values():
-        assert {"norm_shares", "norm_usage", "level_fs", "fairshare"} <= set(rec)
+        assert {"norm_shares", "effective_usage", "level_fs", "fairshare"} <= set(rec)
     assert nodes["A1"]["norm_shares"] == pytest.approx(0.7)
-    assert nodes["A"]["norm_usage"] == pytest.approx(0.25)
+    assert nodes["A"]["effective_usage"] == pytest.approx(0.25)
     assert nodes["B"]["level_fs"] == pytest.approx(0.5 / 0.75)
     # A2 (no usage) ranks first among the leaves: the highest Slurm fair-share factor
     assert nodes["A2"]["fairshare"] == max(nodes[x]["fairshare"] for x in ("A1", "A2", "B1"))
