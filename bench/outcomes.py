@@ -93,7 +93,7 @@ def run_one(spec: tuple[str, int, str, bool, str]) -> dict[str, Any]:
     config = SimConfig(policy=policy, until_s=until, short_reserve_auto=reserve, seed=seed)
     result = simulate(cluster, tree, jobs, config)
     report = build_report(result, tree)
-    debug = report["wait_s"]["by_class"].get(DEBUG_CLASS, {})
+    debug = report["wait_per_start_s"]["by_class"].get(DEBUG_CLASS, {})
     open_debug = sum(
         1
         for j in result.jobs

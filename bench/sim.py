@@ -167,7 +167,7 @@ def build_workload(
 def _headline(result, tree) -> dict:
     rep = build_report(result, tree)
     ent = rep["entitlement"]
-    waits = rep["wait_s"]
+    waits = rep["wait_per_start_s"]
     debug = waits["by_class"][DEBUG_CLASS]
     return {
         "occupancy": rep["occupancy"],

@@ -51,7 +51,7 @@ class PreviewInput(StrictInput):
         "(`delivered_gpu_h_recorded`, `entitled_gpu_h_recorded`, `ratio_recorded`), the "
         "replay with today's weights (`<figure>_before`) and with the proposed weights "
         "(`<figure>_after`) for entitled_share, delivered_gpu_h, entitled_gpu_h, ratio "
-        "(delivery ratio) and p90_wait_s, and `replay_difference` (|replay with today's "
+        "(delivery ratio) and p90_replay_wait_s, and `replay_difference` (|replay with today's "
         "weights - recorded| / recorded delivered GPU-h); `fidelity` (`worst` of those over "
         "the projects that made `share` of the recorded delivery) and `not_reproduced` "
         "(`carried` jobs present when the window opened, `carried_before_gpu_h` they ran "

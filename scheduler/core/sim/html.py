@@ -90,7 +90,7 @@ def _occupancy(result: SimResult) -> dict[str, Any]:
 def chart_data(result: SimResult, report: Mapping[str, Any]) -> dict[str, Any]:
     """What the page draws for one policy: occupancy steps, delivery, waits by kind."""
     projects = report["entitlement"]["projects"]
-    kinds = report["wait_s"]["by_kind"]
+    kinds = report["wait_per_start_s"]["by_kind"]
     return {
         "occupancy": _occupancy(result),
         "delivery": {
@@ -106,7 +106,7 @@ def chart_data(result: SimResult, report: Mapping[str, Any]) -> dict[str, Any]:
         "headline": {
             "occupancy": report.get("occupancy"),
             "entitlement": report["entitlement"].get("overall"),
-            "wait_p90_s": report["wait_s"]["all"].get("p90"),
+            "wait_p90_s": report["wait_per_start_s"]["all"].get("p90"),
         },
     }
 

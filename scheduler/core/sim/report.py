@@ -18,7 +18,7 @@ of one window ``[start_s, end_s]`` (the whole run at the top level):
 - ``entitlement``: see `ledger.accounting` (entitled share x healthy capacity, capped
   hour by hour by the project's allocated demand; ``ratio_hourly`` is the stricter
   per-hour variant; projects entitled to nothing have ratio ``None``).
-- ``wait_s``: one sample per start whose wait began (submit or requeue) in the window,
+- ``wait_per_start_s``: one sample per start whose wait began (submit or requeue) in the window,
   percentiles by linear interpolation; ``by_kind`` per trace kind, and ``by_class`` with
   ``debug_le8gpu_le15min`` = allocated jobs of <= 8 GPUs with min runtime <= 15 min.
   Stats with no samples have ``count`` 0 and ``None`` elsewhere.
@@ -33,7 +33,7 @@ leaves later trace rows out), ``drain`` (host unhealthy -> empty, over drains th
 finished), ``wall_s``; with ``warmup_s`` > 0, ``after_warmup`` repeats every window
 figure over ``[start + warmup_s, end]`` (a cluster that starts empty takes days to fill).
 Jobs still pending at the end contribute no wait sample (their open waits are not in
-``wait_s``; compare ``wait_s.all.count`` with ``jobs.pending_at_end``).
+``wait_per_start_s``; compare ``wait_per_start_s.all.count`` with ``jobs.pending_at_end``).
 """
 
 from __future__ import annotations
@@ -328,7 +328,7 @@ def _window_figures(run: _Run, start_s: float, end_s: float) -> dict[str, Any]:
                 for name, pe in ent.projects.items()
             },
         },
-        "wait_s": {
+        "wait_per_start_s": {
             "all": wait_stats(waits_all),
             "by_kind": {k: wait_stats(v) for k, v in sorted(by_kind.items())},
             "by_class": {DEBUG_CLASS: wait_stats(debug)},
@@ -494,10 +494,10 @@ def _rows(reports: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, Any]]:
         ("time to share p50", share("p50")),
         ("time to share p90", share("p90")),
         ("time to share worst", share("max")),
-        ("wait p50 (all)", lambda r: _fmt_s(r["wait_s"]["all"]["p50"])),
-        ("wait p90 (all)", lambda r: _fmt_s(r["wait_s"]["all"]["p90"])),
-        ("debug wait p90", lambda r: _fmt_s(r["wait_s"]["by_class"][DEBUG_CLASS]["p90"])),
-        ("debug wait p99", lambda r: _fmt_s(r["wait_s"]["by_class"][DEBUG_CLASS]["p99"])),
+        ("wait p50 (all)", lambda r: _fmt_s(r["wait_per_start_s"]["all"]["p50"])),
+        ("wait p90 (all)", lambda r: _fmt_s(r["wait_per_start_s"]["all"]["p90"])),
+        ("debug wait p90", lambda r: _fmt_s(r["wait_per_start_s"]["by_class"][DEBUG_CLASS]["p90"])),
+        ("debug wait p99", lambda r: _fmt_s(r["wait_per_start_s"]["by_class"][DEBUG_CLASS]["p99"])),
         ("preemptions", lambda r: str(r["preemptions"]["total"])),
     ]
 

@@ -131,7 +131,7 @@ def summarise(result: SimResult, tree: BudgetNode) -> dict[str, dict[str, Any]]:
             "delivered_gpu_h": pe.delivered_gpu_h,
             "entitled_gpu_h": pe.entitled_gpu_h,
             "ratio": pe.ratio,
-            "p90_wait_s": percentile(w, 90) if w else None,
+            "p90_replay_wait_s": percentile(w, 90) if w else None,
             "jobs": counts.get(name, 0),
         }
     return out
@@ -244,7 +244,7 @@ def _rows(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str,
     return rows
 
 
-_FIGURES = ("entitled_share", "delivered_gpu_h", "entitled_gpu_h", "ratio", "p90_wait_s")
+_FIGURES = ("entitled_share", "delivered_gpu_h", "entitled_gpu_h", "ratio", "p90_replay_wait_s")
 
 
 def run_whatif(

@@ -237,7 +237,10 @@ def test_warmup_days_adds_the_figures_without_the_first_days(
     rep = json.loads((tmp_path / "report.json").read_text())
     after = rep["after_warmup"]
     assert after["start_s"] == pytest.approx(1000) and after["end_s"] == 7200
-    assert rep["wait_s"]["all"]["count"] == 4 and after["wait_s"]["all"]["count"] == 0
+    assert (
+        rep["wait_per_start_s"]["all"]["count"] == 4
+        and after["wait_per_start_s"]["all"]["count"] == 0
+    )
     assert after["occupancy"] == pytest.approx(87200 / (16 * 6200))
     assert "after 0.0115741 d: occupancy" in capsys.readouterr().out
 

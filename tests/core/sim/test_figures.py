@@ -192,8 +192,8 @@ def test_warmup_repeats_the_figures_without_the_first_days() -> None:
     assert after["warmup_s"] == H and (after["start_s"], after["end_s"]) == (H, 2.5 * H)
     assert after["occupancy"] == pytest.approx(8 / 12)
     assert after["occupancy_bound"] == pytest.approx(11 / 12)
-    assert after["wait_s"]["all"]["count"] == 0
-    assert rep["wait_s"]["all"]["count"] == 2
+    assert after["wait_per_start_s"]["all"]["count"] == 0
+    assert rep["wait_per_start_s"]["all"]["count"] == 2
     assert after["time_to_share"]["count"] == 0 and after["time_to_share"]["open_at_end"] == 1
     # the full-run figures are unchanged by the warm-up
     assert rep["occupancy"] == pytest.approx(0.8)

@@ -107,7 +107,7 @@ def test_capacity_steps_from_events_match_hand_steps() -> None:
 def test_report_has_every_key_of_the_issue() -> None:
     rep = build_report(occupancy_result(), TREE)
     assert set(rep) == {
-        "occupancy", "allocated_share", "unallocated_share", "entitlement", "wait_s",
+        "occupancy", "allocated_share", "unallocated_share", "entitlement", "wait_per_start_s",
         "preemptions", "jobs", "drain", "wall_s", "demand_x_capacity", "occupancy_bound",
         "occupancy_of_bound", "trace_span", "time_to_share", "start_s", "end_s",
         "last_submit_s", "ideal_end_s",
@@ -124,8 +124,8 @@ def test_report_has_every_key_of_the_issue() -> None:
     assert {"entitled_gpu_h", "delivered_gpu_h", "ratio", "ratio_hourly"} <= set(
         rep["entitlement"]["projects"]["A"]
     )
-    assert set(rep["wait_s"]) == {"all", "by_kind", "by_class"}
-    assert set(rep["wait_s"]["all"]) == {"count", "mean", "p50", "p90", "p99", "max"}
+    assert set(rep["wait_per_start_s"]) == {"all", "by_kind", "by_class"}
+    assert set(rep["wait_per_start_s"]["all"]) == {"count", "mean", "p50", "p90", "p99", "max"}
     assert set(rep["jobs"]) == {
         "submitted", "completed", "terminated", "pending_at_end", "running_at_end",
     }  # fmt: skip
@@ -227,7 +227,7 @@ def test_percentile_linear_interpolation() -> None:
 
 
 def test_wait_stats_by_kind_and_debug_class() -> None:
-    w = build_report(waits_result(), TREE)["wait_s"]
+    w = build_report(waits_result(), TREE)["wait_per_start_s"]
     tr = w["by_kind"]["training"]
     assert tr == {"count": 10, "mean": 45.0, "p50": 45.0, "p90": pytest.approx(81.0),
                   "p99": pytest.approx(89.1), "max": 90.0}  # fmt: skip

@@ -73,7 +73,7 @@ def test_same_trees_give_the_same_figures_and_parallel_equals_serial(capfd):
     parallel = run_whatif(CLUSTER, tree(1.0), tree(1.0), jobs, parallel=True, **kw)
     for r in serial["projects"]:
         assert r["delivered_gpu_h_before"] == r["delivered_gpu_h_after"]
-        assert r["p90_wait_s_before"] == r["p90_wait_s_after"]
+        assert r["p90_replay_wait_s_before"] == r["p90_replay_wait_s_after"]
     assert serial["projects"] == parallel["projects"]
     # the two replays really ran in two processes (the compiled engine's frozen trees
     # once failed to unpickle there: two tracebacks, then a silent serial run)
