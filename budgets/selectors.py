@@ -16,6 +16,7 @@ from budgets.models import (
     BudgetEvent,
     BudgetEventItem,
     BudgetNode,
+    EventKind,
     Membership,
     Role,
     ScheduledChange,
@@ -107,6 +108,47 @@ def tree_index(*, with_people: bool = False) -> TreeIndex:
             (managers if role == Role.MANAGER else members)[node_id].append(username)
         index.managers, index.members = dict(managers), dict(members)
     return index
+
+
+# The events whose items set weights: applied changes (scheduled ones at their effective
+# time), imports and structure changes (a node created with its weight, moved or renamed).
+WEIGHT_EVENTS = (EventKind.APPLIED, EventKind.IMPORTED, EventKind.STRUCTURE)
+
+# A recorded weight change: (effective time, node id, the weight before it).
+WeightChange = tuple[dt.datetime, int, Decimal]
+
+
+def weight_changes_after(at: dt.datetime) -> list[WeightChange]:
+    """Every weight change of the audited, append-only budget history effective after
+    `at`, latest first (`shares_as_of` undoes them)."""
+    items = (
+        BudgetEventItem.objects.filter(
+            event__kind__in=WEIGHT_EVENTS,
+            event__effective_at__gt=at,
+            old_weight__isnull=False,
+            new_weight__isnull=False,
+        )
+        .order_by("-event__effective_at", "-event_id")
+        .values_list("event__effective_at", "node_id", "old_weight", "new_weight")
+    )
+    return [(when, node, old) for when, node, old, new in items if old != new]
+
+
+def shares_as_of(
+    at: dt.datetime, *, index: TreeIndex, changes: list[WeightChange]
+) -> dict[int, NodeShare]:
+    """Every node's shares with the weights in force at `at`: today's tree (`index`)
+    with each weight changed after `at` (`changes`, from `weight_changes_after` of a
+    time before `at`, latest first) set back to its old value. A node's first weight (its
+    creation, an import) holds before it too, and moves are not undone (the history
+    records weights, not former parents)."""
+    weights = {pk: node.weight for pk, node in index.nodes.items()}
+    for when, node_id, old in changes:
+        if when <= at:
+            break
+        if node_id in weights:
+            weights[node_id] = old
+    return compute_shares((pk, n.parent_id, weights[pk]) for pk, n in index.nodes.items())
 
 
 def tree_version() -> int:

@@ -5,8 +5,9 @@ the append-only record: attempts (runs), jobs (demand) and host events (health),
 the pure `ledger.accounting` arithmetic the simulator uses. It is idempotent (the rows
 of those hours are replaced in one transaction), so it may run as often as wanted.
 
-Entitled shares are the budget tree's shares *as of the refresh* (the tree's history of
-weights is not replayed): an hour recomputed after a weight change uses the new weights.
+Entitled shares are those in force when each hour ended (for the current hour: at `now`),
+from the audited budget history (`budgets.selectors.shares_as_of`): an hour rebuilt after
+a weight change keeps the weights of its time.
 Hours are recomputed up to `now`: the current hour is partial (its capacity too), and an
 open attempt or a job still present counts up to `now`.
 """
@@ -22,12 +23,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from budgets.selectors import tree_index
+from budgets.selectors import TreeIndex, shares_as_of, tree_index, weight_changes_after
 from ledger import accounting
 from ledger.models import ClusterHour, ProjectHour
 from scheduler.models import Attempt, Host, HostEvent, HostHealth, Job
 
 HOUR = dt.timedelta(hours=1)
+LAST_INSTANT = dt.timedelta(microseconds=1)
 
 Segment = tuple[float, float]  # [start_s, end_s)
 
@@ -183,14 +185,55 @@ def _hourly(
     )
 
 
-def leaf_shares() -> dict[int, float]:
-    """Each project's (leaf node's) entitled share of a cluster, by node id, as of now."""
-    index = tree_index()
-    return {
-        node_id: share.entitled
-        for node_id, share in index.shares.items()
+def _leaves(index: TreeIndex) -> list[int]:
+    return [
+        node_id
+        for node_id in index.nodes
         if not index.children.get(node_id) and index.nodes[node_id].parent_id is not None
-    }
+    ]
+
+
+def hourly_leaf_shares(since: dt.datetime, n: int, now: dt.datetime) -> list[dict[str, float]]:
+    """For each of the `n` hours from `since`: each project's entitled share (by node id
+    as text) in force when the hour ended, or at `now` for an hour not over yet. Hours
+    with the same shares share one dict."""
+    index = tree_index()
+    leaves = _leaves(index)
+    changes = weight_changes_after(since)
+    memo: dict[int, dict[str, float]] = {}
+    out = []
+    for i in range(n):
+        # the hour's last instant: a change at its end is the next hour's
+        at = min(since + (i + 1) * HOUR, now) - LAST_INSTANT
+        later = sum(1 for when, _, _ in changes if when > at)  # changes not yet in force
+        if later not in memo:
+            shares = shares_as_of(at, index=index, changes=changes)
+            memo[later] = {str(pk): shares[pk].entitled for pk in leaves}
+        out.append(memo[later])
+    return out
+
+
+def _entitled_hourly(
+    shares_h: Sequence[dict[str, float]],
+    healthy_h: Sequence[float],
+    demand: dict[str, list[float]],
+) -> dict[str, list[float]]:
+    """`accounting.entitlement_hourly` over each run of hours with the same shares."""
+    entitled: dict[str, list[float]] = {p: [] for p in demand}
+    i, n = 0, len(healthy_h)
+    while i < n:
+        j = i
+        while j < n and shares_h[j] is shares_h[i]:
+            j += 1
+        part = accounting.entitlement_hourly(
+            {p: shares_h[i].get(p, 0.0) for p in demand},
+            healthy_h[i:j],
+            {p: d[i:j] for p, d in demand.items()},
+        )
+        for p, values in part.items():
+            entitled[p].extend(values)
+        i = j
+    return entitled
 
 
 @transaction.atomic
@@ -227,10 +270,7 @@ def rollups_refresh(
         end_s,
     )
     demand = accounting.demand_hourly(inputs.demand, start_s, end_s)
-    shares = {str(node_id): share for node_id, share in leaf_shares().items()}
-    entitled = accounting.entitlement_hourly(
-        {p: shares.get(p, 0.0) for p in demand}, healthy_h, demand
-    )
+    entitled = _entitled_hourly(hourly_leaf_shares(since, n, now), healthy_h, demand)
     _write_rows(
         cluster_id,
         since,

@@ -2,9 +2,11 @@
 issue 10 acceptance 1: the occupancy buckets sum to the capacity every hour)."""
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from budgets.selectors import tree_index
+from budgets.services import budget_change_create
 from ledger.models import ClusterHour, ProjectHour
 from ledger.services import floor_hour, rollups_refresh
 from tests.support.ledger import HOURS, H, overlap_h
@@ -85,3 +87,26 @@ def test_beat_task_refreshes_the_current_and_previous_hour(world):
     now_hour = floor_hour(timezone.now())
     hours = set(ClusterHour.objects.filter(cluster=cluster).values_list("hour", flat=True))
     assert {now_hour - H, now_hour} <= hours
+
+
+def test_a_rebuilt_hour_keeps_the_shares_in_force_then(world, tree):
+    """Issue 22 item 16: a rollup rebuilt after a weight change gives each hour the entitled
+    shares in force at its end, from the audited history: a1 70 -> 30 half-way through hour 1
+    leaves hour 0 at the old share (35%) and gives hour 1 the new one (25%)."""
+    cluster, base, _ = world
+    a1 = tree.node("a1")
+    old = tree_index().shares[a1.pk].entitled
+    ceo = get_user_model().objects.get(username="ceo")
+    budget_change_create(
+        actor=ceo, reason="Q4 review", changes=[{"node": a1.pk, "weight": 30}], now=base + 1.5 * H
+    )
+    new = tree_index().shares[a1.pk].entitled
+    assert (old, new) == pytest.approx((0.35, 0.25))
+    rollups_refresh(cluster_id=cluster.pk, since=base, until=base + HOURS * H)
+    rows = {
+        int((r.hour - base) / H): r for r in ProjectHour.objects.filter(cluster=cluster, project=a1)
+    }
+    # a1's demand: 8 GPUs all along plus 4 GPUs from base + 15 min to base + 1.5 h
+    assert rows[0].demand_gpu_h == pytest.approx(8 + 4 * 0.75)
+    assert rows[0].entitled_gpu_h == pytest.approx(old * 24)  # not new * 24 = 6
+    assert rows[1].entitled_gpu_h == pytest.approx(new * 16)
