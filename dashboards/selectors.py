@@ -312,12 +312,18 @@ def my_jobs(*, user):
     )
 
 
+def window_end(now: dt.datetime) -> dt.datetime:
+    """The end of a period of hourly rollups read at `now`: the end of the current hour
+    (its figures grow until then)."""
+    return floor_hour(now) + dt.timedelta(hours=1)
+
+
 def my_projects(*, user, days: int = 7, now: dt.datetime | None = None) -> list[dict[str, Any]]:
     """The projects the user is a member or manager of (directly or through a node
     they manage), with delivered vs entitled GPU-hours per cluster over `days` days."""
     index = tree_index()
     project_ids = _projects_under(index, permissions.my_projects(user, index))
-    end = floor_hour(now or timezone.now()) + dt.timedelta(hours=1)
+    end = window_end(now or timezone.now())
     sums = (
         ProjectHour.objects.filter(
             project_id__in=project_ids, hour__gte=end - dt.timedelta(days=days), hour__lt=end

@@ -138,13 +138,14 @@ def _delivery(request: HttpRequest, period: ledger_selectors.Period) -> HttpResp
 
 
 def _fairshare(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
-    rows = selectors.fairshare_now(viewer=request.user, cluster=period.cluster)
+    as_of = timezone.now()  # the usage window ends here, shown beside the figures
+    rows = selectors.fairshare_now(viewer=request.user, cluster=period.cluster, now=as_of)
     if request.GET.get("format") == "csv":
         return csv_response(charts.fairshare_csv(rows), f"fairshare-{period.cluster.name}.csv")
     return render(
         request,
         "dashboards/_fairshare.html",
-        {"period": period, "rows": rows, "query": _query(period)},
+        {"period": period, "rows": rows, "query": _query(period), "as_of": as_of},
     )
 
 
@@ -189,7 +190,8 @@ def me(request: HttpRequest) -> HttpResponse:
     jobs = Paginator(selectors.my_jobs(user=request.user), JOBS_PAGE_SIZE).get_page(
         request.GET.get("page")
     )
-    projects = selectors.my_projects(user=request.user)
+    now = timezone.now()
+    projects = selectors.my_projects(user=request.user, now=now)
     if request.GET.get("format") == "csv":
         rows: list[list[Any]] = [
             ["project", "cluster", "entitled_gpu_h", "delivered_gpu_h", "ratio", "demand_gpu_h"]
@@ -218,5 +220,6 @@ def me(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "projects": projects,
             "figure": charts.my_projects_figure(projects),
+            "projects_until": selectors.window_end(now),
         },
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
 from budgets.forms import posted_weights, weight_form_context
@@ -66,6 +67,7 @@ def _whatif_context(preview) -> dict:
         "result": result,
         "fidelity_pct": _percent((result.get("fidelity") or {}).get("worst")),
         "chart_id": f"whatif-data-{preview.pk}",
+        "window_end": parse_datetime(result.get("window_end") or ""),
     }
 
 

@@ -46,6 +46,10 @@ def test_the_edit_page_offers_the_preview_and_the_result_comes_back(
     assert b"whatif-chart" in done.content and b"org/prog-a/a1" in done.content
     assert f'id="whatif-data-{preview.pk}"'.encode() in done.content  # json_script data
     assert b"<script>" not in done.content  # CSP: no inline scripts
+    # the replayed window's end is shown beside its figures (issue 22 item 15)
+    preview.refresh_from_db()
+    stamp = preview.result["window_end"].replace("+00:00", "Z")
+    assert f'class="window-end"><time datetime="{stamp}"'.encode() in done.content
 
 
 def test_a_running_preview_polls_and_shows_progress(tree):

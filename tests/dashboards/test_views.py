@@ -326,3 +326,25 @@ def test_me_empty_states(client, tree):
         "not a member or manager of any project"
         in client.get(reverse("dashboards:me")).content.decode()
     )
+
+
+def test_each_window_shows_where_it_ends(client, tree):
+    """Issue 22 item 15: windows end at different times, so each figure's window end is
+    shown beside it: the delivery dashboard and /me/ at the end of the current (partial)
+    hour, the fair-share dashboard at the request's time."""
+    cluster = ClusterFactory(name="h100")
+    a1 = tree.node("a1")
+    data.project_hours(cluster, a1, 3, entitled_gpu_h=2, allocated_gpu_h=1, demand_gpu_h=3)
+    client.force_login(tree.user("ann"))
+    before = timezone.now()
+    hour_end = ledger_selectors.floor_hour(before) + dt.timedelta(hours=1)
+    stamp = hour_end.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    delivery = client.get(reverse("dashboards:delivery"), {"cluster": "h100"}).content.decode()
+    me = client.get(reverse("dashboards:me")).content.decode()
+    for page in (delivery, me):
+        end = page[page.index('class="window-end"') :]
+        assert f'<time datetime="{stamp}"' in end[:120]
+    fairshare = client.get(reverse("dashboards:fairshare"), {"cluster": "h100"}).content.decode()
+    end = fairshare[fairshare.index('class="window-end"') :]
+    shown = dt.datetime.fromisoformat(end.split('datetime="', 1)[1].split('"', 1)[0])
+    assert before <= shown <= timezone.now()
