@@ -54,6 +54,13 @@ class Cluster(models.Model):
         help_text="Hosts held for jobs with a short minimum runtime (and unallocated "
         "backfill), so a quick debug job starts within minutes for any team; 0: none.",
     )
+    # The adaptive short-job reserve (engine `Policy.short_reserve_auto`), on by default:
+    # sized from the short work each cycle observes; off: only `short_reserve_hosts`.
+    short_reserve_auto = models.BooleanField(
+        default=True,
+        help_text="Hold hosts for short jobs as the short work observed needs them, giving "
+        "way to the first job in line after 30 minutes; off: only short_reserve_hosts.",
+    )
     short_job_max_s = models.PositiveIntegerField(
         default=15 * 60,
         validators=[MinValueValidator(1)],

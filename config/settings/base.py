@@ -6,9 +6,6 @@ DATABASE_URL, REDIS_URL -> the PostgreSQL and Redis to use. Each environment's m
 CELERY_BROKER_URL   -> defaults to REDIS_URL.
 ALLOT_VAR_DIR       -> state of this machine's processes (default <project>/var): the
     embedded servers, beat's schedule, the metrics files.
-ALLOT_SHORT_RESERVE_AUTO -> the adaptive short-job reserve of every cluster's cycles and
-    previews (engine `Policy.short_reserve_auto`; default on). "off": only a cluster's
-    `short_reserve_hosts`, the behaviour before it (docs/concepts.md, short-job reserve).
 """
 
 import contextlib
@@ -34,7 +31,6 @@ VAR_DIR = Path(env("ALLOT_VAR_DIR", default=str(BASE_DIR / "var"))).resolve()
 
 SECRET_KEY = env("SECRET_KEY", default=DEFAULT_SECRET_KEY)
 DEBUG = env.bool("DEBUG", default=False)
-ALLOT_SHORT_RESERVE_AUTO = env.bool("ALLOT_SHORT_RESERVE_AUTO", default=True)
 # Mail to job owners (their idle GPUs reclaimed, `Cluster.idle_notify_owner`): Django's
 # backend setting (e.g. django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST); by
 # default the mails are written to the log of the process that sends them.

@@ -21,7 +21,8 @@ def duration_option(text: str, option: str) -> int:
 
 
 def add_policy_arguments(parser, *, defaults: bool) -> None:
-    """--cycle-s, --grace-s, --max-min-runtime, --short-reserve-hosts, --short-job-max;
+    """--cycle-s, --grace-s, --max-min-runtime, --short-reserve-hosts, --short-reserve-auto,
+    --short-job-max;
     with `defaults` those of a new cluster, otherwise None (not given)."""
 
     def default(value: Any) -> dict[str, Any]:
@@ -51,9 +52,15 @@ def add_policy_arguments(parser, *, defaults: bool) -> None:
         "--short-reserve-hosts",
         type=int,
         help="hosts held at least for jobs with a short minimum runtime and unallocated "
-        "backfill, on top of the adaptive short-job reserve (ALLOT_SHORT_RESERVE_AUTO, on "
-        "by default)" + shown("0: none beyond it"),
+        "backfill, on top of the adaptive short-job reserve" + shown("0: none beyond it"),
         **default(0),
+    )
+    parser.add_argument(
+        "--short-reserve-auto",
+        choices=["on", "off"],
+        help="the adaptive short-job reserve: hosts held for short jobs as the short work "
+        "observed needs them; off: only --short-reserve-hosts" + shown("on"),
+        **default("on"),
     )
     parser.add_argument(
         "--short-job-max",
@@ -113,6 +120,8 @@ def policy_options(options: dict[str, Any]) -> dict[str, Any]:
         "grace_s": options["grace_s"],
         "short_reserve_hosts": options["short_reserve_hosts"],
     }
+    if options["short_reserve_auto"] is not None:
+        policy["short_reserve_auto"] = options["short_reserve_auto"] == "on"
     if options["max_min_runtime"] is not None:
         policy["max_min_runtime_s"] = duration_option(
             options["max_min_runtime"], "--max-min-runtime"

@@ -14,7 +14,6 @@ import re
 from collections import defaultdict
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
@@ -162,7 +161,7 @@ def adapter_errors(*, cluster: Cluster, now: dt.datetime) -> list[dict[str, Any]
 
 def short_reserve_now(*, cluster: Cluster) -> dict[str, Any]:
     """What the short-job reserve holds now: its policy (adaptive, the default, or not:
-    `ALLOT_SHORT_RESERVE_AUTO`; the fixed hosts kept for jobs with a short minimum
+    the cluster's `short_reserve_auto`; the fixed hosts kept for jobs with a short minimum
     runtime, and that limit), the hosts the last cycle held (as its queue
     reasons name them), and the short jobs running and waiting.
 
@@ -183,7 +182,7 @@ def short_reserve_now(*, cluster: Cluster) -> dict[str, Any]:
         if found:
             held = [name.strip() for name in found.group(1).split(",") if name.strip()]
             break
-    adaptive = bool(settings.ALLOT_SHORT_RESERVE_AUTO)
+    adaptive = cluster.short_reserve_auto
     return {
         "enabled": adaptive or cluster.short_reserve_hosts > 0,
         "adaptive": adaptive,

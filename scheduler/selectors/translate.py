@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-from django.conf import settings
 
 from budgets.selectors import TreeIndex
 from scheduler.core.engine.types import BudgetNode as EngineNode
@@ -33,7 +32,7 @@ UNKNOWN_END_S = 365 * 86400.0
 
 def policy_for_cluster(cluster: Cluster) -> Policy:
     """The engine policy of a cluster (its minimum-runtime cap, usage window,
-    short-job reserve, adaptive unless `ALLOT_SHORT_RESERVE_AUTO` is off, and idle-GPU
+    short-job reserve, adaptive unless its `short_reserve_auto` is off, and idle-GPU
     reclaim); the
     checkpoint interval and restart overhead are the engine's defaults."""
     return Policy(
@@ -43,7 +42,7 @@ def policy_for_cluster(cluster: Cluster) -> Policy:
         explain_queue=True,
         short_reserve_hosts=cluster.short_reserve_hosts,
         short_job_max_s=float(cluster.short_job_max_s),
-        short_reserve_auto=settings.ALLOT_SHORT_RESERVE_AUTO,
+        short_reserve_auto=cluster.short_reserve_auto,
         idle_reclaim=cluster.idle_reclaim,
         idle_reclaim_after_s=float(cluster.idle_reclaim_after_s),
     )

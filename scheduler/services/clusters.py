@@ -146,6 +146,7 @@ POLICY_RULES: dict[str, PolicyRule] = {
     "lookback_s": PolicyRule(HOUR_S, 365 * DAY_S),
     "half_life_s": PolicyRule(HOUR_S, 365 * DAY_S, nullable=True, means_none="no decay"),
     "short_reserve_hosts": PolicyRule(0, MAX_HOSTS),
+    "short_reserve_auto": PolicyRule(0, 1, boolean=True),
     "short_job_max_s": PolicyRule(1, 30 * DAY_S),
     # idle-GPU reclaim (engine `Policy.idle_reclaim`; the idle test is
     # `scheduler.selectors.utilization.idle_attempt_ids`)
@@ -275,6 +276,7 @@ def cluster_create(
     grace_s: int = 30,
     max_min_runtime_s: int = 8 * HOUR_S,
     short_reserve_hosts: int = 0,
+    short_reserve_auto: bool = True,
     short_job_max_s: int = 15 * 60,
     adapter_url: str = "",
     adapter_options: Mapping[str, Any] | None = None,
@@ -287,7 +289,8 @@ def cluster_create(
     (`ALLOT_SIMCLUSTER_URL`). `reset` empties a simulated cluster the process already
     has (a cluster that still runs jobs of another Allot database is refused without
     it). `short_reserve_hosts` hosts are held for jobs protected for at most
-    `short_job_max_s` (the engine's short-job reserve). Raises ValidationFailed (field
+    `short_job_max_s` (the engine's short-job reserve), more while `short_reserve_auto`
+    (on by default) sizes it from the short work observed. Raises ValidationFailed (field
     named), Conflict (the name
     is taken), PermissionDenied, ClusterUnreachable."""
     _check_actor(actor)
@@ -306,6 +309,7 @@ def cluster_create(
             "grace_s": grace_s,
             "max_min_runtime_s": max_min_runtime_s,
             "short_reserve_hosts": short_reserve_hosts,
+            "short_reserve_auto": short_reserve_auto,
             "short_job_max_s": short_job_max_s,
         }
     )

@@ -314,7 +314,7 @@ def sim_config_for_cluster(cluster: Cluster) -> SimConfig:
         max_min_runtime_s=float(cluster.max_min_runtime_s),
         short_reserve_hosts=cluster.short_reserve_hosts,
         short_job_max_s=float(cluster.short_job_max_s),
-        short_reserve_auto=settings.ALLOT_SHORT_RESERVE_AUTO,
+        short_reserve_auto=cluster.short_reserve_auto,
         idle_reclaim=cluster.idle_reclaim,
         idle_reclaim_after_s=float(cluster.idle_reclaim_after_s),
     )

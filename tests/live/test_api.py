@@ -482,11 +482,12 @@ def test_the_eta_is_computed_by_a_worker_and_a_request_never_waits_for_it(
 
 
 def test_the_expected_arrivals_are_the_last_weeks_submissions_and_a_busy_day_delays_latest(
-    live, people, settings
+    live, people
 ):
     # without the adaptive short-job reserve (it keeps a host ready for short work, so
     # the burst no longer takes every host first): this test is about the arrivals alone
-    settings.ALLOT_SHORT_RESERVE_AUTO = False
+    live.cluster.short_reserve_auto = False
+    live.cluster.save(update_fields=["short_reserve_auto"])
     from budgets.selectors import tree_index
     from scheduler.models import Job
     from scheduler.selectors import eta as eta_selectors

@@ -22,6 +22,8 @@ from scheduler.services.clusters import (
     cluster_operators_set,
     cluster_policy_update,
 )
+from scheduler.selectors.translate import policy_for_cluster
+from scheduler.services.previews import sim_config_for_cluster
 from tests.commands import run_manage
 from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
 from tests.roles import participant
@@ -36,6 +38,7 @@ DEFAULTS = {
     "lookback_s": 7 * 86400,
     "half_life_s": None,
     "short_reserve_hosts": 0,
+    "short_reserve_auto": True,
     "short_job_max_s": 900,
     "idle_reclaim": False,
     "idle_threshold_pct": 5,
@@ -166,6 +169,9 @@ def test_a_missing_cluster_is_not_found(ops):
             r"must be null \(no decay\) or a whole number between",
         ),
         ({"short_reserve_hosts": -1}, "short_reserve_hosts", "between 0 and 4096, got -1"),
+        ({"short_reserve_auto": 0}, "short_reserve_auto", "must be true or false, got 0"),
+        ({"short_reserve_auto": "off"}, "short_reserve_auto", "true or false, got 'off'"),
+        ({"short_reserve_auto": None}, "short_reserve_auto", "true or false, got None"),
         ({"short_job_max_s": 0}, "short_job_max_s", "short_job_max_s: must be between 1 and"),
         ({"idle_reclaim": 1}, "idle_reclaim", "idle_reclaim: must be true or false, got 1"),
         ({"idle_reclaim": "on"}, "idle_reclaim", "must be true or false, got 'on'"),
@@ -396,6 +402,8 @@ def test_a_missing_cluster_is_404(ops):
         ({"lookback_s": 2**70, "reason": "r"}, "lookback_s", "between 3600 and 31536000"),
         ({"half_life_s": "none", "reason": "r"}, "half_life_s", "must be null (no decay)"),
         ({"max_min_runtime_s": 60, "reason": "r"}, "max_min_runtime_s", "at least short_job"),
+        ({"short_reserve_auto": "no", "reason": "r"}, "short_reserve_auto", "true or false"),
+        ({"short_reserve_auto": 1, "reason": "r"}, "short_reserve_auto", "got 1"),
         ({"cycle": 5, "reason": "r"}, "cycle", "Not a policy field"),
     ],
 )
@@ -454,6 +462,9 @@ def test_any_body_is_applied_whole_or_refused_naming_a_field(cluster, ops, bodie
         assert after["short_job_max_s"] <= after["max_min_runtime_s"]
         for name, value in sent.items():
             rule = POLICY_RULES[name]
+            if rule.boolean:
+                assert isinstance(value, bool)
+                continue
             assert (value is None and rule.nullable) or rule.low <= value <= rule.high
         changed = after != before
         assert ClusterPolicyEvent.objects.count() == events + changed
@@ -487,6 +498,7 @@ def test_cluster_set_changes_the_policy_and_says_what_changed(cluster):
         "lookback_s": 259200,
         "half_life_s": 86400,
         "short_reserve_hosts": 1,
+        "short_reserve_auto": True,
         "short_job_max_s": 600,
     }
     event = ClusterPolicyEvent.objects.get()
@@ -583,3 +595,17 @@ def test_policy_events_are_read_only_in_the_admin(cluster, admin_client):
     admin_client.post(url + "change/", {"reason": "rewritten"})
     assert admin_client.post(url + "delete/", {"post": "yes"}).status_code == 403
     assert ClusterPolicyEvent.objects.get().reason == "r1"
+
+
+def test_the_adaptive_reserve_is_one_audited_setting_away_and_reaches_the_engine(cluster):
+    assert policy_for_cluster(cluster).short_reserve_auto  # on for a new cluster
+    out = cluster_set("gpu", "--reason", "large jobs first", "--short-reserve-auto", "off")
+    assert out.strip() == "Cluster 'gpu': short_reserve_auto True -> False."
+    assert policy(cluster) == {**DEFAULTS, "short_reserve_auto": False}
+    event = ClusterPolicyEvent.objects.get()
+    assert event.changes == {"short_reserve_auto": [True, False]}
+    cluster.refresh_from_db()
+    assert not policy_for_cluster(cluster).short_reserve_auto
+    assert not sim_config_for_cluster(cluster).short_reserve_auto  # the preview's too
+    with pytest.raises(CommandError, match="invalid choice"):
+        cluster_set("gpu", "--reason", "r", "--short-reserve-auto", "maybe")

@@ -121,7 +121,7 @@ def test_stopping_jobs_hold_their_gpus_protected_and_their_preemptor_waits(setup
     assert later.waiting == {} and str(preemptor.pk) in {w.id for w in later.snapshot.pending[A1]}
 
 
-def test_the_clusters_short_job_reserve_reaches_the_engine(setup, settings):
+def test_the_clusters_short_job_reserve_reaches_the_engine(setup):
     cluster, now, job, _ = setup
     Host.objects.create(cluster=cluster, name="h3", gpus=8)  # h2 and h3 are healthy
     longs = [job(gpus=8, min_runtime_s=3600, priority=5) for _ in range(2)]
@@ -133,7 +133,8 @@ def test_the_clusters_short_job_reserve_reaches_the_engine(setup, settings):
 
     # the adaptive reserve (on by default): the debug job's 8 GPUs fill a host, held for it
     assert started() == {longs[0].pk, debug.pk}
-    settings.ALLOT_SHORT_RESERVE_AUTO = False  # off: the cluster's fixed reserve only
+    cluster.short_reserve_auto = False  # off: the cluster's fixed reserve only
+    cluster.save()
     assert started() == {longs[0].pk, longs[1].pk}
     cluster.short_reserve_hosts, cluster.short_job_max_s = 1, 900
     cluster.save()

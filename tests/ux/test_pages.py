@@ -61,7 +61,7 @@ def test_the_now_page_shows_each_cluster_as_it_is(live, client):  # noqa: F811
     assert now["unhealthy_hosts"][0]["gpus_in_use"] == 8
     reserve = short_reserve_now(cluster=live.cluster)
     assert reserve["enabled"] and reserve["held_hosts"] == ["node03"]  # named by the queue
-    assert reserve["adaptive"]  # on by default (ALLOT_SHORT_RESERVE_AUTO)
+    assert reserve["adaptive"]  # on by default (Cluster.short_reserve_auto)
     assert reserve["running_jobs"] == 1 and reserve["running_gpus"] == 1
 
     client.force_login(live.tree.user("ann"))

@@ -18,6 +18,10 @@ class PolicyOutput(serializers.Serializer):
         help_text="Hosts held at least for short jobs and unallocated backfill, more while "
         "short jobs need them (0: none)"
     )
+    short_reserve_auto = serializers.BooleanField(
+        help_text="The adaptive short-job reserve: hosts held for short jobs as the short "
+        "work observed needs them (false: only short_reserve_hosts)"
+    )
     short_job_max_s = serializers.IntegerField(
         help_text="Longest minimum runtime a job may declare to start on those hosts"
     )
@@ -132,6 +136,12 @@ class ClusterPolicyInput(StrictInput):
         "short_reserve_hosts",
         "Hosts held at least for short jobs and unallocated backfill, more while short jobs "
         "need them (0: none)",
+    )
+    short_reserve_auto = _policy_field(
+        "short_reserve_auto",
+        "The adaptive short-job reserve: hosts held for short jobs as the short work observed "
+        "needs them, giving way to the first job in line after 30 minutes (false: only "
+        "short_reserve_hosts)",
     )
     short_job_max_s = _policy_field(
         "short_job_max_s",

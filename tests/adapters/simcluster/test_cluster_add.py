@@ -33,12 +33,14 @@ def test_cluster_add_creates_the_cluster_its_hosts_and_the_simulated_cluster(
         "gpu-a", "--adapter", "simulated", "--hosts", "3", "--gpus-per-host", "4",
         "--speed", "60", "--cycle-s", "5", "--grace-s", "20", "--max-min-runtime", "2h",
         "--short-reserve-hosts", "1", "--short-job-max", "10m", "--url", simcluster.url,
+        "--short-reserve-auto", "off",
     )  # fmt: skip
     assert "Added cluster 'gpu-a': 3 hosts x 4 GPUs (12 GPUs), simulated" in out
     cluster = Cluster.objects.get(name="gpu-a")
     assert (cluster.host_count, cluster.gpus_per_host, cluster.adapter) == (3, 4, "simulated")
     assert (cluster.cycle_s, cluster.grace_s, cluster.max_min_runtime_s) == (5, 20, 7200)
     assert (cluster.short_reserve_hosts, cluster.short_job_max_s) == (1, 600)
+    assert not cluster.short_reserve_auto
     assert cluster.adapter_url == simcluster.url
     assert cluster.adapter_options == {"speed": 60.0}
     assert list(Host.objects.filter(cluster=cluster).values_list("name", "gpus", "health")) == [
@@ -63,6 +65,7 @@ def test_the_defaults_and_the_configured_url(simcluster, monkeypatch):
     assert (cluster.gpus_per_host, cluster.cycle_s, cluster.grace_s) == (8, 10, 30)
     assert cluster.max_min_runtime_s == 8 * 3600
     assert (cluster.short_reserve_hosts, cluster.short_job_max_s) == (0, 900)
+    assert cluster.short_reserve_auto  # the adaptive short-job reserve: on by default
     assert cluster.adapter_url == ""  # follows ALLOT_SIMCLUSTER_URL
     with for_cluster(cluster) as adapter:
         assert len(adapter.hosts()) == 2

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scheduler.core.engine import Policy, Snapshot, Workload, plan
 from scheduler.core.engine.fairshare import compute_fair_share
 from tests.core.engine.helpers import H, cycle, hosts, job, pending, run, snap, tree
-from tests.core.engine.test_contended_properties import CAP, NOW, PROJECTS, TREE, check_plan
+from tests.core.engine.test_contended_properties import CAP, NOW, check_plan
 from tests.core.engine.test_short_reserve import crowded_with_short_jobs, started_on
 
 SHORT = 15 * 60.0
@@ -97,10 +97,14 @@ def _long_gpus(s: Snapshot, host: str) -> int:
     return n
 
 
-def _head(s: Snapshot) -> Workload | None:
-    """The first waiting allocated job of the fair-share order."""
-    factor = compute_fair_share(TREE, s.usage).factor
-    for proj in sorted(PROJECTS, key=lambda p: (-factor.get(p, 0.0), p)):
+def _head(s: Snapshot, policy: Policy) -> Workload | None:
+    """The first waiting allocated job of the fair-share order: the engine's order, whose
+    ties between projects of equal fair share follow the policy's seed (not their names),
+    of the projects with an entitlement."""
+    fs = compute_fair_share(s.tree, s.usage, policy.seed)
+    for proj in fs.order:
+        if fs.tree.entitled_by_key.get(proj, 0.0) <= 0.0:
+            continue
         for w in s.pending.get(proj, ()):
             if w.min_runtime_s > 0:
                 return w
@@ -142,7 +146,7 @@ def test_the_adaptive_reserve_keeps_every_contract_and_its_bound():
         healthy = [h for h in s.hosts if h.healthy]
         size = max(h.gpus for h in healthy)
         largest = [h.name for h in healthy if h.gpus == size]
-        head = _head(s)
+        head = _head(s, policy)
         late = head is not None and head.min_runtime_s > SHORT and NOW - head.submit_s >= RELEASE
         if late:
             # the same cluster with the first job in line just submitted: a reserve that
