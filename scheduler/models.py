@@ -405,6 +405,13 @@ class CycleRecord(models.Model):
     stops = models.PositiveIntegerField(default=0)
     reservations = models.PositiveIntegerField(default=0)
     reconciled = models.PositiveIntegerField(default=0)  # attempts whose state the adapter changed
+    # The short-job reserve in this cycle (engine `reserve_effect`): GPUs of the hosts it
+    # held, those that waiting longer allocated work could not use because of it, and
+    # the short jobs it started while that work waited.
+    short_reserve_hosts = models.JSONField(default=list, blank=True)  # host names
+    short_reserve_gpus = models.PositiveIntegerField(default=0)
+    short_reserve_unused_gpus = models.PositiveIntegerField(default=0)
+    short_reserve_starts = models.PositiveIntegerField(default=0)
     errors = models.JSONField(default=list, blank=True)  # ["adapter unreachable: ..."]
 
     class Meta:

@@ -67,6 +67,9 @@ FIGURES = {
     "Last cycle": "now-page-figures",
     "Its duration": "now-page-figures",
     "Health": "now-page-figures",
+    "Held for short jobs now (GPUs)": "short-job-reserve-cost",
+    "Reserve cost (GPU-h, 7 days)": "short-job-reserve-cost",
+    "Short-job waits saved (7 days)": "short-job-reserve-cost",
     "Utilisation": "planner-figures",
     "Value (priority x GPU-steps)": "planner-figures",
     "Objective (GPU-steps, weighted)": "planner-figures",
@@ -108,6 +111,7 @@ API_FIELDS = {
     "level_fs": "level-fair-share",
     "fairshare": "fair-share-factor",
     "fairshare_factor": "fair-share-factor",
+    "reserve_cost_gpu_h": "short-job-reserve-cost",
 }
 # number fields that are not figures of the glossary (a job's own progress, a cycle's
 # duration, a preview's progress)

@@ -23,6 +23,7 @@ from scheduler.models import Job
 from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors import jobs as selectors
 from scheduler.selectors.clusters import resolve_cluster
+from scheduler.selectors.now import short_reserve_now
 from scheduler.services import clusters as cluster_services
 from scheduler.services import eta as eta_services
 from scheduler.services import hosts as host_services
@@ -325,6 +326,7 @@ class ClusterDetailApi(APIView):
             raise NotFound(f"There is no cluster with id {cluster_id}.")
         body = cluster_row(rows[0])
         body["policy_events"] = selectors.cluster_policy_events(cluster_id=cluster_id)
+        body["short_reserve"] = short_reserve_now(cluster=rows[0]["cluster"])
         return s.ClusterDetailOutput(body).data
 
     @extend_schema(

@@ -9,6 +9,7 @@ import time
 
 from config.logs import cycle_scope
 from ops.metrics import observe_cycle
+from scheduler.core.engine.reserve_effect import ReserveEffect, reserve_effect
 from scheduler.cycle.adapter_io import close_adapter, read_cluster
 from scheduler.cycle.apply import apply
 from scheduler.cycle.context import CycleContext
@@ -56,6 +57,8 @@ def _run(ctx: CycleContext) -> CycleRecord:
                 )
             with ctx.phase("plan"):
                 cycle_plan = warm_plan(cs, ctx.warm)
+            effect = reserve_effect(cs.snapshot, cs.policy, cycle_plan)
+            _record_reserve(ctx.record, cycle_plan.short_reserve, effect)
             apply(ctx, cs, cycle_plan)
             if governs(ctx):
                 with ctx.phase("governed_sync"):
@@ -68,6 +71,13 @@ def _run(ctx: CycleContext) -> CycleRecord:
         close_adapter(ctx)
     _finish(ctx, t0)
     return ctx.record
+
+
+def _record_reserve(record: CycleRecord, hosts: tuple[str, ...], effect: ReserveEffect) -> None:
+    record.short_reserve_hosts = list(hosts)
+    record.short_reserve_gpus = effect.held_gpus
+    record.short_reserve_unused_gpus = effect.unused_gpus
+    record.short_reserve_starts = effect.short_starts
 
 
 def _finish(ctx: CycleContext, t0: float) -> None:

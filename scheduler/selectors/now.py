@@ -10,7 +10,6 @@ Reads only; everything comes from the records the cycle writes.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections import defaultdict
 from typing import Any
 
@@ -28,14 +27,12 @@ from scheduler.models import (
     HostHealth,
     Job,
     JobState,
+    QueueSnapshot,
 )
-from scheduler.selectors.queue import queue_snapshot
 
 ERROR_WINDOW = dt.timedelta(hours=1)  # adapter errors of the cycles this recent
 MAX_ERRORS = 10
-# How the cycle's queue reasons name the hosts held by the short-job reserve (engine
-# `Reservations.hold_for_short_jobs`): "; h014, h015 held for jobs with a min runtime ..."
-_HELD_FOR_SHORT = re.compile(r";\s*([^;]+?) held for jobs with a min runtime of at most")
+RESERVE_WINDOW = dt.timedelta(days=7)  # the short-job reserve's cost is summed this far back
 
 
 def is_operator(user) -> bool:
@@ -103,7 +100,7 @@ def cluster_now(
             for h in hosts
             if h.health != HostHealth.HEALTHY
         ],
-        "short_reserve": short_reserve_now(cluster=cluster),
+        "short_reserve": short_reserve_now(cluster=cluster, now=at),
     }
 
 
@@ -159,14 +156,12 @@ def adapter_errors(*, cluster: Cluster, now: dt.datetime) -> list[dict[str, Any]
     return list(seen.values())[:MAX_ERRORS]
 
 
-def short_reserve_now(*, cluster: Cluster) -> dict[str, Any]:
-    """What the short-job reserve holds now: its policy (adaptive, the default, or not:
-    the cluster's `short_reserve_auto`; the fixed hosts kept for jobs with a short minimum
-    runtime, and that limit), the hosts the last cycle held (as its queue
-    reasons name them), and the short jobs running and waiting.
-
-    The cycle does not store the reserve as such; this reads it from the last queue.
-    Change this one function when it does."""
+def short_reserve_now(*, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
+    """What the short-job reserve holds now and what it cost: its policy (adaptive, the
+    default, or not: the cluster's `short_reserve_auto`; the fixed hosts kept for jobs
+    with a short minimum runtime, and that limit), the hosts and GPUs the last planned
+    cycle held, its cost over the last 7 days (`short_reserve_cost`), and the short
+    jobs running and waiting. Three queries."""
     limit = cluster.short_job_max_s
     short = Job.objects.filter(
         cluster=cluster, min_runtime_s__gt=0, min_runtime_s__lte=limit
@@ -175,22 +170,42 @@ def short_reserve_now(*, cluster: Cluster) -> dict[str, Any]:
         running_gpus=Sum("gpus", filter=Q(state__in=ACTIVE_STATES)),
         waiting=Count("id", filter=Q(state=JobState.PENDING)),
     )
-    held: list[str] = []
-    snap = queue_snapshot(cluster_id=cluster.pk)
-    for reason in (snap.entries or {}).get("reasons", []) if snap else []:
-        found = _HELD_FOR_SHORT.search(reason)
-        if found:
-            held = [name.strip() for name in found.group(1).split(",") if name.strip()]
-            break
+    last = (
+        QueueSnapshot.objects.filter(cluster_id=cluster.pk)
+        .select_related("cycle")
+        .only("computed_at", "cycle__short_reserve_hosts", "cycle__short_reserve_gpus")
+        .first()
+    )
+    cycle = last.cycle if last else None
     adaptive = cluster.short_reserve_auto
     return {
         "enabled": adaptive or cluster.short_reserve_hosts > 0,
         "adaptive": adaptive,
         "hosts": cluster.short_reserve_hosts,
         "max_min_runtime_s": limit,
-        "held_hosts": held,
-        "as_of": snap.computed_at if snap else None,
+        "held_hosts": list(cycle.short_reserve_hosts or []) if cycle else [],
+        "held_gpus": cycle.short_reserve_gpus if cycle else 0,
+        "as_of": last.computed_at if last else None,
+        **short_reserve_cost(cluster=cluster, now=now),
         "running_jobs": short["running"] or 0,
         "running_gpus": short["running_gpus"] or 0,
         "waiting_jobs": short["waiting"] or 0,
+    }
+
+
+def short_reserve_cost(*, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
+    """The short-job reserve's cost and benefit over the last `RESERVE_WINDOW` (7 days),
+    from the cycle records (docs/concepts.md, short-job-reserve-cost):
+    `reserve_cost_gpu_h`, the GPU-hours of held GPUs that no short job used while longer
+    allocated work waited (each cycle's count over the cluster's cycle period), and
+    `short_waits_saved`, the short jobs started on held hosts while that work waited.
+    One query."""
+    since = (now or timezone.now()) - RESERVE_WINDOW
+    sums = CycleRecord.objects.filter(cluster=cluster, started_at__gte=since).aggregate(
+        unused=Sum("short_reserve_unused_gpus"), starts=Sum("short_reserve_starts")
+    )
+    return {
+        "reserve_cost_gpu_h": round((sums["unused"] or 0) * cluster.cycle_s / 3600.0, 2),
+        "short_waits_saved": sums["starts"] or 0,
+        "window_days": RESERVE_WINDOW.days,
     }

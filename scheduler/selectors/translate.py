@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
-
 from budgets.selectors import TreeIndex
 from scheduler.core.engine.types import BudgetNode as EngineNode
 from scheduler.core.engine.types import Host, Placement, Policy, RunningWorkload, Workload

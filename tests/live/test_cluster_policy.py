@@ -4,25 +4,27 @@ admin, where the policy of an existing cluster is read-only."""
 
 from __future__ import annotations
 
+import datetime as dt
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from config.errors import NotFound, PermissionDenied, ValidationFailed
-from scheduler.models import Cluster, ClusterPolicyEvent, HostHealth
+from scheduler.models import Cluster, ClusterPolicyEvent, CycleRecord, HostHealth, QueueSnapshot
+from scheduler.selectors.translate import policy_for_cluster
 from scheduler.services.clusters import (
     POLICY_FIELDS,
     POLICY_RULES,
     cluster_operators_set,
     cluster_policy_update,
 )
-from scheduler.selectors.translate import policy_for_cluster
 from scheduler.services.previews import sim_config_for_cluster
 from tests.commands import run_manage
 from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
@@ -306,9 +308,43 @@ def test_the_detail_is_the_list_row_plus_the_policy_changes(cluster, ops):
     ann = participant("ann")
     (row,) = client_as(ann).get("/api/v1/clusters/").json()
     detail = client_as(ann).get(f"/api/v1/clusters/{cluster.pk}/").json()
-    assert detail == {**row, "policy_events": []}
+    assert detail == {**row, "policy_events": [], "short_reserve": NO_RESERVE}
     assert (detail["hosts"], detail["gpus"], detail["healthy_gpus"]) == (2, 16, 8)
     assert detail["draining_hosts"] == 1 and detail["policy"] == DEFAULTS
+
+
+NO_RESERVE = {
+    "adaptive": True,
+    "held_hosts": [],
+    "held_gpus": 0,
+    "reserve_cost_gpu_h": 0.0,
+    "short_waits_saved": 0,
+    "window_days": 7,
+}
+
+
+def test_the_detail_shows_what_the_short_job_reserve_holds_and_cost_over_7_days(cluster):
+    now = timezone.now()
+
+    def cycle(ago: dt.timedelta, unused: int, starts: int) -> CycleRecord:
+        return CycleRecord.objects.create(
+            cluster=cluster, started_at=now - ago, short_reserve_hosts=["node0"],
+            short_reserve_gpus=8, short_reserve_unused_gpus=unused, short_reserve_starts=starts,
+        )  # fmt: skip
+
+    cycle(dt.timedelta(days=8), 8, 5)  # outside the window
+    for minutes in range(360):  # an hour of 10 s cycles, 6 GPUs unused in each
+        cycle(dt.timedelta(minutes=minutes, seconds=30), 6, 0)
+    last = cycle(dt.timedelta(seconds=5), 0, 2)
+    QueueSnapshot.objects.create(cluster=cluster, cycle=last, computed_at=now)
+    body = client_as(participant("ann")).get(f"/api/v1/clusters/{cluster.pk}/").json()
+    assert body["short_reserve"] == {
+        **NO_RESERVE,
+        "held_hosts": ["node0"],
+        "held_gpus": 8,
+        "reserve_cost_gpu_h": 6.0,  # 360 cycles x 6 GPUs x 10 s
+        "short_waits_saved": 2,
+    }
 
 
 def test_staff_change_the_policy_and_the_detail_shows_the_change(cluster, ops):

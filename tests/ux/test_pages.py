@@ -35,7 +35,11 @@ def test_times_relative_to_now():
     assert relative_text(now + dt.timedelta(seconds=20), now) == "now"
 
 
-def test_the_now_page_shows_each_cluster_as_it_is(live, client):  # noqa: F811
+def test_the_now_page_shows_each_cluster_as_it_is(
+    live,  # noqa: F811
+    client,
+    django_assert_num_queries,
+):
     live.cluster.short_reserve_hosts = 1
     live.cluster.save(update_fields=["short_reserve_hosts"])
     for _ in range(3):
@@ -59,15 +63,22 @@ def test_the_now_page_shows_each_cluster_as_it_is(live, client):  # noqa: F811
     assert now["errors"][0]["text"] == "adapter unreachable: refused"
     assert [h["name"] for h in now["unhealthy_hosts"]] == ["node02"]
     assert now["unhealthy_hosts"][0]["gpus_in_use"] == 8
-    reserve = short_reserve_now(cluster=live.cluster)
-    assert reserve["enabled"] and reserve["held_hosts"] == ["node03"]  # named by the queue
+    with django_assert_num_queries(3):
+        reserve = short_reserve_now(cluster=live.cluster)
+    assert reserve["enabled"] and reserve["held_hosts"] == ["node03"]  # by the last cycle
     assert reserve["adaptive"]  # on by default (Cluster.short_reserve_auto)
     assert reserve["running_jobs"] == 1 and reserve["running_gpus"] == 1
+    # the second cycle held node03's 8 GPUs while a1's 16 GPUs of longer work waited:
+    # the short job used 1 of them (one wait saved), 7 GPUs for one 10 s cycle went unused
+    assert reserve["held_gpus"] == 8 and reserve["short_waits_saved"] == 1
+    assert reserve["reserve_cost_gpu_h"] == round(7 * 10 / 3600, 2)
 
     client.force_login(live.tree.user("ann"))
     html = client.get("/now/").content.decode()
     assert "ECC errors" in html and "adapter unreachable: refused" in html
     assert "node03</strong>" in html
+    assert "Reserve cost (GPU-h, 7 days)</dt><dd>0.02 " in html
+    assert "Short-job waits saved (7 days)</dt><dd>1 " in html
     part = client.get("/now/", HTTP_HX_REQUEST="true").content.decode()
     assert part.lstrip().startswith('<div id="now-clusters"') and "<html" not in part
 

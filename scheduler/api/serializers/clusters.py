@@ -96,10 +96,31 @@ class ClusterPolicyEventOutput(serializers.Serializer):
     )
 
 
+class ShortReserveOutput(serializers.Serializer):
+    """The short-job reserve now and over the last 7 days (docs/concepts.md,
+    short-job-reserve-cost)."""
+
+    adaptive = serializers.BooleanField(help_text="The policy's short_reserve_auto")
+    held_hosts = serializers.ListField(
+        child=serializers.CharField(), help_text="Hosts the last planned cycle held for short jobs"
+    )
+    held_gpus = serializers.IntegerField(help_text="Held for short jobs now: their GPUs")
+    reserve_cost_gpu_h = serializers.FloatField(
+        help_text="Reserve cost: GPU-hours of held GPUs that no short job used while longer "
+        "allocated work waited, over the last window_days"
+    )
+    short_waits_saved = serializers.IntegerField(
+        help_text="Short-job waits saved: short jobs started on held hosts while longer "
+        "allocated work waited, over the last window_days"
+    )
+    window_days = serializers.IntegerField(help_text="The window of the two sums (7)")
+
+
 class ClusterDetailOutput(ClusterOutput):
     policy_events = ClusterPolicyEventOutput(
         many=True, help_text="The last 20 policy changes, newest first"
     )
+    short_reserve = ShortReserveOutput()
 
 
 def _policy_field(name: str, help_text: str) -> serializers.Field:

@@ -461,6 +461,7 @@ class Decisions:
         self.notes: dict[str, str] = {}  # workload id -> why it waits (job-specific)
         self.noted_projects: set[str] = set()  # projects with such notes
         self.started_projects: set[str] = set()
+        self.short_reserve: tuple[str, ...] = ()  # hosts held for short jobs (names)
 
     def start(
         self, w: Workload, placements: tuple[Placement, ...], allocated: bool, why: str
@@ -502,4 +503,5 @@ class Decisions:
             hosts_ready=tuple(self.ready),
             queue=queue,
             project_order=order,
+            short_reserve=self.short_reserve,
         )

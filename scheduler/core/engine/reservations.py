@@ -429,7 +429,8 @@ class Reservations:
         if not chosen:
             return
         self._hold_hosts(_SHORT_JOBS, -1, chosen, until)
-        names = ", ".join(c.hosts[h].name for h in sorted(chosen))
+        self.decisions.short_reserve = tuple(c.hosts[h].name for h in sorted(chosen))
+        names = ", ".join(self.decisions.short_reserve)
         self.short_reserve_note = (
             f"; {names} held for jobs with a min runtime of at most {hours_text(short_s)}"
             " (short-job reserve)"

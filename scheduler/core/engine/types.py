@@ -391,3 +391,4 @@ class CyclePlan:
     hosts_ready: tuple[HostReady, ...] = ()
     queue: ExplainedQueue = NO_QUEUE  # empty unless policy.explain_queue
     project_order: tuple[tuple[str, float], ...] = ()  # (project, fair-share factor), best first
+    short_reserve: tuple[str, ...] = ()  # hosts the short-job reserve held this cycle
