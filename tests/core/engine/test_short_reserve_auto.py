@@ -128,16 +128,12 @@ def crowded_with_recent_jobs(draw: st.DrawFn) -> Snapshot:
 def test_the_adaptive_reserve_keeps_every_contract_and_its_bound():
     seen: Counter[str] = Counter()
 
-    # Derandomized for now: a random run (2026-12-05) found a rare case where the bound's
-    # release left the first job in line (16 GPUs) one host without long work short of
-    # what it needs; under investigation (see the closing note), so CI runs the fixed
-    # 400 examples that hold, and a developer can drop `derandomize` to hunt it.
-    @settings(
-        max_examples=400,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-        derandomize=True,
-    )
+    # Random again: the rare case a random run found (2026-12-05: the first job in line
+    # one host short after the bound) was this test's first job in line, taken from the
+    # projects in name order where the engine breaks ties of equal fair share by the
+    # policy's seed; `_head` now reads the engine's order. 20 runs of 2,000 examples
+    # (seeds 1-10 and 11-20) found no other.
+    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
     @given(crowded_with_recent_jobs())
     def check(s: Snapshot) -> None:
         policy = Policy(max_min_runtime_s=CAP, short_job_max_s=SHORT)
