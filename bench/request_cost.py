@@ -44,6 +44,7 @@ from bench._server import (  # noqa: E402
 
 PROJECTS = 20
 JOBS_PER_PROJECT = 500
+CYCLES = 3
 
 SETUP = f"""
 from importlib import import_module
@@ -52,7 +53,11 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from accounts.services import token_create
 from budgets.services import budget_tree_import
 from scheduler.models import Cluster, Host, Job
+from django.utils import timezone
+from scheduler.cycle.worker import CycleWorker
+from scheduler.selectors.eta import cluster_etas
 from scheduler.services.jobs import job_submit
+from tests.live.memcluster import MemoryCluster
 User = get_user_model()
 user = User.objects.create_user("bench", password="bench-password-1")
 admin = User.objects.create_superuser("admin", password="bench-password-1")
@@ -67,13 +72,23 @@ for i in range({PROJECTS}):
                cluster="bench", name="bench", gpus=8 if i % 2 else 1, min_runtime_s=600,
                priority=i % 3, spec={{"image": "pytorch:2.5", "command": "python train.py"}},
                duration_s=3600, array={JOBS_PER_PROJECT})
+# A live cluster: cycles start what fits (running attempts, events, a stored explained
+# queue) and the ETAs of every pending job are computed and cached, as a worker would.
+memory = MemoryCluster({{h.name: h.gpus for h in cluster.hosts.all()}}, timezone.now())
+worker = CycleWorker()
+for _ in range({CYCLES}):
+    worker.run(cluster_id=cluster.pk, now=memory.now, adapter=memory)
+    memory.advance(1)
+cluster_etas(cluster=cluster, fresh=True)
 session = import_module(settings.SESSION_ENGINE).SessionStore()
 session[SESSION_KEY] = str(admin.pk)
 session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
 session[HASH_SESSION_KEY] = admin.get_session_auth_hash()
 session.create()
-job = Job.objects.order_by("pk")[Job.objects.count() // 2]
-print(token_create(user=user, name="bench")[1], session.session_key, job.pk)
+pending = Job.objects.filter(state="pending").order_by("pk")
+running = Job.objects.filter(state__in=["starting", "running"]).count()
+job = pending[pending.count() // 2]  # a pending job: its queue place and ETA are read
+print(token_create(user=user, name="bench")[1], session.session_key, job.pk, running, pending.count())
 """
 
 BODY = {
@@ -105,12 +120,15 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100, help="requests per kind")
     parser.add_argument("--seconds", type=float, default=10.0, help="of the throughput run")
     parser.add_argument("--port", type=int, default=8431)
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the database `<name>_cost` (to profile it)"
+    )
     args = parser.parse_args()
-    with fresh_database("cost") as database_url:
+    with fresh_database("cost", keep=args.keep) as database_url:
         env = production_env(database_url, port=args.port, workers=2, var_dir=ROOT / "var" / "cost")
         manage(env, "migrate", "--noinput", "-v0")
         manage(env, "collectstatic", "--noinput", "-v0")  # the pages' hashed static names
-        token, session_key, job_id = manage(env, "shell", "-c", SETUP).split()[-3:]
+        token, session_key, job_id, running, pending = manage(env, "shell", "-c", SETUP).split()[-5:]
         api = {"Authorization": f"Token {token}"}
         page = {"Cookie": f"sessionid={session_key}"}
         post = {**api, "Content-Type": "application/json"}
@@ -154,7 +172,14 @@ def main() -> None:
         requests_per_kind=args.requests,
         gunicorn_workers=2,
         cpus=os.cpu_count(),
-        database={"projects": PROJECTS, "gpus": 1024, "jobs": PROJECTS * JOBS_PER_PROJECT},
+        database={
+            "projects": PROJECTS,
+            "gpus": 1024,
+            "jobs": PROJECTS * JOBS_PER_PROJECT,
+            "cycles": CYCLES,
+            "running": int(running),
+            "pending": int(pending),
+        },
     )
     print(json.dumps(result, indent=2))
 

@@ -145,6 +145,40 @@ def cached_etas(
         return None
 
 
+def _stamp_key(cluster_id: int) -> str:
+    return f"eta:{cluster_id}:stamp"
+
+
+def _job_key(cluster_id: int, job_id: int | str) -> str:
+    return f"eta:{cluster_id}:job:{job_id}"
+
+
+def cached_job_etas(
+    cluster_id: int, job_ids: Iterable[int]
+) -> tuple[int, float, dict[int, dict[str, Any] | None]] | None:
+    """The cached answer for some jobs only, in one cache read of small values: (cycle
+    id, computed at (epoch s), job pk -> its ETA, None where the answer does not know
+    it), or None without an answer (or with the cache down). A request reads this, never
+    the whole cluster's answer (`cached_etas`: every pending job, megabytes)."""
+    job_ids = list(job_ids)
+    keys = {_job_key(cluster_id, pk): pk for pk in job_ids}
+    try:
+        found = cache.get_many([_stamp_key(cluster_id), *keys])
+    except Exception as exc:  # Redis down: the page still renders, without an ETA
+        log.warning("could not read the ETA cache of cluster %s: %s", cluster_id, exc)
+        return None
+    stamp = found.get(_stamp_key(cluster_id))
+    if stamp is None:
+        return None
+    cycle_id, computed_at = stamp
+    etas: dict[int, dict[str, Any] | None] = dict.fromkeys(job_ids)
+    for key, pk in keys.items():
+        value = found.get(key)
+        if value is not None and value[0] == computed_at:
+            etas[pk] = value[1]
+    return cycle_id, computed_at, etas
+
+
 def _is_current(cached: tuple[int, float, Any], cycle_id: int, now: float) -> bool:
     return cached[0] == cycle_id or now - cached[1] < MIN_AGE_S
 
@@ -212,6 +246,10 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
         }
     try:
         cache.set(_cache_key(cluster.pk), (cycle_id, now, out, facts), CACHE_S)
+        # what a request reads: each job's answer on its own, then the stamp that makes
+        # them current (a job whose answer carries another stamp is not known)
+        cache.set_many({_job_key(cluster.pk, wid): (now, est) for wid, est in out.items()}, CACHE_S)
+        cache.set(_stamp_key(cluster.pk), (cycle_id, now), CACHE_S)
     except Exception as exc:
         log.warning("could not store the ETAs of cluster %s: %s", cluster.pk, exc)
     return out
@@ -383,10 +421,10 @@ def etas_stale(*, cluster_id: int, job_ids: Iterable[int]) -> bool:
     """Whether the cached ETAs of the cluster are missing, older than its last cycle, or
     do not know one of `job_ids`: then a worker should compute fresh ones
     (`scheduler.services.eta.eta_refresh_request` asks; a read never does)."""
-    cached = cached_etas(cluster_id)
+    cached = cached_job_etas(cluster_id, job_ids)
     if cached is None or not _is_current(cached, _last_cycle_id(cluster_id), time.time()):
         return True
-    return any(str(pk) not in cached[2] for pk in job_ids)
+    return any(eta is None for eta in cached[2].values())
 
 
 def job_eta(*, job: Job) -> dict[str, Any] | None:
@@ -398,8 +436,8 @@ def job_eta(*, job: Job) -> dict[str, Any] | None:
     `method: estimating`."""
     if job.state != JobState.PENDING:
         return None
-    cached = cached_etas(job.cluster_id)
-    found = cached[2].get(str(job.pk)) if cached else None
+    cached = cached_job_etas(job.cluster_id, [job.pk])
+    found = cached[2][job.pk] if cached else None
     if found is not None:
         return found
     if cached is not None and cached[1] > job.submitted_at.timestamp():

@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Prefetch, QuerySet
 from django.utils import timezone
 
@@ -40,6 +41,7 @@ from scheduler.selectors.eta import job_eta_for_page
 from scheduler.selectors.queue import iter_entries, queue_entry, queue_length, queue_snapshot
 from scheduler.selectors.snapshot import cluster_snapshot
 from scheduler.selectors.translate import job_workload
+from scheduler.selectors.translate import workload as stored_workload
 
 DRY_RUN_ID = "dry-run"
 
@@ -96,7 +98,7 @@ def projects_at_or_below(ref: str | int, *, field: str = "project") -> list[int]
 def job_detail(*, job_id: int) -> Job | None:
     """One job with its attempts and events."""
     return (
-        Job.objects.select_related("submitter", "cluster")
+        Job.objects.select_related("submitter", "cluster", "project")
         .prefetch_related(
             Prefetch("attempts", queryset=Attempt.objects.order_by("number")),
             Prefetch(
@@ -372,8 +374,12 @@ def job_blockers(job: Job, queue_info: dict[str, Any] | None = None) -> list[dic
     if job.state != JobState.PENDING:
         return []
     blockers: list[dict[str, Any]] = []
-    hosts = list(Host.objects.filter(cluster_id=job.cluster_id, health=HostHealth.HEALTHY))
-    healthy_gpus = sum(h.gpus for h in hosts)
+    hosts = list(  # (name, GPUs): a cluster has hundreds of hosts, a row object each costs
+        Host.objects.filter(cluster_id=job.cluster_id, health=HostHealth.HEALTHY).values_list(
+            "name", "gpus"
+        )
+    )
+    healthy_gpus = sum(gpus for _, gpus in hosts)
     if healthy_gpus < job.gpus:
         blockers.append(
             {
@@ -406,31 +412,16 @@ def job_blockers(job: Job, queue_info: dict[str, Any] | None = None) -> list[dic
     return sorted(blockers, key=lambda b: BLOCKER_ORDER.index(b["kind"]))
 
 
-def _capacity_blocker(job: Job, hosts: list[Host], info: dict[str, Any]) -> dict[str, Any]:
-    """The jobs ahead, the hosts that could hold the job and when the protected
-    minimum runtime of the jobs on them ends."""
-    fits = [h for h in hosts if h.gpus >= job.gpus] or hosts
-    names = {h.name for h in fits}
+def _capacity_blocker(
+    job: Job, hosts: list[tuple[str, int]], info: dict[str, Any]
+) -> dict[str, Any]:
+    """The jobs ahead, the hosts (name, GPUs) that could hold the job and when the
+    protected minimum runtime of the jobs on them ends."""
+    fits = [h for h in hosts if h[1] >= job.gpus] or hosts
+    names = {name for name, _ in fits}
     now = timezone.now()
-    busy: dict[str, int] = {}
-    protected_until: dt.datetime | None = None
-    open_attempts = Attempt.objects.filter(cluster_id=job.cluster_id, ended_at__isnull=True)
-    for attempt in open_attempts.select_related("job"):
-        on = {p["host"] for p in attempt.placements} & names
-        if not on:
-            continue
-        for p in attempt.placements:
-            if p["host"] in names:
-                busy[p["host"]] = busy.get(p["host"], 0) + len(p["gpu_indices"])
-        if not attempt.allocated:
-            continue  # the engine's rule: unallocated runs are never protected
-        start = (attempt.started_at or attempt.created_at).timestamp()
-        work = job_workload(attempt.job, project="")
-        until_s = protection_end(work, start, float(job.cluster.max_min_runtime_s))
-        until = dt.datetime.fromtimestamp(until_s, dt.UTC)
-        if until > now and (protected_until is None or until < protected_until):
-            protected_until = until
-    free = sum(max(0, h.gpus - busy.get(h.name, 0)) for h in fits)
+    busy, protected_until = _busy_and_protected(job, names, now)
+    free = sum(max(0, gpus - busy.get(name, 0)) for name, gpus in fits)
     position = info.get("position")
     ahead = (position - 1) if position else 0
     text = (
@@ -462,6 +453,54 @@ def _capacity_blocker(job: Job, hosts: list[Host], info: dict[str, Any]) -> dict
             "hosts_held_for_short_jobs": held_for_short,
         },
     }
+
+
+_BUSY_SQL = """
+    SELECT p->>'host', SUM(jsonb_array_length(p->'gpu_indices'))
+    FROM {attempt} a, jsonb_array_elements(a.placements) p
+    WHERE a.cluster_id = %s AND a.ended_at IS NULL AND p->>'host' = ANY(%s)
+    GROUP BY 1
+"""
+_PROTECTED_SQL = """
+    SELECT DISTINCT COALESCE(a.started_at, a.created_at), j.min_runtime_s
+    FROM {attempt} a JOIN {job} j ON j.id = a.job_id
+    WHERE a.cluster_id = %s AND a.ended_at IS NULL AND a.allocated AND EXISTS (
+        SELECT 1 FROM jsonb_array_elements(a.placements) p WHERE p->>'host' = ANY(%s))
+"""
+
+
+def _busy_and_protected(
+    job: Job, names: set[str], now: dt.datetime
+) -> tuple[dict[str, int], dt.datetime | None]:
+    """GPUs the cluster's open attempts hold on hosts `names`, and the first end after
+    `now` of a protected minimum runtime there (`protection_end`; unallocated runs are
+    never protected). Summed and deduplicated by PostgreSQL: a busy cluster has hundreds
+    of open attempts, and reading each one cost most of a request."""
+    tables = {"attempt": Attempt._meta.db_table, "job": Job._meta.db_table}
+    hosts = sorted(names)
+    with connection.cursor() as cursor:
+        cursor.execute(_BUSY_SQL.format(**tables), [job.cluster_id, hosts])
+        busy = {host: int(gpus) for host, gpus in cursor.fetchall()}
+        cursor.execute(_PROTECTED_SQL.format(**tables), [job.cluster_id, hosts])
+        runs = cursor.fetchall()
+    cap = float(job.cluster.max_min_runtime_s)
+    protected_until: dt.datetime | None = None
+    for started_at, min_runtime_s in runs:
+        start = started_at.timestamp()
+        work = stored_workload(
+            job_id="",
+            project="",
+            gpus=0,
+            submit_s=start,
+            min_runtime_s=min_runtime_s,
+            resumable=False,
+            priority=0,
+            kind="",
+        )
+        until = dt.datetime.fromtimestamp(protection_end(work, start, cap), dt.UTC)
+        if until > now and (protected_until is None or until < protected_until):
+            protected_until = until
+    return busy, protected_until
 
 
 def job_page(*, actor, job_id: int) -> dict[str, Any] | None:

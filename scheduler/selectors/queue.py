@@ -27,9 +27,10 @@ def queue_snapshot(*, cluster_id: int) -> QueueSnapshot | None:
     return QueueSnapshot.objects.filter(cluster_id=cluster_id).first()
 
 
-def _column(entries: Mapping[str, Any], name: str) -> list:
-    text = entries.get(name) or ""
-    values = text.split(",") if text else []
+def _column(entries: Mapping[str, Any], name: str, start: int = 0, stop: int | None = None) -> list:
+    """Values `start` .. `stop` of a column; only those are converted (a page of a
+    10,000-job queue needs 50 of each column, not 10,000)."""
+    values = (entries.get(name) or "").split(",")[start:stop]  # "" is one empty project
     if name in _INTS:
         return list(map(int, values))
     if name == "metric":
@@ -48,11 +49,15 @@ def iter_entries(
     """Entries `start` .. `stop` (0-based, like a slice) of a stored queue as dicts."""
     if not entries or not entries.get("job"):
         return
-    cols = [_column(entries, name) for name in COLUMNS]
+    length = queue_length(entries)
+    start = max(0, start)
+    stop = length if stop is None else min(stop, length)
+    if start >= stop:
+        return
+    cols = [_column(entries, name, start, stop) for name in COLUMNS]
     reasons = entries["reasons"]
-    stop = len(cols[0]) if stop is None else min(stop, len(cols[0]))
-    for i in range(max(0, start), stop):
-        job, project, project_position, project_rank, metric, reason = (c[i] for c in cols)
+    for i, row in enumerate(zip(*cols, strict=True), start):
+        job, project, project_position, project_rank, metric, reason = row
         yield {
             "job": job,
             "project": project,
@@ -69,7 +74,7 @@ def queue_entry(entries: Mapping[str, Any], *, job_id: int) -> dict | None:
     if not entries or not entries.get("job"):
         return None
     try:
-        i = _column(entries, "job").index(job_id)
+        i = entries["job"].split(",").index(str(job_id))
     except ValueError:
         return None
     return next(iter_entries(entries, i, i + 1))
