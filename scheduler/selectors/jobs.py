@@ -188,7 +188,7 @@ def queue_page(
         )
         mine = [e for e in iter_entries(snap.entries) if e["job"] in theirs]
         count, entries = len(mine), mine[offset : offset + limit]
-    jobs = Job.objects.select_related("submitter").in_bulk([e["job"] for e in entries])
+    jobs = _queue_jobs([e["job"] for e in entries])
     paths = project_paths() if entries else {}
     notes = cluster_change_notes(
         lookback_s=cluster.lookback_s,
@@ -197,20 +197,12 @@ def queue_page(
     )
     rows = []
     for entry in entries:
-        job = jobs.get(entry["job"])
         rows.append(
             {
                 **entry,
                 "reason": with_change_note(entry["reason"], notes.get(entry["project"])),
-                "name": job.name if job else "",
                 "project_path": paths.get(entry["project"] or -1, ""),
-                "submitter": job.submitter.get_username() if job else "",
-                "gpus": job.gpus if job else None,
-                "kind": job.kind if job else "",
-                "min_runtime_s": job.min_runtime_s if job else None,
-                "priority": job.priority if job else None,
-                "state": job.state if job else "",
-                "queued_at": job.queued_at if job else None,
+                **jobs.get(entry["job"], _GONE_JOB),
             }
         )
     return QueuePage(
@@ -219,6 +211,28 @@ def queue_page(
         cycle_id=snap.cycle_id,
         rows=rows,
     )
+
+
+_QUEUE_JOB_FIELDS = ("name", "gpus", "kind", "min_runtime_s", "priority", "state", "queued_at")
+_GONE_JOB: dict[str, Any] = {  # a queued job deleted since the cycle
+    "name": "",
+    "submitter": "",
+    "gpus": None,
+    "kind": "",
+    "min_runtime_s": None,
+    "priority": None,
+    "state": "",
+    "queued_at": None,
+}
+
+
+def _queue_jobs(job_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """Job pk -> what a queue row shows of it (columns, not model objects)."""
+    columns = ("pk", "submitter__username", *_QUEUE_JOB_FIELDS)
+    return {
+        pk: {"name": name, "submitter": submitter, **dict(zip(_QUEUE_JOB_FIELDS[1:], rest))}
+        for pk, submitter, name, *rest in Job.objects.filter(pk__in=job_ids).values_list(*columns)
+    }
 
 
 def estimate_position(*, job: Job) -> dict[str, Any]:
