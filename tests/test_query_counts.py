@@ -2,7 +2,8 @@
 N rows as with 3N (tests/support/querycount.py): jobs (pending, running, ended, with
 attempts and events), projects with members, scheduled budget changes, hosts, ledger
 hours and API tokens all grow between the two measurements. (Not here: the planner's
-scenario pages, which read scenario files; the answers to writes; the admin.)"""
+scenario pages, which read scenario files; the answers to writes; the admin; the sign-in
+page and the API schema, which read nothing that grows.)"""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from rest_framework.test import APIClient
 from accounts.services import token_create
 from budgets.models import BudgetEvent
 from budgets.services import budget_change_create, membership_add, node_create
-from scheduler.models import Job, JobState
+from scheduler.models import Job, JobState, Preview
+from scheduler.services.previews import preview_request, preview_run
 from scheduler.tasks import run_cycle
 from tests.dashboards import data
 from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
@@ -76,6 +78,19 @@ class Rows:
         for i in range(n):
             live.submit("a2", gpus=8, name=f"later{i}")  # pending until the next cycle
 
+    def preview(self) -> Preview:
+        """A finished what-if preview of prog-a's weights on the live cluster (made once)."""
+        found = Preview.objects.order_by("pk").first()
+        if found is None:
+            found = preview_request(
+                actor=self.root,
+                node=self.tree.node("prog-a").pk,
+                weights=[{"node": self.tree.node("a1").pk, "weight": 3}],
+                cluster="live",
+            )
+            found = preview_run(preview_id=found.pk, parallel=False)
+        return found
+
     def job(self, state: str | None = None) -> Job:
         jobs = Job.objects.filter(cluster=self.cluster).order_by("pk")
         return (jobs.filter(state=state) if state else jobs).first()
@@ -98,10 +113,10 @@ def page(user) -> Client:
     return client
 
 
-def check(client, url: str, grow) -> int:
+def check(client, url: str, grow, statuses=(200, 302)) -> int:
     def request():
         response = client.get(url() if callable(url) else url)
-        assert response.status_code in (200, 302), (response.status_code, response.content[:500])
+        assert response.status_code in statuses, (response.status_code, response.content[:500])
 
     return assert_queries_do_not_grow(request, grow)
 
@@ -138,6 +153,7 @@ API_DETAILS = {
     "cluster": lambda r: f"/api/v1/clusters/{r.cluster.pk}/",
     "host": lambda r: f"/api/v1/hosts/{r.other.hosts.order_by('pk').first().pk}/",
     "budget change": lambda r: f"/api/v1/budget-changes/{BudgetEvent.objects.first().pk}/",
+    "preview": lambda r: f"/api/v1/previews/{r.preview().pk}/",
 }
 
 
@@ -163,6 +179,7 @@ PAGES = {
     "fairshare": "/dashboards/fairshare/",
     "waits": "/dashboards/waits/",
     "me": "/me/",
+    "what-if status": lambda r: f"/budgets/whatif/{r.preview().pk}/",
 }
 
 
@@ -171,6 +188,14 @@ PAGES = {
 def test_pages(rows, what, user):
     rows.grow(1)
     url = PAGES[what]
-    if what == "edit" and user == "ann":
-        user = "lead-a"  # who may edit prog-a
+    if what in ("edit", "what-if status") and user == "ann":
+        user = "lead-a"  # who may edit prog-a (and read its previews)
     check(page(rows.tree.user(user)), (lambda: url(rows)) if callable(url) else url, rows.grow)
+
+
+@pytest.mark.parametrize("url", ["/healthz", "/metrics"])
+def test_probes(rows, url):
+    """The health probe (503 while the idle second cluster has no cycle) and the
+    Prometheus scrape, whose state collectors read jobs and GPUs by cluster and project."""
+    rows.grow(1)
+    check(Client(), url, rows.grow, statuses=(200, 503))

@@ -88,3 +88,37 @@ def test_expired_tokens_are_pruned_and_live_ones_kept():
     assert sorted(ApiToken.objects.values_list("name", flat=True)) == ["CI", "no expiry"]
     assert prune_expired_tokens() == 0
     assert live.expiry > timezone.now()
+
+
+def test_a_request_reads_its_token_once_and_refuses_expired_and_inactive(api_client):
+    import datetime as dt
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from accounts.services import token_create
+
+    ann = UserFactory(username="ann")
+    for i in range(5):  # other tokens of the same user are not read
+        token_create(user=ann, name=f"other {i}")
+    row, secret = token_create(user=ann, name="cli")
+    api_client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    with CaptureQueriesContext(connection) as captured:
+        assert api_client.get("/api/v1/auth/tokens/").status_code == 200
+    token_reads = [q for q in captured if 'FROM "accounts_apitoken"' in q["sql"]]
+    assert len(token_reads) == 2  # the authentication (with its user) and the list itself
+    assert 'INNER JOIN "auth_user"' in token_reads[0]["sql"]
+
+    ann.is_active = False
+    ann.save()
+    assert api_client.get("/api/v1/auth/tokens/").status_code == 401
+    ann.is_active = True
+    ann.save()
+    ApiToken.objects.filter(pk=row.pk).update(expiry=timezone.now() - dt.timedelta(seconds=1))
+    response = api_client.get("/api/v1/auth/tokens/")
+    assert response.status_code == 401 and response.json()["code"] == "authentication_failed"
+    assert not ApiToken.objects.filter(pk=row.pk).exists()  # deleted when tried
+    assert ApiToken.objects.filter(user=ann).count() == 5
+    api_client.credentials(HTTP_AUTHORIZATION=f"Token {secret[:-1]}x")
+    assert api_client.get("/api/v1/auth/tokens/").status_code == 401
