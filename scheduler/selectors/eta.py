@@ -11,7 +11,9 @@ it costs ~4 s of CPU (`bench/eta.py --full-queue 1000`), too long for a request:
 request first asks a worker for a fresh answer when the cached one is stale or does not
 know the job yet (`scheduler.services.eta.eta_refresh_request`, at most one queued per
 cluster), then reads the cache and answers with what it has (`method: estimating` until
-the first answer). Reading never enqueues.
+the first answer). Reading never enqueues. The answer is stored twice: whole (what the
+next computation compares with) and per job with a stamp (what a request reads: one
+small value, not every pending job's, `cached_job_etas`).
 """
 
 from __future__ import annotations
