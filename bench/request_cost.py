@@ -5,8 +5,13 @@ settings, with a realistically filled database. Prints JSON.
 
 Needs DATABASE_URL (a server where it may create and drop `<name>_cost`) and REDIS_URL.
 A fresh database gets 20 projects (one member, `bench`, in all of them; a superuser
-`admin` for the pages), a 1,024-GPU cluster (128 hosts x 8) and 10,000 pending jobs (20
-arrays of 500 through the submission service). gunicorn runs with 2 workers. Each
+`admin` for the pages), a 1,024-GPU cluster (128 hosts x 8) and 10,000 jobs (20 arrays of
+500 through the submission service); then a live cluster: 3 scheduling cycles on an
+in-memory cluster start what fits (~570 running, ~9,400 pending, events and the stored
+explained queue) and the ETAs of every pending job are computed and cached, as a worker
+would. The job read is a pending job's (its queue place, blockers and ETA); `database`
+in the output gives the counts. `--keep` keeps the database (to profile it). gunicorn
+runs with 2 workers. Each
 request kind is warmed up, then sent `--requests` times one after the other; its figure
 is the user + system CPU of the gunicorn worker processes (read from /proc, so neither
 PostgreSQL's nor this load generator's share counts) divided by the requests:
@@ -128,7 +133,9 @@ def main() -> None:
         env = production_env(database_url, port=args.port, workers=2, var_dir=ROOT / "var" / "cost")
         manage(env, "migrate", "--noinput", "-v0")
         manage(env, "collectstatic", "--noinput", "-v0")  # the pages' hashed static names
-        token, session_key, job_id, running, pending = manage(env, "shell", "-c", SETUP).split()[-5:]
+        token, session_key, job_id, running, pending = manage(env, "shell", "-c", SETUP).split()[
+            -5:
+        ]
         api = {"Authorization": f"Token {token}"}
         page = {"Cookie": f"sessionid={session_key}"}
         post = {**api, "Content-Type": "application/json"}

@@ -230,7 +230,11 @@ def _queue_jobs(job_ids: list[int]) -> dict[int, dict[str, Any]]:
     """Job pk -> what a queue row shows of it (columns, not model objects)."""
     columns = ("pk", "submitter__username", *_QUEUE_JOB_FIELDS)
     return {
-        pk: {"name": name, "submitter": submitter, **dict(zip(_QUEUE_JOB_FIELDS[1:], rest))}
+        pk: {
+            "name": name,
+            "submitter": submitter,
+            **dict(zip(_QUEUE_JOB_FIELDS[1:], rest, strict=True)),
+        }
         for pk, submitter, name, *rest in Job.objects.filter(pk__in=job_ids).values_list(*columns)
     }
 
