@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run serve test install native browser systemd slurm lint bench clean-var lock
+.PHONY: run serve test install native browser systemd slurm prometheus lint bench clean-var lock
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ systemd:
 	@command -v systemd-analyze >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd >/dev/null) || echo "warning: could not install systemd; the unit check will be skipped"; \
 	  else echo "warning: systemd-analyze is missing (apt-get install systemd); the unit check will be skipped"; fi; }
+
+# Debian's Prometheus, for the tests that scrape the simulated cluster's GPU metrics and
+# read utilization back over its HTTP API (tests/live/test_utilization_prometheus.py).
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 || test -x /usr/bin/prometheus || { \
+	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) || echo "warning: could not install prometheus; its tests will be skipped"; \
+	  else echo "warning: prometheus is not installed (apt-get install prometheus); its tests will be skipped"; fi; }
 
 # Debian's Slurm 22.05 (munge, slurmctld, slurmd, clients) for the Slurm adapter's tests,
 # which start and stop their own cluster (scheduler/adapters/slurm_local.py).
@@ -74,7 +81,7 @@ lock:
 # worker has its own test database and Redis database (tests/conftest.py); tests that share
 # a machine-wide resource run in one xdist group on one worker (--dist loadgroup).
 TEST_WORKERS ?= auto
-test: install browser systemd slurm
+test: install browser systemd slurm prometheus
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: install

@@ -33,6 +33,9 @@ class ProjectHour(models.Model):
     unallocated_gpu_h = models.FloatField(default=0.0)
     demand_gpu_h = models.FloatField(default=0.0)
     entitled_gpu_h = models.FloatField(default=0.0)
+    # GPU-time with a known utilization, and that time x utilization (ledger.utilization)
+    measured_gpu_h = models.FloatField(default=0.0)
+    utilized_gpu_h = models.FloatField(default=0.0)
 
     class Meta:
         ordering = ["cluster", "hour", "project"]

@@ -26,7 +26,11 @@ from django.utils import timezone
 from budgets.selectors import TreeIndex, shares_as_of, tree_index, weight_changes_after
 from ledger import accounting
 from ledger.models import ClusterHour, ProjectHour
-from scheduler.models import Attempt, Host, HostEvent, HostHealth, Job
+from ledger.utilization import utilization_hourly
+from scheduler.models import Attempt, Host, HostEvent, HostHealth, Job, UtilizationSample
+
+# per project and hour: allocated, unallocated, demand, entitled, measured, utilized GPU-h
+_ProjectValues = tuple[float, float, float, float, float, float]
 
 HOUR = dt.timedelta(hours=1)
 LAST_INSTANT = dt.timedelta(microseconds=1)
@@ -271,12 +275,13 @@ def rollups_refresh(
     )
     demand = accounting.demand_hourly(inputs.demand, start_s, end_s)
     entitled = _entitled_hourly(hourly_leaf_shares(since, n, now), healthy_h, demand)
+    measured = utilization_hourly(_utilization_windows(cluster_id, since, until), start_s, end_s)
     _write_rows(
         cluster_id,
         since,
         n,
         now,
-        _project_rows(allocated, unallocated, demand, entitled, n),
+        _project_rows(allocated, unallocated, demand, entitled, measured, n),
         capacity_h,
         healthy_h,
         down_h,
@@ -290,23 +295,42 @@ def _project_rows(
     unallocated: dict[str, list[float]],
     demand: dict[str, list[float]],
     entitled: dict[str, list[float]],
+    measured: dict[str, list[tuple[float, float]]],
     n: int,
-) -> dict[str, list[tuple[float, float, float, float]]]:
-    """Per project and hour: (allocated, unallocated, demand, entitled) GPU-hours."""
+) -> dict[str, list[_ProjectValues]]:
+    """Per project and hour: (allocated, unallocated, demand, entitled, measured,
+    utilized) GPU-hours."""
     zeros = [0.0] * n
-    projects = set(allocated) | set(unallocated) | set(demand)
+    pairs = [(0.0, 0.0)] * n
+    projects = set(allocated) | set(unallocated) | set(demand) | set(measured)
     return {
-        p: list(
-            zip(
+        p: [
+            (a, u, d, e, m[0], m[1])
+            for a, u, d, e, m in zip(
                 allocated.get(p, zeros),
                 unallocated.get(p, zeros),
                 demand.get(p, zeros),
                 entitled.get(p, zeros),
+                measured.get(p, pairs),
                 strict=True,
             )
-        )
+        ]
         for p in projects
     }
+
+
+def _utilization_windows(
+    cluster_id: int, since: dt.datetime, until: dt.datetime
+) -> list[tuple[str, int, float, float, float, float]]:
+    """The cluster's known utilization overlapping [since, until), for
+    `utilization_hourly`: (project, GPUs, start, end, known seconds, mean %)."""
+    rows = UtilizationSample.objects.filter(
+        cluster_id=cluster_id, end__gte=since, start__lt=until
+    ).values_list("attempt__project_id", "attempt__gpus", "start", "end", "known_s", "mean_pct")
+    return [
+        (str(project), gpus, start.timestamp(), end.timestamp(), known_s, pct)
+        for project, gpus, start, end, known_s, pct in rows
+    ]
 
 
 def _write_rows(
@@ -314,7 +338,7 @@ def _write_rows(
     since: dt.datetime,
     n: int,
     now: dt.datetime,
-    per_project: dict[str, list[tuple[float, float, float, float]]],
+    per_project: dict[str, list[_ProjectValues]],
     capacity_h: list[float],
     healthy_h: list[float],
     down_h: list[float],
@@ -334,8 +358,8 @@ def _write_rows(
         ent_by_p: dict[str, float] = {}
         unalloc = demand_total = 0.0
         for p, values in per_project.items():
-            a, u, d, e = values[i]
-            if a or u or d or e:
+            a, u, d, e, m, z = values[i]
+            if a or u or d or e or m:
                 project_rows.append(
                     ProjectHour(
                         cluster_id=cluster_id,
@@ -345,6 +369,8 @@ def _write_rows(
                         unallocated_gpu_h=u,
                         demand_gpu_h=d,
                         entitled_gpu_h=e,
+                        measured_gpu_h=m,
+                        utilized_gpu_h=z,
                     )
                 )
             alloc_by_p[p], ent_by_p[p] = a, e

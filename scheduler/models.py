@@ -535,3 +535,52 @@ class SlurmAdoption(models.Model):
     def __str__(self) -> str:
         what = f"job {self.job_id}" if self.job_id else f"refused: {self.refused}"
         return f"Slurm job {self.slurm_job_id}: {what}"
+
+
+class ClusterMetrics(models.Model):
+    """Where a cluster's GPU metrics are read (docs/concepts.md#utilization).
+
+    With `prometheus_url` empty, a simulated cluster's own `/metrics` is scraped directly
+    (the demo needs no set-up) and any other cluster has no utilization (unknown). The
+    settings change through `scheduler.services.utilization.cluster_metrics_update`,
+    audited as a `ClusterPolicyEvent`; `collected_until` and `last_error` are the
+    collection's own bookkeeping."""
+
+    cluster = models.OneToOneField(Cluster, on_delete=models.CASCADE, related_name="metrics")
+    prometheus_url = models.CharField(max_length=500, blank=True)
+    host_label = models.CharField(max_length=100, default="Hostname")
+    gpu_label = models.CharField(max_length=100, default="gpu")
+    selector = models.CharField(max_length=500, blank=True)  # extra label matchers
+    bearer_token = models.CharField(max_length=1000, blank=True)
+    collected_until = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=1000, blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"metrics of cluster {self.cluster_id}"
+
+
+class UtilizationSample(models.Model):
+    """An attempt's known GPU utilization over [start, end] (one collection): `samples`
+    times with a value, their mean and highest (0-100, the mean over the attempt's GPUs
+    at each time), and the seconds they stand for (`known_s`). Times without a value
+    are unknown and have no row; derived data (`ledger.utilization.attribute`)."""
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="utilization")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    samples = models.PositiveIntegerField()
+    mean_pct = models.FloatField()
+    max_pct = models.FloatField()
+    known_s = models.FloatField()
+
+    class Meta:
+        ordering = ["attempt", "end"]
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "end"], name="utilization_attempt_end")
+        ]
+        indexes = [models.Index(fields=["cluster", "end"], name="utilization_cluster_end")]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id}@{self.end:%Y-%m-%d %H:%M:%S}: {self.mean_pct:.0f}%"

@@ -12,6 +12,8 @@
 - `prune_cycle_records()` (beat, hourly): cycle records older than
   `ALLOT_CYCLE_RETENTION_DAYS` (30).
 - `prune_idempotency_keys()` (beat, hourly): submission Idempotency-Keys past 24 h.
+- `collect_utilization()` (beat, every `ALLOT_UTILIZATION_EVERY_S`): every cluster's
+  GPU utilization since the last collection (`scheduler.services.utilization`).
 - `refresh_etas`: the ETAs of a cluster's pending
   jobs, computed by a worker (seconds on a large queue) for the job pages to read.
 
@@ -36,6 +38,7 @@ from scheduler.selectors.eta import cluster_etas
 from scheduler.services.demo import demo_load_tick as tick
 from scheduler.services.jobs import idempotency_keys_prune
 from scheduler.services.previews import preview_run
+from scheduler.services.utilization import utilization_collect
 
 log = logging.getLogger(__name__)
 
@@ -112,3 +115,10 @@ def refresh_etas(cluster_id: int) -> int:
             run_cycle.worker.redis_client().delete(ETA_QUEUED_KEY.format(cluster_id=cluster_id))
         except Exception as exc:  # the key expires on its own
             log.warning("could not clear the ETA key of cluster %s: %s", cluster_id, exc)
+
+
+@shared_task(name="scheduler.collect_utilization", ignore_result=True)
+def collect_utilization() -> int:
+    """One utilization collection of every cluster; a cluster whose metrics cannot be
+    read keeps the error and the others go on. Returns the rows written."""
+    return sum(utilization_collect(cluster=cluster) for cluster in Cluster.objects.all())

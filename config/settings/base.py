@@ -190,6 +190,10 @@ ALLOT_PREVIEW_MAX_DAYS = env.int("ALLOT_PREVIEW_MAX_DAYS", default=30)
 # (ALLOT_DEMO=off: the same processes on an empty database).
 ALLOT_DEMO = env.bool("ALLOT_DEMO", default=True)
 ALLOT_DEMO_BACKFILL_DAYS = env.float("ALLOT_DEMO_BACKFILL_DAYS", default=14.0)
+# GPU utilization (docs/concepts.md#utilization): collected every ALLOT_UTILIZATION_EVERY_S
+# seconds; a Prometheus read has samples every ALLOT_UTILIZATION_STEP_S seconds.
+ALLOT_UTILIZATION_EVERY_S = env.float("ALLOT_UTILIZATION_EVERY_S", default=30.0)
+ALLOT_UTILIZATION_STEP_S = env.float("ALLOT_UTILIZATION_STEP_S", default=15.0)
 CELERY_BEAT_SCHEDULE = {
     "apply-due-budget-changes": {
         "task": "budgets.tasks.apply_due_budget_changes",
@@ -214,6 +218,10 @@ CELERY_BEAT_SCHEDULE = {
     "accounts-prune-expired-tokens": {
         "task": "accounts.prune_expired_tokens",
         "schedule": 3600.0,
+    },
+    "scheduler-collect-utilization": {
+        "task": "scheduler.collect_utilization",
+        "schedule": ALLOT_UTILIZATION_EVERY_S,
     },
     "ledger-refresh-recent-rollups": {
         "task": "ledger.refresh_recent_rollups",

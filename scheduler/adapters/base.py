@@ -122,6 +122,7 @@ class StartRequest:
     run_for_s: float | None = None
     project: str = ""  # the project's path (Slurm maps it to an account)
     grace_s: float = 30.0
+    kind: str = ""  # the job's kind (a simulated cluster picks its utilization profile by it)
 
 
 @runtime_checkable

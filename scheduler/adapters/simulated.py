@@ -88,6 +88,7 @@ class SimulatedClusterAdapter:
             "run_for_s": request.run_for_s,
             "project": request.project,
             "grace_s": request.grace_s,
+            "kind": request.kind,
         }
         try:
             return _job(self._call("POST", "/jobs", json=body))
@@ -284,3 +285,9 @@ def adapter_for_cluster(cluster: Any) -> SimulatedClusterAdapter:
         timeout_s=float(options.get("timeout_s", DEFAULT_TIMEOUT_S)),
         registration=registration_for(cluster),
     )
+
+
+def metrics_url_for_cluster(cluster: Any) -> str:
+    """The simulated cluster's DCGM-exporter metrics page of a `Cluster` row."""
+    base = (cluster.adapter_url or configured_url()).rstrip("/")
+    return f"{base}/v1/clusters/{quote(cluster.name, safe='')}/metrics"

@@ -180,6 +180,7 @@ def _send_starts(
             run_for_s=max(0.0, job.duration_s - job.progress_s) if job.duration_s else None,
             project=paths.get(job.project_id, ""),
             grace_s=float(ctx.cluster.grace_s),
+            kind=job.kind,
         )
         outcomes.append((attempt, *send_start(ctx, request)))
     todo = [o for o in outcomes if o[2] or (o[1] is not None and runs(o[1]))]

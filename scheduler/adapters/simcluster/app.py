@@ -14,6 +14,7 @@ Cluster API (what `scheduler.adapters.simulated` calls):
 | `POST /v1/clusters/{name}/jobs` | start: `{"attempt_id", "job_name", "gpus", "placements": [{"host", "gpu_indices"}], "spec", "run_for_s", "project", "grace_s"}`: 201 started, 200 an existing job with that attempt id (adopted), 409 refused (busy GPUs, unhealthy host, attempt already ended), 400 malformed |
 | `GET /v1/clusters/{name}/attempts/{attempt_id}` | one job by attempt id, 404 when the cluster has none |
 | `POST /v1/clusters/{name}/attempts/{attempt_id}/stop` | `{"grace_s"}`: graceful stop, idempotent |
+| `GET /v1/clusters/{name}/metrics` / `GET /metrics` | DCGM-exporter GPU metrics (Prometheus text) of one cluster / of all, see `metrics` |
 
 Control API (tests and the demo play the world outside Allot):
 
@@ -41,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from scheduler.adapters.simcluster import metrics
 from scheduler.adapters.simcluster.state import SimError, SimState
 
 # A handler answers with a Response or a JSON-able dict (sent as JSON, status 200).
@@ -119,10 +121,19 @@ def build_app(state: SimState) -> Starlette:
         body = await _body(request)
         return state.stop(_name(request), request.path_params["attempt_id"], body)
 
+    async def cluster_metrics(request: Request) -> Result:
+        text = metrics.cluster_metrics(state, _name(request))
+        return Response(text, media_type=metrics.CONTENT_TYPE)
+
+    async def all_metrics(request: Request) -> Result:
+        return Response(metrics.all_metrics(state), media_type=metrics.CONTENT_TYPE)
+
     cluster_path = "/v1/clusters/{cluster}"
     return Starlette(
         routes=[
             _route("/health", health),
+            _route("/metrics", all_metrics),
+            _route(f"{cluster_path}/metrics", cluster_metrics),
             _route("/v1/clusters", clusters),
             _route(cluster_path, cluster, ("GET", "PUT", "DELETE")),
             _route(f"{cluster_path}/hosts", hosts),

@@ -60,6 +60,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     -- when the end was first reported (a restart's downtime does not use up retention)
     ended_seen_at REAL,
     detail TEXT NOT NULL DEFAULT '',
+    -- the utilization profile its GPUs report (scheduler.core.utilization)
+    profile TEXT NOT NULL DEFAULT 'training',
     UNIQUE (cluster_id, attempt_id)
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs (cluster_id, state);

@@ -49,6 +49,7 @@ from scheduler.adapters.simcluster.rules import (
     _placement_shape,
     _text,
 )
+from scheduler.core.utilization import profile_for
 
 __all__ = ["SimError", "SimState"]
 
@@ -92,6 +93,8 @@ class SimState:
                     "UPDATE jobs SET ended_seen_at = ? WHERE ended_at IS NOT NULL", (self.clock(),)
                 )
                 self.db.execute("DROP INDEX IF EXISTS jobs_ended")
+        if columns and "profile" not in columns:  # older state: every job trains
+            self.db.execute("ALTER TABLE jobs ADD COLUMN profile TEXT NOT NULL DEFAULT 'training'")
 
     def _write(self) -> _Transaction:
         """A write transaction (BEGIN IMMEDIATE ... COMMIT, rolled back on error)."""
@@ -448,14 +451,16 @@ class SimState:
         running_at = now + start_delay_s / speed
         end_at = None if run_for_s is None else running_at + run_for_s / speed
         ended_ok = exit_code == 0
+        job_name = _text(body, "job_name", "job" if attempt_id else "foreign job")
         cursor = self.db.execute(
             "INSERT INTO jobs (cluster_id, attempt_id, name, project, gpus, placements, spec,"
             " run_for_s, grace_s, exit_delay_s, state, submitted_at, running_at, end_at,"
-            " end_state, end_detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " end_state, end_detail, profile)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 cluster["id"],
                 attempt_id,
-                _text(body, "job_name", "job" if attempt_id else "foreign job"),
+                job_name,
                 _text(body, "project"),
                 gpus,
                 json.dumps(placements, separators=(",", ":")),
@@ -469,6 +474,7 @@ class SimState:
                 end_at,
                 "succeeded" if ended_ok else "failed",
                 f"exit code {exit_code}" if ended_ok else f"exit code {exit_code} (failed)",
+                profile_for(kind=_text(body, "kind"), spec=spec, key=job_name),
             ),
         )
         job_id = cursor.lastrowid

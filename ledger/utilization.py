@@ -1,0 +1,153 @@
+"""Utilization accounting (pure: no Django): GPU samples attributed to the attempts that
+held the GPUs, and the figures of docs/concepts.md made of them.
+
+- `attribute(samples, holds, ...)`: which attempt held each sampled GPU at each sample's
+  time (Allot knows: placements and start/end), one `AttemptWindow` per attempt with
+  at least one known sample. At a time, an attempt's value is the mean of its GPUs that
+  have one; a time where none of its GPUs has a value is unknown, left out (never 0).
+- `utilization(utilized_gpu_h, measured_gpu_h)`: [utilization](concepts.md#utilization).
+- `effective_gpu_h(gpu_h, utilization)`: [effective GPU-hours](concepts.md#effective-gpu-hours).
+- `utilization_hourly(windows, start_s, end_s)`: per project and hour, the measured and
+  the utilized GPU-hours (the ledger's rollup).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+HOUR_S = 3600.0
+
+
+class Sample(Protocol):
+    @property
+    def host(self) -> str: ...
+    @property
+    def gpu(self) -> int: ...
+    @property
+    def at_s(self) -> float: ...
+    @property
+    def util_pct(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """An attempt's GPUs (`placements`: (host, GPU indices)) from `start_s` to `end_s`
+    (None: still held)."""
+
+    attempt: int
+    gpus: int
+    placements: tuple[tuple[str, tuple[int, ...]], ...]
+    start_s: float
+    end_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptWindow:
+    """An attempt's known utilization over [start_s, end_s]: `samples` times with a value,
+    their mean and their highest (0-100), `known_s` seconds they stand for."""
+
+    attempt: int
+    start_s: float
+    end_s: float
+    samples: int
+    mean_pct: float
+    max_pct: float
+    known_s: float
+
+
+def _by_gpu(samples: Iterable[Sample]) -> dict[tuple[str, int], dict[float, float]]:
+    found: dict[tuple[str, int], dict[float, float]] = defaultdict(dict)
+    for s in samples:
+        found[(s.host, s.gpu)][s.at_s] = s.util_pct
+    return found
+
+
+def _attempt_values(
+    hold: Hold, by_gpu: Mapping[tuple[str, int], Mapping[float, float]]
+) -> list[tuple[float, float]]:
+    """(time, mean over the attempt's GPUs with a value) at each time it held them."""
+    end_s = float("inf") if hold.end_s is None else hold.end_s
+    per_time: dict[float, list[float]] = defaultdict(list)
+    for host, indices in hold.placements:
+        for index in indices:
+            for at_s, value in by_gpu.get((host, index), {}).items():
+                if hold.start_s < at_s <= end_s:
+                    per_time[at_s].append(value)
+    return sorted((t, sum(v) / len(v)) for t, v in per_time.items())
+
+
+def attribute(
+    samples: Iterable[Sample], holds: Sequence[Hold], *, step_s: float
+) -> list[AttemptWindow]:
+    """One window per attempt with known samples; each sample stands for the `step_s`
+    seconds before it (cut at the attempt's start)."""
+    by_gpu = _by_gpu(samples)
+    windows = []
+    for hold in holds:
+        values = _attempt_values(hold, by_gpu)
+        if not values:
+            continue
+        pcts = [v for _, v in values]
+        first = max(hold.start_s, values[0][0] - step_s)
+        known_s = sum(min(step_s, t - hold.start_s) for t, _ in values)
+        windows.append(
+            AttemptWindow(
+                attempt=hold.attempt,
+                start_s=first,
+                end_s=values[-1][0],
+                samples=len(values),
+                mean_pct=sum(pcts) / len(pcts),
+                max_pct=max(pcts),
+                known_s=known_s,
+            )
+        )
+    return windows
+
+
+def utilization(utilized_gpu_h: float, measured_gpu_h: float) -> float | None:
+    """Utilization (0-1): utilized / measured GPU-hours; None (unknown) when nothing was
+    measured."""
+    if measured_gpu_h <= 0.0:
+        return None
+    return min(1.0, max(0.0, utilized_gpu_h / measured_gpu_h))
+
+
+def effective_gpu_h(gpu_h: float, share: float | None) -> float | None:
+    """Effective GPU-hours: GPU-hours x utilization; None when utilization is unknown."""
+    return None if share is None else gpu_h * share
+
+
+def window_gpu_h(window: AttemptWindow, gpus: int) -> tuple[float, float]:
+    """(measured, utilized) GPU-hours of one window of an attempt holding `gpus` GPUs."""
+    measured = gpus * window.known_s / HOUR_S
+    return measured, measured * window.mean_pct / 100.0
+
+
+def utilization_hourly(
+    windows: Iterable[tuple[str, int, float, float, float, float]],
+    start_s: float,
+    end_s: float,
+) -> dict[str, list[tuple[float, float]]]:
+    """Per project, per hour of [start_s, end_s): (measured, utilized) GPU-hours.
+
+    `windows`: (project, gpus, start_s, end_s, known_s, mean_pct), spread evenly over
+    their interval (a window that is an instant counts in the hour of its time)."""
+    n = max(0, int((end_s - start_s + HOUR_S - 1) // HOUR_S))
+    out: dict[str, list[tuple[float, float]]] = {}
+    for project, gpus, w_start, w_end, known_s, pct in windows:
+        rows = out.setdefault(project, [(0.0, 0.0)] * n)
+        span = w_end - w_start
+        for i in range(n):
+            h0, h1 = start_s + i * HOUR_S, start_s + (i + 1) * HOUR_S
+            if span <= 0.0:
+                part = 1.0 if h0 <= w_start < h1 else 0.0
+            else:
+                part = max(0.0, min(w_end, h1) - max(w_start, h0)) / span
+            if part:
+                measured = gpus * known_s * part / HOUR_S
+                m, u = rows[i]
+                rows[i] = (m + measured, u + measured * pct / 100.0)
+    return out

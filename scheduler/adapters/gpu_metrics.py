@@ -1,0 +1,151 @@
+"""Reading GPU utilization where clusters publish it (no Django).
+
+Two readers return the same thing, `GpuSample`s of `DCGM_FI_DEV_GPU_UTIL` per host and
+GPU index:
+
+- `read_prometheus`: Prometheus's HTTP API, `query_range` over a window with a step
+  (what a real cluster's DCGM exporters are scraped into), filtered by an optional
+  label selector; host and GPU come from the label names the cluster's settings give
+  (`Hostname` and `gpu` for the DCGM exporter).
+- `read_exporter`: one scrape of an exporter's `/metrics` (the simulated cluster's, when
+  no Prometheus is configured): every GPU's value now.
+
+A GPU without a value at a time is simply absent: the caller treats it as unknown,
+never as zero. Every failure to read (unreachable, an error status, a body that is not
+what the API promises) raises `MetricsUnavailable` with a sentence for the cycle record.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+DEFAULT_HOST_LABEL = "Hostname"
+DEFAULT_GPU_LABEL = "gpu"
+TIMEOUT_S = 5.0
+
+
+class MetricsUnavailable(Exception):
+    """The metrics could not be read; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    host: str
+    gpu: int
+    at_s: float  # epoch seconds
+    util_pct: float  # 0-100
+
+
+@dataclass(frozen=True, slots=True)
+class PrometheusSource:
+    """Where and how to read one cluster's GPU metrics from Prometheus."""
+
+    url: str
+    host_label: str = DEFAULT_HOST_LABEL
+    gpu_label: str = DEFAULT_GPU_LABEL
+    selector: str = ""  # extra label matchers, e.g. 'cluster="a100"'
+    bearer_token: str = ""
+
+    def query(self) -> str:
+        return f"{UTIL_METRIC}{{{self.selector}}}" if self.selector else UTIL_METRIC
+
+
+def _sample(labels: Mapping[str, str], host_label: str, gpu_label: str) -> tuple[str, int] | None:
+    """(host, GPU index) named by a series' labels, None when either is missing."""
+    host, gpu = labels.get(host_label), labels.get(gpu_label)
+    if not host or gpu is None:
+        return None
+    try:
+        return host, int(gpu)
+    except ValueError:
+        return None
+
+
+def _value(raw: Any) -> float | None:
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def read_prometheus(
+    source: PrometheusSource, start_s: float, end_s: float, step_s: float
+) -> list[GpuSample]:
+    """Every GPU's utilization at each step of [start_s, end_s] that Prometheus has."""
+    headers = {"Authorization": f"Bearer {source.bearer_token}"} if source.bearer_token else {}
+    params: dict[str, str | float] = {
+        "query": source.query(),
+        "start": start_s,
+        "end": end_s,
+        "step": step_s,
+    }
+    url = source.url.rstrip("/") + "/api/v1/query_range"
+    try:
+        response = httpx.get(url, params=params, headers=headers, timeout=TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        raise MetricsUnavailable(f"Prometheus at {source.url} did not answer: {exc}") from exc
+    if response.status_code != 200:
+        raise MetricsUnavailable(
+            f"Prometheus at {source.url} answered {response.status_code}: {response.text[:200]}"
+        )
+    try:
+        data = response.json()["data"]
+        series: Iterable[dict[str, Any]] = data["result"] if data["resultType"] == "matrix" else []
+        return list(_matrix_samples(series, source))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MetricsUnavailable(f"Prometheus at {source.url} sent an unreadable answer") from exc
+
+
+def _matrix_samples(
+    series: Iterable[dict[str, Any]], source: PrometheusSource
+) -> Iterable[GpuSample]:
+    for one in series:
+        where = _sample(one["metric"], source.host_label, source.gpu_label)
+        if where is None:
+            continue
+        for at, raw in one["values"]:
+            value = _value(raw)
+            if value is not None:
+                yield GpuSample(where[0], where[1], float(at), value)
+
+
+def parse_exposition(
+    text: str,
+    at_s: float,
+    *,
+    host_label: str = DEFAULT_HOST_LABEL,
+    gpu_label: str = DEFAULT_GPU_LABEL,
+) -> list[GpuSample]:
+    """The `DCGM_FI_DEV_GPU_UTIL` samples of a Prometheus text exposition, stamped `at_s`."""
+    found: list[GpuSample] = []
+    try:
+        for family in text_string_to_metric_families(text):
+            if family.name != UTIL_METRIC:
+                continue
+            for sample in family.samples:
+                where = _sample(sample.labels, host_label, gpu_label)
+                value = _value(sample.value)
+                if where is not None and value is not None:
+                    found.append(GpuSample(where[0], where[1], at_s, value))
+    except ValueError as exc:
+        raise MetricsUnavailable(f"the exporter's metrics could not be parsed: {exc}") from exc
+    return found
+
+
+def read_exporter(url: str, at_s: float, *, timeout_s: float = TIMEOUT_S) -> list[GpuSample]:
+    """One scrape of an exporter's metrics page (`url` is the page itself)."""
+    try:
+        response = httpx.get(url, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise MetricsUnavailable(f"the metrics at {url} did not answer: {exc}") from exc
+    if response.status_code != 200:
+        raise MetricsUnavailable(f"the metrics at {url} answered {response.status_code}")
+    return parse_exposition(response.text, at_s)

@@ -1,0 +1,119 @@
+"""Reads of GPU utilization (docs/concepts.md#utilization), never writes.
+
+- `idle_attempt_ids(cluster, now, threshold_pct, window_s)`: the running attempts whose
+  every known sample of the last `window_s` seconds is below `threshold_pct` (an
+  attempt without a known sample in the window is not idle: unknown is not idle). The
+  idle-GPU reclaim policy reads it.
+- `attempt_figures(attempts)`: per attempt, its [utilization](concepts.md#utilization)
+  and [effective GPU-hours](concepts.md#effective-gpu-hours) (None: unknown).
+- `attempt_series(attempt_ids)`: an attempt's known utilization over its life (pages).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.db.models import F, Max, Sum
+
+from ledger.utilization import effective_gpu_h, utilization
+from scheduler.models import Attempt, AttemptState, Cluster, UtilizationSample
+
+HOUR_S = 3600.0
+
+
+def idle_attempt_ids(
+    cluster: Cluster, now: dt.datetime, threshold_pct: float, window_s: int
+) -> frozenset[int]:
+    """Running attempts (ids) of `cluster` whose every known sample that ended in the
+    last `window_s` seconds is below `threshold_pct`; at least one must be known."""
+    since = now - dt.timedelta(seconds=window_s)
+    rows = (
+        UtilizationSample.objects.filter(
+            cluster=cluster,
+            end__gt=since,
+            end__lte=now,
+            attempt__state=AttemptState.RUNNING,
+        )
+        .values("attempt_id")
+        .annotate(top=Max("max_pct"))
+        .filter(top__lt=threshold_pct)
+    )
+    return frozenset(row["attempt_id"] for row in rows)
+
+
+@dataclass(frozen=True)
+class AttemptFigures:
+    """An attempt's utilization (0-1, None: unknown), the GPU-hours it held (to `now`
+    while it runs), its effective GPU-hours (None: unknown) and how much of its time
+    had a known value (`measured_s`)."""
+
+    utilization: float | None
+    gpu_h: float
+    effective_gpu_h: float | None
+    measured_s: float
+    last_sample_at: dt.datetime | None
+
+
+def _held_gpu_h(attempt: Attempt, now: dt.datetime) -> float:
+    if attempt.started_at is None:
+        return 0.0
+    end = attempt.ended_at or now
+    return attempt.gpus * max(0.0, (end - attempt.started_at).total_seconds()) / HOUR_S
+
+
+def attempt_figures(
+    attempts: Iterable[Attempt], *, now: dt.datetime | None = None
+) -> dict[int, AttemptFigures]:
+    """Per attempt (by id): its utilization figures (see `AttemptFigures`)."""
+    now = now or dt.datetime.now(dt.UTC)
+    listed = list(attempts)
+    sums = (
+        {
+            row["attempt_id"]: row
+            for row in UtilizationSample.objects.filter(attempt__in=[a.pk for a in listed])
+            .values("attempt_id")
+            .annotate(
+                known=Sum("known_s"), weighted=Sum(F("known_s") * F("mean_pct")), last=Max("end")
+            )
+            .order_by()
+        }
+        if listed
+        else {}
+    )
+    out = {}
+    for attempt in listed:
+        row = sums.get(attempt.pk)
+        known = float(row["known"]) if row else 0.0
+        share = utilization(float(row["weighted"]) / 100.0, known) if row else None
+        gpu_h = _held_gpu_h(attempt, now)
+        out[attempt.pk] = AttemptFigures(
+            utilization=share,
+            gpu_h=gpu_h,
+            effective_gpu_h=effective_gpu_h(gpu_h, share),
+            measured_s=known,
+            last_sample_at=row["last"] if row else None,
+        )
+    return out
+
+
+def job_figures(attempts: Sequence[Attempt], *, now: dt.datetime | None = None) -> AttemptFigures:
+    """A job's figures over all its attempts (utilization weighted by measured time)."""
+    figures = attempt_figures(attempts, now=now).values()
+    measured = sum(f.measured_s for f in figures)
+    weighted = sum((f.utilization or 0.0) * f.measured_s for f in figures)
+    share = utilization(weighted, measured)
+    gpu_h = sum(f.gpu_h for f in figures)
+    last = max((f.last_sample_at for f in figures if f.last_sample_at), default=None)
+    return AttemptFigures(share, gpu_h, effective_gpu_h(gpu_h, share), measured, last)
+
+
+def attempt_series(attempt_ids: Iterable[int]) -> list[tuple[dt.datetime, dt.datetime, float]]:
+    """(start, end, mean utilization 0-100) of the attempts' known samples, in time order."""
+    return [
+        (row.start, row.end, row.mean_pct)
+        for row in UtilizationSample.objects.filter(attempt__in=list(attempt_ids))
+        .only("start", "end", "mean_pct")
+        .order_by("end")
+    ]

@@ -1,0 +1,277 @@
+"""GPU utilization: where a cluster's metrics are read (settings, audited) and their
+collection into `UtilizationSample` rows per attempt (docs/concepts.md#utilization).
+
+- `cluster_metrics_update`: change a cluster's metrics settings (`METRICS_FIELDS`: the
+  Prometheus URL, the host and GPU label names, an extra label selector, a bearer
+  token), checked by `clean_metrics_settings`, recorded as an append-only
+  `ClusterPolicyEvent` (the token's value is never recorded, only that it changed).
+- `utilization_collect`: one collection of a cluster, run by the Celery task
+  `scheduler.collect_utilization` (never on a request): reads Prometheus's
+  `query_range` from where the last collection stopped, or, with no Prometheus and a
+  simulated cluster, scrapes the simulated cluster's `/metrics` once; attributes the
+  samples to the attempts that held the GPUs (`ledger.utilization.attribute`) and
+  stores one row per attempt with a known value. Metrics that cannot be read leave
+  no row (unknown, never zero): the error is kept on `ClusterMetrics.last_error` and
+  nothing else stops.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from budgets import permissions
+from config.errors import NotFound, PermissionDenied, ValidationFailed
+from config.text import clean_reason
+from ledger.utilization import Hold, attribute
+from scheduler.adapters.gpu_metrics import (
+    GpuSample,
+    MetricsUnavailable,
+    PrometheusSource,
+    read_exporter,
+    read_prometheus,
+)
+from scheduler.adapters.simulated import metrics_url_for_cluster
+from scheduler.models import (
+    AdapterKind,
+    Attempt,
+    Cluster,
+    ClusterMetrics,
+    ClusterPolicyEvent,
+    UtilizationSample,
+)
+
+log = logging.getLogger(__name__)
+
+METRICS_FIELDS = ("prometheus_url", "host_label", "gpu_label", "selector", "bearer_token")
+LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,99}$")
+# label matchers: name op "value", comma separated
+SELECTOR_RE = re.compile(
+    r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
+    r'(,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*)*$'
+)
+FIRST_LOOKBACK_S = 300.0  # how far back the first collection of a cluster reads
+MAX_WINDOW_S = 3600.0  # at most this much per collection (a long outage: the rest is unknown)
+
+
+def _text(values: Mapping[str, Any], name: str, max_length: int) -> str:
+    value = values[name]
+    if not isinstance(value, str):
+        raise ValidationFailed(f"{name}: must be a string", field=name)
+    value = value.strip()
+    if len(value) > max_length:
+        raise ValidationFailed(f"{name}: must be at most {max_length} characters", field=name)
+    return value
+
+
+def _clean_prometheus_url(url: str) -> str:
+    if url and not re.match(r"^https?://[^\s/?#]+[^\s?#]*$", url):
+        raise ValidationFailed(
+            f"prometheus_url: must be an http:// or https:// URL, got {url[:60]!r}",
+            field="prometheus_url",
+        )
+    return url.rstrip("/")
+
+
+def clean_metrics_settings(values: Mapping[str, Any]) -> dict[str, str]:
+    """`values` (some or all of `METRICS_FIELDS`) checked; raises ValidationFailed naming
+    the field and the reason."""
+    unknown = [name for name in values if name not in METRICS_FIELDS]
+    if unknown:
+        raise ValidationFailed(
+            f"{unknown[0]}: not a metrics setting; they are {', '.join(METRICS_FIELDS)}",
+            field=str(unknown[0]),
+        )
+    cleaned: dict[str, str] = {}
+    if "prometheus_url" in values:
+        cleaned["prometheus_url"] = _clean_prometheus_url(_text(values, "prometheus_url", 500))
+    for name in ("host_label", "gpu_label"):
+        if name in values:
+            label = _text(values, name, 100)
+            if not LABEL_RE.match(label):
+                raise ValidationFailed(
+                    f"{name}: must be a Prometheus label name (letters, digits, _), got {label!r}",
+                    field=name,
+                )
+            cleaned[name] = label
+    if "selector" in values:
+        selector = _text(values, "selector", 500)
+        if selector and not SELECTOR_RE.match(selector):
+            raise ValidationFailed(
+                'selector: must be label matchers like cluster="a100", job=~"dcgm.*"',
+                field="selector",
+            )
+        cleaned["selector"] = selector
+    if "bearer_token" in values:
+        cleaned["bearer_token"] = _text(values, "bearer_token", 1000)
+    return cleaned
+
+
+def _shown(name: str, value: str) -> str:
+    """A setting as the audit records it: never a token's value."""
+    if name == "bearer_token":
+        return "set" if value else "unset"
+    return value
+
+
+def cluster_metrics_update(
+    *, actor, cluster_id: int, changes: Mapping[str, Any], reason: Any
+) -> ClusterMetrics:
+    """Change where a cluster's GPU metrics are read; staff only (`actor` None: the
+    system). The fields that differ are saved with one append-only `ClusterPolicyEvent`
+    (`{"metrics.<field>": [before, after]}`, a token shown as set/unset). Raises
+    ValidationFailed (the field named), NotFound, PermissionDenied."""
+    if not isinstance(changes, Mapping) or not changes:
+        raise ValidationFailed(
+            f"changes: nothing to change; give one or more of {', '.join(METRICS_FIELDS)}",
+            field="changes",
+        )
+    text = clean_reason(
+        reason, required_message="A reason is required (why the metrics change).", max_length=500
+    )
+    cleaned = clean_metrics_settings(changes)
+    with transaction.atomic():
+        cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
+        if cluster is None:
+            raise NotFound(f"There is no cluster with id {cluster_id}.")
+        if not permissions.may_change_cluster_policy(actor):
+            raise PermissionDenied(f"Only staff may change the metrics of '{cluster.name}'.")
+        metrics, _ = ClusterMetrics.objects.get_or_create(cluster=cluster)
+        diff = {name: value for name, value in cleaned.items() if getattr(metrics, name) != value}
+        if not diff:
+            return metrics
+        recorded = {
+            f"metrics.{name}": [_shown(name, getattr(metrics, name)), _shown(name, value)]
+            for name, value in diff.items()
+        }
+        for name, value in diff.items():
+            setattr(metrics, name, value)
+        metrics.collected_until = None  # a new source: read it from a fresh start
+        metrics.save()
+        ClusterPolicyEvent.objects.create(
+            cluster=cluster,
+            at=timezone.now(),
+            changes=recorded,
+            reason=text,
+            actor=actor,
+            actor_name=actor.get_username() if actor is not None else "system",
+        )
+    return metrics
+
+
+def _holds(cluster: Cluster, start: dt.datetime, end: dt.datetime) -> list[Hold]:
+    """The attempts of the cluster that held GPUs at some time in (start, end]."""
+    attempts = Attempt.objects.filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=start),
+        cluster=cluster,
+        started_at__isnull=False,
+        started_at__lte=end,
+    ).only("pk", "gpus", "placements", "started_at", "ended_at")
+    return [
+        Hold(
+            attempt=a.pk,
+            gpus=a.gpus,
+            placements=tuple(
+                (str(p["host"]), tuple(int(i) for i in p["gpu_indices"])) for p in a.placements
+            ),
+            start_s=a.started_at.timestamp(),
+            end_s=a.ended_at.timestamp() if a.ended_at else None,
+        )
+        for a in attempts
+    ]
+
+
+def step_s() -> float:
+    """The resolution of a Prometheus read (`ALLOT_UTILIZATION_STEP_S`)."""
+    return float(getattr(settings, "ALLOT_UTILIZATION_STEP_S", 15.0))
+
+
+def _read(
+    cluster: Cluster, metrics: ClusterMetrics, now: dt.datetime, step: float
+) -> tuple[list[GpuSample], float, float] | None:
+    """(samples, window start, step) of the cluster's source, None when it has none."""
+    now_s = now.timestamp()
+    since_s = (
+        metrics.collected_until.timestamp() if metrics.collected_until else now_s - FIRST_LOOKBACK_S
+    )
+    since_s = max(since_s, now_s - MAX_WINDOW_S)
+    if metrics.prometheus_url:
+        first = (math.floor(since_s / step) + 1) * step
+        end = math.floor(now_s / step) * step
+        if end < first:
+            return [], since_s, step
+        source = PrometheusSource(
+            url=metrics.prometheus_url,
+            host_label=metrics.host_label,
+            gpu_label=metrics.gpu_label,
+            selector=metrics.selector,
+            bearer_token=metrics.bearer_token,
+        )
+        return read_prometheus(source, first, end, step), since_s, step
+    if cluster.adapter == AdapterKind.SIMULATED:
+        interval = min(max(1.0, now_s - since_s), float(max(cluster.cycle_s, 60)))
+        return read_exporter(metrics_url_for_cluster(cluster), now_s), since_s, interval
+    return None
+
+
+def utilization_collect(
+    *, cluster: Cluster, now: dt.datetime | None = None, step: float | None = None
+) -> int:
+    """One collection of the cluster's GPU utilization (see the module docstring).
+    Returns the rows written; 0 when the metrics could not be read (kept as
+    `last_error`) or the cluster has no source."""
+    now = now or timezone.now()
+    metrics, _ = ClusterMetrics.objects.get_or_create(cluster=cluster)
+    try:
+        read = _read(cluster, metrics, now, step or step_s())
+    except MetricsUnavailable as exc:
+        log.warning("utilization of cluster %s: %s", cluster.name, exc)
+        ClusterMetrics.objects.filter(pk=metrics.pk).update(
+            last_error=str(exc)[:1000], last_error_at=now
+        )  # collected_until stays: the next collection reads the gap (up to MAX_WINDOW_S)
+        return 0
+    if read is None:
+        return 0
+    samples, since_s, sample_step = read
+    rows = _rows(cluster, samples, since_s, now, sample_step)
+    with transaction.atomic():
+        UtilizationSample.objects.bulk_create(rows, ignore_conflicts=True)
+        ClusterMetrics.objects.filter(pk=metrics.pk).update(collected_until=now, last_error="")
+    return len(rows)
+
+
+def _rows(
+    cluster: Cluster,
+    samples: Sequence[GpuSample],
+    since_s: float,
+    now: dt.datetime,
+    step: float,
+) -> list[UtilizationSample]:
+    start = dt.datetime.fromtimestamp(since_s - step, tz=dt.UTC)
+    windows = attribute(samples, _holds(cluster, start, now), step_s=step)
+
+    def at(seconds: float) -> dt.datetime:
+        return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+
+    return [
+        UtilizationSample(
+            attempt_id=w.attempt,
+            cluster=cluster,
+            start=at(w.start_s),
+            end=at(w.end_s),
+            samples=w.samples,
+            mean_pct=w.mean_pct,
+            max_pct=w.max_pct,
+            known_s=w.known_s,
+        )
+        for w in windows
+    ]
