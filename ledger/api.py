@@ -19,6 +19,7 @@ from config.errors import ApplicationError, ValidationFailed
 from config.pagination import PAGE_PARAMETERS, Pagination
 from ledger import selectors
 from ledger.models import ClusterHour
+from ledger.utilization import effective_gpu_h, utilization
 from scheduler.api.serializers import ClusterRefField, ProjectRefField
 
 PERIOD_RULES = (
@@ -130,6 +131,23 @@ class UsageRowOutput(serializers.Serializer):
         help_text="The part delivered within the entitlement: sum of min(allocated, "
         "entitled) over the step's hours"
     )
+    measured_gpu_h = serializers.FloatField(
+        help_text="GPU-time of its runs (allocated and unallocated) with a known GPU "
+        "utilization (docs/concepts.md#utilization)"
+    )
+    utilized_gpu_h = serializers.FloatField(
+        help_text="Measured GPU-time x GPU utilization (docs/concepts.md#utilization)"
+    )
+    utilization = serializers.FloatField(
+        allow_null=True,
+        help_text="GPU utilization (0-1): utilized / measured GPU-hours; null when "
+        "nothing was measured (unknown, never 0)",
+    )
+    effective_gpu_h = serializers.FloatField(
+        allow_null=True,
+        help_text="Effective GPU-hours: GPU-hours of its runs (allocated and unallocated) "
+        "x GPU utilization; null when utilization is unknown",
+    )
 
 
 class UsageApi(APIView):
@@ -139,7 +157,7 @@ class UsageApi(APIView):
         name="PaginatedUsageList",
         operation_id="usage_list",
         summary="GPU-hours per project and step: allocated, unallocated, demand, entitled, "
-        "delivered",
+        "delivered, measured and utilized (GPU utilization)",
     )
     def get(self, request):
         query = validated(UsageQuery, request)
@@ -160,6 +178,10 @@ class UsageApi(APIView):
             for row in page:
                 pid = row["project_id"]
                 row["project_path"] = index.path(pid) if pid in index.nodes else str(pid)
+                share = utilization(row["utilized_gpu_h"] or 0.0, row["measured_gpu_h"] or 0.0)
+                row["utilization"] = share
+                held = (row["allocated_gpu_h"] or 0.0) + (row["unallocated_gpu_h"] or 0.0)
+                row["effective_gpu_h"] = effective_gpu_h(held, share)
 
         return page_response(request, self, rows, UsageRowOutput, fill=paths)
 

@@ -25,8 +25,10 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
+from ledger import pyramid as pyramid_figures
 from ledger.accounting import delivery_ratio
 from ledger.models import ClusterHour, ProjectHour
+from ledger.utilization import effective_gpu_h, utilization
 from scheduler.core.engine.fairshare import fair_tree
 from scheduler.models import Attempt, Cluster
 from scheduler.selectors.clusters import resolve_cluster
@@ -277,17 +279,133 @@ def occupancy(period: Period, *, viewer) -> dict[str, Any]:
         "totals": totals,
         "has_data": bool(found),
         "headline": {
-            "occupancy": of(runs, healthy),
-            "availability": of(healthy, capacity),
+            "occupancy": pyramid_figures.occupancy(runs, healthy),
+            "availability": pyramid_figures.availability(healthy, capacity),
             "unallocated_share": of(totals["unallocated_gpu_h"], runs),
             "idle_with_demand_share": of(totals["idle_demand_gpu_h"], capacity),
         },
     }
 
 
+# --- the efficiency pyramid and per-project efficiency ---------------------------------
+
+PYRAMID = ("availability", "occupancy", "impact", "utilization")
+
+
+def pyramid(period: Period, *, viewer) -> dict[str, Any]:
+    """The cluster's efficiency pyramid per step and over the period: availability,
+    occupancy, impact and utilization (docs/concepts.md#the-efficiency-pyramid), each
+    None where undefined (no capacity, nothing entitled, nothing measured)."""
+    ensure_reader(viewer)
+    cluster_rows = {
+        r["step"]: r
+        for r in by_step(
+            ClusterHour.objects.filter(cluster=period.cluster),
+            period,
+            [],
+            ("capacity_gpu_h", "healthy_gpu_h", "within_entitlement_gpu_h", "borrowed_gpu_h",
+             "unallocated_gpu_h"),
+        )
+    }  # fmt: skip
+    project_rows = {
+        r["step"]: r
+        for r in by_step(
+            ProjectHour.objects.filter(cluster=period.cluster),
+            period,
+            [],
+            ("entitled_gpu_h", "measured_gpu_h", "utilized_gpu_h"),
+        )
+    }
+    steps = step_starts(period)
+    zero: dict[str, float] = {}
+    sums = [{**cluster_rows.get(at, zero), **project_rows.get(at, zero)} for at in steps]
+    total = {k: sum(float(s.get(k) or 0.0) for s in sums) for k in _PYRAMID_INPUTS}
+    return {
+        "steps": steps,
+        "series": {name: [_pyramid_figure(name, s) for s in sums] for name in PYRAMID},
+        "headline": {name: _pyramid_figure(name, total) for name in PYRAMID},
+        "has_data": bool(cluster_rows),
+    }
+
+
+_PYRAMID_INPUTS = (
+    "capacity_gpu_h",
+    "healthy_gpu_h",
+    "within_entitlement_gpu_h",
+    "borrowed_gpu_h",
+    "unallocated_gpu_h",
+    "entitled_gpu_h",
+    "measured_gpu_h",
+    "utilized_gpu_h",
+)
+
+
+def _pyramid_figure(name: str, sums: dict[str, Any]) -> float | None:
+    def v(key: str) -> float:
+        return float(sums.get(key) or 0.0)
+
+    if name == "availability":
+        return pyramid_figures.availability(v("healthy_gpu_h"), v("capacity_gpu_h"))
+    if name == "occupancy":
+        runs = v("within_entitlement_gpu_h") + v("borrowed_gpu_h") + v("unallocated_gpu_h")
+        return pyramid_figures.occupancy(runs, v("healthy_gpu_h"))
+    if name == "impact":
+        return pyramid_figures.impact(v("within_entitlement_gpu_h"), v("entitled_gpu_h"))
+    return utilization(v("utilized_gpu_h"), v("measured_gpu_h"))
+
+
+def efficiency(period: Period, *, viewer, mine: set[int] | None = None) -> list[dict[str, Any]]:
+    """Per project of the cluster with runs in the period: GPU-hours held (allocated
+    and unallocated runs), measured and utilized GPU-hours, its utilization and
+    effective GPU-hours (None: unknown), lowest utilization first (unknown last)."""
+    ensure_reader(viewer)
+    index = tree_index()
+    rows = (
+        ProjectHour.objects.filter(
+            cluster=period.cluster, hour__gte=period.since, hour__lt=period.until
+        )
+        .values("project_id")
+        .annotate(
+            allocated=Sum("allocated_gpu_h"),
+            unallocated=Sum("unallocated_gpu_h"),
+            measured=Sum("measured_gpu_h"),
+            utilized=Sum("utilized_gpu_h"),
+        )
+        .order_by("project_id")
+    )
+    out = []
+    for r in rows:
+        held = float(r["allocated"] or 0.0) + float(r["unallocated"] or 0.0)
+        if held <= 0.0 and not r["measured"]:
+            continue
+        share = utilization(float(r["utilized"] or 0.0), float(r["measured"] or 0.0))
+        pid = r["project_id"]
+        out.append(
+            {
+                "id": pid,
+                "path": index.path(pid) if pid in index.nodes else str(pid),
+                "held_gpu_h": held,
+                "measured_gpu_h": float(r["measured"] or 0.0),
+                "utilized_gpu_h": float(r["utilized"] or 0.0),
+                "utilization": share,
+                "effective_gpu_h": effective_gpu_h(held, share),
+                "mine": mine is not None and pid in mine,
+            }
+        )
+    out.sort(key=lambda p: (p["utilization"] is None, p["utilization"] or 0.0, p["path"]))
+    return out
+
+
 # --- usage per project -----------------------------------------------------------------
 
-USAGE_FIELDS = ("allocated_gpu_h", "unallocated_gpu_h", "demand_gpu_h", "entitled_gpu_h")
+USAGE_FIELDS = (
+    "allocated_gpu_h",
+    "unallocated_gpu_h",
+    "demand_gpu_h",
+    "entitled_gpu_h",
+    "measured_gpu_h",
+    "utilized_gpu_h",
+)
 
 
 def resolve_node(value: str | int, *, index: TreeIndex, field: str = "project") -> int:

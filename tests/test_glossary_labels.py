@@ -112,6 +112,10 @@ API_FIELDS = {
     "fairshare": "fair-share-factor",
     "fairshare_factor": "fair-share-factor",
     "reserve_cost_gpu_h": "short-job-reserve-cost",
+    "utilization": "utilization",
+    "measured_gpu_h": "utilization",
+    "utilized_gpu_h": "utilization",
+    "effective_gpu_h": "effective-gpu-hours",
 }
 # number fields that are not figures of the glossary (a job's own progress, a cycle's
 # duration, a preview's progress)

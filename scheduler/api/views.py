@@ -24,6 +24,7 @@ from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors import jobs as selectors
 from scheduler.selectors.clusters import resolve_cluster
 from scheduler.selectors.now import short_reserve_now
+from scheduler.selectors.utilization import job_utilization
 from scheduler.services import clusters as cluster_services
 from scheduler.services import eta as eta_services
 from scheduler.services import hosts as host_services
@@ -217,7 +218,9 @@ def _dry_run_body(result: job_services.SubmitResult, array: int) -> dict:
 
 def _job_detail_body(request, job: Job) -> dict:
     body = _rows(request, [job])[0]
-    body["attempts"] = s.AttemptOutput(job.attempts.all(), many=True).data
+    attempts = list(job.attempts.all())
+    body["attempts"] = s.AttemptOutput(attempts, many=True).data
+    body["utilization"] = s.JobUtilizationOutput(job_utilization(attempts)).data
     body["events"] = s.JobEventOutput(job.events.all(), many=True).data
     body["queue"] = selectors.job_queue_info(job)
     eta_services.eta_refresh_request(jobs=[job])

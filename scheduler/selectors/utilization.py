@@ -47,12 +47,12 @@ def idle_attempt_ids(
 class AttemptFigures:
     """An attempt's utilization (0-1, None: unknown), the GPU-hours it held (to `now`
     while it runs), its effective GPU-hours (None: unknown) and how much of its time
-    had a known value (`measured_s`)."""
+    had a known value (`measured_gpu_h`)."""
 
     utilization: float | None
     gpu_h: float
     effective_gpu_h: float | None
-    measured_s: float
+    measured_gpu_h: float
     last_sample_at: dt.datetime | None
 
 
@@ -92,7 +92,7 @@ def attempt_figures(
             utilization=share,
             gpu_h=gpu_h,
             effective_gpu_h=effective_gpu_h(gpu_h, share),
-            measured_s=known,
+            measured_gpu_h=attempt.gpus * known / HOUR_S,
             last_sample_at=row["last"] if row else None,
         )
     return out
@@ -101,12 +101,23 @@ def attempt_figures(
 def job_figures(attempts: Sequence[Attempt], *, now: dt.datetime | None = None) -> AttemptFigures:
     """A job's figures over all its attempts (utilization weighted by measured time)."""
     figures = attempt_figures(attempts, now=now).values()
-    measured = sum(f.measured_s for f in figures)
-    weighted = sum((f.utilization or 0.0) * f.measured_s for f in figures)
+    measured = sum(f.measured_gpu_h for f in figures)
+    weighted = sum((f.utilization or 0.0) * f.measured_gpu_h for f in figures)
     share = utilization(weighted, measured)
     gpu_h = sum(f.gpu_h for f in figures)
     last = max((f.last_sample_at for f in figures if f.last_sample_at), default=None)
     return AttemptFigures(share, gpu_h, effective_gpu_h(gpu_h, share), measured, last)
+
+
+def job_utilization(attempts: Sequence[Attempt]) -> dict[str, object]:
+    """A job's utilization figures as the API and the pages show them."""
+    figures = job_figures(attempts)
+    return {
+        "utilization": figures.utilization,
+        "effective_gpu_h": figures.effective_gpu_h,
+        "measured_gpu_h": figures.measured_gpu_h,
+        "last_sample_at": figures.last_sample_at,
+    }
 
 
 def attempt_series(attempt_ids: Iterable[int]) -> list[tuple[dt.datetime, dt.datetime, float]]:

@@ -239,8 +239,30 @@ class BlockerOutput(serializers.Serializer):
     numbers = serializers.DictField(help_text="The figures the text quotes, by name")
 
 
+class JobUtilizationOutput(serializers.Serializer):
+    utilization = serializers.FloatField(
+        allow_null=True,
+        help_text="GPU utilization (0-1) over the job's measured GPU-time, all attempts; "
+        "null when none was measured (unknown, never 0; docs/concepts.md#utilization)",
+    )
+    effective_gpu_h = serializers.FloatField(
+        allow_null=True,
+        help_text="Effective GPU-hours: the GPU-hours its attempts held x GPU utilization; "
+        "null when utilization is unknown",
+    )
+    measured_gpu_h = serializers.FloatField(
+        help_text="GPU-time of its attempts with a known GPU utilization"
+    )
+    last_sample_at = serializers.DateTimeField(
+        allow_null=True, help_text="The end of its last known sample"
+    )
+
+
 class JobDetailOutput(JobOutput):
     attempts = AttemptOutput(many=True)
+    utilization = JobUtilizationOutput(
+        help_text="The job's GPU utilization over its life (docs/concepts.md#utilization)"
+    )
     events = JobEventOutput(many=True)
     queue = QueueInfoOutput(allow_null=True, help_text="Only while the job is pending")
     eta = EtaOutput(allow_null=True, help_text="Only while the job is pending")
