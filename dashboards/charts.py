@@ -424,3 +424,63 @@ def my_projects_figure(projects: list[dict]) -> dict[str, Any] | None:
         **AXIS,
     )
     return narrow(_plain(figure), yaxis__ticktext=leaf, xaxis__title__text="GPU-h, 7 days")
+
+
+PYRAMID_LABELS = {
+    "availability": "Availability",
+    "occupancy": "Occupancy",
+    "impact": "Impact",
+    "utilization": "GPU utilization",
+}
+PYRAMID_COLOURS = {
+    "availability": "#5c6677",
+    "occupancy": "#2457c5",
+    "impact": "#12a594",
+    "utilization": "#f5a524",
+}
+
+
+def pyramid_figure(
+    data: dict[str, Any], *, step: str = "hour", partial: list | None = None
+) -> dict[str, Any]:
+    """The four pyramid figures per step as lines (percent; a gap where undefined)."""
+    figure = go.Figure(
+        [
+            go.Scatter(
+                name=label,
+                mode="lines+markers",
+                line={"color": PYRAMID_COLOURS[key]},
+                hovertemplate="%{y:.1f}%",
+            )
+            for key, label in PYRAMID_LABELS.items()
+        ]
+    )
+    figure.update_layout(**LAYOUT)
+    figure.update_xaxes(title_text=step_title(step), **AXIS)
+    figure.update_yaxes(title_text="% (of the level below)", range=[0, 105], **AXIS)
+    plain = _plain(figure)
+    x = _iso(data["steps"])
+    for trace, key in zip(plain["data"], PYRAMID_LABELS, strict=True):
+        trace["x"] = x
+        trace["y"] = [None if v is None else round(v * 100, 2) for v in data["series"][key]]
+    _mark_partial(plain["layout"], partial or [])
+    return plain
+
+
+def efficiency_csv(projects: list[dict]) -> list[list[Any]]:
+    rows: list[list[Any]] = [
+        ["project", "held_gpu_h", "measured_gpu_h", "utilized_gpu_h", "utilization",
+         "effective_gpu_h"]
+    ]  # fmt: skip
+    for p in projects:
+        rows.append(
+            [
+                p["path"],
+                round(p["held_gpu_h"], 3),
+                round(p["measured_gpu_h"], 3),
+                round(p["utilized_gpu_h"], 3),
+                "" if p["utilization"] is None else round(p["utilization"], 4),
+                "" if p["effective_gpu_h"] is None else round(p["effective_gpu_h"], 3),
+            ]
+        )
+    return rows

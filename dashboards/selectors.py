@@ -366,3 +366,10 @@ def _projects_under(index: TreeIndex, node_ids: Iterable[int]) -> set[int]:
             if not index.children.get(candidate):
                 projects.add(candidate)
     return projects
+
+
+def my_project_ids(user) -> set[int]:
+    """The projects the user is a member or manager of (directly or through a node
+    they manage): the rows a table marks as theirs."""
+    index = tree_index()
+    return _projects_under(index, permissions.my_projects(user, index))

@@ -8,6 +8,7 @@ urlpatterns = [
     path("dashboards/", views.dashboard, name="dashboard"),
     path("dashboards/occupancy/", views.occupancy, name="occupancy"),
     path("dashboards/delivery/", views.delivery, name="delivery"),
+    path("dashboards/efficiency/", views.efficiency, name="efficiency"),
     path("dashboards/fairshare/", views.fairshare, name="fairshare"),
     path("dashboards/waits/", views.waits, name="waits"),
     path("me/", views.me, name="me"),

@@ -19,6 +19,7 @@ from config.errors import ApplicationError
 from dashboards import charts, selectors
 from ledger import selectors as ledger_selectors
 from scheduler.selectors.standing import job_standings
+from scheduler.selectors.utilization import jobs_utilization
 from scheduler.services.eta import eta_refresh_request
 
 TABLE_PAGE_SIZE = 50
@@ -179,7 +180,33 @@ def _waits(request: HttpRequest, period: ledger_selectors.Period) -> HttpRespons
     )
 
 
+def _efficiency(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
+    pyramid = ledger_selectors.pyramid(period, viewer=request.user)
+    projects = ledger_selectors.efficiency(
+        period, viewer=request.user, mine=selectors.my_project_ids(request.user)
+    )
+    if request.GET.get("format") == "csv":
+        return csv_response(
+            charts.efficiency_csv(projects), f"efficiency-{period.cluster.name}.csv"
+        )
+    page = Paginator(projects, TABLE_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "dashboards/_efficiency.html",
+        {
+            "period": period,
+            "pyramid": pyramid,
+            "page": page,
+            "figure": charts.pyramid_figure(
+                pyramid, step=period.step, partial=charts.partial_steps(period, timezone.now())
+            ),
+            "query": _query(period),
+        },
+    )
+
+
 occupancy = _partial("occupancy", _occupancy)
+efficiency = _partial("efficiency", _efficiency)
 delivery = _partial("delivery", _delivery)
 fairshare = _partial("fairshare", _fairshare)
 waits = _partial("waits", _waits)
@@ -211,7 +238,11 @@ def me(request: HttpRequest) -> HttpResponse:
         return csv_response(rows, "my-projects.csv")
     eta_refresh_request(jobs=jobs.object_list)
     standings = job_standings(jobs.object_list)
-    rows = [{"job": job, "standing": standings.get(job.pk)} for job in jobs]
+    used = jobs_utilization(job.pk for job in jobs.object_list)
+    rows = [
+        {"job": job, "standing": standings.get(job.pk), "utilization": used.get(job.pk)}
+        for job in jobs
+    ]
     return render(
         request,
         "dashboards/me.html",

@@ -42,6 +42,7 @@ from scheduler.selectors.queue import iter_entries, queue_entry, queue_length, q
 from scheduler.selectors.snapshot import cluster_snapshot
 from scheduler.selectors.translate import job_workload
 from scheduler.selectors.translate import workload as stored_workload
+from scheduler.selectors.utilization import attempt_series, job_utilization, sparkline
 
 DRY_RUN_ID = "dry-run"
 
@@ -529,6 +530,7 @@ def job_page(*, actor, job_id: int) -> dict[str, Any] | None:
         return None
     readable = spec_readable_projects(actor)
     queue = job_queue_info(job)
+    attempts = list(job.attempts.all())
     return {
         "job": job,
         "project_path": project_paths().get(job.project_id, ""),
@@ -536,6 +538,8 @@ def job_page(*, actor, job_id: int) -> dict[str, Any] | None:
         "queue": queue,
         "blockers": job_blockers(job, queue),
         "eta": job_eta_for_page(job=job),
-        "attempts": list(job.attempts.all()),
+        "attempts": attempts,
         "events": list(job.events.all()),
+        "utilization": job_utilization(attempts),
+        "utilization_points": sparkline(attempt_series(a.pk for a in attempts)),
     }

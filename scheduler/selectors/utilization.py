@@ -128,3 +128,36 @@ def attempt_series(attempt_ids: Iterable[int]) -> list[tuple[dt.datetime, dt.dat
         .only("start", "end", "mean_pct")
         .order_by("end")
     ]
+
+
+def jobs_utilization(job_ids: Iterable[int]) -> dict[int, float | None]:
+    """Per job (by id): its utilization over all its attempts' measured GPU-time; jobs
+    without any are left out (unknown)."""
+    weight = F("known_s") * F("attempt__gpus")
+    rows = (
+        UtilizationSample.objects.filter(attempt__job_id__in=list(job_ids))
+        .values("attempt__job_id")
+        .annotate(measured=Sum(weight), weighted=Sum(weight * F("mean_pct")))
+        .order_by()
+    )
+    return {
+        r["attempt__job_id"]: utilization(float(r["weighted"]) / 100.0, float(r["measured"]))
+        for r in rows
+    }
+
+
+def sparkline(
+    series: Sequence[tuple[dt.datetime, dt.datetime, float]], *, width: float = 300.0
+) -> str:
+    """SVG polyline points ("x,y ...") of a utilization series on a width x 40 box
+    (0% at the bottom), for the job page; "" without samples."""
+    if not series:
+        return ""
+    first, last = series[0][0].timestamp(), series[-1][1].timestamp()
+    span = max(1.0, last - first)
+    points = []
+    for start, end, pct in series:
+        for at in (start, end):
+            x = (at.timestamp() - first) / span * width
+            points.append(f"{x:.1f},{40.0 - 38.0 * pct / 100.0:.1f}")
+    return " ".join(points)

@@ -19,7 +19,7 @@ from tests.factories import ClusterFactory, HostFactory
 
 pytestmark = pytest.mark.django_db
 
-PARTIALS = ["occupancy", "delivery", "fairshare", "waits"]
+PARTIALS = ["occupancy", "efficiency", "delivery", "fairshare", "waits"]
 
 
 def read_csv(response) -> list[dict[str, str]]:
