@@ -222,6 +222,7 @@ ROWS: list[Row] = [
     Row("get", "/planner/{scenario}/", readers(anonymous=302)),
     Row("get", "/dashboards/", readers(anonymous=302)),
     Row("get", "/dashboards/occupancy/?cluster=gpu", readers(anonymous=302)),
+    Row("get", "/dashboards/efficiency/?cluster=gpu", readers(anonymous=302)),
     Row("get", "/dashboards/delivery/?cluster=gpu&format=csv", readers(anonymous=302)),
     Row("get", "/dashboards/fairshare/?cluster=gpu", readers(anonymous=302)),
     Row("get", "/dashboards/waits/?cluster=gpu", readers(anonymous=302)),

@@ -89,6 +89,7 @@ FRAGMENTS = {
     "scheduler:whatif": "budgets:edit",
     "dashboards:occupancy": "dashboards:dashboard",
     "dashboards:delivery": "dashboards:dashboard",
+    "dashboards:efficiency": "dashboards:dashboard",
     "dashboards:fairshare": "dashboards:dashboard",
     "dashboards:waits": "dashboards:dashboard",
     "schema": "api-docs",

@@ -20,7 +20,16 @@ from django.utils import timezone
 from budgets import services as budget_services
 from budgets.demo import DEMO_ROOT
 from budgets.services import budget_tree_import
-from scheduler.models import Attempt, AttemptEnd, AttemptState, CycleRecord, Host, Job, JobState
+from scheduler.models import (
+    Attempt,
+    AttemptEnd,
+    AttemptState,
+    CycleRecord,
+    Host,
+    Job,
+    JobState,
+    UtilizationSample,
+)
 from tests.browser import BROWSER_MARKS, CHROMIUM, LAUNCH_ARGS, sign_in
 from tests.dashboards import data
 from tests.factories import ClusterFactory, HostFactory
@@ -142,6 +151,20 @@ class Visitor:
         self.context.close()
 
 
+def _utilization(*jobs: Job) -> None:
+    """Known GPU utilization over the jobs' attempts (the job pages draw it)."""
+    for attempt in Attempt.objects.filter(job__in=jobs):
+        start = attempt.started_at or timezone.now()
+        UtilizationSample.objects.bulk_create(
+            UtilizationSample(
+                attempt=attempt, cluster=attempt.cluster,
+                start=start + dt.timedelta(minutes=m), end=start + dt.timedelta(minutes=m + 1),
+                samples=4, mean_pct=92.0 if m % 10 else 45.0, max_pct=92.0, known_s=60.0,
+            )
+            for m in range(30)
+        )  # fmt: skip
+
+
 def _busy_world(live) -> dict[str, str]:  # noqa: F811
     """Long names, a thousand waiting jobs, running and ended ones, history, a drain, a
     host down, adapter errors, the short-job reserve; the paths of the pages to visit."""
@@ -186,6 +209,7 @@ def _busy_world(live) -> dict[str, str]:  # noqa: F811
     )  # fmt: skip
     Job.objects.filter(pk=ended.pk).update(state=JobState.SUCCEEDED, ended_at=timezone.now())
     data.history(tree, cluster)
+    _utilization(running, ended)
     for kind, wait in (("sweep", dt.timedelta(days=3, hours=5)), ("debug", dt.timedelta(0))):
         started = timezone.now() - dt.timedelta(hours=3)  # waits from none to days: log axis
         late = data.job(cluster, project, ann, kind=kind, state=JobState.SUCCEEDED,
@@ -245,7 +269,7 @@ def _assert_clean(results: dict[str, dict]) -> None:
 
 def test_every_page_reads_well_on_a_desktop_and_a_phone(live, live_server, browser):  # noqa: F811
     paths = _busy_world(live)
-    charts_expected = {"dashboards": 5, "me": 1, "planner-mixed-control": 3, "whatif": 1}
+    charts_expected = {"dashboards": 6, "me": 1, "planner-mixed-control": 3, "whatif": 1}
     results: dict[str, dict] = {}
     try:
         for viewport, size in VIEWPORTS.items():
