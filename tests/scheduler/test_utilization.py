@@ -6,8 +6,10 @@ see them."""
 from __future__ import annotations
 
 import datetime as dt
+from io import StringIO
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
@@ -107,7 +109,9 @@ def test_without_prometheus_the_simulated_clusters_metrics_are_read(sim, sim_con
     assert rows[train.pk].mean_pct in {20.0, 45.0, 92.0}
     assert rows[notebook.pk].mean_pct in {0.0, 70.0}
     figures = attempt_figures(attempts.values(), now=now)
-    assert figures[attempts[train.pk].pk].utilization == pytest.approx(rows[train.pk].mean_pct / 100)
+    assert figures[attempts[train.pk].pk].utilization == pytest.approx(
+        rows[train.pk].mean_pct / 100
+    )
     # a host down publishes nothing: its attempt's utilization stays unknown
     host = attempts[notebook.pk].placements[0]["host"]
     sim_control("util").fail_host(host, reason="power")
@@ -248,3 +252,20 @@ def test_my_jobs_shows_each_jobs_utilization(history, client, tree):
     client.force_login(owner)
     text = client.get(reverse("dashboards:me")).content.decode()
     assert 'data-label="GPU utilization">10.0%' in text
+
+
+def test_the_metrics_command_changes_and_audits(tmp_path):
+    cluster = ClusterFactory(name="a100")
+    token = tmp_path / "token"
+    token.write_text("t0ken\n")
+    out = StringIO()
+    call_command(
+        "cluster_metrics", "a100", "--reason", "dcgm", "--prometheus-url", "http://prom:9090",
+        "--selector", 'cluster="a100"', "--bearer-token-file", str(token), stdout=out,
+    )  # fmt: skip
+    assert "http://prom:9090" in out.getvalue()
+    metrics = ClusterMetrics.objects.get(cluster=cluster)
+    assert (metrics.selector, metrics.bearer_token) == ('cluster="a100"', "t0ken")
+    assert ClusterPolicyEvent.objects.get(cluster=cluster).reason == "dcgm"
+    with pytest.raises(CommandError, match="gpu_label"):
+        call_command("cluster_metrics", "a100", "--reason", "r", "--gpu-label", "no way")
