@@ -24,8 +24,8 @@ API (kept small on purpose; the reclaim policy and the simulator may use it):
   (`DCGM_FI_DEV_GPU_UTIL`).
 - `sm_active_at(profile, seconds_since_start) -> float`: 0-1 (`DCGM_FI_PROF_SM_ACTIVE`).
 - `memory_used_mib(profile) -> float`: frame buffer used (`DCGM_FI_DEV_FB_USED`).
-- `mean_utilization(profile, start_s, end_s) -> float`: the mean of `utilization_at`
-  over `[start_s, end_s]` (sampled every second).
+- `mean_utilization(profile, start_s, end_s, step_s=1) -> float`: the mean of
+  `utilization_at` over `[start_s, end_s]` (sampled every `step_s` seconds).
 """
 
 from __future__ import annotations
@@ -106,11 +106,11 @@ def memory_used_mib(profile: str) -> float:
     return round(GPU_MEMORY_MIB * _MEMORY_SHARE.get(profile, 0.0))
 
 
-def mean_utilization(profile: str, start_s: float, end_s: float) -> float:
-    """Mean of `utilization_at` over [start_s, end_s], sampled every second (the value
-    at `start_s` when the interval is shorter)."""
-    if end_s <= start_s + 1.0:
+def mean_utilization(profile: str, start_s: float, end_s: float, step_s: float = 1.0) -> float:
+    """Mean of `utilization_at` over [start_s, end_s], sampled every `step_s` seconds
+    (the value at `start_s` when the interval is shorter)."""
+    if end_s <= start_s + step_s:
         return utilization_at(profile, start_s)
-    steps = int(end_s - start_s)
-    total = sum(utilization_at(profile, start_s + i) for i in range(steps + 1))
+    steps = int((end_s - start_s) / step_s)
+    total = sum(utilization_at(profile, start_s + i * step_s) for i in range(steps + 1))
     return total / (steps + 1)

@@ -40,6 +40,7 @@ from scheduler.core.sim.io import parse_tree
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimResult, TraceJob
 from scheduler.core.sim.model import JobState as SimJobState
 from scheduler.core.sim.replay import simulate
+from scheduler.core.utilization import mean_utilization, profile_for, utilization_at
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -48,6 +49,7 @@ from scheduler.models import (
     Job,
     JobEvent,
     JobState,
+    UtilizationSample,
 )
 from scheduler.services.clusters import cluster_create
 from scheduler.services.jobs import job_submit
@@ -218,6 +220,7 @@ def _store_history(*, cluster, projects, trace, done, runs_by_job, rules, at) ->
         for job_id in kept
         for n, run in enumerate(runs_by_job[job_id], start=1)
     )
+    UtilizationSample.objects.bulk_create(_profiled(a) for a in attempts if a.ended_at)
     events: list[JobEvent] = []
     attempts_of: dict[int, list[Attempt]] = defaultdict(list)
     for attempt in attempts:
@@ -227,6 +230,24 @@ def _store_history(*, cluster, projects, trace, done, runs_by_job, rules, at) ->
         events += _job_events(job, attempts_of[job.pk], runs_by_job[job_id], rules, at)
     JobEvent.objects.bulk_create(events)
     return {"jobs": len(jobs), "attempts": len(attempts), "events": len(events)}
+
+
+def _profiled(attempt: Attempt) -> UtilizationSample:
+    """A back-filled attempt's GPU utilization as the simulated cluster would have served
+    it (its job's profile over its life, one row), so the demo's pyramid has history."""
+    profile = profile_for(kind=attempt.job.kind, spec=attempt.job.spec, key=attempt.job.name)
+    life_s = (attempt.ended_at - attempt.started_at).total_seconds()
+    step_s = max(60.0, life_s / 500)
+    return UtilizationSample(
+        attempt=attempt,
+        cluster=attempt.cluster,
+        start=attempt.started_at,
+        end=attempt.ended_at,
+        samples=max(1, int(life_s / step_s)),
+        mean_pct=mean_utilization(profile, 0.0, life_s, step_s),
+        max_pct=max(utilization_at(profile, t * step_s) for t in range(int(life_s / step_s) + 1)),
+        known_s=life_s,
+    )
 
 
 def _job_row(cluster, projects, submitters, job: TraceJob, outcome, runs, at) -> Job:

@@ -14,9 +14,18 @@ from hypothesis import strategies as st
 
 from budgets.models import BudgetNode
 from ledger.accounting import EndReason, RunInterval
+from ledger.models import ProjectHour
 from scheduler.core.sim.history import GpuIndexError, runs_with_gpu_indices
 from scheduler.management.commands.seed_demo import DEMO_TREE
-from scheduler.models import Attempt, AttemptState, Cluster, Job, JobEvent, JobState
+from scheduler.models import (
+    Attempt,
+    AttemptState,
+    Cluster,
+    Job,
+    JobEvent,
+    JobState,
+    UtilizationSample,
+)
 from scheduler.services import demo
 
 
@@ -113,6 +122,15 @@ def test_backfill_writes_a_history_a_live_cluster_could_have_recorded(demo_org):
         path = list(JobEvent.objects.filter(job=job).values_list("from_state", "to_state"))
         assert path[0] == ("", JobState.PENDING) and path[-1][1] == job.state
         assert all(a[1] == b[0] for a, b in zip(path, path[1:], strict=False)), path
+    # every ended attempt has its profile's GPU utilization, so the pyramid has history
+    samples = UtilizationSample.objects.filter(cluster=cluster).select_related("attempt__job")
+    assert samples.count() == Attempt.objects.filter(cluster=cluster).count()
+    by_kind = defaultdict(list)
+    for row in samples:
+        assert 0.0 <= row.mean_pct <= row.max_pct <= 100.0
+        by_kind[row.attempt.job.kind].append(row.mean_pct)
+    assert min(by_kind["training"]) >= 0.0 and max(by_kind["training"]) > 60.0
+    assert ProjectHour.objects.filter(cluster=cluster, measured_gpu_h__gt=0).exists()
     # a second seed adds nothing
     assert "skipped" in demo.demo_backfill(root=root, cluster=cluster, days=2, now=now)
 
