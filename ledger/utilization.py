@@ -59,9 +59,16 @@ class AttemptWindow:
 
 
 def _by_gpu(samples: Iterable[Sample]) -> dict[tuple[str, int], dict[float, float]]:
+    """Each GPU's values by time. A host named by its fully qualified name in the
+    metrics ("gpu01.cluster.local") is also found by its short name ("gpu01", what Slurm
+    and most schedulers call the node), unless the metrics name that host too."""
     found: dict[tuple[str, int], dict[float, float]] = defaultdict(dict)
     for s in samples:
         found[(s.host, s.gpu)][s.at_s] = s.util_pct
+    for (host, gpu), values in list(found.items()):
+        short = host.split(".", 1)[0]
+        if short != host and (short, gpu) not in found:
+            found[(short, gpu)] = values
     return found
 
 

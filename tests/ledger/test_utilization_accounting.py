@@ -66,3 +66,10 @@ def test_hourly_rollup_spreads_windows_over_their_hours():
     assert second == pytest.approx((2 * 600 / 3600, 2 * 600 / 3600 * 0.5))
     w = attribute(_samples("h0", 0, [50]), [Hold(1, 4, (("h0", (0,)),), 0.0)], step_s=10.0)[0]
     assert window_gpu_h(w, 4) == pytest.approx((4 * 10 / 3600, 4 * 10 / 3600 * 0.5))
+
+
+def test_a_fully_qualified_host_name_in_the_metrics_matches_the_node_name():
+    samples = _samples("gpu01.cluster.local", 3, [60, 80])
+    hold = Hold(attempt=1, gpus=1, placements=(("gpu01", (3,)),), start_s=0.0)
+    (window,) = attribute(samples, [hold], step_s=10.0)
+    assert (window.samples, window.mean_pct) == (2, 70.0)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from scheduler.adapters.simcluster.db import _ACTIVE_SQL
 from scheduler.adapters.simcluster.state import SimState
@@ -55,26 +55,45 @@ def _held(db: sqlite3.Connection, cluster_id: int) -> dict[tuple[str, int], tupl
 def cluster_gpus(state: SimState, name: str, *, with_cluster: bool = False) -> list[_Gpu]:
     """Every GPU of the named cluster's reachable hosts, with its figures now."""
     cluster, now = state._advanced(name)
-    speed = float(cluster["speed"])
-    held = _held(state.db, cluster["id"])
     hosts = state.db.execute(
-        "SELECT name, gpus, failed FROM hosts WHERE cluster_id = ? ORDER BY position",
+        "SELECT name, gpus FROM hosts WHERE cluster_id = ? AND failed = 0 ORDER BY position",
         (cluster["id"],),
     ).fetchall()
-    extra = f',cluster="{_escape(name)}"' if with_cluster else ""
+    return gpu_figures(
+        [(h["name"], h["gpus"]) for h in hosts],
+        _held(state.db, cluster["id"]),
+        now,
+        speed=float(cluster["speed"]),
+        cluster=name,
+        with_cluster=with_cluster,
+    )
+
+
+def gpu_figures(
+    hosts: Iterable[tuple[str, int]],
+    held: Mapping[tuple[str, int], tuple[str, float]],
+    now: float,
+    *,
+    speed: float = 1.0,
+    cluster: str = "",
+    with_cluster: bool = False,
+) -> list[_Gpu]:
+    """The GPUs of `hosts` ((name, GPU count)) at wall time `now`: a GPU in `held`
+    ((host, index) -> (profile, running since)) reports its profile at the run's
+    simulated age (`speed` simulated seconds per wall second), any other GPU 0. Also
+    what a test's exporter serves for another kind of cluster's nodes."""
+    extra = f',cluster="{_escape(cluster)}"' if with_cluster else ""
     gpus: list[_Gpu] = []
-    for host in hosts:
-        if host["failed"]:
-            continue
-        for index in range(host["gpus"]):
-            profile, since = held.get((host["name"], index), (profiles.IDLE, now))
+    for host, count in hosts:
+        for index in range(count):
+            profile, since = held.get((host, index), (profiles.IDLE, now))
             if since > now:  # still starting: the job's process has not begun
                 profile = profiles.IDLE
             age_s = (now - since) * speed
             labels = (
-                f'gpu="{index}",UUID="{gpu_uuid(name, host["name"], index)}",'
+                f'gpu="{index}",UUID="{gpu_uuid(cluster, host, index)}",'
                 f'device="nvidia{index}",modelName="{MODEL_NAME}",'
-                f'Hostname="{_escape(host["name"])}"{extra}'
+                f'Hostname="{_escape(host)}"{extra}'
             )
             gpus.append(
                 (
