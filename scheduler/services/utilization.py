@@ -21,7 +21,8 @@ import datetime as dt
 import logging
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -195,10 +196,21 @@ def step_s() -> float:
     return float(getattr(settings, "ALLOT_UTILIZATION_STEP_S", 15.0))
 
 
-def _read(
-    cluster: Cluster, metrics: ClusterMetrics, now: dt.datetime, step: float
-) -> tuple[list[GpuSample], float, float] | None:
-    """(samples, window start, step) of the cluster's source, None when it has none."""
+@dataclass(frozen=True)
+class _Read:
+    """What one read returned: the samples, the window (since, until] it covered, and
+    the seconds each sample stands for."""
+
+    samples: list[GpuSample]
+    since_s: float
+    until_s: float
+    step_s: float
+
+
+def _read(cluster: Cluster, metrics: ClusterMetrics, now: dt.datetime, step: float) -> _Read | None:
+    """The cluster's source read since the last collection; None when it has none.
+    Prometheus is read up to one step before `now`, so that the last scrapes have
+    landed (what was not read yet is read next time)."""
     now_s = now.timestamp()
     since_s = (
         metrics.collected_until.timestamp() if metrics.collected_until else now_s - FIRST_LOOKBACK_S
@@ -206,9 +218,9 @@ def _read(
     since_s = max(since_s, now_s - MAX_WINDOW_S)
     if metrics.prometheus_url:
         first = (math.floor(since_s / step) + 1) * step
-        end = math.floor(now_s / step) * step
+        end = math.floor((now_s - step) / step) * step
         if end < first:
-            return [], since_s, step
+            return _Read([], since_s, since_s, step)
         source = PrometheusSource(
             url=metrics.prometheus_url,
             host_label=metrics.host_label,
@@ -216,10 +228,11 @@ def _read(
             selector=metrics.selector,
             bearer_token=metrics.bearer_token,
         )
-        return read_prometheus(source, first, end, step), since_s, step
+        return _Read(read_prometheus(source, first, end, step), since_s, end, step)
     if cluster.adapter == AdapterKind.SIMULATED:
         interval = min(max(1.0, now_s - since_s), float(max(cluster.cycle_s, 60)))
-        return read_exporter(metrics_url_for_cluster(cluster), now_s), since_s, interval
+        samples = read_exporter(metrics_url_for_cluster(cluster), now_s)
+        return _Read(samples, since_s, now_s, interval)
     return None
 
 
@@ -228,39 +241,42 @@ def utilization_collect(
 ) -> int:
     """One collection of the cluster's GPU utilization (see the module docstring).
     Returns the rows written; 0 when the metrics could not be read (kept as
-    `last_error`) or the cluster has no source."""
+    `last_error`), the cluster has no source, or another collection of it is running
+    (the metrics row is locked while one reads)."""
     now = now or timezone.now()
-    metrics, _ = ClusterMetrics.objects.get_or_create(cluster=cluster)
-    try:
-        read = _read(cluster, metrics, now, step or step_s())
-    except MetricsUnavailable as exc:
-        log.warning("utilization of cluster %s: %s", cluster.name, exc)
-        ClusterMetrics.objects.filter(pk=metrics.pk).update(
-            last_error=str(exc)[:1000], last_error_at=now
-        )  # collected_until stays: the next collection reads the gap (up to MAX_WINDOW_S)
-        return 0
-    if read is None:
-        return 0
-    samples, since_s, sample_step = read
-    rows = _rows(cluster, samples, since_s, now, sample_step)
+    ClusterMetrics.objects.get_or_create(cluster=cluster)
     with transaction.atomic():
+        metrics = (
+            ClusterMetrics.objects.select_for_update(skip_locked=True)
+            .filter(cluster=cluster)
+            .first()
+        )
+        if metrics is None:
+            return 0
+        try:
+            read = _read(cluster, metrics, now, step or step_s())
+        except MetricsUnavailable as exc:
+            log.warning("utilization of cluster %s: %s", cluster.name, exc)
+            metrics.last_error, metrics.last_error_at = str(exc)[:1000], now
+            # collected_until stays: the next collection reads the gap (up to MAX_WINDOW_S)
+            metrics.save(update_fields=["last_error", "last_error_at"])
+            return 0
+        if read is None:
+            return 0
+        rows = _rows(cluster, read)
         UtilizationSample.objects.bulk_create(rows, ignore_conflicts=True)
-        ClusterMetrics.objects.filter(pk=metrics.pk).update(collected_until=now, last_error="")
+        metrics.collected_until = dt.datetime.fromtimestamp(read.until_s, tz=dt.UTC)
+        metrics.last_error = ""
+        metrics.save(update_fields=["collected_until", "last_error"])
     return len(rows)
 
 
-def _rows(
-    cluster: Cluster,
-    samples: Sequence[GpuSample],
-    since_s: float,
-    now: dt.datetime,
-    step: float,
-) -> list[UtilizationSample]:
-    start = dt.datetime.fromtimestamp(since_s - step, tz=dt.UTC)
-    windows = attribute(samples, _holds(cluster, start, now), step_s=step)
-
+def _rows(cluster: Cluster, read: _Read) -> list[UtilizationSample]:
     def at(seconds: float) -> dt.datetime:
         return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+
+    holds = _holds(cluster, at(read.since_s - read.step_s), at(read.until_s))
+    windows = attribute(read.samples, holds, step_s=read.step_s)
 
     return [
         UtilizationSample(
