@@ -514,7 +514,8 @@ def usage(
     step: Annotated[str, typer.Option(help="hour or day")] = "day",
     as_json: JsonFlag = False,
 ) -> None:
-    """GPU-hours per project and step: delivered, unallocated, demand, entitled."""
+    """GPU-hours per project and step: delivered, unallocated, demand, entitled, and the
+    GPU utilization of its runs (unknown: '-')."""
     rows = api().get_all(
         "usage/", cluster=cluster, project=project, since=since, until=until, step=step
     )
@@ -522,13 +523,14 @@ def usage(
         render.print_json(rows)
         return
     render.table(
-        ["START", "CLUSTER", "PROJECT", "DELIVERED", "UNALLOC", "DEMAND", "ENTITLED"],
+        ["START", "CLUSTER", "PROJECT", "DELIVERED", "UNALLOC", "DEMAND", "ENTITLED", "GPU UTIL"],
         (
             [
                 render.when(r.get("start")),
                 r.get("cluster_name", ""),
                 render.tail(r.get("project_path", ""), 20),
                 *(r.get(f"{k}_gpu_h") for k in ("delivered", "unallocated", "demand", "entitled")),
+                render.share(r.get("utilization")),
             ]
             for r in rows
         ),

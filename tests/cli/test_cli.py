@@ -258,18 +258,25 @@ def test_usage_per_project(ann, tree):
     from tests.dashboards.data import project_hours
 
     gpu = Cluster.objects.get(name="gpu")
-    project_hours(gpu, tree.node("a1"), 3, allocated_gpu_h=3.5, entitled_gpu_h=2.0)
+    project_hours(
+        gpu, tree.node("a1"), 3, allocated_gpu_h=3.5, entitled_gpu_h=2.0,
+        measured_gpu_h=2.0, utilized_gpu_h=1.0,
+    )  # fmt: skip
     project_hours(gpu, tree.node("b1"), 1, unallocated_gpu_h=8.0)
     result = ann("usage", "--project", "org/prog-a/a1", "--step", "hour")
     assert result.returncode == 0, result.stderr
     assert "DELIVERED" in result.stdout and " ALLOC " not in result.stdout
     lines = [line for line in result.stdout.splitlines() if "org/prog-a/a1" in line]
     assert len(lines) == 3 and "org/prog-b" not in result.stdout
+    assert "GPU UTIL" in result.stdout and all("50.00%" in line for line in lines)
     rows = json.loads(ann("usage", "--json").stdout)  # every cluster and project, per day
     assert sum(r["delivered_gpu_h"] for r in rows) == pytest.approx(3 * 3.5)
     assert all("allocated_gpu_h" not in r for r in rows)  # one figure, one name
     assert sum(r["unallocated_gpu_h"] for r in rows) == pytest.approx(8.0)
     assert {r["project_path"] for r in rows} == {"org/prog-a/a1", "org/prog-b/b1"}
+    by_path = {r["project_path"]: r for r in rows}
+    assert by_path["org/prog-a/a1"]["utilization"] == pytest.approx(0.5)
+    assert by_path["org/prog-b/b1"]["utilization"] is None  # nothing measured: unknown
     bad = ann("usage", "--step", "week")
     assert bad.returncode == 2 and "step" in bad.stderr
 
