@@ -13,7 +13,8 @@
   `ALLOT_CYCLE_RETENTION_DAYS` (30).
 - `prune_idempotency_keys()` (beat, hourly): submission Idempotency-Keys past 24 h.
 - `collect_utilization()` (beat, every `ALLOT_UTILIZATION_EVERY_S`): every cluster's
-  GPU utilization since the last collection (`scheduler.services.utilization`).
+  GPU utilization since the last collection (`scheduler.services.utilization`), and
+  the rows of attempts ended over a day ago merged into one each.
 - `refresh_etas`: the ETAs of a cluster's pending
   jobs, computed by a worker (seconds on a large queue) for the job pages to read.
 
@@ -38,7 +39,7 @@ from scheduler.selectors.eta import cluster_etas
 from scheduler.services.demo import demo_load_tick as tick
 from scheduler.services.jobs import idempotency_keys_prune
 from scheduler.services.previews import preview_run
-from scheduler.services.utilization import utilization_collect
+from scheduler.services.utilization import utilization_collect, utilization_compact
 
 log = logging.getLogger(__name__)
 
@@ -121,4 +122,6 @@ def refresh_etas(cluster_id: int) -> int:
 def collect_utilization() -> int:
     """One utilization collection of every cluster; a cluster whose metrics cannot be
     read keeps the error and the others go on. Returns the rows written."""
-    return sum(utilization_collect(cluster=cluster) for cluster in Cluster.objects.all())
+    rows = sum(utilization_collect(cluster=cluster) for cluster in Cluster.objects.all())
+    utilization_compact()  # attempts ended over a day ago: one row each
+    return rows

@@ -13,6 +13,7 @@ collection into `UtilizationSample` rows per attempt (docs/concepts.md#utilizati
   stores one row per attempt with a known value. Metrics that cannot be read leave
   no row (unknown, never zero): the error is kept on `ClusterMetrics.last_error` and
   nothing else stops.
+- `utilization_compact`: an attempt that ended over a day ago keeps one row.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from budgets import permissions
@@ -291,3 +292,43 @@ def _rows(cluster: Cluster, read: _Read) -> list[UtilizationSample]:
         )
         for w in windows
     ]
+
+
+COMPACT_AFTER = dt.timedelta(days=1)
+
+
+def utilization_compact(*, now: dt.datetime | None = None, limit: int = 500) -> int:
+    """Merge the rows of attempts that ended over `COMPACT_AFTER` ago into one row each
+    (their figures stay the same: the mean weighted by known time, the highest value,
+    the samples and known time summed), so that the table grows with attempts, not with
+    time. At most `limit` attempts per call; returns how many were merged."""
+    cutoff = (now or timezone.now()) - COMPACT_AFTER
+    attempt_ids = list(
+        UtilizationSample.objects.filter(attempt__ended_at__lt=cutoff)
+        .values("attempt_id")
+        .annotate(rows=Count("id"))
+        .filter(rows__gt=1)
+        .order_by("attempt_id")
+        .values_list("attempt_id", flat=True)[:limit]
+    )
+    for attempt_id in attempt_ids:
+        with transaction.atomic():
+            rows = list(UtilizationSample.objects.select_for_update().filter(attempt_id=attempt_id))
+            known = sum(r.known_s for r in rows)
+            merged = UtilizationSample(
+                attempt_id=attempt_id,
+                cluster_id=rows[0].cluster_id,
+                start=min(r.start for r in rows),
+                end=max(r.end for r in rows),
+                samples=sum(r.samples for r in rows),
+                mean_pct=(
+                    sum(r.mean_pct * r.known_s for r in rows) / known
+                    if known > 0
+                    else sum(r.mean_pct for r in rows) / len(rows)
+                ),
+                max_pct=max(r.max_pct for r in rows),
+                known_s=known,
+            )
+            UtilizationSample.objects.filter(pk__in=[r.pk for r in rows]).delete()
+            merged.save()
+    return len(attempt_ids)

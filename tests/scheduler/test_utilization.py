@@ -19,7 +19,11 @@ from ledger.models import ProjectHour
 from ledger.services import floor_hour, rollups_refresh
 from scheduler.models import Attempt, ClusterMetrics, ClusterPolicyEvent, UtilizationSample
 from scheduler.selectors.utilization import attempt_figures, idle_attempt_ids, jobs_utilization
-from scheduler.services.utilization import cluster_metrics_update, utilization_collect
+from scheduler.services.utilization import (
+    cluster_metrics_update,
+    utilization_collect,
+    utilization_compact,
+)
 from scheduler.tasks import run_cycle
 from tests.factories import (
     AttemptFactory,
@@ -269,3 +273,17 @@ def test_the_metrics_command_changes_and_audits(tmp_path):
     assert ClusterPolicyEvent.objects.get(cluster=cluster).reason == "dcgm"
     with pytest.raises(CommandError, match="gpu_label"):
         call_command("cluster_metrics", "a100", "--reason", "r", "--gpu-label", "no way")
+
+
+def test_rows_of_attempts_ended_long_ago_are_merged_with_the_same_figures(history):
+    cluster, runs = history
+    attempt = runs["a1"]
+    _sample(attempt, attempt.ended_at - dt.timedelta(seconds=30), 20.0, known_s=180.0)
+    before = attempt_figures([attempt], now=attempt.ended_at)[attempt.pk]
+    assert utilization_compact(now=timezone.now()) == 0  # ended two hours ago: kept
+    assert utilization_compact(now=timezone.now() + dt.timedelta(days=1)) == 2
+    (row,) = UtilizationSample.objects.filter(attempt=attempt)
+    assert (row.samples, row.max_pct, row.known_s) == (61 * 4, 80.0, 3780.0)
+    after = attempt_figures([attempt], now=attempt.ended_at)[attempt.pk]
+    assert after.utilization == pytest.approx(before.utilization)
+    assert after.measured_gpu_h == pytest.approx(before.measured_gpu_h)
