@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0007_cluster_policy_events'),
+        ('scheduler', '0008_idle_reclaim'),
     ]
 
     operations = [
