@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0008_idle_reclaim'),
+        ('scheduler', '0009_slurm_adoption'),
     ]
 
     operations = [
