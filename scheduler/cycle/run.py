@@ -18,6 +18,7 @@ from scheduler.cycle.reconcile import reconcile
 from scheduler.cycle.warm import warm_plan
 from scheduler.models import CycleRecord
 from scheduler.selectors.snapshot import cluster_snapshot
+from scheduler.selectors.utilization import idle_attempt_ids
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,11 @@ def _run(ctx: CycleContext) -> CycleRecord:
                     adopt_governed(ctx)
             with ctx.phase("snapshot"):
                 cs = cluster_snapshot(
-                    cluster=ctx.cluster, now=ctx.at, holders=holders, cache=ctx.warm.snapshot_cache
+                    cluster=ctx.cluster,
+                    now=ctx.at,
+                    holders=holders,
+                    cache=ctx.warm.snapshot_cache,
+                    idle=_idle_attempts(ctx),
                 )
             with ctx.phase("plan"):
                 cycle_plan = warm_plan(cs, ctx.warm)
@@ -71,6 +76,17 @@ def _run(ctx: CycleContext) -> CycleRecord:
         close_adapter(ctx)
     _finish(ctx, t0)
     return ctx.record
+
+
+def _idle_attempts(ctx: CycleContext) -> frozenset[int]:
+    """The running attempts the engine sees idle: measured below the cluster's threshold
+    for its idle window, when idle-GPU reclaim is on (docs/concepts.md#idle-reclaim)."""
+    cluster = ctx.cluster
+    if not cluster.idle_reclaim:
+        return frozenset()
+    return idle_attempt_ids(
+        cluster, ctx.at, float(cluster.idle_threshold_pct), int(cluster.idle_reclaim_after_s)
+    )
 
 
 def _record_reserve(record: CycleRecord, hosts: tuple[str, ...], effect: ReserveEffect) -> None:

@@ -23,11 +23,16 @@ from scheduler.models import Attempt, AttemptState, Cluster, UtilizationSample
 HOUR_S = 3600.0
 
 
+# The share of an idle window that must have known samples (see `idle_attempt_ids`).
+IDLE_COVERAGE = 0.9
+
+
 def idle_attempt_ids(
     cluster: Cluster, now: dt.datetime, threshold_pct: float, window_s: int
 ) -> frozenset[int]:
     """Running attempts (ids) of `cluster` whose every known sample that ended in the
-    last `window_s` seconds is below `threshold_pct`; at least one must be known."""
+    last `window_s` seconds is below `threshold_pct`, with known samples for at least
+    `IDLE_COVERAGE` of the window: a gap in the metrics is unknown, never idle."""
     since = now - dt.timedelta(seconds=window_s)
     rows = (
         UtilizationSample.objects.filter(
@@ -37,8 +42,8 @@ def idle_attempt_ids(
             attempt__state=AttemptState.RUNNING,
         )
         .values("attempt_id")
-        .annotate(top=Max("max_pct"))
-        .filter(top__lt=threshold_pct)
+        .annotate(top=Max("max_pct"), known=Sum("known_s"))
+        .filter(top__lt=threshold_pct, known__gte=IDLE_COVERAGE * window_s)
     )
     return frozenset(row["attempt_id"] for row in rows)
 

@@ -208,14 +208,16 @@ def test_idle_attempts_need_every_known_sample_below_the_threshold(tree):
         AttemptFactory(job=JobFactory(cluster=cluster, project=tree.node("a1")), started_at=now)
         for _ in range(4)
     )
-    for minute in range(1, 6):
+    for minute in range(5):
         at = now - dt.timedelta(minutes=minute)
         _sample(idle, at, 1.0)
         _sample(busy, at, 90.0)
         _sample(once_busy, at, 50.0 if minute == 2 else 0.0)
-    assert idle_attempt_ids(cluster, now, 5.0, 600) == frozenset({idle.pk})
-    assert idle_attempt_ids(cluster, now, 60.0, 600) == frozenset({idle.pk, once_busy.pk})
-    assert unknown.pk not in idle_attempt_ids(cluster, now, 100.0, 600)
+    assert idle_attempt_ids(cluster, now, 5.0, 300) == frozenset({idle.pk})
+    assert idle_attempt_ids(cluster, now, 60.0, 300) == frozenset({idle.pk, once_busy.pk})
+    assert unknown.pk not in idle_attempt_ids(cluster, now, 100.0, 300)
+    # five known minutes do not make ten idle ones: the gap is unknown, not idle
+    assert idle_attempt_ids(cluster, now, 5.0, 600) == frozenset()
 
 
 def test_api_usage_and_job_detail_carry_utilization(history, api_client, tree):

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0009_slurm_adoption'),
+        ('scheduler', '0010_short_reserve_auto'),
     ]
 
     operations = [
