@@ -32,12 +32,16 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
 
 from bench._server import test_database  # noqa: E402
+
+if TYPE_CHECKING:
+    from scheduler.adapters.slurm_local import LocalSlurm
 
 GPU_MIX = [(1, 0.5), (2, 0.25), (4, 0.15), (8, 0.10)]
 
@@ -125,20 +129,27 @@ def one_cycle(cluster, worker) -> dict:
     return out
 
 
-def run(pending: int, seed: int, slurm_conf: str | None) -> dict:
+def local_cluster(slurm_conf: str | None) -> tuple[LocalSlurm | None, str]:
+    """The cluster to drive: `slurm_conf`'s, or a local test cluster started (and
+    returned, for the caller to stop) when none is given."""
     from scheduler.adapters.slurm_local import LocalSlurm, install_slurm
+
+    if slurm_conf is not None:
+        return None, slurm_conf
+    reason = install_slurm()
+    if reason:
+        raise SystemExit(f"no local Slurm cluster: {reason}")
+    local = LocalSlurm.create()
+    local.start()
+    return local, str(local.conf_path)
+
+
+def run(pending: int, seed: int, slurm_conf: str | None) -> dict:
     from scheduler.cycle.worker import CycleWorker
     from scheduler.models import Attempt, AttemptState
     from scheduler.services.clusters import cluster_create
 
-    local = None
-    if slurm_conf is None:
-        reason = install_slurm()
-        if reason:
-            raise SystemExit(f"no local Slurm cluster: {reason}")
-        local = LocalSlurm.create()
-        local.start()
-        slurm_conf = str(local.conf_path)
+    local, slurm_conf = local_cluster(slurm_conf)
     workdir = Path(slurm_conf).parent.parent / "jobs"
     workdir.mkdir(exist_ok=True)
     try:
@@ -226,20 +237,12 @@ def run_sbatch(pending: int, seed: int, slurm_conf: str | None) -> dict:
 
     from budgets.services import budget_tree_import
     from scheduler.adapters.slurm import adapter_for_cluster
-    from scheduler.adapters.slurm_local import LocalSlurm, install_slurm
     from scheduler.cycle.worker import CycleWorker
     from scheduler.models import Attempt, AttemptState, Job, SlurmAdoption
     from scheduler.services.clusters import cluster_create
     from scheduler.services.slurm import project_accounts
 
-    local = None
-    if slurm_conf is None:
-        reason = install_slurm()
-        if reason:
-            raise SystemExit(f"no local Slurm cluster: {reason}")
-        local = LocalSlurm.create()
-        local.start()
-        slurm_conf = str(local.conf_path)
+    local, slurm_conf = local_cluster(slurm_conf)
     try:
         worker = CycleWorker()
         cluster = cluster_create(
