@@ -32,6 +32,9 @@ OUTAGE_REDIS_PORT = os.environ.get("ALLOT_TEST_REDIS_PORT", "")
 # The outage lasts until the worker has failed this many reconnections (Celery waits 2, 4,
 # 6 s between them): it was cut off, kept trying, and must come back by itself.
 OUTAGE_RECONNECTS = 3
+# Cycles between two kills of the worker (a random number in this range): 100 cycles
+# see 5 to 10 kills however fast the machine is.
+KILL_EVERY = (5, 20)
 
 
 @pytest.fixture
@@ -140,19 +143,24 @@ def test_workers_killed_at_random_points_of_100_cycles_lose_nothing(
 
     worker = workers()
     kills = 0
-    next_kill = time.monotonic() + rng.uniform(0.5, 3.0)
-    # A fast machine runs 100 cycles before 5 kills; a kill lands in an idle worker as
-    # often as inside a cycle, so the kills go on until one has cut a cycle short.
+    # A kill every KILL_EVERY cycles (at random), a random fraction of a second into the
+    # cycles after: where the kills land does not depend on how long a worker takes to
+    # start (a restart, 3-10 s, is most of the test's time). A kill lands in an idle
+    # worker now and then, so the kills go on until one has cut a cycle short.
+    next_kill = rng.randint(*KILL_EVERY)
+    kill_in = None
     while cycles() < 100 or kills < 5 or (crashed() == 0 and kills < 40):
         if len(jobs) < 60 and rng.random() < 0.3:
             submit()
         if broker.llen("celery") < 2:  # keep the worker busy: kills land inside cycles
             cycle()
-        if time.monotonic() >= next_kill:
+        if kill_in is None and cycles() >= next_kill:
+            kill_in = time.monotonic() + rng.uniform(0.0, 0.5)
+        if kill_in is not None and time.monotonic() >= kill_in:
             worker.kill()
             kills += 1
             worker.start()
-            next_kill = time.monotonic() + rng.uniform(0.5, 3.0)
+            next_kill, kill_in = cycles() + rng.randint(*KILL_EVERY), None
         time.sleep(0.05)
     assert kills >= 5
     cut_short = crashed()

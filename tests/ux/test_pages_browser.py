@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -27,12 +28,13 @@ from scheduler.models import (
     CycleRecord,
     Host,
     Job,
+    JobEvent,
     JobState,
     UtilizationSample,
 )
 from tests.browser import BROWSER_MARKS, CHROMIUM, LAUNCH_ARGS, sign_in
 from tests.dashboards import data
-from tests.factories import ClusterFactory, HostFactory
+from tests.factories import ClusterFactory, HostFactory, JobFactory
 from tests.live.conftest import live, submit_job  # noqa: F401  (the in-memory cluster fixture)
 from tests.support.jobs import seed_jobs
 
@@ -41,6 +43,7 @@ SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 LONG_NAME = "multilingual-pretraining-and-evaluation-of-very-large-language-models-2027"
 WAITING = 1000
+SUBMITTED = 56  # of them through the submit service: every gpus, project and name kind
 
 # What the page looks like to a checker: sideways scroll, Plotly axes without a title and
 # tick labels of one axis whose boxes overlap.
@@ -83,6 +86,20 @@ PAGE_CHECKS = """
 }
 """
 
+# The page is drawn: loaded, the parts htmx loads after the page (the dashboards'
+# sections) swapped in, each chart's div drawn by Plotly (dashboards.js, planner.js,
+# whatif.js), and Swagger UI (which fetches the schema after load) lists its operations.
+DRAWN = """
+() => document.readyState === "complete"
+  && !document.querySelector(".htmx-request, .htmx-swapping, .htmx-settling")
+  && Array.from(document.querySelectorAll("[hx-trigger='load']"))
+       .every(function (el) { return !el.textContent.includes("Loading\u2026"); })
+  && Array.from(document.querySelectorAll(".chart[data-figure], .heatmap, .whatif-chart"))
+       .every(function (div) { return div.classList.contains("js-plotly-plot"); })
+  && (!document.getElementById("swagger-ui")
+      || document.querySelector("#swagger-ui .opblock, #swagger-ui .errors-wrapper") !== null)
+"""
+
 
 @pytest.fixture(scope="module")
 def browser():
@@ -110,6 +127,10 @@ class Visitor:
         self.page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         self.page.on("requestfailed", self._failed)
         self.page.on("response", self._response)
+        self.in_flight: set = set()  # requests sent and not yet answered
+        self.page.on("request", lambda r: self.in_flight.add(r))
+        self.page.on("requestfinished", lambda r: self.in_flight.discard(r))
+        self.page.on("requestfailed", lambda r: self.in_flight.discard(r))
 
     def _console(self, message) -> None:
         if message.type == "error":
@@ -124,10 +145,27 @@ class Visitor:
         if response.status >= 400:
             self.problems.append(f"HTTP {response.status}: {response.url}")
 
+    def settle(self) -> None:
+        """Wait until the page is drawn: loaded, every chart drawn by Plotly, Swagger UI's
+        operations listed, and no request of the page unanswered (its responses and
+        failures recorded) - instead of half a second without traffic."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        page = self.page
+        page.wait_for_load_state("load")
+        try:
+            page.wait_for_function(DRAWN, timeout=30000)
+        except PlaywrightTimeout:  # reported with the page's errors, which say why
+            self.problems.append("never finished drawing (a part or a chart missing)")
+        deadline = time.monotonic() + 30
+        while self.in_flight and time.monotonic() < deadline:
+            page.wait_for_timeout(20)  # lets Playwright deliver the requests' events
+        self.problems.extend(f"unanswered: {r.url}" for r in self.in_flight)
+
     def check(self, name: str, viewport: str) -> dict:
         """Check the page as it is now and write its screenshot; the findings."""
         page = self.page
-        page.wait_for_load_state("networkidle")
+        self.settle()
         found = page.evaluate(PAGE_CHECKS)
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"{name}-{viewport}.png"), full_page=True)
@@ -188,16 +226,7 @@ def _busy_world(live) -> dict[str, str]:  # noqa: F811
     live.cycle()
     running = Job.objects.filter(cluster=cluster, state=JobState.RUNNING).first()
     project, long_project = tree.node("a1"), tree.node(LONG_NAME)
-    for i in range(WAITING):
-        submit_job(
-            cluster=cluster,
-            project=long_project if i % 7 == 0 else project,
-            user=ann,
-            at=live.now - dt.timedelta(seconds=WAITING - i),
-            gpus=(1, 2, 4, 8)[i % 4],
-            min_runtime_s=(600, 3600, 600, 28800)[i % 4],
-            name=f"{LONG_NAME}-sweep-{i}" if i % 50 == 0 else f"run-{i}",
-        )
+    _wait_in_line(cluster, project, long_project, ann, live.now)
     live.cycle(advance_s=1)
     waiting = Job.objects.filter(cluster=cluster, state=JobState.PENDING).order_by("id").first()
     ended = submit_job(cluster=cluster, project=project, user=ann, at=live.now, name="done")
@@ -245,6 +274,38 @@ def _busy_world(live) -> dict[str, str]:  # noqa: F811
         "api-docs": "/api/docs/",
         "admin": "/admin/",
     }
+
+
+def _waiting_job(i: int, **rows) -> dict:
+    """The i-th of the thousand waiting jobs: its GPUs, minimum run time and name."""
+    return {
+        "gpus": (1, 2, 4, 8)[i % 4],
+        "min_runtime_s": (600, 3600, 600, 28800)[i % 4],
+        "name": f"{LONG_NAME}-sweep-{i}" if i % 50 == 0 else f"run-{i}",
+        **rows,
+    }
+
+
+def _wait_in_line(cluster, project, long_project, user, now: dt.datetime) -> None:
+    """A thousand waiting jobs, one a second: the first SUBMITTED through the submit
+    service (each kind of row the pages show), the rest stored in bulk as the service
+    stores them (a job PENDING and its first event), which is 30 s cheaper."""
+    bulk: list[Job] = []
+    for i in range(WAITING):
+        at = now - dt.timedelta(seconds=WAITING - i)
+        where = long_project if i % 7 == 0 else project
+        if i < SUBMITTED:
+            submit_job(cluster=cluster, project=where, user=user, at=at, **_waiting_job(i))
+            continue
+        fields = _waiting_job(i, cluster=cluster, project=where, submitter=user)
+        bulk.append(JobFactory.build(**fields, submitted_at=at, state=JobState.PENDING,
+                                     state_reason="submitted"))  # fmt: skip
+    jobs = Job.objects.bulk_create(bulk)
+    JobEvent.objects.bulk_create(
+        JobEvent(job=job, at=job.submitted_at, to_state=JobState.PENDING, reason_code="submitted",
+                 reason=f"submitted by {user.username}", actor=user, actor_name=user.username)
+        for job in jobs
+    )  # fmt: skip
 
 
 def _whatif(visitor: Visitor, tree, viewport: str) -> dict:
