@@ -33,8 +33,8 @@ OUTAGE_REDIS_PORT = os.environ.get("ALLOT_TEST_REDIS_PORT", "")
 # 6 s between them): it was cut off, kept trying, and must come back by itself.
 OUTAGE_RECONNECTS = 3
 # Cycles between two kills of the worker (a random number in this range): 100 cycles
-# see 5 to 10 kills however fast the machine is.
-KILL_EVERY = (5, 20)
+# see 8 to 30 kills however fast the machine is.
+KILL_EVERY = (3, 12)
 
 
 @pytest.fixture
@@ -141,27 +141,42 @@ def test_workers_killed_at_random_points_of_100_cycles_lose_nothing(
     def crashed() -> int:
         return CycleRecord.objects.filter(cluster=cluster, duration_ms__isnull=True).count()
 
+    def cycle_s() -> float:
+        """How long the last finished cycles took (their median), in seconds."""
+        done = CycleRecord.objects.filter(cluster=cluster, duration_ms__isnull=False)
+        recent = sorted(done.order_by("-id").values_list("duration_ms", flat=True)[:5])
+        return recent[len(recent) // 2] / 1000 if recent else 0.3
+
+    control = sim_control("kills")
     worker = workers()
     kills = 0
-    # A kill every KILL_EVERY cycles (at random), a random fraction of a second into the
-    # cycles after: where the kills land does not depend on how long a worker takes to
-    # start (a restart, 3-10 s, is most of the test's time). A kill lands in an idle
-    # worker now and then, so the kills go on until one has cut a cycle short.
-    next_kill = rng.randint(*KILL_EVERY)
-    kill_in = None
+    # Every KILL_EVERY cycles (at random) a kill, aimed in turn at a random point of the
+    # next cycle to begin (a random fraction of how long cycles take) and at the moment
+    # the cluster has accepted a start (the start told, the cycle not over). Where they
+    # land does not depend on how long a worker takes to start (a restart, 2-10 s, is
+    # most of the test's time). A cycle may end before its kill, so the kills go on
+    # until one has cut a cycle short.
+    next_kill, armed, kill_at, told = rng.randint(*KILL_EVERY), None, None, None
     while cycles() < 100 or kills < 5 or (crashed() == 0 and kills < 40):
         if len(jobs) < 60 and rng.random() < 0.3:
             submit()
         if broker.llen("celery") < 2:  # keep the worker busy: kills land inside cycles
             cycle()
-        if kill_in is None and cycles() >= next_kill:
-            kill_in = time.monotonic() + rng.uniform(0.0, 0.5)
-        if kill_in is not None and time.monotonic() >= kill_in:
+        if armed is None and kill_at is None and told is None and cycles() >= next_kill:
+            armed = cycles()
+            if kills % 2:
+                told = len(control.jobs())
+        if told is not None:  # the first start the cluster accepts from now (or give up)
+            if len(control.jobs()) > told or cycles() > armed + 2 * KILL_EVERY[1]:
+                armed, told, kill_at = None, None, time.monotonic()
+        elif armed is not None and cycles() > armed:  # the next cycle, somewhere in it
+            armed, kill_at = None, time.monotonic() + rng.uniform(0.0, cycle_s())
+        if kill_at is not None and time.monotonic() >= kill_at:
             worker.kill()
             kills += 1
             worker.start()
-            next_kill, kill_in = cycles() + rng.randint(*KILL_EVERY), None
-        time.sleep(0.05)
+            next_kill, kill_at = cycles() + rng.randint(*KILL_EVERY), None
+        time.sleep(0.02)
     assert kills >= 5
     cut_short = crashed()
 
