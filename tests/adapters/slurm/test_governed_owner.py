@@ -1,0 +1,83 @@
+"""A governed job's owner cannot get around Allot (deploy/slurm/job_submit.lua), against
+the real slurmctld: the owner, a real non-root process (`runuser`, so that slurmctld sees
+their uid as the submitter, unlike root's `sbatch --uid`), can neither release their
+held job nor skip the hold with a forged `allot-attempt:` comment; Allot still adopts
+and starts the job."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from scheduler.models import Attempt, JobState, SlurmAdoption
+from tests.adapters.slurm.test_governed import MEMBER, adopted, gov  # noqa: F401
+
+pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("slurm")]
+
+
+def as_owner(gov, *command: str, script: str | None = None) -> subprocess.CompletedProcess:  # noqa: F811
+    """Run a Slurm command as the member's own (non-root) process."""
+    return subprocess.run(
+        ["runuser", "-u", MEMBER, "--", "env", f"SLURM_CONF={gov.slurm.conf_path}", *command],
+        input=script,
+        env=gov.slurm.client_env,
+        capture_output=True,
+        text=True,
+    )
+
+
+def owner_sbatch(gov, *args: str, command: str = "sleep 1") -> str:  # noqa: F811
+    done = as_owner(
+        gov,
+        "sbatch",
+        "--parsable",
+        "--chdir=/tmp",
+        "--output=/dev/null",
+        "-p",
+        "governed",
+        "-A",
+        "a1",
+        "--gres=gpu:8",
+        *args,
+        script=f"#!/bin/bash\n{command}\n",
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def run_to_success(gov, slurm_id: str) -> None:  # noqa: F811
+    gov.cycles_until(lambda: adopted(slurm_id).state == JobState.SUCCEEDED)
+    attempt = Attempt.objects.get(job=adopted(slurm_id))
+    assert attempt.external_id == slurm_id  # Allot released the owner's own Slurm job
+
+
+def test_the_owner_cannot_release_or_recomment_a_held_job_and_allot_still_starts_it(gov):  # noqa: F811
+    slurm_id = owner_sbatch(gov)
+    assert gov.raw(slurm_id)["state_reason"] == "JobHeldUser"
+    tries = [
+        ("scontrol", "release", slurm_id),
+        ("scontrol", "hold", slurm_id),
+        ("scontrol", "update", f"jobid={slurm_id}", "comment=allot-attempt:mine"),
+    ]
+    for command in tries:
+        done = as_owner(gov, *command)
+        assert done.returncode != 0 and "denied" in done.stderr.lower(), (command, done)
+    job = gov.raw(slurm_id)
+    assert (job["job_state"], job["state_reason"]) == ("PENDING", "JobHeldUser")
+    assert job["comment"] in ("", None)  # nothing written by the owner
+    # a change that does not release it stays the owner's to make
+    assert as_owner(gov, "scontrol", "update", f"jobid={slurm_id}", "timelimit=30").returncode == 0
+    run_to_success(gov, slurm_id)
+
+
+def test_a_forged_allot_attempt_comment_is_dropped_and_the_job_held_and_adopted(gov):  # noqa: F811
+    slurm_id = owner_sbatch(gov, "--comment=allot-attempt:forged")
+    job = gov.raw(slurm_id)
+    assert (job["job_state"], job["state_reason"]) == ("PENDING", "JobHeldUser")
+    assert not str(job["comment"] or "").startswith("allot-")
+    record = gov.cycle()
+    assert record.errors == []
+    assert SlurmAdoption.objects.get(slurm_job_id=slurm_id).job == adopted(slurm_id)
+    assert adopted(slurm_id).submitter.username == MEMBER
+    run_to_success(gov, slurm_id)
