@@ -9,7 +9,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection
 from django.db.models.base import ModelState
 from django.utils import timezone
 
@@ -100,46 +100,42 @@ def job_submit(
         )
     fingerprint = fingerprint or fingerprint_of(req.canonical())
     array_id = uuid.uuid4() if req.array > 1 else None
-    with transaction.atomic():
-        if key is not None:
-            previous = _previous_key(actor=actor, key=key, fingerprint=fingerprint)
-            if previous is not None:
-                return _replay(previous, req)
-        try:
-            with transaction.atomic():  # a savepoint: undone when the key was taken meanwhile
-                ids = _insert_jobs(req, actor=actor, now=now, array_id=array_id)
-                if key is not None:
-                    IdempotencyKey.objects.create(
-                        user=actor, key=key, fingerprint=fingerprint, created_at=now, job_ids=ids
-                    )
-        except IntegrityError:
-            # A retry that raced the first request: its key insert waited for the first
-            # transaction to commit, then failed on the unique key; answer like a retry.
-            previous = _previous_key(actor=actor, key=key, fingerprint=fingerprint) if key else None
-            if previous is None:
-                raise
-            return _replay(previous, req)
-        if wake_cycle:
-            request_cycle(req.cluster.pk)
+    # One statement: atomic by itself, no transaction or savepoint around it.
+    ids = _insert_jobs(
+        req, actor=actor, now=now, array_id=array_id, key=key, fingerprint=fingerprint
+    )
+    if ids is None:
+        # The key was taken (by the first request, or by a retry that raced it: the
+        # insert waited for that transaction to commit): answer like a retry.
+        return _replay(_previous_key(actor=actor, key=key, fingerprint=fingerprint), req)
+    if wake_cycle:
+        request_cycle(req.cluster.pk)  # once the caller's transaction (if any) commits
     jobs = _new_jobs(req, actor=actor, now=now, array_id=array_id, ids=ids)
     return SubmitResult(jobs=jobs, project_path=req.project_path, array_id=array_id)
 
 
 # Columns of the jobs and first events a submission stores (everything else of the rows
 # is the model's default, restated here; a model change that adds a required column
-# makes this statement fail in the tests).
+# makes this statement fail in the tests). With an Idempotency-Key the job ids are drawn
+# first, the key row (holding them) is inserted unless the user's key exists
+# (`ON CONFLICT DO NOTHING`, which waits for a concurrent first request to commit), and
+# the jobs only when it was: the check, the jobs, their events and the key are one
+# statement, and a retry stores nothing.
 _INSERT_JOBS = """
-WITH new_jobs AS (
+WITH ids AS MATERIALIZED (
+    SELECT nextval(pg_get_serial_sequence('{job}', 'id')) AS id, i
+    FROM generate_series(0, %(count)s - 1) AS i
+){key_cte}, new_jobs AS (
     INSERT INTO {job} (
-        cluster_id, project_id, submitter_id, name, gpus, min_runtime_s, resumable,
+        id, cluster_id, project_id, submitter_id, name, gpus, min_runtime_s, resumable,
         priority, kind, spec, duration_s, state, state_reason, submitted_at, queued_at,
         progress_s, attempt_count, array_id, array_index, updated_at
     )
-    SELECT %(cluster)s, %(project)s, %(user)s, %(name)s, %(gpus)s, %(min_runtime_s)s,
+    SELECT id, %(cluster)s, %(project)s, %(user)s, %(name)s, %(gpus)s, %(min_runtime_s)s,
         %(resumable)s, %(priority)s, %(kind)s, %(spec)s::jsonb, %(duration_s)s,
         %(state)s, 'submitted', %(now)s, %(now)s, 0, 0, %(array_id)s,
         CASE WHEN %(array_id)s::uuid IS NULL THEN NULL ELSE i END, %(now)s
-    FROM generate_series(0, %(count)s - 1) AS i
+    FROM ids{key_taken}
     ORDER BY i
     RETURNING id, array_index
 ), new_events AS (
@@ -150,14 +146,33 @@ WITH new_jobs AS (
 )
 SELECT id FROM new_jobs ORDER BY array_index NULLS FIRST, id
 """
+_KEY_CTE = """, new_key AS (
+    INSERT INTO {key} (user_id, key, fingerprint, created_at, job_ids)
+    SELECT %(user)s, %(key)s, %(fingerprint)s, %(now)s, jsonb_agg(id ORDER BY i) FROM ids
+    ON CONFLICT ON CONSTRAINT idempotency_key_unique DO NOTHING
+    RETURNING id
+)"""
 
 
 def _insert_jobs(
-    req: JobRequest, *, actor, now: dt.datetime, array_id: uuid.UUID | None
-) -> list[int]:
-    """Store the request's job(s) PENDING with their first event ("" -> pending), in one
-    statement however many there are (10,000 rows built by PostgreSQL, not Python)."""
-    sql = _INSERT_JOBS.format(job=Job._meta.db_table, event=JobEvent._meta.db_table)
+    req: JobRequest,
+    *,
+    actor,
+    now: dt.datetime,
+    array_id: uuid.UUID | None,
+    key: str | None = None,
+    fingerprint: str = "",
+) -> list[int] | None:
+    """Store the request's job(s) PENDING with their first event ("" -> pending), and
+    the Idempotency-Key `key` with their ids, in one statement however many there are
+    (10,000 rows built by PostgreSQL, not Python). None: `key` was already taken, and
+    nothing was stored."""
+    sql = _INSERT_JOBS.format(
+        job=Job._meta.db_table,
+        event=JobEvent._meta.db_table,
+        key_cte="" if key is None else _KEY_CTE.format(key=IdempotencyKey._meta.db_table),
+        key_taken="" if key is None else " WHERE EXISTS (SELECT 1 FROM new_key)",
+    )
     params = {
         "cluster": req.cluster.pk,
         "project": req.project_id,
@@ -176,10 +191,13 @@ def _insert_jobs(
         "array_id": array_id,
         "count": req.array,
         "reason": f"submitted by {actor.get_username()}"[:1000],
+        "key": key,
+        "fingerprint": fingerprint,
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [row[0] for row in cursor.fetchall()]
+        ids = [row[0] for row in cursor.fetchall()]
+    return None if key is not None and not ids else ids
 
 
 def _new_jobs(
@@ -227,10 +245,15 @@ def _new_jobs(
     return jobs
 
 
-def _previous_key(*, actor, key: str, fingerprint: str) -> IdempotencyKey | None:
-    """The first request's key row (None for a new key); 422 when its body differed."""
+def _previous_key(*, actor, key: str, fingerprint: str) -> IdempotencyKey:
+    """The first request's key row; 422 when its body differed."""
     previous = IdempotencyKey.objects.filter(user=actor, key=key).first()
-    if previous is not None and previous.fingerprint != fingerprint:
+    if previous is None:  # deleted since the insert found it (pruned): a conflict all the same
+        raise IdempotencyKeyReused(
+            f"The Idempotency-Key '{key}' was just used; use a new key for a new submission.",
+            field="Idempotency-Key",
+        )
+    if previous.fingerprint != fingerprint:
         raise IdempotencyKeyReused(
             f"The Idempotency-Key '{key}' was used at {previous.created_at:%Y-%m-%d %H:%M:%S} "
             "UTC for another request body; use a new key for a new submission.",
