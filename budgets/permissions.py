@@ -36,7 +36,9 @@ change those weights now, whoever wrote the change.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from budgets.models import BudgetNode, Membership, Role
@@ -65,7 +67,37 @@ def is_participant(actor: Any) -> bool:
         return False
     if actor.is_superuser or actor.is_staff:
         return True
-    return Membership.objects.filter(user_id=actor.pk).exists() or actor.operated_clusters.exists()
+    return bool(_roles(actor)) or actor.operated_clusters.exists()
+
+
+# ---------------------------------------------------------------- one read per request
+
+# (node id, role) of each user's memberships, read once per request while `roles_read_once`
+# is active (a read-only request: see config.middleware.RolesReadOnceMiddleware); outside
+# it every question reads the database, so a write and a later check never disagree.
+_ROLES_MEMO: ContextVar[dict[int, list[tuple[int, str]]] | None] = ContextVar(
+    "allot_roles_memo", default=None
+)
+
+
+@contextmanager
+def roles_read_once() -> Iterator[None]:
+    """Within the block, each user's memberships are read at most once."""
+    token = _ROLES_MEMO.set({})
+    try:
+        yield
+    finally:
+        _ROLES_MEMO.reset(token)
+
+
+def _roles(actor: Any) -> list[tuple[int, str]]:
+    memo = _ROLES_MEMO.get()
+    if memo is not None and actor.pk in memo:
+        return memo[actor.pk]
+    roles = list(Membership.objects.filter(user_id=actor.pk).values_list("node_id", "role"))
+    if memo is not None:
+        memo[actor.pk] = roles
+    return roles
 
 
 NO_ROLE_MESSAGE = (
@@ -81,22 +113,14 @@ def managed_nodes(actor: Any) -> set[int]:
     """Ids of the nodes where `actor` holds the manager role."""
     if not is_signed_in(actor):
         return set()
-    return set(
-        Membership.objects.filter(user_id=actor.pk, role=Role.MANAGER).values_list(
-            "node_id", flat=True
-        )
-    )
+    return {node_id for node_id, role in _roles(actor) if role == Role.MANAGER}
 
 
 def member_projects(actor: Any) -> set[int]:
     """Ids of the projects where `actor` holds the member role."""
     if not is_signed_in(actor):
         return set()
-    return set(
-        Membership.objects.filter(user_id=actor.pk, role=Role.MEMBER).values_list(
-            "node_id", flat=True
-        )
-    )
+    return {node_id for node_id, role in _roles(actor) if role == Role.MEMBER}
 
 
 def governed_nodes(actor: Any, index: TreeIndex | None = None) -> set[int] | None:
@@ -244,7 +268,7 @@ def may_submit(actor: Any, project_id: int) -> bool:
         return True
     if not is_signed_in(actor):
         return False
-    if Membership.objects.filter(user_id=actor.pk, node_id=project_id, role=Role.MEMBER).exists():
+    if project_id in member_projects(actor):
         return True
     return manages(actor, project_id)
 

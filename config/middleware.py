@@ -11,6 +11,7 @@ from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve
 
+from budgets import permissions
 from config.logs import REQUEST_ID
 from config.proxy import FORWARDED_HEADERS, forwarded_client, in_networks
 
@@ -145,3 +146,20 @@ def api_not_found(request: HttpRequest) -> JsonResponse:
     else:
         detail = "Not found."
     return JsonResponse({"code": "not_found", "detail": detail}, status=404)
+
+
+class RolesReadOnceMiddleware:
+    """A read-only request (GET, HEAD, OPTIONS) reads each user's roles once, however
+    many permission questions it asks (`budgets.permissions.roles_read_once`); a write
+    reads them afresh at each question, so what it changes is seen at once."""
+
+    SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.method not in self.SAFE:
+            return self.get_response(request)
+        with permissions.roles_read_once():
+            return self.get_response(request)
