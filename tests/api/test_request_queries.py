@@ -1,0 +1,81 @@
+"""What a request costs the database (issue 28): a submission with an Idempotency-Key is
+one INSERT statement (the key check, the jobs, their events and the key together), and a
+read-only request reads the user's roles once however many permission questions it asks,
+while a write reads them afresh (a role granted or removed counts at once)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from accounts.services import token_create
+from budgets.models import Membership
+from budgets.services import membership_add
+from scheduler.models import IdempotencyKey, Job, JobEvent
+from tests.api.conftest import job_body
+
+pytestmark = pytest.mark.django_db
+
+
+def token_client(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=user, name='q')[1]}")
+    return client
+
+
+def statements(request) -> tuple[Any, list[str]]:
+    with CaptureQueriesContext(connection) as captured:
+        response = request()
+    return response, [q["sql"] for q in captured.captured_queries]
+
+
+def test_a_submission_with_a_key_is_one_statement_and_a_retry_stores_nothing(world):
+    client = token_client(world.user("ann"))
+
+    def send():
+        return client.post(
+            "/api/v1/jobs/", job_body(array=3), format="json", HTTP_IDEMPOTENCY_KEY="one-statement"
+        )
+
+    response, sql = statements(send)
+    assert response.status_code == 201
+    writes = [q for q in sql if "INSERT" in q]
+    assert len(writes) == 1
+    assert not any("SAVEPOINT" in q for q in sql)
+    key = IdempotencyKey.objects.get(key="one-statement")
+    ids = [row["id"] for row in response.json()["jobs"]]
+    assert key.job_ids == ids
+    assert [j.array_index for j in Job.objects.filter(pk__in=ids).order_by("pk")] == [0, 1, 2]
+    assert JobEvent.objects.filter(job_id__in=ids, to_state="pending").count() == 3
+    assert len(sql) <= 6
+
+    again, _ = statements(send)
+    assert again.status_code == 201 and again.json()["replayed"] is True
+    assert [row["id"] for row in again.json()["jobs"]] == ids
+    assert Job.objects.count() == 3 and IdempotencyKey.objects.count() == 1
+
+
+def test_a_read_asks_for_the_users_roles_once(world):
+    client = token_client(world.user("ann"))
+    job_id = client.post("/api/v1/jobs/", job_body(), format="json").json()["jobs"][0]["id"]
+
+    response, sql = statements(lambda: client.get(f"/api/v1/jobs/{job_id}/"))
+    assert response.status_code == 200
+    assert len([q for q in sql if 'FROM "budgets_membership"' in q]) == 1
+
+
+def test_a_role_changed_between_requests_counts_at_once(world):
+    """The roles read once belong to one request, not to the user: bob, a member of a2
+    only, may submit to a1 as soon as he is made a member of it."""
+    bob = world.user("bob")
+    client = token_client(bob)
+    refused = client.post("/api/v1/jobs/", job_body(), format="json")
+    assert refused.status_code == 403
+    membership_add(actor=None, node_id=world.tree.node("a1").pk, username="bob", role="member")
+    assert client.post("/api/v1/jobs/", job_body(), format="json").status_code == 201
+    Membership.objects.filter(user=bob).delete()
+    assert client.get("/api/v1/jobs/").status_code == 403
