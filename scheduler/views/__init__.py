@@ -11,6 +11,7 @@ from django.shortcuts import render
 from config.access import participant_required
 from scheduler.core.planner import load_scenario, run_mode
 from scheduler.core.planner.views_data import heatmap_data, list_scenarios, step_text
+from scheduler.models import Job
 from scheduler.selectors.jobs import job_page
 from scheduler.selectors.now import clusters_now
 from scheduler.services.eta import eta_refresh_request
@@ -48,10 +49,10 @@ def planner_detail(request: HttpRequest, name: str) -> HttpResponse:
 @participant_required
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     """A job's state, attempts and events; for a pending job its ranked blockers."""
+    eta_refresh_request(jobs=Job.objects.filter(pk=job_id))
     context = job_page(actor=request.user, job_id=job_id)
     if context is None:
         raise Http404(f"No job {job_id}")
-    eta_refresh_request(jobs=[context["job"]])  # the job as read (its ETA read asks nothing)
     return render(request, "scheduler/job_detail.html", context)
 
 
@@ -60,10 +61,10 @@ def job_waiting(request: HttpRequest, job_id: int) -> HttpResponse:
     """htmx: the job page's "Why it waits" part again (its place, estimated start and
     blockers), which the page asks for every few seconds; once the job no longer waits,
     the whole page reloads (HX-Refresh) to show what happened."""
+    eta_refresh_request(jobs=Job.objects.filter(pk=job_id))
     context = job_page(actor=request.user, job_id=job_id)
     if context is None:
         raise Http404(f"No job {job_id}")
-    eta_refresh_request(jobs=[context["job"]])  # the job as read (its ETA read asks nothing)
     if not context["queue"]:
         response = HttpResponse(status=204)
         response["HX-Refresh"] = "true"
