@@ -530,7 +530,7 @@ def usage(
                 r.get("cluster_name", ""),
                 render.tail(r.get("project_path", ""), 20),
                 *(r.get(f"{k}_gpu_h") for k in ("delivered", "unallocated", "demand", "entitled")),
-                render.share(r.get("utilization")),
+                render.known_share(r.get("utilization")),
             ]
             for r in rows
         ),

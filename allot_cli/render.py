@@ -96,6 +96,11 @@ def share(value: Any) -> str:
     return f"{float(value) * 100:.{SHARE_DECIMALS}f}%"
 
 
+def known_share(value: Any) -> str:
+    """A measured share (GPU utilization): None is "unknown" (no metrics), never 0."""
+    return "unknown" if value is None else share(value)
+
+
 def number(value: Any) -> str:
     if value is None:
         return "-"

@@ -180,7 +180,7 @@ def test_the_cli_shows_the_figures_the_api_and_pages_show(
     )  # fmt: skip
     assert used.returncode == 0, used.stderr
     header = next(line for line in used.stdout.splitlines() if "DELIVERED" in line).split()
-    assert header[-4:] == ["DELIVERED", "UNALLOC", "DEMAND", "ENTITLED"]
+    assert header[-6:] == ["DELIVERED", "UNALLOC", "DEMAND", "ENTITLED", "GPU", "UTIL"]
     sums: dict[str, dict[str, float]] = {}
     for line in used.stdout.splitlines():
         cells = line.split()
@@ -188,8 +188,9 @@ def test_the_cli_shows_the_figures_the_api_and_pages_show(
             continue
         path = cells[cells.index(lv.cluster.name) + 1]
         figures = sums.setdefault(path, {"delivered_gpu_h": 0.0, "entitled_gpu_h": 0.0})
-        figures["delivered_gpu_h"] += float(cells[-4])
-        figures["entitled_gpu_h"] += float(cells[-1])
+        figures["delivered_gpu_h"] += float(cells[-5])
+        figures["entitled_gpu_h"] += float(cells[-2])
+        assert cells[-1] == "unknown" or cells[-1].endswith("%"), cells  # never a bare 0
     assert sums["org/prog-a/a2"]["delivered_gpu_h"] > 0
     assert set(sums) == set(board)
     for path, figures in sums.items():
