@@ -365,6 +365,33 @@ def _store(
     return cluster
 
 
+def locked_for_policy_change(actor, cluster_id: int, what: str) -> Cluster:
+    """The cluster, locked for the rest of the transaction, once `actor` may change its
+    settings (staff; None: the system). `what` names them in the refusal ("the operators
+    of"). Raises NotFound, PermissionDenied."""
+    cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
+    if cluster is None:
+        raise NotFound(f"There is no cluster with id {cluster_id}.")
+    if not permissions.may_change_cluster_policy(actor):
+        raise PermissionDenied(f"Only staff may change {what} '{cluster.name}'.")
+    return cluster
+
+
+def record_policy_event(
+    cluster: Cluster, actor, changes: dict[str, list[Any]], reason: str
+) -> ClusterPolicyEvent:
+    """The append-only audit row of a change to a cluster's settings:
+    `{field: [before, after]}`, who (None: the system) and why."""
+    return ClusterPolicyEvent.objects.create(
+        cluster=cluster,
+        at=timezone.now(),
+        changes=changes,
+        reason=reason,
+        actor=actor,
+        actor_name=actor.get_username() if actor is not None else "system",
+    )
+
+
 def cluster_policy_update(
     *, actor, cluster_id: int, changes: Mapping[str, Any], reason: Any
 ) -> Cluster:
@@ -389,11 +416,7 @@ def cluster_policy_update(
         reason, required_message="A reason is required (why the policy changes).", max_length=500
     )
     with transaction.atomic():
-        cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
-        if cluster is None:
-            raise NotFound(f"There is no cluster with id {cluster_id}.")
-        if not permissions.may_change_cluster_policy(actor):
-            raise PermissionDenied(f"Only staff may change the policy of cluster '{cluster.name}'.")
+        cluster = locked_for_policy_change(actor, cluster_id, "the policy of cluster")
         current = {name: getattr(cluster, name) for name in POLICY_FIELDS}
         cleaned = clean_policy(changes, current=current)
         diff = {
@@ -406,14 +429,7 @@ def cluster_policy_update(
         for name, (_, after) in diff.items():
             setattr(cluster, name, after)
         cluster.save(update_fields=list(diff))
-        ClusterPolicyEvent.objects.create(
-            cluster=cluster,
-            at=timezone.now(),
-            changes=diff,
-            reason=text,
-            actor=actor,
-            actor_name=actor.get_username() if actor is not None else "system",
-        )
+        record_policy_event(cluster, actor, diff, text)
         request_cycle(cluster.pk)  # on commit
     return cluster
 
@@ -430,11 +446,7 @@ def cluster_operators_set(*, actor, cluster_id: int, usernames: Any, reason: str
         raise ValidationFailed("operators: a list of user names", field="operators")
     wanted = sorted(set(usernames))
     with transaction.atomic():
-        cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
-        if cluster is None:
-            raise NotFound(f"There is no cluster with id {cluster_id}.")
-        if not permissions.may_change_cluster_policy(actor):
-            raise PermissionDenied(f"Only staff may change the operators of '{cluster.name}'.")
+        cluster = locked_for_policy_change(actor, cluster_id, "the operators of")
         users = list(get_user_model().objects.filter(username__in=wanted))
         missing = sorted(set(wanted) - {u.get_username() for u in users})
         if missing:
@@ -445,12 +457,5 @@ def cluster_operators_set(*, actor, cluster_id: int, usernames: Any, reason: str
         if before == wanted:
             return cluster
         cluster.operators.set(users)
-        ClusterPolicyEvent.objects.create(
-            cluster=cluster,
-            at=timezone.now(),
-            changes={"operators": [before, wanted]},
-            reason=text,
-            actor=actor,
-            actor_name=actor.get_username() if actor is not None else "system",
-        )
+        record_policy_event(cluster, actor, {"operators": [before, wanted]}, text)
     return cluster

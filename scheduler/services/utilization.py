@@ -31,8 +31,7 @@ from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
-from budgets import permissions
-from config.errors import NotFound, PermissionDenied, ValidationFailed
+from config.errors import ValidationFailed
 from config.text import clean_reason
 from ledger.utilization import Hold, attribute
 from scheduler.adapters.gpu_metrics import (
@@ -48,9 +47,9 @@ from scheduler.models import (
     Attempt,
     Cluster,
     ClusterMetrics,
-    ClusterPolicyEvent,
     UtilizationSample,
 )
+from scheduler.services.clusters import locked_for_policy_change, record_policy_event
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +141,7 @@ def cluster_metrics_update(
     )
     cleaned = clean_metrics_settings(changes)
     with transaction.atomic():
-        cluster = Cluster.objects.select_for_update().filter(pk=cluster_id).first()
-        if cluster is None:
-            raise NotFound(f"There is no cluster with id {cluster_id}.")
-        if not permissions.may_change_cluster_policy(actor):
-            raise PermissionDenied(f"Only staff may change the metrics of '{cluster.name}'.")
+        cluster = locked_for_policy_change(actor, cluster_id, "the metrics of")
         metrics, _ = ClusterMetrics.objects.get_or_create(cluster=cluster)
         diff = {name: value for name, value in cleaned.items() if getattr(metrics, name) != value}
         if not diff:
@@ -159,14 +154,7 @@ def cluster_metrics_update(
             setattr(metrics, name, value)
         metrics.collected_until = None  # a new source: read it from a fresh start
         metrics.save()
-        ClusterPolicyEvent.objects.create(
-            cluster=cluster,
-            at=timezone.now(),
-            changes=recorded,
-            reason=text,
-            actor=actor,
-            actor_name=actor.get_username() if actor is not None else "system",
-        )
+        record_policy_event(cluster, actor, recorded, text)
     return metrics
 
 
