@@ -239,7 +239,9 @@ def test_a_node_drained_or_downed_in_slurm_shows_in_allot(live):
 
 def test_a_killed_slurmd_loses_its_jobs_and_resumable_ones_requeue(live, slurm):
     keeper = live.submit("a1", gpus=8, min_runtime_s=60, resumable=True, command=GRACEFUL)
-    doomed = live.submit("a2", gpus=8, min_runtime_s=60, resumable=False, command=GRACEFUL)
+    # protected past the node's timeout: the requeued keeper may not preempt it (on a slow
+    # machine the loss is seen after more than a minute, and then it could)
+    doomed = live.submit("a2", gpus=8, min_runtime_s=3600, resumable=False, command=GRACEFUL)
     live.cycles_until(lambda: all(live.state(j) == JobState.RUNNING for j in (keeper, doomed)))
     victim_node = Attempt.objects.get(job=keeper).host_names[0]
     job_on_it = keeper

@@ -131,8 +131,10 @@ def test_a_slurm_clusters_gpus_are_attributed_to_its_attempts(tree, emu, tmp_pat
         lows, highs = [], []
         for k in range(row.samples):
             t = row.end.timestamp() - k
-            # a value is a scrape up to two intervals old; Slurm's start is in whole seconds
-            ages = [(t - start_s - d / 10) * SPEED for d in range(int((2 * SCRAPE_S + 1) * 10) + 1)]
+            # a value is a scrape up to two intervals old; Slurm's start is in whole seconds,
+            # so the exporter's start may differ from the attempt's by a second either way
+            ages = [(t - start_s - d / 10) * SPEED
+                    for d in range(-10, int((2 * SCRAPE_S + 1) * 10) + 1)]  # fmt: skip
             served = [profiles.utilization_at(profile_of[attempt.attempt_id], a) if a >= 0 else 0.0
                       for a in ages]  # fmt: skip
             lows.append(min(served))
