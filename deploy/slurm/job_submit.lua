@@ -8,9 +8,10 @@ exactly as submitted.
 
 Slurm records priority 0 from a plugin as a user hold (`JobHeldUser`) when a user
 submits, so slurm_job_modify below refuses, for a tagged job, every change of priority
-(`scontrol release`, `hold`, `update priority=`) and of comment by anyone but Allot: the
-owner cannot run it outside Allot. Only jobs that Allot submits (submit_uid in
-ALLOT_UIDS) may skip the hold with their `allot-attempt:` comment; another submitter's
+(`scontrol release`, `hold`, `update priority=`), of comment and of partition by anyone
+but Allot: the owner cannot run it outside Allot. Nobody but Allot may move a job of
+another partition into a governed one (it would run there unheld). Only jobs that Allot
+submits (submit_uid in ALLOT_UIDS) may skip the hold with their `allot-attempt:` comment; another submitter's
 `allot-` comment is dropped, so it can neither bypass the hold nor pose as Allot's answer.
 
 Enable it in slurm.conf (this file goes next to slurm.conf, named job_submit.lua):
@@ -79,12 +80,24 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
-  -- a held, tagged job is released (and its comment written) by Allot alone
-  if allot_uids[modify_uid] or not starts_with(job_rec.admin_comment, TAG) then
+  if allot_uids[modify_uid] then
     return slurm.SUCCESS
   end
-  if is_set(job_desc.priority) or job_desc.comment ~= nil then
-    slurm.log_info("allot: uid %d may not release or re-comment governed job %d",
+  if not starts_with(job_rec.admin_comment, TAG) then
+    -- moved into a governed partition, a job would run there unheld and unseen by Allot
+    if is_governed(job_desc.partition) then
+      slurm.log_info("allot: uid %d may not move job %d into governed partition %s",
+        modify_uid, job_rec.job_id, job_desc.partition)
+      slurm.log_user("allot: a job enters a governed partition only by sbatch -p %s",
+        job_desc.partition)
+      return slurm.ESLURM_ACCESS_DENIED
+    end
+    return slurm.SUCCESS
+  end
+  -- a held, tagged job is released (and its comment written) by Allot alone, and stays
+  -- in its governed partition
+  if is_set(job_desc.priority) or job_desc.comment ~= nil or job_desc.partition ~= nil then
+    slurm.log_info("allot: uid %d may not release, re-comment or move governed job %d",
       modify_uid, job_rec.job_id)
     return slurm.ESLURM_ACCESS_DENIED
   end

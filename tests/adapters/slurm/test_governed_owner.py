@@ -81,3 +81,37 @@ def test_a_forged_allot_attempt_comment_is_dropped_and_the_job_held_and_adopted(
     assert SlurmAdoption.objects.get(slurm_job_id=slurm_id).job == adopted(slurm_id)
     assert adopted(slurm_id).submitter.username == MEMBER
     run_to_success(gov, slurm_id)
+
+
+def test_the_owner_cannot_move_a_job_into_or_out_of_a_governed_partition(gov):  # noqa: F811
+    # a held job of Slurm's own partition, moved into the governed one, would run there
+    # unheld and unseen by Allot
+    own = as_owner(
+        gov,
+        "sbatch",
+        "--parsable",
+        "--hold",
+        "--chdir=/tmp",
+        "--output=/dev/null",
+        "-p",
+        "gpu",
+        "-A",
+        "a1",
+        "--gres=gpu:8",
+        script="#!/bin/bash\nsleep 1\n",
+    )
+    assert own.returncode == 0, own.stderr
+    own_id = own.stdout.strip()
+    done = as_owner(gov, "scontrol", "update", f"jobid={own_id}", "partition=governed")
+    assert done.returncode != 0 and "denied" in done.stderr.lower(), done
+    assert gov.raw(own_id)["partition"] == "gpu"
+    # nor may a governed job leave for a partition where Slurm alone schedules it
+    slurm_id = owner_sbatch(gov)
+    done = as_owner(gov, "scontrol", "update", f"jobid={slurm_id}", "partition=gpu")
+    assert done.returncode != 0 and "denied" in done.stderr.lower(), done
+    job = gov.raw(slurm_id)
+    assert (job["partition"], job["state_reason"]) == ("governed", "JobHeldUser")
+    gov.cycle()
+    assert not SlurmAdoption.objects.filter(slurm_job_id=own_id).exists()  # not Allot's
+    assert as_owner(gov, "scancel", own_id).returncode == 0
+    run_to_success(gov, slurm_id)
