@@ -177,17 +177,27 @@ class Api:
 
     def get_all(self, path: str, *, limit: int | None = None, **params: Any) -> list[dict]:
         """Every row of a paginated list (or the first `limit`)."""
+        return self.get_all_with_head(path, limit=limit, **params)[1]
+
+    def get_all_with_head(
+        self, path: str, *, limit: int | None = None, **params: Any
+    ) -> tuple[dict, list[dict]]:
+        """The first page's fields besides its rows (such as the window the rows cover)
+        and every row of a paginated list (or the first `limit`)."""
         rows: list[dict] = []
+        head: dict | None = None
         offset = 0
         while True:
             page_size = 500 if limit is None else min(500, limit - len(rows))
             page = self.get(path, limit=page_size, offset=offset, **params)
             if isinstance(page, list):
-                return page
+                return {}, page
+            if head is None:
+                head = {k: v for k, v in page.items() if k != "results"}
             rows.extend(page["results"])
             offset += len(page["results"])
             if not page.get("next") or not page["results"] or (limit and len(rows) >= limit):
-                return rows
+                return head, rows
 
     def submit(self, body: dict[str, Any], *, dry_run: bool) -> Any:
         """POST jobs/ with a fresh Idempotency-Key, so retries never submit twice."""

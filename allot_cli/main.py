@@ -228,7 +228,8 @@ def queue(
         return
     whose = "your jobs pending" if me else "pending"
     render.out.print(
-        f"Queue of {name}: {page['count']} {whose}, as of {render.when(page['computed_at'])}"
+        f"Queue of {name}: {page['count']} {whose}, "
+        + (render.cycle_as_of(page["computed_at"]) if page["computed_at"] else "no cycle yet")
         + (f" (cycle {page['cycle']})" if page["cycle"] else ""),
         markup=False,
     )
@@ -515,13 +516,19 @@ def usage(
     as_json: JsonFlag = False,
 ) -> None:
     """GPU-hours per project and step: delivered, unallocated, demand, entitled, and the
-    GPU utilization of its runs (unknown: '-')."""
-    rows = api().get_all(
+    GPU utilization of its runs (unknown: '-'), over whole hours that are over (by
+    default the last 7 days of complete hours)."""
+    head, rows = api().get_all_with_head(
         "usage/", cluster=cluster, project=project, since=since, until=until, step=step
     )
     if as_json:
         render.print_json(rows)
         return
+    if head.get("window_end"):
+        render.out.print(
+            f"GPU-hours, {render.report_window(head.get('window_start'), head['window_end'])}",
+            markup=False,
+        )
     render.table(
         ["START", "CLUSTER", "PROJECT", "DELIVERED", "UNALLOC", "DEMAND", "ENTITLED", "GPU UTIL"],
         (
@@ -562,7 +569,8 @@ def shares(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
         render.print_json(answer)
         return
     render.out.print(
-        f"Fair share on {answer.get('cluster_name', '?')} as of {render.when(answer.get('as_of'))}",
+        f"Fair share on {answer.get('cluster_name', '?')}, "
+        + render.cycle_as_of(answer.get("as_of"), from_cycle=answer.get("from_cycle", True)),
         markup=False,
     )
     nodes = answer.get("nodes", []) if isinstance(answer, dict) else answer

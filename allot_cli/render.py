@@ -44,6 +44,23 @@ def when(value: str | None, *, seconds: bool = False) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z")
 
 
+def report_window(start: str | None, end: str) -> str:
+    """How every reporting figure states its window, as the pages do: 'last 7 days of
+    complete hours, to 2026-12-05 14:00 CET'."""
+    first, last = _moment(start), _moment(end)
+    days = round((last - first).total_seconds() / 86400) if first and last else None
+    length = f"last {days} day{'' if days == 1 else 's'}" if days is not None else "the hours"
+    return f"{length} of complete hours, to {when(end)}"
+
+
+def cycle_as_of(value: str | None, *, from_cycle: bool = True) -> str:
+    """How every scheduling figure states its time, as the pages do: 'as of the cycle at
+    2026-12-05 14:09:03 CET' ('(no cycle has run yet)' before the first)."""
+    if not from_cycle:
+        return f"as of {when(value, seconds=True)} (no cycle has run yet)"
+    return f"as of the cycle at {when(value, seconds=True)}"
+
+
 def ago(value: str | None, now: dt.datetime | None = None) -> str:
     """An API time as how long ago or how far ahead it is: '12 s ago', 'in 3 h 10 min'."""
     moment = _moment(value)

@@ -120,8 +120,13 @@ def _without_nul(schema: dict) -> dict:
     return schema
 
 
-def paginated(serializer_class: type[serializers.Serializer], name: str) -> type:
-    """The limit/offset page of `serializer_class`, as LimitOffsetPagination returns it."""
+def paginated(
+    serializer_class: type[serializers.Serializer],
+    name: str,
+    extra: dict[str, serializers.Field] | None = None,
+) -> type:
+    """The limit/offset page of `serializer_class`, as LimitOffsetPagination returns it,
+    with the `extra` fields beside `count` (such as the window the rows cover)."""
     return type(
         name,
         (serializers.Serializer,),
@@ -129,6 +134,7 @@ def paginated(serializer_class: type[serializers.Serializer], name: str) -> type
             "count": serializers.IntegerField(),
             "next": serializers.URLField(allow_null=True),
             "previous": serializers.URLField(allow_null=True),
+            **(extra or {}),
             "results": serializer_class(many=True),
         },
     )

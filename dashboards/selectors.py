@@ -27,7 +27,7 @@ from budgets.selectors import TreeIndex, tree_index
 from ledger import selectors as ledger_selectors
 from ledger.accounting import delivery_ratio
 from ledger.models import ProjectHour
-from ledger.selectors import Period, floor_hour, step_key, step_starts
+from ledger.selectors import Period, Span, step_key, step_starts
 from scheduler.models import Attempt, Cluster, HostEvent, HostHealth, Job, JobEvent, JobState
 
 DELIVERY_CACHE_S = 300
@@ -142,15 +142,15 @@ def _delivery_sums(
 # --- fair share now -----------------------------------------------------------------
 
 
-def fairshare_now(
-    *, viewer, cluster: Cluster, now: dt.datetime | None = None
-) -> list[dict[str, Any]]:
-    """Each node of the budget tree below the root (depth first) with its entitled share,
-    window usage (GPU-hours, as the next cycle will read it), level fair share (S / U)
-    and fair-share factor (the ledger's `sshare -l` rows), and what that means for its
-    jobs."""
+def fairshare_now(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
+    """As of the cluster's last scheduling cycle (`as_of`, `from_cycle`: the ledger's
+    `fairshare`), `rows`: each node of the budget tree below the root (depth first) with
+    its entitled share, window usage (GPU-hours, as that cycle read it), level fair share
+    (S / U) and fair-share factor (the ledger's `sshare -l` rows), and what that means
+    for its jobs."""
     rows = []
-    nodes = ledger_selectors.fairshare(viewer=viewer, cluster=cluster, now=now)["nodes"]
+    answer = ledger_selectors.fairshare(viewer=viewer, cluster=cluster, now=now)
+    nodes = answer["nodes"]
     ranked = sum(1 for n in nodes if n["rank"] is not None)
     for node in nodes:
         if node["depth"] == 0:
@@ -177,7 +177,7 @@ def fairshare_now(
                 ),
             }
         )
-    return rows
+    return {"as_of": answer["as_of"], "from_cycle": answer["from_cycle"], "rows": rows}
 
 
 def fairshare_sentence(
@@ -312,21 +312,15 @@ def my_jobs(*, user):
     )
 
 
-def window_end(now: dt.datetime) -> dt.datetime:
-    """The end of a period of hourly rollups read at `now`: the end of the current hour
-    (its figures grow until then)."""
-    return floor_hour(now) + dt.timedelta(hours=1)
-
-
-def my_projects(*, user, days: int = 7, now: dt.datetime | None = None) -> list[dict[str, Any]]:
+def my_projects(*, user, span: Span) -> list[dict[str, Any]]:
     """The projects the user is a member or manager of (directly or through a node
-    they manage), with delivered vs entitled GPU-hours per cluster over `days` days."""
+    they manage), with delivered vs entitled GPU-hours per cluster over `span` (the
+    default reporting period: `ledger.periods.resolve_span()`)."""
     index = tree_index()
     project_ids = _projects_under(index, permissions.my_projects(user, index))
-    end = window_end(now or timezone.now())
     sums = (
         ProjectHour.objects.filter(
-            project_id__in=project_ids, hour__gte=end - dt.timedelta(days=days), hour__lt=end
+            project_id__in=project_ids, hour__gte=span.since, hour__lt=span.until
         )
         .values("project_id", "cluster__name")
         .annotate(

@@ -139,14 +139,15 @@ def _delivery(request: HttpRequest, period: ledger_selectors.Period) -> HttpResp
 
 
 def _fairshare(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
-    as_of = timezone.now()  # the usage window ends here, shown beside the figures
-    rows = selectors.fairshare_now(viewer=request.user, cluster=period.cluster, now=as_of)
+    # as of the cluster's last cycle: the queue's figures, its time beside them
+    board = selectors.fairshare_now(viewer=request.user, cluster=period.cluster)
+    rows = board["rows"]
     if request.GET.get("format") == "csv":
         return csv_response(charts.fairshare_csv(rows), f"fairshare-{period.cluster.name}.csv")
     return render(
         request,
         "dashboards/_fairshare.html",
-        {"period": period, "rows": rows, "query": _query(period), "as_of": as_of},
+        {"period": period, "query": _query(period), **board},
     )
 
 
@@ -217,8 +218,8 @@ def me(request: HttpRequest) -> HttpResponse:
     jobs = Paginator(selectors.my_jobs(user=request.user), JOBS_PAGE_SIZE).get_page(
         request.GET.get("page")
     )
-    now = timezone.now()
-    projects = selectors.my_projects(user=request.user, now=now)
+    span = ledger_selectors.resolve_span()  # the default reporting period
+    projects = selectors.my_projects(user=request.user, span=span)
     if request.GET.get("format") == "csv":
         rows: list[list[Any]] = [
             ["project", "cluster", "entitled_gpu_h", "delivered_gpu_h", "ratio", "demand_gpu_h"]
@@ -251,6 +252,6 @@ def me(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "projects": projects,
             "figure": charts.my_projects_figure(projects),
-            "projects_until": selectors.window_end(now),
+            "span": span,
         },
     )

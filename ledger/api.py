@@ -37,14 +37,45 @@ def validated(query_class: type[serializers.Serializer], request) -> serializers
     return query
 
 
-def page_response(request, view: APIView, rows, output: type[serializers.Serializer], fill=None):
+def page_response(
+    request,
+    view: APIView,
+    rows,
+    output: type[serializers.Serializer],
+    fill=None,
+    span: selectors.Span | None = None,
+):
     """A limit/offset page of `rows` (paginated in the database for a queryset) through
-    `output`; `fill` may add to the page's rows first."""
+    `output`; `fill` may add to the page's rows first. With `span`, the page says the
+    window its rows cover (`window_start`, `window_end`) beside `count`."""
     paginator = Pagination()
     page = paginator.paginate_queryset(rows, request, view=view)
     if fill is not None:
         fill(page)
-    return paginator.get_paginated_response(output(page, many=True).data)
+    response = paginator.get_paginated_response(output(page, many=True).data)
+    if span is not None:
+        results = response.data.pop("results")
+        stamp = serializers.DateTimeField().to_representation
+        response.data["window_start"] = stamp(span.since)
+        response.data["window_end"] = stamp(span.until)
+        response.data["results"] = results
+    return response
+
+
+def window_fields() -> dict[str, serializers.Field]:
+    """The window a page of reporting figures covers, as every reporting surface states
+    it (docs/concepts.md#windows)."""
+    return {
+        "window_start": serializers.DateTimeField(
+            help_text="Start of the period the rows cover (UTC): `since`, or `days` before "
+            "`window_end`"
+        ),
+        "window_end": serializers.DateTimeField(
+            help_text="End of the period, excluded (UTC): the end of the last complete hour "
+            "(default), or `until` rounded down to a whole hour when earlier. The hour now "
+            "going on is never included"
+        ),
+    }
 
 
 def cluster_field(**kwargs) -> ClusterRefField:
@@ -54,10 +85,11 @@ def cluster_field(**kwargs) -> ClusterRefField:
 
 
 def list_schema(query, output, *, name: str, operation_id: str, summary: str):
-    """The schema of a paginated ledger list read with `query` (with its documented 400)."""
+    """The schema of a paginated ledger list read with `query` (with its documented 400),
+    the page stating its window (`window_fields`)."""
     return extend_schema(
         parameters=[query, *PAGE_PARAMETERS],
-        responses={200: paginated(output, name), 400: BAD_QUERY},
+        responses={200: paginated(output, name, window_fields()), 400: BAD_QUERY},
         operation_id=operation_id,
         summary=summary,
     )
@@ -73,8 +105,9 @@ class PeriodQuery(serializers.Serializer):
     )
     until = serializers.DateTimeField(
         required=False,
-        help_text="End of the period, excluded (ISO 8601, before 9000); default: the end "
-        "of the current hour",
+        help_text="End of the period, excluded (ISO 8601, before 9000), rounded down to a "
+        "whole hour; default and at the latest: the end of the last complete hour (the "
+        "hour now going on is never included)",
     )
     days = serializers.ChoiceField(
         choices=selectors.DAYS_CHOICES,
@@ -183,7 +216,7 @@ class UsageApi(APIView):
                 held = (row["allocated_gpu_h"] or 0.0) + (row["unallocated_gpu_h"] or 0.0)
                 row["effective_gpu_h"] = effective_gpu_h(held, share)
 
-        return page_response(request, self, rows, UsageRowOutput, fill=paths)
+        return page_response(request, self, rows, UsageRowOutput, fill=paths, span=span)
 
 
 class OccupancyRowOutput(serializers.Serializer):
@@ -218,7 +251,7 @@ class OccupancyApi(APIView):
     def get(self, request):
         period = validated(PeriodQuery, request).period()
         rows = selectors.occupancy_rows(period, viewer=request.user)
-        return page_response(request, self, rows, OccupancyRowOutput)
+        return page_response(request, self, rows, OccupancyRowOutput, span=period)
 
 
 class FairshareQuery(serializers.Serializer):
@@ -236,7 +269,10 @@ class FairshareNodeOutput(serializers.Serializer):
         allow_null=True, help_text="Its share among its siblings (1 for the root)"
     )
     entitled_share = serializers.FloatField(help_text="Its share of the cluster")
-    raw_usage = serializers.FloatField(help_text="GPU-hours in the cluster's usage window")
+    raw_usage = serializers.FloatField(
+        help_text="Usage: charged GPU-hours in the cluster's usage window ending at `as_of` "
+        "(the window the last cycle read)"
+    )
     norm_usage = serializers.FloatField(help_text="Its part of the whole cluster's usage")
     effective_usage = serializers.FloatField(
         allow_null=True, help_text="Its part of its siblings' usage together (Fair Tree's U)"
@@ -261,7 +297,17 @@ class FairshareNodeOutput(serializers.Serializer):
 class FairshareOutput(serializers.Serializer):
     cluster = serializers.IntegerField()
     cluster_name = serializers.CharField()
-    as_of = serializers.DateTimeField()
+    as_of = serializers.DateTimeField(
+        help_text="The time every figure is as of: the cluster's last scheduling cycle (the "
+        "queue's `computed_at`), so factor and rank are the queue's; now before the "
+        "first cycle (`from_cycle` false)"
+    )
+    from_cycle = serializers.BooleanField(
+        help_text="True when the figures are the last cycle's; false before the first cycle"
+    )
+    cycle = serializers.IntegerField(
+        allow_null=True, help_text="The id of that cycle's record (null before the first)"
+    )
     nodes = FairshareNodeOutput(many=True, help_text="Every node, depth first, the root first")
 
 
@@ -270,8 +316,8 @@ class FairshareApi(APIView):
         parameters=[FairshareQuery],
         responses={200: FairshareOutput, 400: BAD_QUERY},
         operation_id="fairshare_retrieve",
-        summary="Fair share now, like `sshare -l`: every node's shares, usage, level FS, "
-        "factor and rank",
+        summary="Fair share as of the last scheduling cycle, like `sshare -l`: every node's "
+        "shares, usage, level FS, factor and rank",
     )
     def get(self, request):
         query = validated(FairshareQuery, request)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import F, Q, QuerySet, Sum
@@ -28,10 +27,20 @@ from config.errors import ApplicationError, NotFound, PermissionDenied, Validati
 from ledger import pyramid as pyramid_figures
 from ledger.accounting import delivery_ratio
 from ledger.models import ClusterHour, ProjectHour
+from ledger.periods import DAYS_CHOICES as DAYS_CHOICES
+from ledger.periods import DEFAULT_DAYS as DEFAULT_DAYS
+from ledger.periods import MAX_PERIOD as MAX_PERIOD
+from ledger.periods import STEPS as STEPS
+from ledger.periods import Period, Span, resolve_span, step_starts
+from ledger.periods import floor_hour as floor_hour
+from ledger.periods import parse_time as parse_time
+from ledger.periods import report_end as report_end
+from ledger.periods import step_key as step_key
 from ledger.utilization import effective_gpu_h, utilization
 from scheduler.core.engine.fairshare import fair_tree
 from scheduler.models import Attempt, Cluster
 from scheduler.selectors.clusters import resolve_cluster
+from scheduler.selectors.queue import last_cycle
 from scheduler.selectors.translate import engine_tree
 
 # Decayed usage ignores runs older than this many half-lives (their weight < 0.1%).
@@ -81,99 +90,7 @@ def ensure_reader(viewer) -> None:
         raise PermissionDenied(permissions.NO_ROLE_MESSAGE)
 
 
-# --- periods ---------------------------------------------------------------------------
-
-DAYS_CHOICES = (7, 30, 90)
-STEPS = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
-MAX_PERIOD = dt.timedelta(days=366)
-# Times outside these bounds are refused (a period near year 1 or 9999 would overflow).
-EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-LATEST = dt.datetime(9000, 1, 1, tzinfo=dt.UTC)
-
-
-@dataclass(frozen=True)
-class Span:
-    """The time range [since, until) read in steps of `step` (hour or day, UTC)."""
-
-    since: dt.datetime
-    until: dt.datetime
-    step: str
-
-    @property
-    def days(self) -> int:
-        return round((self.until - self.since) / dt.timedelta(days=1))
-
-
-@dataclass(frozen=True)
-class Period(Span):
-    """A span of one cluster."""
-
-    cluster: Cluster
-
-
-def floor_hour(at: dt.datetime) -> dt.datetime:
-    return at.replace(minute=0, second=0, microsecond=0)
-
-
-def parse_time(value: str | dt.datetime, field: str) -> dt.datetime:
-    """An aware time from an ISO 8601 text or a datetime (naive means UTC), within
-    EARLIEST..LATEST; anything else raises ValidationFailed naming `field`."""
-    if isinstance(value, dt.datetime):
-        at = value
-    else:
-        try:
-            at = dt.datetime.fromisoformat(value)
-        except ValueError:
-            raise ValidationFailed(
-                f"{field} must be an ISO 8601 time such as 2026-01-31T12:00:00Z.", field=field
-            ) from None
-    at = at if at.tzinfo else at.replace(tzinfo=dt.UTC)
-    try:
-        within = EARLIEST <= at <= LATEST
-    except OverflowError:  # an offset that takes the time out of range
-        within = False
-    if not within:
-        raise ValidationFailed(
-            f"{field} must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}.", field=field
-        )
-    return at
-
-
-def resolve_span(
-    *,
-    days: str | int | None = None,
-    since: str | dt.datetime | None = None,
-    until: str | dt.datetime | None = None,
-    step: str | None = None,
-    now: dt.datetime | None = None,
-) -> Span:
-    """The span a request asks for: `until` (default: the end of the current hour),
-    `since` (default: `days` before `until`, `days` one of 7/30/90, default 7), step
-    hour (default) or day; since < until and at most MAX_PERIOD apart."""
-    step = step or "hour"
-    if step not in STEPS:
-        raise ValidationFailed("step must be hour or day.", field="step")
-    if until:
-        end = parse_time(until, "until")
-    else:
-        end = floor_hour((now or timezone.now()).astimezone(dt.UTC)) + dt.timedelta(hours=1)
-    if since:
-        start = parse_time(since, "since")
-    else:
-        try:
-            n_days = int(days or 7)
-        except (TypeError, ValueError):
-            n_days = -1
-        if n_days not in DAYS_CHOICES:
-            raise ValidationFailed("days must be 7, 30 or 90.", field="days")
-        start = end - dt.timedelta(days=n_days)
-    if start >= end:
-        raise ValidationFailed("since must be before until.", field="since")
-    if end - start > MAX_PERIOD:
-        raise ValidationFailed(
-            f"A period is at most {MAX_PERIOD.days} days; ask for a later since.", field="since"
-        )
-    return Span(since=start, until=end, step=step)
+# --- periods (ledger.periods: one window end for every reporting figure) -------------
 
 
 def resolve_period(
@@ -197,22 +114,6 @@ def resolve_period(
         the_cluster = resolve_cluster(str(cluster), missing=missing)
     span = resolve_span(days=days, since=since, until=until, step=step, now=now)
     return Period(since=span.since, until=span.until, step=span.step, cluster=the_cluster)
-
-
-def step_key(at: dt.datetime, span: Span) -> dt.datetime:
-    """The start of the step (UTC) that `at` falls in."""
-    if span.step == "day":
-        return at.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return floor_hour(at.astimezone(dt.UTC))
-
-
-def step_starts(span: Span) -> list[dt.datetime]:
-    """Every step of the span, so a chart has a point for hours without rows."""
-    out, at = [], step_key(span.since, span)
-    while at < span.until:
-        out.append(at)
-        at += STEPS[span.step]
-    return out
 
 
 def by_step(
@@ -457,21 +358,33 @@ def _fair_tree_path(index: TreeIndex, node_id: int) -> str:
 
 
 def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
-    """`sshare -l` for a cluster: every node of the budget tree (depth first, the root
-    first) with raw shares (its weight), norm shares (share among its siblings),
-    entitled share (of the cluster), raw usage (GPU-hours in the cluster's window, as
-    the next cycle reads it), norm usage (of the whole cluster's), effective usage (of
-    its siblings' together: what Fair Tree compares), level FS (norm shares / effective
-    usage; None with `level_fs_infinite` when it used nothing), the fair-share factor (Slurm's Fair
-    Tree, the engine's own code) and, for projects, their rank (1 goes first).
+    """`sshare -l` for a cluster as of its last scheduling cycle: every node of the
+    budget tree (depth first, the root first) with raw shares (its weight), norm shares
+    (share among its siblings), entitled share (of the cluster), raw usage (GPU-hours in
+    the cluster's window as that cycle read it), norm usage (of the whole cluster's),
+    effective usage (of its siblings' together: what Fair Tree compares), level FS (norm
+    shares / effective usage; None with `level_fs_infinite` when it used nothing), the
+    fair-share factor (Slurm's Fair Tree, the engine's own code) and, for projects, their
+    rank (1 goes first).
+
+    `as_of` is the cycle's time (the queue's `computed_at`, `scheduler.selectors.queue.
+    last_cycle`), so the factor and rank are the queue's; before the first cycle (`cycle`
+    None, `from_cycle` False) the figures are as of `now`.
 
     A node with no entitlement (its weight or an ancestor's is 0) has no factor and no
     rank: its jobs run only unallocated, on GPUs nobody else claims, so they are not
     ranked among funded projects; ranks count the projects with an entitlement."""
     ensure_reader(viewer)
-    at = now or timezone.now()
+    stamp = last_cycle(cluster_id=cluster.pk)
+    at = stamp.at if stamp else (now or timezone.now())
     index = tree_index()
-    answer: dict[str, Any] = {"cluster": cluster.pk, "cluster_name": cluster.name, "as_of": at}
+    answer: dict[str, Any] = {
+        "cluster": cluster.pk,
+        "cluster_name": cluster.name,
+        "as_of": at,
+        "from_cycle": stamp is not None,
+        "cycle": stamp.cycle_id if stamp else None,
+    }
     tree = engine_tree(index)
     if tree is None:
         return {**answer, "nodes": []}
@@ -523,13 +436,11 @@ def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> di
 
 # --- operators' metrics ----------------------------------------------------------------
 
-RATIO_WINDOW = dt.timedelta(days=7)
-
 
 def last_hour_occupancy(*, now: dt.datetime | None = None) -> list[tuple[str, str, float]]:
     """(cluster name, bucket, GPU-hours) of each cluster's last complete hour, the bucket
     named without its `_gpu_h` suffix; clusters without a row for that hour are left out."""
-    hour = floor_hour((now or timezone.now()).astimezone(dt.UTC)) - dt.timedelta(hours=1)
+    hour = report_end(now) - dt.timedelta(hours=1)
     rows = ClusterHour.objects.filter(hour=hour).select_related("cluster").order_by("cluster__name")
     return [
         (row.cluster.name, bucket.removesuffix("_gpu_h"), getattr(row, bucket))
@@ -566,12 +477,13 @@ def recorded_delivery(
 
 
 def entitlement_ratios(*, now: dt.datetime | None = None) -> list[tuple[str, str, float]]:
-    """(cluster name, project path, delivered / entitled GPU-hours) over the RATIO_WINDOW
-    of complete hours before `now`, for the projects entitled to something (above 1: it
-    also ran on GPUs others did not claim)."""
-    until = floor_hour((now or timezone.now()).astimezone(dt.UTC))
+    """(cluster name, project path, delivered / entitled GPU-hours) over the default
+    reporting period (DEFAULT_DAYS days of complete hours to `report_end`, as the
+    delivery dashboard's), for the projects entitled to something (above 1: it also ran
+    on GPUs others did not claim)."""
+    span = resolve_span(now=now)
     sums = (
-        ProjectHour.objects.filter(hour__gte=until - RATIO_WINDOW, hour__lt=until)
+        ProjectHour.objects.filter(hour__gte=span.since, hour__lt=span.until)
         .values("cluster__name", "project_id")
         .annotate(delivered=Sum("allocated_gpu_h"), entitled=Sum("entitled_gpu_h"))
         .filter(entitled__gt=0)

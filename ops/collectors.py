@@ -10,7 +10,7 @@ from prometheus_client.core import Metric
 
 from accounts.models import ApiToken
 from budgets.models import BudgetEvent, BudgetNode, Membership
-from ledger.selectors import RATIO_WINDOW, entitlement_ratios, last_hour_occupancy
+from ledger.selectors import DEFAULT_DAYS, entitlement_ratios, last_hour_occupancy
 from ops.metrics import gauge, register_collector
 from scheduler.models import ACTIVE_STATES, Cluster, Job, JobState
 
@@ -87,7 +87,7 @@ def ledger_metrics() -> Iterable[Metric]:
     yield gauge(
         "allot_entitlement_ratio",
         f"Delivered / entitled GPU-hours by cluster and project over the last "
-        f"{RATIO_WINDOW.days} days (projects entitled to something)",
+        f"{DEFAULT_DAYS} days of complete hours (projects entitled to something)",
         ["cluster", "project"],
         entitlement_ratios(),
     )

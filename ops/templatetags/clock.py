@@ -39,3 +39,27 @@ def moment(at: dt.datetime | None, relative: bool = True, seconds: bool = False)
 def duration(seconds: float | int | None) -> str:
     """Seconds as '3 h 10 min'; '–' for none."""
     return "–" if seconds is None else span_text(float(seconds))
+
+
+@register.simple_tag
+def report_window(days: int, until: dt.datetime | None) -> SafeString:
+    """How every reporting figure states its window (docs/concepts.md#windows): "last 7
+    days of complete hours, to <its end>" (the end of the last complete hour)."""
+    return format_html(
+        'last {} day{} of complete hours, to <span class="window-end">{}</span>',
+        days,
+        "" if days == 1 else "s",
+        moment(until),
+    )
+
+
+@register.simple_tag
+def cycle_as_of(at: dt.datetime | None, from_cycle: bool = True) -> SafeString:
+    """How every scheduling figure states its time (docs/concepts.md#windows): "as of
+    the cycle at <the queue's computed_at>"; before the first cycle, "as of <now> (no
+    cycle has run yet)"."""
+    if not from_cycle:
+        return format_html("as of {} (no cycle has run yet)", moment(at, seconds=True))
+    return format_html(
+        'as of the cycle at <span class="cycle-at">{}</span>', moment(at, seconds=True)
+    )

@@ -13,7 +13,9 @@ in start order (position 1 starts next).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from scheduler.models import QueueSnapshot
@@ -25,6 +27,27 @@ _INTS = ("job", "project_position", "project_rank", "reason")
 def queue_snapshot(*, cluster_id: int) -> QueueSnapshot | None:
     """The cluster's stored queue (None before its first successful cycle)."""
     return QueueSnapshot.objects.filter(cluster_id=cluster_id).first()
+
+
+@dataclass(frozen=True)
+class CycleStamp:
+    """When a cluster's last scheduling cycle ran (`at`, its queue's `computed_at`) and
+    its record's id (None once the record is pruned)."""
+
+    at: dt.datetime
+    cycle_id: int | None
+
+
+def last_cycle(*, cluster_id: int) -> CycleStamp | None:
+    """The time every scheduling figure of the cluster is as of (docs/concepts.md,
+    "Windows"): the queue, its reasons, the fair-share dashboard, API `fairshare/` and
+    `allot shares`. None before the cluster's first successful cycle."""
+    row = (
+        QueueSnapshot.objects.filter(cluster_id=cluster_id)
+        .values_list("computed_at", "cycle_id")
+        .first()
+    )
+    return CycleStamp(at=row[0], cycle_id=row[1]) if row else None
 
 
 def _column(entries: Mapping[str, Any], name: str, start: int = 0, stop: int | None = None) -> list:

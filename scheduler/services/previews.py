@@ -25,7 +25,7 @@ from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from budgets.services import weight_edits_check
 from config.errors import NotFound, PermissionDenied, ValidationFailed
-from ledger.selectors import recorded_delivery
+from ledger.selectors import recorded_delivery, report_end
 from scheduler.core.engine.types import BudgetNode as EngineNode
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig
 from scheduler.core.sim.whatif import FIDELITY_SHARE, JobRecord, fidelity, run_whatif
@@ -226,8 +226,9 @@ def prior_usage(
 
 def preview_window(now: dt.datetime, days: int) -> tuple[dt.datetime, dt.datetime]:
     """The window a preview replays: the `days` days of complete hours before `now`, the
-    hours the ledger has recorded (so the replay and the record cover the same time)."""
-    until = now.astimezone(dt.UTC).replace(minute=0, second=0, microsecond=0)
+    hours the ledger has recorded (so the replay and the record cover the same time),
+    ending where every reporting window ends (`ledger.periods.report_end`)."""
+    until = report_end(now)
     return until - dt.timedelta(days=days), until
 
 

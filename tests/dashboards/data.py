@@ -28,12 +28,13 @@ def hour_ago(hours: int) -> dt.datetime:
     return now - dt.timedelta(hours=hours)
 
 
-def cluster_hours(cluster, hours: int, **buckets: float) -> list[ClusterHour]:
-    """`hours` consecutive ClusterHour rows ending at the current hour; the buckets not
+def cluster_hours(cluster, hours: int, *, first: int = 1, **buckets: float) -> list[ClusterHour]:
+    """`hours` consecutive ClusterHour rows ending at the last complete hour (`first` 0:
+    at the current, partial hour, which no reporting window shows); the buckets not
     given are 0 and idle fills the rest up to the cluster's capacity."""
     capacity = float(cluster.gpu_capacity)
     rows = []
-    for h in range(hours):
+    for h in range(first, first + hours):
         values = {b: 0.0 for b in ClusterHour.BUCKETS} | buckets
         values["idle_gpu_h"] = capacity - sum(v for k, v in values.items() if k != "idle_gpu_h")
         rows.append(
@@ -49,10 +50,14 @@ def cluster_hours(cluster, hours: int, **buckets: float) -> list[ClusterHour]:
     return ClusterHour.objects.bulk_create(rows)
 
 
-def project_hours(cluster, project, hours: int, **values: float) -> list[ProjectHour]:
+def project_hours(
+    cluster, project, hours: int, *, first: int = 1, **values: float
+) -> list[ProjectHour]:
+    """`hours` consecutive rows ending at the last complete hour (`first` 0: at the
+    current, partial hour)."""
     rows = [
         ProjectHour(cluster=cluster, project=project, hour=hour_ago(h), **values)
-        for h in range(hours)
+        for h in range(first, first + hours)
     ]
     return ProjectHour.objects.bulk_create(rows)
 
@@ -126,7 +131,7 @@ def history(tree, cluster) -> None:
     projects = [tree.node("a1"), tree.node("a2"), tree.node("b1")]
     shares = [0.35, 0.15, 0.5]
     cluster_rows, project_rows = [], []
-    for h in range(7 * 24):
+    for h in range(1, 7 * 24 + 1):  # the complete hours of the last 7 days
         wave = 0.5 + 0.4 * math.sin(h / 9.0)
         used = capacity * wave
         within, borrowed = used * 0.8, used * 0.1

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from dashboards import selectors
 from ledger import selectors as ledger_selectors
-from scheduler.models import JobState
+from scheduler.models import JobState, QueueSnapshot
 from tests.dashboards import data
 from tests.factories import ClusterFactory, HostFactory
 
@@ -253,7 +253,7 @@ def test_fair_share_now_reads_the_window_usage(client, tree):
         cluster, tree.node("a1"), ann, submitted_at=data.hour_ago(3), state=JobState.RUNNING
     )
     data.attempt(j, started_at=timezone.now() - dt.timedelta(hours=2))
-    rows = {r["path"]: r for r in selectors.fairshare_now(viewer=ann, cluster=cluster)}
+    rows = {r["path"]: r for r in selectors.fairshare_now(viewer=ann, cluster=cluster)["rows"]}
     assert rows["org/prog-a/a1"]["usage_gpu_h"] == pytest.approx(2, rel=0.05)
     assert rows["org/prog-a/a1"]["level_fs"] < 1
     assert rows["org/prog-a/a2"]["level_fs"] is None  # no usage: infinite
@@ -329,22 +329,38 @@ def test_me_empty_states(client, tree):
 
 
 def test_each_window_shows_where_it_ends(client, tree):
-    """Issue 22 item 15: windows end at different times, so each figure's window end is
-    shown beside it: the delivery dashboard and /me/ at the end of the current (partial)
-    hour, the fair-share dashboard at the request's time."""
+    """docs/concepts.md#windows: every reporting page ends at the last complete hour and
+    says so in the same words ("days of complete hours, to <end>"); the current, partial
+    hour is not counted. The fair-share dashboard is as of the last cycle ("as of the
+    cycle at <the queue's computed_at>")."""
     cluster = ClusterFactory(name="h100")
     a1 = tree.node("a1")
     data.project_hours(cluster, a1, 3, entitled_gpu_h=2, allocated_gpu_h=1, demand_gpu_h=3)
+    data.project_hours(cluster, a1, 1, first=0, entitled_gpu_h=50, allocated_gpu_h=50)
+    data.cluster_hours(cluster, 3)
     client.force_login(tree.user("ann"))
-    before = timezone.now()
-    hour_end = ledger_selectors.floor_hour(before) + dt.timedelta(hours=1)
-    stamp = hour_end.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
-    delivery = client.get(reverse("dashboards:delivery"), {"cluster": "h100"}).content.decode()
-    me = client.get(reverse("dashboards:me")).content.decode()
-    for page in (delivery, me):
-        end = page[page.index('class="window-end"') :]
-        assert f'<time datetime="{stamp}"' in end[:120]
+    end = ledger_selectors.report_end()
+    assert end == ledger_selectors.floor_hour(timezone.now())
+    stamp = end.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    pages = {
+        name: client.get(reverse(f"dashboards:{name}"), {"cluster": "h100"}).content.decode()
+        for name in ("delivery", "occupancy", "efficiency", "waits")
+    }
+    pages["me"] = client.get(reverse("dashboards:me")).content.decode()
+    for name, page in pages.items():
+        assert "7 days of complete hours, to " in page, name
+        shown = page[page.index('class="window-end"') :]
+        assert f'<time datetime="{stamp}"' in shown[:120], name
+    rows = read_csv(
+        client.get(reverse("dashboards:delivery"), {"cluster": "h100", "format": "csv"})
+    )
+    assert [float(r["delivered_gpu_h"]) for r in rows] == [3.0]  # not the partial hour's 50
+
     fairshare = client.get(reverse("dashboards:fairshare"), {"cluster": "h100"}).content.decode()
-    end = fairshare[fairshare.index('class="window-end"') :]
-    shown = dt.datetime.fromisoformat(end.split('datetime="', 1)[1].split('"', 1)[0])
-    assert before <= shown <= timezone.now()
+    assert "(no cycle has run yet)" in fairshare
+    at = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=7)
+    QueueSnapshot.objects.create(cluster=cluster, computed_at=at)
+    fairshare = client.get(reverse("dashboards:fairshare"), {"cluster": "h100"}).content.decode()
+    shown = fairshare[fairshare.index('class="cycle-at"') :]
+    assert "as of the cycle at " in fairshare
+    assert f'<time datetime="{at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")}"' in shown

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from budgets.selectors import tree_index
 from ledger.models import ClusterHour
+from ledger.periods import report_end
 from ledger.services import rollups_refresh
 from scheduler.models import Attempt
 from tests.factories import ClusterFactory, HostFactory
@@ -204,7 +205,18 @@ def test_an_empty_cluster_gives_empty_rows(api, tree):
     for path in ("/api/v1/usage/", "/api/v1/occupancy/"):
         response = api.get(path, {"cluster": "empty", "days": 30, "step": "day"})
         assert response.status_code == 200, response.content
-        assert response.json() == {"count": 0, "next": None, "previous": None, "results": []}
+        body = response.json()
+        end = report_end().isoformat().replace("+00:00", "Z")
+        assert body == {
+            "count": 0,
+            "next": None,
+            "previous": None,
+            "window_start": (report_end() - dt.timedelta(days=30))
+            .isoformat()
+            .replace("+00:00", "Z"),
+            "window_end": end,
+            "results": [],
+        }
     shares = api.get("/api/v1/fairshare/", {"cluster": "empty"}).json()
     assert shares["cluster_name"] == "empty"
     assert {n["raw_usage"] for n in shares["nodes"]} == {0.0}

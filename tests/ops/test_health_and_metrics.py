@@ -199,13 +199,17 @@ def test_metrics_show_last_hour_occupancy_and_entitlement_ratios(tree, client):
 
     cluster = ClusterFactory(name="h100", host_count=2, gpus_per_host=8)
     # hour 0 is the current (partial) hour: the metric reads hour 1, the last complete one
-    data.cluster_hours(cluster, 3, within_entitlement_gpu_h=6, borrowed_gpu_h=2, down_gpu_h=1)
+    data.cluster_hours(
+        cluster, 3, first=0, within_entitlement_gpu_h=6, borrowed_gpu_h=2, down_gpu_h=1
+    )
     ClusterHour.objects.filter(cluster=cluster, hour=data.hour_ago(0)).update(
         borrowed_gpu_h=5, idle_gpu_h=4
     )
-    data.project_hours(cluster, tree.node("a1"), 4, allocated_gpu_h=3, entitled_gpu_h=4)
-    data.project_hours(cluster, tree.node("a2"), 2, allocated_gpu_h=2, entitled_gpu_h=1)
-    data.project_hours(cluster, tree.node("b1"), 2, unallocated_gpu_h=5)  # entitled to nothing
+    data.project_hours(cluster, tree.node("a1"), 4, first=0, allocated_gpu_h=3, entitled_gpu_h=4)
+    data.project_hours(cluster, tree.node("a2"), 2, first=0, allocated_gpu_h=2, entitled_gpu_h=1)
+    data.project_hours(
+        cluster, tree.node("b1"), 2, first=0, unallocated_gpu_h=5
+    )  # entitled to nothing
     text = client.get("/metrics", REMOTE_ADDR="127.0.0.1").content.decode()
     occupancy = {
         line.split('bucket="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])

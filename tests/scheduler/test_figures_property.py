@@ -130,7 +130,7 @@ def _check(program_weights, jobs) -> None:
             n["path"]: n
             for n in client.get("/api/v1/fairshare/", {"cluster": cluster.name}).json()["nodes"]
         }
-        board = {r["path"]: r for r in fairshare_now(viewer=viewer, cluster=cluster)}
+        board = {r["path"]: r for r in fairshare_now(viewer=viewer, cluster=cluster)["rows"]}
         queue = client.get("/api/v1/queue/", {"cluster": cluster.name, "limit": 500}).json()
         pages = {row["job"]: job_queue_info(_job(row["job"])) for row in queue["results"]}
 
