@@ -18,12 +18,24 @@ from allot_cli.main import SHARE_COLUMNS, SHARE_FRACTIONS
 from budgets.selectors import tree_index
 from budgets.shares import share_text
 from dashboards.charts import rule_label
-from dashboards.selectors import delivery
-from ledger.selectors import Period, fairshare, floor_hour, recorded_delivery
+from dashboards.selectors import delivery, fairshare_now, my_projects
+from ledger.models import ProjectHour
+from ledger.selectors import (
+    entitlement_ratios,
+    fairshare,
+    occupancy,
+    recorded_delivery,
+    report_end,
+    resolve_period,
+    resolve_span,
+    window_usage,
+)
 from ledger.services import rollups_refresh
 from scheduler.core.engine import RULE_LABELS, StopReason, stop_rule
-from scheduler.models import JobEvent
+from scheduler.models import JobEvent, QueueSnapshot
 from scheduler.selectors.jobs import job_page
+from scheduler.selectors.queue import last_cycle
+from scheduler.services.previews import preview_window
 from tests.cli.test_cli import Cli
 from tests.factories import SuperUserFactory
 from tests.live.conftest import live  # noqa: F401  (the live fixture)
@@ -67,65 +79,146 @@ def test_a_waiting_job_reads_the_same_on_the_queue_job_api_and_job_page(world):
         assert row["reason"].removeprefix("waiting: ") in text
 
 
-def test_a_project_reads_the_same_on_the_fairshare_api_and_dashboard(world):
+def test_scheduling_figures_are_the_last_cycles_on_the_queue_fairshare_api_and_dashboard(
+    world, monkeypatch
+):
+    """docs/concepts.md#windows: the fair-share dashboard, API `fairshare/` and the queue
+    are all as of the cluster's last cycle (the queue's `computed_at`): asked 20 minutes
+    after it, while a2's jobs still run (its usage grows), they give the cycle's usage
+    and the queue's factor and rank, not the request time's."""
     lv, _waiting, root, client = world
-    api = {
-        n["path"]: n
-        for n in client.get("/api/v1/fairshare/", {"cluster": lv.cluster.name}).json()["nodes"]
-    }
-    board = {n["path"]: n for n in fairshare(viewer=root, cluster=lv.cluster)["nodes"]}
-    assert set(api) == set(board)
-    for path, node in api.items():
-        for name in ("entitled_share", "norm_shares", "rank", "fairshare"):
-            assert (
-                node[name] == pytest.approx(board[path][name])
-                if node[name] is not None
-                else board[path][name] is None
-            ), (path, name)
+    later = lv.now + dt.timedelta(minutes=20)
+    monkeypatch.setattr(timezone, "now", lambda: later)
+    queue = client.get("/api/v1/queue/", {"cluster": lv.cluster.name}).json()
+    api = client.get("/api/v1/fairshare/", {"cluster": lv.cluster.name}).json()
+    board = fairshare_now(viewer=root, cluster=lv.cluster)
+    stamp = last_cycle(cluster_id=lv.cluster.pk)
+    assert stamp is not None and stamp.at == lv.now
+    assert dt.datetime.fromisoformat(queue["computed_at"]) == stamp.at
+    assert dt.datetime.fromisoformat(api["as_of"]) == stamp.at and api["from_cycle"]
+    assert board["as_of"] == stamp.at and board["from_cycle"]
 
+    nodes = {n["path"]: n for n in api["nodes"]}
+    rows = {r["path"]: r for r in board["rows"]}
+    assert set(rows) == set(nodes) - {"org"}
+    for path, row in rows.items():
+        node = nodes[path]
+        assert row["usage_gpu_h"] == pytest.approx(node["raw_usage"]), path
+        for name in ("factor", "rank", "level_fs"):
+            key = {"factor": "fairshare"}.get(name, name)
+            assert row[name] == (pytest.approx(node[key]) if node[key] is not None else None)
 
-def test_delivery_reads_the_same_on_the_usage_api_dashboard_and_preview_record(world):
-    lv, _waiting, root, client = world
-    until = floor_hour(lv.now.astimezone(dt.UTC))
-    since = until - dt.timedelta(days=7)
-    rollups_refresh(cluster_id=lv.cluster.pk, since=since, until=until, now=lv.now)
+    # the usage is the cycle's: the same as the cycle read it, not the request time's
     index = tree_index()
+    a2 = "org/prog-a/a2"
+
+    def usage_h(at):
+        used = window_usage(cluster_id=lv.cluster.pk, now=at, lookback_s=lv.cluster.lookback_s)
+        return used.get(index.find(a2), 0.0) / 3600
+
+    assert nodes[a2]["raw_usage"] == pytest.approx(usage_h(stamp.at))
+    assert usage_h(later) > usage_h(stamp.at) + 1  # a surface reading it now would differ
+
+    # the factor and rank of every project are the queue's (its stored project order and
+    # the rank and factor of its waiting jobs)
+    snapshot = QueueSnapshot.objects.get(cluster=lv.cluster)
+    factors = {index.path(pid): factor for pid, factor in snapshot.project_order}
+    for path, factor in factors.items():
+        expected = nodes[path]["fairshare"]
+        assert factor == pytest.approx(expected if expected is not None else 0.0), path
+    assert queue["results"]
+    for row in queue["results"]:
+        node = nodes[row["project_path"]]
+        assert row["fairshare_factor"] == pytest.approx(node["fairshare"] or 0.0)
+        assert row["project_rank"] == node["rank"], row["project_path"]
+        assert f"rank {node['rank']} of " in row["reason"], row["reason"]
+
+
+def _partial_hour_counts(lv) -> dt.datetime:
+    """Rollups for the last 7 days up to now, the current, partial hour included (with
+    a2's runs in it): a surface that read it would show more than the others."""
+    end = report_end(lv.now)
+    assert lv.now > end  # the clock is inside an hour
+    rollups_refresh(
+        cluster_id=lv.cluster.pk,
+        since=end - dt.timedelta(days=8),
+        until=end + dt.timedelta(hours=1),
+        now=lv.now,
+    )
+    partial = ProjectHour.objects.filter(cluster=lv.cluster, hour=end)
+    assert sum(r.allocated_gpu_h for r in partial) > 0
+    return end
+
+
+def test_reporting_figures_end_at_the_last_complete_hour_on_every_surface(world, monkeypatch):
+    """docs/concepts.md#windows: for the default period, the delivery dashboard, /me/,
+    API `usage/` and `occupancy/`, the metric `allot_entitlement_ratio` and the what-if
+    preview's recorded column all end at the last complete hour, state that end the same
+    way and show the same delivered and entitled GPU-hours, ratio and occupancy."""
+    lv, _waiting, root, client = world
+    monkeypatch.setattr(timezone, "now", lambda: lv.now)
+    end = _partial_hour_counts(lv)
+    stamp = end.isoformat().replace("+00:00", "Z")
+    index = tree_index()
+
+    period = resolve_period(cluster=lv.cluster.name)  # what the dashboards read
+    assert period.until == end and period.since == end - dt.timedelta(days=7)
+    board = {p["path"]: p for p in delivery(period, user=root)["projects"]}
+
+    body = client.get("/api/v1/usage/", {"cluster": lv.cluster.name, "limit": 1000}).json()
+    assert (body["window_start"], body["window_end"]) == (
+        period.since.isoformat().replace("+00:00", "Z"),
+        stamp,
+    )
     api: dict[str, dict[str, float]] = {}
-    rows = client.get(
-        "/api/v1/usage/",
-        {
-            "cluster": lv.cluster.name,
-            "since": since.isoformat(),
-            "until": until.isoformat(),
-            "step": "day",
-            "limit": 500,
-        },
-    ).json()["results"]
-    for row in rows:
+    for row in body["results"]:
         sums = api.setdefault(row["project_path"], {"delivered_gpu_h": 0.0, "entitled_gpu_h": 0.0})
         sums["delivered_gpu_h"] += row["delivered_gpu_h"]
         sums["entitled_gpu_h"] += row["entitled_gpu_h"]
-    board = {
-        p["path"]: p
-        for p in delivery(
-            Period(since=since, until=until, step="day", cluster=lv.cluster), user=root
-        )["projects"]
-    }
+
+    since, until = preview_window(lv.now, 7)
+    assert (since, until) == (period.since, period.until)
     record = {
-        index.path(pid): figures
-        for pid, figures in recorded_delivery(cluster=lv.cluster, since=since, until=until).items()
+        index.path(pid): f
+        for pid, f in recorded_delivery(cluster=lv.cluster, since=since, until=until).items()
     }
-    a2 = "org/prog-a/a2"
-    assert api[a2]["delivered_gpu_h"] > 0
+    ceo = lv.tree.user("ceo")
+    mine = {
+        p["path"]: next(c for c in p["clusters"] if c["cluster"] == lv.cluster.name)
+        for p in my_projects(user=ceo, span=resolve_span())
+        if p["clusters"]
+    }
+    metric = {path: ratio for name, path, ratio in entitlement_ratios() if name == lv.cluster.name}
+    assert api["org/prog-a/a2"]["delivered_gpu_h"] > 0
+    assert set(api) == set(board) == set(record) == set(mine)
     for path, sums in api.items():
         for name in ("delivered_gpu_h", "entitled_gpu_h"):
-            assert board[path][name] == pytest.approx(sums[name]), (path, name)
-            assert record[path][name] == pytest.approx(sums[name]), (path, name)
-        assert (
-            board[path]["ratio"] == pytest.approx(record[path]["ratio"])
-            if record[path]["ratio"] is not None
-            else board[path]["ratio"] is None
-        )
+            for surface in (board, record, mine):
+                assert surface[path][name] == pytest.approx(sums[name]), (path, name)
+        ratio = board[path]["ratio"]
+        for surface in (record, mine):
+            assert surface[path]["ratio"] == (pytest.approx(ratio) if ratio is not None else None)
+        assert metric.get(path) == (pytest.approx(ratio) if ratio is not None else None), path
+
+    occupancy_rows = client.get(
+        "/api/v1/occupancy/", {"cluster": lv.cluster.name, "limit": 1000}
+    ).json()
+    assert occupancy_rows["window_end"] == stamp
+    totals = occupancy(period, viewer=root)["totals"]
+    for bucket in ("capacity_gpu_h", "within_entitlement_gpu_h", "borrowed_gpu_h"):
+        api_total = sum(r[bucket] for r in occupancy_rows["results"])
+        assert api_total == pytest.approx(totals[bucket]), bucket
+
+    # every page states the end in the same words
+    client.force_login(lv.tree.user("ceo"))
+    pages = [
+        client.get(f"/dashboards/{name}/", {"cluster": lv.cluster.name}).content.decode()
+        for name in ("delivery", "occupancy", "efficiency")
+    ]
+    pages.append(client.get("/me/").content.decode())
+    for page in pages:
+        shown = page[page.index("days of complete hours, to ") :]
+        assert f'<time datetime="{stamp}"' in shown[:120]
 
 
 def _words(text: str) -> str:
@@ -164,21 +257,16 @@ def test_the_cli_shows_the_figures_the_api_and_pages_show(
         for blocker in page["blockers"]:
             assert _words(blocker["text"]) in text, blocker
 
-    # allot usage: per project, the delivered and entitled GPU-hours of the dashboard
-    until = floor_hour(lv.now.astimezone(dt.UTC))
-    since = until - dt.timedelta(days=7)
-    rollups_refresh(cluster_id=lv.cluster.pk, since=since, until=until, now=lv.now)
+    # allot usage (its default window): per project, the delivered and entitled
+    # GPU-hours of the delivery dashboard's default period, its end said the same way
+    end = _partial_hour_counts(lv)
     board = {
         p["path"]: p
-        for p in delivery(
-            Period(since=since, until=until, step="day", cluster=lv.cluster), user=root
-        )["projects"]
+        for p in delivery(resolve_period(cluster=lv.cluster.name), user=root)["projects"]
     }
-    used = cli(
-        "usage", "--cluster", lv.cluster.name, "--since", since.isoformat(),
-        "--until", until.isoformat(), "--step", "day",
-    )  # fmt: skip
+    used = cli("usage", "--cluster", lv.cluster.name)
     assert used.returncode == 0, used.stderr
+    assert f"last 7 days of complete hours, to {render.when(end.isoformat())}" in used.stdout
     header = next(line for line in used.stdout.splitlines() if "DELIVERED" in line).split()
     assert header[-6:] == ["DELIVERED", "UNALLOC", "DEMAND", "ENTITLED", "GPU", "UTIL"]
     sums: dict[str, dict[str, float]] = {}
@@ -201,7 +289,13 @@ def test_the_cli_shows_the_figures_the_api_and_pages_show(
     # allot shares: every node's figures of the fair-share dashboard, in its format
     shares = cli("shares", "--cluster", lv.cluster.name)
     assert shares.returncode == 0, shares.stderr
-    nodes = fairshare(viewer=root, cluster=lv.cluster)["nodes"]
+    answer = fairshare(viewer=root, cluster=lv.cluster)
+    assert answer["as_of"] == lv.now  # the last cycle's time, as the queue's
+    at = render.when(lv.now.isoformat(), seconds=True)
+    assert f"as of the cycle at {at}" in shares.stdout
+    queued = cli("queue", "--cluster", lv.cluster.name)
+    assert f"as of the cycle at {at}" in queued.stdout, queued.stdout
+    nodes = answer["nodes"]
     rows = [
         line.split()
         for line in shares.stdout.splitlines()
