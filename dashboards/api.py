@@ -11,7 +11,7 @@ from config.api_schema import error_response, paginated
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS
 from dashboards import selectors
-from ledger.api import BAD_QUERY, PeriodQuery, page_response, validated
+from ledger.api import BAD_QUERY, PeriodQuery, page_response, validated, window_fields
 
 
 class WaitRowOutput(serializers.Serializer):
@@ -26,7 +26,7 @@ class WaitsApi(APIView):
     @extend_schema(
         parameters=[PeriodQuery, *PAGE_PARAMETERS],
         responses={
-            200: paginated(WaitRowOutput, "PaginatedWaitList"),
+            200: paginated(WaitRowOutput, "PaginatedWaitList", window_fields()),
             400: BAD_QUERY,
             404: error_response(404),
         },
@@ -35,4 +35,5 @@ class WaitsApi(APIView):
     )
     def get(self, request):
         period = validated(PeriodQuery, request).period(missing=NotFound)
-        return page_response(request, self, selectors.wait_rows(period), WaitRowOutput)
+        rows = selectors.wait_rows(period)
+        return page_response(request, self, rows, WaitRowOutput, span=period)
