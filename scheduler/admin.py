@@ -1,6 +1,8 @@
 """Django admin of the live service. A cluster's operators are editable, its policy only
 when it is added (afterwards `cluster_policy_update`, audited, through `manage.py
-cluster_set` or the API); a host's health changes through `host_set_health` (audited)
+cluster_set` or the API) and its metrics settings never here (shown read-only, without
+the bearer token; `cluster_metrics_update`, audited, through `manage.py cluster_metrics`
+or the API); a host's health changes through `host_set_health` (audited)
 by the drain/resume actions; jobs are cancelled through `job_cancel`; events, attempts,
 cycles and keys are read-only."""
 
@@ -19,6 +21,7 @@ from scheduler.models import (
     Job,
     JobEvent,
 )
+from scheduler.selectors.utilization import metrics_settings
 from scheduler.services.clusters import POLICY_FIELDS, cluster_operators_set
 from scheduler.services.hosts import host_set_health
 from scheduler.services.jobs import job_cancel
@@ -68,6 +71,16 @@ class ClusterAdmin(admin.ModelAdmin):
                 "</code>: they check the values and record who changed what and why.",
             },
         ),
+        (
+            "GPU metrics",
+            {
+                "fields": ["gpu_metrics"],
+                "description": "To change where a cluster's GPU metrics are read, use "
+                "<code>manage.py cluster_metrics NAME --reason ...</code> or <code>PATCH "
+                "/api/v1/clusters/{id}/metrics/</code>: they check the values and record "
+                "the change (never a token's value).",
+            },
+        ),
     ]
 
     readonly_fields = [
@@ -78,7 +91,18 @@ class ClusterAdmin(admin.ModelAdmin):
         "adapter_url",
         "adapter_options",
         *POLICY_FIELDS,
+        "gpu_metrics",
     ]
+
+    @admin.display(description="Metrics settings")
+    def gpu_metrics(self, obj: Cluster) -> str:
+        shown = metrics_settings(obj)
+        return (
+            f"Prometheus: {shown['prometheus_url'] or 'none'}; host label "
+            f"{shown['host_label']}, GPU label {shown['gpu_label']}; selector "
+            f"{shown['selector'] or 'none'}; bearer token "
+            f"{'set' if shown['bearer_token_set'] else 'not set'}"
+        )
 
     def has_add_permission(self, request):
         return False

@@ -9,6 +9,11 @@ urlpatterns = [
     path("queue/", views.QueueApi.as_view(), name="queue"),
     path("clusters/", views.ClusterListApi.as_view(), name="cluster-list"),
     path("clusters/<int:cluster_id>/", views.ClusterDetailApi.as_view(), name="cluster-detail"),
+    path(
+        "clusters/<int:cluster_id>/metrics/",
+        views.ClusterMetricsApi.as_view(),
+        name="cluster-metrics",
+    ),
     path("hosts/", views.HostListApi.as_view(), name="host-list"),
     path("hosts/<int:host_id>/", views.HostDetailApi.as_view(), name="host-detail"),
     path("previews/", views.PreviewCreateApi.as_view(), name="preview-create"),

@@ -24,12 +24,13 @@ from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors import jobs as selectors
 from scheduler.selectors.clusters import resolve_cluster
 from scheduler.selectors.now import short_reserve_now
-from scheduler.selectors.utilization import job_utilization
+from scheduler.selectors.utilization import job_utilization, metrics_settings
 from scheduler.services import clusters as cluster_services
 from scheduler.services import eta as eta_services
 from scheduler.services import hosts as host_services
 from scheduler.services import jobs as job_services
 from scheduler.services import previews as preview_services
+from scheduler.services import utilization as utilization_services
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key",
@@ -322,6 +323,7 @@ def cluster_row(row: dict[str, Any]) -> dict[str, Any]:
         "adapter": cluster.adapter,
         **counts,
         "policy": {name: getattr(cluster, name) for name in cluster_services.POLICY_FIELDS},
+        "metrics": metrics_settings(cluster),
         "last_cycle": None
         if last is None
         else {
@@ -345,23 +347,25 @@ class ClusterListApi(APIView):
         return Response(s.ClusterOutput(rows, many=True).data)
 
 
-class ClusterDetailApi(APIView):
-    def _body(self, cluster_id: int) -> dict:
-        rows = selectors.cluster_list(cluster_id=cluster_id)
-        if not rows:
-            raise NotFound(f"There is no cluster with id {cluster_id}.")
-        body = cluster_row(rows[0])
-        body["policy_events"] = selectors.cluster_policy_events(cluster_id=cluster_id)
-        body["short_reserve"] = short_reserve_now(cluster=rows[0]["cluster"])
-        return s.ClusterDetailOutput(body).data
+def cluster_detail_body(cluster_id: int) -> dict:
+    """One cluster as `ClusterDetailOutput` describes it (NotFound when there is none)."""
+    rows = selectors.cluster_list(cluster_id=cluster_id)
+    if not rows:
+        raise NotFound(f"There is no cluster with id {cluster_id}.")
+    body = cluster_row(rows[0])
+    body["policy_events"] = selectors.cluster_policy_events(cluster_id=cluster_id)
+    body["short_reserve"] = short_reserve_now(cluster=rows[0]["cluster"])
+    return s.ClusterDetailOutput(body).data
 
+
+class ClusterDetailApi(APIView):
     @extend_schema(
         responses=s.ClusterDetailOutput,
         operation_id="clusters_retrieve",
         summary="One cluster, as in the list, and its policy changes",
     )
     def get(self, request, cluster_id: int):
-        return Response(self._body(cluster_id))
+        return Response(cluster_detail_body(cluster_id))
 
     @extend_schema(
         request=s.ClusterPolicyInput,
@@ -374,7 +378,23 @@ class ClusterDetailApi(APIView):
         cluster_services.cluster_policy_update(
             actor=request.user, cluster_id=cluster_id, changes=data, reason=reason
         )
-        return Response(self._body(cluster_id))
+        return Response(cluster_detail_body(cluster_id))
+
+
+class ClusterMetricsApi(APIView):
+    @extend_schema(
+        request=s.ClusterMetricsInput,
+        responses={200: s.ClusterDetailOutput},
+        summary="Change where a cluster's GPU metrics are read: Prometheus URL, host and "
+        "GPU label names, label selector, bearer token (staff; audited, never the token)",
+    )
+    def patch(self, request, cluster_id: int):
+        data = dict(_validated(s.ClusterMetricsInput, request.data))
+        reason = data.pop("reason")
+        utilization_services.cluster_metrics_update(
+            actor=request.user, cluster_id=cluster_id, changes=data, reason=reason
+        )
+        return Response(cluster_detail_body(cluster_id))
 
 
 def _host_row(host, used: dict) -> dict:

@@ -294,7 +294,9 @@ def estimate_position(*, job: Job) -> dict[str, Any]:
 def cluster_list(*, cluster_id: int | None = None) -> list[dict[str, Any]]:
     """Every cluster (or the one with `cluster_id`: an empty list when there is none)
     with its policy, hosts by health, jobs by state and last cycle."""
-    clusters_qs = Cluster.objects.prefetch_related("operators").order_by("name")
+    clusters_qs = (
+        Cluster.objects.select_related("metrics").prefetch_related("operators").order_by("name")
+    )
     hosts_qs = Host.objects.all()
     jobs_qs = Job.objects.filter(state__in=[JobState.PENDING, *ACTIVE_STATES])
     if cluster_id is not None:

@@ -7,6 +7,8 @@
 - `attempt_figures(attempts)`: per attempt, its [utilization](concepts.md#utilization)
   and [effective GPU-hours](concepts.md#effective-gpu-hours) (None: unknown).
 - `attempt_series(attempt_ids)`: an attempt's known utilization over its life (pages).
+- `metrics_settings(cluster)`: where its metrics are read, as the clusters API shows it
+  (a bearer token only as whether one is set).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from django.db.models import F, Max, Sum
 
 from ledger.utilization import effective_gpu_h, utilization
-from scheduler.models import Attempt, AttemptState, Cluster, UtilizationSample
+from scheduler.models import Attempt, AttemptState, Cluster, ClusterMetrics, UtilizationSample
 
 HOUR_S = 3600.0
 
@@ -166,3 +168,24 @@ def sparkline(
             x = (at.timestamp() - first) / span * width
             points.append(f"{x:.1f},{40.0 - 38.0 * pct / 100.0:.1f}")
     return " ".join(points)
+
+
+def metrics_settings(cluster: Cluster) -> dict[str, object]:
+    """Where `cluster`'s GPU metrics are read and how the last read went; the model's
+    defaults while it has no `ClusterMetrics` row yet. Never the bearer token itself:
+    `bearer_token_set` says whether there is one. (`cluster.metrics` is fetched with
+    the cluster where the caller selected it with `select_related("metrics")`.)"""
+    try:
+        metrics = cluster.metrics
+    except ClusterMetrics.DoesNotExist:
+        metrics = ClusterMetrics(cluster=cluster)
+    return {
+        "prometheus_url": metrics.prometheus_url,
+        "host_label": metrics.host_label,
+        "gpu_label": metrics.gpu_label,
+        "selector": metrics.selector,
+        "bearer_token_set": bool(metrics.bearer_token),
+        "collected_until": metrics.collected_until,
+        "last_error": metrics.last_error,
+        "last_error_at": metrics.last_error_at,
+    }

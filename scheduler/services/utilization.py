@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -54,7 +55,17 @@ from scheduler.services.clusters import locked_for_policy_change, record_policy_
 log = logging.getLogger(__name__)
 
 METRICS_FIELDS = ("prometheus_url", "host_label", "gpu_label", "selector", "bearer_token")
-LABEL_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]{0,99}$")
+LABEL_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]{0,99}$"  # a Prometheus label name, exactly
+LABEL_RE = re.compile(LABEL_PATTERN.strip("^$"))  # fullmatch: no trailing newline either
+TOKEN_RE = re.compile(r"[\x21-\x7e]*")  # visible ASCII: it goes into an HTTP header
+PROMETHEUS_URL_PATTERN = r"^https?://[^\s/?#]+[^\s?#]*$"
+METRICS_MAX_LENGTH = {
+    "prometheus_url": 500,
+    "host_label": 100,
+    "gpu_label": 100,
+    "selector": 500,
+    "bearer_token": 1000,
+}
 # label matchers: name op "value", comma separated
 SELECTOR_RE = re.compile(
     r'^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"\s*'
@@ -75,9 +86,15 @@ def _text(values: Mapping[str, Any], name: str, max_length: int) -> str:
 
 
 def _clean_prometheus_url(url: str) -> str:
-    if url and not re.match(r"^https?://[^\s/?#]+[^\s?#]*$", url):
+    if url and not re.match(PROMETHEUS_URL_PATTERN, url):
         raise ValidationFailed(
             f"prometheus_url: must be an http:// or https:// URL, got {url[:60]!r}",
+            field="prometheus_url",
+        )
+    if url and "@" in urlsplit(url).netloc:
+        raise ValidationFailed(
+            "prometheus_url: must not carry credentials (user:password@); "
+            "give a bearer_token instead",
             field="prometheus_url",
         )
     return url.rstrip("/")
@@ -94,18 +111,20 @@ def clean_metrics_settings(values: Mapping[str, Any]) -> dict[str, str]:
         )
     cleaned: dict[str, str] = {}
     if "prometheus_url" in values:
-        cleaned["prometheus_url"] = _clean_prometheus_url(_text(values, "prometheus_url", 500))
+        cleaned["prometheus_url"] = _clean_prometheus_url(
+            _text(values, "prometheus_url", METRICS_MAX_LENGTH["prometheus_url"])
+        )
     for name in ("host_label", "gpu_label"):
         if name in values:
-            label = _text(values, name, 100)
-            if not LABEL_RE.match(label):
+            label = values[name]
+            if not isinstance(label, str) or not LABEL_RE.fullmatch(label):
                 raise ValidationFailed(
                     f"{name}: must be a Prometheus label name (letters, digits, _), got {label!r}",
                     field=name,
                 )
             cleaned[name] = label
     if "selector" in values:
-        selector = _text(values, "selector", 500)
+        selector = _text(values, "selector", METRICS_MAX_LENGTH["selector"])
         if selector and not SELECTOR_RE.match(selector):
             raise ValidationFailed(
                 'selector: must be label matchers like cluster="a100", job=~"dcgm.*"',
@@ -113,7 +132,13 @@ def clean_metrics_settings(values: Mapping[str, Any]) -> dict[str, str]:
             )
         cleaned["selector"] = selector
     if "bearer_token" in values:
-        cleaned["bearer_token"] = _text(values, "bearer_token", 1000)
+        token = _text(values, "bearer_token", METRICS_MAX_LENGTH["bearer_token"])
+        if not TOKEN_RE.fullmatch(token):
+            raise ValidationFailed(
+                "bearer_token: must be visible ASCII characters without spaces",
+                field="bearer_token",
+            )
+        cleaned["bearer_token"] = token
     return cleaned
 
 
@@ -139,9 +164,9 @@ def cluster_metrics_update(
     text = clean_reason(
         reason, required_message="A reason is required (why the metrics change).", max_length=500
     )
-    cleaned = clean_metrics_settings(changes)
     with transaction.atomic():
         cluster = locked_for_policy_change(actor, cluster_id, "the metrics of")
+        cleaned = clean_metrics_settings(changes)
         metrics, _ = ClusterMetrics.objects.get_or_create(cluster=cluster)
         diff = {name: value for name, value in cleaned.items() if getattr(metrics, name) != value}
         if not diff:

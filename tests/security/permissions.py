@@ -169,6 +169,18 @@ ROWS: list[Row] = [
     Row(
         "patch", "/api/v1/clusters/{cluster}/", allowed(200, STAFF), {"cycle_s": 5, "reason": "r"}
     ),  # fmt: skip
+    # where its GPU metrics are read: staff, like the policy (the service decides)
+    Row(
+        "patch",
+        "/api/v1/clusters/{cluster}/metrics/",
+        allowed(200, STAFF),
+        {
+            "prometheus_url": "http://prom:9090",
+            "gpu_label": "gpu_index",
+            "bearer_token": "t",
+            "reason": "r",
+        },
+    ),  # fmt: skip
     Row("get", "/api/v1/hosts/", readers()),
     Row("get", "/api/v1/hosts/{host}/", readers()),
     Row(

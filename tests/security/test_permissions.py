@@ -57,7 +57,8 @@ TOUCHED = [
     "budgets.BudgetNode", "budgets.Membership", "budgets.BudgetEvent", "budgets.BudgetEventItem",
     "budgets.ScheduledChange", "budgets.TreeState", "scheduler.Job", "scheduler.JobEvent",
     "scheduler.Attempt", "scheduler.Cluster", "scheduler.ClusterPolicyEvent", "scheduler.Host",
-    "scheduler.HostEvent", "scheduler.Preview", "scheduler.IdempotencyKey", "accounts.ApiToken",
+    "scheduler.HostEvent", "scheduler.Preview", "scheduler.IdempotencyKey", "scheduler.ClusterMetrics",
+    "accounts.ApiToken",
     "auth.User", "auth.Group",
 ]  # fmt: skip
 METHODS = {"get", "post", "put", "patch", "delete"}

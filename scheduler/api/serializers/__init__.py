@@ -8,6 +8,8 @@ reference fields they share. Every name is re-exported here
 
 from scheduler.api.serializers.clusters import (
     ClusterDetailOutput,
+    ClusterMetricsInput,
+    ClusterMetricsOutput,
     ClusterOutput,
     ClusterPolicyEventOutput,
     ClusterPolicyInput,
@@ -69,6 +71,8 @@ __all__ = [
     "CLUSTER_NAME_MAX_LENGTH",
     "CancelOutput",
     "ClusterDetailOutput",
+    "ClusterMetricsInput",
+    "ClusterMetricsOutput",
     "ClusterOutput",
     "ClusterPolicyEventOutput",
     "ClusterPolicyInput",

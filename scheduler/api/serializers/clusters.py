@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from config.api_fields import StrictInput, TextField
 from scheduler.services import clusters as cluster_rules
+from scheduler.services import utilization as metrics_rules
 
 
 class PolicyOutput(serializers.Serializer):
@@ -49,6 +50,32 @@ class LastCycleOutput(serializers.Serializer):
     errors = serializers.ListField(child=serializers.CharField())
 
 
+class ClusterMetricsOutput(serializers.Serializer):
+    """Where the cluster's GPU metrics are read (docs/concepts.md#utilization); the
+    bearer token itself is never shown."""
+
+    prometheus_url = serializers.CharField(
+        allow_blank=True,
+        help_text="Prometheus read for the DCGM exporter series; blank: none (a simulated "
+        "cluster's own /metrics is read, any other cluster's utilization is unknown)",
+    )
+    host_label = serializers.CharField(help_text="The series' label naming the host")
+    gpu_label = serializers.CharField(help_text="The series' label naming the GPU index")
+    selector = serializers.CharField(
+        allow_blank=True, help_text='Extra label matchers, e.g. cluster="a100"'
+    )
+    bearer_token_set = serializers.BooleanField(
+        help_text="Whether a bearer token is sent to Prometheus (its value is never shown)"
+    )
+    collected_until = serializers.DateTimeField(
+        allow_null=True, help_text="The metrics are read up to this time; null: not yet"
+    )
+    last_error = serializers.CharField(
+        allow_blank=True, help_text="Why the last read failed; blank when it succeeded"
+    )
+    last_error_at = serializers.DateTimeField(allow_null=True)
+
+
 class ClusterOutput(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
@@ -62,6 +89,7 @@ class ClusterOutput(serializers.Serializer):
     running_jobs = serializers.IntegerField()
     policy = PolicyOutput()
     operators = serializers.ListField(child=serializers.CharField())
+    metrics = ClusterMetricsOutput()
     last_cycle = LastCycleOutput(allow_null=True)
 
 
@@ -70,14 +98,15 @@ class ClusterOutput(serializers.Serializer):
         "oneOf": [
             {"type": "integer"},
             {"type": "boolean"},
+            {"type": "string"},
             {"type": "array", "items": {"type": "string"}},
             {"type": "null"},
         ]
     }
 )
 class PolicyValueField(serializers.Field):
-    """A policy field's value (a whole number, true/false or null), or the operators' user
-    names."""
+    """A policy field's value (a whole number, true/false or null), a metrics setting
+    (text; a bearer token only as "set" or "unset"), or the operators' user names."""
 
     def to_representation(self, value):
         return value
@@ -88,7 +117,9 @@ class ClusterPolicyEventOutput(serializers.Serializer):
     changes = serializers.DictField(
         child=serializers.ListField(child=PolicyValueField(), min_length=2, max_length=2),
         help_text="`{field: [before, after]}` for each policy field that changed; "
-        "`operators` (set in the admin): the user names before and after",
+        "`operators` (set in the admin): the user names before and after; "
+        "`metrics.<setting>` (PATCH clusters/{id}/metrics/): the metrics settings, a "
+        "bearer token as `set` or `unset`",
     )
     reason = serializers.CharField()
     actor = serializers.CharField(
@@ -189,5 +220,61 @@ class ClusterPolicyInput(StrictInput):
     default_error_messages = {
         "unknown": "Not a policy field; the policy fields are "
         + ", ".join(cluster_rules.POLICY_FIELDS)
+        + " (and reason)."
+    }
+
+
+def _metrics_field(name: str, help_text: str, **schema) -> serializers.Field:
+    """An optional text field of `ClusterMetricsInput`: a JSON string of at most the
+    setting's length (checked as sent, spaces included, so that the schema and the API
+    refuse the same); `cluster_metrics_update` checks the rest, naming the field."""
+    return TextField(
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        max_length=metrics_rules.METRICS_MAX_LENGTH[name],
+        help_text=help_text,
+        **schema,
+    )
+
+
+@extend_schema_field({"type": "string", "pattern": metrics_rules.LABEL_PATTERN, "maxLength": 100})
+class LabelNameField(TextField):
+    """A Prometheus label name (letters, digits and _, not starting with a digit); the
+    service refuses anything else naming the field."""
+
+
+class ClusterMetricsInput(StrictInput):
+    """Some of the metrics settings (only those sent change) and the reason."""
+
+    prometheus_url = _metrics_field(
+        "prometheus_url",
+        "Prometheus's base URL, http:// or https:// (without user:password@); blank: none",
+    )
+    host_label = LabelNameField(
+        required=False,
+        trim_whitespace=False,
+        help_text="The series' label naming the host (DCGM exporter: Hostname)",
+    )
+    gpu_label = LabelNameField(
+        required=False,
+        trim_whitespace=False,
+        help_text="The series' label naming the GPU index (DCGM exporter: gpu)",
+    )
+    selector = _metrics_field(
+        "selector",
+        'Extra label matchers, comma separated, e.g. cluster="a100", job=~"dcgm.*"; blank: none',
+    )
+    bearer_token = _metrics_field(
+        "bearer_token",
+        "Sent as Authorization: Bearer ...; visible ASCII without spaces; blank: none. "
+        "Never shown again (the cluster shows bearer_token_set) nor kept in the audit trail",
+        write_only=True,
+    )
+    reason = TextField(max_length=500, help_text="Why, for the audit trail")
+
+    default_error_messages = {
+        "unknown": "Not a metrics setting; the metrics settings are "
+        + ", ".join(metrics_rules.METRICS_FIELDS)
         + " (and reason)."
     }
