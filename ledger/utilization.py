@@ -5,6 +5,10 @@ held the GPUs, and the figures of docs/concepts.md made of them.
   time (Allot knows: placements and start/end), one `AttemptWindow` per attempt with
   at least one known sample. At a time, an attempt's value is the mean of its GPUs that
   have one; a time where none of its GPUs has a value is unknown, left out (never 0).
+  The window also carries the attempt's [SM active](concepts.md#sm-active) (the mean
+  over its GPUs and the times with a value) and its
+  [peak GPU memory used](concepts.md#peak-gpu-memory-used) (the most any one GPU had in
+  use), each None where no sample had one (unknown, never 0).
 - `utilization(utilized_gpu_h, measured_gpu_h)`: [utilization](concepts.md#utilization).
 - `effective_gpu_h(gpu_h, utilization)`: [effective GPU-hours](concepts.md#effective-gpu-hours).
 - `utilization_hourly(windows, start_s, end_s)`: per project and hour, the measured and
@@ -30,6 +34,10 @@ class Sample(Protocol):
     def at_s(self) -> float: ...
     @property
     def util_pct(self) -> float: ...
+    @property
+    def sm_active_pct(self) -> float | None: ...
+    @property
+    def fb_used_mib(self) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +55,10 @@ class Hold:
 @dataclass(frozen=True, slots=True)
 class AttemptWindow:
     """An attempt's known utilization over [start_s, end_s]: `samples` times with a value,
-    their mean and their highest (0-100), `known_s` seconds they stand for."""
+    their mean and their highest (0-100), `known_s` seconds they stand for; the mean SM
+    activity (0-100) of the times that had one and the `sm_known_s` seconds they stand
+    for, and the most frame-buffer memory (MiB) any of its GPUs had in use (None:
+    unknown)."""
 
     attempt: int
     start_s: float
@@ -56,15 +67,18 @@ class AttemptWindow:
     mean_pct: float
     max_pct: float
     known_s: float
+    sm_active_pct: float | None = None
+    sm_known_s: float = 0.0
+    memory_used_max_mib: float | None = None
 
 
-def _by_gpu(samples: Iterable[Sample]) -> dict[tuple[str, int], dict[float, float]]:
-    """Each GPU's values by time. A host named by its fully qualified name in the
+def _by_gpu(samples: Iterable[Sample]) -> dict[tuple[str, int], dict[float, Sample]]:
+    """Each GPU's samples by time. A host named by its fully qualified name in the
     metrics ("gpu01.cluster.local") is also found by its short name ("gpu01", what Slurm
     and most schedulers call the node), unless the metrics name that host too."""
-    found: dict[tuple[str, int], dict[float, float]] = defaultdict(dict)
+    found: dict[tuple[str, int], dict[float, Sample]] = defaultdict(dict)
     for s in samples:
-        found[(s.host, s.gpu)][s.at_s] = s.util_pct
+        found[(s.host, s.gpu)][s.at_s] = s
     for (host, gpu), values in list(found.items()):
         short = host.split(".", 1)[0]
         if short != host and (short, gpu) not in found:
@@ -72,18 +86,65 @@ def _by_gpu(samples: Iterable[Sample]) -> dict[tuple[str, int], dict[float, floa
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class _AtTime:
+    """An attempt at one time: the mean utilization over its GPUs with a value, the mean
+    SM activity over those with one and the most memory any of them used (None: none
+    had a value)."""
+
+    at_s: float
+    util_pct: float
+    sm_active_pct: float | None
+    fb_used_mib: float | None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
 def _attempt_values(
-    hold: Hold, by_gpu: Mapping[tuple[str, int], Mapping[float, float]]
-) -> list[tuple[float, float]]:
-    """(time, mean over the attempt's GPUs with a value) at each time it held them."""
+    hold: Hold, by_gpu: Mapping[tuple[str, int], Mapping[float, Sample]]
+) -> list[_AtTime]:
+    """The attempt's GPUs at each time it held them that has a utilization value."""
     end_s = float("inf") if hold.end_s is None else hold.end_s
-    per_time: dict[float, list[float]] = defaultdict(list)
+    per_time: dict[float, list[Sample]] = defaultdict(list)
     for host, indices in hold.placements:
         for index in indices:
-            for at_s, value in by_gpu.get((host, index), {}).items():
+            for at_s, sample in by_gpu.get((host, index), {}).items():
                 if hold.start_s < at_s <= end_s:
-                    per_time[at_s].append(value)
-    return sorted((t, sum(v) / len(v)) for t, v in per_time.items())
+                    per_time[at_s].append(sample)
+    out = []
+    for at_s in sorted(per_time):
+        found = per_time[at_s]
+        sm = [s.sm_active_pct for s in found if s.sm_active_pct is not None]
+        fb = [s.fb_used_mib for s in found if s.fb_used_mib is not None]
+        util = sum(s.util_pct for s in found) / len(found)  # listed: one GPU had a value
+        out.append(_AtTime(at_s, util, _mean(sm), max(fb) if fb else None))
+    return out
+
+
+def _window(hold: Hold, values: Sequence[_AtTime], step_s: float) -> AttemptWindow:
+    """The window of an attempt's known values (at least one); each stands for the
+    `step_s` seconds before it, cut at the attempt's start."""
+
+    def stands_for(v: _AtTime) -> float:
+        return min(step_s, v.at_s - hold.start_s)
+
+    pcts = [v.util_pct for v in values]
+    with_sm = [v for v in values if v.sm_active_pct is not None]
+    memory = [v.fb_used_mib for v in values if v.fb_used_mib is not None]
+    return AttemptWindow(
+        attempt=hold.attempt,
+        start_s=max(hold.start_s, values[0].at_s - step_s),
+        end_s=values[-1].at_s,
+        samples=len(values),
+        mean_pct=sum(pcts) / len(pcts),
+        max_pct=max(pcts),
+        known_s=sum(stands_for(v) for v in values),
+        sm_active_pct=_mean([v.sm_active_pct for v in with_sm if v.sm_active_pct is not None]),
+        sm_known_s=sum(stands_for(v) for v in with_sm),
+        memory_used_max_mib=max(memory) if memory else None,
+    )
 
 
 def attribute(
@@ -95,22 +156,8 @@ def attribute(
     windows = []
     for hold in holds:
         values = _attempt_values(hold, by_gpu)
-        if not values:
-            continue
-        pcts = [v for _, v in values]
-        first = max(hold.start_s, values[0][0] - step_s)
-        known_s = sum(min(step_s, t - hold.start_s) for t, _ in values)
-        windows.append(
-            AttemptWindow(
-                attempt=hold.attempt,
-                start_s=first,
-                end_s=values[-1][0],
-                samples=len(values),
-                mean_pct=sum(pcts) / len(pcts),
-                max_pct=max(pcts),
-                known_s=known_s,
-            )
-        )
+        if values:
+            windows.append(_window(hold, values, step_s))
     return windows
 
 

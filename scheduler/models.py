@@ -564,7 +564,11 @@ class UtilizationSample(models.Model):
     """An attempt's known GPU utilization over [start, end] (one collection): `samples`
     times with a value, their mean and highest (0-100, the mean over the attempt's GPUs
     at each time), and the seconds they stand for (`known_s`). Times without a value
-    are unknown and have no row; derived data (`ledger.utilization.attribute`)."""
+    are unknown and have no row; derived data (`ledger.utilization.attribute`).
+    Where the metrics publish them: the mean SM activity (0-100,
+    `DCGM_FI_PROF_SM_ACTIVE`) over the `sm_active_known_s` seconds that had one, and the
+    most frame-buffer memory any of its GPUs had in use (MiB, `DCGM_FI_DEV_FB_USED`);
+    null where none was published (unknown, never 0)."""
 
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="utilization")
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="+")
@@ -574,6 +578,9 @@ class UtilizationSample(models.Model):
     mean_pct = models.FloatField()
     max_pct = models.FloatField()
     known_s = models.FloatField()
+    sm_active_pct = models.FloatField(null=True, blank=True)
+    sm_active_known_s = models.FloatField(default=0.0)
+    memory_used_max_mib = models.FloatField(null=True, blank=True)
 
     class Meta:
         ordering = ["attempt", "end"]

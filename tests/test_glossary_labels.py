@@ -75,6 +75,8 @@ FIGURES = {
     "GPU utilization": "utilization",
     "GPU-h held": "effective-gpu-hours",
     "Effective GPU-h": "effective-gpu-hours",
+    "SM active": "sm-active",
+    "Peak GPU memory used (MiB)": "peak-gpu-memory-used",
     "Value (priority x GPU-steps)": "planner-figures",
     "Objective (GPU-steps, weighted)": "planner-figures",
     "Completed (jobs)": "planner-figures",
@@ -120,6 +122,8 @@ API_FIELDS = {
     "measured_gpu_h": "utilization",
     "utilized_gpu_h": "utilization",
     "effective_gpu_h": "effective-gpu-hours",
+    "sm_active": "sm-active",
+    "memory_used_max_mib": "peak-gpu-memory-used",
 }
 # number fields that are not figures of the glossary (a job's own progress, a cycle's
 # duration, a preview's progress)

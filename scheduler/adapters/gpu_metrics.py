@@ -1,7 +1,9 @@
 """Reading GPU utilization where clusters publish it (no Django).
 
 Two readers return the same thing, `GpuSample`s of `DCGM_FI_DEV_GPU_UTIL` per host and
-GPU index:
+GPU index, each with the GPU's `DCGM_FI_PROF_SM_ACTIVE` (as a percentage) and
+`DCGM_FI_DEV_FB_USED` (MiB) at the same time where they are published (None where not:
+many exporters leave the profiling metrics off):
 
 - `read_prometheus`: Prometheus's HTTP API, `query_range` over a window with a step
   (what a real cluster's DCGM exporters are scraped into), filtered by an optional
@@ -26,6 +28,8 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+SM_ACTIVE_METRIC = "DCGM_FI_PROF_SM_ACTIVE"  # a ratio, 0-1
+FB_USED_METRIC = "DCGM_FI_DEV_FB_USED"  # MiB
 DEFAULT_HOST_LABEL = "Hostname"
 DEFAULT_GPU_LABEL = "gpu"
 TIMEOUT_S = 5.0
@@ -41,6 +45,8 @@ class GpuSample:
     gpu: int
     at_s: float  # epoch seconds
     util_pct: float  # 0-100
+    sm_active_pct: float | None = None  # 0-100; None: not published (unknown)
+    fb_used_mib: float | None = None  # None: not published (unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +59,8 @@ class PrometheusSource:
     selector: str = ""  # extra label matchers, e.g. 'cluster="a100"'
     bearer_token: str = ""
 
-    def query(self) -> str:
-        return f"{UTIL_METRIC}{{{self.selector}}}" if self.selector else UTIL_METRIC
+    def query(self, metric: str = UTIL_METRIC) -> str:
+        return f"{metric}{{{self.selector}}}" if self.selector else metric
 
 
 def _sample(labels: Mapping[str, str], host_label: str, gpu_label: str) -> tuple[str, int] | None:
@@ -76,13 +82,26 @@ def _value(raw: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def read_prometheus(
-    source: PrometheusSource, start_s: float, end_s: float, step_s: float
-) -> list[GpuSample]:
-    """Every GPU's utilization at each step of [start_s, end_s] that Prometheus has."""
+Key = tuple[str, int, float]  # host, GPU index, time
+
+
+def _extras(key: Key, sm: Mapping[Key, float], fb: Mapping[Key, float]) -> dict[str, Any]:
+    """The optional metrics of a GPU at a time: SM active as a percentage (DCGM
+    publishes a 0-1 ratio), frame buffer used in MiB; None where there is no value."""
+    ratio, used = sm.get(key), fb.get(key)
+    return {
+        "sm_active_pct": None if ratio is None else min(100.0, max(0.0, ratio * 100.0)),
+        "fb_used_mib": None if used is None else max(0.0, used),
+    }
+
+
+def _query_range(
+    source: PrometheusSource, metric: str, start_s: float, end_s: float, step_s: float
+) -> dict[Key, float]:
+    """`metric`'s value per (host, GPU, time) over [start_s, end_s] that Prometheus has."""
     headers = {"Authorization": f"Bearer {source.bearer_token}"} if source.bearer_token else {}
     params: dict[str, str | float] = {
-        "query": source.query(),
+        "query": source.query(metric),
         "start": start_s,
         "end": end_s,
         "step": step_s,
@@ -99,14 +118,38 @@ def read_prometheus(
     try:
         data = response.json()["data"]
         series: Iterable[dict[str, Any]] = data["result"] if data["resultType"] == "matrix" else []
-        return list(_matrix_samples(series, source))
+        return dict(_matrix_values(series, source))
     except (ValueError, KeyError, TypeError) as exc:
         raise MetricsUnavailable(f"Prometheus at {source.url} sent an unreadable answer") from exc
 
 
-def _matrix_samples(
+def _optional(
+    source: PrometheusSource, metric: str, start_s: float, end_s: float, step_s: float
+) -> dict[Key, float]:
+    """An optional metric's values; none (unknown) when it cannot be read."""
+    try:
+        return _query_range(source, metric, start_s, end_s, step_s)
+    except MetricsUnavailable:
+        return {}
+
+
+def read_prometheus(
+    source: PrometheusSource, start_s: float, end_s: float, step_s: float
+) -> list[GpuSample]:
+    """Every GPU's utilization at each step of [start_s, end_s] that Prometheus has, with
+    its SM activity and memory used where Prometheus has them too (a failure to read
+    those leaves them unknown; a failure to read the utilization raises)."""
+    util = _query_range(source, UTIL_METRIC, start_s, end_s, step_s)
+    if not util:
+        return []
+    sm = _optional(source, SM_ACTIVE_METRIC, start_s, end_s, step_s)
+    fb = _optional(source, FB_USED_METRIC, start_s, end_s, step_s)
+    return [GpuSample(*key, value, **_extras(key, sm, fb)) for key, value in util.items()]
+
+
+def _matrix_values(
     series: Iterable[dict[str, Any]], source: PrometheusSource
-) -> Iterable[GpuSample]:
+) -> Iterable[tuple[Key, float]]:
     for one in series:
         where = _sample(one["metric"], source.host_label, source.gpu_label)
         if where is None:
@@ -114,7 +157,7 @@ def _matrix_samples(
         for at, raw in one["values"]:
             value = _value(raw)
             if value is not None:
-                yield GpuSample(where[0], where[1], float(at), value)
+                yield (where[0], where[1], float(at)), value
 
 
 def parse_exposition(
@@ -124,20 +167,25 @@ def parse_exposition(
     host_label: str = DEFAULT_HOST_LABEL,
     gpu_label: str = DEFAULT_GPU_LABEL,
 ) -> list[GpuSample]:
-    """The `DCGM_FI_DEV_GPU_UTIL` samples of a Prometheus text exposition, stamped `at_s`."""
-    found: list[GpuSample] = []
+    """The `DCGM_FI_DEV_GPU_UTIL` samples of a Prometheus text exposition, stamped `at_s`,
+    with each GPU's SM activity and memory used where the exposition has them."""
+    wanted = (UTIL_METRIC, SM_ACTIVE_METRIC, FB_USED_METRIC)
+    values: dict[str, dict[Key, float]] = {name: {} for name in wanted}
     try:
         for family in text_string_to_metric_families(text):
-            if family.name != UTIL_METRIC:
+            if family.name not in values:
                 continue
             for sample in family.samples:
                 where = _sample(sample.labels, host_label, gpu_label)
                 value = _value(sample.value)
                 if where is not None and value is not None:
-                    found.append(GpuSample(where[0], where[1], at_s, value))
+                    values[family.name][(where[0], where[1], at_s)] = value
     except ValueError as exc:
         raise MetricsUnavailable(f"the exporter's metrics could not be parsed: {exc}") from exc
-    return found
+    sm, fb = values[SM_ACTIVE_METRIC], values[FB_USED_METRIC]
+    return [
+        GpuSample(*key, value, **_extras(key, sm, fb)) for key, value in values[UTIL_METRIC].items()
+    ]
 
 
 def read_exporter(url: str, at_s: float, *, timeout_s: float = TIMEOUT_S) -> list[GpuSample]:

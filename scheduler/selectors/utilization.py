@@ -4,8 +4,9 @@
   every known sample of the last `window_s` seconds is below `threshold_pct` (an
   attempt without a known sample in the window is not idle: unknown is not idle). The
   idle-GPU reclaim policy reads it.
-- `attempt_figures(attempts)`: per attempt, its [utilization](concepts.md#utilization)
-  and [effective GPU-hours](concepts.md#effective-gpu-hours) (None: unknown).
+- `attempt_figures(attempts)`: per attempt, its [utilization](concepts.md#utilization),
+  [effective GPU-hours](concepts.md#effective-gpu-hours), [SM active](concepts.md#sm-active)
+  and [peak GPU memory used](concepts.md#peak-gpu-memory-used) (None: unknown).
 - `attempt_series(attempt_ids)`: an attempt's known utilization over its life (pages).
 - `metrics_settings(cluster)`: where its metrics are read, as the clusters API shows it
   (a bearer token only as whether one is set).
@@ -61,6 +62,9 @@ class AttemptFigures:
     effective_gpu_h: float | None
     measured_gpu_h: float
     last_sample_at: dt.datetime | None
+    sm_active: float | None = None  # 0-1, over `sm_measured_gpu_h`
+    sm_measured_gpu_h: float = 0.0
+    memory_used_max_mib: float | None = None
 
 
 def _held_gpu_h(attempt: Attempt, now: dt.datetime) -> float:
@@ -82,7 +86,12 @@ def attempt_figures(
             for row in UtilizationSample.objects.filter(attempt__in=[a.pk for a in listed])
             .values("attempt_id")
             .annotate(
-                known=Sum("known_s"), weighted=Sum(F("known_s") * F("mean_pct")), last=Max("end")
+                known=Sum("known_s"),
+                weighted=Sum(F("known_s") * F("mean_pct")),
+                last=Max("end"),
+                sm_known=Sum("sm_active_known_s"),
+                sm_weighted=Sum(F("sm_active_known_s") * F("sm_active_pct")),
+                memory=Max("memory_used_max_mib"),
             )
             .order_by()
         }
@@ -95,25 +104,44 @@ def attempt_figures(
         known = float(row["known"]) if row else 0.0
         share = utilization(float(row["weighted"]) / 100.0, known) if row else None
         gpu_h = _held_gpu_h(attempt, now)
+        sm_known = float(row["sm_known"] or 0.0) if row else 0.0
         out[attempt.pk] = AttemptFigures(
             utilization=share,
             gpu_h=gpu_h,
             effective_gpu_h=effective_gpu_h(gpu_h, share),
             measured_gpu_h=attempt.gpus * known / HOUR_S,
             last_sample_at=row["last"] if row else None,
+            sm_active=utilization(float(row["sm_weighted"] or 0.0) / 100.0, sm_known)
+            if row
+            else None,
+            sm_measured_gpu_h=attempt.gpus * sm_known / HOUR_S,
+            memory_used_max_mib=row["memory"] if row else None,
         )
     return out
 
 
 def job_figures(attempts: Sequence[Attempt], *, now: dt.datetime | None = None) -> AttemptFigures:
-    """A job's figures over all its attempts (utilization weighted by measured time)."""
+    """A job's figures over all its attempts (utilization and SM activity weighted by
+    the GPU-time each was measured, the highest memory used of any)."""
     figures = attempt_figures(attempts, now=now).values()
     measured = sum(f.measured_gpu_h for f in figures)
     weighted = sum((f.utilization or 0.0) * f.measured_gpu_h for f in figures)
     share = utilization(weighted, measured)
+    sm_measured = sum(f.sm_measured_gpu_h for f in figures)
+    sm_weighted = sum((f.sm_active or 0.0) * f.sm_measured_gpu_h for f in figures)
     gpu_h = sum(f.gpu_h for f in figures)
     last = max((f.last_sample_at for f in figures if f.last_sample_at), default=None)
-    return AttemptFigures(share, gpu_h, effective_gpu_h(gpu_h, share), measured, last)
+    memory = [f.memory_used_max_mib for f in figures if f.memory_used_max_mib is not None]
+    return AttemptFigures(
+        utilization=share,
+        gpu_h=gpu_h,
+        effective_gpu_h=effective_gpu_h(gpu_h, share),
+        measured_gpu_h=measured,
+        last_sample_at=last,
+        sm_active=utilization(sm_weighted, sm_measured),
+        sm_measured_gpu_h=sm_measured,
+        memory_used_max_mib=max(memory) if memory else None,
+    )
 
 
 def job_utilization(attempts: Sequence[Attempt]) -> dict[str, object]:
@@ -124,6 +152,8 @@ def job_utilization(attempts: Sequence[Attempt]) -> dict[str, object]:
         "effective_gpu_h": figures.effective_gpu_h,
         "measured_gpu_h": figures.measured_gpu_h,
         "last_sample_at": figures.last_sample_at,
+        "sm_active": figures.sm_active,
+        "memory_used_max_mib": figures.memory_used_max_mib,
     }
 
 

@@ -302,6 +302,9 @@ def _rows(cluster: Cluster, read: _Read) -> list[UtilizationSample]:
             mean_pct=w.mean_pct,
             max_pct=w.max_pct,
             known_s=w.known_s,
+            sm_active_pct=w.sm_active_pct,
+            sm_active_known_s=w.sm_known_s,
+            memory_used_max_mib=w.memory_used_max_mib,
         )
         for w in windows
     ]
@@ -327,21 +330,38 @@ def utilization_compact(*, now: dt.datetime | None = None, limit: int = 500) -> 
     for attempt_id in attempt_ids:
         with transaction.atomic():
             rows = list(UtilizationSample.objects.select_for_update().filter(attempt_id=attempt_id))
-            known = sum(r.known_s for r in rows)
-            merged = UtilizationSample(
-                attempt_id=attempt_id,
-                cluster_id=rows[0].cluster_id,
-                start=min(r.start for r in rows),
-                end=max(r.end for r in rows),
-                samples=sum(r.samples for r in rows),
-                mean_pct=(
-                    sum(r.mean_pct * r.known_s for r in rows) / known
-                    if known > 0
-                    else sum(r.mean_pct for r in rows) / len(rows)
-                ),
-                max_pct=max(r.max_pct for r in rows),
-                known_s=known,
-            )
+            merged = _merged(attempt_id, rows)
             UtilizationSample.objects.filter(pk__in=[r.pk for r in rows]).delete()
             merged.save()
     return len(attempt_ids)
+
+
+def _weighted_mean(pairs: list[tuple[float, float]]) -> float | None:
+    """The mean of (value, weight) pairs by weight (plain when no weight; None: none)."""
+    if not pairs:
+        return None
+    weight = sum(w for _, w in pairs)
+    if weight > 0:
+        return sum(v * w for v, w in pairs) / weight
+    return sum(v for v, _ in pairs) / len(pairs)
+
+
+def _merged(attempt_id: int, rows: list[UtilizationSample]) -> UtilizationSample:
+    """One row with the figures of an attempt's `rows`: the means weighted by the time
+    they stand for, the highest values, the samples and times summed; SM activity and
+    memory stay unknown (null) only where every row had them unknown."""
+    sm = [(r.sm_active_pct, r.sm_active_known_s) for r in rows if r.sm_active_pct is not None]
+    memory = [r.memory_used_max_mib for r in rows if r.memory_used_max_mib is not None]
+    return UtilizationSample(
+        attempt_id=attempt_id,
+        cluster_id=rows[0].cluster_id,
+        start=min(r.start for r in rows),
+        end=max(r.end for r in rows),
+        samples=sum(r.samples for r in rows),
+        mean_pct=_weighted_mean([(r.mean_pct, r.known_s) for r in rows]) or 0.0,
+        max_pct=max(r.max_pct for r in rows),
+        known_s=sum(r.known_s for r in rows),
+        sm_active_pct=_weighted_mean(sm),
+        sm_active_known_s=sum(w for _, w in sm),
+        memory_used_max_mib=max(memory) if memory else None,
+    )

@@ -73,3 +73,28 @@ def test_a_fully_qualified_host_name_in_the_metrics_matches_the_node_name():
     hold = Hold(attempt=1, gpus=1, placements=(("gpu01", (3,)),), start_s=0.0)
     (window,) = attribute(samples, [hold], step_s=10.0)
     assert (window.samples, window.mean_pct) == (2, 70.0)
+
+
+def test_sm_activity_and_memory_are_kept_per_attempt_and_unknown_where_missing():
+    def at(gpu, t, util, sm=None, fb=None):
+        return GpuSample("h0", gpu, t, util, sm_active_pct=sm, fb_used_mib=fb)
+
+    samples = [
+        at(0, 10.0, 90, sm=80.0, fb=30000.0),
+        at(1, 10.0, 70, sm=60.0, fb=50000.0),  # time 10: SM mean 70, memory peak 50000
+        at(0, 20.0, 90, sm=50.0),  # time 20: SM 50 (GPU 1 has none), memory unknown
+        at(1, 30.0, 10),  # time 30: neither published
+        at(2, 10.0, 99),  # another attempt's GPU, without either
+    ]
+    holds = [
+        Hold(attempt=1, gpus=2, placements=(("h0", (0, 1)),), start_s=0.0),
+        Hold(attempt=2, gpus=1, placements=(("h0", (2,)),), start_s=5.0),
+    ]
+    windows = {w.attempt: w for w in attribute(samples, holds, step_s=10.0)}
+    first = windows[1]
+    assert first.mean_pct == pytest.approx((80 + 90 + 10) / 3)
+    assert first.sm_active_pct == pytest.approx((70.0 + 50.0) / 2)
+    assert (first.sm_known_s, first.known_s) == (20.0, 30.0)
+    assert first.memory_used_max_mib == 50000.0
+    other = windows[2]
+    assert (other.sm_active_pct, other.sm_known_s, other.memory_used_max_mib) == (None, 0.0, None)

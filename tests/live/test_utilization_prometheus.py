@@ -117,6 +117,10 @@ def test_utilization_recorded_per_attempt_is_what_the_cluster_served(sim, prom):
         low, high = _expected_bounds(profile, attempt, row, 1.0)
         assert row.samples >= 10, (kind, row.samples)
         assert low - 0.5 <= row.mean_pct <= high + 0.5, (kind, row.mean_pct, low, high)
+        # SM activity and memory came through Prometheus too (the exporter serves SM
+        # active as 0.85 x utilization, a 0-1 ratio, and the profile's memory)
+        assert row.sm_active_pct == pytest.approx(0.85 * row.mean_pct, abs=0.05), kind
+        assert row.memory_used_max_mib == profiles.memory_used_mib(profile), kind
     figures = attempt_figures(attempts.values(), now=until)
     for attempt in attempts.values():  # one collection: the attempt's figure is its row's
         (row,) = UtilizationSample.objects.filter(attempt=attempt)

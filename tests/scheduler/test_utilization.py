@@ -17,6 +17,7 @@ from config.errors import PermissionDenied, ValidationFailed
 from ledger import selectors as ledger_selectors
 from ledger.models import ProjectHour
 from ledger.services import floor_hour, rollups_refresh
+from scheduler.core import utilization as profiles
 from scheduler.models import Attempt, ClusterMetrics, ClusterPolicyEvent, UtilizationSample
 from scheduler.selectors.utilization import attempt_figures, idle_attempt_ids, jobs_utilization
 from scheduler.services.utilization import (
@@ -289,3 +290,73 @@ def test_rows_of_attempts_ended_long_ago_are_merged_with_the_same_figures(histor
     after = attempt_figures([attempt], now=attempt.ended_at)[attempt.pk]
     assert after.utilization == pytest.approx(before.utilization)
     assert after.measured_gpu_h == pytest.approx(before.measured_gpu_h)
+
+
+# ---------------------------------------------------------------- SM activity and memory
+
+
+def test_sm_activity_and_memory_are_stored_per_sample_from_the_simulated_cluster(sim):
+    train = sim.submit(gpus=2, kind="training", name="train", duration_s=None)
+    run_cycle.worker.run(cluster_id=sim.pk)
+    run_cycle.worker.run(cluster_id=sim.pk)
+    assert utilization_collect(cluster=sim, now=timezone.now() + dt.timedelta(seconds=1)) == 1
+    (row,) = UtilizationSample.objects.filter(attempt__job=train)
+    # the simulated exporter's SM activity is 0.85 x utilization, its memory the profile's
+    assert row.sm_active_pct == pytest.approx(0.85 * row.mean_pct, abs=0.01)
+    assert row.memory_used_max_mib == profiles.memory_used_mib(profiles.TRAINING)
+    assert row.sm_active_known_s == row.known_s
+
+
+def _with_extras(attempt, end, pct, sm, memory, known_s=60.0):
+    row = _sample(attempt, end, pct, known_s=known_s)
+    row.sm_active_pct, row.memory_used_max_mib = sm, memory
+    row.sm_active_known_s = known_s if sm is not None else 0.0
+    row.save()
+    return row
+
+
+def test_the_job_shows_mean_sm_activity_and_peak_memory_and_unknown_where_missing(
+    history, api_client, client, tree
+):
+    cluster, runs = history
+    a1 = runs["a1"]  # 60 minutes at 80% utilization, without SM or memory so far
+    UtilizationSample.objects.filter(
+        attempt=a1, end__gt=a1.started_at + dt.timedelta(minutes=2)
+    ).delete()
+    UtilizationSample.objects.filter(attempt=a1).update(
+        sm_active_pct=60.0, sm_active_known_s=60.0, memory_used_max_mib=30000.0
+    )  # two minutes at 60% SM
+    _with_extras(a1, a1.started_at + dt.timedelta(minutes=4), 80.0, 30.0, 70000.0, known_s=120.0)
+    _with_extras(a1, a1.started_at + dt.timedelta(minutes=5), 80.0, None, None)
+    api_client.force_authenticate(tree.user("ann"))
+    body = api_client.get(f"/api/v1/jobs/{a1.job_id}/").json()["utilization"]
+    assert body["sm_active"] == pytest.approx((0.6 * 120 + 0.3 * 120) / 240)
+    assert body["memory_used_max_mib"] == 70000.0
+    unknown = api_client.get(f"/api/v1/jobs/{runs['b1'].job_id}/").json()["utilization"]
+    assert unknown["utilization"] == pytest.approx(0.1)  # utilization known...
+    assert (unknown["sm_active"], unknown["memory_used_max_mib"]) == (None, None)  # ...these not
+    client.force_login(tree.user("ann"))
+    text = client.get(reverse("scheduler:job-detail", args=[a1.job_id])).content.decode()
+    assert "<th>SM active</th><td>45.0%</td>" in text
+    assert "<th>Peak GPU memory used (MiB)</th><td>70000</td>" in text
+    text = client.get(reverse("scheduler:job-detail", args=[runs["b1"].job_id])).content.decode()
+    assert "<th>SM active</th><td>unknown</td>" in text
+    assert "<th>Peak GPU memory used (MiB)</th><td>unknown</td>" in text
+
+
+def test_merging_rows_keeps_sm_activity_and_peak_memory(history):
+    cluster, runs = history
+    attempt = runs["b1"]
+    UtilizationSample.objects.filter(attempt=attempt).delete()
+    start = attempt.started_at
+    _with_extras(attempt, start + dt.timedelta(minutes=1), 10.0, 20.0, 1000.0)
+    _with_extras(attempt, start + dt.timedelta(minutes=3), 10.0, 50.0, 3000.0, known_s=120.0)
+    _with_extras(attempt, start + dt.timedelta(minutes=4), 10.0, None, None)
+    before = attempt_figures([attempt], now=attempt.ended_at)[attempt.pk]
+    utilization_compact(now=timezone.now() + dt.timedelta(days=1))
+    (row,) = UtilizationSample.objects.filter(attempt=attempt)
+    assert row.sm_active_pct == pytest.approx((20.0 * 60 + 50.0 * 120) / 180)
+    assert (row.sm_active_known_s, row.memory_used_max_mib) == (180.0, 3000.0)
+    after = attempt_figures([attempt], now=attempt.ended_at)[attempt.pk]
+    assert after.sm_active == pytest.approx(before.sm_active)
+    assert after.memory_used_max_mib == before.memory_used_max_mib == 3000.0

@@ -256,6 +256,19 @@ class JobUtilizationOutput(serializers.Serializer):
     last_sample_at = serializers.DateTimeField(
         allow_null=True, help_text="The end of its last known sample"
     )
+    sm_active = serializers.FloatField(
+        allow_null=True,
+        help_text="SM active (0-1): the mean share of cycles its GPUs' streaming "
+        "multiprocessors had work (DCGM_FI_PROF_SM_ACTIVE) over the GPU-time it was "
+        "measured, all attempts; null where it was not published (unknown, never 0; "
+        "docs/concepts.md#sm-active)",
+    )
+    memory_used_max_mib = serializers.FloatField(
+        allow_null=True,
+        help_text="Peak GPU memory used (MiB): the most frame-buffer memory any one of its "
+        "GPUs had in use at a sample (DCGM_FI_DEV_FB_USED), all attempts; null where it "
+        "was not published (unknown; docs/concepts.md#peak-gpu-memory-used)",
+    )
 
 
 class JobDetailOutput(JobOutput):
