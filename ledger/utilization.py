@@ -13,6 +13,8 @@ held the GPUs, and the figures of docs/concepts.md made of them.
 - `effective_gpu_h(gpu_h, utilization)`: [effective GPU-hours](concepts.md#effective-gpu-hours).
 - `utilization_hourly(windows, start_s, end_s)`: per project and hour, the measured and
   the utilized GPU-hours (the ledger's rollup).
+- `idle_tail_start(rows, threshold_pct, end_s)`: when an attempt's GPUs went idle for
+  the rest of its run (the what-if preview's idle pattern), or None.
 """
 
 from __future__ import annotations
@@ -205,3 +207,36 @@ def utilization_hourly(
                 m, u = rows[i]
                 rows[i] = (m + measured, u + measured * pct / 100.0)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class KnownSpan:
+    """A stored window of an attempt's utilization: [start_s, end_s], its highest value
+    (0-100) and the seconds of it with a value."""
+
+    start_s: float
+    end_s: float
+    max_pct: float
+    known_s: float
+
+
+def idle_tail_start(
+    spans: Sequence[KnownSpan], threshold_pct: float, end_s: float, *, coverage: float = 0.9
+) -> float | None:
+    """The start of the attempt's idle tail: the earliest time from which every known
+    value up to `end_s` (its end, or now) is below `threshold_pct`, provided values are
+    known for at least `coverage` of that time (a gap is unknown, never idle, as for
+    idle-GPU reclaim). None when the last known value is not below the threshold, or
+    the tail is not known well enough. `spans` in time order."""
+    tail: list[KnownSpan] = []
+    for span in reversed(spans):
+        if span.max_pct >= threshold_pct:
+            break
+        tail.append(span)
+    if not tail:
+        return None
+    start = tail[-1].start_s
+    known = sum(span.known_s for span in tail)
+    if end_s <= start or known < coverage * (end_s - start):
+        return None
+    return start

@@ -485,6 +485,8 @@ class Preview(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="previews")
     weights = models.JSONField(default=list)  # [{"node": id, "weight": "2.5"}], as proposed
     window_days = models.PositiveIntegerField(default=14, validators=[MinValueValidator(1)])
+    # idle-GPU reclaim in the replay with the proposed weights; null: the cluster's policy
+    idle_reclaim = models.BooleanField(null=True, blank=True)
     state = models.CharField(
         max_length=20, choices=PreviewState.choices, default=PreviewState.QUEUED
     )
@@ -581,6 +583,8 @@ class UtilizationSample(models.Model):
     sm_active_pct = models.FloatField(null=True, blank=True)
     sm_active_known_s = models.FloatField(default=0.0)
     memory_used_max_mib = models.FloatField(null=True, blank=True)
+    # merged by `utilization_compact` (an attempt ended long ago): not merged again
+    compacted = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["attempt", "end"]

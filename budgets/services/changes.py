@@ -37,11 +37,17 @@ from config.errors import Conflict, NotFound, NothingToChange, ValidationFailed
 
 
 def weight_edits_check(
-    *, actor, node_id: int, changes: Sequence[Mapping[str, Any]], field: str = "weights"
+    *,
+    actor,
+    node_id: int,
+    changes: Sequence[Mapping[str, Any]],
+    field: str = "weights",
+    allow_none: bool = False,
 ) -> tuple[TreeIndex, dict[int, Decimal]]:
     """Proposed weights of `node_id`'s children, validated by the rules of
     `budget_change_create` (nothing is written): the actor must govern every child (as
-    on the edit page), each change names a child of the node and a valid weight.
+    on the edit page), each change names a child of the node and a valid weight; no
+    change at all only with `allow_none` (a what-if of something else than the weights).
 
     Raises PermissionDenied, or ValidationFailed naming `node` or `field`."""
     index = tree_index()
@@ -60,7 +66,8 @@ def weight_edits_check(
         field="node",
         action="change the weights under",
     )
-    edits = _parse_edits(changes, index, field=field)
+    none = allow_none and isinstance(changes, Sequence) and not isinstance(changes, str | bytes)
+    edits = [] if none and not changes else _parse_edits(changes, index, field=field)
     child_ids = {c.pk for c in children}
     for i, edit in enumerate(edits):
         if edit.node_id not in child_ids:

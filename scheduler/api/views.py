@@ -479,6 +479,7 @@ def preview_body(preview) -> dict:
         "requester": preview.requester.get_username(),
         "window_days": preview.window_days,
         "weights": preview.weights,
+        "idle_reclaim": preview.idle_reclaim,
         "error": preview.error,
         "created_at": preview.created_at,
         "started_at": preview.started_at,
@@ -503,6 +504,7 @@ class PreviewCreateApi(APIView):
             weights=data["weights"],
             cluster=data["cluster"],
             days=data["days"],
+            idle_reclaim=data["idle_reclaim"],
         )
         preview = preview_services.preview_get(actor=request.user, preview_id=preview.pk)
         return Response(s.PreviewOutput(preview_body(preview)).data, status=201)

@@ -10,6 +10,9 @@
 - `attempt_series(attempt_ids)`: an attempt's known utilization over its life (pages).
 - `metrics_settings(cluster)`: where its metrics are read, as the clusters API shows it
   (a bearer token only as whether one is set).
+- `idle_after_by_attempt(attempts, threshold_pct, now)`: per attempt whose GPUs stayed
+  idle from some point to its end, how long into its run that point was (the what-if
+  preview's `JobRecord.idle_after_s`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 
 from django.db.models import F, Max, Sum
 
-from ledger.utilization import effective_gpu_h, utilization
+from ledger.utilization import KnownSpan, effective_gpu_h, idle_tail_start, utilization
 from scheduler.models import Attempt, AttemptState, Cluster, ClusterMetrics, UtilizationSample
 
 HOUR_S = 3600.0
@@ -219,3 +222,32 @@ def metrics_settings(cluster: Cluster) -> dict[str, object]:
         "last_error": metrics.last_error,
         "last_error_at": metrics.last_error_at,
     }
+
+
+def idle_after_by_attempt(
+    attempts: Iterable[Attempt], threshold_pct: float, now: dt.datetime
+) -> dict[int, float]:
+    """Per attempt (by id) whose recorded utilization stayed below `threshold_pct` from
+    some point to its end (or `now`), known for at least `IDLE_COVERAGE` of that time:
+    the seconds from its start to that point (`ledger.utilization.idle_tail_start`).
+    Attempts without such a tail (busy to the end, or unknown) are left out."""
+    listed = {a.pk: a for a in attempts if a.started_at is not None}
+    spans: dict[int, list[KnownSpan]] = {}
+    rows = (
+        UtilizationSample.objects.filter(attempt_id__in=list(listed))
+        .order_by("attempt_id", "end")
+        .values_list("attempt_id", "start", "end", "max_pct", "known_s")
+    )
+    for attempt_id, start, end, top, known in rows.iterator(chunk_size=5000):
+        spans.setdefault(attempt_id, []).append(
+            KnownSpan(start.timestamp(), end.timestamp(), top, known)
+        )
+    out = {}
+    for attempt_id, found in spans.items():
+        attempt = listed[attempt_id]
+        started = attempt.started_at.timestamp()
+        ended = (attempt.ended_at or now).timestamp()
+        tail = idle_tail_start(found, threshold_pct, ended, coverage=IDLE_COVERAGE)
+        if tail is not None:
+            out[attempt_id] = max(0.0, tail - started)
+    return out

@@ -41,6 +41,7 @@ from scheduler.models import (
 )
 from scheduler.selectors.clusters import resolve_cluster
 from scheduler.selectors.translate import engine_tree
+from scheduler.selectors.utilization import idle_after_by_attempt
 
 log = logging.getLogger(__name__)
 
@@ -55,16 +56,35 @@ def _clean_days(days: Any) -> int:
 
 
 def preview_request(
-    *, actor, node: int, weights: Sequence[Mapping[str, Any]], cluster: Any, days: int | None = None
+    *,
+    actor,
+    node: int,
+    weights: Sequence[Mapping[str, Any]],
+    cluster: Any,
+    days: int | None = None,
+    idle_reclaim: Any = None,
 ) -> Preview:
     """Queue a what-if preview of `weights` (``[{"node": child id, "weight": w}]``) for
-    the children of `node` on `cluster` over the last `days` days.
+    the children of `node` on `cluster` over the last `days` days; `idle_reclaim`
+    (true/false; None: the cluster's policy) turns idle-GPU reclaim on or off in the
+    replay with the proposed weights (no weights: what reclaim alone would give).
 
     Raises ValidationFailed (400, naming the field), PermissionDenied (403: the actor
     may not change the weights under the node)."""
     if isinstance(node, bool) or not isinstance(node, int):
         raise ValidationFailed("node must be a node id.", field="node")
-    _index, edits = weight_edits_check(actor=actor, node_id=node, changes=weights, field="weights")
+    if idle_reclaim is not None and not isinstance(idle_reclaim, bool):
+        raise ValidationFailed(
+            "idle_reclaim must be true, false or null (the cluster's policy).",
+            field="idle_reclaim",
+        )
+    _index, edits = weight_edits_check(
+        actor=actor,
+        node_id=node,
+        changes=weights,
+        field="weights",
+        allow_none=idle_reclaim is not None,
+    )
     found = resolve_cluster(cluster)
     window = _clean_days(days)
     preview = Preview.objects.create(
@@ -73,6 +93,7 @@ def preview_request(
         cluster=found,
         weights=[{"node": n, "weight": str(w)} for n, w in edits.items()],
         window_days=window,
+        idle_reclaim=idle_reclaim,
     )
     transaction.on_commit(lambda: _enqueue(preview.pk))
     return preview
@@ -143,6 +164,17 @@ class ReplayInput:
     carried_before_gpu_h: float = 0.0
     unknown_runtime: int = 0
     unknown_runtime_gpu_h: float = 0.0
+    idle_jobs: int = 0  # replayed with an idle pattern (`JobRecord.idle_after_s`)
+
+
+def _idle_after_s(job: Job, idle_after: Mapping[int, float]) -> float | None:
+    """How long into a run the job's GPUs went idle for good: its first attempt whose
+    recorded utilization stayed below the cluster's idle threshold to its end
+    (`idle_after_by_attempt`); None when none did (busy, or unknown)."""
+    for attempt in job.attempts.all():
+        if attempt.pk in idle_after:
+            return idle_after[attempt.pk]
+    return None
 
 
 def job_records(
@@ -150,7 +182,11 @@ def job_records(
 ) -> ReplayInput:
     """The cluster's jobs present in [since, now) as `JobRecord`s (seconds since `since`):
     those submitted in it, and those submitted before it and still running or waiting at
-    `since`, submitted at the window's start with the work they had left."""
+    `since`, submitted at the window's start with the work they had left. A job whose
+    recorded utilization stayed below the cluster's `idle_threshold_pct` from some point
+    of a run to its end is replayed idle from that point of each run (`idle_after_s`;
+    a carried job's less the work it had done), so that a replay with idle-GPU reclaim
+    on can reclaim it."""
     attempts = Prefetch("attempts", queryset=Attempt.objects.order_by("number"))
     present = Q(submitted_at__gte=since) | Q(ended_at__isnull=True) | Q(ended_at__gt=since)
     jobs = (
@@ -159,10 +195,16 @@ def job_records(
         .prefetch_related(attempts)
         .order_by("submitted_at", "pk")
     )
+    idle_after = idle_after_by_attempt(
+        Attempt.objects.filter(job__in=jobs.order_by()).only("pk", "started_at", "ended_at"),
+        float(cluster.idle_threshold_pct),
+        now,
+    )
     out = ReplayInput(records=[])
     for job in jobs.iterator(chunk_size=2000):
         runtime = _runtime_s(job, now)
         submit = (job.submitted_at - since).total_seconds()
+        idle = _idle_after_s(job, idle_after)
         if job.ended_at is None and not job.duration_s and job.state != JobState.SUCCEEDED:
             out.unknown_runtime += 1
             out.unknown_runtime_gpu_h += job.gpus * runtime / 3600
@@ -172,8 +214,11 @@ def job_records(
             out.carried += 1
             out.carried_before_gpu_h += job.gpus * before / 3600
             submit = 0.0
+            idle = None if idle is None else max(0.0, idle - before)
             if runtime <= 0:
                 continue
+        if idle is not None:
+            out.idle_jobs += 1
         out.records.append(
             JobRecord(
                 job_id=str(job.pk),
@@ -186,6 +231,7 @@ def job_records(
                 kind=job.kind,
                 priority=job.priority,
                 user=str(job.submitter_id),
+                idle_after_s=idle,
             )
         )
     return out
@@ -241,15 +287,22 @@ def preview_compute(
     until: dt.datetime,
     parallel: bool = True,
     progress: Callable[[float], None] | None = None,
+    idle_reclaim: bool | None = None,
 ) -> dict[str, Any]:
     """The preview's figures per project: what the ledger recorded over [since, until),
     the replay with today's weights and the replay with the proposed ones, how far the
     first replay is from the record (`fidelity`), and what the replays could not
-    reproduce (`not_reproduced`)."""
+    reproduce (`not_reproduced`). `idle_reclaim` (None: the cluster's policy) is the
+    idle-GPU reclaim of the replay with the proposed weights: true shows what turning
+    it on would give (`idle_gpu_h_before`/`_after`, `idle_reclaims`), the jobs' idle
+    points coming from their recorded utilization (`job_records`)."""
     replay_input = job_records(cluster, index, since, until)
     config = dataclasses.replace(
         sim_config_for_cluster(cluster), prior_usage=prior_usage(cluster, index, since)
     )
+    after_config = config
+    if idle_reclaim is not None:
+        after_config = dataclasses.replace(config, idle_reclaim=idle_reclaim)
     result = run_whatif(
         _cluster_spec(cluster),
         *_trees(index, edits),
@@ -257,9 +310,11 @@ def preview_compute(
         start_s=0.0,
         end_s=(until - since).total_seconds(),
         config=config,
+        after_config=after_config,
         parallel=parallel,
         progress=progress,
     )
+    result["idle_reclaim"] = {"before": config.idle_reclaim, "after": after_config.idle_reclaim}
     recorded = {
         index.path(node_id): figures
         for node_id, figures in recorded_delivery(cluster=cluster, since=since, until=until).items()
@@ -292,6 +347,7 @@ def preview_compute(
         "unknown_runtime": replay_input.unknown_runtime,
         "unknown_runtime_gpu_h": replay_input.unknown_runtime_gpu_h,
     }
+    result["idle_jobs"] = replay_input.idle_jobs
     result["window_start"] = since.isoformat()
     result["window_end"] = until.isoformat()
     return result
@@ -346,6 +402,7 @@ def preview_run(*, preview_id: int, parallel: bool = True) -> Preview:
             until=until,
             parallel=parallel,
             progress=progress,
+            idle_reclaim=preview.idle_reclaim,
         )
         result["changed"] = [
             {"node": n, "path": index.path(n), "old": str(index.nodes[n].weight), "new": str(w)}

@@ -13,7 +13,8 @@ collection into `UtilizationSample` rows per attempt (docs/concepts.md#utilizati
   stores one row per attempt with a known value. Metrics that cannot be read leave
   no row (unknown, never zero): the error is kept on `ClusterMetrics.last_error` and
   nothing else stops.
-- `utilization_compact`: an attempt that ended over a day ago keeps one row.
+- `utilization_compact`: an attempt that ended over a day ago keeps one row (two when
+  its GPUs were idle to its end: the idle tail apart).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from config.errors import ValidationFailed
@@ -314,26 +315,44 @@ COMPACT_AFTER = dt.timedelta(days=1)
 
 
 def utilization_compact(*, now: dt.datetime | None = None, limit: int = 500) -> int:
-    """Merge the rows of attempts that ended over `COMPACT_AFTER` ago into one row each
-    (their figures stay the same: the mean weighted by known time, the highest value,
-    the samples and known time summed), so that the table grows with attempts, not with
-    time. At most `limit` attempts per call; returns how many were merged."""
+    """Merge the rows of attempts that ended over `COMPACT_AFTER` ago, so that the table
+    grows with attempts, not with time: one row each, or two where the attempt's last
+    rows were below its cluster's `idle_threshold_pct` (that idle tail is kept apart for
+    the what-if preview, `idle_after_by_attempt`). Their figures stay the same (the mean
+    weighted by known time, the highest value, the samples and known time summed).
+    Merged rows are marked `compacted` and not merged again. At most `limit` attempts
+    per call; returns how many were merged."""
     cutoff = (now or timezone.now()) - COMPACT_AFTER
     attempt_ids = list(
-        UtilizationSample.objects.filter(attempt__ended_at__lt=cutoff)
-        .values("attempt_id")
-        .annotate(rows=Count("id"))
-        .filter(rows__gt=1)
+        UtilizationSample.objects.filter(attempt__ended_at__lt=cutoff, compacted=False)
         .order_by("attempt_id")
-        .values_list("attempt_id", flat=True)[:limit]
+        .values_list("attempt_id", flat=True)
+        .distinct()[:limit]
     )
+    thresholds = dict(Cluster.objects.values_list("pk", "idle_threshold_pct"))
     for attempt_id in attempt_ids:
         with transaction.atomic():
-            rows = list(UtilizationSample.objects.select_for_update().filter(attempt_id=attempt_id))
-            merged = _merged(attempt_id, rows)
+            rows = list(
+                UtilizationSample.objects.select_for_update()
+                .filter(attempt_id=attempt_id)
+                .order_by("end")
+            )
+            threshold = float(thresholds.get(rows[0].cluster_id, 0))
+            merged = [_merged(attempt_id, group) for group in _idle_split(rows, threshold)]
             UtilizationSample.objects.filter(pk__in=[r.pk for r in rows]).delete()
-            merged.save()
+            UtilizationSample.objects.bulk_create(merged)
     return len(attempt_ids)
+
+
+def _idle_split(
+    rows: list[UtilizationSample], threshold_pct: float
+) -> list[list[UtilizationSample]]:
+    """The rows (in time order) before the trailing run of rows below `threshold_pct`,
+    and that run; empty groups left out."""
+    split = len(rows)
+    while split > 0 and rows[split - 1].max_pct < threshold_pct:
+        split -= 1
+    return [group for group in (rows[:split], rows[split:]) if group]
 
 
 def _weighted_mean(pairs: list[tuple[float, float]]) -> float | None:
@@ -364,4 +383,5 @@ def _merged(attempt_id: int, rows: list[UtilizationSample]) -> UtilizationSample
         sm_active_pct=_weighted_mean(sm),
         sm_active_known_s=sum(w for _, w in sm),
         memory_used_max_mib=max(memory) if memory else None,
+        compacted=True,
     )

@@ -25,6 +25,12 @@ class PreviewWeightOutput(serializers.Serializer):
     weight = serializers.CharField(help_text="The proposed weight, as decimal text")
 
 
+@extend_schema_field({"type": "boolean", "nullable": True})
+class IdleReclaimField(serializers.JSONField):
+    """true, false or null; `preview_request` refuses any other JSON value naming the
+    field (DRF's BooleanField would take "yes" or 1, which the schema does not)."""
+
+
 class PreviewInput(StrictInput):
     node = serializers.IntegerField(
         min_value=1, max_value=MAX_ID, help_text="The node whose children's weights change"
@@ -38,6 +44,14 @@ class PreviewInput(StrictInput):
         min_value=1,
         max_value=MAX_PREVIEW_DAYS,
         help_text="Days replayed (default ALLOT_PREVIEW_DAYS, 14; at most ALLOT_PREVIEW_MAX_DAYS)",
+    )
+    idle_reclaim = IdleReclaimField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="Idle-GPU reclaim in the replay with the proposed weights: true shows what "
+        "turning it on would give (with no weights: reclaim alone), jobs idle as their "
+        "recorded GPU utilization was; null or absent: the cluster's policy",
     )
 
 
@@ -55,7 +69,12 @@ class PreviewInput(StrictInput):
         "weights - recorded| / recorded delivered GPU-h); `fidelity` (`worst` of those over "
         "the projects that made `share` of the recorded delivery) and `not_reproduced` "
         "(`carried` jobs present when the window opened, `carried_before_gpu_h` they ran "
-        "before it, `unknown_runtime` jobs and their `unknown_runtime_gpu_h`)",
+        "before it, `unknown_runtime` jobs and their `unknown_runtime_gpu_h`); idle-GPU "
+        "reclaim: `idle_reclaim` (`before`, `after`: whether each replay reclaimed), "
+        "`idle_jobs` (jobs replayed idle from the point their recorded utilization stayed "
+        "below the cluster's idle threshold), `idle_reclaims` ([before, after] "
+        "preemptions by rule idle_reclaim) and per project `idle_gpu_h_before`/`_after` "
+        "(allocated-but-idle GPU-h)",
     }
 )
 class PreviewResultField(serializers.JSONField):
@@ -72,6 +91,11 @@ class PreviewOutput(serializers.Serializer):
     requester = serializers.CharField()
     window_days = serializers.IntegerField()
     weights = PreviewWeightOutput(many=True)
+    idle_reclaim = serializers.BooleanField(
+        allow_null=True,
+        help_text="Idle-GPU reclaim asked for the replay with the proposed weights; null: "
+        "the cluster's policy",
+    )
     error = serializers.CharField(allow_blank=True)
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)

@@ -31,7 +31,7 @@ from typing import Any
 
 from ledger.accounting import DemandSpan, entitlement_summary
 from scheduler.core.engine.budget_tree import entitled_shares
-from scheduler.core.engine.types import BudgetNode
+from scheduler.core.engine.types import BudgetNode, stop_rule
 from scheduler.core.sim.model import ClusterSpec, SimConfig, SimResult, TraceJob
 from scheduler.core.sim.replay import leaf_projects, simulate
 from scheduler.core.sim.report import percentile
@@ -107,8 +107,26 @@ def trace_from_records(
     return trace, skipped
 
 
-def summarise(result: SimResult, tree: BudgetNode) -> dict[str, dict[str, Any]]:
-    """Per project: delivered and entitled GPU-hours, their ratio, p90 wait and jobs."""
+def idle_gpu_h_by_project(
+    result: SimResult, idle_after: Mapping[str, float | None]
+) -> dict[str, float]:
+    """Per project: [allocated-but-idle GPU-hours](concepts.md#allocated-but-idle-gpu-hours),
+    the GPU-time its runs held after their job's idle point (`idle_after` by job id)."""
+    out: dict[str, float] = {}
+    for iv in result.intervals:
+        after = idle_after.get(iv.job_id)
+        if after is None:
+            continue
+        held = max(0.0, iv.end_s - (iv.start_s + after)) * iv.gpus / HOUR_S
+        out[iv.project] = out.get(iv.project, 0.0) + held
+    return out
+
+
+def summarise(
+    result: SimResult, tree: BudgetNode, idle_after: Mapping[str, float | None] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Per project: delivered and entitled GPU-hours, their ratio, p90 wait, jobs and
+    allocated-but-idle GPU-hours (`idle_after`: the replayed jobs' idle points)."""
     t0, t1 = result.start_s, result.end_s
     demand = [
         DemandSpan(j.project, j.gpus, j.submit_s, j.end_s if j.end_s is not None else t1)
@@ -123,6 +141,7 @@ def summarise(result: SimResult, tree: BudgetNode) -> dict[str, dict[str, Any]]:
         counts[j.project] = counts.get(j.project, 0) + 1
         open_wait = [t1 - j.pending_since_s] if j.pending_since_s is not None else []
         waits.setdefault(j.project, []).extend(j.waits_s or open_wait)
+    idle = idle_gpu_h_by_project(result, idle_after or {})
     out: dict[str, dict[str, Any]] = {}
     for name, pe in ent.projects.items():
         w = sorted(waits.get(name, ()))
@@ -132,6 +151,7 @@ def summarise(result: SimResult, tree: BudgetNode) -> dict[str, dict[str, Any]]:
             "entitled_gpu_h": pe.entitled_gpu_h,
             "ratio": pe.ratio,
             "p90_replay_wait_s": percentile(w, 90) if w else None,
+            "idle_gpu_h": idle.get(name, 0.0),
             "jobs": counts.get(name, 0),
         }
     return out
@@ -187,7 +207,13 @@ def _replay(
 ) -> dict[str, Any]:
     started = time.perf_counter()
     result = simulate(cluster, tree, trace, config)
-    return {"projects": summarise(result, tree), "wall_s": time.perf_counter() - started}
+    idle_after = {j.job_id: j.idle_after_s for j in trace if j.idle_after_s is not None}
+    reclaims = sum(1 for p in result.preemptions if stop_rule(p.reason_code) == "idle_reclaim")
+    return {
+        "projects": summarise(result, tree, idle_after),
+        "idle_reclaims": reclaims,
+        "wall_s": time.perf_counter() - started,
+    }
 
 
 def _replay_in_child(
@@ -200,18 +226,19 @@ def _both(
     cluster: ClusterSpec,
     trees: tuple[BudgetNode, BudgetNode],
     trace: Sequence[TraceJob],
-    config: SimConfig,
+    configs: tuple[SimConfig, SimConfig],
     parallel: bool,
     progress: Callable[[float], None] | None,
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Both replays' summaries, and whether they ran in parallel."""
+    """Both replays' summaries (each tree with its config), and whether they ran in
+    parallel."""
     if parallel:
         try:
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(max_workers=2, mp_context=ctx) as pool:
                 futures = [
-                    pool.submit(_replay_in_child, cluster, tree_data(t), trace, config)
-                    for t in trees
+                    pool.submit(_replay_in_child, cluster, tree_data(t), trace, c)
+                    for t, c in zip(trees, configs, strict=True)
                 ]
                 out = []
                 for i, f in enumerate(futures):
@@ -222,8 +249,8 @@ def _both(
         except (OSError, AssertionError, RuntimeError) as exc:  # no children allowed here
             log.warning("what-if replays run one after the other: %s", exc)
     out = []
-    for i, t in enumerate(trees):
-        out.append(_replay(cluster, t, trace, config))
+    for i, (t, c) in enumerate(zip(trees, configs, strict=True)):
+        out.append(_replay(cluster, t, trace, c))
         if progress:
             progress((i + 1) / 2)
     return out, False
@@ -244,7 +271,14 @@ def _rows(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str,
     return rows
 
 
-_FIGURES = ("entitled_share", "delivered_gpu_h", "entitled_gpu_h", "ratio", "p90_replay_wait_s")
+_FIGURES = (
+    "entitled_share",
+    "delivered_gpu_h",
+    "entitled_gpu_h",
+    "ratio",
+    "p90_replay_wait_s",
+    "idle_gpu_h",
+)
 
 
 def run_whatif(
@@ -256,15 +290,19 @@ def run_whatif(
     start_s: float,
     end_s: float,
     config: SimConfig | None = None,
+    after_config: SimConfig | None = None,
     parallel: bool = True,
     progress: Callable[[float], None] | None = None,
 ) -> dict[str, Any]:
     """Replay the window's jobs under both trees; a JSON-ready summary.
 
+    `after_config` (default: `config`) runs the replay of `after`, e.g. with idle-GPU
+    reclaim turned on (`SimConfig.idle_reclaim`) to show what it would give.
     ``{"jobs", "skipped", "window_s", "empty", "projects": [row per project with
-    <figure>_before / <figure>_after], "parallel", "replay_s", "wall_s"}``
-    (`parallel`: whether the two replays ran in two processes); `empty` is true (and no replay
-    runs) when no job of the window can be replayed."""
+    <figure>_before / <figure>_after], "idle_jobs", "idle_reclaims": [before, after],
+    "parallel", "replay_s", "wall_s"}`` (`parallel`: whether the two replays ran in two
+    processes); `empty` is true (and no replay runs) when no job of the window can be
+    replayed."""
     started = time.perf_counter()
     projects = leaf_projects(before)
     trace, skipped = trace_from_records(records, start_s=start_s, end_s=end_s, projects=projects)
@@ -272,14 +310,18 @@ def run_whatif(
     base = {"jobs": len(trace), "skipped": skipped, "window_s": window_s}
     if not trace:
         return {**base, "empty": True, "projects": [], "wall_s": time.perf_counter() - started}
-    cfg = config or SimConfig()
-    cfg = dataclasses.replace(cfg, until_s=window_s)
-    runs, ran_in_parallel = _both(cluster, (before, after), trace, cfg, parallel, progress)
+    cfg = dataclasses.replace(config or SimConfig(), until_s=window_s)
+    cfg_after = dataclasses.replace(after_config or cfg, until_s=window_s)
+    runs, ran_in_parallel = _both(
+        cluster, (before, after), trace, (cfg, cfg_after), parallel, progress
+    )
     rows = _rows(runs[0]["projects"], runs[1]["projects"])
     return {
         **base,
         "empty": False,
         "projects": rows,
+        "idle_jobs": sum(1 for j in trace if j.idle_after_s is not None),
+        "idle_reclaims": [r["idle_reclaims"] for r in runs],
         "parallel": ran_in_parallel,
         "replay_s": [r["wall_s"] for r in runs],
         "wall_s": time.perf_counter() - started,
