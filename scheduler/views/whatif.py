@@ -68,6 +68,28 @@ def _whatif_context(preview) -> dict:
         "fidelity_pct": _percent((result.get("fidelity") or {}).get("worst")),
         "chart_id": f"whatif-data-{preview.pk}",
         "window_end": parse_datetime(result.get("window_end") or ""),
+        "idle": _idle_context(result),
+    }
+
+
+def _idle_context(result: dict) -> dict | None:
+    """What the replays say about idle GPUs (docs/concepts.md,
+    allocated-but-idle-gpu-hours): reclaim on or off in each, the jobs replayed idle, the
+    allocated-but-idle GPU-h and the idle reclaims of each; None for a preview made
+    before it was reported."""
+    reclaim = result.get("idle_reclaim")
+    if not reclaim or result.get("empty"):
+        return None
+    rows = result.get("projects", [])
+    before_reclaims, after_reclaims = result.get("idle_reclaims") or (0, 0)
+    return {
+        "before": reclaim.get("before"),
+        "after": reclaim.get("after"),
+        "jobs": result.get("idle_jobs", 0),
+        "gpu_h_before": sum(r.get("idle_gpu_h_before") or 0.0 for r in rows),
+        "gpu_h_after": sum(r.get("idle_gpu_h_after") or 0.0 for r in rows),
+        "reclaims_before": before_reclaims,
+        "reclaims_after": after_reclaims,
     }
 
 

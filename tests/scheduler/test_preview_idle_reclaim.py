@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from budgets.selectors import tree_index
@@ -134,7 +135,7 @@ def test_the_idle_tail_survives_compaction(window, cluster):
 
 
 def test_the_preview_shows_what_turning_idle_reclaim_on_would_give(
-    window, tree, cluster, django_capture_on_commit_callbacks
+    window, tree, cluster, client, django_capture_on_commit_callbacks
 ):
     assert cluster.idle_reclaim is False
     with django_capture_on_commit_callbacks(execute=True):
@@ -155,6 +156,10 @@ def test_the_preview_shows_what_turning_idle_reclaim_on_would_give(
     # into its idle time (the cluster's idle_reclaim_after_s) for the job that waited
     assert a1["idle_gpu_h_before"] == pytest.approx(8 * 9)
     assert a1["idle_gpu_h_after"] < a1["idle_gpu_h_before"]
+    client.force_login(tree.user("lead-a"))
+    page = client.get(reverse("scheduler:whatif-status", args=[preview.pk])).content.decode()
+    assert "Idle-GPU reclaim off with today's weights, on with the proposed ones" in page
+    assert "allocated-but-idle GPU-h 72 → " in page and "idle reclaims 0 → " in page
 
 
 def test_the_api_takes_idle_reclaim_and_refuses_anything_but_a_boolean(
