@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduler', '0011_utilization'),
+        ('scheduler', '0012_preview_keys'),
     ]
 
     operations = [
