@@ -55,9 +55,7 @@ def fill_and_mark_idle(live, idle_known_s=690.0):
     return jobs, waiting
 
 
-def test_off_by_default_the_idle_job_keeps_its_gpus(
-    live, django_capture_on_commit_callbacks
-):
+def test_off_by_default_the_idle_job_keeps_its_gpus(live, django_capture_on_commit_callbacks):
     jobs, waiting = fill_and_mark_idle(live)
     with django_capture_on_commit_callbacks(execute=True):
         record = live.cycle()
@@ -94,9 +92,7 @@ def test_on_the_idle_job_is_preempted_with_the_rule_and_its_owner_told(
     assert stop[0]["rule_label"] == "Idle GPUs reclaimed after the job's protection"
 
 
-def test_without_notify_the_owner_gets_no_mail(
-    live, django_capture_on_commit_callbacks
-):
+def test_without_notify_the_owner_gets_no_mail(live, django_capture_on_commit_callbacks):
     live.cluster.idle_reclaim = True
     live.cluster.idle_notify_owner = False
     live.cluster.save()
