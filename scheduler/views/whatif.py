@@ -93,6 +93,10 @@ def _idle_context(result: dict) -> dict | None:
     }
 
 
+# the form's idle-GPU reclaim choice -> preview_request's idle_reclaim (None: the policy)
+IDLE_RECLAIM_CHOICES: dict[str, bool | None] = {"": None, "on": True, "off": False}
+
+
 @participant_required
 @require_POST
 def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
@@ -105,6 +109,7 @@ def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
     if errors:
         return render(request, "scheduler/_whatif.html", {"error": next(iter(errors.values()))})
     days = request.POST.get("days", "").strip()
+    idle_reclaim = IDLE_RECLAIM_CHOICES.get(request.POST.get("idle_reclaim", ""), "invalid")
     try:
         preview = preview_request(
             actor=request.user,
@@ -112,11 +117,12 @@ def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
             weights=changes,
             cluster=request.POST.get("cluster", ""),
             days=int(days) if is_id_text(days) else None,
+            idle_reclaim=idle_reclaim,
         )
     except ApplicationError as exc:
         message = exc.message
         if exc.field == "weights":
-            message = "Change at least one weight to preview its effect."
+            message = "Change at least one weight, or choose idle-GPU reclaim on or off, to preview its effect."
         return render(request, "scheduler/_whatif.html", {"error": message})
     preview.refresh_from_db()
     return render(request, "scheduler/_whatif.html", _whatif_context(preview))

@@ -98,3 +98,21 @@ def test_others_may_not_start_or_read(tree):
             == 403
         )
         assert c.get(f"/budgets/whatif/{preview.pk}/").status_code == 403
+
+
+def test_idle_reclaim_alone_can_be_previewed_from_the_form(tree):
+    ClusterFactory(name="gpu")
+    c = client_for(tree.user("lead-a"))
+    node = tree.node("prog-a").pk
+    assert b'name="idle_reclaim"' in c.get(f"/budgets/nodes/{node}/edit/").content
+    unchanged = {f"weight-{tree.node('a1').pk}": "70", f"weight-{tree.node('a2').pk}": "30"}
+    for choice, stored in (("on", True), ("off", False)):
+        c.post(f"/budgets/nodes/{node}/whatif/", form(tree, **unchanged, idle_reclaim=choice))
+        preview = Preview.objects.latest("pk")
+        assert (preview.idle_reclaim, preview.weights) == (stored, [])
+    # the cluster's policy and no weight changed: nothing to preview, and it says how
+    same = c.post(f"/budgets/nodes/{node}/whatif/", form(tree, **unchanged, idle_reclaim=""))
+    assert b"choose idle-GPU reclaim on or off" in same.content
+    bad = c.post(f"/budgets/nodes/{node}/whatif/", form(tree, idle_reclaim="maybe"))
+    assert b"idle_reclaim must be" in bad.content
+    assert Preview.objects.count() == 2
