@@ -202,11 +202,6 @@ MODULES_OVER: set[str] = set()
 FUNCTIONS_OVER = {
     # The pure core (mypyc-compiled: a split means re-checking the native build).
     "scheduler/core/engine/reservations.py:Reservations.hold_for_short_jobs",
-    "scheduler/core/planner/fast.py:_improve",
-    "scheduler/core/planner/validate.py:_check_batch",
-    "scheduler/core/sim/cli.py:build_parser",
-    "scheduler/core/sim/io.py:load_cluster",
-    "scheduler/core/sim/io.py:load_trace",
     "scheduler/core/sim/replay.py:_Replay.run",
 }
 

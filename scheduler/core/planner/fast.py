@@ -387,6 +387,119 @@ def _earliest(
     return None
 
 
+class _Grid:
+    """The batch grid the local search edits, real-time fixed: the starts, the packer
+    and the GPUs free at each step, changed together."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        starts: dict[int, tuple[int, int]],
+        packer: BitPacker,
+        rt: _Realtime,
+        decay_cum: list[float],
+    ) -> None:
+        self.steps, self.jobs = scenario.steps, scenario.batch
+        self.starts, self.packer, self.decay_cum = starts, packer, decay_cum
+        self.free = [scenario.gpus - x - u for x, u in zip(rt.total, packer.used, strict=True)]
+
+    def worth(self, i: int, t0: int) -> float:
+        """The batch value of job i started at step t0."""
+        job = self.jobs[i]
+        cum = self.decay_cum
+        return job.priority * job.gpus * (cum[min(self.steps, t0 + job.duration)] - cum[t0])
+
+    def put(self, i: int, t0: int, g0: int) -> None:
+        """Put job i on the grid from step t0 on its block at GPU g0."""
+        job = self.jobs[i]
+        t1 = min(self.steps, t0 + job.duration)
+        self.packer.occupy(t0, t1, g0, job.gpus)
+        for t in range(t0, t1):
+            self.free[t] -= job.gpus
+        self.starts[i] = (t0, g0)
+
+    def take(self, k: int) -> float:
+        """Take job k out of the grid; its value."""
+        k0, kg = self.starts.pop(k)
+        job = self.jobs[k]
+        k1 = min(self.steps, k0 + job.duration)
+        self.packer.release(k0, k1, kg, job.gpus)
+        for t in range(k0, k1):
+            self.free[t] += job.gpus
+        return self.worth(k, k0)
+
+    def place(self, order: list[int], lo: int = 0, hi: int = 0) -> float:
+        """Place the jobs of `order` at their earliest spots (their starts in [lo, hi) if
+        `hi`); the value they add.
+
+        Placing only takes space, so once a job finds no spot, neither does a later
+        one that is no smaller, no shorter and arrives no earlier (its run would hold
+        the first one's, and with `hi` overlap [lo, hi) if the first one's did not,
+        which cannot fit either: the caller only frees space in [lo, hi))."""
+        gain = 0.0
+        failed: list[tuple[int, int, int]] = []
+        for i in order:
+            job = self.jobs[i]
+            size, dur, arrival = job.gpus, job.duration, job.arrival
+            if any(size >= g and dur >= d and arrival >= a for g, d, a in failed):
+                continue
+            spot = _earliest(job, self.packer, self.free, self.steps, lo - dur + 1, hi)
+            if spot is None:
+                failed.append((size, dur, arrival))
+            else:
+                self.put(i, *spot)
+                gain += self.worth(i, spot[0])
+        return gain
+
+    def eject(self, j: int, near: list[int]) -> bool:
+        """The eject move: the waiting jobs `near` take placed job j's cells first, then
+        j goes where it fits. Kept (True) only when batch value rises, else undone: the
+        jobs placed by the move leave and j returns to its spot."""
+        t0, g0 = self.starts[j]
+        t1 = min(self.steps, t0 + self.jobs[j].duration)
+        gain = -self.take(j)
+        gain += self.place(near, t0, t1)
+        placed = [i for i in near if i in self.starts]
+        gain += self.place([j])
+        if gain > 1e-9:
+            return True
+        if j in self.starts:
+            placed.append(j)
+        for i in placed:
+            self.take(i)
+        self.put(j, t0, g0)
+        return False
+
+
+def _eject_pass(
+    grid: _Grid, waiting: list[int], rank: list[int], work: int, budget: int
+) -> tuple[bool, list[int], int]:
+    """One pass of eject moves over the placed jobs in start order, while `work`
+    (placement attempts) stays under `budget`: (whether a move was kept, the jobs still
+    waiting in rank order, the work done)."""
+    starts, jobs, free = grid.starts, grid.jobs, grid.free
+    improved = False
+    for j in sorted(starts, key=starts.__getitem__):
+        if work >= budget:
+            break
+        if j not in starts:
+            continue
+        t0 = starts[j][0]
+        t1 = min(grid.steps, t0 + jobs[j].duration)
+        # after the fill a waiting job can only fit where it overlaps j's cells
+        room = jobs[j].gpus + max(free[t0:t1])
+        near = [i for i in waiting if jobs[i].arrival < t1 and jobs[i].gpus <= room]
+        if not near:
+            continue
+        work += len(near) + 1
+        if grid.eject(j, near):
+            waiting = [i for i in waiting if i not in starts]
+            if j not in starts:
+                waiting = sorted([*waiting, j], key=rank.__getitem__)
+            improved = True
+    return improved, waiting, work
+
+
 def _improve(
     scenario: Scenario,
     starts: dict[int, tuple[int, int]],
@@ -400,97 +513,21 @@ def _improve(
 
     1. Fill: every unscheduled job that fits somewhere (free aligned block, GPUs
        real-time leaves, cut at the window end if need be) takes its earliest spot.
-    2. Eject: take one placed job out, let the unscheduled jobs (then the ejected one)
-       take their earliest spots (the ejected one may land earlier: a left shift);
-       keep the change only if batch value rises. One pass over the placed jobs
-       (`_PASSES`), at most `budget` placement attempts.
+    2. Eject (`_Grid.eject`): take one placed job out, let the unscheduled jobs (then
+       the ejected one) take their earliest spots (the ejected one may land earlier: a
+       left shift); keep the change only if batch value rises. One pass over the placed
+       jobs (`_PASSES`), at most `budget` placement attempts.
     """
-    steps, gpus, jobs = scenario.steps, scenario.gpus, scenario.batch
-    free = [gpus - x - u for x, u in zip(rt.total, packer.used, strict=True)]
-
-    def worth(i: int, t0: int) -> float:
-        job = jobs[i]
-        return job.priority * job.gpus * (decay_cum[min(steps, t0 + job.duration)] - decay_cum[t0])
-
-    def place(order: list[int], lo: int = 0, hi: int = 0) -> float:
-        """Place the jobs of `order` (their starts in [lo, hi) if `hi`).
-
-        Placing only takes space, so once a job finds no spot, neither does a later
-        one that is no smaller, no shorter and arrives no earlier (its run would hold
-        the first one's, and with `hi` overlap [lo, hi) if the first one's did not,
-        which cannot fit either: the caller only frees space in [lo, hi))."""
-        gain = 0.0
-        failed: list[tuple[int, int, int]] = []
-        for i in order:
-            job = jobs[i]
-            size, dur, arrival = job.gpus, job.duration, job.arrival
-            if any(size >= g and dur >= d and arrival >= a for g, d, a in failed):
-                continue
-            spot = _earliest(job, packer, free, steps, lo - dur + 1, hi)
-            if spot is None:
-                failed.append((size, dur, arrival))
-            else:
-                t0, g0 = spot
-                t1 = min(steps, t0 + job.duration)
-                packer.occupy(t0, t1, g0, job.gpus)
-                for t in range(t0, t1):
-                    free[t] -= job.gpus
-                starts[i] = spot
-                gain += worth(i, t0)
-        return gain
-
-    def take(k: int) -> float:
-        """Take job k out of the grid; its value."""
-        k0, kg = starts.pop(k)
-        k1 = min(steps, k0 + jobs[k].duration)
-        packer.release(k0, k1, kg, jobs[k].gpus)
-        for t in range(k0, k1):
-            free[t] += jobs[k].gpus
-        return worth(k, k0)
-
-    waiting = sorted((i for i in range(len(jobs)) if i not in starts), key=rank.__getitem__)
-    place(waiting)
+    grid = _Grid(scenario, starts, packer, rt, decay_cum)
+    waiting = sorted((i for i in range(len(grid.jobs)) if i not in starts), key=rank.__getitem__)
+    grid.place(waiting)
     waiting = [i for i in waiting if i not in starts]
     work = len(waiting)
     improved = True
     passes = 0
     while improved and waiting and work < budget and passes < _PASSES:
-        improved = False
         passes += 1
-        for j in sorted(starts, key=starts.__getitem__):
-            if work >= budget:
-                break
-            if j not in starts:
-                continue
-            t0, g0 = starts[j]
-            t1 = min(steps, t0 + jobs[j].duration)
-            # after the fill a waiting job can only fit where it overlaps j's cells
-            room = jobs[j].gpus + max(free[t0:t1])
-            near = [i for i in waiting if jobs[i].arrival < t1 and jobs[i].gpus <= room]
-            if not near:
-                continue
-            # the waiting jobs take j's space first, then j goes where it fits
-            gain = -take(j)
-            work += len(near) + 1
-            gain += place(near, t0, t1)
-            placed = [i for i in near if i in starts]
-            gain += place([j])
-            if gain > 1e-9:
-                waiting = [i for i in waiting if i not in starts]
-                if j not in starts:
-                    waiting = sorted([*waiting, j], key=rank.__getitem__)
-                improved = True
-                continue
-            # undo: the jobs placed in this move leave, j returns to (t0, g0)
-            if j in starts:
-                placed.append(j)
-            for i in placed:
-                take(i)
-            size = jobs[j].gpus
-            packer.occupy(t0, t1, g0, size)
-            for t in range(t0, t1):
-                free[t] -= size
-            starts[j] = (t0, g0)
+        improved, waiting, work = _eject_pass(grid, waiting, rank, work, budget)
 
 
 def schedule_fast(

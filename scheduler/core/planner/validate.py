@@ -23,14 +23,16 @@ Constraint names (the `constraint` of each `Violation`):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from scheduler.core.planner.model import Scenario, is_power_of_two
+from scheduler.core.planner.model import BatchJob, Scenario, is_power_of_two
 from scheduler.core.planner.plan import MODES, compute_metrics
 
 __all__ = ["CONSTRAINTS", "Violation", "validate_plan"]
@@ -73,101 +75,102 @@ def _once(out: list[Violation], reported: set[str], name: str, message: str) -> 
         out.append(Violation(name, message))
 
 
+def _check_timing(
+    scenario: Scenario,
+    job: BatchJob,
+    steps: list[int],
+    by_step: dict[int, list[int]],
+    out: list[Violation],
+) -> None:
+    """When a batch job runs (`steps`, sorted): `no-interruption`, `arrival`, `duration`."""
+    first, last = steps[0], steps[-1]
+    if last - first + 1 != len(steps):
+        gap = next(t for t in range(first, last + 1) if t not in by_step)
+        out.append(
+            Violation(
+                "no-interruption",
+                f"{job.id} runs from step {first}, stops at step {gap} and resumes later",
+            )
+        )
+    if first < job.arrival:
+        out.append(
+            Violation("arrival", f"{job.id} starts at step {first}, arrives at step {job.arrival}")
+        )
+    expected = min(job.duration, scenario.steps - first)
+    if len(steps) < expected:
+        out.append(
+            Violation(
+                "duration",
+                f"{job.id} runs {len(steps)} steps from step {first}, needs {expected}",
+            )
+        )
+    elif len(steps) > expected:
+        out.append(
+            Violation(
+                "duration",
+                f"{job.id} runs {len(steps)} steps, longer than its duration {job.duration}",
+            )
+        )
+
+
+def _check_size(job: BatchJob, t: int, n: int, report: Callable[[str, str], None]) -> None:
+    """The GPU count `n` a batch job holds at step t: `power-of-two`, `block-size`."""
+    if not is_power_of_two(n):
+        report("power-of-two", f"{job.id} holds {n} GPUs at step {t}, not a power of two")
+    elif n != job.gpus:
+        report("block-size", f"{job.id} holds {n} GPUs at step {t}, asked for {job.gpus}")
+
+
+def _check_hosts(
+    job: BatchJob, t: int, gpus: list[int], per_host: int, report: Callable[[str, str], None]
+) -> None:
+    """Where a contiguous block lies against the hosts at step t: `host`."""
+    n, g0 = len(gpus), gpus[0]
+    if n <= per_host:
+        if g0 // per_host != gpus[-1] // per_host:
+            report(
+                "host", f"{job.id} block GPUs {g0}-{gpus[-1]} crosses a host boundary at step {t}"
+            )
+    elif g0 % per_host or n % per_host:
+        report("host", f"{job.id} block GPUs {g0}-{gpus[-1]} does not span whole hosts at step {t}")
+
+
+def _check_block(
+    job: BatchJob,
+    t: int,
+    gpus: list[int],
+    reference: list[int],
+    per_host: int,
+    report: Callable[[str, str], None],
+) -> None:
+    """The GPUs (sorted) a batch job holds at step t: size, `contiguous`, `alignment`,
+    host and `no-move` (the last three only for a contiguous block)."""
+    n, g0 = len(gpus), gpus[0]
+    _check_size(job, t, n, report)
+    if gpus[-1] - g0 + 1 != n:
+        report("contiguous", f"{job.id} holds non-contiguous GPUs {gpus} at step {t}")
+        return
+    if g0 % n:
+        report("alignment", f"{job.id} block starts at GPU {g0} at step {t}, not a multiple of {n}")
+    _check_hosts(job, t, gpus, per_host, report)
+    if gpus != reference:
+        report("no-move", f"{job.id} moves from GPUs {reference} to {gpus} at step {t}")
+
+
 def _check_batch(
     scenario: Scenario, held: dict[str, dict[int, list[int]]], out: list[Violation]
 ) -> None:
-    per_host = scenario.gpus_per_host
+    """Every batch job's run and blocks; a block constraint is reported once per job."""
     for job in scenario.batch:
         by_step = held.get(job.id)
         if not by_step:
             continue
         steps = sorted(by_step)
-        first, last = steps[0], steps[-1]
-        if last - first + 1 != len(steps):
-            gap = next(t for t in range(first, last + 1) if t not in by_step)
-            out.append(
-                Violation(
-                    "no-interruption",
-                    f"{job.id} runs from step {first}, stops at step {gap} and resumes later",
-                )
-            )
-        if first < job.arrival:
-            out.append(
-                Violation(
-                    "arrival", f"{job.id} starts at step {first}, arrives at step {job.arrival}"
-                )
-            )
-        expected = min(job.duration, scenario.steps - first)
-        if len(steps) < expected:
-            out.append(
-                Violation(
-                    "duration",
-                    f"{job.id} runs {len(steps)} steps from step {first}, needs {expected}",
-                )
-            )
-        elif len(steps) > expected:
-            out.append(
-                Violation(
-                    "duration",
-                    f"{job.id} runs {len(steps)} steps, longer than its duration {job.duration}",
-                )
-            )
-        reported: set[str] = set()
-        reference = sorted(by_step[first])
+        _check_timing(scenario, job, steps, by_step, out)
+        report = functools.partial(_once, out, set())
+        reference = sorted(by_step[steps[0]])
         for t in steps:
-            gpus = sorted(by_step[t])
-            n, g0 = len(gpus), gpus[0]
-            if not is_power_of_two(n):
-                _once(
-                    out,
-                    reported,
-                    "power-of-two",
-                    f"{job.id} holds {n} GPUs at step {t}, not a power of two",
-                )
-            elif n != job.gpus:
-                _once(
-                    out,
-                    reported,
-                    "block-size",
-                    f"{job.id} holds {n} GPUs at step {t}, asked for {job.gpus}",
-                )
-            if gpus[-1] - g0 + 1 != n:
-                _once(
-                    out,
-                    reported,
-                    "contiguous",
-                    f"{job.id} holds non-contiguous GPUs {gpus} at step {t}",
-                )
-                continue
-            if g0 % n:
-                _once(
-                    out,
-                    reported,
-                    "alignment",
-                    f"{job.id} block starts at GPU {g0} at step {t}, not a multiple of {n}",
-                )
-            if n <= per_host:
-                if g0 // per_host != gpus[-1] // per_host:
-                    _once(
-                        out,
-                        reported,
-                        "host",
-                        f"{job.id} block GPUs {g0}-{gpus[-1]} crosses a host boundary at step {t}",
-                    )
-            elif g0 % per_host or n % per_host:
-                _once(
-                    out,
-                    reported,
-                    "host",
-                    f"{job.id} block GPUs {g0}-{gpus[-1]} does not span whole hosts at step {t}",
-                )
-            if gpus != reference:
-                _once(
-                    out,
-                    reported,
-                    "no-move",
-                    f"{job.id} moves from GPUs {reference} to {gpus} at step {t}",
-                )
+            _check_block(job, t, sorted(by_step[t]), reference, scenario.gpus_per_host, report)
 
 
 def _check_realtime(

@@ -54,15 +54,8 @@ def _positive(kind: type = float, allow_zero: bool = False) -> Callable[[str], A
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argparse parser of ``python -m scheduler.core.sim``."""
-    p = argparse.ArgumentParser(
-        prog="python -m scheduler.core.sim",
-        description="Allot's discrete-event simulator: replay a trace with the real engine.",
-    )
-    sub = p.add_subparsers(dest="command", required=True)
-
-    r = sub.add_parser("run", help="replay a trace and write REPORT.json")
+def _add_run_files(r: argparse.ArgumentParser) -> None:
+    """``run``'s inputs, policy and outputs."""
     r.add_argument("--cluster", required=True, type=Path, help="CLUSTER.json")
     r.add_argument("--tree", required=True, type=Path, help="TREE.json (budget tree)")
     r.add_argument("--trace", required=True, type=Path, help="TRACE.csv")
@@ -79,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="INTERVALS.csv (one row per run interval); per policy as for --jobs-out",
     )
+
+
+def _add_run_model(r: argparse.ArgumentParser) -> None:
+    """``run``'s replay model: usage window, min runtime, checkpoints, restarts, cycles."""
     r.add_argument(
         "--lookback-days", type=_positive(), default=7.0, help="usage window (default 7)"
     )
@@ -96,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="cost of restarting a preempted job (120)",
     )
     r.add_argument("--cycle-s", type=_positive(), default=60.0, help="periodic cycle (60)")
+
+
+def _add_run_fairshare(r: argparse.ArgumentParser) -> None:
+    """``run``'s fair-share options: the short-job reserve and idle reclaim."""
     r.add_argument(
         "--short-reserve-hosts",
         type=_positive(int, allow_zero=True),
@@ -129,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=15.0,
         help="longest protection of a job the short-job reserve admits, minutes (15)",
     )
+
+
+def _add_run_span(r: argparse.ArgumentParser) -> None:
+    """``run``'s span and reporting: end, warm-up, HTML page, seed, progress bar."""
     r.add_argument("--until-days", type=_positive(), default=None, help="stop the replay then")
     r.add_argument(
         "--warmup-days",
@@ -146,13 +151,40 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--quiet", action="store_true", help="no progress bar on stderr")
 
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``run`` subcommand."""
+    r = sub.add_parser("run", help="replay a trace and write REPORT.json")
+    _add_run_files(r)
+    _add_run_model(r)
+    _add_run_fairshare(r)
+    _add_run_span(r)
+
+
+def _add_fairshare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``fairshare`` subcommand."""
     f = sub.add_parser("fairshare", help="print the fair-share figures of every tree node")
     f.add_argument("--tree", required=True, type=Path, help="TREE.json with leaf 'usage'")
 
+
+def _add_generate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``generate`` subcommand."""
     g = sub.add_parser("generate", help="write a seeded scenario")
     g.add_argument("--scenario", required=True, choices=sorted(SCENARIOS))
     g.add_argument("--out-dir", required=True, type=Path)
     g.add_argument("--seed", type=int, default=0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``python -m scheduler.core.sim``."""
+    p = argparse.ArgumentParser(
+        prog="python -m scheduler.core.sim",
+        description="Allot's discrete-event simulator: replay a trace with the real engine.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_fairshare(sub)
+    _add_generate(sub)
     return p
 
 
