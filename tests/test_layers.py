@@ -202,7 +202,6 @@ MODULES_OVER: set[str] = set()
 FUNCTIONS_OVER = {
     # The pure core (mypyc-compiled: a split means re-checking the native build).
     "scheduler/core/engine/reservations.py:Reservations.hold_for_short_jobs",
-    "scheduler/core/sim/replay.py:_Replay.run",
 }
 
 

@@ -60,6 +60,7 @@ from scheduler.core.engine.types import (
 from scheduler.core.sim.model import (
     ClusterSpec,
     DrainRecord,
+    HealthEvent,
     JobOutcome,
     JobState,
     ReplayError,
@@ -223,26 +224,24 @@ class _Replay(ReplayState):
                 self.drains[self.open_drain.pop(h)][2] = now
         return bool(plan.starts or plan.stops)
 
-    # -- main loop ----------------------------------------------------------------------
+    # -- the run's steps (outside the loop) -------------------------------------------
 
-    def run(self) -> SimResult:
-        wall0 = time.perf_counter()
-        cfg = self.config
-        until = cfg.until_s
-        period = float(cfg.cycle_period_s)
-        usage_driven = self.mode in _USAGE_DRIVEN
-
-        arrivals = sorted(
+    def _arrivals(self) -> list[ReplayJob]:
+        """The jobs to queue (not rejected) in arrival order: submit time, then trace order."""
+        return sorted(
             (j for j in self.jobs if j.out.state == JobState.PENDING),
             key=lambda j: (j.wl.submit_s, j.key[3]),
         )
-        arrival_t = [j.wl.submit_s for j in arrivals]
-        health = sorted(enumerate(self.cluster.events), key=lambda e: (e[1].at_s, e[0]))
-        health_t = [e.at_s for _, e in health]
-        na, nh = len(arrivals), len(health)
-        ai = hi = 0
 
-        firsts = arrival_t[:1] + health_t[:1]
+    def _health_events(self) -> list[HealthEvent]:
+        """The cluster's health events in time order (file order on ties)."""
+        ordered = sorted(enumerate(self.cluster.events), key=lambda e: (e[1].at_s, e[0]))
+        return [e for _, e in ordered]
+
+    def _time_span(self, arrivals: list[ReplayJob], firsts: list[float]) -> tuple[float, float]:
+        """(start, horizon): the first event (`until_s` if earlier) and the time the
+        progress fraction counts up to."""
+        until = self.config.until_s
         start = min(firsts) if firsts else 0.0
         if until is not None:
             start = min(start, until)
@@ -251,17 +250,118 @@ class _Replay(ReplayState):
             if until is not None
             else max([j.wl.submit_s + j.spec.duration_s for j in arrivals] + [start + 1.0])
         )
+        return start, horizon
+
+    def _apply_timed(self, now: float) -> None:
+        """Apply the finishes, protection ends and idle marks due by `now` (the events of
+        a run that was stopped since are dropped)."""
+        heap = self.heap
+        while heap and heap[0][0] <= now:
+            _, kind, _, idx, token = heapq.heappop(heap)
+            j = self.jobs[idx]
+            if j.token != token:
+                continue  # the run this event belonged to was stopped
+            self.events += 1
+            if kind == _FINISH:
+                self._release(now, idx, j, EndReason.COMPLETED)
+                j.remaining = 0.0
+                j.out.state = JobState.COMPLETED
+                j.out.end_s = now
+            elif kind == _EXPIRE:
+                j.unprotected = True
+                self.n_unprotected += 1
+            else:
+                self._idle(now, idx, j, kind)
+
+    def _apply_health(
+        self, now: float, health: list[HealthEvent], health_t: list[float], hi: int
+    ) -> int:
+        """Apply the health events from `hi` on that happen by `now`; the next one's index."""
+        nh = len(health)
+        while hi < nh and health_t[hi] <= now:
+            ev = health[hi]
+            self._set_health(now, ev.host, ev.healthy)
+            self.events += 1
+            hi += 1
+        return hi
+
+    def _apply_arrivals(
+        self, now: float, arrivals: list[ReplayJob], arrival_t: list[float], ai: int
+    ) -> int:
+        """Queue the jobs from `ai` on that arrive by `now` (and show the probe the watched
+        ones); the next one's index."""
+        na = len(arrivals)
+        watched: list[str] = []
+        while ai < na and arrival_t[ai] <= now:
+            self._enqueue(arrivals[ai], now)
+            self.events += 1
+            if self.probe is not None and arrivals[ai].wl.id in self.probe[0]:
+                watched.append(arrivals[ai].wl.id)
+            ai += 1
+        if watched:
+            self._call_probe(now, watched)
+        return ai
+
+    def _result(self, start: float, now: float, t: float, wall0: float) -> SimResult:
+        """Close the run that stopped at `now` (next event time `t`): what is still running
+        ends as `running_at_end`, and the result."""
+        until = self.config.until_s
+        if until is not None and (
+            now >= until or until < t < math.inf or self.n_pending or self.running
+        ):
+            end = until  # cut off (or stuck with work left): the run lasts until `until_s`
+        else:
+            end = now  # every job has ended
+        end = max(end, start)
+        for idx in list(self.running):
+            j = self.jobs[idx]
+            self._release(end, idx, j, EndReason.RUNNING_AT_END)
+            j.out.state = JobState.RUNNING
+        if self.progress is not None:
+            self.progress(1.0)
+        drains = [DrainRecord(host=h, start_s=s, ready_s=r) for h, s, r in self.drains]
+        return SimResult(
+            policy=self.mode,
+            cluster=self.cluster,
+            start_s=start,
+            end_s=end,
+            intervals=self.intervals,
+            jobs=self.outcomes,
+            preemptions=self.preemptions,
+            drains=drains,
+            capacity=self.capacity,
+            wall_s=time.perf_counter() - wall0,
+            cycles=self.cycles,
+            skipped_cycles=self.skipped,
+            events=self.events,
+        )
+
+    # -- main loop ----------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        """Play the replay to its end. The event loop keeps its state in locals (it is the
+        hot path); the rest are steps."""
+        wall0 = time.perf_counter()
+        cfg = self.config
+        until = cfg.until_s
+        period = float(cfg.cycle_period_s)
+        usage_driven = self.mode in _USAGE_DRIVEN
+        arrivals = self._arrivals()
+        arrival_t = [j.wl.submit_s for j in arrivals]
+        health = self._health_events()
+        health_t = [e.at_s for e in health]
+        na, nh = len(arrivals), len(health)
+        ai = hi = 0
+        start, horizon = self._time_span(arrivals, arrival_t[:1] + health_t[:1])
         self._record_capacity(start)
 
         inf = math.inf
         heap = self.heap
         gap = max(0.0, float(getattr(cfg, "min_cycle_gap_s", 0.0) or 0.0))
         due: float | None = None  # when the next cycle runs (events, periodic tick)
-        now = start
-        t = start
-        same_time = 0
+        now = t = start
+        same_time = loops = 0
         last_cycle_t = -inf
-        loops = 0
         progress = self.progress
         span = max(horizon - start, 1e-9)
 
@@ -277,36 +377,9 @@ class _Replay(ReplayState):
             now = t
             if t_ev == now:
                 # Apply everything that happens at this instant, then ask for a cycle.
-                while heap and heap[0][0] <= now:
-                    _, kind, _, idx, token = heapq.heappop(heap)
-                    j = self.jobs[idx]
-                    if j.token != token:
-                        continue  # the run this event belonged to was stopped
-                    self.events += 1
-                    if kind == _FINISH:
-                        self._release(now, idx, j, EndReason.COMPLETED)
-                        j.remaining = 0.0
-                        j.out.state = JobState.COMPLETED
-                        j.out.end_s = now
-                    elif kind == _EXPIRE:
-                        j.unprotected = True
-                        self.n_unprotected += 1
-                    else:
-                        self._idle(now, idx, j, kind)
-                while hi < nh and health_t[hi] <= now:
-                    ev = health[hi][1]
-                    self._set_health(now, ev.host, ev.healthy)
-                    self.events += 1
-                    hi += 1
-                watched: list[str] = []
-                while ai < na and arrival_t[ai] <= now:
-                    self._enqueue(arrivals[ai], now)
-                    self.events += 1
-                    if self.probe is not None and arrivals[ai].wl.id in self.probe[0]:
-                        watched.append(arrivals[ai].wl.id)
-                    ai += 1
-                if watched:
-                    self._call_probe(now, watched)
+                self._apply_timed(now)
+                hi = self._apply_health(now, health, health_t, hi)
+                ai = self._apply_arrivals(now, arrivals, arrival_t, ai)
                 when = now if gap <= 0.0 else max(now, last_cycle_t + gap)
                 due = when if due is None or when < due else due
             if until is not None and now >= until:
@@ -332,36 +405,7 @@ class _Replay(ReplayState):
             if progress is not None and not loops & 1023:
                 progress(min(max((now - start) / span, 0.0), 0.999))
 
-        if until is not None and (
-            now >= until or until < t < inf or self.n_pending or self.running
-        ):
-            end = until  # cut off (or stuck with work left): the run lasts until `until_s`
-        else:
-            end = now  # every job has ended
-        end = max(end, start)
-        # Close what is still running.
-        for idx in list(self.running):
-            j = self.jobs[idx]
-            self._release(end, idx, j, EndReason.RUNNING_AT_END)
-            j.out.state = JobState.RUNNING
-        if progress is not None:
-            progress(1.0)
-        drains = [DrainRecord(host=h, start_s=s, ready_s=r) for h, s, r in self.drains]
-        return SimResult(
-            policy=self.mode,
-            cluster=self.cluster,
-            start_s=start,
-            end_s=end,
-            intervals=self.intervals,
-            jobs=self.outcomes,
-            preemptions=self.preemptions,
-            drains=drains,
-            capacity=self.capacity,
-            wall_s=time.perf_counter() - wall0,
-            cycles=self.cycles,
-            skipped_cycles=self.skipped,
-            events=self.events,
-        )
+        return self._result(start, now, t, wall0)
 
 
 def _engine_plan() -> Planner:
