@@ -391,6 +391,8 @@ class _Grid:
     """The batch grid the local search edits, real-time fixed: the starts, the packer
     and the GPUs free at each step, changed together."""
 
+    __slots__ = ("decay_cum", "free", "jobs", "packer", "starts", "steps")
+
     def __init__(
         self,
         scenario: Scenario,
@@ -436,19 +438,25 @@ class _Grid:
         one that is no smaller, no shorter and arrives no earlier (its run would hold
         the first one's, and with `hi` overlap [lo, hi) if the first one's did not,
         which cannot fit either: the caller only frees space in [lo, hi))."""
+        jobs, packer, free, steps = self.jobs, self.packer, self.free, self.steps
         gain = 0.0
         failed: list[tuple[int, int, int]] = []
         for i in order:
-            job = self.jobs[i]
+            job = jobs[i]
             size, dur, arrival = job.gpus, job.duration, job.arrival
             if any(size >= g and dur >= d and arrival >= a for g, d, a in failed):
                 continue
-            spot = _earliest(job, self.packer, self.free, self.steps, lo - dur + 1, hi)
+            spot = _earliest(job, packer, free, steps, lo - dur + 1, hi)
             if spot is None:
                 failed.append((size, dur, arrival))
-            else:
-                self.put(i, *spot)
-                gain += self.worth(i, spot[0])
+            else:  # as `put`, inlined: this is the search's inner loop
+                t0, g0 = spot
+                t1 = min(steps, t0 + dur)
+                packer.occupy(t0, t1, g0, size)
+                for t in range(t0, t1):
+                    free[t] -= size
+                self.starts[i] = spot
+                gain += self.worth(i, t0)
         return gain
 
     def eject(self, j: int, near: list[int]) -> bool:
