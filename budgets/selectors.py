@@ -9,7 +9,6 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from django.contrib.auth import get_user_model
 from django.db.models import Prefetch, QuerySet
 
 from budgets.models import (
@@ -213,7 +212,3 @@ def scheduled_changes_pending() -> QuerySet[ScheduledChange]:
     return ScheduledChange.objects.filter(status=ScheduledStatus.PENDING).select_related(
         "event", "event__actor"
     )
-
-
-def user_by_name(username: str):
-    return get_user_model().objects.filter(username=username).first()

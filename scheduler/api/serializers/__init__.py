@@ -35,7 +35,6 @@ from scheduler.api.serializers.hosts import (
 from scheduler.api.serializers.jobs import (
     AttemptOutput,
     BlockerOutput,
-    CancelOutput,
     DryRunJobOutput,
     DryRunOutput,
     EstimateOutput,
@@ -69,7 +68,6 @@ __all__ = [
     "AttemptOutput",
     "BlockerOutput",
     "CLUSTER_NAME_MAX_LENGTH",
-    "CancelOutput",
     "ClusterDetailOutput",
     "ClusterMetricsInput",
     "ClusterMetricsOutput",

@@ -323,10 +323,6 @@ class DryRunOutput(serializers.Serializer):
     estimate = EstimateOutput()
 
 
-class CancelOutput(JobOutput):
-    pass
-
-
 class JobFilter(serializers.Serializer):
     mine = serializers.BooleanField(required=False, default=False, help_text="only your jobs")
     project = ProjectRefField(

@@ -46,7 +46,7 @@ import gc
 import heapq
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ledger.accounting import EndReason, RunInterval
 from scheduler.core.engine import EngineState, plan
@@ -449,13 +449,6 @@ def simulate(
         return replay.run()
     finally:
         gc.unfreeze()
-
-
-def iter_open_waits(result: SimResult) -> Iterator[tuple[str, float]]:
-    """(job id, open wait) for jobs still pending at the end of a result."""
-    for out in result.jobs:
-        if out.state == JobState.PENDING and out.pending_since_s is not None:
-            yield out.job_id, result.end_s - out.pending_since_s
 
 
 def usage_from_intervals(
