@@ -127,6 +127,16 @@ __all__ = [
 
 def history(tree, cluster) -> None:
     """A week of varied ledger hours, jobs, preemptions and a drain."""
+    _ledger_hours(tree, cluster)
+    _jobs(tree, cluster)
+    host = HostFactory(cluster=cluster, name="gpu-node-07")
+    health_change(host, at=hour_ago(40), to="draining", reason="ECC errors on GPU 3")
+    health_change(host, at=hour_ago(31), to="healthy", reason="GPU replaced")
+
+
+def _ledger_hours(tree, cluster) -> None:
+    """A week of cluster and project hours: a daily wave of use, a few hours down, idle
+    demand at night, GPU utilization measured for a1 and b1 only."""
     capacity = float(cluster.gpu_capacity)
     projects = [tree.node("a1"), tree.node("a2"), tree.node("b1")]
     shares = [0.35, 0.15, 0.5]
@@ -174,6 +184,10 @@ def history(tree, cluster) -> None:
             )
     ClusterHour.objects.bulk_create(cluster_rows)
     ProjectHour.objects.bulk_create(project_rows)
+
+
+def _jobs(tree, cluster) -> None:
+    """Finished debug and training runs every 5 hours (some preempted), three waiting."""
     ann = tree.user("ann")
     for h in range(0, 7 * 24, 5):
         for kind, wait_min in (("debug", 2 + h % 7), ("training", 20 + h % 40)):
@@ -203,6 +217,3 @@ def history(tree, cluster) -> None:
             name=f"waiting-{i}",
             state=JobState.PENDING,
         )
-    host = HostFactory(cluster=cluster, name="gpu-node-07")
-    health_change(host, at=hour_ago(40), to="draining", reason="ECC errors on GPU 3")
-    health_change(host, at=hour_ago(31), to="healthy", reason="GPU replaced")

@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 from budgets.models import BudgetNode
 from budgets.services import budget_tree_import
 from dashboards.selectors import fairshare_now
-from scheduler.models import Job
+from scheduler.models import Cluster, Job
 from scheduler.selectors.jobs import job_queue_info
 from scheduler.tasks import run_cycle
 from tests.factories import ClusterFactory, SuperUserFactory, UserFactory
@@ -84,6 +84,17 @@ def test_a_projects_figures_agree_on_every_surface(db, program_weights, jobs):
 
 
 def _check(program_weights, jobs) -> None:
+    """One example: live cycles, then every surface's figures compared."""
+    cluster, memory = _run_cycles(program_weights, jobs)
+    api, board, queue, pages = _surfaces(cluster, memory)
+    ranked = sum(1 for n in api.values() if n["rank"] is not None)
+    _assert_board_agrees(api, board, ranked)
+    _assert_queue_agrees(api, queue, pages, ranked)
+
+
+def _run_cycles(program_weights, jobs) -> tuple[Cluster, MemoryCluster]:
+    """Import the tree, submit the early jobs, run two cycles an hour apart (the first
+    runs are charged), submit the rest and run a last cycle half an hour later."""
     data, projects = _tree(program_weights)
     budget_tree_import(data=data)
     nodes = {n.name: n for n in BudgetNode.objects.all()}
@@ -120,7 +131,12 @@ def _check(program_weights, jobs) -> None:
     for spec in (j for j in jobs if not j[3]):
         submit(spec)
     cycle(advance_s=1800)
+    return cluster, memory
 
+
+def _surfaces(cluster: Cluster, memory: MemoryCluster) -> tuple[dict, dict, dict, dict]:
+    """(fairshare API nodes by path, dashboard rows by path, the queue API's page, the
+    job pages' queue info by job), all at the moment of the last cycle."""
     viewer = SuperUserFactory(username="root")
     client = APIClient()
     client.force_authenticate(viewer)
@@ -133,8 +149,11 @@ def _check(program_weights, jobs) -> None:
         board = {r["path"]: r for r in fairshare_now(viewer=viewer, cluster=cluster)["rows"]}
         queue = client.get("/api/v1/queue/", {"cluster": cluster.name, "limit": 500}).json()
         pages = {row["job"]: job_queue_info(_job(row["job"])) for row in queue["results"]}
+    return api, board, queue, pages
 
-    ranked = sum(1 for n in api.values() if n["rank"] is not None)
+
+def _assert_board_agrees(api: dict, board: dict, ranked: int) -> None:
+    """The fair-share dashboard reads each node as the fairshare API does."""
     for path, row in board.items():
         node = api[path]
         assert row["factor"] == node["fairshare"], path
@@ -144,6 +163,9 @@ def _check(program_weights, jobs) -> None:
         assert row["usage_share"] == node["effective_usage"], path
         assert row["entitled_share"] == node["entitled_share"], path
 
+
+def _assert_queue_agrees(api: dict, queue: dict, pages: dict, ranked: int) -> None:
+    """The queue API, its reasons and the job pages agree with the fairshare API."""
     healthy = HOSTS * GPUS
     note(f"fairshare API: {[(p, n['rank'], n['fairshare']) for p, n in api.items()]}")
     for row in queue["results"]:
