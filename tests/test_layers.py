@@ -207,7 +207,6 @@ FUNCTIONS_OVER = {
     "tests/live/test_cycle_properties.py:run_history",
     "tests/live/test_faults.py:test_workers_killed_at_random_points_of_100_cycles_lose_nothing",
     "tests/ops/test_restore.py:test_backup_work_restore_reconcile_reruns_nothing_and_resurrects_nothing",
-    "tests/scheduler/test_cross_surface.py:test_the_cli_shows_the_figures_the_api_and_pages_show",
 }
 # The function limit holds everywhere but bench/: the tests and tools too.
 FUNCTION_SIZED_TOO = ("tests", "tools")

@@ -241,7 +241,13 @@ def test_the_cli_shows_the_figures_the_api_and_pages_show(
     cli = Cli(live_server.url, tmp_path, token_for(root))
     cli.env["COLUMNS"] = "1000"  # one line per value: nothing folded
 
-    # allot show <job>: position, fair-share factor, reason and blockers of the job page
+    _check_show(cli, waiting, root)
+    _check_usage(cli, lv, root)
+    _check_shares(cli, lv, root)
+
+
+def _check_show(cli: Cli, waiting, root) -> None:
+    """`allot show <job>`: position, fair-share factor, reason and blockers of the job page."""
     for job in waiting:
         shown = cli("show", str(job.pk))
         assert shown.returncode == 0, shown.stderr
@@ -259,8 +265,10 @@ def test_the_cli_shows_the_figures_the_api_and_pages_show(
         for blocker in page["blockers"]:
             assert _words(blocker["text"]) in text, blocker
 
-    # allot usage (its default window): per project, the delivered and entitled
-    # GPU-hours of the delivery dashboard's default period, its end said the same way
+
+def _check_usage(cli: Cli, lv, root) -> None:
+    """`allot usage` (its default window): per project, the delivered and entitled
+    GPU-hours of the delivery dashboard's default period, its end said the same way."""
     end = _partial_hour_counts(lv)
     board = {
         p["path"]: p
@@ -288,7 +296,10 @@ def test_the_cli_shows_the_figures_the_api_and_pages_show(
             # the CLI shows four significant digits
             assert value == pytest.approx(board[path][name], rel=2e-3, abs=1e-3), (path, name)
 
-    # allot shares: every node's figures of the fair-share dashboard, in its format
+
+def _check_shares(cli: Cli, lv, root) -> None:
+    """`allot shares`: every node's figures of the fair-share dashboard, in its format,
+    as of the last cycle (as `allot queue` says too)."""
     shares = cli("shares", "--cluster", lv.cluster.name)
     assert shares.returncode == 0, shares.stderr
     answer = fairshare(viewer=root, cluster=lv.cluster)
