@@ -203,7 +203,6 @@ FUNCTIONS_OVER = {
     # The pure core (mypyc-compiled: a split means re-checking the native build).
     "scheduler/core/engine/reservations.py:Reservations.hold_for_short_jobs",
     # Tests (live and end-to-end scenarios).
-    "tests/api/test_generated_client.py:run_scenario",
     "tests/live/test_cycle_properties.py:run_history",
     "tests/live/test_faults.py:test_workers_killed_at_random_points_of_100_cycles_lose_nothing",
     "tests/ops/test_restore.py:test_backup_work_restore_reconcile_reruns_nothing_and_resurrects_nothing",

@@ -66,52 +66,41 @@ def test_a_generated_client_runs_the_whole_scenario(live_server, tree, tmp_path)
             del sys.modules[name]
 
 
-def run_scenario(base_url: str, schema: dict, tree) -> None:  # noqa: PLR0915
-    from allot_client import AuthenticatedClient, Client
-    from allot_client.api.v1 import (
-        auth_token_create,
-        budget_changes_cancel,
-        budget_changes_create,
-        budget_changes_list,
-        clusters_list,
-        fairshare_retrieve,
-        hosts_list,
-        jobs_cancel,
-        jobs_create,
-        jobs_list,
-        jobs_retrieve,
-        memberships_list,
-        nodes_list,
-        occupancy_list,
-        previews_create,
-        previews_retrieve,
-        queue_list,
-        tree_retrieve,
-        usage_list,
-        waits_list,
-    )  # fmt: skip
-    from allot_client.models import (
-        BudgetCancelInputRequest,
-        BudgetChangeInputRequest,
-        Error,
-        JobSubmitInputRequest,
-        PreviewInputRequest,
-        PreviewWeightInputRequest,
-        TokenCreateInputRequest,
-        WeightChangeInputRequest,
-    )  # fmt: skip
-
+def run_scenario(base_url: str, schema: dict, tree) -> None:
+    """The whole scenario through the generated functions, every response validated."""
     checker = SchemaChecker(schema, base_url)
+    api = _sign_in(base_url, checker)
+    prog_a, a1 = _check_reads(api)
+    submitted = _check_submit(api)
+    _check_lists(api, submitted)
+    _check_budget_changes(api, prog_a, a1)
+    _check_cancel(api, submitted[0])
+    _check_error(api, a1)
+    operations = {re.sub(r"/\d+/", "/{id}/", exchange) for exchange in checker.checked}
+    assert len(operations) == 20, sorted(operations)  # each one's every response validated
+
+
+def _sign_in(base_url: str, checker: SchemaChecker):
+    """A client signed in as lead-a, its responses checked against the schema."""
+    from allot_client import AuthenticatedClient, Client
+    from allot_client.api.v1 import auth_token_create
+    from allot_client.models import TokenCreateInputRequest
+
     hooks = {"event_hooks": {"response": [checker.check]}}
     anonymous = Client(base_url=base_url, httpx_args=hooks, raise_on_unexpected_status=True)
     signed_in = auth_token_create.sync_detailed(
         client=anonymous, body=TokenCreateInputRequest(username="lead-a", password="pw")
     )
     assert signed_in.status_code == 200
-    api = AuthenticatedClient(  # the generator's default prefix: Bearer
+    return AuthenticatedClient(  # the generator's default prefix: Bearer
         base_url=base_url, token=signed_in.parsed.token, httpx_args=hooks,
         raise_on_unexpected_status=True,
     )  # fmt: skip
+
+
+def _check_reads(api) -> tuple:
+    """Clusters, the tree, memberships and nodes; (prog-a, a1) of the tree."""
+    from allot_client.api.v1 import clusters_list, memberships_list, nodes_list, tree_retrieve
 
     (gpu,) = clusters_list.sync(client=api)
     assert gpu.name == "gpu" and gpu.last_cycle is None
@@ -121,8 +110,15 @@ def run_scenario(base_url: str, schema: dict, tree) -> None:  # noqa: PLR0915
     assert a1.children is not None or a1.kind.value == "project"
     assert {m.user for m in memberships_list.sync(client=api)} >= {"ann", "lead-a"}
     assert len(nodes_list.sync(client=api)) == 6
+    return prog_a, a1
 
-    # submit with an Idempotency-Key, replay it, reuse it with another body, dry run
+
+def _check_submit(api) -> list[int]:
+    """Submit with an Idempotency-Key, replay it, reuse it with another body, dry run;
+    the ids of the jobs submitted."""
+    from allot_client.api.v1 import jobs_create, jobs_retrieve
+    from allot_client.models import Error, JobSubmitInputRequest
+
     body = JobSubmitInputRequest(project="org/prog-a/a1", cluster="gpu", gpus=1, min_runtime_s=60, array=3)  # fmt: skip
     first = jobs_create.sync_detailed(client=api, body=body, idempotency_key="k-1")
     assert first.status_code == 201 and first.parsed.count == 3 and not first.parsed.replayed
@@ -138,29 +134,60 @@ def run_scenario(base_url: str, schema: dict, tree) -> None:  # noqa: PLR0915
     job_id = first.parsed.jobs[0].id
     detail = jobs_retrieve.sync(client=api, job_id=job_id)
     assert detail.state.value == "pending" and detail.spec is not None
+    return [j.id for j in first.parsed.jobs]
 
-    # every list, page by page to its last page
-    def walk(operation, **query) -> list:
-        rows, offset = [], 0
-        while True:
-            page = operation.sync(client=api, limit=2, offset=offset, **query)
-            rows += page.results
-            if page.next_ is None:
-                return rows
-            offset += 2
 
-    assert sorted(j.id for j in walk(jobs_list, cluster="gpu")) == sorted(
-        j.id for j in first.parsed.jobs
-    )
-    assert len(walk(hosts_list, cluster="gpu")) == 2
-    walk(queue_list, cluster="gpu")
-    walk(usage_list, cluster="gpu", project="org/prog-a")
-    walk(occupancy_list, cluster="gpu")
-    walk(waits_list, cluster="gpu")
+def _walk(api, operation, **query) -> list:
+    """Every row of a list operation, page by page (two a page) to its last page."""
+    rows, offset = [], 0
+    while True:
+        page = operation.sync(client=api, limit=2, offset=offset, **query)
+        rows += page.results
+        if page.next_ is None:
+            return rows
+        offset += 2
+
+
+def _check_lists(api, submitted: list[int]) -> None:
+    """Every list to its last page (the jobs are those `submitted`): jobs, hosts, queue,
+    usage, occupancy, waits; and the fair-share nodes."""
+    from allot_client.api.v1 import (
+        fairshare_retrieve,
+        hosts_list,
+        jobs_list,
+        occupancy_list,
+        queue_list,
+        usage_list,
+        waits_list,
+    )  # fmt: skip
+
+    assert sorted(j.id for j in _walk(api, jobs_list, cluster="gpu")) == sorted(submitted)
+    assert len(_walk(api, hosts_list, cluster="gpu")) == 2
+    _walk(api, queue_list, cluster="gpu")
+    _walk(api, usage_list, cluster="gpu", project="org/prog-a")
+    _walk(api, occupancy_list, cluster="gpu")
+    _walk(api, waits_list, cluster="gpu")
     shares = fairshare_retrieve.sync(client=api, cluster="gpu")
     assert {n.path for n in shares.nodes} >= {"org/prog-a/a1"}
 
-    # a what-if preview, a scheduled budget change and its cancellation
+
+def _check_budget_changes(api, prog_a, a1) -> None:
+    """A what-if preview, a scheduled budget change and its cancellation."""
+    from allot_client.api.v1 import (
+        budget_changes_cancel,
+        budget_changes_create,
+        budget_changes_list,
+        previews_create,
+        previews_retrieve,
+    )  # fmt: skip
+    from allot_client.models import (
+        BudgetCancelInputRequest,
+        BudgetChangeInputRequest,
+        PreviewInputRequest,
+        PreviewWeightInputRequest,
+        WeightChangeInputRequest,
+    )  # fmt: skip
+
     preview = previews_create.sync(
         client=api,
         body=PreviewInputRequest(
@@ -181,16 +208,25 @@ def run_scenario(base_url: str, schema: dict, tree) -> None:  # noqa: PLR0915
         client=api, event_id=scheduled.id, body=BudgetCancelInputRequest(reason="not yet")
     )
     assert cancelled.scheduled_event == scheduled.id
-    history = walk(budget_changes_list)
+    history = _walk(api, budget_changes_list)
     assert [e.id for e in history[:2]] == [cancelled.id, scheduled.id]
+
+
+def _check_cancel(api, job_id: int) -> None:
+    """Cancelling a job returns it cancelled."""
+    from allot_client.api.v1 import jobs_cancel
+
     assert jobs_cancel.sync(client=api, job_id=job_id).state.value == "cancelled"
 
-    # a 400 parsed into the error model
+
+def _check_error(api, a1) -> None:
+    """A 400 parsed into the error model, naming the field."""
+    from allot_client.api.v1 import budget_changes_create
+    from allot_client.models import BudgetChangeInputRequest, Error, WeightChangeInputRequest
+
     bad = budget_changes_create.sync_detailed(
         client=api,
         body=BudgetChangeInputRequest(reason="r", changes=[WeightChangeInputRequest(node=a1.id, weight="-5")]),
     )  # fmt: skip
     assert bad.status_code == 400 and isinstance(bad.parsed, Error)
     assert bad.parsed.field == "changes[0].weight"
-    operations = {re.sub(r"/\d+/", "/{id}/", exchange) for exchange in checker.checked}
-    assert len(operations) == 20, sorted(operations)  # each one's every response validated
