@@ -205,7 +205,6 @@ FUNCTIONS_OVER = {
     # Tests (live and end-to-end scenarios).
     "tests/live/test_cycle_properties.py:run_history",
     "tests/live/test_faults.py:test_workers_killed_at_random_points_of_100_cycles_lose_nothing",
-    "tests/ops/test_restore.py:test_backup_work_restore_reconcile_reruns_nothing_and_resurrects_nothing",
 }
 # The function limit holds everywhere but bench/: the tests and tools too.
 FUNCTION_SIZED_TOO = ("tests", "tools")

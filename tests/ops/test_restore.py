@@ -5,6 +5,7 @@ runs again and no cancelled job comes back."""
 
 from __future__ import annotations
 
+import functools
 import io
 import subprocess
 import time
@@ -89,25 +90,28 @@ def restored_database():
             admin.execute(f'DROP DATABASE IF EXISTS "{restored}" WITH (FORCE)')
 
 
+def _submit(cluster, tree, user, name: str, duration_s: int, priority: int) -> Job:
+    """A protected 8-GPU job of a1 (`duration_s` simulated seconds)."""
+    return submit_job(
+        cluster=cluster,
+        project=tree.node("a1"),
+        user=user,
+        at=timezone.now(),
+        gpus=8,
+        min_runtime_s=3600,  # protected: nothing is preempted in this test
+        duration_s=duration_s,  # simulated seconds; the cluster runs 60x faster
+        priority=priority,
+        name=name,
+    )
+
+
 def test_backup_work_restore_reconcile_reruns_nothing_and_resurrects_nothing(
     tree, make_simulated_cluster, sim_control, restored_database
 ):
     cluster = make_simulated_cluster("sim", hosts=2, gpus_per_host=8, speed=60, cycle_s=1)
     control = sim_control("sim")
     ann = tree.user("ann")
-
-    def submit(name: str, duration_s: int, priority: int) -> Job:
-        return submit_job(
-            cluster=cluster,
-            project=tree.node("a1"),
-            user=ann,
-            at=timezone.now(),
-            gpus=8,
-            min_runtime_s=3600,  # protected: nothing is preempted in this test
-            duration_s=duration_s,  # simulated seconds; the cluster runs 60x faster
-            priority=priority,
-            name=name,
-        )
+    submit = functools.partial(_submit, cluster, tree, ann)
 
     # before the backup: F finished; C and A run; D and E wait for a host
     f = submit("f", 60, 9)
