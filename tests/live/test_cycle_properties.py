@@ -160,16 +160,7 @@ def run_history(tree, history, reserve: int, seen: Counter[str]) -> None:
         if kind == "advance":
             memory.advance(op[1])
         elif kind == "cancel" and jobs:
-            job = Job.objects.get(pk=jobs[op[1] % len(jobs)].pk)
-            after = job_cancel(actor=user, job_id=job.pk, now=memory.now).state
-            if job.state == JobState.PENDING:
-                reached.add("cancel of a pending job")
-                assert after == JobState.CANCELLED
-                cancelled.add(job.pk)
-            elif job.state in (JobState.STARTING, JobState.RUNNING):
-                reached.add("cancel of running work")
-                assert after == JobState.STOPPING
-                cancelled.add(job.pk)
+            _cancel(jobs[op[1] % len(jobs)], user, memory, reached, cancelled)
         elif kind == "fail_host":
             memory.fail_host(f"node{op[1]:02d}")
         elif kind == "recover_host":
@@ -192,7 +183,27 @@ def run_history(tree, history, reserve: int, seen: Counter[str]) -> None:
                 assert_consistent(cluster, memory)
         cycle()
 
-    # the world heals and time passes: every job finishes
+    _heal_until_all_end(cluster, memory, jobs, cycle, cancelled)
+    _stops_reached(cluster, reached)
+    seen.update(reached)
+
+
+def _cancel(job: Job, user, memory, reached: set[str], cancelled: set[int]) -> None:
+    """Cancel `job` as its owner: a pending job ends cancelled, running work stops."""
+    job = Job.objects.get(pk=job.pk)
+    after = job_cancel(actor=user, job_id=job.pk, now=memory.now).state
+    if job.state == JobState.PENDING:
+        reached.add("cancel of a pending job")
+        assert after == JobState.CANCELLED
+        cancelled.add(job.pk)
+    elif job.state in (JobState.STARTING, JobState.RUNNING):
+        reached.add("cancel of running work")
+        assert after == JobState.STOPPING
+        cancelled.add(job.pk)
+
+
+def _heal_until_all_end(cluster, memory, jobs: list[Job], cycle, cancelled: set[int]) -> None:
+    """The world heals and time passes: every job ends, the cancelled ones cancelled."""
     for i in range(4):
         memory.recover_host(f"node{i:02d}")
         set_health(cluster, i, HostHealth.HEALTHY)
@@ -206,6 +217,9 @@ def run_history(tree, history, reserve: int, seen: Counter[str]) -> None:
     assert all(s in TERMINAL for s in states.values()), states
     assert {pk: states[pk] for pk in cancelled} == dict.fromkeys(cancelled, JobState.CANCELLED)
 
+
+def _stops_reached(cluster, reached: set[str]) -> None:
+    """The kinds of stop the history reached, from the cluster's job events."""
     stops = set(JobEvent.objects.filter(job__cluster=cluster).values_list("reason_code", flat=True))
     if "priority" in stops:
         reached.add("priority preemption")
@@ -213,7 +227,6 @@ def run_history(tree, history, reserve: int, seen: Counter[str]) -> None:
         reached.add("fair-share or unallocated preemption")
     if stops & {"drain", "host_down"}:
         reached.add("drain")
-    seen.update(reached)
 
 
 TERMINAL = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED}
