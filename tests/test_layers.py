@@ -202,8 +202,6 @@ MODULES_OVER: set[str] = set()
 FUNCTIONS_OVER = {
     # The pure core (mypyc-compiled: a split means re-checking the native build).
     "scheduler/core/engine/reservations.py:Reservations.hold_for_short_jobs",
-    # Tests (live and end-to-end scenarios).
-    "tests/live/test_faults.py:test_workers_killed_at_random_points_of_100_cycles_lose_nothing",
 }
 # The function limit holds everywhere but bench/: the tests and tools too.
 FUNCTION_SIZED_TOO = ("tests", "tools")

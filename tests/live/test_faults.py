@@ -106,6 +106,29 @@ def assert_ran_as_recorded(cluster, ran: list[dict]) -> None:
     assert sum(usage.values()) == pytest.approx(charged, rel=1e-9, abs=1e-6)
 
 
+def _random_job(cluster, tree, user, rng: random.Random) -> Job:
+    """A resumable sweep, training or debug job of 1-8 GPUs, 1-5 s long (simulated)."""
+    kind = rng.choice(["sweep", "training", "debug"])
+    return submit_job(
+        cluster=cluster,
+        project=tree.node(rng.choice(["a1", "a2", "b1"])),
+        user=user,
+        at=timezone.now(),
+        gpus=rng.choice([1, 2, 4, 8]),
+        min_runtime_s=0 if kind == "sweep" else rng.choice([1, 3]),
+        resumable=True,
+        kind=kind,
+        duration_s=rng.randint(20, 100),  # simulated: 1-5 s
+    )
+
+
+def _median_cycle_s(cluster) -> float:
+    """How long the last finished cycles took (their median), in seconds."""
+    done = CycleRecord.objects.filter(cluster=cluster, duration_ms__isnull=False)
+    recent = sorted(done.order_by("-id").values_list("duration_ms", flat=True)[:5])
+    return recent[len(recent) // 2] / 1000 if recent else 0.3
+
+
 def test_workers_killed_at_random_points_of_100_cycles_lose_nothing(
     tree, make_simulated_cluster, sim_control, broker, workers
 ):
@@ -117,20 +140,7 @@ def test_workers_killed_at_random_points_of_100_cycles_lose_nothing(
     jobs: list[Job] = []
 
     def submit() -> None:
-        kind = rng.choice(["sweep", "training", "debug"])
-        jobs.append(
-            submit_job(
-                cluster=cluster,
-                project=tree.node(rng.choice(["a1", "a2", "b1"])),
-                user=user,
-                at=timezone.now(),
-                gpus=rng.choice([1, 2, 4, 8]),
-                min_runtime_s=0 if kind == "sweep" else rng.choice([1, 3]),
-                resumable=True,
-                kind=kind,
-                duration_s=rng.randint(20, 100),  # simulated: 1-5 s
-            )
-        )
+        jobs.append(_random_job(cluster, tree, user, rng))
 
     def cycle() -> None:
         tasks.run_cycle.apply_async((cluster.pk,))
@@ -142,10 +152,7 @@ def test_workers_killed_at_random_points_of_100_cycles_lose_nothing(
         return CycleRecord.objects.filter(cluster=cluster, duration_ms__isnull=True).count()
 
     def cycle_s() -> float:
-        """How long the last finished cycles took (their median), in seconds."""
-        done = CycleRecord.objects.filter(cluster=cluster, duration_ms__isnull=False)
-        recent = sorted(done.order_by("-id").values_list("duration_ms", flat=True)[:5])
-        return recent[len(recent) // 2] / 1000 if recent else 0.3
+        return _median_cycle_s(cluster)
 
     control = sim_control("kills")
     worker = workers()
