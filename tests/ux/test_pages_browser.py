@@ -1,7 +1,9 @@
 """Every page in a real browser (Debian's chromium), on a desktop (1440 x 900) and on a
 phone (390 x 844): the page never scrolls sideways, logs no console error, has no
 failed request, every Plotly axis is titled and no two tick labels of an axis overlap.
-Screenshots go to var/screenshots/<page>-<viewport>.png for a person to look at.
+A page with a finding has its screenshot written to var/screenshots/<page>-<viewport>.png;
+with ALLOT_SCREENSHOTS=1 every page has (for a person to look at: 48 full-page
+screenshots are a sixth of this test's time, and no check reads them).
 
 One browser for the module, one live server, the pages visited in a loop; two worlds:
 a busy one (long names, a thousand waiting jobs, history, drains, adapter errors, a
@@ -40,6 +42,7 @@ from tests.support.jobs import seed_jobs
 
 pytestmark = BROWSER_MARKS
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+EVERY_SHOT = os.environ.get("ALLOT_SCREENSHOTS", "") not in ("", "0")
 VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 LONG_NAME = "multilingual-pretraining-and-evaluation-of-very-large-language-models-2027"
 WAITING = 1000
@@ -163,12 +166,11 @@ class Visitor:
         self.problems.extend(f"unanswered: {r.url}" for r in self.in_flight)
 
     def check(self, name: str, viewport: str) -> dict:
-        """Check the page as it is now and write its screenshot; the findings."""
+        """Check the page as it is now (its screenshot written when it has a finding, or
+        with ALLOT_SCREENSHOTS=1); the findings."""
         page = self.page
         self.settle()
         found = page.evaluate(PAGE_CHECKS)
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / f"{name}-{viewport}.png"), full_page=True)
         findings = {}
         if found["scrollWidth"] > found["innerWidth"]:
             findings["sideways scroll"] = f"{found['scrollWidth']} > {found['innerWidth']}"
@@ -179,6 +181,9 @@ class Visitor:
         if self.problems:
             findings["errors"] = list(self.problems)
             self.problems.clear()
+        if findings or EVERY_SHOT:
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / f"{name}-{viewport}.png"), full_page=True)
         return {"charts": found["charts"], **({"findings": findings} if findings else {})}
 
     def visit(self, name: str, path: str, viewport: str) -> dict:

@@ -2,16 +2,21 @@
 cycle, in its own process on the test database) is SIGKILLed at a random point of its
 run 20 times while sbatch'd jobs arrive, then one clean worker goes on. No Slurm job
 is adopted twice (one Allot job and one adoption row per Slurm id) and none is lost
-(every sbatch'd job is an Allot job in the end)."""
+(every sbatch'd job is an Allot job in the end).
+
+Each cycle process is forked from one process that has set Django up (`FORKS`), as
+a fresh process it starts with no connection, no cycle worker and no cycle run: the
+20 kills cost 20 forks, not 20 interpreter and Django start-ups (a second each)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,13 +32,30 @@ from tests.live import workers
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("slurm")]
 
 ROOT = Path(__file__).resolve().parents[3]
-CYCLES = """
-import os, sys, django
+# On "fork" forks a cycle process (it prints "ready" and runs cycles until killed); on
+# "kill" SIGKILLs it, reaps it and prints "gone". The parent never opens a connection or
+# makes the cycle worker (`run_cycle.worker` is made on first use), so every child
+# starts as a fresh process would.
+FORKS = """
+import os, signal, sys, django
 django.setup()
+from django.db import connections
 from scheduler.tasks import run_cycle
-print("ready", flush=True)
-while True:
-    run_cycle.worker.run(cluster_id=int(sys.argv[1]))
+connections.close_all()
+for line in sys.stdin:
+    if line.strip() == "fork":
+        pid = os.fork()
+        if pid == 0:
+            try:
+                print("ready", flush=True)
+                while True:
+                    run_cycle.worker.run(cluster_id=int(sys.argv[1]))
+            finally:
+                os._exit(1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        print("gone", flush=True)
 """
 
 
@@ -50,8 +72,9 @@ def _sbatch(slurm, account: str) -> str:
     return out.strip()
 
 
-def _killed_cycle(cluster_id: int, slurm, rng: random.Random) -> None:
-    """Start a cycle process, let it run up to ~0.6 s past its start-up, SIGKILL it."""
+@contextlib.contextmanager
+def _forks(cluster_id: int, slurm) -> Iterator[subprocess.Popen]:
+    """The process that forks the cycle processes (`FORKS`), stopped at the end."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.settings.test",
@@ -59,19 +82,33 @@ def _killed_cycle(cluster_id: int, slurm, rng: random.Random) -> None:
         "SLURM_CONF": str(slurm.conf_path),
     }
     proc = subprocess.Popen(
-        [sys.executable, "-c", CYCLES, str(cluster_id)],
+        [sys.executable, "-c", FORKS, str(cluster_id)],
         cwd=ROOT,
         env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     )
     try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _killed_cycle(forks: subprocess.Popen, rng: random.Random) -> None:
+    """Fork a cycle process, let it run up to ~0.6 s past its start, SIGKILL it."""
+    assert forks.stdin is not None and forks.stdout is not None
+    forks.stdin.write("fork\n")
+    forks.stdin.flush()
+    assert forks.stdout.readline().strip() == "ready"
+    try:
         time.sleep(rng.uniform(0.0, 0.6))  # a random point of its cycles
     finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        forks.stdin.write("kill\n")
+        forks.stdin.flush()
+        assert forks.stdout.readline().strip() == "gone"
 
 
 def test_a_worker_killed_at_random_points_adopts_every_job_once(tree, slurm):
@@ -88,9 +125,12 @@ def test_a_worker_killed_at_random_points_adopts_every_job_once(tree, slurm):
         Membership.objects.create(user=member, node=tree.node(project), role=Role.MEMBER)
     rng = random.Random(27)
     submitted: list[str] = []
-    for _ in range(20):
-        submitted += [_sbatch(slurm, rng.choice(["a1", "a2"])) for _ in range(rng.randint(2, 6))]
-        _killed_cycle(cluster.pk, slurm, rng)
+    with _forks(cluster.pk, slurm) as forks:
+        for _ in range(20):
+            submitted += [
+                _sbatch(slurm, rng.choice(["a1", "a2"])) for _ in range(rng.randint(2, 6))
+            ]
+            _killed_cycle(forks, rng)
     for _ in range(5):  # a clean worker goes on
         run_cycle.worker.run(cluster_id=cluster.pk)
     rows = SlurmAdoption.objects.filter(cluster=cluster)
