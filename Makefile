@@ -77,10 +77,15 @@ lock:
 	rm -rf build/lockenv && /usr/bin/python3 -m venv build/lockenv
 	build/lockenv/bin/python tools/lock_requirements.py
 
-# In parallel (pytest-xdist): one worker per core unless TEST_WORKERS says otherwise; each
-# worker has its own test database and Redis database (tests/conftest.py); tests that share
-# a machine-wide resource run in one xdist group on one worker (--dist loadgroup).
-TEST_WORKERS ?= auto
+# In parallel (pytest-xdist): two workers per core, at most 8, unless TEST_WORKERS says
+# otherwise. Most of the long tests wait (on servers, browsers, Celery workers, the
+# database), so a second worker per core fills that time: on the 2-core machine the
+# live, API and browser tests took 754 s and 633 s with 2 workers, 484 s with 3 and
+# 415 s with 4 (docs/testing.md). Each worker has its own test database and Redis database
+# (tests/conftest.py; REDIS_URL's database number plus the workers stays below 16);
+# tests that share a machine-wide resource run in one xdist group on one worker
+# (--dist loadgroup).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( 2 * n < 8 ? 2 * n : 8 )))
 test: install browser systemd slurm prometheus
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 

@@ -29,19 +29,29 @@ REQUIRE_ALL = os.environ.get("ALLOT_REQUIRE_ALL", "") not in ("", "0")
 XDIST_GROUPS = {"slurm_cluster": "slurm"}
 
 
-# The longest modules, longest first (`--durations` of tests/api, tests/live, tests/ux
-# and tests/security): they are handed out first, so that under pytest-xdist no worker
-# is left running one of them alone while the other has finished everything else.
-# pytest-django's own order (database tests, then transactional ones, then the rest)
-# sorts after this one and keeps it within each of its three parts.
+# The longest modules, longest first (`--durations` of tests/api, tests/live, tests/ux,
+# tests/security and tests/core, 2026-12-05): they are handed out first, so that under
+# pytest-xdist no worker is left running one of them alone while the other has finished
+# everything else. pytest-django's own order (database tests, then transactional ones,
+# then the rest) sorts after this one and keeps it within each of its three parts, so
+# the list names the long ones of each part: the engine's property and recording tests
+# (no database) start the last part, not end it.
 LONG_FIRST = (
-    "tests/live/test_faults.py",
-    "tests/live/test_cycle_properties.py",
     "tests/api/test_fuzz.py",
     "tests/ux/test_pages_browser.py",
+    "tests/live/test_faults.py",
+    "tests/live/test_cycle_properties.py",
     "tests/api/test_generated_client.py",
     "tests/security/test_pages_browser.py",
     "tests/live/test_demo.py",
+    "tests/test_project.py",
+    "tests/core/engine/test_native.py",
+    "tests/core/engine/test_plan_hash.py",
+    "tests/core/engine/test_idle_reclaim.py",
+    "tests/core/engine/test_short_reserve_auto.py",
+    "tests/core/engine/test_short_reserve.py",
+    "tests/core/engine/test_reservation_properties.py",
+    "tests/core/engine/test_contended_properties.py",
 )
 
 

@@ -33,9 +33,11 @@ ROLES = {
 }
 # The coverage phase as the superuser is the slowest part by far: it runs on its own, over
 # the schema's paths in COVERAGE_PARTS disjoint parts (every path in one), a test each.
+# The coverage parts come first: the longest tests of the module, started first under
+# pytest-xdist (tests/conftest.py, LONG_FIRST), so that none is left to run alone at the end.
 COVERAGE_PARTS = 3
-RUNS = [(role, "fuzzing,stateful", None) for role in ROLES] + [
-    ("superuser", "coverage", part) for part in range(COVERAGE_PARTS)
+RUNS = [("superuser", "coverage", part) for part in range(COVERAGE_PARTS)] + [
+    (role, "fuzzing,stateful", None) for role in ROLES
 ]
 METHODS = {"get", "post", "put", "patch", "delete"}
 PASSWORD = "pw"
