@@ -166,7 +166,8 @@ def _env(items: list[str]) -> dict[str, str]:
 def _print_submitted(answer: dict) -> None:
     jobs = answer["jobs"]
     first = jobs[0]
-    what = f"{first['gpus']} GPUs, min runtime {render.seconds(first['min_runtime_s'])}, " + (
+    runtime = render.seconds(first["min_runtime_s"])
+    what = f"{render.plural(first['gpus'], 'GPU')}, min runtime {runtime}, " + (
         "allocated" if first["allocated"] else "unallocated (free, preemptible)"
     )
     again = " (an earlier identical request)" if answer.get("replayed") else ""
@@ -186,7 +187,8 @@ def _print_submitted(answer: dict) -> None:
 def _print_estimate(answer: dict) -> None:
     job, estimate = answer["job"], answer["estimate"]
     render.out.print(
-        f"Valid: {answer['count']} job(s) of {job['gpus']} GPUs for {job['project_path']} on "
+        f"Valid: {render.plural(answer['count'], 'job')} of {render.plural(job['gpus'], 'GPU')} "
+        f"for {job['project_path']} on "
         f"{job['cluster_name']}; nothing was submitted."
     )
     if estimate["starts_now"]:
@@ -524,25 +526,39 @@ def usage(
     if as_json:
         render.print_json(rows)
         return
+    clusters = sorted({r.get("cluster_name", "") for r in rows})
+    one = len(clusters) == 1
     if head.get("window_end"):
         render.out.print(
-            f"GPU-hours, {render.report_window(head.get('window_start'), head['window_end'])}",
+            f"GPU-hours{f' on {clusters[0]}' if one else ''} per {step}, "
+            f"{render.report_window(head.get('window_start'), head['window_end'])}",
             markup=False,
         )
     render.table(
-        ["START", "CLUSTER", "PROJECT", "DELIVERED", "UNALLOC", "DEMAND", "ENTITLED", "GPU UTIL"],
+        [
+            "DAY (UTC)" if step == "day" else f"HOUR ({render.zone()})",
+            *([] if one else ["CLUSTER"]),
+            "PROJECT",
+            "DELIVERED",
+            "UNALLOC",
+            "DEMAND",
+            "ENTITLED",
+            "GPU UTIL",
+        ],
         (
             [
-                render.when(r.get("start")),
-                r.get("cluster_name", ""),
-                render.tail(r.get("project_path", ""), 20),
-                *(r.get(f"{k}_gpu_h") for k in ("delivered", "unallocated", "demand", "entitled")),
+                render.step_start(r.get("start"), step),
+                *([] if one else [r.get("cluster_name", "")]),
+                r.get("project_path", ""),
+                *(
+                    render.gpu_hours(r.get(f"{k}_gpu_h"))
+                    for k in ("delivered", "unallocated", "demand", "entitled")
+                ),
                 render.known_share(r.get("utilization")),
             ]
             for r in rows
         ),
-        title="GPU-hours",
-        crop=("PROJECT",),
+        crop_left=("PROJECT",),
     )
 
 
@@ -569,25 +585,54 @@ def shares(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
         render.print_json(answer)
         return
     render.out.print(
-        f"Fair share on {answer.get('cluster_name', '?')}, "
+        f"Fair share on {answer.get('cluster_name', '?')} (RAW USAGE in GPU-hours), "
         + render.cycle_as_of(answer.get("as_of"), from_cycle=answer.get("from_cycle", True)),
         markup=False,
     )
     nodes = answer.get("nodes", []) if isinstance(answer, dict) else answer
     render.table(
-        ["NODE", *(c.upper().replace("_", "\n", 1) for c in SHARE_COLUMNS)],
-        (
-            [
-                "  " * int(n.get("depth") or 0) + str(n.get("name", n.get("path", ""))),
-                *(
-                    render.share(n.get(c)) if c in SHARE_FRACTIONS else n.get(c)
-                    for c in SHARE_COLUMNS
-                ),
-            ]
-            for n in nodes
-        ),  # fmt: skip
+        ["NODE", *(SHARE_HEADERS.get(c, c.upper().replace("_", "\n", 1)) for c in SHARE_COLUMNS)],
+        ([_share_name(n), *(_share_cell(n, c) for c in SHARE_COLUMNS)] for n in nodes),
         crop=("NODE",),
     )
+    unentitled = [n["path"] for n in nodes if _no_entitlement(n)]
+    if unentitled:
+        render.out.print(
+            f"No entitlement (weight 0 on the path): {', '.join(unentitled)}; "
+            "runs only unallocated work, not ranked.",
+            markup=False,
+        )
+
+
+# shorter than EFFECTIVE / FAIRSHARE, so that the table fits 80 columns (sshare's own
+# header spells EffectvUsage)
+SHARE_HEADERS = {"effective_usage": "EFFECTV\nUSAGE", "fairshare": "FAIR\nSHARE"}
+
+
+def _no_entitlement(node: dict[str, Any]) -> bool:
+    return node.get("depth", 0) > 0 and not node.get("entitled_share")
+
+
+def _share_name(node: dict[str, Any]) -> str:
+    return "  " * int(node.get("depth") or 0) + str(node.get("name", node.get("path", "")))
+
+
+def _share_cell(node: dict[str, Any], column: str) -> str:
+    """One figure of the fair-share table in the dashboard's format (usage in GPU-hours
+    with one decimal, level FS and factor with two); '-' where there is none, and for
+    a node without entitlement."""
+    value = node.get(column)
+    if column in SHARE_FRACTIONS:
+        return render.share(value)
+    if column == "level_fs" and node.get("level_fs_infinite"):
+        return "inf"
+    if value is None or (_no_entitlement(node) and column in ("level_fs", "fairshare")):
+        return "-"
+    if column == "raw_usage":
+        return render.gpu_hours(value)
+    if column in ("level_fs", "fairshare"):
+        return f"{float(value):.2f}"
+    return render.number(value)
 
 
 def main() -> None:

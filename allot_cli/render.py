@@ -44,6 +44,26 @@ def when(value: str | None, *, seconds: bool = False) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z")
 
 
+def zone() -> str:
+    """The local zone's abbreviation ('CET'), as `when` writes it."""
+    return dt.datetime.now().astimezone().strftime("%Z")
+
+
+def step_start(value: str | None, step: str) -> str:
+    """A ledger step's start in a narrow column: a day step is a UTC day ('2026-11-28'),
+    an hour step the local hour ('11-28 14:00'; the zone is in the header, the year in
+    the title's window)."""
+    if step == "day":
+        return (value or "-")[:10]
+    moment = _moment(value)
+    return moment.strftime("%m-%d %H:%M") if moment else (value or "-")
+
+
+def gpu_hours(value: Any) -> str:
+    """GPU-hours with one decimal, as the pages show them: 4162.3."""
+    return "-" if value is None else f"{float(value):.1f}"
+
+
 def report_window(start: str | None, end: str) -> str:
     """How every reporting figure states its window, as the pages do: 'last 7 days of
     complete hours, to 2026-12-05 14:00 CET'."""
@@ -97,6 +117,11 @@ def _moment(value: str | None) -> dt.datetime | None:
     return moment.astimezone()
 
 
+def plural(n: int, noun: str) -> str:
+    """'1 GPU', '8 GPUs', '1 job', '100 jobs'."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def tail(text: str | None, limit: int = 24) -> str:
     """A long path cut from the left ('…/pretraining'): its end names it."""
     text = text or ""
@@ -133,10 +158,13 @@ def table(
     title: str | None = None,
     wrap: Sequence[str] = (),
     crop: Sequence[str] = (),
+    crop_left: Sequence[str] = (),
 ) -> None:
     """A table that keeps one line per row on a narrow terminal: every column keeps its
     values whole except those in `wrap` (folded over lines: long text worth reading
-    whole) and `crop` (cut with an ellipsis to what the terminal leaves them)."""
+    whole), `crop` (cut with an ellipsis to what the terminal leaves them) and
+    `crop_left` (paths, cut from the left as `tail` does: their end names them)."""
+    crop = (*crop, *crop_left)
     cells = [[number(v) if not isinstance(v, str) else v for v in row] for row in rows]
     widths = [
         max([len(line) for line in column.splitlines()] + [len(r[i]) for r in cells])
@@ -145,6 +173,10 @@ def table(
     fixed = sum(w for c, w in zip(columns, widths, strict=True) if c not in crop + tuple(wrap))
     fixed += WRAP_MIN * sum(1 for c in columns if c in wrap) + 2 * (len(columns) - 1)
     cropped = max(CROP_MIN, (out.width - fixed) // max(1, sum(1 for c in columns if c in crop)))
+    for i, column in enumerate(columns):
+        if column in crop_left:
+            for row in cells:
+                row[i] = tail(row[i], cropped)
     t = Table(title=title, header_style="bold", box=None, pad_edge=False)
     for column in columns:
         if column in wrap:

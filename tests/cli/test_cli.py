@@ -164,6 +164,15 @@ def test_dry_run_says_where_it_would_stand(ann):
     assert not Job.objects.exists()
 
 
+def test_one_gpu_and_one_job_are_singular(ann):
+    dry = ann("submit", "-A", "org/prog-a/a1", "-t", "10m", "--gpus", "1", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "Valid: 1 job of 1 GPU for org/prog-a/a1" in dry.stdout, dry.stdout
+    one = ann("submit", "-A", "org/prog-a/a1", "-t", "0", "--gpus", "1", "--array", "2")
+    assert one.returncode == 0, one.stderr
+    assert "each 1 GPU, min runtime 0" in one.stdout, one.stdout
+
+
 def test_queue_show_and_cancel(ann, tree):
     for _ in range(4):  # 2 run (the cluster is 2 x 8 GPUs), 2 wait
         assert ann("submit", "-A", "org/prog-a/a1", "-t", "1h", "-G", "8").returncode == 0
@@ -248,7 +257,9 @@ def test_shares_like_sshare(ann):
     result = ann("shares")
     assert result.returncode == 0, result.stderr
     assert "Fair share on gpu" in result.stdout and "LEVEL" in result.stdout  # LEVEL_FS, 2 lines
-    assert any(line.split()[:1] == ["a1"] for line in result.stdout.splitlines())
+    assert "(RAW USAGE in GPU-hours)" in result.stdout  # sshare's RawUsage is TRES-seconds
+    a1 = next(line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["a1"])
+    assert a1[6:8] == ["inf", "1.00"], a1  # no usage yet; the factor with 2 decimals, as the page
     nodes = json.loads(ann("shares", "--json").stdout)["nodes"]
     assert {n["name"] for n in nodes} >= {"org", "prog-a", "a1", "a2", "b1"}
 
@@ -277,6 +288,14 @@ def test_usage_per_project(ann, tree):
     by_path = {r["project_path"]: r for r in rows}
     assert by_path["org/prog-a/a1"]["utilization"] == pytest.approx(0.5)
     assert by_path["org/prog-b/b1"]["utilization"] is None  # nothing measured: unknown
+    ann.env["COLUMNS"] = "80"
+    narrow = ann("usage", "--step", "hour")
+    assert narrow.returncode == 0, narrow.stderr
+    assert "GPU-hours on gpu per hour" in narrow.stdout  # one cluster: named once, no column
+    assert "…" not in narrow.stdout, narrow.stdout  # no figure and no path cut at 80 columns
+    assert all(len(line) <= 80 for line in narrow.stdout.splitlines()), narrow.stdout
+    day = ann("usage", "--project", "org/prog-b/b1").stdout
+    assert "DAY (UTC)" in day and " 8.0 " in day  # the pages' format: GPU-hours, 1 decimal
     bad = ann("usage", "--step", "week")
     assert bad.returncode == 2 and "step" in bad.stderr
 
