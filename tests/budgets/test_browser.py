@@ -30,3 +30,27 @@ def test_manager_edits_a_weight_and_sees_it_in_the_history(tree, live_server, pa
     expect(first).to_contain_text("lead-a")
     expect(first).to_contain_text("org/prog-a/a1")
     expect(first).to_contain_text("70 → 30")
+
+
+def test_the_tree_header_reads_on_a_phone(tree, live_server, page):
+    """At 390 px the tree scrolls sideways inside itself; its header must not be squeezed
+    into a narrow column that breaks 'Entitled GPU-h/week' over seven lines."""
+    from playwright.sync_api import expect
+
+    from tests.factories import ClusterFactory
+
+    ClusterFactory(name="demo-h100", host_count=16, gpus_per_host=8)
+    page.set_viewport_size({"width": 390, "height": 844})
+    tree.user("lead-a")
+    sign_in(page, live_server.url, "lead-a")
+    expect(page.locator("table.tree")).to_contain_text("Entitled GPU-h/week")
+    heights = page.evaluate(
+        "() => [...document.querySelectorAll('table.tree thead th')]"
+        ".map(th => th.getBoundingClientRect().height)"
+    )
+    line = page.evaluate(
+        "() => parseFloat(getComputedStyle(document.querySelector('table.tree th')).lineHeight)"
+        " || 20"
+    )
+    assert max(heights) <= 3 * line, (heights, line)  # a title and the cluster's line
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
