@@ -182,6 +182,10 @@ def _apply_weights(
     return event
 
 
+# how far before now an effective time may lie and still mean "now" (a client's clock)
+PAST_TOLERANCE = dt.timedelta(minutes=1)
+
+
 def budget_change_create(
     *,
     actor,
@@ -202,6 +206,14 @@ def budget_change_create(
     if effective_at is not None and timezone.is_naive(effective_at):
         raise ValidationFailed(
             "effective_at needs a time zone (e.g. 2026-12-01T09:00:00Z).", field="effective_at"
+        )
+    if effective_at is not None and effective_at < now - PAST_TOLERANCE:
+        # the ledger rebuilds past hours from the effective times (`shares_as_of`): a
+        # backdated record would rewrite them, and say what never was in force
+        raise ValidationFailed(
+            f"effective_at {effective_at.isoformat()} is in the past; a change takes effect "
+            "now (leave effective_at out) or at a future time.",
+            field="effective_at",
         )
     with transaction.atomic():
         state = _lock_tree()
@@ -230,7 +242,7 @@ def budget_change_create(
                 index=index,
                 state=state,
                 kind=EventKind.APPLIED,
-                effective_at=effective_at or now,
+                effective_at=now,
                 base_version=base_version,
             )
         event = _new_event(

@@ -220,6 +220,33 @@ def test_future_change_waits_then_applies_at_its_effective_time(tree):
     assert ScheduledChange.objects.get(event=event).status == ScheduledStatus.APPLIED
 
 
+def test_a_past_effective_time_is_refused_not_written_into_the_history(tree):
+    """The ledger rebuilds past hours from the history's effective times
+    (`selectors.shares_as_of`): a change applied now but recorded as effective last year
+    would rewrite every hour since. A time a moment ago (a client's clock) means now."""
+    now = timezone.now()
+    a1 = tree.node("a1").pk
+    with pytest.raises(ValidationFailed) as refused:
+        services.budget_change_create(
+            actor=tree.user("lead-a"),
+            reason="backdated",
+            changes=[{"node": a1, "weight": 30}],
+            effective_at=now - dt.timedelta(days=400),
+            now=now,
+        )
+    assert refused.value.field == "effective_at" and "in the past" in refused.value.message
+    assert entitled("a1") == pytest.approx(0.35)
+    event = services.budget_change_create(
+        actor=tree.user("lead-a"),
+        reason="now, by a clock a little behind",
+        changes=[{"node": a1, "weight": 30}],
+        effective_at=now - dt.timedelta(seconds=20),
+        now=now,
+    )
+    assert event.kind == EventKind.APPLIED and event.effective_at == now
+    assert entitled("a1") == pytest.approx(0.25)
+
+
 def test_pending_change_can_be_cancelled_by_its_author_but_not_by_outsiders(tree):
     event = services.budget_change_create(
         actor=tree.user("lead-a"),
