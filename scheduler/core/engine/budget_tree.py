@@ -261,7 +261,8 @@ def clean_name(name: object) -> str:
         )
     if not name_slug(name):
         raise NameProblem(
-            "A name needs at least one letter or digit (it becomes part of the node's path)."
+            "A name needs at least one letter a-z or digit 0-9 once accents are dropped (it "
+            "becomes part of the node's path, which is ASCII: 'Zürich' -> 'zurich')."
         )
     return name
 

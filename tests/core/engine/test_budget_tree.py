@@ -8,11 +8,14 @@ import pytest
 
 from scheduler.core.engine import BudgetNode, EngineState, Policy, Snapshot, plan
 from scheduler.core.engine.budget_tree import (
+    NameProblem,
     TreeFileError,
     budget_node,
+    clean_name,
     entitled_shares,
     leaf_path_keys,
     leaves,
+    name_slug,
     parse_tree_document,
     parse_weight,
     project_lookup,
@@ -137,3 +140,13 @@ def test_file_format_round_trip_and_problems_named_by_path():
     for value, message in ((True, "required"), ("x", "not a number"), (float("nan"), "finite")):
         with pytest.raises(ValueError, match=message):
             parse_weight(value)
+
+
+def test_a_name_without_ascii_letters_is_refused_with_the_real_reason():
+    """'名前' has letters, but none that survive into the ASCII path: the message must
+    not claim it has none."""
+    with pytest.raises(NameProblem) as refused:
+        clean_name("名前")
+    assert "letter or digit" not in str(refused.value)
+    assert "a-z" in str(refused.value) and "path" in str(refused.value)
+    assert clean_name("Zürich") == "Zürich" and name_slug("Zürich") == "zurich"
