@@ -36,6 +36,9 @@ FLAGS = {
     "spec.env": "--env",
     "duration_s": "--duration",
     "array": "--array",
+    "step": "--step",
+    "since": "--since",
+    "until": "--until",
 }
 
 
@@ -125,6 +128,8 @@ def _error_from(response: httpx.Response) -> CliError:
         )
     if status == 404 and not detail:
         return CliError(f"{response.request.url.path} does not exist on this server")
+    if status == 404 and field in FLAGS:  # a flag's value names nothing: bad input, as 400
+        return CliError(detail or "not found", code=EXIT_BAD_INPUT, field=field)
     return CliError(f"{detail or response.reason_phrase} (HTTP {status})", field=field)
 
 

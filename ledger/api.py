@@ -95,6 +95,11 @@ def list_schema(query, output, *, name: str, operation_id: str, summary: str):
     )
 
 
+def _one_of(choices) -> str:
+    """A wrong choice's message naming the allowed ones: '"14" is not one of 7, 30, 90.'."""
+    return f'"{{input}}" is not one of {", ".join(str(c) for c in choices)}.'
+
+
 class PeriodQuery(serializers.Serializer):
     """A cluster and a period, as the ledger's and the dashboards' endpoints read them."""
 
@@ -113,9 +118,13 @@ class PeriodQuery(serializers.Serializer):
         choices=selectors.DAYS_CHOICES,
         required=False,
         help_text="Length of the period when `since` is not given (default 7)",
+        error_messages={"invalid_choice": _one_of(selectors.DAYS_CHOICES)},
     )
     step = serializers.ChoiceField(
-        choices=list(selectors.STEPS), required=False, help_text="hour (default) or day (UTC)"
+        choices=list(selectors.STEPS),
+        required=False,
+        help_text="hour (default) or day (UTC)",
+        error_messages={"invalid_choice": _one_of(selectors.STEPS)},
     )
 
     def span(self) -> selectors.Span:

@@ -246,6 +246,15 @@ def test_a_min_runtime_over_the_cap_and_an_unknown_kind_say_what_is_allowed(ann)
     assert not Job.objects.exists()
 
 
+def test_an_unknown_cluster_is_bad_input_on_every_command(ann):
+    """`queue`/`hosts` read the cluster from a filter the API answers 404 for; it is the
+    same typo as `submit -M nope` or `shares -M nope`: exit 2, naming the flag."""
+    for command in (["queue"], ["hosts"], ["shares"]):
+        result = ann(*command, "--cluster", "nope")
+        assert result.returncode == 2, (command, result.stderr)
+        assert "--cluster (cluster)" in result.stderr and "no cluster 'nope'" in result.stderr
+
+
 def test_clusters_and_hosts(ann):
     clusters = ann("clusters")
     assert clusters.returncode == 0 and "gpu" in clusters.stdout and "memory" in clusters.stdout
@@ -297,7 +306,7 @@ def test_usage_per_project(ann, tree):
     day = ann("usage", "--project", "org/prog-b/b1").stdout
     assert "DAY (UTC)" in day and " 8.0 " in day  # the pages' format: GPU-hours, 1 decimal
     bad = ann("usage", "--step", "week")
-    assert bad.returncode == 2 and "step" in bad.stderr
+    assert bad.returncode == 2 and "--step (step)" in bad.stderr and "hour, day" in bad.stderr
 
 
 def test_the_console_script_is_installed():

@@ -306,6 +306,16 @@ def test_bad_input_is_a_400_naming_the_field(api, path, params, field):
     assert body["code"] == "invalid" and body["field"] == field, body
 
 
+@pytest.mark.parametrize(
+    ("params", "field", "choices"),
+    [({"days": "14"}, "days", "7, 30, 90"), ({"step": "week"}, "step", "hour, day")],
+)
+def test_a_wrong_choice_says_which_are_allowed(api, params, field, choices):
+    ClusterFactory(name="gpu")
+    body = api.get("/api/v1/occupancy/", {"cluster": "gpu", **params}).json()
+    assert body["field"] == field and choices in body["detail"], body
+
+
 def test_an_old_until_alone_is_a_period_before_it(api):
     """Regression: `occupancy/?until=2000-01-01T00:00:00Z` answered 500 once."""
     ClusterFactory(name="gpu")
