@@ -550,10 +550,7 @@ def usage(
                 render.step_start(r.get("start"), step),
                 *([] if one else [r.get("cluster_name", "")]),
                 r.get("project_path", ""),
-                *(
-                    render.gpu_hours(r.get(f"{k}_gpu_h"))
-                    for k in ("delivered", "unallocated", "demand", "entitled")
-                ),
+                *(r.get(f"{k}_gpu_h") for k in ("delivered", "unallocated", "demand", "entitled")),
                 render.known_share(r.get("utilization")),
             ]
             for r in rows

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import re
 
 import pytest
 from django.utils import timezone
@@ -279,12 +280,13 @@ def _check_usage(cli: Cli, lv, root) -> None:
     assert f"last 7 days of complete hours, to {render.when(end.isoformat())}" in used.stdout
     header = next(line for line in used.stdout.splitlines() if "DELIVERED" in line).split()
     assert header[-6:] == ["DELIVERED", "UNALLOC", "DEMAND", "ENTITLED", "GPU", "UTIL"]
+    assert f"GPU-hours on {lv.cluster.name} per day" in used.stdout  # one cluster: no column
     sums: dict[str, dict[str, float]] = {}
     for line in used.stdout.splitlines():
         cells = line.split()
-        if lv.cluster.name not in cells:
+        if not cells or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", cells[0]):  # a day's row
             continue
-        path = cells[cells.index(lv.cluster.name) + 1]
+        path = cells[1]
         figures = sums.setdefault(path, {"delivered_gpu_h": 0.0, "entitled_gpu_h": 0.0})
         figures["delivered_gpu_h"] += float(cells[-5])
         figures["entitled_gpu_h"] += float(cells[-2])
@@ -316,12 +318,26 @@ def _check_shares(cli: Cli, lv, root) -> None:
     ]
     assert [r[0] for r in rows] == [n["name"] for n in nodes]
     for row, node in zip(rows, nodes, strict=True):
-        expected = [
-            share_text(node[c]) if c in SHARE_FRACTIONS and node[c] is not None
-            else render.number(node[c])
-            for c in SHARE_COLUMNS
-        ]  # fmt: skip
+        expected = [_dashboard_format(node, c) for c in SHARE_COLUMNS]
         assert row[1:] == expected, (node["path"], row, expected)
+
+
+def _dashboard_format(node: dict, column: str) -> str:
+    """A fair-share figure as the dashboard writes it (usage in GPU-hours with one
+    decimal, level FS and factor with two, none: '-'; the CLI's infinite level FS 'inf')."""
+    value = node[column]
+    if column in SHARE_FRACTIONS and value is not None:
+        return share_text(value)
+    unentitled = node["depth"] > 0 and not node["entitled_share"]
+    if column == "level_fs" and node["level_fs_infinite"]:
+        return "inf"
+    if value is None or (unentitled and column in ("level_fs", "fairshare")):
+        return "-"
+    if column == "raw_usage":
+        return f"{value:.1f}"
+    if column in ("level_fs", "fairshare"):
+        return f"{value:.2f}"
+    return render.number(value)
 
 
 def test_the_job_page_protection_end_is_the_engines(live):  # noqa: F811
