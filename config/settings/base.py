@@ -242,6 +242,8 @@ AXES_FAILURE_LIMIT = env.int("ALLOT_LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = dt.timedelta(seconds=env.int("ALLOT_LOGIN_COOLOFF_S", default=300))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
+# the cool-off runs from the failure that locked the account: retries do not extend it
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "accounts.lockout.lockout_response"
 AXES_VERBOSE = False
 # The sign-in lockout counts failures per client address, read like everywhere else

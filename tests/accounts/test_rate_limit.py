@@ -96,3 +96,20 @@ def test_failures_are_counted_in_redis(api_client, short_cooloff, settings):
     prefix = settings.CACHES["default"]["KEY_PREFIX"]
     assert settings.CACHES["default"]["BACKEND"].endswith("RedisCache")
     assert list(client.scan_iter(f"{prefix}:*"))  # the failure count lives in Redis
+
+
+def test_retrying_during_a_lockout_does_not_extend_it(api_client, short_cooloff, settings):
+    """The cool-off runs from the failure that locked the account: a user who keeps
+    retrying (even with the right password) gets in when it ends, not never."""
+    from django.core.cache import cache
+
+    UserFactory(username="ann")
+    for _ in range(3):
+        token_request(api_client, "wrong")
+    client = cache._cache.get_client(write=True)
+    keys = list(client.scan_iter(f"{settings.CACHES['default']['KEY_PREFIX']}:*"))
+    time.sleep(2.1)
+    assert token_request(api_client, "pw").status_code == 429
+    assert token_request(api_client, "wrong").status_code == 429
+    ttls = [client.ttl(key) for key in keys]
+    assert ttls and all(0 < ttl <= COOLOFF_S - 2 for ttl in ttls), ttls
