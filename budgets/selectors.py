@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from django.db import connection
 from django.db.models import Prefetch, QuerySet
 
 from budgets.models import (
@@ -86,6 +87,28 @@ class TreeIndex:
 
     def preview(self, edits: Mapping[int, Decimal]) -> dict[int, NodeShare]:
         return shares_with_edits(self.rows(), edits)
+
+
+def node_paths() -> dict[int, str]:
+    """Node id -> slug path (`org/program/project`) of every node: what `TreeIndex.path`
+    gives, from three columns (no shares, no model objects: a request that shows paths
+    needs nothing else of the tree)."""
+    parents: dict[int, tuple[int | None, str]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, parent_id, slug FROM {BudgetNode._meta.db_table}")
+        for node_id, parent_id, slug in cursor.fetchall():
+            parents[node_id] = (parent_id, slug)
+    paths: dict[int, str] = {}
+
+    def path(node_id: int) -> str:
+        if node_id not in paths:
+            parent_id, slug = parents[node_id]
+            paths[node_id] = slug if parent_id is None else f"{path(parent_id)}/{slug}"
+        return paths[node_id]
+
+    for node_id in parents:
+        path(node_id)
+    return paths
 
 
 def tree_index(*, with_people: bool = False) -> TreeIndex:

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from typing import NamedTuple
 
+from django.db import connection
 from django.utils import timezone
 
-from budgets.models import BudgetEventItem, EventKind
+from budgets.models import BudgetEvent, BudgetEventItem, EventKind
 from budgets.shares import share_text, weight_text
 from scheduler.core.engine.explain import STANDING
 
@@ -42,22 +44,17 @@ def standing_change_notes(
 ) -> dict[int, str]:
     """Project node id -> the note of the latest applied budget change in [since,
     until] that moved its entitled share (projects without one are left out)."""
-    wanted = set(project_ids)
+    wanted = sorted(set(project_ids))
     if not wanted:
         return {}
-    items = (
-        BudgetEventItem.objects.filter(
-            node_id__in=wanted,
-            event__kind=EventKind.APPLIED,
-            event__effective_at__gte=since,
-            event__effective_at__lte=until,
-        )
-        .select_related("event")
-        .order_by("-event__effective_at", "-event_id")
-    )
-    latest: dict[int, BudgetEventItem] = {}
+    tables = {"item": BudgetEventItem._meta.db_table, "event": BudgetEvent._meta.db_table}
+    with connection.cursor() as cursor:  # one plain statement: most requests find none
+        cursor.execute(_ITEMS_SQL.format(**tables), [wanted, EventKind.APPLIED, since, until])
+        rows = cursor.fetchall()
+    latest: dict[int, _Item] = {}
     earlier: dict[int, int] = {}
-    for item in items:
+    for row in rows:
+        item = _Item(*row)
         if item.node_id in latest:
             earlier[item.node_id] = earlier.get(item.node_id, 0) + 1
         else:
@@ -71,21 +68,41 @@ def standing_change_notes(
             changed.setdefault(item.event_id, []).append(item)
     notes = {}
     for node_id, item in latest.items():
-        event = item.event
         weights = ", ".join(
             f"{_name(c.node_path)}'s weight changed {_weight(c.old_weight)} -> "
             f"{_weight(c.new_weight)}"
             for c in changed.get(item.event_id, [])
         )
-        when = event.effective_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        when = item.effective_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
         more = earlier.get(node_id, 0)
         notes[node_id] = (
             f"{weights or 'the budget tree changed'} at {when} by "
-            f"{event.actor_name or 'system'} (entitled share of {item.node_path} "
+            f"{item.actor_name or 'system'} (entitled share of {item.node_path} "
             f"{share_text(item.old_entitled_share)} -> {share_text(item.new_entitled_share)})"
             + (f"; {more} earlier change{'s' if more != 1 else ''} in the window" if more else "")
         )
     return notes
+
+
+class _Item(NamedTuple):
+    """What a note tells of an item of an applied change, and of its event."""
+
+    node_id: int
+    event_id: int
+    node_path: str
+    old_entitled_share: float | None
+    new_entitled_share: float | None
+    effective_at: dt.datetime
+    actor_name: str
+
+
+_ITEMS_SQL = """
+    SELECT i.node_id, i.event_id, i.node_path, i.old_entitled_share, i.new_entitled_share,
+           e.effective_at, e.actor_name
+    FROM {item} i JOIN {event} e ON e.id = i.event_id
+    WHERE i.node_id = ANY(%s) AND e.kind = %s AND e.effective_at >= %s AND e.effective_at <= %s
+    ORDER BY e.effective_at DESC, i.event_id DESC
+"""
 
 
 def with_change_note(reason: str, note: str | None) -> str:

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.core.cache import cache
+from django.db import connection
 
 from budgets.models import BudgetEvent, EventKind
 from budgets.selectors import TreeIndex, tree_index
@@ -120,14 +121,18 @@ def _as_dict(est: Estimate) -> dict[str, Any]:
     }
 
 
+_LAST_CYCLE_SQL = (
+    "SELECT id FROM {table} WHERE cluster_id = %s ORDER BY started_at DESC, id DESC LIMIT 1"
+)
+
+
 def _last_cycle_id(cluster_id: int) -> int:
-    last = (
-        CycleRecord.objects.filter(cluster_id=cluster_id)
-        .order_by("-started_at", "-pk")
-        .values_list("pk", flat=True)
-        .first()
-    )
-    return last or 0
+    """The id of the cluster's last cycle (0 before its first): every page of a pending
+    job asks, so one plain statement."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LAST_CYCLE_SQL.format(table=CycleRecord._meta.db_table), [cluster_id])
+        row = cursor.fetchone()
+    return row[0] if row else 0
 
 
 def _cache_key(cluster_id: int) -> str:

@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, F, QuerySet
 from django.utils import timezone
 
 from budgets import permissions
-from budgets.selectors import TreeIndex, tree_index
+from budgets.selectors import TreeIndex, node_paths, tree_index
 from config.errors import NotFound
 from scheduler.core.engine import entitled_shares, plan, project_standing
 from scheduler.core.engine.explain import STANDING, hours_text
@@ -38,7 +38,7 @@ from scheduler.models import (
 )
 from scheduler.selectors.budget_changes import cluster_change_notes, with_change_note
 from scheduler.selectors.eta import job_eta_for_page
-from scheduler.selectors.queue import iter_entries, queue_entry, queue_length, queue_snapshot
+from scheduler.selectors.queue import StoredQueue, stored_queue
 from scheduler.selectors.snapshot import cluster_snapshot
 from scheduler.selectors.translate import job_workload
 from scheduler.selectors.translate import workload as stored_workload
@@ -97,23 +97,28 @@ def projects_at_or_below(ref: str | int, *, field: str = "project") -> list[int]
 
 
 def job_detail(*, job_id: int) -> Job | None:
-    """One job with its attempts and events."""
-    return (
-        Job.objects.select_related("submitter", "cluster", "project")
-        .prefetch_related(
-            Prefetch("attempts", queryset=Attempt.objects.order_by("number")),
-            Prefetch(
-                "events",
-                queryset=JobEvent.objects.select_related("preempting_job").order_by("at", "id"),
-            ),
-        )
-        .filter(pk=job_id)
-        .first()
+    """One job with its submitter, cluster and project (`job_attempts`, `job_events`:
+    what it went through)."""
+    return Job.objects.select_related("submitter", "cluster", "project").filter(pk=job_id).first()
+
+
+def job_attempts(job: Job) -> list[Attempt]:
+    """The job's attempts, first first."""
+    return list(Attempt.objects.filter(job_id=job.pk).order_by("number"))
+
+
+def job_events(job: Job) -> list[JobEvent]:
+    """The job's events in order, each with its attempt's number (`attempt_number`)."""
+    return list(
+        JobEvent.objects.filter(job_id=job.pk)
+        .annotate(attempt_number=F("attempt__number"))
+        .order_by("at", "id")
     )
 
 
 def project_paths(index: TreeIndex | None = None) -> dict[int, str]:
-    index = index or tree_index()
+    if index is None:
+        return node_paths()
     return {node_id: index.path(node_id) for node_id in index.nodes}
 
 
@@ -127,34 +132,34 @@ def job_queue_info(job: Job) -> dict[str, Any] | None:
     seen yet, the position is null and the reason says so."""
     if job.state != JobState.PENDING:
         return None
-    snap = queue_snapshot(cluster_id=job.cluster_id)
-    entry = queue_entry(snap.entries, job_id=job.pk) if snap else None
+    stored = stored_queue(cluster_id=job.cluster_id)
+    entry = stored.entry(job.pk) if stored else None
     if entry is None:
         return {
             "position": None,
             "project_position": None,
-            "queue_length": queue_length(snap.entries) if snap else 0,
-            "fairshare_factor": _project_factor(snap, job.project_id),
+            "queue_length": stored.length if stored else 0,
+            "fairshare_factor": _project_factor(stored, job.project_id),
             "reason": "submitted after the last scheduling cycle; the next cycle places it",
-            "computed_at": snap.computed_at if snap else None,
+            "computed_at": stored.computed_at if stored else None,
         }
     notes = cluster_change_notes(
-        lookback_s=job.cluster.lookback_s, as_of=snap.computed_at, project_ids=[job.project_id]
+        lookback_s=job.cluster.lookback_s, as_of=stored.computed_at, project_ids=[job.project_id]
     )
     return {
         "position": entry["position"],
         "project_position": entry["project_position"],
-        "queue_length": queue_length(snap.entries),
+        "queue_length": stored.length,
         "fairshare_factor": entry["metric"],
         "reason": with_change_note(entry["reason"], notes.get(job.project_id)),
-        "computed_at": snap.computed_at,
+        "computed_at": stored.computed_at,
     }
 
 
-def _project_factor(snap, project_id: int) -> float | None:
-    if snap is None:
+def _project_factor(stored: StoredQueue | None, project_id: int) -> float | None:
+    if stored is None:
         return None
-    for node_id, factor in snap.project_order or []:
+    for node_id, factor in stored.project_order or []:
         if node_id == project_id:
             return factor
     return None
@@ -175,19 +180,19 @@ def queue_page(
     order), each with its job's name, project, submitter, size and current state; with
     `submitter_id`, only that user's jobs (like `squeue --me`), at their places in the
     whole queue."""
-    snap = queue_snapshot(cluster_id=cluster.pk)
+    snap = stored_queue(cluster_id=cluster.pk)
     if snap is None:
         return QueuePage(count=0, computed_at=None, cycle_id=None, rows=[])
     if submitter_id is None:
-        count = queue_length(snap.entries)
-        entries = list(iter_entries(snap.entries, offset, offset + limit))
+        count = snap.length
+        entries = list(snap.entries(offset, offset + limit))
     else:
         theirs = set(
             Job.objects.filter(
                 cluster=cluster, submitter_id=submitter_id, state=JobState.PENDING
             ).values_list("pk", flat=True)
         )
-        mine = [e for e in iter_entries(snap.entries) if e["job"] in theirs]
+        mine = snap.entries_of(theirs)
         count, entries = len(mine), mine[offset : offset + limit]
     jobs = _queue_jobs([e["job"] for e in entries])
     paths = project_paths() if entries else {}
@@ -395,11 +400,11 @@ def job_blockers(job: Job, queue_info: dict[str, Any] | None = None) -> list[dic
     if job.state != JobState.PENDING:
         return []
     blockers: list[dict[str, Any]] = []
-    hosts = list(  # (name, GPUs): a cluster has hundreds of hosts, a row object each costs
-        Host.objects.filter(cluster_id=job.cluster_id, health=HostHealth.HEALTHY).values_list(
-            "name", "gpus"
+    with connection.cursor() as cursor:  # (name, GPUs): hundreds of hosts, no row objects
+        cursor.execute(
+            _HOSTS_SQL.format(host=Host._meta.db_table), [job.cluster_id, HostHealth.HEALTHY]
         )
-    )
+        hosts: list[tuple[str, int]] = cursor.fetchall()
     healthy_gpus = sum(gpus for _, gpus in hosts)
     if healthy_gpus < job.gpus:
         blockers.append(
@@ -476,6 +481,7 @@ def _capacity_blocker(
     }
 
 
+_HOSTS_SQL = "SELECT name, gpus FROM {host} WHERE cluster_id = %s AND health = %s ORDER BY name"
 _BUSY_SQL = """
     SELECT p->>'host', SUM(jsonb_array_length(p->'gpu_indices'))
     FROM {attempt} a, jsonb_array_elements(a.placements) p
@@ -524,15 +530,16 @@ def _busy_and_protected(
     return busy, protected_until
 
 
-def job_page(*, actor, job_id: int) -> dict[str, Any] | None:
-    """What the job page shows `actor`: the job, its attempts and events, its place
-    in the queue and its blockers; the spec only if `actor` may read it."""
-    job = job_detail(job_id=job_id)
+def job_page(*, actor, job_id: int | None = None, job: Job | None = None) -> dict[str, Any] | None:
+    """What the job page shows `actor`: the job (`job`, as `job_detail` reads it, or
+    the one with `job_id`), its attempts and events, its place in the queue and its
+    blockers; the spec only if `actor` may read it."""
+    job = job if job is not None else job_detail(job_id=job_id or 0)
     if job is None:
         return None
     readable = spec_readable_projects(actor)
     queue = job_queue_info(job)
-    attempts = list(job.attempts.all())
+    attempts = job_attempts(job)
     return {
         "job": job,
         "project_path": project_paths().get(job.project_id, ""),
@@ -541,7 +548,7 @@ def job_page(*, actor, job_id: int) -> dict[str, Any] | None:
         "blockers": job_blockers(job, queue),
         "eta": job_eta_for_page(job=job),
         "attempts": attempts,
-        "events": list(job.events.all()),
+        "events": job_events(job),
         "utilization": job_utilization(attempts),
         "utilization_points": sparkline(attempt_series(a.pk for a in attempts)),
     }

@@ -9,14 +9,25 @@ give one dict per waiting job:
      "project_rank": n, "metric": f, "reason": "..."}
 
 in start order (position 1 starts next).
+
+A request that needs a few entries of a long queue (a job's place, a page of 50) reads
+it through `stored_queue`: each process keeps the parsed queue of the row version it
+last read (PostgreSQL's `xmin`/`ctid`, which every write of the row changes), so a
+request reads four small columns and the 10,000-entry text is fetched and split once
+per cycle per process instead of once per request.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Iterator, Mapping
+import json
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from django.db import connection
 
 from scheduler.models import QueueSnapshot
 
@@ -101,3 +112,98 @@ def queue_entry(entries: Mapping[str, Any], *, job_id: int) -> dict | None:
     except ValueError:
         return None
     return next(iter_entries(entries, i, i + 1))
+
+
+# ---------------------------------------------------------------- one process's copy
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredQueue:
+    """A cluster's stored queue as one process read it: the columns split once, the
+    jobs' indexes at hand. `entry`/`entries` give the dicts `iter_entries` gives."""
+
+    version: tuple[str, str]  # the row's (xmin, ctid): any write of it changes them
+    cycle_id: int | None
+    computed_at: dt.datetime
+    project_order: list
+    columns: dict[str, list[str]]
+    reasons: list[str]
+    index: dict[int, int]  # job id -> 0-based place
+
+    @property
+    def length(self) -> int:
+        return len(self.index)
+
+    def entry(self, job_id: int) -> dict | None:
+        """The entry of one job (None when it is not waiting in this queue)."""
+        i = self.index.get(job_id)
+        return None if i is None else self._row(i)
+
+    def entries(self, start: int = 0, stop: int | None = None) -> Iterator[dict]:
+        """Entries `start` .. `stop` (0-based, like a slice)."""
+        stop = self.length if stop is None else min(stop, self.length)
+        for i in range(max(0, start), stop):
+            yield self._row(i)
+
+    def entries_of(self, job_ids: Iterable[int]) -> list[dict]:
+        """The entries of those of `job_ids` that wait in this queue, in start order."""
+        return [self._row(i) for i in sorted(self.index[j] for j in job_ids if j in self.index)]
+
+    def _row(self, i: int) -> dict:
+        c = self.columns
+        project = c["project"][i]
+        return {
+            "job": int(c["job"][i]),
+            "project": int(project) if project else None,
+            "position": i + 1,
+            "project_position": int(c["project_position"][i]),
+            "project_rank": int(c["project_rank"][i]),
+            "metric": float(c["metric"][i]),
+            "reason": self.reasons[int(c["reason"][i])],
+        }
+
+
+# One statement either way: the columns, and the queue itself only when this process
+# does not hold that version of the row already.
+_READ_SQL = """
+    SELECT xmin::text, ctid::text, cycle_id, computed_at,
+           CASE WHEN xmin::text = %s AND ctid::text = %s THEN NULL ELSE entries::text END,
+           CASE WHEN xmin::text = %s AND ctid::text = %s THEN NULL ELSE project_order::text END
+    FROM {table} WHERE cluster_id = %s
+"""
+_copies: dict[tuple[str, int], StoredQueue] = {}
+_copies_lock = threading.Lock()
+
+
+def stored_queue(*, cluster_id: int) -> StoredQueue | None:
+    """The cluster's stored queue (None before its first successful cycle): this
+    process's copy when the row is still the version it read, else read and kept."""
+    key = (connection.settings_dict["NAME"], cluster_id)
+    kept = _copies.get(key)
+    version = kept.version if kept is not None else ("", "")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _READ_SQL.format(table=QueueSnapshot._meta.db_table), [*version, *version, cluster_id]
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    if kept is not None and kept.version == (row[0], row[1]):
+        return kept
+    xmin, ctid, cycle_id, computed_at, entries_text, order_text = row
+    entries = json.loads(entries_text) if entries_text else {}
+    entries = entries if isinstance(entries, dict) else {}
+    jobs = entries.get("job") or ""
+    columns = {name: ((entries.get(name) or "").split(",") if jobs else []) for name in COLUMNS}
+    copy = StoredQueue(
+        version=(xmin, ctid),
+        cycle_id=cycle_id,
+        computed_at=computed_at,
+        project_order=json.loads(order_text) if order_text else [],
+        columns=columns,
+        reasons=list(entries.get("reasons") or []),
+        index={int(j): i for i, j in enumerate(columns["job"])},
+    )
+    with _copies_lock:
+        _copies[key] = copy
+    return copy

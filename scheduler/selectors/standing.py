@@ -11,7 +11,7 @@ from typing import Any
 from scheduler.models import Job, JobState
 from scheduler.selectors.budget_changes import cluster_change_notes, with_change_note
 from scheduler.selectors.eta import job_eta_for_page
-from scheduler.selectors.queue import iter_entries, queue_length, queue_snapshot
+from scheduler.selectors.queue import stored_queue
 
 NOT_PLACED = "submitted after the last scheduling cycle; the next cycle places it"
 
@@ -26,11 +26,10 @@ def job_standings(jobs: Iterable[Job]) -> dict[int, dict[str, Any]]:
         by_cluster[job.cluster_id].append(job)
     out: dict[int, dict[str, Any]] = {}
     for cluster_id, cluster_jobs in by_cluster.items():
-        snap = queue_snapshot(cluster_id=cluster_id)
-        entries = snap.entries if snap else {}
+        snap = stored_queue(cluster_id=cluster_id)
         wanted = {j.pk for j in cluster_jobs}
-        found = {e["job"]: e for e in iter_entries(entries) if e["job"] in wanted}
-        length = queue_length(entries) if entries else 0
+        found = {e["job"]: e for e in snap.entries_of(wanted)} if snap else {}
+        length = snap.length if snap else 0
         notes = (
             cluster_change_notes(
                 lookback_s=cluster_jobs[0].cluster.lookback_s,

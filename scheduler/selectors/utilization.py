@@ -162,9 +162,12 @@ def job_utilization(attempts: Sequence[Attempt]) -> dict[str, object]:
 
 def attempt_series(attempt_ids: Iterable[int]) -> list[tuple[dt.datetime, dt.datetime, float]]:
     """(start, end, mean utilization 0-100) of the attempts' known samples, in time order."""
+    attempt_ids = list(attempt_ids)
+    if not attempt_ids:  # a job that never ran (most pages): nothing to ask
+        return []
     return [
         (row.start, row.end, row.mean_pct)
-        for row in UtilizationSample.objects.filter(attempt__in=list(attempt_ids))
+        for row in UtilizationSample.objects.filter(attempt__in=attempt_ids)
         .only("start", "end", "mean_pct")
         .order_by("end")
     ]

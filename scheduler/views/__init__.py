@@ -11,7 +11,7 @@ from django.shortcuts import render
 from config.access import participant_required
 from scheduler.core.planner import load_scenario, run_mode
 from scheduler.core.planner.views_data import heatmap_data, list_scenarios, step_text
-from scheduler.models import Job
+from scheduler.selectors.jobs import job_detail as job_detail_selector
 from scheduler.selectors.jobs import job_page
 from scheduler.selectors.now import clusters_now
 from scheduler.services.eta import eta_refresh_request
@@ -49,10 +49,7 @@ def planner_detail(request: HttpRequest, name: str) -> HttpResponse:
 @participant_required
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     """A job's state, attempts and events; for a pending job its ranked blockers."""
-    eta_refresh_request(jobs=Job.objects.filter(pk=job_id))
-    context = job_page(actor=request.user, job_id=job_id)
-    if context is None:
-        raise Http404(f"No job {job_id}")
+    context = _job_page(request, job_id)
     return render(request, "scheduler/job_detail.html", context)
 
 
@@ -61,15 +58,22 @@ def job_waiting(request: HttpRequest, job_id: int) -> HttpResponse:
     """htmx: the job page's "Why it waits" part again (its place, estimated start and
     blockers), which the page asks for every few seconds; once the job no longer waits,
     the whole page reloads (HX-Refresh) to show what happened."""
-    eta_refresh_request(jobs=Job.objects.filter(pk=job_id))
-    context = job_page(actor=request.user, job_id=job_id)
-    if context is None:
-        raise Http404(f"No job {job_id}")
+    context = _job_page(request, job_id)
     if not context["queue"]:
         response = HttpResponse(status=204)
         response["HX-Refresh"] = "true"
         return response
     return render(request, "scheduler/_job_waiting.html", context)
+
+
+def _job_page(request: HttpRequest, job_id: int) -> dict:
+    """The job page's context: the job read once, its ETA refresh asked for (an eager
+    one runs here) before the page reads the ETA."""
+    job = job_detail_selector(job_id=job_id)
+    if job is None:
+        raise Http404(f"No job {job_id}")
+    eta_refresh_request(jobs=[job])
+    return job_page(actor=request.user, job=job)
 
 
 NOW_REFRESH_S = 10
