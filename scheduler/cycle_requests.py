@@ -21,6 +21,7 @@ own Redis connection.
 from __future__ import annotations
 
 import logging
+import os
 
 import redis
 from celery import current_app
@@ -43,10 +44,21 @@ ETA_QUEUED_KEY = "allot:eta-queued:{cluster_id}"
 ETA_QUEUED_TTL_S = 120
 
 
+_pools: dict[tuple[int, str], redis.ConnectionPool] = {}
+
+
 def redis_client() -> redis.Redis:
     """A Redis client for one request, with short timeouts (an outage must not hold
-    up the write that asked)."""
-    return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=0.5)
+    up the write that asked), on this process's pool: a submission reuses a connection
+    instead of opening one (closing the client leaves the pool's connections open)."""
+    key = (os.getpid(), settings.REDIS_URL)
+    pool = _pools.get(key)
+    if pool is None:
+        pool = redis.ConnectionPool.from_url(
+            settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=0.5
+        )
+        _pools[key] = pool
+    return redis.Redis(connection_pool=pool)
 
 
 def send(task_name: str, *args: object) -> None:

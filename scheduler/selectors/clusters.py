@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.postgres.aggregates import ArrayAgg
-from django.db.models import Q, Value
-
 from config.errors import ApplicationError, ValidationFailed
 from config.text import is_id_text
-from scheduler.models import Cluster
+from scheduler.models import Cluster, Host
 
 
 def resolve_cluster(
@@ -24,21 +21,36 @@ def resolve_cluster(
     its hosts' GPU counts (`cluster.host_sizes`) in the same query."""
     if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
         raise ValidationFailed(f"{field} must be a cluster's id or name.", field=field)
-    clusters = Cluster.objects.all()
-    if with_host_sizes:
-        clusters = clusters.annotate(
-            host_sizes=ArrayAgg("hosts__gpus", filter=Q(hosts__isnull=False), default=Value([]))
-        )
+    find = _with_host_sizes if with_host_sizes else _plain
     if isinstance(value, str):
-        cluster = clusters.filter(name=value).first()
+        cluster = find("name", value)
         if cluster is None and is_id_text(value):
-            cluster = clusters.filter(pk=int(value)).first()
+            cluster = find("id", int(value))
     else:
-        cluster = clusters.filter(pk=value).first()
+        cluster = find("id", value)
     if cluster is None:
         names = ", ".join(Cluster.objects.values_list("name", flat=True)[:20]) or "none yet"
         raise missing(f"There is no cluster {value!r} (clusters: {names}).", field=field)
     return cluster
+
+
+def _plain(column: str, value: Any) -> Cluster | None:
+    return Cluster.objects.filter(**{column: value}).first()
+
+
+_WITH_HOST_SIZES_SQL = """
+    SELECT c.*, ARRAY(SELECT h.gpus FROM {host} h WHERE h.cluster_id = c.id) AS host_sizes
+    FROM {cluster} c WHERE c.{column} = %s
+"""
+
+
+def _with_host_sizes(column: str, value: Any) -> Cluster | None:
+    """The cluster with its hosts' GPU counts (`host_sizes`), in one plain statement
+    (every submission reads it)."""
+    sql = _WITH_HOST_SIZES_SQL.format(
+        host=Host._meta.db_table, cluster=Cluster._meta.db_table, column=column
+    )
+    return next(iter(Cluster.objects.raw(sql, [value])), None)
 
 
 def cluster_list() -> list[Cluster]:

@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Count, F, QuerySet
 from django.utils import timezone
@@ -232,16 +233,33 @@ _GONE_JOB: dict[str, Any] = {  # a queued job deleted since the cycle
 }
 
 
+_QUEUE_JOBS_SQL = """
+    SELECT j.id, u.{username}, j.name, j.gpus, j.kind, j.min_runtime_s, j.priority, j.state,
+           j.queued_at
+    FROM {job} j JOIN {user} u ON u.id = j.submitter_id
+    WHERE j.id = ANY(%s)
+"""
+
+
 def _queue_jobs(job_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """Job pk -> what a queue row shows of it (columns, not model objects)."""
-    columns = ("pk", "submitter__username", *_QUEUE_JOB_FIELDS)
+    """Job pk -> what a queue row shows of it (one plain statement: a page of 50 rows
+    read through the ORM cost more than the rest of the page)."""
+    if not job_ids:
+        return {}
+    user = get_user_model()
+    sql = _QUEUE_JOBS_SQL.format(
+        job=Job._meta.db_table, user=user._meta.db_table, username=user.USERNAME_FIELD
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [list(job_ids)])
+        rows = cursor.fetchall()
     return {
         pk: {
             "name": name,
             "submitter": submitter,
             **dict(zip(_QUEUE_JOB_FIELDS[1:], rest, strict=True)),
         }
-        for pk, submitter, name, *rest in Job.objects.filter(pk__in=job_ids).values_list(*columns)
+        for pk, submitter, name, *rest in rows
     }
 
 

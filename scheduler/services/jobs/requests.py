@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.db.models import Exists, OuterRef
 
 from budgets import permissions
@@ -225,6 +226,13 @@ _CHAIN_FIELDS = (
 )
 
 
+_CHAIN_SQL = """
+    SELECT n.id, n.parent_id, n.slug, n.weight, n.kind,
+           EXISTS (SELECT 1 FROM {node} c WHERE c.parent_id = n.id)
+    FROM {node} n WHERE n.slug = ANY(%s)
+"""  # the columns of _CHAIN_FIELDS
+
+
 def _with_children(qs):
     """The chain's rows with whether each has children (one query with the lookup)."""
     return qs.annotate(has_children=Exists(BudgetNode.objects.filter(parent_id=OuterRef("pk"))))
@@ -268,9 +276,9 @@ def _rows_by_path(parts: list[str]) -> list[tuple]:
     """The chain of a slug path, root first, in one query (empty when there is none)."""
     if not parts:
         return []
-    rows = _with_children(BudgetNode.objects.filter(slug__in=set(parts))).values_list(
-        *_CHAIN_FIELDS
-    )
+    with connection.cursor() as cursor:  # every submission asks: one plain statement
+        cursor.execute(_CHAIN_SQL.format(node=BudgetNode._meta.db_table), [sorted(set(parts))])
+        rows = cursor.fetchall()
     by_parent_slug = {(row[1], row[2]): row for row in rows}
     chain: list[tuple] = []
     parent: int | None = None
