@@ -19,8 +19,7 @@ from config.api_schema import ErrorSerializer, error_response, paginated
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS, Pagination
 from scheduler.api import serializers as s
-from scheduler.core.engine import rule_label
-from scheduler.models import Job, JobEvent
+from scheduler.models import Job
 from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors import jobs as selectors
 from scheduler.selectors.clusters import resolve_cluster
@@ -218,30 +217,12 @@ def _dry_run_body(result: job_services.SubmitResult, array: int) -> dict:
     }
 
 
-def event_row(event: JobEvent) -> dict[str, Any]:
-    """A job event as `JobEventOutput` describes it (built directly, like the job)."""
-    return {
-        "at": event.at,
-        "from_state": event.from_state,
-        "to_state": event.to_state,
-        "reason": event.reason,
-        "reason_code": event.reason_code,
-        "attempt": event.attempt_number,  # annotated by selectors.job_events
-        "cycle": event.cycle_id,
-        "actor": event.actor_name,
-        "preempting_job": event.preempting_job_id,
-        "preempting_project": event.preempting_project_id,
-        "rule": event.rule,
-        "rule_label": rule_label(event.rule),
-    }
-
-
 def _job_detail_body(request, job: Job) -> dict:
     body = _rows(request, [job])[0]
     attempts = selectors.job_attempts(job)
     body["attempts"] = s.AttemptOutput(attempts, many=True).data if attempts else []
     body["utilization"] = s.JobUtilizationOutput(job_utilization(attempts)).data
-    body["events"] = [event_row(e) for e in selectors.job_events(job)]
+    body["events"] = selectors.job_events(job)
     body["queue"] = selectors.job_queue_info(job)
     eta_services.eta_refresh_request(jobs=[job])
     body["eta"] = eta_selectors.job_eta(job=job)

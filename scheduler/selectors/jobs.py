@@ -15,13 +15,13 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Count, F, QuerySet
+from django.db.models import Count, QuerySet
 from django.utils import timezone
 
 from budgets import permissions
 from budgets.selectors import TreeIndex, node_paths, tree_index
 from config.errors import NotFound
-from scheduler.core.engine import entitled_shares, plan, project_standing
+from scheduler.core.engine import entitled_shares, plan, project_standing, rule_label
 from scheduler.core.engine.explain import STANDING, hours_text
 from scheduler.core.engine.runs import protection_end
 from scheduler.models import (
@@ -108,13 +108,42 @@ def job_attempts(job: Job) -> list[Attempt]:
     return list(Attempt.objects.filter(job_id=job.pk).order_by("number"))
 
 
-def job_events(job: Job) -> list[JobEvent]:
-    """The job's events in order, each with its attempt's number (`attempt_number`)."""
-    return list(
-        JobEvent.objects.filter(job_id=job.pk)
-        .annotate(attempt_number=F("attempt__number"))
-        .order_by("at", "id")
-    )
+_EVENT_COLUMNS = (
+    "at",
+    "from_state",
+    "to_state",
+    "reason",
+    "reason_code",
+    "attempt__number",
+    "cycle_id",
+    "actor_name",
+    "preempting_job_id",
+    "preempting_project_id",
+    "rule",
+)
+_EVENT_KEYS = (
+    "at",
+    "from_state",
+    "to_state",
+    "reason",
+    "reason_code",
+    "attempt",
+    "cycle",
+    "actor",
+    "preempting_job",
+    "preempting_project",
+    "rule",
+)
+
+
+def job_events(job: Job) -> list[dict[str, Any]]:
+    """The job's events in order, as `JobEventOutput` describes them (columns, not model
+    objects: the page and the API show them as they are)."""
+    rows = JobEvent.objects.filter(job_id=job.pk).order_by("at", "id").values_list(*_EVENT_COLUMNS)
+    return [
+        {**dict(zip(_EVENT_KEYS, row, strict=True)), "rule_label": rule_label(row[-1])}
+        for row in rows
+    ]
 
 
 def project_paths(index: TreeIndex | None = None) -> dict[int, str]:
