@@ -108,32 +108,10 @@ def job_attempts(job: Job) -> list[Attempt]:
     return list(Attempt.objects.filter(job_id=job.pk).order_by("number"))
 
 
-_EVENT_COLUMNS = (
-    "at",
-    "from_state",
-    "to_state",
-    "reason",
-    "reason_code",
-    "attempt__number",
-    "cycle_id",
-    "actor_name",
-    "preempting_job_id",
-    "preempting_project_id",
-    "rule",
-)
-_EVENT_KEYS = (
-    "at",
-    "from_state",
-    "to_state",
-    "reason",
-    "reason_code",
-    "attempt",
-    "cycle",
-    "actor",
-    "preempting_job",
-    "preempting_project",
-    "rule",
-)
+_EVENT_COLUMNS = ("at", "from_state", "to_state", "reason", "reason_code", "attempt__number")
+_EVENT_COLUMNS += ("cycle_id", "actor_name", "preempting_job_id", "preempting_project_id", "rule")
+_EVENT_KEYS = ("at", "from_state", "to_state", "reason", "reason_code", "attempt", "cycle")
+_EVENT_KEYS += ("actor", "preempting_job", "preempting_project", "rule")
 
 
 def job_events(job: Job) -> list[dict[str, Any]]:
