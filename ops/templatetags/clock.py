@@ -5,10 +5,11 @@ it is from now ("in 3 h 10 min", "12 min ago"), refreshed while the page stays o
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString
 
 from config.clock import relative_text, span_text
@@ -63,3 +64,20 @@ def cycle_as_of(at: dt.datetime | None, from_cycle: bool = True) -> SafeString:
     return format_html(
         'as of the cycle at <span class="cycle-at">{}</span>', moment(at, seconds=True)
     )
+
+
+# "2026-12-05 20:01 UTC" as reasons and blockers write a time in their text (API and CLI
+# read them as text, in UTC)
+_UTC_STAMP = re.compile(r"(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}) UTC")
+
+
+@register.filter
+def local_times(text: str | None) -> SafeString:
+    """`text` escaped, with every 'YYYY-MM-DD HH:MM UTC' in it as a `<time>` that the
+    page shows in the reader's zone like every other time (`moment`)."""
+
+    def as_time(match: re.Match[str]) -> str:
+        at = dt.datetime.fromisoformat(f"{match[1]}T{match[2]}+00:00")
+        return str(moment(at))
+
+    return SafeString(_UTC_STAMP.sub(as_time, str(conditional_escape(text or ""))))
