@@ -14,8 +14,8 @@ so that no service imports `scheduler.tasks` (which imports the services).
 
 Tasks are queued by name through the Celery app, never by importing them. A broker or
 Redis outage is logged, never raised: the write that asked still succeeds, and beat
-brings cycles back when Redis returns. No state is kept here: each request opens its
-own Redis connection.
+brings cycles back when Redis returns. Requests share their process's Redis pool
+(`scheduler.process_state`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from celery import current_app
 from django.apps import apps
 from django.conf import settings
 from django.db import transaction
+
+from scheduler.process_state import process_state
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +46,18 @@ ETA_QUEUED_KEY = "allot:eta-queued:{cluster_id}"
 ETA_QUEUED_TTL_S = 120
 
 
-_pools: dict[tuple[int, str], redis.ConnectionPool] = {}
-
-
 def redis_client() -> redis.Redis:
     """A Redis client for one request, with short timeouts (an outage must not hold
     up the write that asked), on this process's pool: a submission reuses a connection
     instead of opening one (closing the client leaves the pool's connections open)."""
+    pools = process_state().redis_pools
     key = (os.getpid(), settings.REDIS_URL)
-    pool = _pools.get(key)
+    pool = pools.get(key)
     if pool is None:
         pool = redis.ConnectionPool.from_url(
             settings.REDIS_URL, socket_connect_timeout=0.5, socket_timeout=0.5
         )
-        _pools[key] = pool
+        pools[key] = pool
     return redis.Redis(connection_pool=pool)
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +29,7 @@ from typing import Any
 from django.db import connection
 
 from scheduler.models import QueueSnapshot
+from scheduler.process_state import process_state
 
 COLUMNS = ("job", "project", "project_position", "project_rank", "metric", "reason")
 _INTS = ("job", "project_position", "project_rank", "reason")
@@ -171,15 +171,14 @@ _READ_SQL = """
            CASE WHEN xmin::text = %s AND ctid::text = %s THEN NULL ELSE project_order::text END
     FROM {table} WHERE cluster_id = %s
 """
-_copies: dict[tuple[str, int], StoredQueue] = {}
-_copies_lock = threading.Lock()
 
 
 def stored_queue(*, cluster_id: int) -> StoredQueue | None:
     """The cluster's stored queue (None before its first successful cycle): this
     process's copy when the row is still the version it read, else read and kept."""
+    state = process_state()
     key = (connection.settings_dict["NAME"], cluster_id)
-    kept = _copies.get(key)
+    kept: StoredQueue | None = state.queue_copies.get(key)
     version = kept.version if kept is not None else ("", "")
     with connection.cursor() as cursor:
         cursor.execute(
@@ -204,6 +203,6 @@ def stored_queue(*, cluster_id: int) -> StoredQueue | None:
         reasons=list(entries.get("reasons") or []),
         index={int(j): i for i, j in enumerate(columns["job"])},
     )
-    with _copies_lock:
-        _copies[key] = copy
+    with state.queue_copies_lock:
+        state.queue_copies[key] = copy
     return copy
