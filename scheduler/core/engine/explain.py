@@ -187,6 +187,18 @@ class FairShareReasons:
             f"with {w.id} running; {lost}"
         )
 
+    def reserve_victim(self, v: Victim, w: Workload, r: int) -> tuple[StopReason, str]:
+        """Why `v` is preempted for short job `w` on a host the short-job reserve holds:
+        allocated work past its protection gives way whatever the projects' ranks (the
+        reserve ranks above every job); other work as `victim` says."""
+        if v.tier == IDLE or not v.allocated:
+            return self.victim(v, w, r)
+        return StopReason.SHORT_RESERVE, (
+            f"preempted after its protected minimum runtime: its host is held by the "
+            f"short-job reserve and short job {w.id} of project {w.project} needed the GPUs; "
+            f"{v.lost_text()}"
+        )
+
     def waiting_allocated(self, proj: str, r: int, notes: str) -> str:
         """Why a project's allocated jobs wait (`notes`: "; ..." about the cluster)."""
         if self.entitled.get(proj, 0.0) <= 0.0:

@@ -48,6 +48,7 @@ INF = math.inf
 _NEXT_JOB = 0
 _NEXT_PROJECT = 1
 _STOP = 2
+_NO_SIZE = 1 << 30  # no block size failed yet
 
 
 def _plural(n: int, word: str) -> str:
@@ -144,6 +145,7 @@ class FairShareCycle:
                 continue
             if not self._allocated_jobs(r, proj, lst):
                 break
+        self._short_jobs_on_reserve()
         self.reservations.release_all()
         self._unallocated_jobs()
         queue = (
@@ -330,7 +332,8 @@ class FairShareCycle:
         how = "GPUs of a reserved host it cannot delay"
         if victims:
             self.work.forget(victims)
-            how += f", freed by preempting {_plural(len(victims), 'unallocated job')}"
+            kind = "job" if any(v.allocated for v in victims) else "unallocated job"
+            how += f", freed by preempting {_plural(len(victims), kind)}"
         self._started(w, charge)
         self.decisions.start(w, pls, True, self.reasons.start(w, r, pls, how))
         return True
@@ -430,6 +433,39 @@ class FairShareCycle:
 
     def _started(self, w: Workload, charge: float) -> None:
         self.charged[w.project] = self.charged.get(w.project, 0.0) + charge
+
+    def _short_jobs_on_reserve(self) -> None:
+        """The short jobs still waiting, in the fair-share order, on the short-job
+        reserve's hosts: phase 1 looks at a bounded number of each project's jobs, and
+        a short job may wait behind a long queue of its project's long work."""
+        res = self.reservations
+        k = res.short_k
+        if k < 0 or not res.short_waiting:
+            return
+        started, failed = self.decisions.started, _NO_SIZE
+        shape = self.cluster.shape
+        for proj in self.order:
+            lst = res.short_waiting.get(proj)
+            if not lst or self.entitled.get(proj, 0.0) <= 0.0:
+                continue
+            r = self.rank[proj]
+            for w in lst:
+                size = shape(w.gpus).block
+                if w.id in started or not size or size >= failed:
+                    continue
+                got = res.place(w, r, k)
+                if got is None:
+                    failed = size  # no room for this size: none for larger ones
+                    if failed <= 1:
+                        return
+                    continue
+                pls, victims = got
+                how = "GPUs of the short-job reserve"
+                if victims:
+                    self.work.forget(victims)
+                    how += f", freed by preempting {_plural(len(victims), 'job')}"
+                self._started(w, w.gpus * protection_s(w, self.cap))
+                self.decisions.start(w, pls, True, self.reasons.start(w, r, pls, how))
 
     # -- phase 2 ------------------------------------------------------------------------
 

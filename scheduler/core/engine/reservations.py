@@ -94,6 +94,9 @@ class Reservations:
         self._preemptible = (False, -1)
         # why allocated jobs cannot use the short-job reserve's hosts ("" without one)
         self.short_reserve_note = ""
+        self.short_k = -1  # the short-job reserve's index in `held` (-1: none)
+        # the waiting short jobs that fit a held host, per project (in its order)
+        self.short_waiting: dict[str, list[Workload]] = {}
 
     def usable(self) -> bool:
         """Whether a reserved host has free GPUs that some job could still be allowed."""
@@ -118,8 +121,11 @@ class Reservations:
         by_host = self.victims().by_host
         ok = False
         for r in self.held:
+            short = r.job is _SHORT_JOBS  # there, allocated work past its protection too
             if r.usable_at < INF and any(
-                u.alive and not u.allocated for h in r.hosts for u, _ in by_host.get(h, ())
+                u.alive and (short or not u.allocated)
+                for h in r.hosts
+                for u, _ in by_host.get(h, ())
             ):
                 ok = True
                 break
@@ -138,14 +144,17 @@ class Reservations:
             blk = max(blk, self.failed_block.get(k, _NO_BOUND))
         return t, blk
 
-    def place(self, w: Workload, r: int) -> tuple[tuple[Placement, ...], list[Victim]] | None:
-        """Room for `w` (order index `r`) on a reserved host it cannot delay: free GPUs,
-        else the cheapest aligned block of free GPUs and unallocated jobs (returned as
-        victims, already stopped). None when there is none."""
+    def place(
+        self, w: Workload, r: int, only: int = -1
+    ) -> tuple[tuple[Placement, ...], list[Victim]] | None:
+        """Room for `w` (order index `r`) on a reserved host it cannot delay (with `only`
+        >= 0, of that reservation only): free GPUs, else the cheapest aligned block of
+        free GPUs and unallocated jobs (returned as victims, already stopped). None when
+        there is none."""
         end = protection_end(w, self.now, self.cap)
         sh = self.cluster.shape(w.gpus)
         for k, held in enumerate(self.held):
-            if held.usable_at == INF or end > held.usable_at:
+            if 0 <= only != k or held.usable_at == INF or end > held.usable_at:
                 continue
             rj = held.job
             if not (r > held.rank or (w.project == rj.project and w.priority < rj.priority)):
@@ -156,11 +165,16 @@ class Reservations:
                 return pls, []
             if not sh.block or sh.block >= self.failed_block.get(k, _NO_BOUND):
                 continue
-            found = self._backfill_block(sh.block, mine)
+            # the short-job reserve ranks above every job: on its hosts a short job may
+            # also take allocated work past its protection (else a reserve whose hosts
+            # run long work that no one may preempt there holds nothing)
+            short = rj is _SHORT_JOBS
+            found = self._backfill_block(sh.block, mine, short)
             if found is None:
                 self.failed_block[k] = sh.block
                 continue
             h, s, victims = found
+            reason = self.reasons.reserve_victim if short else self.reasons.victim
             pls = apply_preemption(
                 self.cluster,
                 self.victims(),
@@ -169,27 +183,32 @@ class Reservations:
                 sh,
                 [(h, s)],
                 victims,
-                partial(self._victim_reason, w=w, r=r),
+                partial(_victim_reason, reason, w=w, r=r),
             )
             return pls, victims
         return None
 
-    def _victim_reason(self, v: Victim, *, w: Workload, r: int) -> tuple[StopReason, str]:
-        return self.reasons.victim(v, w, r)
-
-    def _backfill_block(self, p: int, hosts: list[int]) -> tuple[int, int, list[Victim]] | None:
-        """Cheapest aligned p-block of free GPUs and unallocated jobs on `hosts`: least
-        lost work, then fewest victims, then fewest free GPUs left (tighter fit)."""
+    def _backfill_block(
+        self, p: int, hosts: list[int], allocated: bool = False
+    ) -> tuple[int, int, list[Victim]] | None:
+        """Cheapest aligned p-block of free GPUs and unallocated jobs (with `allocated`,
+        also allocated jobs past their protection) on `hosts`: fewest allocated victims,
+        then those of the projects ranked lowest in the fair-share order, then least lost
+        work, then fewest victims, then fewest free GPUs left (tighter fit)."""
         by_host = self.victims().by_host
         c = self.cluster
         free, gpus = c.free, c.gpus
         pmask = (1 << p) - 1
-        best_key: tuple[float, int, int, int, int] | None = None
+        best_key: tuple[int, int, float, int, int, int, int] | None = None
         best: tuple[int, int, list[Victim]] | None = None
         for h in hosts:
             if gpus[h] < p:
                 continue
-            on = [(u, mu) for u, mu in by_host.get(h, ()) if u.alive and not u.allocated]
+            on = [
+                (u, mu)
+                for u, mu in by_host.get(h, ())
+                if u.alive and (allocated or not u.allocated)
+            ]
             if not on:
                 continue
             avail = free[h]
@@ -203,7 +222,16 @@ class Reservations:
                 if avail & bm != bm:
                     continue
                 chosen = [u for u, mu in on if mu & bm]
-                key = (sum(u.lost for u in chosen), len(chosen), free_left, h, s)
+                taken = [u.rank for u in chosen if u.allocated]
+                key = (
+                    len(taken),
+                    -min(taken, default=0),  # from the projects ranked lowest first
+                    sum(u.lost for u in chosen),
+                    len(chosen),
+                    free_left,
+                    h,
+                    s,
+                )
                 if best_key is None or key < best_key:
                     best_key, best = key, (h, s, chosen)
         return best
@@ -387,7 +415,7 @@ class Reservations:
         # allocated job when the cap itself is that short); read per job, so as a bound
         # on its min runtime
         short_limit = INF if self.cap <= short_s else short_s
-        widest, waiting_gpus = _pending_short(short_limit, size, pending)
+        widest, waiting_gpus, self.short_waiting = _pending_short(short_limit, size, pending)
         until = self.now + short_s
         running_gpus, long_gpus, has_longer = self._host_loads(hosts, short_limit, size, until)
         short_gpus = waiting_gpus + running_gpus
@@ -428,6 +456,7 @@ class Reservations:
                 chosen = [h for h in chosen if h not in give]
         if not chosen:
             return
+        self.short_k = len(self.held)
         self._hold_hosts(_SHORT_JOBS, -1, chosen, until)
         self.decisions.short_reserve = tuple(c.hosts[h].name for h in sorted(chosen))
         names = ", ".join(self.decisions.short_reserve)
@@ -468,17 +497,30 @@ class Reservations:
             c.index.set(h, c.free[h])
 
 
+def _victim_reason(
+    reason: Callable[[Victim, Workload, int], tuple[StopReason, str]],
+    v: Victim,
+    *,
+    w: Workload,
+    r: int,
+) -> tuple[StopReason, str]:
+    return reason(v, w, r)
+
+
 def _pending_short(
     short_limit: float, size: int, pending: Mapping[str, Sequence[Workload]]
-) -> tuple[int, int]:
+) -> tuple[int, int, dict[str, list[Workload]]]:
     """(GPUs of the widest pending job, GPUs of the pending short jobs, those with a min
     runtime in (0, `short_limit`], that fit one host of `size` GPUs: only those can start
-    on a held host). Every pending job is read once per cycle: no call per job."""
+    on a held host; those jobs per project). Every pending job is read once per cycle:
+    no call per job."""
     widest = short = 0
-    for jobs in pending.values():
+    found: dict[str, list[Workload]] = {}
+    for proj, jobs in pending.items():
         if jobs:
             widest = max(widest, max(map(_GPUS, jobs)))
-            short += sum(
-                [w.gpus for w in jobs if 0.0 < w.min_runtime_s <= short_limit and w.gpus <= size]
-            )
-    return widest, short
+            mine = [w for w in jobs if 0.0 < w.min_runtime_s <= short_limit and w.gpus <= size]
+            if mine:
+                found[proj] = mine
+                short += sum(map(_GPUS, mine))
+    return widest, short, found

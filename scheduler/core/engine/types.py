@@ -164,6 +164,7 @@ class StopReason(StrEnum):
     DRAIN = "drain"  # its host is unhealthy and its protection is over
     HOST_DOWN = "host_down"
     IDLE = "idle"  # its GPUs were idle past its protection (idle-GPU reclaim)
+    SHORT_RESERVE = "short_reserve"  # past its protection on a host held for short jobs
 
 
 # One name per preemption rule everywhere (glossary: preemption rules): job events, the
@@ -178,6 +179,7 @@ STOP_RULES: Mapping[str, str] = MappingProxyType(
         StopReason.DRAIN: "host_drain",
         StopReason.HOST_DOWN: "host_down",
         StopReason.IDLE: "idle_reclaim",
+        StopReason.SHORT_RESERVE: "short_reserve",
     }
 )
 RULE_LABELS: Mapping[str, str] = MappingProxyType(
@@ -188,6 +190,7 @@ RULE_LABELS: Mapping[str, str] = MappingProxyType(
         "host_drain": "Host drained after the job's protection",
         "host_down": "Host went down",
         "idle_reclaim": "Idle GPUs reclaimed after the job's protection",
+        "short_reserve": "Short-job reserve: a short job needed the GPUs after the job's protection",
     }
 )
 

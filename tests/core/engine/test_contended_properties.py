@@ -163,6 +163,13 @@ def check_plan(s: Snapshot, seen: Counter[str], policy: Policy | None = None) ->
             assert factor[vw.project] <= factor[preemptor.project], "a preemption cycle"
         elif stop.reason_code == StopReason.PRIORITY:
             assert vw.project == preemptor.project and vw.priority < preemptor.priority
+        elif stop.reason_code == StopReason.SHORT_RESERVE:
+            # allocated work past its protection on a host the short-job reserve holds,
+            # for a short job that starts there
+            assert victim.allocated and 0 < preemptor.min_runtime_s <= policy.short_job_max_s
+            held = set(out.short_reserve)
+            assert {p.host for p in victim.placements} <= held
+            assert {p.host for p in started[preemptor.id].placements} <= held
         else:
             assert not victim.allocated
     if out.reservations:

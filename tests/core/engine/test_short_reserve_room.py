@@ -1,0 +1,97 @@
+"""Room on the short-job reserve's hosts (issue 24, overload): the reserve ranks above
+every job, so a short job may take there, besides free GPUs and unallocated backfill,
+allocated work past its protection (rule `short_reserve`), whatever the projects' ranks;
+protected work keeps its GPUs. And every waiting short job is looked at for the
+reserve, however long its project's queue of long work ahead of it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+
+from scheduler.core.engine import Policy, Snapshot, StopReason, plan, stop_rule
+from scheduler.core.engine.types import rule_label
+from tests.core.engine.helpers import H, hosts, job, pending, run, snap, tree
+from tests.core.engine.test_contended_properties import CAP, NOW, check_plan
+from tests.core.engine.test_short_reserve import crowded_with_short_jobs, started_on
+
+SHORT = 15 * 60.0
+
+
+def _full(n: int, started: float, project: str = "a") -> list:
+    """`n` hosts each run by an 8-GPU trainer of `project` (min runtime 1 h)."""
+    return [
+        run(job(f"t{i}", project, 8, minrt=H, submit=i), f"h{i}", tuple(range(8)), started=started)
+        for i in range(n)
+    ]
+
+
+def test_a_low_ranked_short_job_takes_long_work_past_its_protection_on_the_reserve():
+    # every host runs a's trainers past their protection; b ranks last and may preempt
+    # none of them, but the reserve's host is open to its debug job
+    busy = _full(64, NOW - 2 * H)
+    debug = job("debug", "b", 1, minrt=5 * 60, submit=NOW)
+    s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1), usage={"b": 1000 * H})
+    out = plan(s, Policy(), NOW)
+    assert set(started_on(out)) == {"debug"}
+    [stop] = out.stops
+    assert stop.reason_code == StopReason.SHORT_RESERVE and stop.for_workload_id == "debug"
+    [host] = started_on(out)["debug"]
+    assert host in out.short_reserve and f"t{host[1:]}" == stop.workload_id
+    assert stop_rule(stop.reason_code) == "short_reserve"
+    assert rule_label("short_reserve").startswith("Short-job reserve")
+    assert "held by the short-job reserve" in stop.reason
+    # the old behaviour one setting away: without the reserve, the debug job waits
+    assert not plan(s, Policy(short_reserve_auto=False), NOW).starts
+
+
+def test_protected_work_on_the_reserve_keeps_its_gpus():
+    busy = _full(64, NOW - 0.5 * H)  # every trainer inside its 1 h protection
+    debug = job("debug", "b", 1, minrt=5 * 60, submit=NOW)
+    s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1), usage={"b": 1000 * H})
+    out = plan(s, Policy(), NOW)
+    assert not out.starts and not out.stops
+
+
+def test_a_short_job_behind_a_long_queue_of_its_project_starts_on_the_reserve():
+    # b's own queue: 600 long jobs submitted before its debug job, same priority; the
+    # fair-share pass looks at a bounded number of them (SCAN_PER_CYCLE), the reserve at
+    # every short job
+    busy = _full(63, NOW - 0.5 * H)
+    busy.append(run(job("sweep", "a", 8, minrt=0), "h63", tuple(range(8)), started=NOW - H))
+    # (submitted a minute ago: the reserve does not yet give way to the first of them)
+    backlog = [job(f"long{i}", "b", 1, minrt=H, submit=NOW - 60 + i / 20) for i in range(600)]
+    debug = job("debug", "b", 1, minrt=5 * 60, submit=NOW)
+    s = snap(hosts(64), busy, pending(*backlog, debug), tree(a=1, b=1), usage={"b": 1000 * H})
+    out = plan(s, Policy(), NOW)
+    assert started_on(out) == {"debug": {"h63"}}
+    assert [(x.workload_id, x.reason_code) for x in out.stops] == [
+        ("sweep", StopReason.UNALLOCATED)
+    ]
+
+
+def test_the_reserve_takes_allocated_work_only_where_it_holds_and_keeps_every_contract():
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(crowded_with_short_jobs())
+    def check(case: tuple[Snapshot, int]) -> None:
+        s, _ = case
+        policy = Policy(max_min_runtime_s=CAP, short_job_max_s=SHORT)
+        # no protected job stopped; a `short_reserve` stop only of allocated work on a
+        # held host, for a short job that starts there (check_plan)
+        out = check_plan(s, seen, policy)
+        held = set(out.short_reserve)
+        wanted = {w.id: w for lst in s.pending.values() for w in lst}
+        for x in out.starts:
+            w = wanted[x.workload_id]
+            if x.allocated and min(w.min_runtime_s, CAP) > SHORT:
+                # long work never starts on a held host
+                assert not {p.host for p in x.placements} & held
+        if held:
+            seen["reserve held"] += 1
+
+    check()
+    assert seen["stop short_reserve"] >= 10, dict(seen)
+    assert seen["reserve held"] >= 50, dict(seen)
