@@ -417,18 +417,23 @@ class Reservations:
         short_limit = INF if self.cap <= short_s else short_s
         widest, waiting_gpus, self.short_waiting = _pending_short(short_limit, size, pending)
         until = self.now + short_s
-        running_gpus, long_gpus, has_longer = self._host_loads(hosts, short_limit, size, until)
+        late = self.now + max(short_s, rule.release_s if rule.release_s < INF else 0.0)
+        running_gpus, long_gpus, late_gpus, has_longer = self._host_loads(
+            hosts, short_limit, size, (until, late)
+        )
         short_gpus = waiting_gpus + running_gpus
         if rule.auto:
             afford = int((rule.idle_share * size * len(hosts) + short_gpus) // size)
             count = max(count, min(max(1, -(-short_gpus // size)), afford))
+        by_long = sorted(hosts, key=lambda h: (long_gpus[h], -h))
+        if rule.auto and count > 0:
+            count = max(count, _hosts_with_room(short_gpus, size, long_gpus, by_long))
         widest_hosts = -(-widest // size)  # whole hosts the widest pending job needs
         most = len(hosts) - max(1, widest_hosts)
         count = min(count, most)
         if count <= 0 and rule.auto:
             return
         wanted = min(max(count, -(-short_gpus // size)), most)
-        by_long = sorted(hosts, key=lambda h: (long_gpus[h], -h))
         chosen = by_long[:count]
         if wanted > count:
             chosen += [h for h in by_long[count:] if h not in has_longer][: wanted - count]
@@ -440,16 +445,21 @@ class Reservations:
             and head.min_runtime_s > short_limit
             and self.now - head.submit_s >= rule.release_s
         ):
-            # the hosts that could hold it once short work there passes its protection:
-            # for a job within one host, those with room beside their long work; for a
-            # larger one, those without long work. If there are enough only with the
-            # reserve's, the reserve gives it the first of those it lacks.
+            # the hosts that could hold it: outside the reserve, those where long work
+            # leaves it room within `release_s` (it is first in line: what it may take
+            # there is its own once protection ends); on the reserve, those where it has
+            # room once short work there passes its protection. For a job within one
+            # host, room beside the long work; for a larger one, a host without. If
+            # there are enough only with the reserve's, the reserve gives it the first
+            # of those it lacks.
             need = -(-head.gpus // size)
-            if head.gpus <= size:
-                fits = [h for h in by_long if size - long_gpus[h] >= head.gpus]
-            else:
-                fits = [h for h in by_long if not long_gpus[h]]
             held = set(chosen)
+
+            def room(h: int) -> bool:
+                busy = long_gpus[h] if h in held else late_gpus[h]
+                return size - busy >= head.gpus if head.gpus <= size else not busy
+
+            fits = [h for h in by_long if room(h)]
             lack = need - sum(1 for h in fits if h not in held)
             if lack > 0 and len(fits) >= need:
                 give = set([h for h in fits if h in held][:lack])
@@ -466,14 +476,17 @@ class Reservations:
         )
 
     def _host_loads(
-        self, hosts: Sequence[int], short_limit: float, size: int, until: float
-    ) -> tuple[int, dict[int, int], set[int]]:
+        self, hosts: Sequence[int], short_limit: float, size: int, until: tuple[float, float]
+    ) -> tuple[int, dict[int, int], dict[int, int], set[int]]:
         """GPUs of running short jobs that fit one host of `size` GPUs (on any host); per
-        host of `hosts`, GPUs of allocated work protected beyond `until`; and the hosts of
-        `hosts` that run allocated work that is not short (protected or not)."""
+        host of `hosts`, GPUs of allocated work protected beyond `until[0]`, and beyond
+        `until[1]`; and the hosts of `hosts` that run allocated work that is not short
+        (protected or not)."""
         short = 0
         long_gpus = dict.fromkeys(hosts, 0)
+        late_gpus = dict.fromkeys(hosts, 0)
         has_longer: set[int] = set()
+        soon, late = until
         for run in self.cluster.runs:
             if run.allocated is None:
                 continue
@@ -485,9 +498,12 @@ class Reservations:
             for h, mask in run.host_masks:
                 if h in long_gpus:
                     has_longer.add(h)
-                    if run.protected_until > until:
-                        long_gpus[h] += mask.bit_count()
-        return short, long_gpus, has_longer
+                    if run.protected_until > soon:
+                        n = mask.bit_count()
+                        long_gpus[h] += n
+                        if run.protected_until > late:
+                            late_gpus[h] += n
+        return short, long_gpus, late_gpus, has_longer
 
     def release_all(self) -> None:
         """Open the reserved hosts to unallocated work (phase 2 of the cycle)."""
@@ -505,6 +521,21 @@ def _victim_reason(
     r: int,
 ) -> tuple[StopReason, str]:
     return reason(v, w, r)
+
+
+def _hosts_with_room(
+    short_gpus: int, size: int, long_gpus: Mapping[int, int], by_long: Sequence[int]
+) -> int:
+    """How many of `by_long`'s first hosts it takes for their GPUs not under long
+    protected work (the room short jobs have there within the short limit) to hold
+    `short_gpus`; hosts without such room add none and end the count."""
+    room = hosts = 0
+    for h in by_long:
+        if room >= short_gpus or long_gpus[h] >= size:
+            break
+        room += size - long_gpus[h]
+        hosts += 1
+    return hosts
 
 
 def _pending_short(

@@ -87,12 +87,13 @@ def test_the_first_job_in_line_gets_the_reserve_once_it_has_waited_the_bound():
     assert [x.workload_id for x in out.stops] == ["sweep"]
 
 
-def _long_gpus(s: Snapshot, host: str) -> int:
-    """GPUs of `host` under allocated work protected beyond the short-job limit."""
+def _long_gpus(s: Snapshot, host: str, horizon: float = SHORT) -> int:
+    """GPUs of `host` under allocated work protected beyond `horizon` from now (the
+    short-job limit by default)."""
     n = 0
     for r in s.running:
         w = r.workload
-        if r.allocated and r.started_s + min(w.min_runtime_s, CAP) > NOW + SHORT:
+        if r.allocated and r.started_s + min(w.min_runtime_s, CAP) > NOW + horizon:
             n += sum(len(p.gpu_indices) for p in r.placements if p.host == host)
     return n
 
@@ -166,18 +167,22 @@ def test_the_adaptive_reserve_keeps_every_contract_and_its_bound():
         widest = max(w.gpus for lst in s.pending.values() for w in lst)
         assert len(largest) - len(held) >= max(1, -(-widest // size))
         # the bound: once the first job in line has waited `short_reserve_release_s`,
-        # the reserve leaves out hosts where only short work and backfill stand in its
-        # way, as many as it needs
+        # it has as many hosts outside the reserve as it needs where long work leaves
+        # it room within another `short_reserve_release_s`, whenever it would have them
+        # counting the reserve's hosts where only short work and backfill stand in its
+        # way: the reserve delays it by at most twice that bound
         if not late:
             return
-        # hosts that could hold it once their short work passes its protection
         need = -(-head.gpus // size)
-        if head.gpus <= size:
-            fits = [h for h in largest if size - _long_gpus(s, h) >= head.gpus]
-        else:
-            fits = [h for h in largest if not _long_gpus(s, h)]
-        if len(fits) >= need:
-            assert len([h for h in fits if h not in held]) >= need, (head, held, fits, s)
+
+        def room(h: str, horizon: float) -> bool:
+            busy = _long_gpus(s, h, horizon)
+            return size - busy >= head.gpus if head.gpus <= size else not busy
+
+        outside = [h for h in largest if h not in held and room(h, RELEASE)]
+        inside = [h for h in held if room(h, SHORT)]
+        if len(outside) + len(inside) >= need:
+            assert len(outside) >= need, (head, held, outside, s)
             seen["bound kept with the reserve still active"] += 1
 
     check()
