@@ -26,7 +26,7 @@ from scheduler.core.engine.fairshare import FairShare
 from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
 from scheduler.core.engine.runs import idle_reclaimable, protection_end
-from scheduler.core.engine.types import Placement, Reservation, StopReason, Workload
+from scheduler.core.engine.types import Placement, Reservation, Workload
 
 __all__ = ["HeldHosts", "Reservations", "ShortReserveRule"]
 
@@ -61,6 +61,23 @@ class ShortReserveRule(NamedTuple):
     idle_share: float = 0.0
     release_s: float = INF
     head: Workload | None = None
+
+
+class _ShortLoads(NamedTuple):
+    """What the short-job reserve reads of a cycle: the largest host size, the short
+    limit, GPUs of short work running and waiting, GPUs of the widest waiting job; per
+    host of that size, GPUs of allocated work protected beyond the short limit
+    (`long_gpus`) and beyond the release time (`late_gpus`); hosts running long work;
+    those hosts, fewest long GPUs first (then the highest index)."""
+
+    size: int
+    short_limit: float
+    short_gpus: int
+    widest: int
+    long_gpus: dict[int, int]
+    late_gpus: dict[int, int]
+    has_longer: set[int]
+    by_long: list[int]
 
 
 class Reservations:
@@ -183,7 +200,7 @@ class Reservations:
                 sh,
                 [(h, s)],
                 victims,
-                partial(_victim_reason, reason, w=w, r=r),
+                partial(reason, w=w, r=r),
             )
             return pls, victims
         return None
@@ -376,7 +393,9 @@ class Reservations:
         """The short-job reserve (`Policy.short_reserve_*`): hold hosts of the largest
         size for jobs protected for at most `short_s`. A held host of its own, ranked
         above every job, usable in `short_s`: `place` then admits exactly the jobs whose
-        protection ends by then, and phase 2 fills it with unallocated work.
+        protection ends by then (they may take free GPUs, unallocated backfill and
+        allocated work past its protection there), and phase 2 fills it with
+        unallocated work.
 
         Its size: `count` hosts (the fixed minimum), or with `rule.auto` the hosts that
         the short jobs running and waiting fill (their GPUs that fit one host, over the
@@ -384,7 +403,11 @@ class Reservations:
         `rule.idle_share` of the healthy GPUs of that size: the reserve holds at most
         that share beyond what short work uses. A large cluster keeps one host ready for
         the next short job; a small one, where a host is a large share, reserves only
-        while its short work nearly fills a host.
+        while its short work nearly fills a host. While it holds any, it holds as many
+        of the hosts with the fewest GPUs under longer protection as it takes for their
+        other GPUs to hold the short work (hosts with none end the count): under
+        overload every host runs long work, and the reserve's room is what of it has
+        passed its protection.
 
         The reserve follows the short work: while the short jobs running and waiting
         need more whole hosts than its size, it holds that many, and it shrinks back as
@@ -392,23 +415,42 @@ class Reservations:
         (then the highest index), so the reserve stays where it was while it keeps to
         its rule. A host is added for short work only if short jobs can use all of it
         at once: it runs no allocated work but short jobs (free GPUs, unallocated
-        backfill, short jobs), highest index first. With no such host the reserve does
-        not grow: a host that first had to drain would hold its freed GPUs for
-        backfill, which delivers no budget, while its long work ran on.
+        backfill, short jobs), highest index first.
 
         It never makes a job impossible: at least one host stays open to long work, and
         while a job that needs more whole hosts than the reserve leaves is pending, the
-        reserve shrinks to leave it room. With `rule.auto` it holds GPUs from the first
-        waiting job of the fair-share order (`rule.head`) for at most `rule.release_s`
-        (without, it is the fixed reserve of before, which has no such bound): once that job
-        has waited so long, if the hosts whose long work leaves it room are enough for
-        it only with the reserve's, the reserve gives up those it lacks, and the job
-        starts there at once or when the short jobs on them pass their protection (at
-        most `short_s` later). A job that has such room outside the reserve, or waits
-        for long work to end, is not kept waiting by the reserve."""
+        reserve shrinks to leave it room. With `rule.auto` it delays the first waiting
+        job of the fair-share order (`rule.head`) by at most twice `rule.release_s`
+        (without, it is the fixed reserve of before, which has no such bound): once that
+        job has waited so long, if it has room neither outside the reserve within
+        another `rule.release_s` (where long work it is first in line for passes its
+        protection) nor without the reserve's hosts, the reserve gives up those it
+        lacks, and the job starts there at once or when the short jobs on them pass
+        their protection (at most `short_s` later)."""
         c = self.cluster
         if (count <= 0 and not rule.auto) or not c.healthy_by_size:
             return
+        loads = self._short_loads(short_s, pending, rule)
+        chosen = self._short_hosts(count, loads, rule.auto, rule.idle_share)
+        if chosen and rule.auto:
+            chosen = self._give_way(chosen, loads, rule)
+        if not chosen:
+            return
+        self.short_k = len(self.held)
+        self._hold_hosts(_SHORT_JOBS, -1, chosen, self.now + short_s)
+        self.decisions.short_reserve = tuple(c.hosts[h].name for h in sorted(chosen))
+        names = ", ".join(self.decisions.short_reserve)
+        self.short_reserve_note = (
+            f"; {names} held for jobs with a min runtime of at most {hours_text(short_s)}"
+            " (short-job reserve)"
+        )
+
+    def _short_loads(
+        self, short_s: float, pending: Mapping[str, Sequence[Workload]], rule: ShortReserveRule
+    ) -> _ShortLoads:
+        """What the short-job reserve reads of the cycle (and the waiting short jobs, kept
+        in `short_waiting` for the fair-share pass)."""
+        c = self.cluster
         size = max(c.healthy_by_size)
         hosts = c.healthy_by_size[size]
         # a short job: allocated, protected for at most `short_s` once capped (every
@@ -416,64 +458,71 @@ class Reservations:
         # on its min runtime
         short_limit = INF if self.cap <= short_s else short_s
         widest, waiting_gpus, self.short_waiting = _pending_short(short_limit, size, pending)
-        until = self.now + short_s
         late = self.now + max(short_s, rule.release_s if rule.release_s < INF else 0.0)
         running_gpus, long_gpus, late_gpus, has_longer = self._host_loads(
-            hosts, short_limit, size, (until, late)
+            hosts, short_limit, size, (self.now + short_s, late)
         )
-        short_gpus = waiting_gpus + running_gpus
-        if rule.auto:
-            afford = int((rule.idle_share * size * len(hosts) + short_gpus) // size)
-            count = max(count, min(max(1, -(-short_gpus // size)), afford))
         by_long = sorted(hosts, key=lambda h: (long_gpus[h], -h))
-        if rule.auto and count > 0:
-            count = max(count, _hosts_with_room(short_gpus, size, long_gpus, by_long))
-        widest_hosts = -(-widest // size)  # whole hosts the widest pending job needs
-        most = len(hosts) - max(1, widest_hosts)
+        return _ShortLoads(
+            size,
+            short_limit,
+            waiting_gpus + running_gpus,
+            widest,
+            long_gpus,
+            late_gpus,
+            has_longer,
+            by_long,
+        )
+
+    @staticmethod
+    def _short_hosts(count: int, ld: _ShortLoads, auto: bool, idle_share: float) -> list[int]:
+        """The reserve's hosts before it gives way (see `hold_for_short_jobs`)."""
+        size, short_gpus, by_long = ld.size, ld.short_gpus, ld.by_long
+        if auto:
+            afford = int((idle_share * size * len(by_long) + short_gpus) // size)
+            count = max(count, min(max(1, -(-short_gpus // size)), afford))
+            if count > 0:
+                count = max(count, _hosts_with_room(short_gpus, size, ld.long_gpus, by_long))
+        widest_hosts = -(-ld.widest // size)  # whole hosts the widest pending job needs
+        most = len(by_long) - max(1, widest_hosts)
         count = min(count, most)
-        if count <= 0 and rule.auto:
-            return
+        if count <= 0 and auto:
+            return []
         wanted = min(max(count, -(-short_gpus // size)), most)
         chosen = by_long[:count]
         if wanted > count:
-            chosen += [h for h in by_long[count:] if h not in has_longer][: wanted - count]
+            chosen += [h for h in by_long[count:] if h not in ld.has_longer][: wanted - count]
+        return chosen
+
+    def _give_way(self, chosen: list[int], ld: _ShortLoads, rule: ShortReserveRule) -> list[int]:
+        """`chosen` less the hosts the first job in line (`rule.head`) gets once it has
+        waited `rule.release_s` (see `hold_for_short_jobs`)."""
         head = rule.head
         if (
-            rule.auto
-            and chosen
-            and head is not None
-            and head.min_runtime_s > short_limit
-            and self.now - head.submit_s >= rule.release_s
+            head is None
+            or head.min_runtime_s <= ld.short_limit
+            or self.now - head.submit_s < rule.release_s
         ):
-            # the hosts that could hold it: outside the reserve, those where long work
-            # leaves it room within `release_s` (it is first in line: what it may take
-            # there is its own once protection ends); on the reserve, those where it has
-            # room once short work there passes its protection. For a job within one
-            # host, room beside the long work; for a larger one, a host without. If
-            # there are enough only with the reserve's, the reserve gives it the first
-            # of those it lacks.
-            need = -(-head.gpus // size)
-            held = set(chosen)
-
-            def room(h: int) -> bool:
-                busy = long_gpus[h] if h in held else late_gpus[h]
-                return size - busy >= head.gpus if head.gpus <= size else not busy
-
-            fits = [h for h in by_long if room(h)]
-            lack = need - sum(1 for h in fits if h not in held)
-            if lack > 0 and len(fits) >= need:
-                give = set([h for h in fits if h in held][:lack])
-                chosen = [h for h in chosen if h not in give]
-        if not chosen:
-            return
-        self.short_k = len(self.held)
-        self._hold_hosts(_SHORT_JOBS, -1, chosen, until)
-        self.decisions.short_reserve = tuple(c.hosts[h].name for h in sorted(chosen))
-        names = ", ".join(self.decisions.short_reserve)
-        self.short_reserve_note = (
-            f"; {names} held for jobs with a min runtime of at most {hours_text(short_s)}"
-            " (short-job reserve)"
-        )
+            return chosen
+        # the hosts that could hold it: outside the reserve, those where long work leaves
+        # it room within `release_s` (it is first in line: what it may take there is its
+        # own once protection ends); on the reserve, those where it has room once short
+        # work there passes its protection. For a job within one host, room beside the
+        # long work; for a larger one, a host without. If there are enough only with the
+        # reserve's, the reserve gives it the first of those it lacks.
+        size, gpus = ld.size, head.gpus
+        need = -(-gpus // size)
+        held = set(chosen)
+        fits = []
+        for h in ld.by_long:
+            busy = ld.long_gpus[h] if h in held else ld.late_gpus[h]
+            if (size - busy >= gpus) if gpus <= size else not busy:
+                fits.append(h)
+        lack = need - sum(1 for h in fits if h not in held)
+        if lack > 0 and len(fits) >= need:
+            give = set([h for h in fits if h in held][:lack])
+            chosen = [h for h in chosen if h not in give]
+        return chosen
 
     def _host_loads(
         self, hosts: Sequence[int], short_limit: float, size: int, until: tuple[float, float]
@@ -511,16 +560,6 @@ class Reservations:
         for h in list(c.reserved):
             del c.reserved[h]
             c.index.set(h, c.free[h])
-
-
-def _victim_reason(
-    reason: Callable[[Victim, Workload, int], tuple[StopReason, str]],
-    v: Victim,
-    *,
-    w: Workload,
-    r: int,
-) -> tuple[StopReason, str]:
-    return reason(v, w, r)
 
 
 def _hosts_with_room(
