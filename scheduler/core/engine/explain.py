@@ -190,8 +190,13 @@ class FairShareReasons:
     def reserve_victim(self, v: Victim, w: Workload, r: int) -> tuple[StopReason, str]:
         """Why `v` is preempted for short job `w` on a host the short-job reserve holds:
         allocated work past its protection gives way whatever the projects' ranks (the
-        reserve ranks above every job); other work as `victim` says."""
-        if v.tier == IDLE or not v.allocated:
+        reserve ranks above every job); other work, and lower-priority work of `w`'s own
+        project, as `victim` says (the rule that allows it anyway)."""
+        if (
+            v.tier == IDLE
+            or not v.allocated
+            or (v.project == w.project and v.priority < w.priority)
+        ):
             return self.victim(v, w, r)
         return StopReason.SHORT_RESERVE, (
             f"preempted after its protected minimum runtime: its host is held by the "
