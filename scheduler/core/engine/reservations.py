@@ -16,7 +16,6 @@ import math
 from bisect import insort
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from operator import attrgetter
 from typing import NamedTuple
 
 from scheduler.core.engine.blocks import Shape
@@ -26,12 +25,12 @@ from scheduler.core.engine.fairshare import FairShare
 from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
 from scheduler.core.engine.runs import idle_reclaimable, protection_end
+from scheduler.core.engine.short_reserve import hosts_with_room, pending_short
 from scheduler.core.engine.types import Placement, Reservation, Workload
 
 __all__ = ["HeldHosts", "Reservations", "ShortReserveRule"]
 
 INF = math.inf
-_GPUS = attrgetter("gpus")
 # When a project's jobs can start only on reserved hosts (by taking free GPUs or
 # preempting unallocated backfill there), how many of its waiting jobs, in its order
 # (priority first), are looked at per cycle; bounds the work on long queues.
@@ -164,10 +163,9 @@ class Reservations:
     def place(
         self, w: Workload, r: int, only: int = -1
     ) -> tuple[tuple[Placement, ...], list[Victim]] | None:
-        """Room for `w` (order index `r`) on a reserved host it cannot delay (with `only`
-        >= 0, of that reservation only): free GPUs, else the cheapest aligned block of
-        free GPUs and unallocated jobs (returned as victims, already stopped). None when
-        there is none."""
+        """Room for `w` (order index `r`) on a reserved host it cannot delay (`only` >= 0:
+        of that reservation only): free GPUs, else the cheapest block `_backfill_block`
+        finds (its victims returned, already stopped). None when there is none."""
         end = protection_end(w, self.now, self.cap)
         sh = self.cluster.shape(w.gpus)
         for k, held in enumerate(self.held):
@@ -209,22 +207,38 @@ class Reservations:
         self, p: int, hosts: list[int], allocated: bool = False
     ) -> tuple[int, int, list[Victim]] | None:
         """Cheapest aligned p-block of free GPUs and unallocated jobs (with `allocated`,
-        also allocated jobs past their protection) on `hosts`: fewest allocated victims,
-        then those of the projects ranked lowest in the fair-share order, then least lost
-        work, then fewest victims, then fewest free GPUs left (tighter fit)."""
+        also allocated jobs past their protection that run on `hosts` alone) on `hosts`:
+        fewest allocated victims, then those of the projects ranked lowest in the
+        fair-share order, then least lost work, then fewest victims, then fewest free
+        GPUs left (tighter fit)."""
         by_host = self.victims().by_host
         c = self.cluster
         free, gpus = c.free, c.gpus
         pmask = (1 << p) - 1
         best_key: tuple[int, int, float, int, int, int, int] | None = None
         best: tuple[int, int, list[Victim]] | None = None
+        within = set(hosts)
+        fs = self.fair_share
+        leaf, lf, root = fs.tree.leaf_index, fs.lf, len(fs.lf)
         for h in hosts:
             if gpus[h] < p:
                 continue
+            # allocated work only if it runs on `hosts` alone (a gang that spans other
+            # hosts is not stopped for a short job) and its project has had at least its
+            # share among its siblings (level fair share <= 1): the reserve takes no
+            # under-served project's work
             on = [
                 (u, mu)
                 for u, mu in by_host.get(h, ())
-                if u.alive and (allocated or not u.allocated)
+                if u.alive
+                and (
+                    not u.allocated
+                    or (
+                        allocated
+                        and lf[leaf.get(u.project, root)] <= 1.0
+                        and all(hh in within for hh, _ in u.host_masks)
+                    )
+                )
             ]
             if not on:
                 continue
@@ -239,10 +253,10 @@ class Reservations:
                 if avail & bm != bm:
                     continue
                 chosen = [u for u, mu in on if mu & bm]
-                taken = [u.rank for u in chosen if u.allocated]
+                taken = [u for u in chosen if u.allocated]
                 key = (
                     len(taken),
-                    -min(taken, default=0),  # from the projects ranked lowest first
+                    -min([u.rank for u in taken], default=0),  # the lowest-ranked first
                     sum(u.lost for u in chosen),
                     len(chosen),
                     free_left,
@@ -457,7 +471,7 @@ class Reservations:
         # allocated job when the cap itself is that short); read per job, so as a bound
         # on its min runtime
         short_limit = INF if self.cap <= short_s else short_s
-        widest, waiting_gpus, self.short_waiting = _pending_short(short_limit, size, pending)
+        widest, waiting_gpus, self.short_waiting = pending_short(short_limit, size, pending)
         late = self.now + max(short_s, rule.release_s if rule.release_s < INF else 0.0)
         running_gpus, long_gpus, late_gpus, has_longer = self._host_loads(
             hosts, short_limit, size, (self.now + short_s, late)
@@ -482,7 +496,7 @@ class Reservations:
             afford = int((idle_share * size * len(by_long) + short_gpus) // size)
             count = max(count, min(max(1, -(-short_gpus // size)), afford))
             if count > 0:
-                count = max(count, _hosts_with_room(short_gpus, size, ld.long_gpus, by_long))
+                count = max(count, hosts_with_room(short_gpus, size, ld.long_gpus, by_long))
         widest_hosts = -(-ld.widest // size)  # whole hosts the widest pending job needs
         most = len(by_long) - max(1, widest_hosts)
         count = min(count, most)
@@ -560,37 +574,3 @@ class Reservations:
         for h in list(c.reserved):
             del c.reserved[h]
             c.index.set(h, c.free[h])
-
-
-def _hosts_with_room(
-    short_gpus: int, size: int, long_gpus: Mapping[int, int], by_long: Sequence[int]
-) -> int:
-    """How many of `by_long`'s first hosts it takes for their GPUs not under long
-    protected work (the room short jobs have there within the short limit) to hold
-    `short_gpus`; hosts without such room add none and end the count."""
-    room = hosts = 0
-    for h in by_long:
-        if room >= short_gpus or long_gpus[h] >= size:
-            break
-        room += size - long_gpus[h]
-        hosts += 1
-    return hosts
-
-
-def _pending_short(
-    short_limit: float, size: int, pending: Mapping[str, Sequence[Workload]]
-) -> tuple[int, int, dict[str, list[Workload]]]:
-    """(GPUs of the widest pending job, GPUs of the pending short jobs, those with a min
-    runtime in (0, `short_limit`], that fit one host of `size` GPUs: only those can start
-    on a held host; those jobs per project). Every pending job is read once per cycle:
-    no call per job."""
-    widest = short = 0
-    found: dict[str, list[Workload]] = {}
-    for proj, jobs in pending.items():
-        if jobs:
-            widest = max(widest, max(map(_GPUS, jobs)))
-            mine = [w for w in jobs if 0.0 < w.min_runtime_s <= short_limit and w.gpus <= size]
-            if mine:
-                found[proj] = mine
-                short += sum(map(_GPUS, mine))
-    return widest, short, found

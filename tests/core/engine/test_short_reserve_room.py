@@ -7,10 +7,12 @@ reserve, however long its project's queue of long work ahead of it."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 
 from scheduler.core.engine import Policy, Snapshot, StopReason, plan, stop_rule
+from scheduler.core.engine.fairshare import compute_fair_share
 from scheduler.core.engine.types import rule_label
 from tests.core.engine.helpers import H, hosts, job, pending, run, snap, tree
 from tests.core.engine.test_contended_properties import CAP, NOW, check_plan
@@ -28,11 +30,13 @@ def _full(n: int, started: float, project: str = "a") -> list:
 
 
 def test_a_low_ranked_short_job_takes_long_work_past_its_protection_on_the_reserve():
-    # every host runs a's trainers past their protection; b ranks last and may preempt
-    # none of them, but the reserve's host is open to its debug job
+    # every host runs a's trainers past their protection; a has had its share (level
+    # fair share 1), b ranks below it and may preempt none of them, but the reserve's
+    # host is open to its debug job
     busy = _full(64, NOW - 2 * H)
     debug = job("debug", "b", 1, minrt=5 * 60, submit=NOW)
-    s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1), usage={"b": 1000 * H})
+    usage = {"a": 500 * H, "b": 1000 * H}
+    s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1, c=1), usage=usage)
     out = plan(s, Policy(), NOW)
     assert set(started_on(out)) == {"debug"}
     [stop] = out.stops
@@ -44,6 +48,8 @@ def test_a_low_ranked_short_job_takes_long_work_past_its_protection_on_the_reser
     assert "held by the short-job reserve" in stop.reason
     # the old behaviour one setting away: without the reserve, the debug job waits
     assert not plan(s, Policy(short_reserve_auto=False), NOW).starts
+    # an under-served project's work (a without usage) is not the reserve's to take
+    assert not plan(replace(s, usage={"b": 1000 * H}), Policy(), NOW).starts
 
 
 def test_protected_work_on_the_reserve_keeps_its_gpus():
@@ -91,7 +97,27 @@ def test_the_reserve_takes_allocated_work_only_where_it_holds_and_keeps_every_co
                 assert not {p.host for p in x.placements} & held
         if held:
             seen["reserve held"] += 1
+        fs = compute_fair_share(s.tree, s.usage, policy.seed)
+        running = {r.workload.id: r.workload for r in s.running}
+        for stop in out.stops:
+            if stop.reason_code == StopReason.SHORT_RESERVE:
+                # never an under-served project's work (level fair share above 1)
+                victim = running[stop.workload_id]
+                assert fs.lf[fs.tree.leaf_index[victim.project]] <= 1.0
 
     check()
     assert seen["stop short_reserve"] >= 10, dict(seen)
     assert seen["reserve held"] >= 50, dict(seen)
+
+
+def test_a_gang_reaching_beyond_the_reserve_is_not_stopped_for_a_short_job():
+    # the reserve holds h63 (all work past its protection: the highest index); a 16-GPU
+    # gang runs on h62 and h63: stopping it for one GPU would empty a host outside
+    busy = _full(62, NOW - 2 * H)
+    gang = job("gang", "a", 16, minrt=H, submit=99)
+    busy.append(run(gang, "", [("h62", tuple(range(8))), ("h63", tuple(range(8)))], NOW - 2 * H))
+    debug = job("debug", "b", 1, minrt=5 * 60, submit=NOW)
+    s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1), usage={"b": 1000 * H})
+    out = plan(s, Policy(), NOW)
+    assert out.short_reserve == ("h63",)
+    assert not out.stops and not out.starts
