@@ -48,11 +48,11 @@ JOBS = 800
 # Recorded before the split (see the module docstring); the fair-share ones again when
 # the adaptive short-job reserve became the default (issue 24), and once more when it
 # gained room under overload (issue 24: on its hosts a short job may take allocated work
-# past its protection that runs there alone, every waiting short job is looked at, it
-# sizes itself by the room its hosts have, and it gives way to the first job in line
-# only without room outside it soon). `fairshare-reserve-off` (`short_reserve_auto=False`)
-# is the fair-share recording from before it: the old behaviour, one setting away,
-# decides exactly as it did.
+# past its protection that runs there alone, of projects that had their share; every
+# waiting short job is looked at; it sizes itself by the room its hosts have; it gives
+# way to the first job in line only without room outside it soon).
+# `fairshare-reserve-off` (`short_reserve_auto=False`) is the fair-share recording from
+# before it: the old behaviour, one setting away, decides exactly as it did.
 EXPECTED = {
     "fairshare": "c162aaea38063f190ed02f0e824801b480f1f6e09a1f4c333c81672bcc6bdb4b",
     "fairshare-decay": "9524dccc483466ceae3b0325f75cab2acf4dddd049623f0634cd81ea00a94927",
