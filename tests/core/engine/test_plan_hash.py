@@ -282,7 +282,9 @@ def test_plans_over_a_whole_run_match_the_recording(name: str) -> None:
     # The workload reaches what the hash is meant to guard.
     assert c["starts"] > 500 and c["stop_drain"] > 0 and c["hosts_ready"] > 0
     if name.startswith("fairshare"):
-        assert c["stop_fair_share"] > 100 and c["stop_unallocated"] > 100
+        # with the reserve, short jobs that preempted by fair share mostly start there
+        assert c["stop_fair_share"] + c["stop_short_reserve"] > 100
+        assert c["stop_fair_share"] > 50 and c["stop_unallocated"] > 100
         assert c["stop_priority"] > 20 and c["reservations"] > 100
         assert c["multi_host_starts"] >= 10  # 10 with decay and the short-job reserve
     if name == "priority":
