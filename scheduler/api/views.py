@@ -373,12 +373,9 @@ class ClusterDetailApi(APIView):
         summary="Change a cluster's scheduling policy (staff; audited)",
     )
     def patch(self, request, cluster_id: int):
-        data = dict(_validated(s.ClusterPolicyInput, request.data))
-        reason = data.pop("reason")
-        cluster_services.cluster_policy_update(
-            actor=request.user, cluster_id=cluster_id, changes=data, reason=reason
+        return _settings_patch(
+            request, cluster_id, s.ClusterPolicyInput, cluster_services.cluster_policy_update
         )
-        return Response(cluster_detail_body(cluster_id))
 
 
 class ClusterMetricsApi(APIView):
@@ -389,12 +386,19 @@ class ClusterMetricsApi(APIView):
         "GPU label names, label selector, bearer token (staff; audited, never the token)",
     )
     def patch(self, request, cluster_id: int):
-        data = dict(_validated(s.ClusterMetricsInput, request.data))
-        reason = data.pop("reason")
-        utilization_services.cluster_metrics_update(
-            actor=request.user, cluster_id=cluster_id, changes=data, reason=reason
+        return _settings_patch(
+            request, cluster_id, s.ClusterMetricsInput, utilization_services.cluster_metrics_update
         )
-        return Response(cluster_detail_body(cluster_id))
+
+
+def _settings_patch(request, cluster_id: int, input_class, update) -> Response:
+    """A PATCH of one group of a cluster's settings: the body validated by
+    `input_class`, applied (permission-checked and audited) by the service `update`,
+    answered with the cluster as GET shows it."""
+    data = dict(_validated(input_class, request.data))
+    reason = data.pop("reason")
+    update(actor=request.user, cluster_id=cluster_id, changes=data, reason=reason)
+    return Response(cluster_detail_body(cluster_id))
 
 
 def _host_row(host, used: dict) -> dict:
