@@ -184,9 +184,10 @@ class Reservations:
             # also take allocated work past its protection (else a reserve whose hosts
             # run long work that no one may preempt there holds nothing)
             short = rj is _SHORT_JOBS
-            found = self._backfill_block(sh.block, mine, short)
+            found, skipped_own = self._backfill_block(sh.block, mine, w if short else None)
             if found is None:
-                self.failed_block[k] = sh.block
+                if not skipped_own:  # else another project's job may still find room
+                    self.failed_block[k] = sh.block
                 continue
             h, s, victims = found
             reason = self.reasons.reserve_victim if short else self.reasons.victim
@@ -204,13 +205,15 @@ class Reservations:
         return None
 
     def _backfill_block(
-        self, p: int, hosts: list[int], allocated: bool = False
-    ) -> tuple[int, int, list[Victim]] | None:
-        """Cheapest aligned p-block of free GPUs and unallocated jobs (with `allocated`,
-        also allocated jobs past their protection that run on `hosts` alone) on `hosts`:
+        self, p: int, hosts: list[int], short: Workload | None = None
+    ) -> tuple[tuple[int, int, list[Victim]] | None, bool]:
+        """Cheapest aligned p-block of free GPUs and unallocated jobs (for a `short` job
+        on the short-job reserve, also allocated jobs past their protection that run on
+        `hosts` alone, but none of its own project at its priority or above) on `hosts`:
         fewest allocated victims, then those of the projects ranked lowest in the
         fair-share order, then least lost work, then fewest victims, then fewest free
-        GPUs left (tighter fit)."""
+        GPUs left (tighter fit). Also says whether work of the short job's own project
+        was passed over (then the block may exist for another project's job)."""
         by_host = self.victims().by_host
         c = self.cluster
         free, gpus = c.free, c.gpus
@@ -220,26 +223,30 @@ class Reservations:
         within = set(hosts)
         fs = self.fair_share
         leaf, lf, root = fs.tree.leaf_index, fs.lf, len(fs.lf)
+        skipped_own = False
         for h in hosts:
             if gpus[h] < p:
                 continue
             # allocated work only if it runs on `hosts` alone (a gang that spans other
-            # hosts is not stopped for a short job) and its project has had at least its
+            # hosts is not stopped for a short job), its project has had at least its
             # share among its siblings (level fair share <= 1): the reserve takes no
-            # under-served project's work
-            on = [
-                (u, mu)
-                for u, mu in by_host.get(h, ())
-                if u.alive
-                and (
-                    not u.allocated
-                    or (
-                        allocated
-                        and lf[leaf.get(u.project, root)] <= 1.0
-                        and all(hh in within for hh, _ in u.host_masks)
-                    )
-                )
-            ]
+            # under-served project's work, and it is not the short job's own project's
+            # at the same priority or above (that would only trade one job for another)
+            on = []
+            for u, mu in by_host.get(h, ()):
+                if not u.alive:
+                    continue
+                if u.allocated:
+                    if short is None:
+                        continue
+                    if u.project == short.project and u.priority >= short.priority:
+                        skipped_own = True
+                        continue
+                    if lf[leaf.get(u.project, root)] > 1.0 or any(
+                        hh not in within for hh, _ in u.host_masks
+                    ):
+                        continue
+                on.append((u, mu))
             if not on:
                 continue
             avail = free[h]
@@ -265,7 +272,7 @@ class Reservations:
                 )
                 if best_key is None or key < best_key:
                     best_key, best = key, (h, s, chosen)
-        return best
+        return best, skipped_own
 
     def reserve(self, w: Workload, sh: Shape, r: int, charge: float) -> None:
         """Reserve the whole hosts that become usable for `w` soonest.

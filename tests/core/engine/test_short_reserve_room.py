@@ -52,6 +52,22 @@ def test_a_low_ranked_short_job_takes_long_work_past_its_protection_on_the_reser
     assert not plan(replace(s, usage={"b": 1000 * H}), Policy(), NOW).starts
 
 
+def test_a_short_job_takes_no_work_of_its_own_project_at_its_priority_on_the_reserve():
+    # a's trainers past their protection, a's own debug job of the same priority: the
+    # reserve would only trade one of a's jobs for another; a lower-priority trainer of
+    # a is the project's own ordering to preempt (project_priority)
+    busy = _full(64, NOW - 2 * H)
+    debug = job("debug", "a", 1, minrt=5 * 60, submit=NOW)
+    s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1, c=1), usage={"a": 500 * H})
+    out = plan(s, Policy(), NOW)
+    assert not out.starts and not out.stops
+    urgent = replace(debug, priority=1)
+    out = plan(replace(s, pending=pending(urgent)), Policy(), NOW)
+    assert set(started_on(out)) == {"debug"}
+    [stop] = out.stops
+    assert stop_rule(stop.reason_code) == "project_priority"
+
+
 def test_protected_work_on_the_reserve_keeps_its_gpus():
     busy = _full(64, NOW - 0.5 * H)  # every trainer inside its 1 h protection
     debug = job("debug", "b", 1, minrt=5 * 60, submit=NOW)
@@ -104,6 +120,11 @@ def test_the_reserve_takes_allocated_work_only_where_it_holds_and_keeps_every_co
                 # never an under-served project's work (level fair share above 1)
                 victim = running[stop.workload_id]
                 assert fs.lf[fs.tree.leaf_index[victim.project]] <= 1.0
+                # nor its own project's work at its priority or above
+                starter = wanted[stop.for_workload_id]
+                assert not (
+                    victim.project == starter.project and victim.priority >= starter.priority
+                )
 
     check()
     assert seen["stop short_reserve"] >= 10, dict(seen)
