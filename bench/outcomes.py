@@ -205,9 +205,16 @@ def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         off = {r["seed"]: r for r in pick(sc, reserve="off")}
         pairs = [(on[k], off[k]) for k in sorted(on) if k in off]
         if pairs:
+            # a ratio above 1 is delivery beyond what is owed: only shortfalls count
+            def owed(r: dict, key: str) -> float:
+                return min(1.0, r[key])
+
             drop = max(
-                max(b["entitlement_overall"] - a["entitlement_overall"] for a, b in pairs),
-                max(b["entitlement_worst"] - a["entitlement_worst"] for a, b in pairs),
+                max(
+                    owed(b, "entitlement_overall") - owed(a, "entitlement_overall")
+                    for a, b in pairs
+                ),
+                max(owed(b, "entitlement_worst") - owed(a, "entitlement_worst") for a, b in pairs),
             )
             out.append(
                 _figure(
