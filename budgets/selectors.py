@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -41,13 +41,7 @@ class TreeIndex:
         return [(n.pk, n.parent_id, n.weight) for n in self.nodes.values()]
 
     def path(self, node_id: int) -> str:
-        parts = []
-        current: int | None = node_id
-        while current is not None:
-            node = self.nodes[current]
-            parts.append(node.slug)
-            current = node.parent_id
-        return "/".join(reversed(parts))
+        return slug_path(node_id, lambda n: (self.nodes[n].parent_id, self.nodes[n].slug))
 
     def find(self, ref: str | int) -> int | None:
         """The id of the node `ref` names, by id or slug path (`org/program/project`);
@@ -98,17 +92,18 @@ def node_paths() -> dict[int, str]:
         cursor.execute(f"SELECT id, parent_id, slug FROM {BudgetNode._meta.db_table}")
         for node_id, parent_id, slug in cursor.fetchall():
             parents[node_id] = (parent_id, slug)
-    paths: dict[int, str] = {}
+    return {node_id: slug_path(node_id, parents.__getitem__) for node_id in parents}
 
-    def path(node_id: int) -> str:
-        if node_id not in paths:
-            parent_id, slug = parents[node_id]
-            paths[node_id] = slug if parent_id is None else f"{path(parent_id)}/{slug}"
-        return paths[node_id]
 
-    for node_id in parents:
-        path(node_id)
-    return paths
+def slug_path(node_id: int, parent_and_slug: Callable[[int], tuple[int | None, str]]) -> str:
+    """The slug path (`org/program/project`) of `node_id`, walking up the tree through
+    `parent_and_slug` (node id -> its parent's id and its slug)."""
+    parts = []
+    current: int | None = node_id
+    while current is not None:
+        current, slug = parent_and_slug(current)
+        parts.append(slug)
+    return "/".join(reversed(parts))
 
 
 def tree_index(*, with_people: bool = False) -> TreeIndex:
