@@ -39,7 +39,7 @@ from scheduler.core.engine.preemption import (
 from scheduler.core.engine.reservations import SCAN_PER_PROJECT, Reservations, ShortReserveRule
 from scheduler.core.engine.runs import protection_end, protection_s
 from scheduler.core.engine.state import EngineState
-from scheduler.core.engine.types import NO_QUEUE, CyclePlan, Policy, Snapshot, Workload
+from scheduler.core.engine.types import NO_QUEUE, CyclePlan, Placement, Policy, Snapshot, Workload
 
 __all__ = ["FairShareCycle"]
 
@@ -328,15 +328,26 @@ class FairShareCycle:
         got = res.place(w, r)
         if got is None:
             return False
+        self._start_on_reserved(w, r, got, "GPUs of a reserved host it cannot delay", charge)
+        return True
+
+    def _start_on_reserved(
+        self,
+        w: Workload,
+        r: int,
+        got: tuple[tuple[Placement, ...], list[Victim]],
+        how: str,
+        charge: float,
+    ) -> None:
+        """Start `w` where `Reservations.place` found it room (`got`: its placements and
+        the victims already stopped for it)."""
         pls, victims = got
-        how = "GPUs of a reserved host it cannot delay"
         if victims:
             self.work.forget(victims)
             kind = "job" if any(v.allocated for v in victims) else "unallocated job"
             how += f", freed by preempting {_plural(len(victims), kind)}"
         self._started(w, charge)
         self.decisions.start(w, pls, True, self.reasons.start(w, r, pls, how))
-        return True
 
     def _search_possible(
         self, w: Workload, sh: Shape, r: int, proj: str, can_own: bool, threshold: _Threshold
@@ -442,13 +453,16 @@ class FairShareCycle:
         k = res.short_k
         if k < 0 or not res.short_waiting:
             return
-        started, failed = self.decisions.started, _NO_SIZE
+        started = self.decisions.started
         shape = self.cluster.shape
         for proj in self.order:
             lst = res.short_waiting.get(proj)
             if not lst or self.entitled.get(proj, 0.0) <= 0.0:
                 continue
             r = self.rank[proj]
+            # per project: what a job may take there depends on its project (never its
+            # own project's work at its priority or above)
+            failed = _NO_SIZE
             for w in lst:
                 size = shape(w.gpus).block
                 if w.id in started or not size or size >= failed:
@@ -456,16 +470,9 @@ class FairShareCycle:
                 got = res.place(w, r, k)
                 if got is None:
                     failed = size  # no room for this size: none for larger ones
-                    if failed <= 1:
-                        return
                     continue
-                pls, victims = got
-                how = "GPUs of the short-job reserve"
-                if victims:
-                    self.work.forget(victims)
-                    how += f", freed by preempting {_plural(len(victims), 'job')}"
-                self._started(w, w.gpus * protection_s(w, self.cap))
-                self.decisions.start(w, pls, True, self.reasons.start(w, r, pls, how))
+                charge = w.gpus * protection_s(w, self.cap)
+                self._start_on_reserved(w, r, got, "GPUs of the short-job reserve", charge)
 
     # -- phase 2 ------------------------------------------------------------------------
 
