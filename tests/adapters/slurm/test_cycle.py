@@ -335,7 +335,9 @@ def test_gpus_of_jobs_outside_allot_are_left_to_them(live, slurm):
         check=True,
         capture_output=True,
     )
-    deadline = time.monotonic() + 30
+    # Slurm's own scheduler starts it; with four test workers on two cores it has taken
+    # over 30 s
+    deadline = time.monotonic() + 120
     while not any(j["job_state"] == "RUNNING" for j in live.client.jobs() if not j["comment"]):
         assert time.monotonic() < deadline
         time.sleep(0.2)
