@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import Prefetch, QuerySet
+from django.db.models import F, Prefetch, QuerySet
 
 from budgets.models import (
     BudgetEvent,
@@ -24,6 +24,7 @@ from budgets.models import (
     TreeState,
 )
 from budgets.shares import NodeShare, compute_shares, shares_with_edits, weight_number, weight_text
+from config.errors import ValidationFailed
 from config.text import is_id_text
 
 
@@ -42,6 +43,14 @@ class TreeIndex:
 
     def path(self, node_id: int) -> str:
         return slug_path(node_id, lambda n: (self.nodes[n].parent_id, self.nodes[n].slug))
+
+    def ref(self, node_id: int) -> dict[str, int | str]:
+        """How the API names a node beside its id wherever it refers to one (budget
+        changes, previews): `node`, `node_path` and `node_name`."""
+        node = self.nodes.get(node_id)
+        if node is None:
+            return {"node": node_id, "node_path": "", "node_name": ""}
+        return {"node": node_id, "node_path": self.path(node_id), "node_name": node.name}
 
     def find(self, ref: str | int) -> int | None:
         """The id of the node `ref` names, by id or slug path (`org/program/project`);
@@ -204,6 +213,13 @@ def tree_as_dict(*, index: TreeIndex | None = None, for_export: bool = False) ->
     return [build(root) for root in index.children.get(None, [])]
 
 
+def ensure_node(node_id: int, *, field: str = "node") -> None:
+    """A filter naming a node that does not exist is a 400 naming `field` (every
+    operation answers an unknown object in a query parameter so, docs/api.md#errors)."""
+    if not BudgetNode.objects.filter(pk=node_id).exists():
+        raise ValidationFailed(f"There is no budget node with id {node_id}.", field=field)
+
+
 def budget_event_list(
     *,
     node_id: int | None = None,
@@ -213,9 +229,15 @@ def budget_event_list(
 ) -> QuerySet[BudgetEvent]:
     """Audit history, newest first, with items prefetched."""
     qs = BudgetEvent.objects.select_related("actor").prefetch_related(
-        Prefetch("items", queryset=BudgetEventItem.objects.order_by("node_path"))
+        Prefetch(
+            "items",
+            queryset=BudgetEventItem.objects.annotate(node_name=F("node__name")).order_by(
+                "node_path"
+            ),
+        )
     )
     if node_id is not None:
+        ensure_node(node_id)
         qs = qs.filter(items__node_id=node_id).distinct()
     if actor:
         qs = qs.filter(actor_name=actor)

@@ -4,7 +4,8 @@ Every 4xx (and the rare 5xx) body is an object with:
 
 - `code`: a stable machine-readable reason (`invalid`, `not_authenticated`,
   `authentication_failed`, `permission_denied`, `not_found`, `conflict`,
-  `method_not_allowed`, `unsupported_media_type`, `parse_error`, `throttled`, ...);
+  `method_not_allowed`, `not_acceptable`, `unsupported_media_type`, `parse_error`,
+  `throttled`, ...);
 - `detail`: a sentence for a person;
 - `field` (optional): the input that caused it, as a path such as `changes[0].weight`;
 - `errors` (optional, validation only): every invalid field, each `{field, code, detail}`;

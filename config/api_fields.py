@@ -56,3 +56,25 @@ class StrictInput(serializers.Serializer):
                     code="unknown",
                 )
         return super().to_internal_value(data)
+
+
+class NamedChoicesMixin:
+    """A refused choice names every valid value (`"foo" is not a valid choice; choose one
+    of: pending, running.`), so a client need not read the schema to correct it."""
+
+    default_error_messages = {
+        "invalid_choice": '"{input}" is not a valid choice; choose one of: {choices}.'
+    }
+
+    def fail(self, key: str, **kwargs: Any):
+        if key == "invalid_choice":
+            kwargs.setdefault("choices", ", ".join(str(value) for value in self.choices))  # type: ignore[attr-defined]
+        return super().fail(key, **kwargs)  # type: ignore[misc]
+
+
+class ChoiceField(NamedChoicesMixin, serializers.ChoiceField):
+    """DRF's ChoiceField whose error names the valid values (every API choice uses it)."""
+
+
+class MultipleChoiceField(NamedChoicesMixin, serializers.MultipleChoiceField):
+    """DRF's MultipleChoiceField whose error names the valid values."""

@@ -3,7 +3,8 @@
 `AutoSchema` (set as DRF's DEFAULT_SCHEMA_CLASS) adds, to whatever a view declares:
 400 where the operation takes input (a body or query parameters), 401 and 403 where
 authentication is required, 403 for unsafe methods (CSRF on session requests), 404
-where the path has parameters, 414 everywhere (gunicorn refuses request lines over
+where the path has parameters, 406 everywhere (an unknown `?format=` or an Accept
+without JSON: config.negotiation), 414 everywhere (gunicorn refuses request lines over
 8 KiB, without a body of the error shape), 415 where there is a body, 429 where the
 view is throttled. Views add the rest (e.g. 409) with `@extend_schema(responses=...)`.
 New endpoints get this without doing anything.
@@ -42,7 +43,11 @@ ERROR_DESCRIPTIONS = {
     "400": "Invalid input; `field` names it",
     "401": "Not signed in, or the token is invalid or revoked",
     "403": "Signed in but not allowed (or a session request without a CSRF token)",
-    "404": "No such object",
+    "404": "No such object (the path names none; an unknown object in a query parameter "
+    "or the body is a 400 naming it)",
+    "406": "A response format the API does not produce: a `format` query parameter other "
+    "than `json` (the schema endpoint: `json`, `yaml`) or an Accept header without "
+    "application/json; `field` names `format` or `Accept`",
     "409": "Conflicts with the current state (e.g. a stale `base_version`)",
     "414": "The request line (path and query string) is over 8 KiB; gunicorn refuses it",
     "415": "Unsupported content type (send application/json)",
@@ -76,6 +81,7 @@ class AutoSchema(SpectacularAutoSchema):
             statuses.append("403")
         if "{" in self.path:
             statuses.append("404")
+        statuses.append("406")  # any operation: ?format=xml (config.negotiation)
         statuses.append("414")  # any URL: gunicorn's limit_request_line, before Django
         if self.method in BODY_METHODS:
             statuses.append("415")

@@ -52,3 +52,10 @@ class NotFound(ApplicationError):
 class Conflict(ApplicationError):
     status_code = 409
     code = "conflict"
+
+
+class NotAcceptable(ApplicationError):
+    """A response format the API does not produce (`?format=xml`, `Accept: text/html`)."""
+
+    status_code = 406
+    code = "not_acceptable"

@@ -7,8 +7,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.views import APIView
 
-from config.api_schema import error_response, paginated
-from config.errors import NotFound
+from config.api_schema import paginated
 from config.pagination import PAGE_PARAMETERS
 from dashboards import selectors
 from ledger.api import BAD_QUERY, PeriodQuery, page_response, validated, window_fields
@@ -28,12 +27,11 @@ class WaitsApi(APIView):
         responses={
             200: paginated(WaitRowOutput, "PaginatedWaitList", window_fields()),
             400: BAD_QUERY,
-            404: error_response(404),
         },
         operation_id="waits_list",
         summary="p50/p90 wait by job kind per step (first start - submission)",
     )
     def get(self, request):
-        period = validated(PeriodQuery, request).period(missing=NotFound)
+        period = validated(PeriodQuery, request).period()
         rows = selectors.wait_rows(period)
         return page_response(request, self, rows, WaitRowOutput, span=period)

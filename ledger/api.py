@@ -14,8 +14,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from budgets.selectors import tree_index
+from config.api_fields import ChoiceField
 from config.api_schema import ErrorSerializer, paginated
-from config.errors import ApplicationError, ValidationFailed
 from config.pagination import PAGE_PARAMETERS, Pagination
 from ledger import selectors
 from ledger.models import ClusterHour
@@ -95,11 +95,6 @@ def list_schema(query, output, *, name: str, operation_id: str, summary: str):
     )
 
 
-def _one_of(choices) -> str:
-    """A wrong choice's message naming the allowed ones: '"14" is not one of 7, 30, 90.'."""
-    return f'"{{input}}" is not one of {", ".join(str(c) for c in choices)}.'
-
-
 class PeriodQuery(serializers.Serializer):
     """A cluster and a period, as the ledger's and the dashboards' endpoints read them."""
 
@@ -114,17 +109,15 @@ class PeriodQuery(serializers.Serializer):
         "whole hour; default and at the latest: the end of the last complete hour (the "
         "hour now going on is never included)",
     )
-    days = serializers.ChoiceField(
+    days = ChoiceField(
         choices=selectors.DAYS_CHOICES,
         required=False,
         help_text="Length of the period when `since` is not given (default 7)",
-        error_messages={"invalid_choice": _one_of(selectors.DAYS_CHOICES)},
     )
-    step = serializers.ChoiceField(
+    step = ChoiceField(
         choices=list(selectors.STEPS),
         required=False,
         help_text="hour (default) or day (UTC)",
-        error_messages={"invalid_choice": _one_of(selectors.STEPS)},
     )
 
     def span(self) -> selectors.Span:
@@ -136,10 +129,10 @@ class PeriodQuery(serializers.Serializer):
             step=args.get("step"),
         )
 
-    def period(self, *, missing: type[ApplicationError] = ValidationFailed) -> selectors.Period:
-        """The cluster's period; an unknown cluster raises `missing`."""
+    def period(self) -> selectors.Period:
+        """The cluster's period; an unknown cluster is a 400 naming `cluster`."""
         span = self.span()
-        cluster = selectors.resolve_cluster(self.validated_data["cluster"], missing=missing)
+        cluster = selectors.resolve_cluster(self.validated_data["cluster"])
         return selectors.Period(since=span.since, until=span.until, step=span.step, cluster=cluster)
 
 
@@ -207,7 +200,7 @@ class UsageApi(APIView):
         span = query.span()
         cluster = None
         if args.get("cluster"):
-            cluster = selectors.resolve_cluster(args["cluster"], missing=ValidationFailed)
+            cluster = selectors.resolve_cluster(args["cluster"])
         index = tree_index()
         node_id = (
             selectors.resolve_node(args["project"], index=index) if "project" in args else None
@@ -330,8 +323,6 @@ class FairshareApi(APIView):
     )
     def get(self, request):
         query = validated(FairshareQuery, request)
-        cluster = selectors.resolve_cluster(
-            query.validated_data["cluster"], missing=ValidationFailed
-        )
+        cluster = selectors.resolve_cluster(query.validated_data["cluster"])
         answer = selectors.fairshare(viewer=request.user, cluster=cluster)
         return Response(FairshareOutput(answer).data)

@@ -5,7 +5,7 @@ from rest_framework import serializers
 
 from budgets.models import BudgetEvent, BudgetEventItem, EventKind, Membership, Role
 from budgets.services import MAX_REASON_LENGTH
-from config.api_fields import NumberOrTextField, StrictInput, TextField
+from config.api_fields import ChoiceField, NumberOrTextField, StrictInput, TextField
 
 MAX_ID = 2**63 - 1  # PostgreSQL bigint
 REASON_HELP = (
@@ -36,9 +36,7 @@ class NodeCreateInput(StrictInput):
     weight = NumberOrTextField(
         required=False, default="1", help_text="A number >= 0 (or numeric text), up to 4 decimals"
     )
-    kind = serializers.ChoiceField(
-        choices=["program", "project"], required=False, default="project"
-    )
+    kind = ChoiceField(choices=["program", "project"], required=False, default="project")
     reason = reason_field()
 
 
@@ -68,13 +66,23 @@ class BudgetCancelInput(StrictInput):
 
 
 class EventItemOutput(serializers.ModelSerializer):
-    node = serializers.IntegerField(source="node_id")
+    """One node's change: the node as every representation names it (`node`,
+    `node_path`, `node_name`, as a preview's `weights` do) and its weights and shares."""
+
+    serializer_choice_field = ChoiceField
+    node = serializers.IntegerField(source="node_id", help_text="The node's id")
+    node_path = serializers.CharField(
+        help_text="The node's slug path when the event was recorded (history is never "
+        "rewritten: a later move or rename does not change it)"
+    )
+    node_name = serializers.CharField(help_text="The node's name (now)")
 
     class Meta:
         model = BudgetEventItem
         fields = [
             "node",
             "node_path",
+            "node_name",
             "old_weight",
             "new_weight",
             "old_entitled_share",
@@ -83,9 +91,10 @@ class EventItemOutput(serializers.ModelSerializer):
 
 
 class BudgetEventOutput(serializers.ModelSerializer):
+    serializer_choice_field = ChoiceField
     actor = serializers.CharField(source="actor_name")
     items = EventItemOutput(many=True)
-    kind = serializers.ChoiceField(choices=EventKind.choices)
+    kind = ChoiceField(choices=EventKind.choices)
     scheduled_event = serializers.IntegerField(source="scheduled_event_id", allow_null=True)
 
     class Meta:
@@ -105,6 +114,7 @@ class BudgetEventOutput(serializers.ModelSerializer):
 
 
 class MembershipOutput(serializers.ModelSerializer):
+    serializer_choice_field = ChoiceField
     user = serializers.CharField(source="user.username")
 
     class Meta:
@@ -125,7 +135,7 @@ class TreeNodeOutput(serializers.Serializer):
 
     id = serializers.IntegerField()
     name = serializers.CharField()
-    kind = serializers.ChoiceField(choices=["organisation", "program", "project"])
+    kind = ChoiceField(choices=["organisation", "program", "project"])
     weight = serializers.CharField(required=False, help_text="Absent on the root")
     share = serializers.FloatField(help_text="Its share among its siblings")
     entitled_share = serializers.FloatField(help_text="Its share of every cluster")
@@ -146,27 +156,36 @@ class BudgetChangeFilter(serializers.Serializer):
     """Query parameters of the history list."""
 
     node = serializers.IntegerField(
-        required=False, min_value=1, max_value=MAX_ID, help_text="events that touched this node"
+        required=False,
+        min_value=1,
+        max_value=MAX_ID,
+        help_text="events that touched this node (an unknown one: 400)",
     )
     actor = serializers.CharField(
-        required=False, max_length=150, help_text="user name of the actor"
+        required=False,
+        max_length=150,
+        help_text="user name of the actor, as the history recorded it (text, not a "
+        "reference: a name that acted on nothing matches no event)",
     )
     since = serializers.DateTimeField(
         required=False, help_text="ISO 8601 time, e.g. 2026-11-01T00:00:00Z"
     )
-    kind = serializers.ChoiceField(required=False, choices=EventKind.choices)
+    kind = ChoiceField(required=False, choices=EventKind.choices)
 
 
 class MembershipFilter(serializers.Serializer):
     node = serializers.IntegerField(
-        required=False, min_value=1, max_value=MAX_ID, help_text="memberships on this node"
+        required=False,
+        min_value=1,
+        max_value=MAX_ID,
+        help_text="memberships on this node (an unknown one: 400)",
     )
 
 
 class MembershipInput(StrictInput):
     user = TextField(max_length=150)
     node = serializers.IntegerField(min_value=1, max_value=MAX_ID)
-    role = serializers.ChoiceField(choices=Role.choices)
+    role = ChoiceField(choices=Role.choices)
     reason = TextField(
         max_length=MAX_REASON_LENGTH,
         required=False,

@@ -177,6 +177,7 @@ class MembershipListApi(APIView):
             "node_id", "role", "user__username"
         )
         if filters.get("node"):
+            selectors.ensure_node(filters["node"])
             memberships = memberships.filter(node_id=filters["node"])
         return Response(s.MembershipOutput(memberships, many=True).data)
 

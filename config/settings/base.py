@@ -357,6 +357,10 @@ REST_FRAMEWORK = {
     # JSON only: a form field left empty would otherwise read as "not given" and take the
     # field's default (a node created with weight "" got weight 1); forms get 415.
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON only out, too: an unknown `?format=` or an Accept without JSON is a 406 of the
+    # error shape naming the input (config.negotiation); Swagger UI is the browsable API.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "config.negotiation.StrictContentNegotiation",
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 SPECTACULAR_SETTINGS = {

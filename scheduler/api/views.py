@@ -15,6 +15,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from budgets.selectors import tree_index
 from config.api_schema import ErrorSerializer, error_response, paginated
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS, Pagination
@@ -127,10 +128,7 @@ def _rows(request, jobs: list[Job], paths: dict[int, str] | None = None) -> list
 class JobListApi(APIView):
     @extend_schema(
         parameters=[s.JobFilter, *PAGE_PARAMETERS],
-        responses={
-            200: paginated(s.JobOutput, "PaginatedJobList"),
-            404: error_response(404),
-        },
+        responses={200: paginated(s.JobOutput, "PaginatedJobList")},
         operation_id="jobs_list",
         summary="Jobs, newest first (everyone's; the spec only where you may read it)",
     )
@@ -141,7 +139,7 @@ class JobListApi(APIView):
             actor=request.user,
             mine=filters.get("mine", False),
             project_ids=None if project is None else selectors.projects_at_or_below(project),
-            cluster_id=None if cluster is None else resolve_cluster(cluster, missing=NotFound).pk,
+            cluster_id=None if cluster is None else resolve_cluster(cluster).pk,
             states=filters.get("state", ()),
             kinds=filters.get("kind", ()),
         )
@@ -284,12 +282,12 @@ class QueueApi(APIView):
             s.QueueFilter,
             *PAGE_PARAMETERS,
         ],
-        responses={200: s.QueuePageOutput, 404: error_response(404)},
+        responses={200: s.QueuePageOutput},
         summary="Pending jobs in the order they will start, with position and reason",
     )
     def get(self, request):
         filters = _query(s.QueueFilter, request)
-        cluster = resolve_cluster(filters["cluster"], missing=NotFound)
+        cluster = resolve_cluster(filters["cluster"])
         paginator = Pagination()
         limit = paginator.get_limit(request)
         offset = paginator.get_offset(request)
@@ -419,10 +417,7 @@ def _host_row(host, used: dict) -> dict:
 class HostListApi(APIView):
     @extend_schema(
         parameters=[s.HostFilter, *PAGE_PARAMETERS],
-        responses={
-            200: paginated(s.HostOutput, "PaginatedHostList"),
-            404: error_response(404),
-        },
+        responses={200: paginated(s.HostOutput, "PaginatedHostList")},
         operation_id="hosts_list",
         summary="Hosts with their health and GPUs in use",
     )
@@ -430,7 +425,7 @@ class HostListApi(APIView):
         filters = _query(s.HostFilter, request)
         cluster_id = None
         if "cluster" in filters:
-            cluster_id = resolve_cluster(filters["cluster"], missing=NotFound).pk
+            cluster_id = resolve_cluster(filters["cluster"]).pk
         hosts = selectors.host_list(cluster_id=cluster_id, health=filters.get("health"))
         paginator = Pagination()
         page = paginator.paginate_queryset(hosts, request, view=self)
@@ -472,17 +467,19 @@ class HostDetailApi(APIView):
 
 
 def preview_body(preview) -> dict:
-    """A preview as `PreviewOutput` describes it."""
+    """A preview as `PreviewOutput` describes it; its nodes named as budget changes
+    name them (id, path, name)."""
+    index = tree_index()
     return {
         "id": preview.pk,
         "state": preview.state,
         "progress": preview.progress,
-        "node": preview.node_id,
+        **index.ref(preview.node_id),
         "cluster": preview.cluster_id,
         "cluster_name": preview.cluster.name,
         "requester": preview.requester.get_username(),
         "window_days": preview.window_days,
-        "weights": preview.weights,
+        "weights": [{**index.ref(int(w["node"])), "weight": w["weight"]} for w in preview.weights],
         "idle_reclaim": preview.idle_reclaim,
         "error": preview.error,
         "created_at": preview.created_at,

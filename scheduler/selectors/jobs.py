@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from budgets import permissions
 from budgets.selectors import TreeIndex, node_paths, tree_index
-from config.errors import NotFound
+from config.errors import ValidationFailed
 from scheduler.core.engine import entitled_shares, plan, project_standing, rule_label
 from scheduler.core.engine.explain import STANDING, hours_text
 from scheduler.core.engine.runs import protection_end
@@ -85,11 +85,11 @@ def job_list(
 
 def projects_at_or_below(ref: str | int, *, field: str = "project") -> list[int]:
     """The node `ref` names (id or slug path) and every node below it; an unknown one
-    is a 404 naming `field` (the same meaning as the ledger's `project` filter)."""
+    is a 400 naming `field` (the same meaning and answer as the ledger's `project` filter)."""
     index = tree_index()
     node_id = index.find(ref)
     if node_id is None:
-        raise NotFound(
+        raise ValidationFailed(
             f"There is no budget node {str(ref).strip()[:100]!r} (give an id or a path like "
             "'org/program/project').",
             field=field,

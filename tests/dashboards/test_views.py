@@ -213,7 +213,7 @@ def test_waits_api_refuses_bad_input_and_anonymous(api_client, tree):
     api_client.force_authenticate(tree.user("ann"))
     assert api_client.get("/api/v1/waits/").json()["errors"][0]["field"] == "cluster"
     missing = api_client.get("/api/v1/waits/", {"cluster": "nope"})
-    assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+    assert missing.status_code == 400 and missing.json()["field"] == "cluster"  # as usage/
     backwards = api_client.get(
         "/api/v1/waits/",
         {"cluster": "h100", "since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"},

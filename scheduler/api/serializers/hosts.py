@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from config.api_fields import StrictInput, TextField
+from config.api_fields import ChoiceField, StrictInput, TextField
 from scheduler.api.serializers.fields import (
     ClusterRefField,
 )
@@ -11,7 +11,7 @@ from scheduler.models import HostHealth
 
 class HostFilter(serializers.Serializer):
     cluster = ClusterRefField(required=False, help_text="The cluster's id or name")
-    health = serializers.ChoiceField(choices=HostHealth.choices, required=False)
+    health = ChoiceField(choices=HostHealth.choices, required=False)
 
 
 class HostOutput(serializers.Serializer):
@@ -21,7 +21,7 @@ class HostOutput(serializers.Serializer):
     name = serializers.CharField()
     gpus = serializers.IntegerField()
     gpus_in_use = serializers.IntegerField()
-    health = serializers.ChoiceField(choices=HostHealth.choices)
+    health = ChoiceField(choices=HostHealth.choices)
     health_reason = serializers.CharField(allow_blank=True)
     health_changed_at = serializers.DateTimeField(allow_null=True)
     ready_for_repair_at = serializers.DateTimeField(
@@ -31,8 +31,8 @@ class HostOutput(serializers.Serializer):
 
 class HostEventOutput(serializers.Serializer):
     at = serializers.DateTimeField()
-    from_health = serializers.ChoiceField(choices=HostHealth.choices)
-    to_health = serializers.ChoiceField(choices=HostHealth.choices)
+    from_health = ChoiceField(choices=HostHealth.choices)
+    to_health = ChoiceField(choices=HostHealth.choices)
     reason = serializers.CharField()
     actor = serializers.CharField(allow_blank=True, source="actor_name")
 
@@ -42,7 +42,7 @@ class HostDetailOutput(HostOutput):
 
 
 class HostHealthInput(StrictInput):
-    health = serializers.ChoiceField(
+    health = ChoiceField(
         choices=[("draining", "Draining"), ("healthy", "Healthy")],
         help_text="`draining` starts a drain, `healthy` ends it",
     )

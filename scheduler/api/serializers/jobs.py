@@ -4,7 +4,7 @@ cancel, the filters and the queue."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from config.api_fields import StrictInput, TextField
+from config.api_fields import ChoiceField, MultipleChoiceField, StrictInput, TextField
 from scheduler.api.serializers.fields import (
     MAX_ID,
     ClusterRefField,
@@ -61,7 +61,7 @@ class JobSubmitInput(StrictInput):
         max_value=job_rules.PRIORITY_MAX,
         help_text="Orders the job among its project's jobs only",
     )
-    kind = serializers.ChoiceField(
+    kind = ChoiceField(
         choices=JobKind.choices,
         required=False,
         default="training",
@@ -108,9 +108,9 @@ class JobOutput(serializers.Serializer):
     allocated = serializers.BooleanField(help_text="min_runtime_s > 0: charged and protected")
     resumable = serializers.BooleanField()
     priority = serializers.IntegerField()
-    kind = serializers.ChoiceField(choices=JobKind.choices)
+    kind = ChoiceField(choices=JobKind.choices)
     duration_s = serializers.IntegerField(allow_null=True)
-    state = serializers.ChoiceField(choices=JobState.choices)
+    state = ChoiceField(choices=JobState.choices)
     state_reason = serializers.CharField(allow_blank=True)
     submitted_at = serializers.DateTimeField()
     queued_at = serializers.DateTimeField()
@@ -134,7 +134,7 @@ class PlacementOutput(serializers.Serializer):
 class AttemptOutput(serializers.Serializer):
     number = serializers.IntegerField()
     attempt_id = serializers.CharField()
-    state = serializers.ChoiceField(choices=AttemptState.choices)
+    state = ChoiceField(choices=AttemptState.choices)
     allocated = serializers.BooleanField()
     gpus = serializers.IntegerField()
     placements = PlacementOutput(many=True)
@@ -157,7 +157,7 @@ class AttemptOutput(serializers.Serializer):
 class JobEventOutput(serializers.Serializer):
     at = serializers.DateTimeField()
     from_state = serializers.CharField(allow_blank=True, help_text="Empty for the submission")
-    to_state = serializers.ChoiceField(choices=JobState.choices)
+    to_state = ChoiceField(choices=JobState.choices)
     reason = serializers.CharField(allow_blank=True)
     reason_code = serializers.CharField(allow_blank=True)
     attempt = serializers.IntegerField(allow_null=True, source="attempt.number", default=None)
@@ -215,7 +215,7 @@ class EtaOutput(serializers.Serializer):
     latest = serializers.DateTimeField(
         allow_null=True, help_text="Latest of the range (longer runtimes, 90th percentile)"
     )
-    method = serializers.ChoiceField(
+    method = ChoiceField(
         choices=["forward-simulation", "victims-stopping", "estimating"],
         help_text="victims-stopping: the jobs it preempted are exiting; it starts next. "
         "estimating: a worker is computing the cluster's estimates (the times are null); "
@@ -234,7 +234,7 @@ class EtaOutput(serializers.Serializer):
 
 
 class BlockerOutput(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["misconfiguration", "budget", "capacity"])
+    kind = ChoiceField(choices=["misconfiguration", "budget", "capacity"])
     text = serializers.CharField(help_text="The reason, with its numbers, in plain language")
     numbers = serializers.DictField(help_text="The figures the text quotes, by name")
 
@@ -311,7 +311,7 @@ class DryRunJobOutput(serializers.Serializer):
     allocated = serializers.BooleanField()
     resumable = serializers.BooleanField()
     priority = serializers.IntegerField()
-    kind = serializers.ChoiceField(choices=JobKind.choices)
+    kind = ChoiceField(choices=JobKind.choices)
     duration_s = serializers.IntegerField(allow_null=True)
     spec = SpecField()
 
@@ -328,15 +328,15 @@ class JobFilter(serializers.Serializer):
     project = ProjectRefField(
         required=False,
         help_text="A budget node's id or path (`org/program/project`): the jobs of the "
-        "projects at or below it (an unknown one: 404)",
+        "projects at or below it (an unknown one: 400)",
     )
     cluster = ClusterRefField(
-        required=False, help_text="The cluster's id or name (an unknown one: 404)"
+        required=False, help_text="The cluster's id or name (an unknown one: 400)"
     )
-    state = serializers.MultipleChoiceField(
+    state = MultipleChoiceField(
         choices=JobState.choices, required=False, help_text="repeat or comma-separate"
     )
-    kind = serializers.MultipleChoiceField(choices=JobKind.choices, required=False)
+    kind = MultipleChoiceField(choices=JobKind.choices, required=False)
 
 
 class QueueFilter(serializers.Serializer):

@@ -4,7 +4,7 @@ from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from config.api_fields import NumberOrTextField, StrictInput
+from config.api_fields import ChoiceField, NumberOrTextField, StrictInput
 from scheduler.api.serializers.fields import (
     MAX_ID,
     IdOrNameField,
@@ -20,8 +20,16 @@ class PreviewWeightInput(StrictInput):
     weight = NumberOrTextField(help_text="The proposed weight (>= 0, up to 4 decimals)")
 
 
+NODE_PATH_HELP = "The node's slug path (`org/program/project`), as budget changes give it"
+NODE_NAME_HELP = "The node's name"
+
+
 class PreviewWeightOutput(serializers.Serializer):
-    node = serializers.IntegerField(help_text="A child of the preview's node")
+    """A proposed weight; the node named as a budget change's items name it."""
+
+    node = serializers.IntegerField(help_text="A child of the preview's node (its id)")
+    node_path = serializers.CharField(help_text=NODE_PATH_HELP)
+    node_name = serializers.CharField(help_text=NODE_NAME_HELP)
     weight = serializers.CharField(help_text="The proposed weight, as decimal text")
 
 
@@ -83,9 +91,11 @@ class PreviewResultField(serializers.JSONField):
 
 class PreviewOutput(serializers.Serializer):
     id = serializers.IntegerField()
-    state = serializers.ChoiceField(choices=["queued", "running", "done", "failed"])
+    state = ChoiceField(choices=["queued", "running", "done", "failed"])
     progress = serializers.FloatField(help_text="0..1")
-    node = serializers.IntegerField()
+    node = serializers.IntegerField(help_text="The node whose children's weights change")
+    node_path = serializers.CharField(help_text=NODE_PATH_HELP)
+    node_name = serializers.CharField(help_text=NODE_NAME_HELP)
     cluster = serializers.IntegerField()
     cluster_name = serializers.CharField()
     requester = serializers.CharField()

@@ -1,0 +1,220 @@
+"""One answer for each kind of client mistake, on every operation, as the schema says:
+
+- a query parameter naming an object that does not exist (an unknown cluster, project
+  or node) is a 400 naming the field, never a 404 (which is for path objects), and no
+  list operation documents a 404;
+- a response format the API does not produce (`?format=xml`, `Accept: text/html`) is a
+  JSON 406 naming `format` or `Accept`, documented on every operation;
+- a refused choice names every valid value;
+- a budget change's items and a preview's weights name their node the same way (id,
+  path, name).
+"""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework import serializers
+
+from config.api_fields import NamedChoicesMixin
+
+pytestmark = pytest.mark.django_db
+
+UNKNOWN = {"cluster": "no-such-cluster", "project": "org/no-such-project", "node": "999999"}
+# operations that need a cluster to answer anything
+READ_LIST_QUERY = {
+    f"/api/v1/{name}/": {"cluster": "gpu"} for name in ("queue", "fairshare", "occupancy", "waits")
+}
+
+
+@pytest.fixture
+def schema(api_client, world):
+    api_client.force_authenticate(world.user("root"))
+    return api_client.get("/api/schema/?format=json").json()
+
+
+def query_operations(schema: dict, names: set[str]):
+    """(path, parameter name) of every GET operation with a query parameter in `names`."""
+    for path, item in schema["paths"].items():
+        for parameter in item.get("get", {}).get("parameters", []):
+            if parameter["in"] == "query" and parameter["name"] in names:
+                yield path, parameter["name"]
+
+
+def test_an_unknown_object_in_a_query_parameter_is_a_400_naming_it_everywhere(
+    api_client, world, schema
+):
+    api_client.force_authenticate(world.user("lead-a"))
+    found = sorted(query_operations(schema, set(UNKNOWN)))
+    assert ("/api/v1/queue/", "cluster") in found and ("/api/v1/usage/", "cluster") in found
+    assert ("/api/v1/budget-changes/", "node") in found
+    assert len(found) >= 11, found  # jobs, queue, hosts, usage, occupancy, waits, fairshare...
+    for path, name in found:
+        query = {**READ_LIST_QUERY.get(path, {}), name: UNKNOWN[name]}
+        response = api_client.get(path, query)
+        assert response.status_code == 400, (path, name, response.content)
+        body = response.json()
+        assert body["code"] == "invalid" and body["field"] == name, (path, body)
+        assert "There is no" in body["detail"], (path, body)
+
+
+def test_no_list_operation_documents_a_404_and_every_query_documents_the_400(schema):
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            responses = operation.get("responses", {})
+            if "{" not in path:
+                assert "404" not in responses, (method, path)
+            if any(p["in"] == "query" for p in operation.get("parameters", [])):
+                assert "400" in responses, (method, path)
+
+
+@pytest.mark.parametrize("fmt", ["xml", "api", "yaml", "", "JSON"])
+def test_an_unknown_format_is_a_json_406_naming_the_formats(api_client, world, fmt):
+    api_client.force_authenticate(world.user("ann"))
+    for path in ["/api/v1/jobs/", "/api/v1/tree/", f"/api/v1/nodes/{world.tree.node('a1').pk}/"]:
+        response = api_client.get(f"{path}?format={fmt}", HTTP_ACCEPT="text/html,*/*;q=0.8")
+        assert response.status_code == 406, (path, response.content)
+        assert response["Content-Type"] == "application/json"
+        body = response.json()
+        assert body["code"] == "not_acceptable" and body["field"] == "format"
+        assert "format=json" in body["detail"]
+
+
+def test_json_is_still_served_for_format_json_and_a_browser_accept(api_client, world):
+    api_client.force_authenticate(world.user("ann"))
+    assert api_client.get("/api/v1/jobs/?format=json").json()["count"] == 0
+    browser = api_client.get("/api/v1/tree/", HTTP_ACCEPT="text/html,*/*;q=0.8")
+    assert browser["Content-Type"] == "application/json"
+    assert browser.json()["tree"]["name"] == "org"
+
+
+def test_an_accept_header_without_json_is_a_json_406_naming_it(api_client, world):
+    api_client.force_authenticate(world.user("ann"))
+    response = api_client.get("/api/v1/jobs/", HTTP_ACCEPT="text/html")
+    assert response.status_code == 406 and response["Content-Type"] == "application/json"
+    assert response.json()["field"] == "Accept"
+    assert "application/json" in response.json()["detail"]
+
+
+def test_the_schema_endpoint_refuses_an_unknown_format_naming_its_own(api_client, world):
+    response = api_client.get("/api/schema/?format=xml")
+    assert response.status_code == 406
+    assert response.json()["field"] == "format" and "json" in response.json()["detail"]
+
+
+def test_every_operation_documents_the_406(schema):
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            assert operation["responses"]["406"]["content"]["application/json"], (method, path)
+
+
+def enum_parameters(schema: dict):
+    """(path, name, valid values) of every query parameter of a GET that takes choices."""
+    for path, item in schema["paths"].items():
+        for parameter in item.get("get", {}).get("parameters", []):
+            found = parameter.get("schema", {})
+            found = found.get("items", found)
+            if "$ref" in found:
+                found = schema["components"]["schemas"][found["$ref"].split("/")[-1]]
+            if parameter["in"] == "query" and "enum" in found:
+                yield path, parameter["name"], [v for v in found["enum"] if v not in ("", None)]
+
+
+def test_every_refused_choice_in_a_query_names_the_valid_values(api_client, world, schema):
+    api_client.force_authenticate(world.user("root"))
+    found = list(enum_parameters(schema))
+    names = {(path, name) for path, name, _ in found}
+    assert {("/api/v1/jobs/", "kind"), ("/api/v1/jobs/", "state")} <= names
+    assert {("/api/v1/budget-changes/", "kind"), ("/api/v1/hosts/", "health")} <= names
+    assert ("/api/v1/usage/", "step") in names
+    for path, name, values in found:
+        query = {**READ_LIST_QUERY.get(path, {}), name: "foo"}
+        response = api_client.get(path, query)
+        assert response.status_code == 400, (path, name, response.content)
+        detail = response.json()["detail"]
+        assert response.json()["field"] == name
+        for value in values:
+            assert str(value) in detail, (path, name, value, detail)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field", "values"),
+    [
+        ("post", "/api/v1/jobs/", {"kind": "foo"}, "kind", ["debug", "training", "inference"]),
+        ("post", "/api/v1/memberships/", {"role": "boss"}, "role", ["manager", "member"]),
+        ("post", "/api/v1/nodes/", {"kind": "team"}, "kind", ["program", "project"]),
+        ("patch", "/api/v1/hosts/{host}/", {"health": "broken"}, "health", ["draining"]),
+    ],
+)
+def test_every_refused_choice_in_a_body_names_the_valid_values(
+    api_client, world, method, path, body, field, values
+):
+    api_client.force_authenticate(world.user("root"))
+    path = path.format(host=world.hosts[0].pk)
+    response = getattr(api_client, method)(path, body, format="json")
+    assert response.status_code == 400
+    errors = {e["field"]: e["detail"] for e in response.json()["errors"]}
+    assert f'"{body[field]}"' in errors[field]
+    for value in values:
+        assert value in errors[field]
+
+
+def api_serializers():
+    """Every serializer class the API's modules define."""
+    from budgets.api import serializers as budget_api
+    from dashboards import api as dashboards_api
+    from ledger import api as ledger_api
+    from scheduler.api import serializers as scheduler_api
+
+    for module in (budget_api, dashboards_api, ledger_api, scheduler_api):
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, serializers.Serializer):
+                yield value
+
+
+def test_every_choice_field_of_the_api_names_its_values():
+    checked = 0
+    for serializer_class in api_serializers():
+        for name, field in serializer_class().fields.items():
+            child = getattr(field, "child", None) or field
+            if isinstance(child, serializers.Serializer):
+                continue  # its own class is checked
+            if isinstance(child, serializers.ChoiceField):
+                checked += 1
+                assert isinstance(child, NamedChoicesMixin), (serializer_class, name)
+    assert checked >= 15
+
+
+def test_a_budget_change_names_its_nodes_as_a_preview_does(api_client, world):
+    tree = world.tree
+    api_client.force_authenticate(world.user("lead-a"))
+    changed = api_client.post(
+        "/api/v1/budget-changes/",
+        {"reason": "more for a1", "changes": [{"node": tree.node("a1").pk, "weight": "3"}]},
+        format="json",
+    )
+    assert changed.status_code == 201, changed.content
+    listed = api_client.get("/api/v1/budget-changes/", {"node": tree.node("a1").pk}).json()
+    a1 = tree.node("a1").pk
+    (item,) = [i for i in listed["results"][0]["items"] if i["node"] == a1]
+    assert {k: item[k] for k in ("node", "node_path", "node_name")} == {
+        "node": tree.node("a1").pk,
+        "node_path": "org/prog-a/a1",
+        "node_name": "a1",
+    }
+    preview = api_client.post(
+        "/api/v1/previews/",
+        {
+            "node": tree.node("prog-a").pk,
+            "cluster": "gpu",
+            "weights": [{"node": tree.node("a1").pk, "weight": 3}],
+        },
+        format="json",
+    ).json()
+    assert preview["node_path"] == "org/prog-a" and preview["node_name"] == "prog-a"
+    (weight,) = preview["weights"]
+    assert {k: weight[k] for k in ("node", "node_path", "node_name")} == {
+        k: item[k] for k in ("node", "node_path", "node_name")
+    }
+    assert weight["weight"] == "3"
+    again = api_client.get(f"/api/v1/previews/{preview['id']}/").json()
+    assert again["weights"] == preview["weights"]
