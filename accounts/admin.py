@@ -1,6 +1,18 @@
-from django.contrib import admin
+"""Django admin for accounts: API tokens (revoke only) and users, whose roles change only
+through the budget services.
+
+Django's own user admin deleted a user's memberships by cascade, with no `role_removed`
+event and no check of the actor's right to remove them (issue 30's rule: every admin
+change to roles goes through the services, or does not exist)."""
+
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db import transaction
 
 from accounts.models import ApiToken
+from budgets import services as budget_services
+from config.errors import ApplicationError
 
 
 @admin.register(ApiToken)
@@ -17,3 +29,32 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+User = get_user_model()
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class AuditedUserAdmin(UserAdmin):
+    """Deleting a user (its page or "delete selected") first removes each of their roles
+    through `membership_remove`: audited as `role_removed`, by the actor's rules. A user
+    one of whose roles the actor may not remove is not deleted at all."""
+
+    def delete_model(self, request, obj):
+        reason = f"removed in the admin by {request.user.get_username()} with the user"
+        try:
+            with transaction.atomic():
+                for membership_id in obj.memberships.values_list("pk", flat=True):
+                    budget_services.membership_remove(
+                        actor=request.user, membership_id=membership_id, reason=reason
+                    )
+                super().delete_model(request, obj)
+        except ApplicationError as exc:
+            self.message_user(
+                request, f"{obj.get_username()} was not deleted: {exc.message}", messages.ERROR
+            )
+
+    def delete_queryset(self, request, queryset):
+        for user in queryset:
+            self.delete_model(request, user)

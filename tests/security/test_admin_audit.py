@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 
 import pytest
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client, RequestFactory
 from django.urls import reverse
@@ -200,3 +201,50 @@ def test_bulk_removal_of_roles_is_audited_and_keeps_the_rules(tree):
         )
     assert Membership.objects.filter(pk=bob.pk).exists()
     assert BudgetEvent.objects.filter(kind="role_removed").count() == 1
+
+
+# every other model of the admin: its deletions must not reach an audited model either
+# (deleting a user cascaded into their memberships, with no event and no rule checked)
+OTHERS = [m for m in admin.site._registry if m not in AUDITED]
+
+
+@pytest.mark.parametrize("model", OTHERS, ids=lambda m: f"{m._meta.app_label}.{m.__name__}")
+def test_deleting_anything_in_the_admin_writes_audited_models_only_with_an_event(tree, model):
+    client, root = world(tree)
+    rows = [pk for pk in model.objects.order_by("pk").values_list("pk", flat=True)[:20]]
+    rows = [pk for pk in rows if not (model is type(root) and pk == root.pk)]  # not oneself
+    for pk in rows[: len(rows) // 2]:
+        before = snapshot()
+        client.post(admin_url(model, "delete", pk), {"post": "yes"})
+        assert_audited(before, f"the delete page of {model.__name__} {pk}")
+    before = snapshot()
+    client.post(
+        admin_url(model, "changelist"),
+        {"action": "delete_selected", "_selected_action": [str(pk) for pk in rows], "post": "yes"},
+    )
+    assert_audited(before, f"'delete selected' on {model.__name__}")
+
+
+def test_deleting_a_user_removes_their_roles_through_the_service(tree):
+    """A superuser's deletion records a `role_removed` per role; a staff user allowed to
+    delete users but who manages nothing deletes no one who holds a role."""
+    client, _ = world(tree)
+    User = get_user_model()
+    staff = UserFactory(username="ops", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(codename__in=["view_user", "delete_user"]))
+    ops = Client()
+    ops.force_login(staff)
+    bob = User.objects.get(username="bob")
+    ops.post(admin_url(User, "delete", bob.pk), {"post": "yes"})
+    ops.post(
+        admin_url(User, "changelist"),
+        {"action": "delete_selected", "_selected_action": [str(bob.pk)], "post": "yes"},
+    )
+    assert Membership.objects.filter(user=bob).exists() and User.objects.filter(pk=bob.pk).exists()
+    assert not BudgetEvent.objects.filter(kind="role_removed").exists()
+    ann = User.objects.get(username="ann")
+    client.post(admin_url(User, "delete", ann.pk), {"post": "yes"})
+    assert not User.objects.filter(username="ann").exists()
+    event = BudgetEvent.objects.get(kind="role_removed")
+    assert event.actor_name == "root" and "ann" not in event.reason  # the admin's reason
+    assert [i.node_path for i in event.items.all()] == ["org/prog-a/a1"]
