@@ -56,6 +56,7 @@ ERROR_DESCRIPTIONS = {
 }
 
 NO_NUL_PATTERN = r"^[^\x00]*$"
+MAX_ID = 2**63 - 1  # PostgreSQL bigint: every id of the API
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 BODY_METHODS = {"POST", "PUT", "PATCH"}
 
@@ -93,6 +94,9 @@ class AutoSchema(SpectacularAutoSchema):
     def _get_parameters(self):
         parameters = super()._get_parameters()
         for parameter in parameters:
+            if parameter.get("in") == "path" and parameter.get("schema") == {"type": "integer"}:
+                # an object's id: a bigint key (a larger one names nothing: the documented 404)
+                parameter["schema"] = {"type": "integer", "minimum": 1, "maximum": MAX_ID}
             if parameter.get("in") == "query" and "schema" in parameter:
                 # RejectNulBytesMiddleware answers 400 to a NUL in any query parameter,
                 # before authentication; the schema says so, so no client takes it as valid

@@ -8,6 +8,7 @@ from budgets.services import MAX_REASON_LENGTH
 from config.api_fields import ChoiceField, NumberOrTextField, StrictInput, TextField
 
 MAX_ID = 2**63 - 1  # PostgreSQL bigint
+MAX_VERSION = 2**31 - 1  # TreeState.version, BudgetEvent.base_version: PostgreSQL integer
 REASON_HELP = (
     "Why, for the audit trail: 1-2000 characters, no control characters except newlines and tabs"
 )
@@ -44,7 +45,9 @@ class NodeUpdateInput(StrictInput):
     name = TextField(max_length=100, required=False)
     parent = serializers.IntegerField(required=False, min_value=1, max_value=MAX_ID)
     reason = reason_field()
-    base_version = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    base_version = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, max_value=MAX_VERSION
+    )
 
 
 class WeightChangeInput(StrictInput):
@@ -56,7 +59,7 @@ class BudgetChangeInput(StrictInput):
     reason = reason_field()
     effective_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
     base_version = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, default=None
+        required=False, allow_null=True, min_value=0, max_value=MAX_VERSION, default=None
     )
     changes = WeightChangeInput(many=True, allow_empty=True)
 

@@ -218,3 +218,43 @@ def test_a_budget_change_names_its_nodes_as_a_preview_does(api_client, world):
     assert weight["weight"] == "3"
     again = api_client.get(f"/api/v1/previews/{preview['id']}/").json()
     assert again["weights"] == preview["weights"]
+
+
+def integer_schemas(node):
+    """Every integer schema inside `node` (a parameter's or a request body's schema)."""
+    if isinstance(node, dict):
+        kind = node.get("type")
+        if kind == "integer" or (isinstance(kind, list) and "integer" in kind):
+            yield node
+        for value in node.values():
+            yield from integer_schemas(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from integer_schemas(value)
+
+
+def test_every_integer_a_client_sends_is_bounded_in_the_schema(schema):
+    """Issue 30: every integer parameter bounded in the schema (path ids included), so
+    no client or fuzzer is told that a value past bigint is valid."""
+    sent = [
+        (f"{method} {path} {p['name']}", p["schema"])
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+        for p in operation.get("parameters", [])
+    ]
+    sent += [(name, s) for name, s in schema["components"]["schemas"].items() if "Request" in name]
+    for where, found in sent:
+        for integer in integer_schemas(found):
+            assert "enum" in integer or {"minimum", "maximum"} <= set(integer), where
+
+
+@pytest.mark.parametrize("huge", [2**63 - 1, 2**63, 10**20])
+def test_a_path_id_past_any_row_is_the_documented_404(api_client, world, schema, huge):
+    api_client.force_authenticate(world.user("root"))
+    for path, item in schema["paths"].items():
+        if "{" not in path or "get" not in item:
+            continue
+        url = "/".join(str(huge) if part.startswith("{") else part for part in path.split("/"))
+        response = api_client.get(url)
+        assert response.status_code == 404, (url, response.status_code)
+        assert response.json()["code"] == "not_found"
