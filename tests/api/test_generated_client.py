@@ -195,6 +195,9 @@ def _check_budget_changes(api, prog_a, a1) -> None:
         ),
     )
     assert previews_retrieve.sync(client=api, preview_id=preview.id).node == prog_a.id
+    (proposed,) = preview.weights  # the node named as a budget change's items name it
+    named = (proposed.node, proposed.node_path, proposed.node_name)
+    assert named == (a1.id, "org/prog-a/a1", "a1")
     scheduled = budget_changes_create.sync(
         client=api,
         body=BudgetChangeInputRequest(
@@ -204,6 +207,7 @@ def _check_budget_changes(api, prog_a, a1) -> None:
         ),
     )
     assert scheduled.kind.value == "scheduled"
+    assert named in {(i.node, i.node_path, i.node_name) for i in scheduled.items}
     cancelled = budget_changes_cancel.sync(
         client=api, event_id=scheduled.id, body=BudgetCancelInputRequest(reason="not yet")
     )
