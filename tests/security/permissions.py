@@ -139,6 +139,12 @@ ROWS: list[Row] = [
         allowed(201, {"other_manager", "head", "superuser"}),
         {"user": "bob", "node": "{b1}", "role": "member"},
     ),  # fmt: skip
+    Row(
+        "post",
+        "/api/v1/memberships/",
+        allowed(201, {"other_manager", "head", "superuser"}),
+        {"user": "bob", "node": "{b1}", "role": "manager"},
+    ),  # fmt: skip
     Row("delete", "/api/v1/memberships/{ann_a1}/", allowed(204, MANAGE_A1)),
     Row("delete", "/api/v1/memberships/{pi_a1}/", allowed(204, GOVERN_A)),
     # tokens: a password gives one; each user sees and revokes only their own
@@ -156,9 +162,20 @@ ROWS: list[Row] = [
         allowed(201, MANAGE_A1 | {"member"}),
         {"project": "{a1}", "cluster": "gpu", "gpus": 1, "min_runtime_s": 0},
     ),  # fmt: skip
+    Row(
+        "post",
+        "/api/v1/jobs/",
+        allowed(201, {"other_manager", "head", "superuser"}),
+        {"project": "{b1}", "cluster": "gpu", "gpus": 1, "min_runtime_s": 0},
+    ),  # fmt: skip
     Row("get", "/api/v1/jobs/{job}/", readers()),
     Row("post", "/api/v1/jobs/{job}/cancel/", allowed(200, MANAGE_A1 | {"member", "staff"})),
     Row("post", "/api/v1/jobs/{job_a2}/cancel/", allowed(200, GOVERN_A | {"staff"})),
+    Row(
+        "post",
+        "/api/v1/jobs/{job_b1}/cancel/",
+        allowed(200, {"other_manager", "head", "staff", "superuser"}),
+    ),  # fmt: skip
     Row("get", "/api/v1/queue/?cluster=gpu", readers()),
     Row("get", "/api/v1/waits/?cluster=gpu", readers()),
     Row("get", "/api/v1/usage/?cluster=gpu&project={a1}", readers()),
@@ -192,6 +209,12 @@ ROWS: list[Row] = [
         "/api/v1/previews/",
         allowed(201, GOVERN_A),
         {"node": "{prog_a}", "cluster": "gpu", "weights": [{"node": "{a1}", "weight": 3}]},
+    ),  # fmt: skip
+    Row(
+        "post",
+        "/api/v1/previews/",
+        allowed(201, {"other_manager", "head", "superuser"}),
+        {"node": "{prog_b}", "cluster": "gpu", "weights": [{"node": "{b1}", "weight": 3}]},
     ),  # fmt: skip
     Row("get", "/api/v1/previews/{preview}/", allowed(200, GOVERN_A)),
     # public and operators' endpoints

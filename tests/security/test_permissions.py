@@ -102,6 +102,7 @@ def context(tree) -> dict[str, object]:
     submit = {"cluster": "gpu", "name": "j", "gpus": 1, "min_runtime_s": 0}
     job = job_submit(actor=tree.user("ann"), project="org/prog-a/a1", **submit).jobs[0]
     job_a2 = job_submit(actor=tree.user("bob"), project="org/prog-a/a2", **submit).jobs[0]
+    job_b1 = job_submit(actor=tree.user("ceo"), project="org/prog-b/b1", **submit).jobs[0]
     keyed = job_submit(
         actor=tree.user("ann"), project="org/prog-a/a1", idempotency_key="k", fingerprint="f",
         **submit,
@@ -123,12 +124,14 @@ def context(tree) -> dict[str, object]:
         "preview": preview.pk,
         "job": job.pk,
         "job_a2": job_a2.pk,
+        "job_b1": job_b1.pk,
         "host": host.pk,
         "cluster": cluster.pk,
         "a1": tree.node("a1").pk,
         "a2": tree.node("a2").pk,
         "b1": tree.node("b1").pk,
         "prog_a": tree.node("prog-a").pk,
+        "prog_b": tree.node("prog-b").pk,
         "scheduled": scheduled.pk,
         "scheduled_change": ScheduledChange.objects.get(event_id=scheduled.pk).pk,
         "import_event": BudgetEvent.objects.get(kind=EventKind.IMPORTED).pk,
