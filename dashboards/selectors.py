@@ -18,7 +18,17 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Min, Sum
+from django.db.models import (
+    Case,
+    F,
+    IntegerField,
+    Min,
+    OuterRef,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.utils import timezone
 
 from budgets import permissions
@@ -28,7 +38,17 @@ from ledger import selectors as ledger_selectors
 from ledger.accounting import delivery_ratio
 from ledger.models import ProjectHour
 from ledger.selectors import Period, Span, step_key, step_starts
-from scheduler.models import Attempt, Cluster, HostEvent, HostHealth, Job, JobEvent, JobState
+from scheduler.models import (
+    ACTIVE_STATES,
+    Attempt,
+    Cluster,
+    HostEvent,
+    HostHealth,
+    Job,
+    JobEvent,
+    JobState,
+)
+from scheduler.selectors.standing import start_order
 
 DELIVERY_CACHE_S = 300
 GOOD_RATIO = 0.95  # a project "got what its budget promised" at >= 95% (SPEC 1.6)
@@ -294,22 +314,60 @@ def _drain(event: HostEvent, ended_at: dt.datetime | None) -> dict[str, Any]:
 # --- a researcher's own page ------------------------------------------------------------
 
 
-def my_jobs(*, user):
-    """The user's jobs, pending first, then newest first."""
-    from django.db.models import Case, IntegerField, Value, When
+class MyJobs:
+    """A user's jobs as My jobs lists them: pending ones in the order they will start
+    (`start_order`: their queue positions), then running ones (an open attempt) by when
+    their run started, the earliest first, then the others newest first. A sequence a
+    Paginator pages: the pending pks are read once, a page reads its rows in two
+    queries however many jobs the user has."""
 
-    return (
-        Job.objects.filter(submitter=user)
-        .select_related("cluster", "project")
-        .annotate(
-            pending_first=Case(
-                When(state=JobState.PENDING, then=Value(0)),
-                default=Value(1),
-                output_field=IntegerField(),
-            )
+    def __init__(self, user):
+        jobs = Job.objects.filter(submitter=user)
+        pending = jobs.filter(state=JobState.PENDING).values_list("pk", "cluster_id")
+        self.pending = start_order(pending)
+        run_start = (
+            Attempt.objects.filter(job=OuterRef("pk"), ended_at__isnull=True)
+            .order_by("-number")
+            .values("started_at")[:1]
         )
-        .order_by("pending_first", "-id")
-    )
+        self.others = (
+            jobs.exclude(state=JobState.PENDING)
+            .select_related("cluster", "project")
+            .annotate(
+                running_first=Case(
+                    When(state__in=ACTIVE_STATES, then=Value(0)),
+                    default=Value(1),
+                    output_field=IntegerField(),
+                ),
+                run_started=Subquery(run_start),
+            )
+            .order_by("running_first", F("run_started").asc(nulls_last=True), "-id")
+        )
+        self._others_count: int | None = None
+
+    def count(self) -> int:
+        if self._others_count is None:
+            self._others_count = self.others.count()
+        return len(self.pending) + self._others_count
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, window: slice) -> list[Job]:
+        start, stop = window.start or 0, window.stop if window.stop is not None else self.count()
+        pks = self.pending[start:stop]
+        found = Job.objects.select_related("cluster", "project").in_bulk(pks) if pks else {}
+        page = [found[pk] for pk in pks if pk in found]
+        more = stop - start - len(pks)
+        if more > 0:
+            skip = max(0, start - len(self.pending))
+            page += list(self.others[skip : skip + more])
+        return page
+
+
+def my_jobs(*, user) -> MyJobs:
+    """The user's jobs in My jobs' order (`MyJobs`)."""
+    return MyJobs(user)
 
 
 def my_projects(*, user, span: Span) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from scheduler import views
-from scheduler.views import whatif
+from scheduler.views import queue, whatif
 
 app_name = "scheduler"
 
@@ -9,6 +9,8 @@ urlpatterns = [
     path("jobs/<int:job_id>/", views.job_detail, name="job-detail"),
     path("jobs/<int:job_id>/waiting/", views.job_waiting, name="job-waiting"),
     path("now/", views.now, name="now"),
+    path("queue/", queue.queue_home, name="queue"),
+    path("clusters/<int:cluster_id>/queue/", queue.cluster_queue, name="cluster-queue"),
     path("planner/", views.planner_list, name="planner-list"),
     path("planner/<slug:name>/", views.planner_detail, name="planner-detail"),
     # the budget edit page's what-if preview: under /budgets/, served by the scheduler

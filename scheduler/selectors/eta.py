@@ -444,13 +444,32 @@ def job_eta(*, job: Job) -> dict[str, Any] | None:
     if job.state != JobState.PENDING:
         return None
     cached = cached_job_etas(job.cluster_id, [job.pk])
-    found = cached[2][job.pk] if cached else None
+    return _cached_eta(cached, job.pk, job.submitted_at)
+
+
+def _cached_eta(
+    cached: tuple[int, float, dict[int, dict[str, Any] | None]] | None,
+    job_id: int,
+    submitted_at: dt.datetime,
+) -> dict[str, Any]:
+    """A pending job's ETA in a cached answer (`cached_job_etas`): `method: estimating`
+    while no answer knows it yet."""
+    found = cached[2].get(job_id) if cached else None
     if found is not None:
         return found
-    if cached is not None and cached[1] > job.submitted_at.timestamp():
+    if cached is not None and cached[1] > submitted_at.timestamp():
         # a fresh answer without it: not in the engine's view (its project left the tree)
         return _no_estimate(METHOD)
     return _no_estimate(ESTIMATING)
+
+
+def etas_for_page(*, cluster_id: int, submitted: dict[int, dt.datetime]) -> dict[int, dict]:
+    """Pending job pk -> its ETA as `job_eta_for_page` gives it, for the jobs of one
+    cluster in `submitted` (pk -> submission time): one cache read for a page of rows."""
+    if not submitted:
+        return {}
+    cached = cached_job_etas(cluster_id, submitted)
+    return {pk: _for_page(_cached_eta(cached, pk, at)) for pk, at in submitted.items()}
 
 
 def _as_datetimes(values: dict[str, Any]) -> dict[str, Any]:
@@ -466,8 +485,10 @@ _TEXT = frozenset({"method", "because"})
 def job_eta_for_page(*, job: Job) -> dict[str, Any] | None:
     """`job_eta` with datetimes instead of ISO text, for templates (also in `moved`)."""
     eta = job_eta(job=job)
-    if eta is None:
-        return None
+    return None if eta is None else _for_page(eta)
+
+
+def _for_page(eta: dict[str, Any]) -> dict[str, Any]:
     page = _as_datetimes(eta)
     if eta.get("moved"):
         page["moved"] = _as_datetimes(eta["moved"])

@@ -182,24 +182,31 @@ class QueuePage:
 
 
 def queue_page(
-    *, cluster: Cluster, offset: int, limit: int, submitter_id: int | None = None
+    *,
+    cluster: Cluster,
+    offset: int,
+    limit: int,
+    submitter_id: int | None = None,
+    project_ids: Iterable[int] | None = None,
 ) -> QueuePage:
     """Entries `offset` .. `offset + limit` of the cluster's explained queue (start
     order), each with its job's name, project, submitter, size and current state; with
-    `submitter_id`, only that user's jobs (like `squeue --me`), at their places in the
-    whole queue."""
+    `submitter_id`, only that user's jobs (like `squeue --me`), with `project_ids`
+    (`projects_at_or_below`) only those projects' jobs, at their places in the whole
+    queue."""
     snap = stored_queue(cluster_id=cluster.pk)
     if snap is None:
         return QueuePage(count=0, computed_at=None, cycle_id=None, rows=[])
-    if submitter_id is None:
+    if submitter_id is None and project_ids is None:
         count = snap.length
         entries = list(snap.entries(offset, offset + limit))
     else:
-        theirs = set(
-            Job.objects.filter(
-                cluster=cluster, submitter_id=submitter_id, state=JobState.PENDING
-            ).values_list("pk", flat=True)
-        )
+        wanted = Job.objects.filter(cluster=cluster, state=JobState.PENDING)
+        if submitter_id is not None:
+            wanted = wanted.filter(submitter_id=submitter_id)
+        if project_ids is not None:
+            wanted = wanted.filter(project_id__in=list(project_ids))
+        theirs = set(wanted.values_list("pk", flat=True))
         mine = snap.entries_of(theirs)
         count, entries = len(mine), mine[offset : offset + limit]
     jobs = _queue_jobs([e["job"] for e in entries])

@@ -1,6 +1,7 @@
 """Where a list of jobs stands now (a researcher's own jobs page): for each pending job
-its place in its cluster's last explained queue, why it waits and its estimated start.
-One queue read per cluster, whatever the number of jobs."""
+its place in its cluster's last explained queue, why it waits and its estimated start;
+and the order such a page lists jobs in (`start_order`: pending ones as they will
+start). One queue read per cluster, whatever the number of jobs."""
 
 from __future__ import annotations
 
@@ -49,3 +50,20 @@ def job_standings(jobs: Iterable[Job]) -> dict[int, dict[str, Any]]:
                 "eta": job_eta_for_page(job=job),
             }
     return out
+
+
+def start_order(pending: Iterable[tuple[int, int]]) -> list[int]:
+    """The pks of pending jobs, given as (pk, cluster id), in the order they will start:
+    by their positions in their clusters' last explained queues (the queue page's and
+    the API's `position`), those no cycle has placed yet last, oldest first."""
+    by_cluster: dict[int, list[int]] = defaultdict(list)
+    for pk, cluster_id in pending:
+        by_cluster[cluster_id].append(pk)
+    keyed: list[tuple[int, int, int]] = []
+    for cluster_id, pks in by_cluster.items():
+        snap = stored_queue(cluster_id=cluster_id)
+        index = snap.index if snap else {}
+        for pk in pks:
+            place = index.get(pk)
+            keyed.append((0, place, pk) if place is not None else (1, 0, pk))
+    return [pk for *_, pk in sorted(keyed)]

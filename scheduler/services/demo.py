@@ -9,7 +9,9 @@
 - `demo_load_tick` (a beat task) submits the same kind of load through the real submit
   service while the demo runs: debug bursts, team pushes, long training, unallocated
   sweeps (`scheduler.core.sim.generate.organisation_rows`), with `DEMO_SPEED` applied to
-  arrival rates and minimum runtimes so the queue keeps moving on the fast cluster.
+  arrival rates and minimum runtimes (and to the cluster's limits on minimum runtimes:
+  the short-job limit and the protection cap) so the queue keeps moving on the fast
+  cluster as it would on a real one.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from scheduler.core.engine.budget_tree import budget_node, entitled_shares, pars
 from scheduler.core.sim.generate import TraceRow, organisation_rows
 from scheduler.core.sim.history import RunRecord, runs_with_gpu_indices
 from scheduler.core.sim.io import parse_tree
-from scheduler.core.sim.model import ClusterSpec, HostSpec, SimResult, TraceJob
+from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig, SimResult, TraceJob
 from scheduler.core.sim.model import JobState as SimJobState
 from scheduler.core.sim.replay import simulate
 from scheduler.core.utilization import mean_utilization, profile_for, utilization_at
@@ -61,6 +63,15 @@ log = logging.getLogger(__name__)
 DEMO_CLUSTER = "demo-h100"
 DEMO_HOSTS, DEMO_GPUS_PER_HOST = 16, 8
 DEMO_SPEED = 60.0  # simulated seconds per wall second: an hour of work runs a minute
+# The load's minimum runtimes are divided by DEMO_SPEED (Allot counts protection in wall
+# seconds while the cluster runs DEMO_SPEED times faster), so the policy settings that are
+# compared with a minimum runtime are divided the same way: the short-job reserve then
+# holds what it would hold on a real cluster (jobs protected for at most 15 minutes of
+# the cluster's clock), not nearly every job. The back-fill, which replays uncompressed
+# history, plans with the uncompressed values (`_backfill_config`). The usage window and
+# the reporting windows are not compressed: the back-filled history is in wall time.
+REAL_SHORT_JOB_MAX_S = 15 * 60
+REAL_MAX_MIN_RUNTIME_S = 8 * 3600
 DEMO_SEED = 2026
 DEMO_PENDING_CAP = 40  # pending jobs per project beyond which the load submits nothing
 DAY_S = 86400.0
@@ -93,7 +104,25 @@ def demo_cluster_ensure() -> Cluster:
         speed=DEMO_SPEED,
         cycle_s=5,
         grace_s=10,
+        short_job_max_s=demo_seconds(REAL_SHORT_JOB_MAX_S),
+        max_min_runtime_s=demo_seconds(REAL_MAX_MIN_RUNTIME_S),
         reset=True,
+    )
+
+
+def demo_seconds(cluster_s: float) -> int:
+    """A duration of the demo cluster's clock (a minimum runtime, a policy limit) in the
+    wall seconds Allot counts: divided by DEMO_SPEED, at least 1 (0 stays 0: unallocated)."""
+    return 0 if cluster_s == 0 else max(1, int(cluster_s / DEMO_SPEED))
+
+
+def _backfill_config(cluster: Cluster) -> SimConfig:
+    """The simulator config of the back-fill: the cluster's policy with the limits on
+    minimum runtimes uncompressed, as the replayed (uncompressed) history needs them."""
+    return replace(
+        sim_config_for_cluster(cluster),
+        short_job_max_s=float(REAL_SHORT_JOB_MAX_S),
+        max_min_runtime_s=float(REAL_MAX_MIN_RUNTIME_S),
     )
 
 
@@ -151,7 +180,7 @@ def demo_backfill(*, root: BudgetNode, cluster: Cluster, days: float, now=None) 
         spec,
         tree,
         trace,
-        replace(sim_config_for_cluster(cluster), until_s=days * DAY_S, seed=0),
+        replace(_backfill_config(cluster), until_s=days * DAY_S, seed=0),
     )
     simulated_s = time.perf_counter() - started
     done, runs_by_job, rules = finished_runs(result, hosts)
@@ -390,7 +419,7 @@ def demo_load_tick(*, now: dt.datetime | None = None) -> int:
     for row in _rows_between(shares, cluster.gpu_capacity, sim_from, sim_to):
         if row.project not in projects or pending[row.project] >= DEMO_PENDING_CAP:
             continue
-        min_runtime = 0 if row.min_runtime_s == 0 else max(1, int(row.min_runtime_s / DEMO_SPEED))
+        min_runtime = demo_seconds(row.min_runtime_s)
         try:
             job_submit(
                 actor=submitters[row.project],

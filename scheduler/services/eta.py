@@ -23,5 +23,11 @@ def eta_refresh_request(*, jobs: Iterable[Job]) -> None:
         if job.state == JobState.PENDING:
             by_cluster[job.cluster_id].append(job.pk)
     for cluster_id, job_ids in by_cluster.items():
-        if etas_stale(cluster_id=cluster_id, job_ids=job_ids):
-            request_eta_refresh(cluster_id)
+        cluster_eta_refresh_request(cluster_id=cluster_id, job_ids=job_ids)
+
+
+def cluster_eta_refresh_request(*, cluster_id: int, job_ids: list[int]) -> None:
+    """Queue an ETA refresh of the cluster when its cached answer is stale or misses one
+    of its pending jobs `job_ids` (a page of the cluster's queue); never raises."""
+    if job_ids and etas_stale(cluster_id=cluster_id, job_ids=job_ids):
+        request_eta_refresh(cluster_id)

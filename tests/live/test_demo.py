@@ -173,6 +173,21 @@ def test_the_load_submits_the_organisations_kinds_and_respects_the_cap(demo_org,
     assert demo.demo_load_tick(now=now + dt.timedelta(minutes=50)) == 0
 
 
+def test_the_demo_compresses_the_short_job_limit_as_it_compresses_min_runtimes(demo_org):
+    """The load's minimum runtimes are divided by DEMO_SPEED: so are the cluster's limits
+    on them, or the short-job reserve would take nearly every demo job for a short one."""
+    root, cluster = demo_org
+    assert cluster.short_job_max_s == 15 * 60 / demo.DEMO_SPEED == 15
+    assert cluster.max_min_runtime_s == 8 * 3600 / demo.DEMO_SPEED
+    cache.delete(demo._LOAD_KEY)
+    demo.demo_load_tick(now=timezone.now())
+    allocated = Job.objects.filter(cluster=cluster, min_runtime_s__gt=0)
+    short = allocated.filter(min_runtime_s__lte=cluster.short_job_max_s).count()
+    assert allocated.count() > 0 and short < allocated.count() / 2
+    # every job of the load fits the (compressed) protection cap
+    assert all(m <= cluster.max_min_runtime_s for m in allocated.values_list("min_runtime_s", flat=True))
+
+
 def test_the_first_tick_submits_a_simulated_days_load_so_a_queue_waits_at_first_sign_in(
     demo_org,
 ):
