@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from allot_cli import queue as queue_views
 from allot_cli import render
 from allot_cli.client import EXIT_BAD_INPUT, Api, CliError, save_config, settings
 from allot_cli.options import capped_min_runtime, cluster_row, duration_s, only_cluster
@@ -210,53 +211,40 @@ def _print_estimate(answer: dict) -> None:
 def queue(
     cluster: ClusterOpt = None,
     me: Annotated[bool, typer.Option("--me", help="Only your jobs (like squeue --me).")] = False,
+    state: Annotated[
+        str,
+        typer.Option(
+            "--state", "-t", help="pending, running or all (like squeue -t).", show_default=True
+        ),
+    ] = "pending",
     long: Annotated[
         bool, typer.Option("--long", "-l", help="Name, kind, priority, factor; whole reasons.")
     ] = False,
-    limit: Annotated[int, typer.Option(help="Rows to show.")] = 50,
-    all_rows: Annotated[bool, typer.Option("--all", help="Every pending job.")] = False,
+    limit: Annotated[int, typer.Option(help="Rows to show (per state).")] = 50,
+    all_rows: Annotated[bool, typer.Option("--all", help="Every job.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Pending jobs in the order they will start, with position and reason (like squeue)."""
+    """Pending jobs in the order they will start, with position and reason; running jobs
+    with their start (like squeue)."""
+    state = queue_views.check_state(state)
     client = api()
     name = only_cluster(client, cluster)
     mine = "true" if me else None
-    page = client.get("queue/", cluster=name, mine=mine, limit=None if all_rows else max(1, limit))
-    rows = page["results"]
-    if all_rows:
-        rows = client.get_all("queue/", cluster=name, mine=mine)
+    rows = None if all_rows else max(1, limit)
+    found: dict[str, Any] = {}
+    if state in ("pending", "all"):
+        found["pending"] = queue_views.read_pending(client, name, mine=mine, limit=rows)
+    if state in ("running", "all"):
+        found["running"] = queue_views.read_running(client, name, mine=mine, limit=rows)
     if as_json:
-        render.print_json({**page, "results": rows})
+        render.print_json(found if state == "all" else found[state])
         return
-    whose = "your jobs pending" if me else "pending"
-    render.out.print(
-        f"Queue of {name}: {page['count']} {whose}, "
-        + (render.cycle_as_of(page["computed_at"]) if page["computed_at"] else "no cycle yet")
-        + (f" (cycle {page['cycle']})" if page["cycle"] else ""),
-        markup=False,
-    )
-    columns = ["POS", "JOBID", "USER", "PROJECT", "GPUS", "MIN_RT"]
-    extra = ["NAME", "KIND", "PRIO", "FS"] if long else []
-    render.table(
-        [*columns, *extra, "REASON"],
-        (
-            [
-                r["position"],
-                r["job"],
-                r["submitter"],
-                r["project_path"] if long else render.tail(r["project_path"], 24),
-                r["gpus"],
-                render.seconds(r["min_runtime_s"]),
-                *([r["name"], r["kind"], r["priority"], r["fairshare_factor"]] if long else []),
-                r["reason"],
-            ]
-            for r in rows
-        ),
-        wrap=("REASON",) if long else (),
-        crop=() if long else ("REASON",),
-    )
-    if not all_rows and page["count"] > len(rows):
-        render.out.print(f"... {page['count'] - len(rows)} more (--all or --limit N)")
+    if "pending" in found:
+        queue_views.print_pending(name, found["pending"], me=me, long=long)
+    if "running" in found:
+        if "pending" in found:
+            render.out.print()
+        queue_views.print_running(name, found["running"], me=me)
 
 
 @app.command()

@@ -24,6 +24,7 @@ from django.db.models import (
     IntegerField,
     Min,
     OuterRef,
+    Q,
     Subquery,
     Sum,
     Value,
@@ -318,31 +319,14 @@ class MyJobs:
     """A user's jobs as My jobs lists them: pending ones in the order they will start
     (`start_order`: their queue positions), then running ones (an open attempt) by when
     their run started, the earliest first, then the others newest first. A sequence a
-    Paginator pages: the pending pks are read once, a page reads its rows in two
-    queries however many jobs the user has."""
+    Paginator pages: the pending pks are read once and a page's jobs in one query,
+    however many jobs the user has and whatever a page holds."""
 
     def __init__(self, user):
         jobs = Job.objects.filter(submitter=user)
         pending = jobs.filter(state=JobState.PENDING).values_list("pk", "cluster_id")
         self.pending = start_order(pending)
-        run_start = (
-            Attempt.objects.filter(job=OuterRef("pk"), ended_at__isnull=True)
-            .order_by("-number")
-            .values("started_at")[:1]
-        )
-        self.others = (
-            jobs.exclude(state=JobState.PENDING)
-            .select_related("cluster", "project")
-            .annotate(
-                running_first=Case(
-                    When(state__in=ACTIVE_STATES, then=Value(0)),
-                    default=Value(1),
-                    output_field=IntegerField(),
-                ),
-                run_started=Subquery(run_start),
-            )
-            .order_by("running_first", F("run_started").asc(nulls_last=True), "-id")
-        )
+        self.others = _started_order(jobs.exclude(state=JobState.PENDING))
         self._others_count: int | None = None
 
     def count(self) -> int:
@@ -356,13 +340,36 @@ class MyJobs:
     def __getitem__(self, window: slice) -> list[Job]:
         start, stop = window.start or 0, window.stop if window.stop is not None else self.count()
         pks = self.pending[start:stop]
-        found = Job.objects.select_related("cluster", "project").in_bulk(pks) if pks else {}
-        page = [found[pk] for pk in pks if pk in found]
+        chosen = Q(pk__in=pks)
         more = stop - start - len(pks)
         if more > 0:
             skip = max(0, start - len(self.pending))
-            page += list(self.others[skip : skip + more])
-        return page
+            chosen |= Q(pk__in=self.others.values("pk")[skip : skip + more])
+        whens = (When(pk=pk, then=Value(i)) for i, pk in enumerate(pks))
+        place = Case(*whens, default=None, output_field=IntegerField())
+        page = _started_order(Job.objects.filter(chosen)).select_related("cluster", "project")
+        page = page.annotate(place=place).order_by(
+            F("place").asc(nulls_last=True), *self.others.query.order_by
+        )
+        return list(page) if pks or more > 0 else []
+
+
+def _started_order(jobs):
+    """`jobs` running first (an open attempt), by when their run started, the earliest
+    first; then the others newest first."""
+    run_start = (
+        Attempt.objects.filter(job=OuterRef("pk"), ended_at__isnull=True)
+        .order_by("-number")
+        .values("started_at")[:1]
+    )
+    return jobs.annotate(
+        running_first=Case(
+            When(state__in=ACTIVE_STATES, then=Value(0)),
+            default=Value(1),
+            output_field=IntegerField(),
+        ),
+        run_started=Subquery(run_start),
+    ).order_by("running_first", F("run_started").asc(nulls_last=True), "-id")
 
 
 def my_jobs(*, user) -> MyJobs:

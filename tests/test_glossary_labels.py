@@ -51,6 +51,7 @@ FIGURES = {
     "Factor": "fair-share-factor",
     "Rank": "rank",
     "Position": "queue-position",
+    "Protected until": "protection",
     "Estimated start": "eta",
     "Occupancy": "occupancy",
     "Availability": "availability",
@@ -90,7 +91,7 @@ NOT_FIGURES = {
     "First started", "From", "GPUs", "Host", "Hosts", "Image", "Job", "Kind", "Last seen",
     "Managers", "Members", "Mode", "Name", "Node", "Priority", "Project", "Reason",
     "Scenario", "Since", "Started", "State", "Step", "Steps", "Submitted", "Submitter",
-    "To", "Until", "What it means", "Why",
+    "To", "Until", "User", "What it means", "Why", "Why it waits",
 }  # fmt: skip
 
 # API number field -> glossary anchor

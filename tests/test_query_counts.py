@@ -179,6 +179,10 @@ PAGES = {
     "fairshare": "/dashboards/fairshare/",
     "waits": "/dashboards/waits/",
     "me": "/me/",
+    "queue": lambda r: f"/clusters/{r.cluster.pk}/queue/",
+    "queue page 2": lambda r: f"/clusters/{r.cluster.pk}/queue/?page=2&running_page=2",
+    "queue filtered": lambda r: f"/clusters/{r.cluster.pk}/queue/?project=org/prog-b&mine=1",
+    "queue home": "/queue/?cluster=live",
     "what-if status": lambda r: f"/budgets/whatif/{r.preview().pk}/",
 }
 

@@ -219,12 +219,27 @@ def test_queue_me_and_narrow_terminals(ann, server, tree, tmp_path):
     ann.env["COLUMNS"] = "80"
     everyone, mine = ann("queue"), ann("queue", "--me")
     assert everyone.returncode == 0 and mine.returncode == 0, mine.stderr
-    assert "2 pending" in everyone.stdout and "1 your jobs pending" in mine.stdout
+    assert "2 pending" in everyone.stdout and "1 of your jobs pending" in mine.stdout
     assert "bob" in everyone.stdout and "bob" not in mine.stdout
     rows = [line for line in everyone.stdout.splitlines()[2:] if line.strip()]
     assert len(rows) == 2 and all(len(line) <= 80 for line in everyone.stdout.splitlines())
     assert [r.split()[0] for r in rows] == ["1", "2"]  # one line per job
     assert ann("queue", "--me", "--long").returncode == 0
+    # -t like squeue -t: the running jobs with their start, or both tables
+    running = ann("queue", "-t", "running")
+    assert running.returncode == 0, running.stderr
+    assert "Running on gpu: 2 running, the earliest started first" in running.stdout
+    started = [line for line in running.stdout.splitlines() if "org/prog-a/a1" in line]
+    assert len(started) == 2 and all(line.rstrip().endswith(("ago", "now")) for line in started)
+    both = ann("queue", "--state", "all", "--me")
+    assert "1 of your jobs pending" in both.stdout and "2 of your jobs running" in both.stdout
+    assert all(len(line) <= 80 for line in both.stdout.splitlines()), both.stdout
+    as_json = json.loads(ann("queue", "-t", "all", "--json").stdout)
+    assert (as_json["pending"]["count"], as_json["running"]["count"]) == (2, 2)
+    bad = ann("queue", "-t", "done")
+    assert (
+        bad.returncode == 2 and "--state: state must be one of pending, running, all" in bad.stderr
+    )
     assert " UTC" in everyone.stdout.splitlines()[0]  # `as of <time> <zone>`
     for command in (["clusters"], ["hosts"], ["shares"]):
         out = ann(*command)

@@ -185,7 +185,9 @@ def test_the_demo_compresses_the_short_job_limit_as_it_compresses_min_runtimes(d
     short = allocated.filter(min_runtime_s__lte=cluster.short_job_max_s).count()
     assert allocated.count() > 0 and short < allocated.count() / 2
     # every job of the load fits the (compressed) protection cap
-    assert all(m <= cluster.max_min_runtime_s for m in allocated.values_list("min_runtime_s", flat=True))
+    assert all(
+        m <= cluster.max_min_runtime_s for m in allocated.values_list("min_runtime_s", flat=True)
+    )
 
 
 def test_the_first_tick_submits_a_simulated_days_load_so_a_queue_waits_at_first_sign_in(

@@ -266,6 +266,10 @@ ROWS: list[Row] = [
     # the job page's "why it waits" part (htmx); 204 once the job no longer waits
     Row("get", "/jobs/{job}/waiting/", readers(anonymous=302)),
     Row("get", "/now/", readers(anonymous=302)),
+    # the cluster queue page: the API queue's rule (a role)
+    Row("get", "/queue/", readers(302, anonymous=302)),
+    Row("get", "/clusters/{cluster}/queue/", readers(anonymous=302)),
+    Row("get", "/clusters/{cluster}/queue/?mine=1&state=all", readers(anonymous=302)),
     # the admin: staff (its views apply the same services and rules); every model's
     # change view: superusers, staff where Allot gives them a read-only view (the audit
     # trail, jobs, hosts), 403 elsewhere without Django permissions; others sign in

@@ -153,7 +153,12 @@ def test_every_page_of_the_url_conf_keeps_to_the_csp(tree, live_server, page, ad
     sign_in(page, base, admin_user.username)
 
     routes = url_conf_routes()
-    args = {"node_id": tree.node("prog-a").pk, "job_id": job.pk, "name": "training-heavy"}
+    args = {
+        "node_id": tree.node("prog-a").pk,
+        "job_id": job.pk,
+        "name": "training-heavy",
+        "cluster_id": cluster.pk,
+    }
     later = {"scheduler:whatif-status"}  # needs the preview the edit page starts
     for name, params in routes.items():
         if name in NOT_PAGES or name in FRAGMENTS or name in later or name == "login":

@@ -45,7 +45,7 @@ def test_the_queue_page_shows_the_apis_order_and_reasons(live, client):  # noqa:
     assert len(rows) == api["count"] == 4
     for row, entry in zip(rows, api["results"], strict=True):
         assert f'<a href="/jobs/{entry["job"]}/">{entry["job"]}</a>' in row
-        assert f'{entry["position"]} of {api["count"]}' in row
+        assert f"{entry['position']} of {api['count']}" in row
         assert entry["reason"].split(" UTC")[0][:40] in row.replace("&#x27;", "'")
         assert 'data-label="Estimated start"><time' in row or "being computed" in row
     first = Job.objects.get(pk=api["results"][0]["job"])
@@ -73,9 +73,15 @@ def test_the_filters_narrow_both_tables(live, client):  # noqa: F811
     running_only = client.get(url + "?state=running").content.decode()
     assert 'id="pending"' not in running_only and len(_rows(running_only, "running")) == 4
     bad = client.get(url + "?state=done")
-    assert bad.status_code == 400 and "state must be one of all, pending, running" in bad.content.decode()
+    assert (
+        bad.status_code == 400
+        and "state must be one of all, pending, running" in bad.content.decode()
+    )
     unknown = client.get(url + "?user=nobody")
-    assert unknown.status_code == 404 and "There is no user &#x27;nobody&#x27;" in unknown.content.decode()
+    assert (
+        unknown.status_code == 404
+        and "There is no user &#x27;nobody&#x27;" in unknown.content.decode()
+    )
     assert client.get(url + "?project=nowhere").status_code == 404
 
 

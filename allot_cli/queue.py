@@ -1,0 +1,112 @@
+"""`allot queue` (like squeue): the pending jobs of a cluster in the order they will start
+(the API's queue), its running jobs (the API's job list), or both (`--state all`, like
+`squeue -t all`). Each table keeps one line per job at 80 columns: paths and reasons are
+cut (`allot show` has them whole); times are relative ("3 h 10 min") or carry a zone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allot_cli import render
+from allot_cli.client import EXIT_BAD_INPUT, Api, CliError
+
+STATES = ("pending", "running", "all")
+RUNNING_STATES = "starting,running,stopping"  # the states of a job with an open attempt
+
+
+def check_state(state: str) -> str:
+    """`--state`, or a bad-input error listing the valid ones."""
+    value = state.strip().lower()
+    if value not in STATES:
+        raise CliError(
+            f"state must be one of {', '.join(STATES)}; got {state!r}",
+            code=EXIT_BAD_INPUT,
+            field="state",
+        ).with_flag("--state")
+    return value
+
+
+def read_pending(client: Api, name: str, *, mine: str | None, limit: int | None) -> dict:
+    """The queue's first page (its count, cycle) with `limit` rows, or every row (None)."""
+    page = client.get("queue/", cluster=name, mine=mine, limit=limit or 1)
+    if limit is None:
+        page = {**page, "results": client.get_all("queue/", cluster=name, mine=mine)}
+    return page
+
+
+def read_running(client: Api, name: str, *, mine: str | None, limit: int | None) -> dict:
+    """The cluster's running jobs (count and rows), the earliest started first."""
+    head, rows = client.get_all_with_head(
+        "jobs/", limit=limit, cluster=name, mine=mine, state=RUNNING_STATES
+    )
+    rows = sorted(rows, key=lambda r: (r.get("first_started_at") or "~", r["id"]))
+    return {"count": head.get("count", len(rows)), "results": rows}
+
+
+def print_pending(name: str, page: dict[str, Any], *, me: bool, long: bool) -> None:
+    whose = "of your jobs pending" if me else "pending"
+    render.out.print(
+        f"Queue of {name}: {page['count']} {whose}, "
+        + (render.cycle_as_of(page["computed_at"]) if page["computed_at"] else "no cycle yet")
+        + (f" (cycle {page['cycle']})" if page["cycle"] else ""),
+        markup=False,
+    )
+    extra = ["NAME", "KIND", "PRIO", "FS"] if long else []
+    render.table(
+        ["POS", "JOBID", "USER", "PROJECT", "GPUS", "MIN_RT", "WAITED", *extra, "REASON"],
+        (
+            [
+                r["position"],
+                r["job"],
+                r["submitter"],
+                r["project_path"],
+                r["gpus"],
+                render.seconds(r["min_runtime_s"]),
+                waited(r["queued_at"]),
+                *([r["name"], r["kind"], r["priority"], r["fairshare_factor"]] if long else []),
+                r["reason"],
+            ]
+            for r in page["results"]
+        ),
+        wrap=("REASON",) if long else (),
+        crop=() if long else ("REASON",),
+        crop_left=() if long else ("PROJECT",),
+    )
+    _more(page)
+
+
+def print_running(name: str, page: dict[str, Any], *, me: bool) -> None:
+    whose = "of your jobs running" if me else "running"
+    render.out.print(
+        f"Running on {name}: {page['count']} {whose}, the earliest started first",
+        markup=False,
+    )
+    render.table(
+        ["JOBID", "USER", "PROJECT", "GPUS", "MIN_RT", "STATE", "STARTED"],
+        (
+            [
+                r["id"],
+                r["submitter"],
+                r["project_path"],
+                r["gpus"],
+                render.seconds(r["min_runtime_s"]),
+                r["state"],
+                render.ago(r["first_started_at"]),
+            ]
+            for r in page["results"]
+        ),
+        crop_left=("PROJECT",),
+    )
+    _more(page)
+
+
+def waited(queued_at: str | None) -> str:
+    """How long a pending job has waited since it (last) entered the queue: '3 h 10 min'."""
+    text = render.ago(queued_at)
+    return text.removesuffix(" ago") if text.endswith(" ago") else text
+
+
+def _more(page: dict[str, Any]) -> None:
+    shown = len(page["results"])
+    if page["count"] > shown:
+        render.out.print(f"... {page['count'] - shown} more (--all or --limit N)")
