@@ -311,7 +311,10 @@ def test_me_is_paginated(client, tree):
         data.job(cluster, a1, ann, submitted_at=data.hour_ago(1), name=f"job-{i}")
     client.force_login(ann)
     text = client.get(reverse("dashboards:me"), {"page": 3}).content.decode()
-    assert "page 3 of 3 (60 jobs)" in text and "job-0<" in text
+    # pending jobs no cycle has placed yet: in submission order (the next cycle's)
+    assert "page 3 of 3 (60 jobs)" in text and "job-59<" in text and "job-0<" not in text
+    first = client.get(reverse("dashboards:me")).content.decode()
+    assert "job-0<" in first and "job-59<" not in first
 
 
 def test_me_empty_states(client, tree):
