@@ -53,7 +53,7 @@ from scheduler.models import (
     JobState,
     UtilizationSample,
 )
-from scheduler.services.clusters import cluster_create
+from scheduler.services.clusters import cluster_create, cluster_policy_update
 from scheduler.services.jobs import job_submit
 from scheduler.services.previews import sim_config_for_cluster
 from scheduler.services.transitions import job_event
@@ -96,7 +96,7 @@ def demo_cluster_ensure() -> Cluster:
     """The demo cluster, added to the simulated cluster process on first use."""
     cluster = Cluster.objects.filter(name=DEMO_CLUSTER).first()
     if cluster is not None:
-        return cluster
+        return _compressed_limits(cluster)
     return cluster_create(
         name=DEMO_CLUSTER,
         hosts=DEMO_HOSTS,
@@ -107,6 +107,27 @@ def demo_cluster_ensure() -> Cluster:
         short_job_max_s=demo_seconds(REAL_SHORT_JOB_MAX_S),
         max_min_runtime_s=demo_seconds(REAL_MAX_MIN_RUNTIME_S),
         reset=True,
+    )
+
+
+def _compressed_limits(cluster: Cluster) -> Cluster:
+    """A demo cluster made before its limits on minimum runtimes were compressed (it still
+    has the real-cluster defaults) gets the compressed ones, as an audited policy change;
+    one whose limits an operator set otherwise keeps them."""
+    if (cluster.short_job_max_s, cluster.max_min_runtime_s) != (
+        REAL_SHORT_JOB_MAX_S,
+        REAL_MAX_MIN_RUNTIME_S,
+    ):
+        return cluster
+    return cluster_policy_update(
+        actor=None,
+        cluster_id=cluster.pk,
+        changes={
+            "short_job_max_s": demo_seconds(REAL_SHORT_JOB_MAX_S),
+            "max_min_runtime_s": demo_seconds(REAL_MAX_MIN_RUNTIME_S),
+        },
+        reason=f"the demo runs {DEMO_SPEED:g}x faster: limits on minimum runtimes compressed "
+        "like the load's minimum runtimes",
     )
 
 

@@ -184,6 +184,11 @@ def test_the_demo_compresses_the_short_job_limit_as_it_compresses_min_runtimes(d
     allocated = Job.objects.filter(cluster=cluster, min_runtime_s__gt=0)
     short = allocated.filter(min_runtime_s__lte=cluster.short_job_max_s).count()
     assert allocated.count() > 0 and short < allocated.count() / 2
+    # a demo cluster made before keeps its history and gets the compressed limits once
+    Cluster.objects.filter(pk=cluster.pk).update(short_job_max_s=900, max_min_runtime_s=28800)
+    again = demo.demo_cluster_ensure()
+    assert (again.pk, again.short_job_max_s, again.max_min_runtime_s) == (cluster.pk, 15, 480)
+    assert cluster.policy_events.count() == 1
     # every job of the load fits the (compressed) protection cap
     assert all(
         m <= cluster.max_min_runtime_s for m in allocated.values_list("min_runtime_s", flat=True)
