@@ -19,7 +19,11 @@ PostgreSQL's nor this load generator's share counts) divided by the requests:
 - `submit_cpu_ms`: `POST /api/v1/jobs/`, one job, with an Idempotency-Key;
 - `job_get_cpu_ms`: `GET /api/v1/jobs/{id}/`; `queue_cpu_ms`: `GET /api/v1/queue/?cluster=bench&limit=50`;
 - `job_page_cpu_ms`: `/jobs/{id}/`; `tree_page_cpu_ms`: `/budgets/`;
-- `dashboard_cpu_ms`: `/dashboards/?days=7&step=hour`.
+- `dashboard_cpu_ms`: `/dashboards/?days=7&step=hour`;
+- `queue_page_cpu_ms`: the cluster queue page (`/clusters/<id>/queue/`: 50 pending jobs
+  with their ETAs and 50 running ones); `queue_page_deep_cpu_ms`: its pending page 150
+  (jobs 7,451-7,500); `queue_page_project_cpu_ms`: filtered to `org/prog-a` (half the
+  jobs).
 
 `requests_per_s`: `GET /api/v1/jobs/{id}/` from 4 client threads for `--seconds`.
 """
@@ -93,7 +97,8 @@ session.create()
 pending = Job.objects.filter(state="pending").order_by("pk")
 running = Job.objects.filter(state__in=["starting", "running"]).count()
 job = pending[pending.count() // 2]  # a pending job: its queue place and ETA are read
-print(token_create(user=user, name="bench")[1], session.session_key, job.pk, running, pending.count())
+print(token_create(user=user, name="bench")[1], session.session_key, job.pk, running, pending.count(),
+      cluster.pk)
 """
 
 BODY = {
@@ -133,9 +138,9 @@ def main() -> None:
         env = production_env(database_url, port=args.port, workers=2, var_dir=ROOT / "var" / "cost")
         manage(env, "migrate", "--noinput", "-v0")
         manage(env, "collectstatic", "--noinput", "-v0")  # the pages' hashed static names
-        token, session_key, job_id, running, pending = manage(env, "shell", "-c", SETUP).split()[
-            -5:
-        ]
+        token, session_key, job_id, running, pending, cluster_id = manage(
+            env, "shell", "-c", SETUP
+        ).split()[-6:]
         api = {"Authorization": f"Token {token}"}
         page = {"Cookie": f"sessionid={session_key}"}
         post = {**api, "Content-Type": "application/json"}
@@ -146,6 +151,17 @@ def main() -> None:
             "job_page_cpu_ms": ("GET", f"/jobs/{job_id}/", page),
             "tree_page_cpu_ms": ("GET", "/budgets/", page),
             "dashboard_cpu_ms": ("GET", "/dashboards/?days=7&step=hour", page),
+            "queue_page_cpu_ms": ("GET", f"/clusters/{cluster_id}/queue/", page),
+            "queue_page_deep_cpu_ms": (
+                "GET",
+                f"/clusters/{cluster_id}/queue/?state=pending&page=150",
+                page,
+            ),
+            "queue_page_project_cpu_ms": (
+                "GET",
+                f"/clusters/{cluster_id}/queue/?project=org/prog-a",
+                page,
+            ),
         }
         result: dict = {}
         statuses: dict = {}
