@@ -19,7 +19,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models.functions import Coalesce
 
-from config.errors import NotFound, ValidationFailed
+from config.errors import ValidationFailed
 from scheduler.core.engine.runs import protected_until
 from scheduler.models import ACTIVE_STATES, Attempt, Cluster, Job
 from scheduler.selectors.eta import etas_for_page
@@ -57,8 +57,8 @@ def queue_filters(
     user: str | None = None,
     mine: str | None = None,
 ) -> QueueFilters:
-    """The page's filters from its query: an unknown state is a 400 naming `state`, an
-    unknown project (id or path) or user a 404 naming `project` or `user`; `mine` (a
+    """The page's filters from its query: an unknown state, project (id or path) or user
+    is a 400 naming `state`, `project` or `user` (as the API's filters answer); `mine` (a
     true value) is `actor`'s jobs, like `squeue --me`, and wins over `user`."""
     state = (state or "all").strip().lower()
     if state not in STATES:
@@ -79,7 +79,7 @@ def _user_id(username: str) -> int:
     found = users.objects.filter(**{users.USERNAME_FIELD: username}).values_list("pk", flat=True)
     pk = next(iter(found), None)
     if pk is None:
-        raise NotFound(f"There is no user {username[:100]!r}.", field="user")
+        raise ValidationFailed(f"There is no user {username[:100]!r}.", field="user")
     return pk
 
 

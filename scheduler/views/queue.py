@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from config.access import participant_required
-from config.errors import ApplicationError, NotFound
+from config.errors import ApplicationError
 from scheduler.models import Cluster
 from scheduler.selectors import cluster_queue as selectors
 from scheduler.selectors.clusters import cluster_list, resolve_cluster
@@ -23,11 +23,12 @@ FILTER_KEYS = ("state", "project", "user", "mine")
 
 @participant_required
 def queue_home(request: HttpRequest) -> HttpResponse:
-    """`/queue/`: the queue of the cluster named by `?cluster=` (id or name), else of the
-    first cluster; a page that says so when there is none."""
+    """`/queue/`: the queue of the cluster named by `?cluster=` (id or name; an unknown
+    one is a 400 naming `cluster`, as in the API's filters), else of the first cluster;
+    a page that says so when there is none."""
     ref = request.GET.get("cluster", "").strip()
     try:
-        cluster = resolve_cluster(ref, missing=NotFound) if ref else None
+        cluster = resolve_cluster(ref) if ref else None
     except ApplicationError as error:
         return _page(request, {"error": error.message}, status=error.status_code)
     cluster = cluster or next(iter(cluster_list()), None)

@@ -267,7 +267,9 @@ ROWS: list[Row] = [
     Row("get", "/jobs/{job}/waiting/", readers(anonymous=302)),
     Row("get", "/now/", readers(anonymous=302)),
     # the cluster queue page: the API queue's rule (a role)
-    Row("get", "/queue/", readers(302, anonymous=302)),
+    # (/queue/ sends a reader on to a cluster's queue: an unknown cluster shows the gate
+    # passed without a redirect the documented table would read as a sign-in)
+    Row("get", "/queue/?cluster=nope", readers(400, anonymous=302)),
     Row("get", "/clusters/{cluster}/queue/", readers(anonymous=302)),
     Row("get", "/clusters/{cluster}/queue/?mine=1&state=all", readers(anonymous=302)),
     # the admin: staff (its views apply the same services and rules); every model's

@@ -21,7 +21,10 @@ from tests.security.permissions import ROLES, ROWS, Row
 TABLE = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
 API_READS = r"^GET /api/v1/(nodes|tree|budget-changes|memberships|jobs|queue|clusters|hosts|usage|occupancy|fairshare|waits)/"  # noqa: E501
-PAGE_READS = r"^GET /(budgets/|budgets/history/|planner/.*|dashboards/.*|jobs/.*|now/)$"
+PAGE_READS = (
+    r"^GET /(budgets/|budgets/history/|planner/.*|dashboards/.*|jobs/.*|now/"
+    r"|queue/.*|clusters/\{cluster\}/queue/.*)$"
+)
 
 # the documented row (by the start of its "what" cell) -> the matrix rows it covers
 COVERS: dict[str, str] = {

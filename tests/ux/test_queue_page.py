@@ -79,10 +79,10 @@ def test_the_filters_narrow_both_tables(live, client):  # noqa: F811
     )
     unknown = client.get(url + "?user=nobody")
     assert (
-        unknown.status_code == 404
+        unknown.status_code == 400
         and "There is no user &#x27;nobody&#x27;" in unknown.content.decode()
     )
-    assert client.get(url + "?project=nowhere").status_code == 404
+    assert client.get(url + "?project=nowhere").status_code == 400  # as the API's filters
 
 
 def test_pages_of_the_queue_and_the_way_there(live, client, monkeypatch):  # noqa: F811
@@ -98,7 +98,7 @@ def test_pages_of_the_queue_and_the_way_there(live, client, monkeypatch):  # noq
     # /queue/ picks the cluster (by name too) and keeps the filters
     assert client.get("/queue/")["Location"] == url
     assert client.get("/queue/?cluster=live&mine=1")["Location"] == url + "?mine=1"
-    assert client.get("/queue/?cluster=nope").status_code == 404
+    assert client.get("/queue/?cluster=nope").status_code == 400
     job = Job.objects.filter(state=JobState.PENDING).order_by("pk").last()
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert f'href="{url}' in page and "See the whole queue" in page
