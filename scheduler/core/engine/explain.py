@@ -204,6 +204,18 @@ class FairShareReasons:
             f"{v.lost_text()}"
         )
 
+    def own_short_victim(self, v: Victim, w: Workload, r: int) -> tuple[StopReason, str]:
+        """Why `v` is preempted for short job `w` of its own project: a project's short
+        jobs go before its longer work past its protection (the short-job trade); other
+        work as `victim` says."""
+        if v.tier == IDLE or not v.allocated or v.priority < w.priority:
+            return self.victim(v, w, r)
+        return StopReason.SHORT_RESERVE, (
+            f"preempted after its protected minimum runtime: short job {w.id} of the same "
+            f"project {w.project} needed the GPUs (a project's short jobs go before its "
+            f"longer work); {v.lost_text()}"
+        )
+
     def waiting_allocated(self, proj: str, r: int, notes: str) -> str:
         """Why a project's allocated jobs wait (`notes`: "; ..." about the cluster)."""
         if self.entitled.get(proj, 0.0) <= 0.0:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
@@ -38,6 +39,7 @@ from scheduler.core.engine.preemption import (
 )
 from scheduler.core.engine.reservations import SCAN_PER_PROJECT, Reservations, ShortReserveRule
 from scheduler.core.engine.runs import protection_end, protection_s
+from scheduler.core.engine.short_reserve import own_block
 from scheduler.core.engine.state import EngineState
 from scheduler.core.engine.types import NO_QUEUE, CyclePlan, Placement, Policy, Snapshot, Workload
 
@@ -467,12 +469,51 @@ class FairShareCycle:
                 size = shape(w.gpus).block
                 if w.id in started or not size or size >= failed:
                     continue
+                how = "GPUs of the short-job reserve"
                 got = res.place(w, r, k)
+                if got is None:
+                    how = "GPUs of its own project's longer work past its protection"
+                    got = self._own_trade(w, r, size)
                 if got is None:
                     failed = size  # no room for this size: none for larger ones
                     continue
                 charge = w.gpus * protection_s(w, self.cap)
-                self._start_on_reserved(w, r, got, "GPUs of the short-job reserve", charge)
+                self._start_on_reserved(w, r, got, how, charge)
+
+    def _own_trade(
+        self, w: Workload, r: int, p: int
+    ) -> tuple[tuple[Placement, ...], list[Victim]] | None:
+        """Room for short job `w` (order index `r`, block size `p`) that its own project
+        gives: its longer allocated work past its protection on one host, on hosts no
+        other reservation holds (`own_block`). The project's usage does not change with
+        the trade, so no other project's share does: under overload a project's short
+        jobs go before its own long work, not before other projects'."""
+        c = self.cluster
+        res = self.reservations
+        victims = self.victims()
+        reserved = c.reserved
+        hosts = {
+            h: on
+            for h, on in victims.by_host.items()
+            if reserved.get(h, res.short_k) == res.short_k
+        }
+        short_s = min(self.policy.short_job_max_s, self.cap)
+        limit = INF if self.cap <= short_s else short_s
+        found = own_block(w, p, hosts, c.free, c.gpus, limit)
+        if found is None:
+            return None
+        h, s, chosen = found
+        pls = apply_preemption(
+            c,
+            victims,
+            self.decisions,
+            w,
+            c.shape(w.gpus),
+            [(h, s)],
+            chosen,
+            partial(self.reasons.own_short_victim, w=w, r=r),
+        )
+        return pls, chosen
 
     # -- phase 2 ------------------------------------------------------------------------
 

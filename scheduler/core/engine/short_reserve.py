@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 
 from scheduler.core.engine.types import Workload
+from scheduler.core.engine.victims import Victim
 
-__all__ = ["hosts_with_room", "pending_short"]
+__all__ = ["hosts_with_room", "own_block", "pending_short"]
 
 _GPUS = attrgetter("gpus")
 
@@ -45,3 +46,62 @@ def pending_short(
                 found[proj] = mine
                 short += sum(map(_GPUS, mine))
     return widest, short, found
+
+
+def _own_room(
+    w: Workload, h: int, on_host: Sequence[tuple[Victim, int]], short_limit: float
+) -> list[tuple[Victim, int]]:
+    """What short job `w` may take on host `h` by trading with its own project: work past
+    its protection that is unallocated, or allocated work of `w`'s project at its
+    priority or below, protected for longer than `short_limit` (long work, never another
+    short job) and running on `h` alone (a gang is not stopped for a short job)."""
+    out = []
+    for u, mu in on_host:
+        if not u.alive:
+            continue
+        if u.allocated and (
+            u.project != w.project
+            or u.priority > w.priority
+            or u.run.workload.min_runtime_s <= short_limit
+            or len(u.host_masks) > 1
+        ):
+            continue
+        out.append((u, mu))
+    return out
+
+
+def own_block(
+    w: Workload,
+    p: int,
+    hosts: Mapping[int, Sequence[tuple[Victim, int]]],
+    free: Sequence[int],
+    gpus: Sequence[int],
+    short_limit: float,
+) -> tuple[int, int, list[Victim]] | None:
+    """The cheapest aligned `p`-block for short job `w` of free GPUs and what `_own_room`
+    lets it take (`hosts`: the candidate hosts' victims with their masks there): least
+    lost work, then fewest victims, then fewest free GPUs left, then host and slot. None
+    when there is none. A block with no allocated victim of `w`'s project is not
+    returned (free and unallocated room is the other passes')."""
+    pmask = (1 << p) - 1
+    best_key: tuple[float, int, int, int, int] | None = None
+    best: tuple[int, int, list[Victim]] | None = None
+    for h, on_host in hosts.items():
+        if gpus[h] < p:
+            continue
+        on = _own_room(w, h, on_host, short_limit)
+        if not any(u.allocated for u, _ in on):
+            continue
+        avail = free[h]
+        for _, mu in on:
+            avail |= mu
+        free_left = free[h].bit_count()
+        for s in range(0, gpus[h] - p + 1, p):
+            bm = pmask << s
+            if avail & bm != bm:
+                continue
+            chosen = [u for u, mu in on if mu & bm]
+            key = (sum(u.lost for u in chosen), len(chosen), free_left, h, s)
+            if best_key is None or key < best_key:
+                best_key, best = key, (h, s, chosen)
+    return best

@@ -168,8 +168,18 @@ def check_plan(s: Snapshot, seen: Counter[str], policy: Policy | None = None) ->
             # for a short job that starts there
             assert victim.allocated and 0 < preemptor.min_runtime_s <= policy.short_job_max_s
             held = set(out.short_reserve)
-            assert {p.host for p in victim.placements} <= held
-            assert {p.host for p in started[preemptor.id].placements} <= held
+            on = {p.host for p in victim.placements}
+            if vw.project == preemptor.project and vw.priority >= preemptor.priority:
+                # the short-job trade: its own project's longer work, on one host, which
+                # the short job takes (anywhere but another reservation's hosts)
+                seen["stop own short trade"] += 1
+                assert vw.priority == preemptor.priority and held
+                assert min(vw.min_runtime_s, policy.max_min_runtime_s) > policy.short_job_max_s
+                assert len(on) == 1 and {p.host for p in started[preemptor.id].placements} == on
+                assert not on & {h for r in out.reservations for h in r.hosts}
+            else:
+                assert on <= held
+                assert {p.host for p in started[preemptor.id].placements} <= held
         else:
             assert not victim.allocated
     if out.reservations:

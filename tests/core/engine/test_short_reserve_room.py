@@ -52,15 +52,38 @@ def test_a_low_ranked_short_job_takes_long_work_past_its_protection_on_the_reser
     assert not plan(replace(s, usage={"b": 1000 * H}), Policy(), NOW).starts
 
 
-def test_a_short_job_takes_no_work_of_its_own_project_at_its_priority_on_the_reserve():
-    # a's trainers past their protection, a's own debug job of the same priority: the
-    # reserve would only trade one of a's jobs for another; a lower-priority trainer of
-    # a is the project's own ordering to preempt (project_priority)
+def test_a_short_job_trades_with_its_own_projects_longer_work_past_its_protection():
+    # a's trainers past their protection, a's own debug job of the same priority: a
+    # ranks below b and may preempt no other project's work; its short job takes the
+    # GPUs of one of a's own trainers (a's usage does not change with the trade, so no
+    # other project's share does); a lower-priority trainer of a is the project's own
+    # ordering to preempt (project_priority)
     busy = _full(64, NOW - 2 * H)
     debug = job("debug", "a", 1, minrt=5 * 60, submit=NOW)
     s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1, c=1), usage={"a": 500 * H})
     out = plan(s, Policy(), NOW)
-    assert not out.starts and not out.stops
+    assert set(started_on(out)) == {"debug"}
+    [stop] = out.stops
+    assert stop.reason_code == StopReason.SHORT_RESERVE and stop.for_workload_id == "debug"
+    assert "of the same project a" in stop.reason
+    [host] = started_on(out)["debug"]
+    assert f"t{host[1:]}" == stop.workload_id
+    # another short job is never traded away for it, nor a gang
+    shorts = [
+        run(job(f"s{i}", "a", 8, minrt=10 * 60, submit=i), f"h{i}", tuple(range(8)), NOW - H)
+        for i in range(64)
+    ]
+    assert not plan(replace(s, running=shorts), Policy(), NOW).stops
+    gangs = [
+        run(
+            job(f"g{i}", "a", 16, minrt=H, submit=i),
+            "",
+            [(f"h{2 * i}", tuple(range(8))), (f"h{2 * i + 1}", tuple(range(8)))],
+            NOW - 2 * H,
+        )
+        for i in range(32)
+    ]
+    assert not plan(replace(s, running=gangs), Policy(), NOW).stops
     urgent = replace(debug, priority=1)
     out = plan(replace(s, pending=pending(urgent)), Policy(), NOW)
     assert set(started_on(out)) == {"debug"}
@@ -117,14 +140,17 @@ def test_the_reserve_takes_allocated_work_only_where_it_holds_and_keeps_every_co
         running = {r.workload.id: r.workload for r in s.running}
         for stop in out.stops:
             if stop.reason_code == StopReason.SHORT_RESERVE:
-                # never an under-served project's work (level fair share above 1)
+                # never an under-served project's work (level fair share above 1) but
+                # its own project's
                 victim = running[stop.workload_id]
-                assert fs.lf[fs.tree.leaf_index[victim.project]] <= 1.0
-                # nor its own project's work at its priority or above
                 starter = wanted[stop.for_workload_id]
-                assert not (
-                    victim.project == starter.project and victim.priority >= starter.priority
-                )
+                if victim.project != starter.project:
+                    assert fs.lf[fs.tree.leaf_index[victim.project]] <= 1.0
+                # its own project's work at its priority or above only by the short-job
+                # trade: longer work, never another short job (check_plan)
+                starter = wanted[stop.for_workload_id]
+                if victim.project == starter.project and victim.priority >= starter.priority:
+                    assert min(victim.min_runtime_s, CAP) > SHORT
 
     check()
     assert seen["stop short_reserve"] >= 10, dict(seen)
