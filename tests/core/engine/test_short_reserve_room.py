@@ -66,6 +66,8 @@ def test_a_short_job_trades_with_its_own_projects_longer_work_past_its_protectio
     [stop] = out.stops
     assert stop.reason_code == StopReason.SHORT_RESERVE and stop.for_workload_id == "debug"
     assert "of the same project a" in stop.reason
+    # the old behaviour one setting away: without the reserve, no trade
+    assert not plan(s, Policy(short_reserve_auto=False), NOW).starts
     [host] = started_on(out)["debug"]
     assert f"t{host[1:]}" == stop.workload_id
     # another short job is never traded away for it, nor a gang
