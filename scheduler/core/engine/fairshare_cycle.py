@@ -487,7 +487,13 @@ class FairShareCycle:
         gives: its longer allocated work past its protection on one host, on hosts no
         other reservation holds (`own_block`). The project's usage does not change with
         the trade, so no other project's share does: under overload a project's short
-        jobs go before its own long work, not before other projects'."""
+        jobs go before its own long work, not before other projects'. Only for a project
+        that has had its share among its siblings (level fair share at most 1): an
+        under-served project's short jobs outrank others' work in the fair-share pass."""
+        fs = self.fair_share
+        leaf = fs.tree.leaf_index.get(w.project)
+        if leaf is None or fs.lf[leaf] > 1.0:
+            return None
         c = self.cluster
         res = self.reservations
         victims = self.victims()

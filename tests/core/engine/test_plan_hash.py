@@ -54,8 +54,8 @@ JOBS = 800
 # `fairshare-reserve-off` (`short_reserve_auto=False`) is the fair-share recording from
 # before it: the old behaviour, one setting away, decides exactly as it did.
 EXPECTED = {
-    "fairshare": "1b272b6edeaad38c97a58c4919575dc482c736225132bbaf6280db342f5d7294",
-    "fairshare-decay": "fd2f465b9a3851a6fd4776acdfcc3db50d4fe7e7433fafdc29ca52b13725afc5",
+    "fairshare": "e295a249d9d2920b415b2c3cb7bc77620d5cd2a83d8310153c1fd26198435609",
+    "fairshare-decay": "561953c8c544a7d3e7c63d837ef9308108dc41b5fa9e36afc44af5199f3b845d",
     "fairshare-reserve-off": "d560776c1ca3d5b91d3f73f2a7972458386d1c62e32cdd381e68b36a67bf6d82",
     "fifo": "0530bfde1ab3d6d9dcec9205379a6f53b48f3161a3b11f993146574eb8607212",
     "priority": "d50140296c93f6faa2b6eb2aaa85a9d64d4e926d60509c4d288feeca94831f95",

@@ -54,7 +54,7 @@ def test_a_low_ranked_short_job_takes_long_work_past_its_protection_on_the_reser
 
 def test_a_short_job_trades_with_its_own_projects_longer_work_past_its_protection():
     # a's trainers past their protection, a's own debug job of the same priority: a
-    # ranks below b and may preempt no other project's work; its short job takes the
+    # has had its share and may preempt no other project's work; its short job takes the
     # GPUs of one of a's own trainers (a's usage does not change with the trade, so no
     # other project's share does); a lower-priority trainer of a is the project's own
     # ordering to preempt (project_priority)
@@ -68,6 +68,10 @@ def test_a_short_job_trades_with_its_own_projects_longer_work_past_its_protectio
     assert "of the same project a" in stop.reason
     # the old behaviour one setting away: without the reserve, no trade
     assert not plan(s, Policy(short_reserve_auto=False), NOW).starts
+    # an under-served project (a without usage, b and c with) does not trade: its
+    # short jobs outrank other projects' work in the fair-share pass
+    under = replace(s, usage={"b": 1000 * H, "c": 1000 * H})
+    assert not plan(under, Policy(), NOW).stops
     [host] = started_on(out)["debug"]
     assert f"t{host[1:]}" == stop.workload_id
     # another short job is never traded away for it, nor a gang
@@ -142,12 +146,10 @@ def test_the_reserve_takes_allocated_work_only_where_it_holds_and_keeps_every_co
         running = {r.workload.id: r.workload for r in s.running}
         for stop in out.stops:
             if stop.reason_code == StopReason.SHORT_RESERVE:
-                # never an under-served project's work (level fair share above 1) but
-                # its own project's
+                # never an under-served project's work (level fair share above 1), its
+                # own project's included (the trade is for projects that had their share)
                 victim = running[stop.workload_id]
-                starter = wanted[stop.for_workload_id]
-                if victim.project != starter.project:
-                    assert fs.lf[fs.tree.leaf_index[victim.project]] <= 1.0
+                assert fs.lf[fs.tree.leaf_index[victim.project]] <= 1.0
                 # its own project's work at its priority or above only by the short-job
                 # trade: longer work, never another short job (check_plan)
                 starter = wanted[stop.for_workload_id]
