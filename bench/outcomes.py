@@ -19,10 +19,13 @@ still waiting when the run ends (their waits are not in the percentiles).
 - `baselines`: fifo, priority and static on seed 0 of every generated scenario and on
   the overload replay: behind fair share on entitlement overall and debug p90.
 
+`--share-floor on` replays every run with the share floor (`Policy.share_floor`, off
+by default), to measure what it changes.
+
 Usage: python bench/outcomes.py [--figures month,saturated,small,philly,overload,baselines]
        [--month-seeds 0-9] [--saturated-seeds 0-2] [--small-seeds 0-2] [--workers 1]
        [--baseline-scenarios ai2-month,ai2-saturated,host-failures,large-gang,zero-weight,philly-overload]
-       [--data DIR]
+       [--share-floor on|off] [--data DIR]
 """
 
 from __future__ import annotations
@@ -87,10 +90,15 @@ def _inputs(scenario: str, seed: int, data: Path) -> tuple[Any, Any, Any, float 
     return cluster, tree, jobs, until
 
 
-def run_one(spec: tuple[str, int, str, bool, str]) -> dict[str, Any]:
-    scenario, seed, policy, reserve, data = spec
+Spec = tuple[str, int, str, bool, str, bool]  # scenario, seed, policy, reserve, data, floor
+
+
+def run_one(spec: Spec) -> dict[str, Any]:
+    scenario, seed, policy, reserve, data, floor = spec
     cluster, tree, jobs, until = _inputs(scenario, seed, Path(data))
-    config = SimConfig(policy=policy, until_s=until, short_reserve_auto=reserve, seed=seed)
+    config = SimConfig(
+        policy=policy, until_s=until, short_reserve_auto=reserve, seed=seed, share_floor=floor
+    )
     result = simulate(cluster, tree, jobs, config)
     report = build_report(result, tree)
     debug = report["wait_per_start_s"]["by_class"].get(DEBUG_CLASS, {})
@@ -108,6 +116,7 @@ def run_one(spec: tuple[str, int, str, bool, str]) -> dict[str, Any]:
         "seed": seed,
         "policy": policy,
         "reserve": "auto" if reserve else "off",
+        "share_floor": "on" if floor else "off",
         "debug_p90_s": debug.get("p90"),
         "debug_p99_s": debug.get("p99"),
         "debug_count": debug.get("count", 0),
@@ -121,12 +130,13 @@ def run_one(spec: tuple[str, int, str, bool, str]) -> dict[str, Any]:
     }
 
 
-def _specs(args: argparse.Namespace) -> list[tuple[str, int, str, bool, str]]:
+def _specs(args: argparse.Namespace) -> list[Spec]:
     want, data = set(args.figures.split(",")), str(args.data)
-    specs: list[tuple[str, int, str, bool, str]] = []
+    floor = args.share_floor == "on"
+    specs: list[Spec] = []
 
     def add(scenario: str, seed: int, policy: str = "fairshare", reserve: bool = True) -> None:
-        spec = (scenario, seed, policy, reserve, data)
+        spec = (scenario, seed, policy, reserve, data, floor)
         if spec not in specs:
             specs.append(spec)
 
@@ -269,6 +279,7 @@ def main() -> int:
     ap.add_argument("--small-seeds", default="0-2")
     ap.add_argument("--baseline-scenarios", default=",".join((*GENERATED, "philly-overload")))
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--share-floor", choices=("on", "off"), default="off")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     args = ap.parse_args()
     specs = _specs(args)

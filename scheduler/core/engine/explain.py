@@ -117,15 +117,16 @@ class FairShareReasons:
         a project without one comes after all of them, in the engine's order."""
         return self.queue_ranks[proj]
 
-    def usage_relative_to_entitled_share(self, proj: str) -> float:
-        """The project's window usage as a percentage of its entitled share of the
-        healthy GPUs over the window (glossary: usage relative to entitled share)."""
+    def usage_relative_to_entitled_share(self, proj: str, extra: float = 0.0) -> float:
+        """The project's window usage (plus `extra` GPU-seconds) as a percentage of its
+        entitled share of the healthy GPUs over the window (glossary: usage relative to
+        entitled share)."""
         ent = self.entitled.get(proj, 0.0)
         window = self.policy.lookback_s
         if self.policy.half_life_s:
             window = self.policy.half_life_s / math.log(2)
         denom = ent * self.healthy_gpus * window
-        return 100.0 * self.usage.get(proj, 0.0) / denom if denom > 0 else INF
+        return 100.0 * (self.usage.get(proj, 0.0) + extra) / denom if denom > 0 else INF
 
     def window(self) -> str:
         """The usage window in words ("over 7 days")."""

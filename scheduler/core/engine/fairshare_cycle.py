@@ -39,6 +39,7 @@ from scheduler.core.engine.preemption import (
 )
 from scheduler.core.engine.reservations import SCAN_PER_PROJECT, Reservations, ShortReserveRule
 from scheduler.core.engine.runs import protection_end, protection_s
+from scheduler.core.engine.share_floor import FloorRule, floor_jobs
 from scheduler.core.engine.short_reserve import own_block
 from scheduler.core.engine.state import EngineState
 from scheduler.core.engine.types import NO_QUEUE, CyclePlan, Placement, Policy, Snapshot, Workload
@@ -87,16 +88,29 @@ class FairShareCycle:
         self.entitled = fs.tree.entitled_by_key
         # idle reclaim's threshold (None: off)
         self.idle_after = policy.idle_reclaim_after_s if policy.idle_reclaim else None
-        self.work = PreemptibleWork(
-            cluster.candidates, decisions.stopped, self.rank, now, self.idle_after
-        )
         self.reasons = FairShareReasons(
             order, self.rank, self.entitled, snapshot.usage, policy, cluster.healthy_gpus
+        )
+        self.floor = (
+            floor_jobs(cluster.runs, self.entitled, self._under_share, cluster.healthy_gpus)
+            if policy.share_floor
+            else frozenset()
+        )
+        self.work = PreemptibleWork(
+            cluster.candidates, decisions.stopped, self.rank, now, self.idle_after
         )
         self.placer = Placer(cluster, decisions, pack_by_project=True)
         self._victims: VictimIndex | None = None
         self.reservations = Reservations(
-            cluster, decisions, self.placer, self.victims, fs, self.reasons, now, self.cap
+            cluster,
+            decisions,
+            self.placer,
+            self.victims,
+            fs,
+            self.reasons,
+            now,
+            self.cap,
+            self.floor,
         )
         # Per project: usage added by this cycle's starts; the last rank threshold.
         self.charged: dict[str, float] = {}
@@ -123,8 +137,13 @@ class FairShareCycle:
                 self.state.victims,
                 4 * len(self.cluster.candidates) + 1024,
                 self.idle_after,
+                self.floor,
             )
         return v
+
+    def _under_share(self, proj: str) -> bool:
+        """Whether `proj` has used less than its entitled share over the usage window."""
+        return self.reasons.usage_relative_to_entitled_share(proj) < 100.0
 
     def run(self) -> CyclePlan:
         """Both phases, then the explained queue."""
@@ -389,7 +408,10 @@ class FairShareCycle:
         pidx = self.known.get(proj)
         beats = None if pidx is None else self.fair_share.still_above(pidx, total_charge)
         search = search_block if sh.block else search_whole_hosts
-        return search(self.victims(), sh, proj, w.priority, threshold, beats)
+        mine = self.reasons.usage_relative_to_entitled_share(proj, total_charge)
+        return search(
+            self.victims(), sh, proj, w.priority, threshold, beats, FloorRule(self.reasons, mine)
+        )
 
     def _start_by_preemption(
         self,

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
 from scheduler.core.engine.fairshare import StillAbove
+from scheduler.core.engine.share_floor import FloorRule
 from scheduler.core.engine.types import Placement, StopReason, Workload
 from scheduler.core.engine.victims import (
     ALLOCATED,
@@ -94,7 +95,16 @@ class _Allowed:
     allocated victim of another project is seen). Hot loops read `verdicts` first and
     call `decide` on a miss."""
 
-    __slots__ = ("beats", "priority", "project", "rank", "threshold", "threshold_fn", "verdicts")
+    __slots__ = (
+        "beats",
+        "floor_rule",
+        "priority",
+        "project",
+        "rank",
+        "threshold",
+        "threshold_fn",
+        "verdicts",
+    )
 
     def __init__(
         self,
@@ -103,8 +113,10 @@ class _Allowed:
         rank: dict[str, int],
         threshold_fn: Callable[[], int],
         beats: StillAbove | None,
+        floor_rule: FloorRule | None = None,
     ) -> None:
         self.project = project
+        self.floor_rule = floor_rule
         self.priority = priority
         self.rank = rank
         self.threshold_fn = threshold_fn
@@ -132,6 +144,14 @@ class _Allowed:
                 return False
         return beats(other)
 
+    def spares(self, v: Victim) -> bool:
+        """Whether guarded `v` is a floor job of another project that the preemptor
+        may not take (None rule: none is taken)."""
+        if not v.floor or v.project == self.project:
+            return False
+        rule = self.floor_rule
+        return rule is None or not rule(v.project)
+
     def decide(self, v: Victim) -> bool:
         """The rule's verdict on allocated `v`, memoised."""
         ok = victim_allowed(
@@ -149,6 +169,8 @@ class _Allowed:
     def __call__(self, v: Victim) -> bool:
         if not v.guarded:
             return True
+        if v.floor and self.spares(v):
+            return False
         ok = self.verdicts.get(v.rule_key if v.project == self.project else v.project)
         return self.decide(v) if ok is None else ok
 
@@ -160,6 +182,7 @@ def search_block(
     priority: int,
     threshold_fn: Callable[[], int],
     beats: StillAbove | None = None,
+    floor_rule: FloorRule | None = None,
 ) -> SearchResult:
     """Cheapest aligned block of one host for a single-host job of shape `sh`.
 
@@ -168,7 +191,7 @@ def search_block(
     can be cheaper). A block must contain the visited victim. `threshold_fn` gives the
     lowest order index of a project the preemptor may still outrank; `beats` whether
     it outranks a project after the preemption (None: any)."""
-    allowed = _Allowed(project, priority, victims.rank, threshold_fn, beats)
+    allowed = _Allowed(project, priority, victims.rank, threshold_fn, beats, floor_rule)
     verdicts, outranks = allowed.verdicts, allowed.outranks
     c = victims.cluster
     gpus, reserved, free = c.gpus, c.reserved, c.free
@@ -189,6 +212,8 @@ def search_block(
         if _costs_at_least(v.tier, v.lost, best_allocated, best_unallocated, best_idle):
             break
         if v.guarded:
+            if v.floor and allowed.spares(v):
+                continue
             key = v.rule_key if v.project == project else v.project
             ok = verdicts.get(key)
             if ok is None:
@@ -283,6 +308,8 @@ def _host_room(victims: VictimIndex, h: int, v: Victim, allowed: _Allowed, p: in
         if not u.alive:
             continue
         if u.guarded and u is not v:
+            if u.floor and allowed.spares(u):
+                continue
             key = u.rule_key if u.project == own else u.project
             ok = verdicts.get(key)
             if ok is None:
@@ -345,10 +372,11 @@ def search_whole_hosts(
     priority: int,
     threshold_fn: Callable[[], int],
     beats: StillAbove | None = None,
+    floor_rule: FloorRule | None = None,
 ) -> SearchResult:
     """Cheapest whole hosts for a job of shape `sh` (all of them, or None): free hosts
     first, then hosts whose every job is an allowed victim, by lost work."""
-    allowed = _Allowed(project, priority, victims.rank, threshold_fn, beats)
+    allowed = _Allowed(project, priority, victims.rank, threshold_fn, beats, floor_rule)
     c = victims.cluster
     gpus, reserved, free, full = c.gpus, c.reserved, c.free, c.full
     # Only hosts that all candidates together could empty can be emptied by the

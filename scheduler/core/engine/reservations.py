@@ -25,6 +25,7 @@ from scheduler.core.engine.fairshare import FairShare
 from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
 from scheduler.core.engine.runs import idle_reclaimable, protection_end
+from scheduler.core.engine.share_floor import FloorRule
 from scheduler.core.engine.short_reserve import hosts_with_room, pending_short
 from scheduler.core.engine.types import Placement, Reservation, Workload
 
@@ -92,8 +93,12 @@ class Reservations:
         reasons: FairShareReasons,
         now: float,
         cap: float,
+        floor: frozenset[str] = frozenset(),
     ) -> None:
+        """`floor`: the ids of the jobs on the share floor (no other project's job may
+        take them: hosts they hold are not usable for it)."""
         self.cluster = cluster
+        self.floor = floor
         self.decisions = decisions
         self.placer = placer
         self.victims = victims
@@ -299,6 +304,10 @@ class Reservations:
         now = self.now
         usable_at: dict[int, float] = {}
         stopped, proj, prio = self.decisions.stopped, w.project, w.priority
+        floor = self.floor
+        floor_rule = FloorRule(
+            self.reasons, self.reasons.usage_relative_to_entitled_share(proj, charge)
+        )
         pidx = self.fair_share.tree.leaf_index.get(proj)
         # whether w's project still beats each other project after starting w (all at
         # once: one walk of the tree; unknown projects are beaten)
@@ -325,7 +334,9 @@ class Reservations:
                 continue
             project, priority, workload_id, hosts, key = info
             ok = verdicts.get(key if project == proj else project)
-            if ok is None:
+            if project != proj and workload_id in floor and not floor_rule(project):
+                ok = False
+            elif ok is None:
                 ok = verdicts[key if project == proj else project] = victim_allowed(
                     True, project, priority, proj, prio, outranks
                 )

@@ -60,6 +60,7 @@ class Victim:
         "alive",
         "allocated",
         "base",
+        "floor",
         "gpus",
         "guarded",
         "host_masks",
@@ -101,6 +102,9 @@ class Victim:
         # -1: by its charge alone (idle reclaim off)
         self.tier = tier if tier >= 0 else (ALLOCATED if rw.allocated else UNALLOCATED)
         self.guarded = self.tier == ALLOCATED
+        # on its project's share floor this cycle: no other project's fair-share
+        # preemption takes it (`scheduler.core.engine.share_floor`)
+        self.floor = False
         # what `victim_allowed` reads of it: searches memoise the rule's verdict by it
         self.rule_key = (rw.allocated, w.project, w.priority)
 
@@ -132,8 +136,10 @@ class VictimIndex:
         memo: dict[int, Victim],
         memo_limit: int,
         idle_after_s: float | None = None,
+        floor: frozenset[str] = frozenset(),
     ) -> None:
-        """`idle_after_s`: idle reclaim's threshold (None: off, no idle tier)."""
+        """`idle_after_s`: idle reclaim's threshold (None: off, no idle tier); `floor`:
+        the ids of the jobs on the share floor."""
         self.cluster = cluster
         self.rank = rank
         by_host: dict[int, list[tuple[Victim, int]]] = {}
@@ -161,6 +167,7 @@ class VictimIndex:
                     v.tier = victim_tier(rw, now, idle_after_s)
                     v.guarded = v.tier == ALLOCATED
             v.rank = rank.get(v.project, nrank)
+            v.floor = v.id in floor
             victims.append(v)
             for h, m in host_masks:
                 lst = by_host.get(h)

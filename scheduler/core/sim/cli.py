@@ -112,6 +112,13 @@ def _add_run_fairshare(r: argparse.ArgumentParser) -> None:
         "(on); off: only --short-reserve-hosts (off with 0 hosts: no reserve)",
     )
     r.add_argument(
+        "--share-floor",
+        choices=("on", "off"),
+        default="off",
+        help="fairshare: a project below its entitled share keeps its oldest jobs up to "
+        "that share from the fair-share preemption of better-served projects (off)",
+    )
+    r.add_argument(
         "--idle-reclaim",
         choices=("on", "off"),
         default="off",
@@ -253,6 +260,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             short_job_max_s=args.short_job_max_min * 60.0,
             short_reserve_auto=args.short_reserve_auto == "on",
             idle_reclaim=args.idle_reclaim == "on",
+            share_floor=args.share_floor == "on",
             idle_reclaim_after_s=args.idle_reclaim_after_min * 60.0,
             until_s=args.until_days * DAY_S if args.until_days else None,
             seed=args.seed,

@@ -91,6 +91,7 @@ def policy_for(config: SimConfig, **extra: object) -> Policy:
         "short_reserve_auto": config.short_reserve_auto,
         "idle_reclaim": config.idle_reclaim,
         "idle_reclaim_after_s": config.idle_reclaim_after_s,
+        "share_floor": config.share_floor,
     }
     values.update(extra)
     return Policy(**{k: v for k, v in values.items() if k in names})  # type: ignore[arg-type]

@@ -10,7 +10,13 @@ Invariants checked on every example:
   the preemptor's, so it could not preempt back at once;
 - nothing inside its protection (min runtime, capped at 8 h) is stopped;
 - a job larger than one host gets whole hosts of one size, all of them;
-- the work a stop says is lost is what was run since the last checkpoint.
+- the work a stop says is lost is what was run since the last checkpoint;
+- the share floor: a fair-share preemption takes a job of a project below 100% of its
+  entitled share over the window while the GPUs of its older allocated jobs on
+  healthy hosts are below its entitled share of the healthy GPUs (so a gang larger
+  than its project's share is not preempted again and again) only for a project
+  whose usage relative to its share, charged for what it started, stays below the
+  victim's.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from scheduler.core.engine import (
     Workload,
     plan,
 )
+from scheduler.core.engine.budget_tree import entitled_shares
 from scheduler.core.engine.fairshare import compute_fair_share
 
 H = 3600.0
@@ -112,6 +119,63 @@ def crowded(draw: st.DrawFn) -> Snapshot:
     return Snapshot(hosts=hosts, running=running, pending=pending, tree=TREE, usage=usage)
 
 
+def share_floor(s: Snapshot, policy: Policy) -> set[str]:
+    """The jobs on the share floor, by the glossary's definition (written apart from
+    the engine's): per project under its entitled share over the window, its oldest
+    allocated jobs on healthy hosts while those before hold less than its share."""
+    entitled = entitled_shares(s.tree)
+    healthy = {h.name for h in s.hosts if h.healthy}
+    gpus = sum(h.gpus for h in s.hosts if h.healthy)
+    out: set[str] = set()
+    for proj, ent in entitled.items():
+        if ent <= 0 or s.usage.get(proj, 0.0) >= ent * gpus * policy.lookback_s:
+            continue
+        mine = sorted(
+            (r.started_s, r.workload.id, r.workload.gpus)
+            for r in s.running
+            if r.allocated
+            and r.workload.project == proj
+            and all(p.host in healthy for p in r.placements)
+        )
+        below = 0
+        for _, job_id, g in mine:
+            if below >= ent * gpus:
+                break
+            out.add(job_id)
+            below += g
+    return out
+
+
+def relative_usage(s: Snapshot, policy: Policy):
+    """Usage relative to entitled share (a fraction), with extra GPU-seconds."""
+    entitled = entitled_shares(s.tree)
+    gpus = sum(h.gpus for h in s.hosts if h.healthy)
+
+    def rel(proj: str, extra: float) -> float:
+        denom = entitled.get(proj, 0.0) * gpus * policy.lookback_s
+        return (s.usage.get(proj, 0.0) + extra) / denom if denom > 0 else float("inf")
+
+    return rel
+
+
+def _note_floor_jobs(
+    s: Snapshot, out: CyclePlan, pending: dict[str, Workload], floor: set[str], seen: Counter[str]
+) -> None:
+    """Count a floor job past its protection of a project ranked below a waiting
+    project: without the floor it could be a fair-share victim."""
+    ranked = [p for p, _ in out.project_order]
+    waiting = {w.project for w in pending.values() if w.min_runtime_s > 0}
+    for r in s.running:
+        w = r.workload
+        if (
+            w.id in floor
+            and r.started_s + min(w.min_runtime_s, CAP) <= NOW
+            and any(ranked.index(p) < ranked.index(w.project) for p in waiting if p in ranked)
+        ):
+            seen["floor job that fair share would rank below"] += 1
+            return
+
+
 def check_plan(s: Snapshot, seen: Counter[str], policy: Policy | None = None) -> CyclePlan:
     """Plan `s` (warm and cold), check every invariant above, count the cases reached."""
     policy = policy or Policy(max_min_runtime_s=CAP)
@@ -121,6 +185,8 @@ def check_plan(s: Snapshot, seen: Counter[str], policy: Policy | None = None) ->
     pending = {w.id: w for lst in s.pending.values() for w in lst}
     started = {x.workload_id: x for x in out.starts}
     gpus_of_host = {h.name: h.gpus for h in s.hosts}
+    floor = share_floor(s, policy) if policy.share_floor else set()
+    _note_floor_jobs(s, out, pending, floor, seen)
 
     charged: dict[str, float] = {}
     charge_at: dict[str, float] = {}
@@ -157,6 +223,12 @@ def check_plan(s: Snapshot, seen: Counter[str], policy: Policy | None = None) ->
         assert lost is not None and lost.group(1) == f"{vw.gpus * (NOW - base) / 3600:.1f}"
         if stop.reason_code == StopReason.FAIR_SHARE:
             assert vw.project != preemptor.project
+            if policy.share_floor and vw.id in floor:
+                seen["floor job taken by a project further below its share"] += 1
+                rel = relative_usage(s, policy)
+                assert rel(preemptor.project, charge_at[preemptor.id]) < rel(vw.project, 0.0), (
+                    "a job on its project's share floor was preempted"
+                )
             usage = dict(s.usage)
             usage[preemptor.project] = usage.get(preemptor.project, 0.0) + charge_at[preemptor.id]
             factor = compute_fair_share(TREE, usage).factor
@@ -208,4 +280,21 @@ def test_crowded_cycles_keep_every_invariant_and_reach_every_case():
         "victim with a checkpoint",
         "reservation",
     ):
+        assert seen[case] >= 10, (case, dict(seen))
+
+
+def test_crowded_cycles_with_the_share_floor_keep_every_invariant():
+    """The same with the share floor on (`Policy.share_floor`): floor jobs that Fair Tree
+    ranks below a waiting project are met, and taken only by projects further below
+    their share."""
+    seen: Counter[str] = Counter()
+    policy = Policy(max_min_runtime_s=CAP, share_floor=True)
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(crowded())
+    def check(s: Snapshot) -> None:
+        check_plan(s, seen, policy)
+
+    check()
+    for case in ("floor job that fair share would rank below", "stop fair_share"):
         assert seen[case] >= 10, (case, dict(seen))

@@ -134,14 +134,15 @@ def test_the_replay_starts_with_the_usage_the_cluster_had():
     ]
     history = (("a", -2 * DAY, 0.0, 16),)
     # the jobs' 10 min of protection makes them short jobs: without the short-job
-    # reserve, so that only the usage decides who goes first
+    # reserve and the share floor (which would keep each project's first job), so that
+    # only the usage decides who goes first
     plain = run_whatif(
         CLUSTER, tree(1.0), tree(1.0), jobs, start_s=0.0, end_s=3 * 3600.0, parallel=False,
-        config=SimConfig(short_reserve_auto=False),
+        config=SimConfig(short_reserve_auto=False, share_floor=False),
     )  # fmt: skip
     with_history = run_whatif(
         CLUSTER, tree(1.0), tree(1.0), jobs, start_s=0.0, end_s=3 * 3600.0, parallel=False,
-        config=SimConfig(prior_usage=history, short_reserve_auto=False),
+        config=SimConfig(prior_usage=history, short_reserve_auto=False, share_floor=False),
     )  # fmt: skip
     first = {
         name: max(("a", "b"), key=lambda p: row(result, p)["delivered_gpu_h_before"])
