@@ -92,7 +92,7 @@ class FairShareCycle:
             order, self.rank, self.entitled, snapshot.usage, policy, cluster.healthy_gpus
         )
         self.floor = (
-            floor_jobs(cluster.runs, self.entitled, self._under_share, cluster.healthy_gpus)
+            floor_jobs(cluster.runs, self.entitled, self.reasons, cluster.healthy_gpus)
             if policy.share_floor
             else frozenset()
         )
@@ -140,10 +140,6 @@ class FairShareCycle:
                 self.floor,
             )
         return v
-
-    def _under_share(self, proj: str) -> bool:
-        """Whether `proj` has used less than its entitled share over the usage window."""
-        return self.reasons.usage_relative_to_entitled_share(proj) < 100.0
 
     def run(self) -> CyclePlan:
         """Both phases, then the explained queue."""

@@ -19,7 +19,7 @@ are unchanged. Pure: no clock, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from scheduler.core.engine.cluster import RunInfo
@@ -56,11 +56,11 @@ class FloorRule:
 def floor_jobs(
     runs: Iterable[RunInfo],
     entitled: Mapping[str, float],
-    under_share: Callable[[str], bool],
+    standing: _Standing,
     healthy_gpus: int,
 ) -> frozenset[str]:
     """The ids of the running jobs on the share floor: per project with an entitled
-    share that `under_share` says has not had it, its allocated jobs on healthy hosts,
+    share whose usage relative to it (`standing`) is below 100%, its allocated jobs on healthy hosts,
     oldest start first (then id), while the GPUs of those before are below its entitled
     share of `healthy_gpus`."""
     by_project: dict[str, list[tuple[float, str, int]]] = {}
@@ -75,7 +75,7 @@ def floor_jobs(
     out: list[str] = []
     for proj, lst in by_project.items():
         share = entitled.get(proj, 0.0) * healthy_gpus
-        if share <= 0.0 or not under_share(proj):
+        if share <= 0.0 or standing.usage_relative_to_entitled_share(proj) >= 100.0:
             continue
         lst.sort()
         below = 0

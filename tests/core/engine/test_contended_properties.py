@@ -36,6 +36,8 @@ from scheduler.core.engine import (
     Policy,
     RunningWorkload,
     Snapshot,
+    Start,
+    Stop,
     StopReason,
     Workload,
     plan,
@@ -176,6 +178,56 @@ def _note_floor_jobs(
             return
 
 
+def _check_rule(
+    s: Snapshot,
+    out: CyclePlan,
+    policy: Policy,
+    stop: Stop,
+    victim: RunningWorkload,
+    preemptor: Workload,
+    started: dict[str, Start],
+    charge_at: dict[str, float],
+    floor: set[str],
+    seen: Counter[str],
+) -> None:
+    """The stop's own rule holds: fair share, priority, the short-job reserve, or none
+    (then only unallocated work)."""
+    vw = victim.workload
+    if stop.reason_code == StopReason.FAIR_SHARE:
+        assert vw.project != preemptor.project
+        if policy.share_floor and vw.id in floor:
+            seen["floor job taken by a project further below its share"] += 1
+            rel = relative_usage(s, policy)
+            assert rel(preemptor.project, charge_at[preemptor.id]) < rel(vw.project, 0.0), (
+                "a job on its project's share floor was preempted"
+            )
+        usage = dict(s.usage)
+        usage[preemptor.project] = usage.get(preemptor.project, 0.0) + charge_at[preemptor.id]
+        factor = compute_fair_share(TREE, usage).factor
+        assert factor[vw.project] <= factor[preemptor.project], "a preemption cycle"
+    elif stop.reason_code == StopReason.PRIORITY:
+        assert vw.project == preemptor.project and vw.priority < preemptor.priority
+    elif stop.reason_code == StopReason.SHORT_RESERVE:
+        # allocated work past its protection on a host the short-job reserve holds,
+        # for a short job that starts there
+        assert victim.allocated and 0 < preemptor.min_runtime_s <= policy.short_job_max_s
+        held = set(out.short_reserve)
+        on = {p.host for p in victim.placements}
+        if vw.project == preemptor.project and vw.priority >= preemptor.priority:
+            # the short-job trade: its own project's longer work, on one host, which
+            # the short job takes (anywhere but another reservation's hosts)
+            seen["stop own short trade"] += 1
+            assert vw.priority == preemptor.priority and held
+            assert min(vw.min_runtime_s, policy.max_min_runtime_s) > policy.short_job_max_s
+            assert len(on) == 1 and {p.host for p in started[preemptor.id].placements} == on
+            assert not on & {h for r in out.reservations for h in r.hosts}
+        else:
+            assert on <= held
+            assert {p.host for p in started[preemptor.id].placements} <= held
+    else:
+        assert not victim.allocated
+
+
 def check_plan(s: Snapshot, seen: Counter[str], policy: Policy | None = None) -> CyclePlan:
     """Plan `s` (warm and cold), check every invariant above, count the cases reached."""
     policy = policy or Policy(max_min_runtime_s=CAP)
@@ -221,39 +273,7 @@ def check_plan(s: Snapshot, seen: Counter[str], policy: Policy | None = None) ->
                 seen["victim with a checkpoint"] += 1
         lost = re.search(r"([0-9.]+) GPU-h of work since its last checkpoint is lost", stop.reason)
         assert lost is not None and lost.group(1) == f"{vw.gpus * (NOW - base) / 3600:.1f}"
-        if stop.reason_code == StopReason.FAIR_SHARE:
-            assert vw.project != preemptor.project
-            if policy.share_floor and vw.id in floor:
-                seen["floor job taken by a project further below its share"] += 1
-                rel = relative_usage(s, policy)
-                assert rel(preemptor.project, charge_at[preemptor.id]) < rel(vw.project, 0.0), (
-                    "a job on its project's share floor was preempted"
-                )
-            usage = dict(s.usage)
-            usage[preemptor.project] = usage.get(preemptor.project, 0.0) + charge_at[preemptor.id]
-            factor = compute_fair_share(TREE, usage).factor
-            assert factor[vw.project] <= factor[preemptor.project], "a preemption cycle"
-        elif stop.reason_code == StopReason.PRIORITY:
-            assert vw.project == preemptor.project and vw.priority < preemptor.priority
-        elif stop.reason_code == StopReason.SHORT_RESERVE:
-            # allocated work past its protection on a host the short-job reserve holds,
-            # for a short job that starts there
-            assert victim.allocated and 0 < preemptor.min_runtime_s <= policy.short_job_max_s
-            held = set(out.short_reserve)
-            on = {p.host for p in victim.placements}
-            if vw.project == preemptor.project and vw.priority >= preemptor.priority:
-                # the short-job trade: its own project's longer work, on one host, which
-                # the short job takes (anywhere but another reservation's hosts)
-                seen["stop own short trade"] += 1
-                assert vw.priority == preemptor.priority and held
-                assert min(vw.min_runtime_s, policy.max_min_runtime_s) > policy.short_job_max_s
-                assert len(on) == 1 and {p.host for p in started[preemptor.id].placements} == on
-                assert not on & {h for r in out.reservations for h in r.hosts}
-            else:
-                assert on <= held
-                assert {p.host for p in started[preemptor.id].placements} <= held
-        else:
-            assert not victim.allocated
+        _check_rule(s, out, policy, stop, victim, preemptor, started, charge_at, floor, seen)
     if out.reservations:
         seen["reservation"] += 1
     for name in seen:
