@@ -2,8 +2,9 @@
 own prefix) or `Authorization: Bearer <token>` (what OpenAPI's bearer scheme makes a
 generated client send).
 
-A request reads its token once: one query for the token row and its user
-(`authenticate_credentials`). knox's own check also loads every other token of the user
+A request reads its token once: one plain statement for the token row and its user
+(`authenticate_credentials`; `config.plainsql`: compiling the ORM query cost more than
+the lookup). knox's own check also loads every other token of the user
 on each request to delete the expired ones; here the hourly prune
 (`accounts.prune_expired_tokens`) does that, and an expired token is refused (and
 deleted) when it is tried. Nothing is cached between requests, so a revoked token, or
@@ -14,6 +15,7 @@ from __future__ import annotations
 import binascii
 from hmac import compare_digest
 
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from knox.auth import TokenAuthentication
@@ -24,8 +26,28 @@ from rest_framework import exceptions
 from rest_framework.authentication import get_authorization_header
 
 from accounts.models import ApiToken
+from config.plainsql import columns, fetch_all, instance
 
 INVALID = "Invalid token."
+
+
+def _token_sql() -> str:
+    user, fk = get_user_model(), ApiToken._meta.get_field("user").column
+    return (
+        f"SELECT {columns(ApiToken, 't')}, {columns(user, 'u')} "
+        f'FROM "{ApiToken._meta.db_table}" t INNER JOIN "{user._meta.db_table}" u '
+        f'ON u."{user._meta.pk.column}" = t."{fk}" WHERE t."token_key" = %s'
+    )
+
+
+def tokens_with_users(token_key: str) -> list[ApiToken]:
+    """The token rows with `token_key`, each with its user, read in one statement."""
+    found = []
+    for row in fetch_all(_token_sql(), [token_key]):
+        token, at = instance(ApiToken, row)
+        token.user, _ = instance(get_user_model(), row, at)
+        found.append(token)
+    return found
 
 
 class BearerOrTokenAuthentication(TokenAuthentication):
@@ -46,10 +68,7 @@ class BearerOrTokenAuthentication(TokenAuthentication):
             digest = hash_token(text)
         except (UnicodeDecodeError, TypeError, ValueError, binascii.Error):
             raise exceptions.AuthenticationFailed(INVALID) from None
-        rows = ApiToken.objects.select_related("user").filter(
-            token_key=text[: CONSTANTS.TOKEN_KEY_LENGTH]
-        )
-        for row in rows:
+        for row in tokens_with_users(text[: CONSTANTS.TOKEN_KEY_LENGTH]):
             if not compare_digest(digest, row.digest):
                 continue
             if row.expiry is not None and row.expiry < timezone.now():

@@ -43,6 +43,7 @@ from typing import Any
 
 from budgets.models import BudgetNode, Membership, Role
 from budgets.selectors import TreeIndex, tree_index
+from config.plainsql import fetch_all
 
 # ---------------------------------------------------------------- who someone is
 
@@ -90,11 +91,21 @@ def roles_read_once() -> Iterator[None]:
         _ROLES_MEMO.reset(token)
 
 
+_ROLES_SQL = 'SELECT "{node}", "{role}" FROM "{table}" WHERE "{user}" = %s'
+
+
 def _roles(actor: Any) -> list[tuple[int, str]]:
     memo = _ROLES_MEMO.get()
     if memo is not None and actor.pk in memo:
         return memo[actor.pk]
-    roles = list(Membership.objects.filter(user_id=actor.pk).values_list("node_id", "role"))
+    meta = Membership._meta  # a plain statement: every request asks (config.plainsql)
+    sql = _ROLES_SQL.format(
+        node=meta.get_field("node").column,
+        role=meta.get_field("role").column,
+        table=meta.db_table,
+        user=meta.get_field("user").column,
+    )
+    roles = [(node_id, role) for node_id, role in fetch_all(sql, [actor.pk])]
     if memo is not None:
         memo[actor.pk] = roles
     return roles

@@ -391,6 +391,9 @@ SPECTACULAR_SETTINGS = {
 }
 
 PGHISTORY_APPEND_ONLY = True
+# The request's user and URL go with the changes of writes; a read-only request changes no
+# tracked row, and tracking it wrapped each of its statements for nothing.
+PGHISTORY_MIDDLEWARE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 
 # Logs (config/logs.py): LOG_LEVEL, and ALLOT_LOG_FORMAT text (default) or json; every
 # line has a UTC timestamp, the level, the logger, the request id and the cycle id.

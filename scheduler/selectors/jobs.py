@@ -21,7 +21,7 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.selectors import TreeIndex, node_paths, tree_index
 from config.errors import ValidationFailed
-from scheduler.core.engine import entitled_shares, plan, project_standing, rule_label
+from scheduler.core.engine import entitled_shares, plan, project_standing
 from scheduler.core.engine.explain import STANDING, hours_text
 from scheduler.core.engine.runs import protection_end
 from scheduler.models import (
@@ -34,11 +34,11 @@ from scheduler.models import (
     HostEvent,
     HostHealth,
     Job,
-    JobEvent,
     JobState,
 )
 from scheduler.selectors.budget_changes import cluster_change_notes, with_change_note
 from scheduler.selectors.eta import job_eta_for_page
+from scheduler.selectors.job_reads import job_attempts, job_detail, job_events
 from scheduler.selectors.queue import StoredQueue, stored_queue
 from scheduler.selectors.snapshot import cluster_snapshot
 from scheduler.selectors.translate import job_workload
@@ -95,33 +95,6 @@ def projects_at_or_below(ref: str | int, *, field: str = "project") -> list[int]
             field=field,
         )
     return [node_id, *index.descendants(node_id)]
-
-
-def job_detail(*, job_id: int) -> Job | None:
-    """One job with its submitter, cluster and project (`job_attempts`, `job_events`:
-    what it went through)."""
-    return Job.objects.select_related("submitter", "cluster", "project").filter(pk=job_id).first()
-
-
-def job_attempts(job: Job) -> list[Attempt]:
-    """The job's attempts, first first."""
-    return list(Attempt.objects.filter(job_id=job.pk).order_by("number"))
-
-
-_EVENT_COLUMNS = ("at", "from_state", "to_state", "reason", "reason_code", "attempt__number")
-_EVENT_COLUMNS += ("cycle_id", "actor_name", "preempting_job_id", "preempting_project_id", "rule")
-_EVENT_KEYS = ("at", "from_state", "to_state", "reason", "reason_code", "attempt", "cycle")
-_EVENT_KEYS += ("actor", "preempting_job", "preempting_project", "rule")
-
-
-def job_events(job: Job) -> list[dict[str, Any]]:
-    """The job's events in order, as `JobEventOutput` describes them (columns, not model
-    objects: the page and the API show them as they are)."""
-    rows = JobEvent.objects.filter(job_id=job.pk).order_by("at", "id").values_list(*_EVENT_COLUMNS)
-    return [
-        {**dict(zip(_EVENT_KEYS, row, strict=True)), "rule_label": rule_label(row[-1])}
-        for row in rows
-    ]
 
 
 def project_paths(index: TreeIndex | None = None) -> dict[int, str]:

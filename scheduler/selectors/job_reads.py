@@ -1,0 +1,71 @@
+"""One job as its API read and its page show it: the job with its submitter, cluster and
+project, its attempts and its events, each in one plain statement (`config.plainsql`:
+every job read and job page runs them, and compiling the ORM queries cost more than
+PostgreSQL spent answering them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+
+from config.plainsql import columns, fetch_all, fetch_one, instance
+from scheduler.core.engine import rule_label
+from scheduler.models import Attempt, Cluster, Job, JobEvent
+
+__all__ = ["job_attempts", "job_detail", "job_events"]
+
+
+def _job_detail_sql() -> str:
+    user, project = get_user_model(), Job._meta.get_field("project").related_model
+    return (
+        f"SELECT {columns(Job, 'j')}, {columns(user, 'u')}, {columns(Cluster, 'c')}, "
+        f'{columns(project, "n")} FROM "{Job._meta.db_table}" j '
+        f'INNER JOIN "{user._meta.db_table}" u ON u."{user._meta.pk.column}" = j."submitter_id" '
+        f'INNER JOIN "{Cluster._meta.db_table}" c ON c."id" = j."cluster_id" '
+        f'INNER JOIN "{project._meta.db_table}" n ON n."id" = j."project_id" WHERE j."id" = %s'
+    )
+
+
+def job_detail(*, job_id: int) -> Job | None:
+    """One job with its submitter, cluster and project (`job_attempts`, `job_events`:
+    what it went through), in one plain statement (config.plainsql: every job read and
+    job page runs it)."""
+    row = fetch_one(_job_detail_sql(), [job_id])
+    if row is None:
+        return None
+    job, at = instance(Job, row)
+    job.submitter, at = instance(get_user_model(), row, at)
+    job.cluster, at = instance(Cluster, row, at)
+    job.project, _ = instance(Job._meta.get_field("project").related_model, row, at)
+    return job
+
+
+def job_attempts(job: Job) -> list[Attempt]:
+    """The job's attempts, first first."""
+    sql = (
+        f'SELECT {columns(Attempt, "a")} FROM "{Attempt._meta.db_table}" a '
+        'WHERE a."job_id" = %s ORDER BY a."number"'
+    )
+    return [instance(Attempt, row)[0] for row in fetch_all(sql, [job.pk])]
+
+
+_EVENT_KEYS = ("at", "from_state", "to_state", "reason", "reason_code", "attempt", "cycle")
+_EVENT_KEYS += ("actor", "preempting_job", "preempting_project", "rule")
+_EVENTS_SQL = """
+    SELECT e.at, e.from_state, e.to_state, e.reason, e.reason_code, a.number, e.cycle_id,
+           e.actor_name, e.preempting_job_id, e.preempting_project_id, e.rule
+    FROM "{event}" e LEFT OUTER JOIN "{attempt}" a ON a.id = e.attempt_id
+    WHERE e.job_id = %s ORDER BY e.at, e.id
+"""
+
+
+def job_events(job: Job) -> list[dict[str, Any]]:
+    """The job's events in order, as `JobEventOutput` describes them (columns, not model
+    objects: the page and the API show them as they are; one plain statement)."""
+    sql = _EVENTS_SQL.format(event=JobEvent._meta.db_table, attempt=Attempt._meta.db_table)
+    rows = fetch_all(sql, [job.pk])
+    return [
+        {**dict(zip(_EVENT_KEYS, row, strict=True)), "rule_label": rule_label(row[-1])}
+        for row in rows
+    ]
