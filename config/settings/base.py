@@ -75,7 +75,7 @@ MIDDLEWARE = [
     "ops.metrics.RequestMetricsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "csp.middleware.CSPMiddleware",
+    "config.csp.CSPMiddleware",  # django-csp's, the header built once where it is fixed
     "config.middleware.RejectNulBytesMiddleware",
     "config.middleware.ApiJsonNotFoundMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

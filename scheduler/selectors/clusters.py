@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.errors import ApplicationError, ValidationFailed
+from config.plainsql import columns, fetch_one, instance
 from config.text import is_id_text
 from scheduler.models import Cluster, Host
 
@@ -35,11 +36,17 @@ def resolve_cluster(
 
 
 def _plain(column: str, value: Any) -> Cluster | None:
-    return Cluster.objects.filter(**{column: value}).first()
+    """The cluster whose `column` (id or name, both unique) is `value`, in one plain
+    statement (config.plainsql: the queue and every cluster read ask)."""
+    sql = (
+        f'SELECT {columns(Cluster, "c")} FROM "{Cluster._meta.db_table}" c WHERE c."{column}" = %s'
+    )
+    row = fetch_one(sql, [value])
+    return None if row is None else instance(Cluster, row)[0]
 
 
 _WITH_HOST_SIZES_SQL = """
-    SELECT c.*, ARRAY(SELECT h.gpus FROM {host} h WHERE h.cluster_id = c.id) AS host_sizes
+    SELECT {columns}, ARRAY(SELECT h.gpus FROM {host} h WHERE h.cluster_id = c.id)
     FROM {cluster} c WHERE c.{column} = %s
 """
 
@@ -48,9 +55,17 @@ def _with_host_sizes(column: str, value: Any) -> Cluster | None:
     """The cluster with its hosts' GPU counts (`host_sizes`), in one plain statement
     (every submission reads it)."""
     sql = _WITH_HOST_SIZES_SQL.format(
-        host=Host._meta.db_table, cluster=Cluster._meta.db_table, column=column
+        columns=columns(Cluster, "c"),
+        host=Host._meta.db_table,
+        cluster=Cluster._meta.db_table,
+        column=column,
     )
-    return next(iter(Cluster.objects.raw(sql, [value])), None)
+    row = fetch_one(sql, [value])
+    if row is None:
+        return None
+    cluster, at = instance(Cluster, row)
+    cluster.host_sizes = row[at]
+    return cluster
 
 
 def cluster_list() -> list[Cluster]:
