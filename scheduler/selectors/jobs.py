@@ -448,10 +448,10 @@ def _capacity_blocker(
 ) -> dict[str, Any]:
     """The jobs ahead, the hosts (name, GPUs) that could hold the job and when the
     protected minimum runtime of the jobs on them ends."""
-    fits = [h for h in hosts if h[1] >= job.gpus] or hosts
-    names = {name for name, _ in fits}
+    min_gpus = job.gpus if any(gpus >= job.gpus for _, gpus in hosts) else 0
+    fits = [h for h in hosts if h[1] >= min_gpus]  # those big enough, else every one
     now = timezone.now()
-    busy, protected_until = _busy_and_protected(job, names, now)
+    busy, protected_until = _busy_and_protected(job, min_gpus, now)
     free = sum(max(0, gpus - busy.get(name, 0)) for name, gpus in fits)
     position = info.get("position")
     ahead = (position - 1) if position else 0
@@ -490,30 +490,35 @@ _HOSTS_SQL = "SELECT name, gpus FROM {host} WHERE cluster_id = %s AND health = %
 _BUSY_SQL = """
     SELECT p->>'host', SUM(jsonb_array_length(p->'gpu_indices'))
     FROM {attempt} a, jsonb_array_elements(a.placements) p
-    WHERE a.cluster_id = %s AND a.ended_at IS NULL AND p->>'host' = ANY(%s)
+    WHERE a.cluster_id = %s AND a.ended_at IS NULL AND p->>'host' IN ({fits})
     GROUP BY 1
 """
 _PROTECTED_SQL = """
     SELECT DISTINCT COALESCE(a.started_at, a.created_at), j.min_runtime_s
     FROM {attempt} a JOIN {job} j ON j.id = a.job_id
     WHERE a.cluster_id = %s AND a.ended_at IS NULL AND a.allocated AND EXISTS (
-        SELECT 1 FROM jsonb_array_elements(a.placements) p WHERE p->>'host' = ANY(%s))
+        SELECT 1 FROM jsonb_array_elements(a.placements) p WHERE p->>'host' IN ({fits}))
 """
 
 
+_FITS_SQL = "SELECT name FROM {host} WHERE cluster_id = %s AND health = %s AND gpus >= %s"
+
+
 def _busy_and_protected(
-    job: Job, names: set[str], now: dt.datetime
+    job: Job, min_gpus: int, now: dt.datetime
 ) -> tuple[dict[str, int], dt.datetime | None]:
-    """GPUs the cluster's open attempts hold on hosts `names`, and the first end after
-    `now` of a protected minimum runtime there (`protection_end`; unallocated runs are
-    never protected). Summed and deduplicated by PostgreSQL: a busy cluster has hundreds
-    of open attempts, and reading each one cost most of a request."""
-    tables = {"attempt": Attempt._meta.db_table, "job": Job._meta.db_table}
-    hosts = sorted(names)
+    """GPUs the cluster's open attempts hold on its healthy hosts of at least `min_gpus`
+    GPUs, and the first end after `now` of a protected minimum runtime there
+    (`protection_end`; unallocated runs are never protected). Summed and deduplicated by
+    PostgreSQL: a busy cluster has hundreds of open attempts, and reading each one cost
+    most of a request; the hosts are named by a subquery, not sent as a list."""
+    fits = _FITS_SQL.format(host=Host._meta.db_table)
+    tables = {"attempt": Attempt._meta.db_table, "job": Job._meta.db_table, "fits": fits}
+    params = [job.cluster_id, job.cluster_id, HostHealth.HEALTHY, min_gpus]
     with connection.cursor() as cursor:
-        cursor.execute(_BUSY_SQL.format(**tables), [job.cluster_id, hosts])
+        cursor.execute(_BUSY_SQL.format(**tables), params)
         busy = {host: int(gpus) for host, gpus in cursor.fetchall()}
-        cursor.execute(_PROTECTED_SQL.format(**tables), [job.cluster_id, hosts])
+        cursor.execute(_PROTECTED_SQL.format(**tables), params)
         runs = cursor.fetchall()
     cap = float(job.cluster.max_min_runtime_s)
     protected_until: dt.datetime | None = None
