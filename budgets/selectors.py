@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import F, Prefetch, QuerySet
 
@@ -25,6 +26,7 @@ from budgets.models import (
 )
 from budgets.shares import NodeShare, compute_shares, shares_with_edits, weight_number, weight_text
 from config.errors import ValidationFailed
+from config.plainsql import columns, fetch_all, fetch_one, instance
 from config.text import is_id_text
 
 
@@ -115,8 +117,33 @@ def slug_path(node_id: int, parent_and_slug: Callable[[int], tuple[int | None, s
     return "/".join(reversed(parts))
 
 
+def _nodes_by_name() -> dict[int, BudgetNode]:
+    """Every node, by name (a plain statement: most requests build the index)."""
+    sql = (
+        f'SELECT {columns(BudgetNode, "n")} FROM "{BudgetNode._meta.db_table}" n ORDER BY n."name"'
+    )
+    return {node.pk: node for node in (instance(BudgetNode, row)[0] for row in fetch_all(sql, []))}
+
+
+_PEOPLE_SQL = """
+    SELECT m.node_id, m.role, u.{username} FROM {membership} m
+    INNER JOIN {user} u ON u.id = m.user_id ORDER BY u.{username}
+"""
+
+
+def _people() -> list[tuple[int, str, str]]:
+    """(node id, role, user name) of every membership, by user name."""
+    user = get_user_model()
+    sql = _PEOPLE_SQL.format(
+        membership=Membership._meta.db_table,
+        user=user._meta.db_table,
+        username=user.USERNAME_FIELD,
+    )
+    return [(node_id, role, name) for node_id, role, name in fetch_all(sql, [])]
+
+
 def tree_index(*, with_people: bool = False) -> TreeIndex:
-    nodes = {n.pk: n for n in BudgetNode.objects.order_by("name")}
+    nodes = _nodes_by_name()
     children: dict[int | None, list[BudgetNode]] = defaultdict(list)
     for node in nodes.values():
         children[node.parent_id].append(node)
@@ -128,9 +155,7 @@ def tree_index(*, with_people: bool = False) -> TreeIndex:
     if with_people:
         managers: dict[int, list[str]] = defaultdict(list)
         members: dict[int, list[str]] = defaultdict(list)
-        for node_id, role, username in Membership.objects.order_by("user__username").values_list(
-            "node_id", "role", "user__username"
-        ):
+        for node_id, role, username in _people():
             (managers if role == Role.MANAGER else members)[node_id].append(username)
         index.managers, index.members = dict(managers), dict(members)
     return index
@@ -178,8 +203,8 @@ def shares_as_of(
 
 
 def tree_version() -> int:
-    state = TreeState.objects.filter(pk=1).first()
-    return state.version if state else 0
+    row = fetch_one(f'SELECT "version" FROM "{TreeState._meta.db_table}" WHERE "id" = 1', [])
+    return row[0] if row else 0
 
 
 def tree_as_dict(*, index: TreeIndex | None = None, for_export: bool = False) -> list[dict]:
@@ -248,7 +273,18 @@ def budget_event_list(
     return qs
 
 
-def scheduled_changes_pending() -> QuerySet[ScheduledChange]:
-    return ScheduledChange.objects.filter(status=ScheduledStatus.PENDING).select_related(
-        "event", "event__actor"
+def scheduled_changes_pending() -> list[ScheduledChange]:
+    """The pending scheduled changes, soonest first, each with its event (one plain
+    statement: the tree page shows them)."""
+    sql = (
+        f"SELECT {columns(ScheduledChange, 's')}, {columns(BudgetEvent, 'e')} "
+        f'FROM "{ScheduledChange._meta.db_table}" s '
+        f'INNER JOIN "{BudgetEvent._meta.db_table}" e ON e."id" = s."event_id" '
+        'WHERE s."status" = %s ORDER BY s."effective_at", s."id"'
     )
+    changes = []
+    for row in fetch_all(sql, [ScheduledStatus.PENDING]):
+        change, at = instance(ScheduledChange, row)
+        change.event, _ = instance(BudgetEvent, row, at)
+        changes.append(change)
+    return changes

@@ -281,6 +281,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Database sessions (Django's table and rules), read with one plain statement.
+SESSION_ENGINE = "config.sessions"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "budgets:tree"
 LOGOUT_REDIRECT_URL = "login"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from config.errors import ApplicationError, ValidationFailed
-from config.plainsql import columns, fetch_one, instance
+from config.plainsql import columns, fetch_all, fetch_one, instance
 from config.text import is_id_text
 from scheduler.models import Cluster, Host
 
@@ -70,4 +70,5 @@ def _with_host_sizes(column: str, value: Any) -> Cluster | None:
 
 def cluster_list() -> list[Cluster]:
     """Every cluster, by name."""
-    return list(Cluster.objects.order_by("name"))
+    sql = f'SELECT {columns(Cluster, "c")} FROM "{Cluster._meta.db_table}" c ORDER BY c."name"'
+    return [instance(Cluster, row)[0] for row in fetch_all(sql, [])]

@@ -1,0 +1,109 @@
+"""The hot reads written as plain SQL (config.plainsql, issue 28) give what the ORM gives:
+the same field values, JSON and decimals and times converted, the related objects
+attached; and the CSP header built once per process (config.csp) is django-csp's."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from csp.exceptions import CSPNonceError
+from csp.utils import build_policy
+from django.contrib.sessions.models import Session
+from django.db.models import Model
+from django.http import HttpResponse
+from django.test import Client, RequestFactory
+from django.utils import timezone
+
+from budgets.models import BudgetNode
+from budgets.selectors import tree_index, tree_version
+from config.csp import CSPMiddleware
+from config.sessions import SessionStore
+from scheduler.models import Attempt, Job
+from scheduler.selectors.clusters import cluster_list, resolve_cluster
+from scheduler.selectors.jobs import job_attempts, job_detail
+from tests.factories import AttemptFactory, JobFactory
+
+
+def values(obj: Model) -> dict:
+    return {f.attname: getattr(obj, f.attname) for f in obj._meta.concrete_fields}
+
+
+@pytest.mark.django_db
+def test_a_job_read_plainly_is_the_orms_with_its_relations_and_attempts():
+    job = JobFactory(spec={"image": "pytorch:2.5", "env": {"SEED": "1"}}, gpus=2)
+    AttemptFactory(
+        job=job, number=2, attempt_id="b", placements=[{"host": "h1", "gpu_indices": [0, 1]}]
+    )
+    AttemptFactory(job=job, number=1, attempt_id="a", state="ended", ended_at=timezone.now())
+    orm = Job.objects.select_related("submitter", "cluster", "project").get(pk=job.pk)
+
+    plain = job_detail(job_id=job.pk)
+
+    assert values(plain) == values(orm) and plain.spec == {
+        "image": "pytorch:2.5",
+        "env": {"SEED": "1"},
+    }
+    for relation in ("submitter", "cluster", "project"):
+        assert values(getattr(plain, relation)) == values(getattr(orm, relation))
+    assert not plain._state.adding and plain._state.db == "default"
+    expected = [values(a) for a in Attempt.objects.filter(job=job).order_by("number")]
+    assert [values(a) for a in job_attempts(plain)] == expected
+    assert [a.attempt_id for a in job_attempts(plain)] == ["a", "b"]
+    assert job_detail(job_id=job.pk + 1000) is None
+
+
+@pytest.mark.django_db
+def test_clusters_and_the_tree_read_plainly_are_the_orms(tree):
+    job = JobFactory(project=tree.node("a1"))
+    assert [values(c) for c in cluster_list()] == [values(job.cluster)]
+    assert values(resolve_cluster(job.cluster.name)) == values(job.cluster)
+    index = tree_index(with_people=True)
+    assert [values(n) for n in index.nodes.values()] == [
+        values(n) for n in BudgetNode.objects.order_by("name")
+    ]
+    assert index.members and index.managers
+    assert tree_version() >= 0
+
+
+def directives(header: str) -> set[str]:
+    return {part.strip() for part in header.split(";")}
+
+
+def test_the_csp_header_is_django_csps_and_follows_the_settings(settings):
+    client = Client()
+    header = client.get("/favicon.ico")["Content-Security-Policy"]
+    assert directives(header) == directives(build_policy())
+    assert "script-src 'self'" in header and "frame-ancestors 'none'" in header
+    settings.CONTENT_SECURITY_POLICY = {"DIRECTIVES": {"default-src": ["'none'"]}}
+    assert client.get("/favicon.ico")["Content-Security-Policy"] == "default-src 'none'"
+
+
+def test_a_response_that_used_a_nonce_names_it_and_a_late_nonce_is_refused():
+    def view(request):
+        return HttpResponse(f"<script nonce='{request.csp_nonce}'></script>")
+
+    request = RequestFactory().get("/page/")
+    middleware = CSPMiddleware(view)
+    middleware.process_request(request)
+    response = middleware.process_response(request, view(request))
+    assert f"'nonce-{request._csp_nonce}'" in response["Content-Security-Policy"]
+
+    plain = RequestFactory().get("/api/v1/jobs/")
+    middleware.process_request(plain)
+    middleware.process_response(plain, HttpResponse("{}"))
+    with pytest.raises(CSPNonceError):
+        str(plain.csp_nonce)
+
+
+@pytest.mark.django_db
+def test_a_session_read_plainly_keeps_its_data_and_its_expiry():
+    store = SessionStore()
+    store["who"] = "ann"
+    store.create()
+    assert SessionStore(store.session_key).load() == {"who": "ann"}
+    Session.objects.filter(session_key=store.session_key).update(
+        expire_date=timezone.now() - dt.timedelta(seconds=1)
+    )
+    expired = SessionStore(store.session_key)
+    assert expired.load() == {} and expired.session_key is None
