@@ -43,6 +43,7 @@ def main() -> int:
 
     import django
     from django.core.management import call_command
+    from django.db import OperationalError
 
     django.setup()
     from django.conf import settings
@@ -60,8 +61,15 @@ def main() -> int:
             call_command("seed_demo")
         else:
             print("Allot: ALLOT_DEMO=off: no demo organisation, no load", flush=True)
+    except OperationalError as exc:
+        _stop([c.popen for c in children])
+        source = "embedded PostgreSQL" if embedded_db else "DATABASE_URL"
+        raise SystemExit(
+            f"Allot: cannot use the database ({source}): {exc}".rstrip()
+            + "\nCreate it (createdb NAME) or unset DATABASE_URL for the embedded one."
+        ) from None
     except BaseException:
-        _stop(children)
+        _stop([c.popen for c in children])
         raise
 
     python = sys.executable

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,39 @@ def test_make_run_exits_non_zero_naming_the_process_that_died(make_run, dies):
     output = log_path.read_text(errors="replace")
     assert f"Allot: {name} exited (status -9)" in output
     assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]  # all stopped
+
+
+def test_a_database_that_does_not_exist_stops_make_run_with_a_message(tmp_path):
+    """DATABASE_URL naming a database that does not exist: `make run` exits 1 with a
+    message naming DATABASE_URL, and stops the simulated cluster it had started (its port
+    is free again), instead of a traceback from the clean-up."""
+    sim_port = free_port()
+    base = database_url_of_tests().rsplit("/", 1)[0]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.settings.dev",
+        "DATABASE_URL": f"{base}/allot_no_such_database",
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+        "ALLOT_VAR_DIR": str(tmp_path / "var"),
+        "ALLOT_PORT": str(free_port()),
+        "ALLOT_SIMCLUSTER_URL": f"http://127.0.0.1:{sim_port}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "config.launch"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "cannot use the database (DATABASE_URL)" in done.stderr
+    assert "allot_no_such_database" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert free_port_is(sim_port), "the simulated cluster was left running"
+
+
+def free_port_is(port: int) -> bool:
+    """Whether nothing listens on 127.0.0.1:`port`."""
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
