@@ -1,18 +1,20 @@
 """Shared fixtures. Django tests run against PostgreSQL (DATABASE_URL or the embedded one).
 
 `make test` runs the suite under pytest-xdist: pytest-django gives each worker its own
-test database and config/settings/test.py its own Redis database; tests that share one
-machine-wide resource run in one xdist group (`XDIST_GROUPS`, `--dist loadgroup`).
+test database and config/settings/test.py its own Redis database; the modules of one
+xdist group run on one worker (`XDIST_GROUPS`, `--dist loadgroup`, grouped by the
+scheduler made here).
 With ALLOT_REQUIRE_ALL=1 (set by .ci/run) a skipped test fails (`_require_all`)."""
 
 import os
 
 import pytest
-from django.contrib.auth import get_user_model
 from hypothesis import Phase, settings
+from xdist.scheduler import LoadGroupScheduling
 
 from tests.browser import CHROMIUM, LAUNCH_ARGS
-from tests.factories import EXAMPLE_TREE, SuperUserFactory
+from tests.factories import SuperUserFactory
+from tests.support.tree import Tree, example_tree
 
 pytest_plugins = ["tests.simcluster_plugin"]
 
@@ -24,9 +26,45 @@ settings.load_profile("allot")
 # ALLOT_REQUIRE_ALL=1: every component is installed (CI), so a skip is a failure.
 REQUIRE_ALL = os.environ.get("ALLOT_REQUIRE_ALL", "") not in ("", "0")
 
-# A fixture naming a machine-wide resource -> the xdist group of every test using it:
-# one local Slurm cluster per session, started by the one worker that runs that group.
-XDIST_GROUPS = {"slurm_cluster": "slurm"}
+# Modules whose tests run on one worker, by group. The local Slurm cluster is started
+# once per worker that runs a Slurm test (`slurm_cluster`, session scope; each cluster has
+# its own directory and ports), so its modules form two groups of about equal length: two
+# clusters, on two workers, each carrying half of the Slurm tests (one group was the
+# suite's critical path). The query-count module measures all its requests in one world
+# built once per worker (`measured`), so it runs on one worker too.
+XDIST_GROUPS = {
+    "tests/adapters/slurm/test_cycle.py": "slurm-1",
+    "tests/adapters/slurm/test_adapter.py": "slurm-1",
+    "tests/adapters/slurm/test_utilization.py": "slurm-1",
+    "tests/adapters/slurm/test_services.py": "slurm-1",
+    "tests/adapters/slurm/test_governed.py": "slurm-2",
+    "tests/adapters/slurm/test_governed_kills.py": "slurm-2",
+    "tests/adapters/slurm/test_governed_owner.py": "slurm-2",
+    "tests/test_query_counts.py": "query-counts",
+}
+# A fixture naming a per-worker resource -> the prefix of the groups its tests must be in.
+GROUPED_FIXTURES = {"slurm_cluster": "slurm-"}
+
+
+def xdist_group_of(nodeid: str) -> str | None:
+    return XDIST_GROUPS.get(nodeid.split("::", 1)[0])
+
+
+class ModuleGroupScheduling(LoadGroupScheduling):
+    """`--dist loadgroup` with the groups of `XDIST_GROUPS`: a group is one unit of work
+    (the largest handed out first), every other test a unit of its own. pytest-xdist 3.8
+    groups by the `xdist_group` mark through a suffix it writes into each test's id, which
+    pytest 9.2's ids ignore: the mark no longer grouped anything."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return xdist_group_of(nodeid.split("@", 1)[0]) or super()._split_scope(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") == "loadgroup":
+        return ModuleGroupScheduling(config, log)
+    return None
 
 
 # The longest modules, longest first (`--durations` of tests/api, tests/live, tests/ux,
@@ -60,13 +98,17 @@ def _long_first_rank(nodeid: str) -> int:
     return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: _long_first_rank(item.nodeid))  # stable: otherwise as collected
     for item in items:
-        for fixture, group in XDIST_GROUPS.items():
-            if fixture in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(group))
+        for fixture, prefix in GROUPED_FIXTURES.items():
+            group = xdist_group_of(item.nodeid) or ""
+            if fixture in getattr(item, "fixturenames", ()) and not group.startswith(prefix):
+                raise pytest.UsageError(
+                    f"{item.nodeid} uses {fixture}: add its module to a {prefix}* group "
+                    "of XDIST_GROUPS in tests/conftest.py"
+                )
 
 
 def _require_all(report) -> None:
@@ -121,29 +163,10 @@ def page():
             connections.close_all()
 
 
-class Tree:
-    """The example tree, with helpers to find nodes and users by name."""
-
-    def node(self, name: str):
-        from budgets.models import BudgetNode
-
-        return BudgetNode.objects.get(name=name)
-
-    def user(self, name: str):
-        user = get_user_model().objects.get(username=name)
-        if not user.has_usable_password():
-            user.set_password("pw")
-            user.save()
-        return user
-
-
 @pytest.fixture
 def tree(db) -> Tree:
     """The example tree of tests/factories.py, imported through the budget services."""
-    from budgets.services import budget_tree_import
-
-    budget_tree_import(data=EXAMPLE_TREE)
-    return Tree()
+    return example_tree()
 
 
 @pytest.fixture

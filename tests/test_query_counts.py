@@ -3,7 +3,12 @@ N rows as with 3N (tests/support/querycount.py): jobs (pending, running, ended, 
 attempts and events), projects with members, scheduled budget changes, hosts, ledger
 hours and API tokens all grow between the two measurements. (Not here: the planner's
 scenario pages, which read scenario files; the answers to writes; the admin; the sign-in
-page and the API schema, which read nothing that grows.)"""
+page and the API schema, which read nothing that grows.)
+
+Every request is measured in one world, built once (`measured`, in a transaction rolled
+back at its end): the API lists with 3 rows of every kind and with 9, the details, pages
+and probes with 4 and with 10 (as when each test grew a world of its own); each test then
+compares its request's two measurements. The module is one xdist group (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import datetime as dt
 import itertools
 
 import pytest
+from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -25,8 +31,10 @@ from tests.dashboards import data
 from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
 from tests.live.conftest import Live
 from tests.live.memcluster import MemoryCluster
-from tests.support.querycount import assert_queries_do_not_grow
+from tests.support.querycount import assert_same_count, count_queries
+from tests.support.tree import example_tree
 
+# (the tests compare numbers only; the mark has the test database set up for `measured`)
 pytestmark = pytest.mark.django_db
 
 _serial = itertools.count()
@@ -96,11 +104,6 @@ class Rows:
         return (jobs.filter(state=state) if state else jobs).first()
 
 
-@pytest.fixture
-def rows(tree) -> Rows:
-    return Rows(tree)
-
-
 def api(user) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=user, name='q')[1]}")
@@ -111,14 +114,6 @@ def page(user) -> Client:
     client = Client()
     client.force_login(user)
     return client
-
-
-def check(client, url: str, grow, statuses=(200, 302)) -> int:
-    def request():
-        response = client.get(url() if callable(url) else url)
-        assert response.status_code in statuses, (response.status_code, response.content[:500])
-
-    return assert_queries_do_not_grow(request, grow)
 
 
 API_LISTS = [
@@ -138,14 +133,6 @@ API_LISTS = [
     "/api/v1/fairshare/?cluster=live",
     "/api/v1/waits/?cluster=live",
 ]
-
-
-@pytest.mark.parametrize("user", ["root", "ann"])
-@pytest.mark.parametrize("url", API_LISTS)
-def test_api_lists(rows, url, user):
-    check(api(rows.tree.user(user)), url, rows.grow)
-
-
 API_DETAILS = {
     "job": lambda r: f"/api/v1/jobs/{r.job(JobState.RUNNING).pk}/",
     "pending job": lambda r: f"/api/v1/jobs/{r.job(JobState.PENDING).pk}/",
@@ -155,14 +142,6 @@ API_DETAILS = {
     "budget change": lambda r: f"/api/v1/budget-changes/{BudgetEvent.objects.first().pk}/",
     "preview": lambda r: f"/api/v1/previews/{r.preview().pk}/",
 }
-
-
-@pytest.mark.parametrize("what", list(API_DETAILS))
-def test_api_details(rows, what):
-    rows.grow(1)
-    check(api(rows.root), lambda: API_DETAILS[what](rows), rows.grow)
-
-
 PAGES = {
     "home": "/",  # a redirect to the user's first page
     "tree": "/budgets/",
@@ -185,21 +164,97 @@ PAGES = {
     "queue home": "/queue/?cluster=live",
     "what-if status": lambda r: f"/budgets/whatif/{r.preview().pk}/",
 }
+PROBES = ["/healthz", "/metrics"]
+USERS = ["root", "ann"]
 
 
-@pytest.mark.parametrize("user", ["root", "ann"])
+def _requests(rows: Rows) -> tuple[dict, dict]:
+    """The requests measured with 3 and 9 rows (the API lists) and those measured with 4
+    and 10 (details, pages, probes): key -> (client, url or url maker, statuses)."""
+    apis = {user: api(rows.tree.user(user)) for user in USERS}
+    pages = {user: page(rows.tree.user(user)) for user in [*USERS, "lead-a"]}
+    lists = {
+        ("list", url, user): (apis[user], url, (200, 302)) for url in API_LISTS for user in USERS
+    }
+    later = {
+        ("detail", what): (apis["root"], make, (200, 302)) for what, make in API_DETAILS.items()
+    }
+    for what, url in PAGES.items():
+        for user in USERS:
+            reader = "lead-a" if what in ("edit", "what-if status") and user == "ann" else user
+            later[("page", what, user)] = (pages[reader], url, (200, 302))  # lead-a may edit prog-a
+    # the health probe answers 503 while the idle second cluster has no cycle
+    later.update({("probe", url): (Client(), url, (200, 503)) for url in PROBES})
+    return lists, later
+
+
+def _measure(rows: Rows, requests: dict, out: dict, size: str) -> None:
+    """Each request's queries, into out[key][size] (or why the request failed)."""
+    for key, (client, url, statuses) in requests.items():
+        try:
+            with transaction.atomic():  # a request that fails leaves the world as it was
+                queries = _queries(rows, client, url, statuses, warm=size == "small")
+            out.setdefault(key, {})[size] = queries
+        except Exception as failed:  # reported by the request's own test
+            out.setdefault(key, {})["failed"] = f"{size}: {failed!r}"
+
+
+def _queries(rows: Rows, client, url, statuses, *, warm: bool) -> list[str]:
+    def request():
+        response = client.get(url(rows) if callable(url) else url)
+        assert response.status_code in statuses, (response.status_code, response.content[:500])
+
+    if warm:
+        request()  # first use: content types, permissions and other per-process caches
+    return count_queries(request)
+
+
+@pytest.fixture(scope="module")
+def measured(django_db_setup, django_db_blocker) -> dict:
+    """Every request's queries with few and with three times as many rows, in one world
+    built once: {key: {"small": [sql], "large": [sql]} or {"failed": why}}."""
+    out: dict = {}
+    with django_db_blocker.unblock(), transaction.atomic():
+        rows = Rows(example_tree())
+        lists, later = _requests(rows)
+        rows.grow(3)
+        _measure(rows, lists, out, "small")  # 3 rows of every kind
+        rows.grow(1)
+        _measure(rows, later, out, "small")  # 4
+        rows.grow(5)
+        _measure(rows, lists, out, "large")  # 9
+        rows.grow(1)
+        _measure(rows, later, out, "large")  # 10
+        transaction.set_rollback(True)
+    run_cycle.worker.reset()  # its warm state names the rows rolled back
+    return out
+
+
+def check(measured: dict, key: tuple, n: int, large_n: int) -> None:
+    found = measured[key]
+    assert "failed" not in found, found.get("failed")
+    assert_same_count(found["small"], found["large"], n, large_n)
+
+
+@pytest.mark.parametrize("user", USERS)
+@pytest.mark.parametrize("url", API_LISTS)
+def test_api_lists(measured, url, user):
+    check(measured, ("list", url, user), 3, 9)
+
+
+@pytest.mark.parametrize("what", list(API_DETAILS))
+def test_api_details(measured, what):
+    check(measured, ("detail", what), 4, 10)
+
+
+@pytest.mark.parametrize("user", USERS)
 @pytest.mark.parametrize("what", list(PAGES))
-def test_pages(rows, what, user):
-    rows.grow(1)
-    url = PAGES[what]
-    if what in ("edit", "what-if status") and user == "ann":
-        user = "lead-a"  # who may edit prog-a (and read its previews)
-    check(page(rows.tree.user(user)), (lambda: url(rows)) if callable(url) else url, rows.grow)
+def test_pages(measured, what, user):
+    check(measured, ("page", what, user), 4, 10)
 
 
-@pytest.mark.parametrize("url", ["/healthz", "/metrics"])
-def test_probes(rows, url):
+@pytest.mark.parametrize("url", PROBES)
+def test_probes(measured, url):
     """The health probe (503 while the idle second cluster has no cycle) and the
     Prometheus scrape, whose state collectors read jobs and GPUs by cluster and project."""
-    rows.grow(1)
-    check(Client(), url, rows.grow, statuses=(200, 503))
+    check(measured, ("probe", url), 4, 10)

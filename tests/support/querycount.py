@@ -37,12 +37,18 @@ def assert_queries_do_not_grow(
     small = count_queries(request)
     grow(2 * n)
     large = count_queries(request)
+    assert_same_count(small, large, n, 3 * n)
+    return len(small)
+
+
+def assert_same_count(small: list[str], large: list[str], n: int, large_n: int) -> None:
+    """The queries measured with `n` rows of every kind and with `large_n` are as many;
+    otherwise the message names the statements whose number changed."""
     if len(large) != len(small):
         more, fewer = _shapes(large) - _shapes(small), _shapes(small) - _shapes(large)
         lines = [f"+{k}x {sql[:300]}" for sql, k in more.most_common(5)]
         lines += [f"-{k}x {sql[:300]}" for sql, k in fewer.most_common(5)]
         raise AssertionError(
-            f"{len(small)} queries with {n} rows each, {len(large)} with {3 * n}:\n"
+            f"{len(small)} queries with {n} rows each, {len(large)} with {large_n}:\n"
             + "\n".join(lines)
         )
-    return len(small)

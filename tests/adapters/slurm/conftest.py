@@ -1,7 +1,8 @@
 """A real Slurm cluster for the Slurm adapter's tests (scheduler.adapters.slurm_local).
 
-One cluster per test session (16 nodes x 8 GPUs, ~0.5 s to start), started and stopped
-here. Where Slurm is missing it is installed from Debian's packages when we are root;
+One cluster per xdist worker that runs Slurm tests (16 nodes x 8 GPUs, ~0.5 s to start;
+the Slurm modules are two xdist groups, so two workers, tests/conftest.py), started and
+stopped here; each has its own directory and ports. Where Slurm is missing it is installed from Debian's packages when we are root;
 every test that needs it is skipped, with the reason, where that cannot be done."""
 
 from __future__ import annotations
@@ -24,14 +25,24 @@ def slurm_cluster():
     reason = reason or usable_reason()
     if reason:
         pytest.skip(f"no local Slurm cluster: {reason}")
-    cluster = LocalSlurm.create()
-    try:
-        cluster.start()
-    except Exception:
-        cluster.stop(remove=True)
-        raise
+    cluster = _started_cluster()
     yield cluster
     cluster.stop(remove=True)
+
+
+def _started_cluster(tries: int = 3) -> LocalSlurm:
+    """A started cluster; started again on other free ports when the start fails (two
+    workers may pick the same free ports at the same moment)."""
+    for attempt in range(tries):
+        cluster = LocalSlurm.create()
+        try:
+            cluster.start()
+            return cluster
+        except Exception:
+            cluster.stop(remove=True)
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 @pytest.fixture

@@ -36,7 +36,7 @@ from scheduler.tasks import run_cycle
 from tests.factories import SuperUserFactory, UserFactory
 from tests.live.conftest import assert_consistent
 
-pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("slurm")]
+pytestmark = pytest.mark.django_db
 
 MEMBER = "cloudsdk"
 

@@ -29,7 +29,7 @@ from scheduler.tasks import run_cycle
 from tests.factories import UserFactory
 from tests.live import workers
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.xdist_group("slurm")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[3]
 # On "fork" forks a cycle process (it prints "ready" and runs cycles until killed); on

@@ -13,7 +13,7 @@ import pytest
 from scheduler.models import Attempt, JobState, SlurmAdoption
 from tests.adapters.slurm.test_governed import MEMBER, adopted, gov  # noqa: F401
 
-pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("slurm")]
+pytestmark = pytest.mark.django_db
 
 
 def as_owner(gov, *command: str, script: str | None = None) -> subprocess.CompletedProcess:  # noqa: F811
