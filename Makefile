@@ -83,11 +83,15 @@ lock:
 # live, API and browser tests took 754 s and 633 s with 2 workers, 484 s with 3 and
 # 415 s with 4 (docs/testing.md). Each worker has its own test database and Redis database
 # (tests/conftest.py; REDIS_URL's database number plus the workers stays below 16);
-# tests that share a machine-wide resource run in one xdist group on one worker
-# (--dist loadgroup).
+# the modules of one xdist group run on one worker (--dist loadgroup; the groups, such as
+# the two of the Slurm tests, are XDIST_GROUPS in tests/conftest.py).
+# Bytecode is written even where the environment says PYTHONDONTWRITEBYTECODE (this
+# machine's does): otherwise every process the suite starts (the workers, servers, Celery
+# workers, CLI runs) compiles the project's modules again, and pytest rewrites the test
+# modules and its plugins' packages again (1.7 of 5.0 CPU-seconds per pytest process).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( 2 * n < 8 ? 2 * n : 8 )))
 test: install browser systemd slurm prometheus
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: install
 	$(BIN)/ruff check .
