@@ -32,6 +32,11 @@ settings.register_profile(
 )
 settings.load_profile("allot")
 
+# A cluster with no adapter URL follows ALLOT_SIMCLUSTER_URL (default 127.0.0.1:8001, where
+# `make run` serves its simulated cluster): tests point it at a closed port, so a demo
+# running beside the suite never starts their jobs; a test that wants one sets its own.
+os.environ["ALLOT_SIMCLUSTER_URL"] = "http://127.0.0.1:9"
+
 # ALLOT_REQUIRE_ALL=1: every component is installed (CI), so a skip is a failure.
 REQUIRE_ALL = os.environ.get("ALLOT_REQUIRE_ALL", "") not in ("", "0")
 
