@@ -29,7 +29,9 @@ def _bio_on_h3() -> list:
     return [run(job(f"bio{i}", "bio", 1, minrt=20 * H), "h3", (i,), NOW - H) for i in range(8)]
 
 
-def test_a_gang_larger_than_its_projects_share_is_not_preempted_while_under_share():
+def _gang_world(climate_used: float):
+    """climate's 16-GPU gang on h0-h1 (started 5 h ago), bio's work on h2-h3, and `big`'s
+    16-GPU job waiting; climate has used `climate_used` times its share."""
     gang = run(
         job("gang", "climate", 16, minrt=H),
         "",
@@ -37,13 +39,22 @@ def test_a_gang_larger_than_its_projects_share_is_not_preempted_while_under_shar
         NOW - 5 * H,
     )
     other = run(job("bio-x", "bio", 8, minrt=20 * H), "h2", tuple(range(8)), NOW - H)
-    s = snap(
+    usage = {
+        "climate": climate_used * CLIMATE_SHARE_S,
+        "bio": 8 * CLIMATE_SHARE_S,
+        "big": 2 * CLIMATE_SHARE_S,
+    }
+    return snap(
         hosts(4),
         [gang, other, *_bio_on_h3()],
         pending(job("wide", "big", 16, minrt=H)),
         TREE,
-        {"climate": 0.1 * CLIMATE_SHARE_S, "bio": 8 * CLIMATE_SHARE_S, "big": 2 * CLIMATE_SHARE_S},
+        usage,
     )
+
+
+def test_a_gang_larger_than_its_projects_share_is_not_preempted_while_under_share():
+    s = _gang_world(climate_used=0.1)
     # without the floor, `big` outranks climate (science used more) and takes the gang
     off = cycle(s, NOW, share_floor=False)
     assert [(x.workload_id, x.reason_code) for x in off.stops] == [("gang", StopReason.FAIR_SHARE)]
@@ -58,20 +69,7 @@ def test_a_gang_larger_than_its_projects_share_is_not_preempted_while_under_shar
 
 
 def test_the_floor_ends_once_the_project_has_had_its_share():
-    gang = run(
-        job("gang", "climate", 16, minrt=H),
-        "",
-        [("h0", tuple(range(8))), ("h1", tuple(range(8)))],
-        NOW - 5 * H,
-    )
-    other = run(job("bio-x", "bio", 8, minrt=20 * H), "h2", tuple(range(8)), NOW - H)
-    s = snap(
-        hosts(4),
-        [gang, other, *_bio_on_h3()],
-        pending(job("wide", "big", 16, minrt=H)),
-        TREE,
-        {"climate": 1.01 * CLIMATE_SHARE_S, "bio": 8 * CLIMATE_SHARE_S, "big": 2 * CLIMATE_SHARE_S},
-    )
+    s = _gang_world(climate_used=1.01)
     on = cycle(s, NOW, share_floor=True)
     assert [(x.workload_id, x.reason_code) for x in on.stops] == [("gang", StopReason.FAIR_SHARE)]
 
