@@ -50,6 +50,12 @@ def hours_text(s: float) -> str:
     return f"{s / 3600:.1f} h"
 
 
+def limit_text(s: float) -> str:
+    """A configured duration limit: whole seconds below a minute (a demo's compressed
+    short-job limit is '15 s', not '0 min'), else as `hours_text`."""
+    return f"{s:.0f} s" if s < 59.5 else hours_text(s)
+
+
 def queue_ranks(order: Sequence[str], entitled: Mapping[str, float]) -> tuple[dict[str, int], int]:
     """The rank people see (glossary: rank) of every project of the engine's `order`
     (best first), and how many projects are ranked (the "of M"): the place in the order

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
-from scheduler.core.engine.explain import FairShareReasons, hours_text
+from scheduler.core.engine.explain import FairShareReasons, hours_text, limit_text
 from scheduler.core.engine.fairshare import FairShare
 from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
@@ -473,7 +473,7 @@ class Reservations:
         self.decisions.short_reserve = tuple(c.hosts[h].name for h in sorted(chosen))
         names = ", ".join(self.decisions.short_reserve)
         self.short_reserve_note = (
-            f"; {names} held for jobs with a min runtime of at most {hours_text(short_s)}"
+            f"; {names} held for jobs with a min runtime of at most {limit_text(short_s)}"
             " (short-job reserve)"
         )
 
