@@ -13,6 +13,7 @@ one of a deactivated user, stops working at once."""
 from __future__ import annotations
 
 import binascii
+import functools
 from hmac import compare_digest
 
 from django.contrib.auth import get_user_model
@@ -31,6 +32,7 @@ from config.plainsql import columns, fetch_all, instance
 INVALID = "Invalid token."
 
 
+@functools.cache
 def _token_sql() -> str:
     user, fk = get_user_model(), ApiToken._meta.get_field("user").column
     return (

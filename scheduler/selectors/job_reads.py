@@ -5,6 +5,7 @@ PostgreSQL spent answering them)."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -16,6 +17,7 @@ from scheduler.models import Attempt, Cluster, Job, JobEvent
 __all__ = ["job_attempts", "job_detail", "job_events"]
 
 
+@functools.cache
 def _job_detail_sql() -> str:
     user, project = get_user_model(), Job._meta.get_field("project").related_model
     return (
