@@ -28,6 +28,7 @@ from scheduler.core.engine.runs import idle_reclaimable, protection_end
 from scheduler.core.engine.share_floor import FloorRule
 from scheduler.core.engine.short_reserve import hosts_with_room, pending_short
 from scheduler.core.engine.types import Placement, Reservation, Workload
+from scheduler.core.engine.victims import blocks_in_room
 
 __all__ = ["HeldHosts", "Reservations", "ShortReserveRule"]
 
@@ -222,7 +223,6 @@ class Reservations:
         by_host = self.victims().by_host
         c = self.cluster
         free, gpus = c.free, c.gpus
-        pmask = (1 << p) - 1
         best_key: tuple[int, int, float, int, int, int, int] | None = None
         best: tuple[int, int, list[Victim]] | None = None
         within = set(hosts)
@@ -254,17 +254,8 @@ class Reservations:
                 on.append((u, mu))
             if not on:
                 continue
-            avail = free[h]
-            for _, mu in on:
-                avail |= mu
-            if c.largest_block(h, avail) < p:
-                continue
             free_left = free[h].bit_count()
-            for s in range(0, gpus[h] - p + 1, p):
-                bm = pmask << s
-                if avail & bm != bm:
-                    continue
-                chosen = [u for u, mu in on if mu & bm]
+            for s, chosen in blocks_in_room(free[h], on, gpus[h], p):
                 taken = [u for u in chosen if u.allocated]
                 key = (
                     len(taken),

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 
 from scheduler.core.engine.types import Workload
-from scheduler.core.engine.victims import Victim
+from scheduler.core.engine.victims import Victim, blocks_in_room
 
 __all__ = ["hosts_with_room", "own_block", "pending_short"]
 
@@ -83,7 +83,6 @@ def own_block(
     lost work, then fewest victims, then fewest free GPUs left, then host and slot. None
     when there is none. A block with no allocated victim of `w`'s project is not
     returned (free and unallocated room is the other passes')."""
-    pmask = (1 << p) - 1
     best_key: tuple[float, int, int, int, int] | None = None
     best: tuple[int, int, list[Victim]] | None = None
     for h, on_host in hosts.items():
@@ -92,15 +91,8 @@ def own_block(
         on = _own_room(w, h, on_host, short_limit)
         if not any(u.allocated for u, _ in on):
             continue
-        avail = free[h]
-        for _, mu in on:
-            avail |= mu
         free_left = free[h].bit_count()
-        for s in range(0, gpus[h] - p + 1, p):
-            bm = pmask << s
-            if avail & bm != bm:
-                continue
-            chosen = [u for u, mu in on if mu & bm]
+        for s, chosen in blocks_in_room(free[h], on, gpus[h], p):
             key = (sum(u.lost for u in chosen), len(chosen), free_left, h, s)
             if best_key is None or key < best_key:
                 best_key, best = key, (h, s, chosen)

@@ -30,6 +30,7 @@ __all__ = [
     "PreemptibleWork",
     "Victim",
     "VictimIndex",
+    "blocks_in_room",
     "victim_tier",
 ]
 
@@ -348,3 +349,20 @@ class PreemptibleWork:
         while m >= 0 and not self.count_at_rank[m]:
             m -= 1
         self.max_rank = m
+
+
+def blocks_in_room(
+    free: int, on: Sequence[tuple[Victim, int]], host_gpus: int, p: int
+) -> list[tuple[int, list[Victim]]]:
+    """The aligned `p`-blocks of a host with `host_gpus` GPUs that its `free` mask and
+    the masks of the victims `on` it cover: (block start, the victims inside it) each."""
+    avail = free
+    for _, mu in on:
+        avail |= mu
+    pmask = (1 << p) - 1
+    out: list[tuple[int, list[Victim]]] = []
+    for s in range(0, host_gpus - p + 1, p):
+        bm = pmask << s
+        if avail & bm == bm:
+            out.append((s, [u for u, mu in on if mu & bm]))
+    return out
