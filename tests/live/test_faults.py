@@ -23,7 +23,7 @@ from scheduler.models import Attempt, AttemptState, CycleRecord, Job, JobState
 from tests.factories import UserFactory
 from tests.live.conftest import submit_job
 from tests.live.workers import RedisServer, WorkerProcess
-from tests.ops.deploy import free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SIM = {"start_delay_s": 1, "exit_delay_s": 2}  # simulated seconds, at speed 20

@@ -135,14 +135,6 @@ def shared_tempdir(owner: RuntimeUser) -> Path:
     return path
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @dataclass
 class Process:
     name: str

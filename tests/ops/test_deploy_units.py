@@ -23,7 +23,6 @@ from tests.live.workers import RedisServer
 from tests.live.workers import test_database_url as database_url_of_tests
 from tests.ops.deploy import (
     Deployment,
-    free_port,
     http,
     remove_tree,
     runtime_user,
@@ -32,6 +31,7 @@ from tests.ops.deploy import (
     shared_tempdir_root,
     wait_until,
 )
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -5,7 +5,6 @@ is given every second."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -14,17 +13,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tests.support.ports import free_port
+
 PROMETHEUS = shutil.which("prometheus") or (
     "/usr/bin/prometheus" if Path("/usr/bin/prometheus").exists() else None
 )
 MISSING_REASON = "prometheus is not installed (make prometheus, or apt-get install prometheus)"
 SCRAPE_S = 1.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -39,7 +34,7 @@ class PrometheusServer:
 
     def start(self, targets: dict[str, str]) -> PrometheusServer:
         """Scrape every `targets` URL (job name -> metrics page URL) each second."""
-        self.port = self.port or _free_port()
+        self.port = self.port or free_port()
         jobs = []
         for name, target in targets.items():
             parts = urlsplit(target)
