@@ -43,7 +43,6 @@ FIGURES = {
     "Replay, proposed weights": "what-if-preview-figures",
     "Change proposed − today": "what-if-preview-figures",
     "Entitlement delivered": "delivery-ratio",
-    "Ratio": "delivery-ratio",
     "p90 replay wait (min) replay: today → proposed": "replay-wait",
     "Unallocated (GPU-h)": "unallocated-gpu-hours",
     "Window usage (GPU-h)": "usage",
