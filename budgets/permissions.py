@@ -1,7 +1,7 @@
 """Who may see or do what: the one place where Allot's roles become answers.
 
 Every service, selector, API view and page asks here; none writes a rule of its own.
-README's "Roles and permissions" table is these rules in words, and
+docs/api.md's "Who may do what" table is these rules in words, and
 `tests/security/test_permissions.py` walks every API operation, page and admin
 view for every role against that table.
 

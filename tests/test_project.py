@@ -199,6 +199,13 @@ def test_docs_name_no_path_outside_the_repository():
     assert not offenders, "\n".join(offenders)
 
 
+def test_readme_is_a_guide_not_a_reference():
+    """Issue 23: the README guides a new user in at most 450 lines; reference tables,
+    per-endpoint lists and figures live under docs/."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 450, f"README.md has {len(lines)} lines"
+
+
 def test_every_path_the_docs_name_exists():
     """Paths in code spans and relative links of README.md and docs/*.md exist."""
     assert (ROOT / "docs").is_dir() and len(DOCS) > 1

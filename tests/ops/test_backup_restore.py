@@ -1,4 +1,4 @@
-"""Backup and restore (README "Backup and restore"): pg_dump, then pg_restore into a
+"""Backup and restore (docs/operations.md "Backup and restore"): pg_dump, then pg_restore into a
 fresh database, keeps the audit history intact and still append-only."""
 
 from __future__ import annotations

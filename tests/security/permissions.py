@@ -1,7 +1,7 @@
 """Who may do what: one row per API operation, page and admin view, the status each of
 nine roles gets, and whether the request changes the tables it touches.
 
-README's "Roles and permissions" table is these rows in words (budgets/permissions.py
+docs/api.md's "The table" (under "Who may do what") is these rows in words (budgets/permissions.py
 is the rules in code). tests/security/test_permissions.py walks every row for every
 role, checks the status, and checks by a fingerprint of the tables that a refusal (and a
 read) changed nothing and that a success of a write changed them. Every API operation of
