@@ -5,10 +5,14 @@ cut (`allot show` has them whole); times are relative ("3 h 10 min") or carry a 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
+
+import typer
 
 from allot_cli import render
+from allot_cli.app import ClusterOpt, JsonFlag, api
 from allot_cli.client import EXIT_BAD_INPUT, Api, CliError
+from allot_cli.options import only_cluster
 
 STATES = ("pending", "running", "all")
 RUNNING_STATES = "starting,running,stopping"  # the states of a job with an open attempt
@@ -110,3 +114,42 @@ def _more(page: dict[str, Any]) -> None:
     shown = len(page["results"])
     if page["count"] > shown:
         render.out.print(f"... {page['count'] - shown} more (--all or --limit N)")
+
+
+def queue(
+    cluster: ClusterOpt = None,
+    me: Annotated[bool, typer.Option("--me", help="Only your jobs (like squeue --me).")] = False,
+    state: Annotated[
+        str,
+        typer.Option(
+            "--state", "-t", help="pending, running or all (like squeue -t).", show_default=True
+        ),
+    ] = "pending",
+    long: Annotated[
+        bool, typer.Option("--long", "-l", help="Name, kind, priority, factor; whole reasons.")
+    ] = False,
+    limit: Annotated[int, typer.Option(help="Rows to show (per state).")] = 50,
+    all_rows: Annotated[bool, typer.Option("--all", help="Every job.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Pending jobs in the order they will start, with position and reason; running jobs
+    with their start (like squeue)."""
+    state = check_state(state)
+    client = api()
+    name = only_cluster(client, cluster)
+    mine = "true" if me else None
+    rows = None if all_rows else max(1, limit)
+    found: dict[str, Any] = {}
+    if state in ("pending", "all"):
+        found["pending"] = read_pending(client, name, mine=mine, limit=rows)
+    if state in ("running", "all"):
+        found["running"] = read_running(client, name, mine=mine, limit=rows)
+    if as_json:
+        render.print_json(found if state == "all" else found[state])
+        return
+    if "pending" in found:
+        print_pending(name, found["pending"], me=me, long=long)
+    if "running" in found:
+        if "pending" in found:
+            render.out.print()
+        print_running(name, found["running"], me=me)

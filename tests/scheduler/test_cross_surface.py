@@ -15,7 +15,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from allot_cli import render
-from allot_cli.main import SHARE_COLUMNS, SHARE_FRACTIONS
+from allot_cli.usage import SHARE_COLUMNS, SHARE_FRACTIONS
 from budgets.selectors import tree_index
 from budgets.shares import share_text
 from dashboards.charts import rule_label

@@ -1,0 +1,69 @@
+"""`allot clusters` and `allot hosts` (like sinfo -N): the clusters, their hosts and
+health."""
+
+from __future__ import annotations
+
+from allot_cli import render
+from allot_cli.app import ClusterOpt, JsonFlag, api
+
+
+def clusters(as_json: JsonFlag = False) -> None:
+    """Clusters with their GPUs, hosts by health and jobs."""
+    rows = api().get("clusters/")
+    if as_json:
+        render.print_json(rows)
+        return
+    render.table(
+        [
+            "NAME",
+            "ADAPTER",
+            "HOSTS",
+            "GPUS",
+            "HEALTHY",
+            "DRAIN",
+            "DOWN",
+            "PEND",
+            "RUN",
+            "LAST_CYCLE",
+        ],
+        (
+            [
+                c["name"],
+                c["adapter"],
+                c["hosts"],
+                c["gpus"],
+                c["healthy_gpus"],
+                c["draining_hosts"],
+                c["down_hosts"],
+                c["pending_jobs"],
+                c["running_jobs"],
+                render.ago(c["last_cycle"]["started_at"]) if c["last_cycle"] else "never",
+            ]
+            for c in rows
+        ),
+        crop=("NAME",),
+    )
+
+
+def hosts(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
+    """Hosts with their health and GPUs in use (like sinfo -N)."""
+    rows = api().get_all("hosts/", cluster=cluster)
+    if as_json:
+        render.print_json(rows)
+        return
+    render.table(
+        ["CLUSTER", "HOST", "GPUS", "IN_USE", "HEALTH", "SINCE", "REASON"],
+        (
+            [
+                h["cluster_name"],
+                h["name"],
+                h["gpus"],
+                h["gpus_in_use"],
+                h["health"],
+                render.when(h["health_changed_at"]),
+                h["health_reason"],
+            ]
+            for h in rows
+        ),
+        wrap=("REASON",),
+    )

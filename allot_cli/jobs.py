@@ -1,0 +1,184 @@
+"""`allot show` (one job: its state, queue place and why, estimated start, blockers,
+attempts and events) and `allot cancel` (like scancel)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from allot_cli import render
+from allot_cli.app import JsonFlag, api
+from allot_cli.client import CliError
+
+
+def show(job_id: int, as_json: JsonFlag = False) -> None:
+    """One job: its state, where it stands in the queue and why, attempts and events."""
+    job = api().get(f"jobs/{job_id}/")
+    if as_json:
+        render.print_json(job)
+        return
+    render.pairs(_job_facts(job) + _queue_facts(job) + _eta_facts(job))
+    if job.get("blockers"):
+        render.table(
+            ["#", "KIND", "WHY"],
+            ([i, b["kind"], b["text"]] for i, b in enumerate(job["blockers"], 1)),
+            title="blockers (most pressing first)",
+            wrap=("WHY",),
+        )
+    if job["attempts"]:
+        _attempts_table(job["attempts"])
+    _events_table(job["events"])
+
+
+def _job_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The job's own fields (state, project, shape, submission, array, spec)."""
+    items: list[tuple[str, Any]] = [
+        ("job", f"{job['id']} {job['name']}"),
+        (
+            "state",
+            f"{job['state']} ({job['state_reason']})" if job["state_reason"] else job["state"],
+        ),
+        ("project", job["project_path"]),
+        ("cluster", job["cluster_name"]),
+        ("submitter", job["submitter"]),
+        ("gpus", job["gpus"]),
+        ("kind", job["kind"]),
+        (
+            "min runtime",
+            render.seconds(job["min_runtime_s"])
+            + (" (allocated)" if job["allocated"] else " (unallocated)"),
+        ),
+        ("resumable", "yes" if job["resumable"] else "no"),
+        ("priority", job["priority"]),
+        ("submitted", render.when(job["submitted_at"], seconds=True)),
+    ]
+    if job["array_id"]:
+        items.append(("array", f"{job['array_id']} [{job['array_index']}]"))
+    if job.get("spec"):
+        spec = job["spec"]
+        items += [(k, spec[k]) for k in ("image", "command") if spec.get(k)]
+        if spec.get("env"):
+            items.append(("env", " ".join(f"{k}={v}" for k, v in spec["env"].items())))
+    return items
+
+
+def _queue_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Where the job stands in the queue and why (none once it left the queue)."""
+    items: list[tuple[str, Any]] = []
+    q = job.get("queue")
+    if q:
+        where = (
+            f"{q['position']} of {q['queue_length']} ({q['project_position']} in its project)"
+            if q["position"]
+            else "not placed yet"
+        )
+        items += [
+            ("position", where),
+            ("fair-share factor", render.number(q["fairshare_factor"])),
+            ("reason", q["reason"]),
+        ]
+    return items
+
+
+def _eta_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The estimated start, when it last moved and why, and the backfill estimate."""
+    items: list[tuple[str, Any]] = []
+    if job.get("eta"):
+        items.append(("estimated start", _eta_text(job["eta"])))
+        moved = job["eta"].get("moved")
+        if moved:
+            items.append(
+                (
+                    "estimate moved",
+                    f"from {render.when(moved['previous_start'])} at "
+                    f"{render.when(moved['at'])}: {moved['because']}",
+                )
+            )
+        if job["eta"].get("baseline_start"):
+            baseline = job["eta"]["baseline_start"]
+            items.append(("backfill estimate", f"{render.when(baseline)} ({render.ago(baseline)})"))
+    return items
+
+
+def _attempts_table(attempts: list[dict[str, Any]]) -> None:
+    """One row an attempt: its state, hosts and GPUs, start, end and why it ended."""
+    render.table(
+        ["#", "ATTEMPT", "STATE", "HOSTS", "STARTED", "ENDED", "END"],
+        (
+            [
+                a["number"],
+                a["attempt_id"],
+                a["state"],
+                " ".join(
+                    f"{p['host']}:{','.join(map(str, p['gpu_indices']))}" for p in a["placements"]
+                ),
+                render.when(a["started_at"]),
+                render.when(a["ended_at"]),
+                a["end_reason"] or a["stop_intent"] or "",
+            ]
+            for a in attempts
+        ),
+        title="attempts",
+        crop=("HOSTS", "ATTEMPT"),
+    )
+
+
+def _events_table(events: list[dict[str, Any]]) -> None:
+    """The job's state changes, who made them and why."""
+    render.table(
+        ["AT", "FROM", "TO", "BY", "REASON"],
+        (
+            [
+                render.when(e["at"], seconds=True),
+                e["from_state"] or "-",
+                e["to_state"],
+                e["actor"] or "allot",
+                f"{e['rule_label']}: {e['reason']}" if e.get("rule_label") else e["reason"],
+            ]
+            for e in events
+        ),
+        title="events",
+        wrap=("REASON",),
+    )
+
+
+def _eta_text(eta: dict[str, Any]) -> str:
+    """The estimate as the job page words it."""
+    if eta["method"] == "victims-stopping":
+        return "now: the jobs it preempts are exiting"
+    if eta["method"] == "estimating":
+        return "being computed; ask again in a few seconds"
+    if not eta["start"]:
+        return "not within the next 30 days at the current queue"
+    text = f"{render.when(eta['start'])} ({render.ago(eta['start'])})"
+    low, high = render.when(eta["earliest"]), render.when(eta["latest"])
+    if eta["earliest"] and eta["latest"] and low != high:
+        text += f" (likely between {low} and {high})"
+    elif eta["earliest"] and not eta["latest"]:
+        text += f" (not before {low})"
+    return text
+
+
+def cancel(
+    job_ids: Annotated[list[int], typer.Argument(help="One or more job ids.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Cancel jobs (pending: at once; running: stopped with the cluster's grace period)."""
+    client = api()
+    answers = []
+    failed: CliError | None = None
+    for job_id in job_ids:
+        try:
+            job = client.request("POST", f"jobs/{job_id}/cancel/")
+        except CliError as exc:
+            render.err.print(f"error: job {job_id}: {exc}", markup=False)
+            failed = exc
+            continue
+        answers.append(job)
+        if not as_json:
+            render.out.print(f"job {job['id']}: {job['state']}", markup=False)
+    if as_json:
+        render.print_json(answers)
+    if failed is not None:
+        raise typer.Exit(failed.code)

@@ -1,0 +1,139 @@
+"""`allot usage` (the ledger's GPU-hours per project and step) and `allot shares` (the
+budget tree's fair share, like sshare -l), in the dashboards' formats."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from allot_cli import render
+from allot_cli.app import ClusterOpt, JsonFlag, api
+from allot_cli.options import only_cluster
+
+
+def usage(
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", "-M", help="Cluster name or id (default: all).")
+    ] = None,
+    project: Annotated[
+        str | None,
+        typer.Option("--project", "-A", help="Project, program or organisation path or id."),
+    ] = None,
+    since: Annotated[str | None, typer.Option(help="ISO time or date, e.g. 2026-11-01")] = None,
+    until: Annotated[str | None, typer.Option(help="ISO time or date")] = None,
+    step: Annotated[str, typer.Option(help="hour or day")] = "day",
+    as_json: JsonFlag = False,
+) -> None:
+    """GPU-hours per project and step: delivered, unallocated, demand, entitled, and the
+    GPU utilization of its runs (unknown: '-'), over whole hours that are over (by
+    default the last 7 days of complete hours)."""
+    head, rows = api().get_all_with_head(
+        "usage/", cluster=cluster, project=project, since=since, until=until, step=step
+    )
+    if as_json:
+        render.print_json(rows)
+        return
+    clusters = sorted({r.get("cluster_name", "") for r in rows})
+    one = len(clusters) == 1
+    if head.get("window_end"):
+        render.out.print(
+            f"GPU-hours{f' on {clusters[0]}' if one else ''} per {step}, "
+            f"{render.report_window(head.get('window_start'), head['window_end'])}",
+            markup=False,
+        )
+    render.table(
+        [
+            "DAY (UTC)" if step == "day" else f"HOUR ({render.zone()})",
+            *([] if one else ["CLUSTER"]),
+            "PROJECT",
+            "DELIVERED",
+            "UNALLOC",
+            "DEMAND",
+            "ENTITLED",
+            "GPU UTIL",
+        ],
+        (
+            [
+                render.step_start(r.get("start"), step),
+                *([] if one else [r.get("cluster_name", "")]),
+                r.get("project_path", ""),
+                *(r.get(f"{k}_gpu_h") for k in ("delivered", "unallocated", "demand", "entitled")),
+                render.known_share(r.get("utilization")),
+            ]
+            for r in rows
+        ),
+        crop_left=("PROJECT",),
+    )
+
+
+SHARE_COLUMNS = (
+    "raw_shares",
+    "norm_shares",
+    "raw_usage",
+    "norm_usage",
+    "effective_usage",
+    "level_fs",
+    "fairshare",
+    "rank",
+)
+# the columns that are shares, shown in the pages' format (12.50%)
+SHARE_FRACTIONS = frozenset({"norm_shares"})
+
+
+def shares(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
+    """Fair share of every node of the budget tree (like sshare -l)."""
+    client = api()
+    answer = client.get("fairshare/", cluster=only_cluster(client, cluster))
+    if as_json:
+        render.print_json(answer)
+        return
+    render.out.print(
+        f"Fair share on {answer.get('cluster_name', '?')} (RAW USAGE in GPU-hours), "
+        + render.cycle_as_of(answer.get("as_of"), from_cycle=answer.get("from_cycle", True)),
+        markup=False,
+    )
+    nodes = answer.get("nodes", []) if isinstance(answer, dict) else answer
+    render.table(
+        ["NODE", *(SHARE_HEADERS.get(c, c.upper().replace("_", "\n", 1)) for c in SHARE_COLUMNS)],
+        ([_share_name(n), *(_share_cell(n, c) for c in SHARE_COLUMNS)] for n in nodes),
+        crop=("NODE",),
+    )
+    unentitled = [n["path"] for n in nodes if _no_entitlement(n)]
+    if unentitled:
+        render.out.print(
+            f"No entitlement (weight 0 on the path): {', '.join(unentitled)}; "
+            "runs only unallocated work, not ranked.",
+            markup=False,
+        )
+
+
+# shorter than EFFECTIVE / FAIRSHARE, so that the table fits 80 columns (sshare's own
+# header spells EffectvUsage)
+SHARE_HEADERS = {"effective_usage": "EFFECTV\nUSAGE", "fairshare": "FAIR\nSHARE"}
+
+
+def _no_entitlement(node: dict[str, Any]) -> bool:
+    return node.get("depth", 0) > 0 and not node.get("entitled_share")
+
+
+def _share_name(node: dict[str, Any]) -> str:
+    return "  " * int(node.get("depth") or 0) + str(node.get("name", node.get("path", "")))
+
+
+def _share_cell(node: dict[str, Any], column: str) -> str:
+    """One figure of the fair-share table in the dashboard's format (usage in GPU-hours
+    with one decimal, level FS and factor with two); '-' where there is none, and for
+    a node without entitlement."""
+    value = node.get(column)
+    if column in SHARE_FRACTIONS:
+        return render.share(value)
+    if column == "level_fs" and node.get("level_fs_infinite"):
+        return "inf"
+    if value is None or (_no_entitlement(node) and column in ("level_fs", "fairshare")):
+        return "-"
+    if column == "raw_usage":
+        return render.gpu_hours(value)
+    if column in ("level_fs", "fairshare"):
+        return f"{float(value):.2f}"
+    return render.number(value)
