@@ -25,19 +25,17 @@ ClusterOpt = Annotated[
 ]
 
 
-class State:
-    url: str | None = None
-
-
-def api() -> Api:
-    return Api(settings(State.url))
+def api(ctx: typer.Context) -> Api:
+    """The API client of the command `ctx` runs (its `--url`, kept on the context)."""
+    return Api(settings(ctx.obj))
 
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     url: Annotated[
         str | None,
         typer.Option("--url", help="Server URL (default: ALLOT_URL, then `allot login`'s)."),
     ] = None,
 ) -> None:
-    State.url = url
+    ctx.obj = url

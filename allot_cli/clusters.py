@@ -3,13 +3,15 @@ health."""
 
 from __future__ import annotations
 
+import typer
+
 from allot_cli import render
 from allot_cli.app import ClusterOpt, JsonFlag, api
 
 
-def clusters(as_json: JsonFlag = False) -> None:
+def clusters(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Clusters with their GPUs, hosts by health and jobs."""
-    rows = api().get("clusters/")
+    rows = api(ctx).get("clusters/")
     if as_json:
         render.print_json(rows)
         return
@@ -45,9 +47,9 @@ def clusters(as_json: JsonFlag = False) -> None:
     )
 
 
-def hosts(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
+def hosts(ctx: typer.Context, cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
     """Hosts with their health and GPUs in use (like sinfo -N)."""
-    rows = api().get_all("hosts/", cluster=cluster)
+    rows = api(ctx).get_all("hosts/", cluster=cluster)
     if as_json:
         render.print_json(rows)
         return

@@ -12,9 +12,9 @@ from allot_cli.app import JsonFlag, api
 from allot_cli.client import CliError
 
 
-def show(job_id: int, as_json: JsonFlag = False) -> None:
+def show(ctx: typer.Context, job_id: int, as_json: JsonFlag = False) -> None:
     """One job: its state, where it stands in the queue and why, attempts and events."""
-    job = api().get(f"jobs/{job_id}/")
+    job = api(ctx).get(f"jobs/{job_id}/")
     if as_json:
         render.print_json(job)
         return
@@ -161,11 +161,12 @@ def _eta_text(eta: dict[str, Any]) -> str:
 
 
 def cancel(
+    ctx: typer.Context,
     job_ids: Annotated[list[int], typer.Argument(help="One or more job ids.")],
     as_json: JsonFlag = False,
 ) -> None:
     """Cancel jobs (pending: at once; running: stopped with the cluster's grace period)."""
-    client = api()
+    client = api(ctx)
     answers = []
     failed: CliError | None = None
     for job_id in job_ids:

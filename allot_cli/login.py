@@ -9,18 +9,18 @@ from typing import Annotated
 import typer
 
 from allot_cli import render
-from allot_cli.app import State
 from allot_cli.client import Api, save_config, settings
 
 
 def login(
+    ctx: typer.Context,
     username: Annotated[str | None, typer.Option("--username", "-u")] = None,
     password: Annotated[
         str | None, typer.Option("--password", help="Prompted (hidden) when not given.")
     ] = None,
 ) -> None:
     """Sign in and store a token in your config file (readable by you only)."""
-    conf = settings(State.url)
+    conf = settings(ctx.obj)
     username = username or input("User name: ")
     password = password if password is not None else getpass.getpass("Password: ")
     client = Api(conf, need_token=False)

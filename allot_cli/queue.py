@@ -117,6 +117,7 @@ def _more(page: dict[str, Any]) -> None:
 
 
 def queue(
+    ctx: typer.Context,
     cluster: ClusterOpt = None,
     me: Annotated[bool, typer.Option("--me", help="Only your jobs (like squeue --me).")] = False,
     state: Annotated[
@@ -135,7 +136,7 @@ def queue(
     """Pending jobs in the order they will start, with position and reason; running jobs
     with their start (like squeue)."""
     state = check_state(state)
-    client = api()
+    client = api(ctx)
     name = only_cluster(client, cluster)
     mine = "true" if me else None
     rows = None if all_rows else max(1, limit)

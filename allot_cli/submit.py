@@ -15,6 +15,7 @@ from allot_cli.options import capped_min_runtime, cluster_row, duration_s
 
 
 def submit(
+    ctx: typer.Context,
     project: Annotated[str, typer.Option("--project", "-A", help="Project path or id.")],
     min_runtime: Annotated[
         str,
@@ -62,7 +63,7 @@ def submit(
         spec["command"] = command or shlex.join(args or [])
     if env:
         spec["env"] = _env(env)
-    client = api()
+    client = api(ctx)
     target = cluster_row(client, cluster)
     body: dict[str, Any] = {
         "project": int(project) if project.isdigit() else project,

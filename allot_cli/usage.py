@@ -13,6 +13,7 @@ from allot_cli.options import only_cluster
 
 
 def usage(
+    ctx: typer.Context,
     cluster: Annotated[
         str | None, typer.Option("--cluster", "-M", help="Cluster name or id (default: all).")
     ] = None,
@@ -28,7 +29,7 @@ def usage(
     """GPU-hours per project and step: delivered, unallocated, demand, entitled, and the
     GPU utilization of its runs (unknown: '-'), over whole hours that are over (by
     default the last 7 days of complete hours)."""
-    head, rows = api().get_all_with_head(
+    head, rows = api(ctx).get_all_with_head(
         "usage/", cluster=cluster, project=project, since=since, until=until, step=step
     )
     if as_json:
@@ -81,9 +82,9 @@ SHARE_COLUMNS = (
 SHARE_FRACTIONS = frozenset({"norm_shares"})
 
 
-def shares(cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
+def shares(ctx: typer.Context, cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
     """Fair share of every node of the budget tree (like sshare -l)."""
-    client = api()
+    client = api(ctx)
     answer = client.get("fairshare/", cluster=only_cluster(client, cluster))
     if as_json:
         render.print_json(answer)

@@ -16,7 +16,7 @@ from tests.browser import CHROMIUM, LAUNCH_ARGS
 from tests.factories import SuperUserFactory
 from tests.support.tree import Tree, example_tree
 
-pytest_plugins = ["tests.simcluster_plugin"]
+pytest_plugins = ["tests.simcluster_plugin", "tests.support.live"]
 
 # Hypothesis's explain phase traces every line the test runs after a failure; on the
 # simulator's tests that turns one failing example into hours. Failures still shrink.

@@ -279,3 +279,44 @@ def test_the_size_scan_names_methods_and_nested_functions():
         "x.py:outer",
         "x.py:outer.inner",
     }
+
+
+# --- Tests ---------------------------------------------------------------------------
+def imported_test_modules(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, module) of every import of a test module (a `test_*.py` file of the
+    repository) in `tree`."""
+    found = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        found += [
+            (node.lineno, n)
+            for n in names
+            if n.rpartition(".")[2].startswith("test_")
+            and (ROOT / (n.replace(".", "/") + ".py")).is_file()
+        ]
+    return found
+
+
+def test_no_test_module_imports_another():
+    """Issue 23: shared helpers live in conftest.py files, tests/factories.py and
+    tests/support/ (or a package's helper module), never in a test module that others
+    import (importing one runs its module-level code and hides where a helper lives)."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for line, name in imported_test_modules(ast.parse(path.read_text()))
+    ]
+    assert not found, "move the shared helper out of the test module:\n" + "\n".join(found)
+
+
+def test_the_test_import_scan_sees_both_import_forms():
+    sample = ast.parse(
+        "from tests.cli.test_cli import Cli\nimport tests.core.engine.test_plan_hash\n"
+        "from tests.live import test_cycle\nfrom tests.support.cli import Cli\n"
+        "from tests.live.workers import test_database_url\n"
+    )
+    assert [line for line, _ in imported_test_modules(sample)] == [1, 2, 3]

@@ -248,7 +248,7 @@ def test_a_dry_run_behind_a_full_cluster_gives_a_position_and_reason(world, api_
     ann = world.user("ann")
     from django.utils import timezone
 
-    from tests.live.conftest import submit_job
+    from tests.support.live import submit_job
 
     now = timezone.now()
     for _ in range(6):  # 6 whole-host jobs on a 4-host cluster, nothing running

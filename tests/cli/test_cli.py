@@ -5,7 +5,6 @@ hosts; errors name the flag and field, exit code 2 for bad input, 1 otherwise.""
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from scheduler.models import Job, JobState
 from tests.factories import ClusterFactory, HostFactory
 from tests.live.memcluster import MemoryCluster
 from tests.roles import token_for
+from tests.support.cli import Cli
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,29 +27,6 @@ MEMORY: dict[int, MemoryCluster] = {}
 
 def memory_adapter(cluster):
     return MEMORY[cluster.pk]
-
-
-class Cli:
-    def __init__(self, url: str, home: Path, token: str | None):
-        self.env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(home),
-            "XDG_CONFIG_HOME": str(home / ".config"),
-            "ALLOT_URL": url,
-            "COLUMNS": "250",
-        }
-        if token:
-            self.env["ALLOT_TOKEN"] = token
-
-    def __call__(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "allot_cli", *args],
-            env=self.env,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
 
 
 @pytest.fixture

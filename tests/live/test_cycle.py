@@ -27,7 +27,7 @@ from scheduler.models import (
 )
 from scheduler.selectors.queue import iter_entries, queue_entry
 from scheduler.services.transitions import job_transition
-from tests.live.conftest import assert_consistent
+from tests.support.live import assert_consistent
 
 pytestmark = pytest.mark.django_db
 

@@ -21,8 +21,8 @@ from ledger.selectors import window_usage
 from scheduler import tasks
 from scheduler.models import Attempt, AttemptState, CycleRecord, Job, JobState
 from tests.factories import UserFactory
-from tests.live.conftest import submit_job
 from tests.live.workers import RedisServer, WorkerProcess
+from tests.support.live import submit_job
 from tests.support.ports import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)

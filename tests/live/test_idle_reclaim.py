@@ -13,7 +13,7 @@ from django.core import mail
 from rest_framework.test import APIClient
 
 from scheduler.models import Attempt, AttemptState, JobEvent, JobState, UtilizationSample
-from tests.live.conftest import assert_consistent
+from tests.support.live import assert_consistent
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from scheduler.models import (
     JobEvent,
     JobState,
 )
-from tests.live.conftest import submit_job
+from tests.support.live import submit_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,7 +12,7 @@ from scheduler.core.engine.runs import last_checkpoint_s, protected_until
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, JobState
 from scheduler.selectors.snapshot import cluster_snapshot
 from tests.factories import ClusterFactory, UserFactory
-from tests.live.conftest import submit_job
+from tests.support.live import submit_job
 
 pytestmark = pytest.mark.django_db
 A1, A2, B1 = "org/prog-a/a1", "org/prog-a/a2", "org/prog-b/b1"

@@ -6,13 +6,13 @@ from unittest import mock
 import pytest
 
 from scheduler.models import JobEvent, JobState
-from tests.live import conftest
+from tests.support import live as live_support
 
 pytestmark = pytest.mark.django_db
 
 
 def test_submit_job_goes_through_the_submit_service(live):
-    with mock.patch.object(conftest, "job_submit", wraps=conftest.job_submit) as service:
+    with mock.patch.object(live_support, "job_submit", wraps=live_support.job_submit) as service:
         job = live.submit("a2", gpus=2, min_runtime_s=60, priority=1)  # ann is no a2 member
     assert service.call_count == 1
     assert service.call_args.kwargs["now"] == live.now

@@ -18,7 +18,7 @@ from scheduler.selectors.utilization import attempt_figures, idle_attempt_ids
 from scheduler.services.utilization import cluster_metrics_update, utilization_collect
 from scheduler.tasks import run_cycle
 from tests.factories import UserFactory
-from tests.live.conftest import submit_job
+from tests.support.live import submit_job
 from tests.support.polling import wait_for
 from tests.support.prometheus import MISSING_REASON, PROMETHEUS, SCRAPE_S, PrometheusServer
 

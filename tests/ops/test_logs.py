@@ -8,7 +8,6 @@ import re
 import pytest
 
 from config import logs
-from tests.live.conftest import live  # noqa: F401  (the live-service fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -76,7 +75,7 @@ def test_a_trusted_proxys_request_id_is_kept_and_a_clients_is_not(client, settin
     assert direct["X-Request-ID"] != given
 
 
-def test_a_cycles_log_lines_carry_its_id(live, capture):  # noqa: F811
+def test_a_cycles_log_lines_carry_its_id(live, capture):
     lines = capture("json", "scheduler").lines
     live.submit(gpus=8)
     record = live.cycle()

@@ -20,7 +20,7 @@ from ops.selectors import scheduling_health, scheduling_paused
 from scheduler import tasks
 from scheduler.models import CycleRecord, Job, JobEvent, JobState
 from scheduler.services.jobs import job_cancel
-from tests.live.conftest import submit_job
+from tests.support.live import submit_job
 from tests.support.postgres import conninfo, pg_tool
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -37,16 +37,15 @@ from scheduler.models import JobEvent, QueueSnapshot
 from scheduler.selectors.jobs import job_page
 from scheduler.selectors.queue import last_cycle
 from scheduler.services.previews import preview_window
-from tests.cli.test_cli import Cli
 from tests.factories import SuperUserFactory
-from tests.live.conftest import live  # noqa: F401  (the live fixture)
 from tests.roles import token_for
+from tests.support.cli import Cli
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def world(live):  # noqa: F811
+def world(live):
     """a2 fills the cluster for two hours; an a1 job and a b1 job wait behind it."""
     for _ in range(4):
         live.submit("a2", gpus=8, min_runtime_s=3 * 3600, duration_s=6 * 3600)
@@ -340,7 +339,7 @@ def _dashboard_format(node: dict, column: str) -> str:
     return render.number(value)
 
 
-def test_the_job_page_protection_end_is_the_engines(live):  # noqa: F811
+def test_the_job_page_protection_end_is_the_engines(live):
     """The engine protects a run for min(min runtime, the cluster's cap) from its start
     (glossary: protection); the job page's capacity blocker says the same end, also
     after the cap was lowered below what running jobs asked for."""
@@ -361,7 +360,7 @@ def test_the_job_page_protection_end_is_the_engines(live):  # noqa: F811
 
 
 @pytest.mark.django_db(transaction=True)  # the live server's thread reads the committed rows
-def test_a_preemption_rule_has_one_name_and_one_label_everywhere(live, live_server, tmp_path):  # noqa: F811
+def test_a_preemption_rule_has_one_name_and_one_label_everywhere(live, live_server, tmp_path):
     """The rule a live stop records is the simulator report's name for it, and the job
     page, the API (`rule`, `rule_label`) and the waits chart's legend say it in the same
     words."""

@@ -14,7 +14,7 @@ from scheduler.models import Attempt
 from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors.eta import cluster_etas, job_eta
 from tests.factories import ClusterFactory, HostFactory
-from tests.live.conftest import submit_job
+from tests.support.live import submit_job
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from scheduler.selectors.jobs import BLOCKER_ORDER, job_blockers
 from tests.factories import ClusterFactory, HostFactory
-from tests.live.conftest import submit_job
+from tests.support.live import submit_job
 
 pytestmark = pytest.mark.django_db
 

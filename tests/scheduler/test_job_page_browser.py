@@ -5,13 +5,12 @@ is var/screenshots/job.png."""
 from pathlib import Path
 
 from tests.browser import BROWSER_MARKS, sign_in
-from tests.live.conftest import live  # noqa: F401  (the in-memory cluster fixture)
 
 pytestmark = BROWSER_MARKS
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 
-def test_job_page_shows_blockers_and_eta(live, live_server, page):  # noqa: F811
+def test_job_page_shows_blockers_and_eta(live, live_server, page):
     from playwright.sync_api import expect
 
     for _ in range(4):

@@ -14,12 +14,11 @@ from scheduler.core.engine.explain import STANDING
 from scheduler.selectors.jobs import job_blockers, job_queue_info, queue_page
 from scheduler.selectors.queue import iter_entries, queue_snapshot
 from scheduler.selectors.standing import job_standings
-from tests.live.conftest import live  # noqa: F401  (the live fixture)
 
 pytestmark = pytest.mark.django_db
 
 
-def _fill_and_wait(live, project: str = "a1"):  # noqa: F811
+def _fill_and_wait(live, project: str = "a1"):
     """Four 8-GPU jobs fill the cluster; a fifth of `project` waits for them."""
     for _ in range(4):
         live.submit("a2", gpus=8, min_runtime_s=3600)
@@ -29,7 +28,7 @@ def _fill_and_wait(live, project: str = "a1"):  # noqa: F811
     return live.job(waiting)
 
 
-def test_the_reason_quotes_usage_relative_to_entitled_share_not_entitlement(live):  # noqa: F811
+def test_the_reason_quotes_usage_relative_to_entitled_share_not_entitlement(live):
     """The reason's percentage is usage / entitled share of the healthy GPUs: named
     "of its entitled share", not "entitlement" (the delivery dashboard's delivery
     ratio divides delivered by the demand-capped entitlement, a different figure)."""
@@ -41,7 +40,7 @@ def test_the_reason_quotes_usage_relative_to_entitled_share_not_entitlement(live
     assert "entitlement" not in text
 
 
-def test_a_project_without_entitlement_has_no_rank_and_is_not_counted(live):  # noqa: F811
+def test_a_project_without_entitlement_has_no_rank_and_is_not_counted(live):
     """b1 at weight 0: its jobs' reasons say "no entitlement" (no rank, no factor), and
     the ranks of the others count only the projects with an entitlement (a1, a2)."""
     waiting = _fill_and_wait(live, "a1")
@@ -67,7 +66,7 @@ def test_a_project_without_entitlement_has_no_rank_and_is_not_counted(live):  # 
     assert entries[waiting.pk]["project_rank"] == 1
 
 
-def test_a_weight_change_in_the_window_is_told_in_the_reason(live):  # noqa: F811
+def test_a_weight_change_in_the_window_is_told_in_the_reason(live):
     """lead-a cuts a1 70 -> 30: the waiting a1 job's reason names the change, when and
     by whom, on the job page, the queue (API and page) and the jobs list alike."""
     waiting = _fill_and_wait(live, "a1")
@@ -97,7 +96,7 @@ def test_a_weight_change_in_the_window_is_told_in_the_reason(live):  # noqa: F81
     assert "weight changed" not in job_queue_info(live.job(b1))["reason"]
 
 
-def test_a_change_before_the_window_is_not_told(live):  # noqa: F811
+def test_a_change_before_the_window_is_not_told(live):
     services.budget_change_create(
         actor=live.tree.user("lead-a"),
         reason="long ago",

@@ -33,8 +33,8 @@ from tests.factories import (
     JobFactory,
     UserFactory,
 )
-from tests.live.conftest import submit_job
 from tests.roles import participant
+from tests.support.live import submit_job
 
 pytestmark = pytest.mark.django_db
 

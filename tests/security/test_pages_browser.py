@@ -128,8 +128,8 @@ def test_every_page_of_the_url_conf_keeps_to_the_csp(tree, live_server, page, ad
 
     from scheduler.models import Preview
     from tests.factories import HostFactory
-    from tests.live.conftest import submit_job
     from tests.support.jobs import seed_jobs
+    from tests.support.live import submit_job
 
     cluster = ClusterFactory(name="gpu", host_count=2)
     for i in range(2):

@@ -14,7 +14,6 @@ from budgets.services import budget_tree_import
 from config.clock import relative_text, span_text
 from scheduler.models import CycleRecord, Host
 from scheduler.selectors.now import cluster_now, is_operator, short_reserve_now
-from tests.live.conftest import live  # noqa: F401  (the in-memory cluster fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +35,7 @@ def test_times_relative_to_now():
 
 
 def test_the_now_page_shows_each_cluster_as_it_is(
-    live,  # noqa: F811
+    live,
     client,
     django_assert_num_queries,
 ):
@@ -83,7 +82,7 @@ def test_the_now_page_shows_each_cluster_as_it_is(
     assert part.lstrip().startswith('<div id="now-clusters"') and "<html" not in part
 
 
-def test_only_staff_and_operators_get_the_now_link(live, client):  # noqa: F811
+def test_only_staff_and_operators_get_the_now_link(live, client):
     ann, bob = live.tree.user("ann"), live.tree.user("bob")
     assert not is_operator(ann)
     client.force_login(ann)
@@ -96,7 +95,7 @@ def test_only_staff_and_operators_get_the_now_link(live, client):  # noqa: F811
     assert is_operator(bob)
 
 
-def test_my_jobs_say_where_each_pending_job_stands(live, client):  # noqa: F811
+def test_my_jobs_say_where_each_pending_job_stands(live, client):
     for _ in range(4):
         live.submit("b1", gpus=8, min_runtime_s=3600)
     live.cycle()

@@ -37,8 +37,8 @@ from scheduler.models import (
 from tests.browser import BROWSER_MARKS, CHROMIUM, LAUNCH_ARGS, sign_in
 from tests.dashboards import data
 from tests.factories import ClusterFactory, HostFactory, JobFactory
-from tests.live.conftest import live, submit_job  # noqa: F401  (the in-memory cluster fixture)
 from tests.support.jobs import seed_jobs
+from tests.support.live import submit_job
 
 pytestmark = BROWSER_MARKS
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
@@ -208,7 +208,7 @@ def _utilization(*jobs: Job) -> None:
         )  # fmt: skip
 
 
-def _busy_world(live) -> dict[str, str]:  # noqa: F811
+def _busy_world(live) -> dict[str, str]:
     """Long names, a thousand waiting jobs, running and ended ones, history, a drain, a
     host down, adapter errors, the short-job reserve; the paths of the pages to visit."""
     tree = live.tree
@@ -338,7 +338,7 @@ def _assert_clean(results: dict[str, dict]) -> None:
     assert bad == {}
 
 
-def test_every_page_reads_well_on_a_desktop_and_a_phone(live, live_server, browser):  # noqa: F811
+def test_every_page_reads_well_on_a_desktop_and_a_phone(live, live_server, browser):
     paths = _busy_world(live)
     charts_expected = {"dashboards": 6, "me": 1, "planner-mixed-control": 3, "whatif": 1}
     results: dict[str, dict] = {}

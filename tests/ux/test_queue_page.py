@@ -12,12 +12,12 @@ import pytest
 from scheduler.models import Attempt, Job, JobState
 from scheduler.selectors import cluster_queue as cq
 from scheduler.selectors.jobs import job_queue_info
-from tests.live.conftest import live, submit_job  # noqa: F401  (the in-memory cluster fixture)
+from tests.support.live import submit_job
 
 pytestmark = pytest.mark.django_db
 
 
-def _busy(live):  # noqa: F811
+def _busy(live):
     """Four 8-GPU jobs of b1 running (1 h protected), then a1 and bob's jobs waiting."""
     for _ in range(4):
         live.submit("b1", gpus=8, min_runtime_s=3600, name="holder")
@@ -36,7 +36,7 @@ def _rows(html: str, section: str) -> list[str]:
     return re.findall(r"<tr class=\"state-[^\"]*\">(.*?)</tr>", part, re.S)
 
 
-def test_the_queue_page_shows_the_apis_order_and_reasons(live, client):  # noqa: F811
+def test_the_queue_page_shows_the_apis_order_and_reasons(live, client):
     waiting, theirs = _busy(live)
     client.force_login(live.tree.user("ann"))
     api = client.get(f"/api/v1/queue/?cluster={live.cluster.pk}").json()
@@ -58,7 +58,7 @@ def test_the_queue_page_shows_the_apis_order_and_reasons(live, client):  # noqa:
     assert "Queue of live" in html and 'href="/queue/"' in html  # linked from the header
 
 
-def test_the_filters_narrow_both_tables(live, client):  # noqa: F811
+def test_the_filters_narrow_both_tables(live, client):
     waiting, theirs = _busy(live)
     ann = live.tree.user("ann")
     client.force_login(ann)
@@ -85,7 +85,7 @@ def test_the_filters_narrow_both_tables(live, client):  # noqa: F811
     assert client.get(url + "?project=nowhere").status_code == 400  # as the API's filters
 
 
-def test_pages_of_the_queue_and_the_way_there(live, client, monkeypatch):  # noqa: F811
+def test_pages_of_the_queue_and_the_way_there(live, client, monkeypatch):
     monkeypatch.setattr(cq, "PAGE_SIZE", 2)
     _busy(live)
     client.force_login(live.tree.user("ann"))
@@ -104,7 +104,7 @@ def test_pages_of_the_queue_and_the_way_there(live, client, monkeypatch):  # noq
     assert f'href="{url}' in page and "See the whole queue" in page
 
 
-def test_empty_states_say_so(live, client, tree):  # noqa: F811
+def test_empty_states_say_so(live, client, tree):
     client.force_login(tree.user("ann"))
     url = f"/clusters/{live.cluster.pk}/queue/"
     html = client.get(url).content.decode()
@@ -116,7 +116,7 @@ def test_empty_states_say_so(live, client, tree):  # noqa: F811
     assert part.lstrip().startswith('<div id="queue-tables"') and "<html" not in part
 
 
-def test_the_queue_page_needs_a_role_like_the_api(live, client, django_user_model):  # noqa: F811
+def test_the_queue_page_needs_a_role_like_the_api(live, client, django_user_model):
     live.cycle()
     url = f"/clusters/{live.cluster.pk}/queue/"
     assert client.get(url).status_code == 302  # sign in first
@@ -125,7 +125,7 @@ def test_the_queue_page_needs_a_role_like_the_api(live, client, django_user_mode
     assert client.get(f"/api/v1/queue/?cluster={live.cluster.pk}").status_code == 403
 
 
-def test_my_jobs_list_pending_jobs_in_start_order_then_running_by_start(live, client):  # noqa: F811
+def test_my_jobs_list_pending_jobs_in_start_order_then_running_by_start(live, client):
     for _ in range(3):
         live.submit("b1", gpus=8, min_runtime_s=3600, name="holder")
     live.cycle()

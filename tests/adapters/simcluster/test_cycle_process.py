@@ -9,7 +9,7 @@ from scheduler.adapters.simcluster.control import SimClusterControl
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
 from scheduler.tasks import run_cycle
 from tests.factories import UserFactory
-from tests.live.conftest import assert_consistent, submit_job
+from tests.support.live import assert_consistent, submit_job
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.django_db

@@ -16,6 +16,7 @@ import pytest
 from scheduler.adapters.base import ClusterJob, ClusterPlacement, StartRequest
 from scheduler.adapters.slurm import SlurmAdapter, SlurmClient, SlurmTimeout, SubmitOptions
 from scheduler.adapters.slurm_local import LocalSlurm, install_slurm, usable_reason
+from tests.adapters.slurm.governed import Governed
 
 
 @pytest.fixture(scope="session")
@@ -104,3 +105,8 @@ class TimingOutClient(SlurmClient):
     def submit(self, script: str, options: SubmitOptions) -> str:
         super().submit(script, options)
         raise SlurmTimeout("sbatch did not answer within 30 s")
+
+
+@pytest.fixture
+def gov(tree, slurm, tmp_path) -> Governed:
+    return Governed(tree, slurm, tmp_path)

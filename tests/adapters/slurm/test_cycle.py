@@ -32,7 +32,7 @@ from scheduler.services.clusters import cluster_create
 from scheduler.tasks import run_cycle
 from tests.adapters.slurm.conftest import TimingOutClient
 from tests.factories import SuperUserFactory, UserFactory
-from tests.live.conftest import assert_consistent
+from tests.support.live import assert_consistent
 
 pytestmark = pytest.mark.django_db
 

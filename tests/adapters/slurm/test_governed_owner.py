@@ -11,12 +11,12 @@ import subprocess
 import pytest
 
 from scheduler.models import Attempt, JobState, SlurmAdoption
-from tests.adapters.slurm.test_governed import MEMBER, adopted, gov  # noqa: F401
+from tests.adapters.slurm.governed import MEMBER, adopted
 
 pytestmark = pytest.mark.django_db
 
 
-def as_owner(gov, *command: str, script: str | None = None) -> subprocess.CompletedProcess:  # noqa: F811
+def as_owner(gov, *command: str, script: str | None = None) -> subprocess.CompletedProcess:
     """Run a Slurm command as the member's own (non-root) process."""
     return subprocess.run(
         ["runuser", "-u", MEMBER, "--", "env", f"SLURM_CONF={gov.slurm.conf_path}", *command],
@@ -27,7 +27,7 @@ def as_owner(gov, *command: str, script: str | None = None) -> subprocess.Comple
     )
 
 
-def owner_sbatch(gov, *args: str, command: str = "sleep 1") -> str:  # noqa: F811
+def owner_sbatch(gov, *args: str, command: str = "sleep 1") -> str:
     done = as_owner(
         gov,
         "sbatch",
@@ -46,13 +46,13 @@ def owner_sbatch(gov, *args: str, command: str = "sleep 1") -> str:  # noqa: F81
     return done.stdout.strip()
 
 
-def run_to_success(gov, slurm_id: str) -> None:  # noqa: F811
+def run_to_success(gov, slurm_id: str) -> None:
     gov.cycles_until(lambda: adopted(slurm_id).state == JobState.SUCCEEDED)
     attempt = Attempt.objects.get(job=adopted(slurm_id))
     assert attempt.external_id == slurm_id  # Allot released the owner's own Slurm job
 
 
-def test_the_owner_cannot_release_or_recomment_a_held_job_and_allot_still_starts_it(gov):  # noqa: F811
+def test_the_owner_cannot_release_or_recomment_a_held_job_and_allot_still_starts_it(gov):
     slurm_id = owner_sbatch(gov)
     assert gov.raw(slurm_id)["state_reason"] == "JobHeldUser"
     tries = [
@@ -71,7 +71,7 @@ def test_the_owner_cannot_release_or_recomment_a_held_job_and_allot_still_starts
     run_to_success(gov, slurm_id)
 
 
-def test_a_forged_allot_attempt_comment_is_dropped_and_the_job_held_and_adopted(gov):  # noqa: F811
+def test_a_forged_allot_attempt_comment_is_dropped_and_the_job_held_and_adopted(gov):
     slurm_id = owner_sbatch(gov, "--comment=allot-attempt:forged")
     job = gov.raw(slurm_id)
     assert (job["job_state"], job["state_reason"]) == ("PENDING", "JobHeldUser")
@@ -83,7 +83,7 @@ def test_a_forged_allot_attempt_comment_is_dropped_and_the_job_held_and_adopted(
     run_to_success(gov, slurm_id)
 
 
-def test_the_owner_cannot_move_a_job_into_or_out_of_a_governed_partition(gov):  # noqa: F811
+def test_the_owner_cannot_move_a_job_into_or_out_of_a_governed_partition(gov):
     # a held job of Slurm's own partition, moved into the governed one, would run there
     # unheld and unseen by Allot
     own = as_owner(

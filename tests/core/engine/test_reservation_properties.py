@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from scheduler.core.engine import CyclePlan, Policy, Snapshot, Workload, fairshare_cycle, plan
 from scheduler.core.engine.explain import hours_text
-from tests.core.engine.test_contended_properties import CAP, NOW, PROJECTS, check_plan, crowded
+from tests.core.engine.crowded import CAP, NOW, PROJECTS, check_plan, crowded
 
 
 @dataclass

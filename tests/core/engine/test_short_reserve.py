@@ -9,17 +9,17 @@ from __future__ import annotations
 from collections import Counter
 
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from scheduler.core.engine import Policy, Snapshot, StopReason, Workload
-from tests.core.engine.helpers import H, cycle, gpus_of, hosts, job, pending, run, snap, tree
-from tests.core.engine.test_contended_properties import CAP, NOW, PROJECTS, check_plan, crowded
-
-SHORT = 15 * 60.0
-
-
-def started_on(result) -> dict[str, set[str]]:
-    return {x.workload_id: {h for h, _ in gpus_of(x)} for x in result.starts}
+from scheduler.core.engine import Policy, Snapshot, StopReason
+from tests.core.engine.crowded import (
+    CAP,
+    NOW,
+    SHORT,
+    check_plan,
+    crowded_with_short_jobs,
+    started_on,
+)
+from tests.core.engine.helpers import H, cycle, hosts, job, pending, run, snap, tree
 
 
 def test_long_work_keeps_off_the_reserve_and_short_work_starts_there():
@@ -198,22 +198,6 @@ def _long_hosts(s: Snapshot, result=None) -> set[str]:
         if x.allocated and min(wanted[x.workload_id].min_runtime_s, CAP) > SHORT:
             held |= {p.host for p in x.placements}
     return held
-
-
-@st.composite
-def crowded_with_short_jobs(draw: st.DrawFn) -> tuple[Snapshot, int]:
-    s = draw(crowded())
-    waiting = {p: list(lst) for p, lst in s.pending.items()}
-    for i in range(draw(st.integers(1, 4))):
-        project = draw(st.sampled_from(PROJECTS))
-        gpus = draw(st.sampled_from([1, 2, 4, 8]))
-        w = Workload(
-            f"s{i}", project, gpus, float(i), draw(st.sampled_from([60.0, SHORT])), False, 2
-        )
-        waiting.setdefault(project, []).append(w)
-    for lst in waiting.values():
-        lst.sort(key=lambda w: (-w.priority, w.submit_s, w.id))
-    return Snapshot(s.hosts, s.running, waiting, s.tree, s.usage), draw(st.integers(1, 2))
 
 
 def test_the_reserve_keeps_its_hosts_free_of_long_work_and_every_invariant_holds():

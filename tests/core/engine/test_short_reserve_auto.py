@@ -16,9 +16,8 @@ from hypothesis import strategies as st
 
 from scheduler.core.engine import Policy, Snapshot, Workload, plan
 from scheduler.core.engine.fairshare import compute_fair_share
+from tests.core.engine.crowded import CAP, NOW, check_plan, crowded_with_short_jobs, started_on
 from tests.core.engine.helpers import H, cycle, hosts, job, pending, run, snap, tree
-from tests.core.engine.test_contended_properties import CAP, NOW, check_plan
-from tests.core.engine.test_short_reserve import crowded_with_short_jobs, started_on
 
 SHORT = 15 * 60.0
 RELEASE = Policy().short_reserve_release_s

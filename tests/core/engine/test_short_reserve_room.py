@@ -14,9 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from scheduler.core.engine import Policy, Snapshot, StopReason, plan, stop_rule
 from scheduler.core.engine.fairshare import compute_fair_share
 from scheduler.core.engine.types import rule_label
+from tests.core.engine.crowded import CAP, NOW, check_plan, crowded_with_short_jobs, started_on
 from tests.core.engine.helpers import H, hosts, job, pending, run, snap, tree
-from tests.core.engine.test_contended_properties import CAP, NOW, check_plan
-from tests.core.engine.test_short_reserve import crowded_with_short_jobs, started_on
 
 SHORT = 15 * 60.0
 

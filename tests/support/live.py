@@ -1,5 +1,6 @@
-"""Fixtures of the live-service tests: a cluster row, a cluster to run it (in memory,
-on a clock the test moves), and helpers to submit jobs and run cycles."""
+"""The live-service fixture and helpers: a cluster row, a cluster to run it (in memory,
+on a clock the test moves), and helpers to submit jobs and run cycles. A plugin of
+tests/conftest.py, so `live` is a fixture everywhere; import the helpers from here."""
 
 from __future__ import annotations
 
