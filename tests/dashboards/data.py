@@ -14,11 +14,10 @@ from scheduler.models import (
     AttemptState,
     HostEvent,
     HostHealth,
-    Job,
     JobEvent,
     JobState,
 )
-from tests.factories import HostFactory
+from tests.factories import AttemptFactory, HostFactory, JobFactory
 
 _attempt_numbers = itertools.count(1)
 
@@ -63,29 +62,23 @@ def project_hours(
 
 
 def job(cluster, project, user, *, submitted_at, kind="training", state=JobState.PENDING, name="j"):
-    return Job.objects.create(
+    return JobFactory(
         cluster=cluster,
         project=project,
         submitter=user,
         name=name,
-        gpus=1,
         min_runtime_s=60,
         kind=kind,
         state=state,
         submitted_at=submitted_at,
-        queued_at=submitted_at,
     )
 
 
 def attempt(the_job, *, started_at, ended_at=None, number=1) -> Attempt:
-    return Attempt.objects.create(
+    return AttemptFactory(
         job=the_job,
         number=number,
         attempt_id=f"att-{next(_attempt_numbers)}-{the_job.pk}-{number}",
-        cluster=the_job.cluster,
-        project=the_job.project,
-        gpus=the_job.gpus,
-        allocated=True,
         state=AttemptState.ENDED if ended_at else AttemptState.RUNNING,
         created_at=started_at,
         started_at=started_at,

@@ -16,7 +16,7 @@ from scheduler.services.transitions import (
     job_event,
     job_transition,
 )
-from tests.factories import ClusterFactory, UserFactory
+from tests.factories import AttemptFactory, ClusterFactory, JobFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def job(tree):
     now = timezone.now()
-    job = Job.objects.create(
+    job = JobFactory(
         cluster=ClusterFactory(),
         project=tree.node("a1"),
         submitter=UserFactory(username="ann"),
@@ -33,7 +33,6 @@ def job(tree):
         min_runtime_s=3600,
         resumable=True,
         submitted_at=now,
-        queued_at=now,
     )
     job_event(job=job, from_state="", to_state=JobState.PENDING, reason="submitted", at=now).save()
     return job
@@ -112,15 +111,8 @@ def test_job_events_cannot_be_rewritten(job):
 def attempt(job):
     """The job's first attempt, starting (as a cycle stores it)."""
     job_transition(job=job, to_state=JobState.STARTING, reason="scheduled")
-    return Attempt.objects.create(
-        job=job,
-        number=1,
-        attempt_id=f"allot-{job.pk}-1-abcdef",
-        cluster=job.cluster,
-        project=job.project,
-        gpus=job.gpus,
-        allocated=True,
-        created_at=job.queued_at,
+    return AttemptFactory(
+        job=job, attempt_id=f"allot-{job.pk}-1-abcdef", state=AttemptState.STARTING
     )
 
 
