@@ -1,16 +1,20 @@
 """Every figure a page or the API shows maps to one glossary entry (docs/concepts.md).
 
 The labels are read from the templates themselves (table headers, card labels and
-definition terms) and the API's number fields from the serializers' source, so a new
-column or field without an entry fails here: add the entry (or, for a label that is not
+definition terms), the API's number fields from the serializers' source and the CLI's
+column headers from its tables (`render.table` in allot_cli/), so a new column or field
+without an entry fails here: add the entry (or, for a label that is not
 a figure, such as "Project", say so below)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
 import pytest
+
+from allot_cli.usage import SHARE_COLUMNS, SHARE_HEADERS
 
 ROOT = Path(__file__).resolve().parent.parent
 GLOSSARY = ROOT / "docs" / "concepts.md"
@@ -129,6 +133,41 @@ API_FIELDS = {
 # duration, a preview's progress)
 API_NOT_FIGURES = {"progress_s", "duration_ms", "progress"}
 
+# CLI column header -> glossary anchor
+CLI_FIGURES = {
+    "DELIVERED": "delivered-gpu-hours",
+    "UNALLOC": "unallocated-gpu-hours",
+    "DEMAND": "demand",
+    "ENTITLED": "demand-capped-entitlement",
+    "GPU UTIL": "utilization",
+    "RAW SHARES": "weight",
+    "NORM SHARES": "share-among-siblings",
+    "RAW USAGE": "usage",
+    "NORM USAGE": "usage",
+    "EFFECTV USAGE": "usage",
+    "LEVEL FS": "level-fair-share",
+    "FAIR SHARE": "fair-share-factor",
+    "FS": "fair-share-factor",
+    "RANK": "rank",
+    "POS": "queue-position",
+    "MIN_RT": "allocated-job",
+    "WAITED": "time-in-queue",
+    "HEALTHY": "healthy-capacity",
+    "IN_USE": "now-page-figures",
+    "PEND": "now-page-figures",
+    "RUN": "now-page-figures",
+    "DRAIN": "now-page-figures",
+    "DOWN": "now-page-figures",
+    "HEALTH": "now-page-figures",
+    "LAST_CYCLE": "now-page-figures",
+}
+# CLI headers that name a thing or a time, not a figure
+CLI_NOT_FIGURES = {
+    "#", "ADAPTER", "AT", "ATTEMPT", "BY", "CLUSTER", "DAY (UTC)", "END", "ENDED", "FROM",
+    "GPUS", "HOST", "HOSTS", "JOBID", "KIND", "NAME", "NODE", "PRIO", "PROJECT", "REASON",
+    "SINCE", "STARTED", "STATE", "TO", "USER", "WHY",
+}  # fmt: skip
+
 
 def _anchors() -> set[str]:
     return set(re.findall(r"^### ([a-z0-9-]+)$", GLOSSARY.read_text(), re.M))
@@ -178,7 +217,52 @@ def test_every_api_number_field_is_a_glossary_figure():
     assert not unknown, f"API fields without a glossary entry: {sorted(unknown)}"
 
 
-@pytest.mark.parametrize("mapping", [FIGURES, API_FIELDS], ids=["pages", "api"])
+CLI_HEADER = re.compile(r"^[A-Z#][A-Z_ ]*( \(UTC\))?$")
+
+
+def _cli_headers() -> dict[str, set[str]]:
+    """Column headers of the CLI's tables: the literal headers of every `render.table`
+    call (and of the lists they splice in), and `allot shares`' computed ones."""
+    headers: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "allot_cli").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        spliced = {  # `extra = [...] if long else []`
+            node.targets[0].id: [*node.value.body.elts, *node.value.orelse.elts]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.IfExp)
+            and isinstance(node.value.body, ast.List)
+            and isinstance(node.value.orelse, ast.List)
+        }
+        for call in ast.walk(tree):
+            if not (isinstance(call, ast.Call) and ast.unparse(call.func) == "render.table"):
+                continue
+            for node in ast.walk(call.args[0]):
+                found = spliced.get(node.id, []) if isinstance(node, ast.Name) else [node]
+                for item in found:
+                    if isinstance(item, ast.Constant) and CLI_HEADER.match(str(item.value)):
+                        headers.setdefault(item.value, set()).add(path.name)
+    for column in SHARE_COLUMNS:
+        shown = SHARE_HEADERS.get(column, column.upper().replace("_", "\n", 1))
+        headers.setdefault(" ".join(shown.split()), set()).add("usage.py")
+    return headers
+
+
+def test_the_cli_headers_are_found():
+    headers = _cli_headers()
+    assert {"DELIVERED", "POS", "FS", "LEVEL FS", "IN_USE"} <= set(headers)
+
+
+def test_every_cli_column_is_a_glossary_figure_or_not_a_figure():
+    unknown = {
+        header: sorted(files)
+        for header, files in _cli_headers().items()
+        if header not in CLI_FIGURES and header not in CLI_NOT_FIGURES
+    }
+    assert not unknown, f"CLI columns without a glossary entry (docs/concepts.md): {unknown}"
+
+
+@pytest.mark.parametrize("mapping", [FIGURES, API_FIELDS, CLI_FIGURES], ids=["pages", "api", "cli"])
 def test_every_mapped_entry_exists_in_the_glossary(mapping):
     missing = {label: anchor for label, anchor in mapping.items() if anchor not in _anchors()}
     assert not missing, f"no such glossary entry: {missing}"
@@ -195,3 +279,4 @@ def test_no_two_figures_share_a_label():
 
 def test_no_label_is_both_a_figure_and_not_one():
     assert not set(FIGURES) & NOT_FIGURES
+    assert not set(CLI_FIGURES) & CLI_NOT_FIGURES
