@@ -11,7 +11,7 @@ from scheduler.core.engine import Placement, plan
 from scheduler.core.engine.runs import last_checkpoint_s, protected_until
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, JobState
 from scheduler.selectors.snapshot import cluster_snapshot
-from tests.factories import ClusterFactory, UserFactory
+from tests.factories import AttemptFactory, ClusterFactory, UserFactory
 from tests.support.live import submit_job
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +37,7 @@ def setup(tree):
             AttemptState.STOPPING: JobState.STOPPING,
         }[state]
         job.save()
-        return Attempt.objects.create(
+        return AttemptFactory(
             job=job,
             number=1,
             attempt_id=f"t-{job.pk}",

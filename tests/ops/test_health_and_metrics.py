@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from ops.models import Heartbeat
 from ops.services import heartbeat_record, scheduling_pause
-from scheduler.models import CycleRecord, Job, JobState
-from tests.factories import ClusterFactory
+from scheduler.models import CycleRecord, JobState
+from tests.factories import ClusterFactory, JobFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -156,7 +156,7 @@ def test_every_page_shows_a_banner_while_a_cluster_is_stale(client, scheduling, 
 def test_metrics_from_an_allowed_network_show_tree_jobs_and_requests(tree, client):
     cluster = ClusterFactory(name="h100")
     for gpus, state in [(8, JobState.PENDING), (4, JobState.PENDING), (2, JobState.RUNNING)]:
-        Job.objects.create(
+        JobFactory(
             cluster=cluster,
             project=tree.node("a1"),
             submitter=tree.user("ann"),

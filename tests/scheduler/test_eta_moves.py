@@ -10,10 +10,9 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from budgets.services import budget_change_create
-from scheduler.models import Attempt
 from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors.eta import cluster_etas, job_eta
-from tests.factories import ClusterFactory, HostFactory
+from tests.factories import AttemptFactory, ClusterFactory, HostFactory
 from tests.support.live import submit_job
 
 pytestmark = pytest.mark.django_db
@@ -145,7 +144,7 @@ def test_a_started_job_adds_its_first_estimate_and_real_start_to_the_calibration
     cluster_etas(cluster=cluster, fresh=True)
     first = cache.get(f"eta:{cluster.pk}")[3]["first"][str(job.pk)]
     started = timezone.now()
-    Attempt.objects.create(
+    AttemptFactory(
         job=job,
         number=1,
         attempt_id=f"{job.pk}-1",

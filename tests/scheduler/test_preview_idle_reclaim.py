@@ -13,11 +13,11 @@ from django.utils import timezone
 
 from budgets.selectors import tree_index
 from ledger.utilization import KnownSpan, idle_tail_start
-from scheduler.models import Job, JobState, PreviewState, UtilizationSample
+from scheduler.models import JobState, PreviewState, UtilizationSample
 from scheduler.services.previews import job_records, preview_request, preview_run, preview_window
 from scheduler.services.utilization import utilization_compact
 from tests.dashboards.data import attempt
-from tests.factories import ClusterFactory, HostFactory
+from tests.factories import ClusterFactory, HostFactory, JobFactory
 
 pytestmark = pytest.mark.django_db
 H = 3600.0
@@ -55,7 +55,7 @@ def cluster(db):
 
 def _job(tree, cluster, name, start, hours, *, submitted=None, state=JobState.SUCCEEDED):
     submitted = submitted or start
-    job = Job.objects.create(
+    job = JobFactory(
         cluster=cluster, project=tree.node("a1"), submitter=tree.user("ann"), name=name,
         gpus=8, min_runtime_s=3600, resumable=True, duration_s=int(hours * H), state=state,
         submitted_at=submitted, queued_at=submitted, first_started_at=start,

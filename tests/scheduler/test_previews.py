@@ -10,10 +10,10 @@ from django.utils import timezone
 
 from config.errors import PermissionDenied, ValidationFailed
 from ledger.models import ProjectHour
-from scheduler.models import Job, JobState, Preview, PreviewState
+from scheduler.models import JobState, Preview, PreviewState
 from scheduler.services.previews import preview_get, preview_request, preview_run, preview_window
 from tests.dashboards.data import attempt
-from tests.factories import ClusterFactory, HostFactory
+from tests.factories import ClusterFactory, HostFactory, JobFactory
 from tests.support.jobs import seed_jobs
 
 pytestmark = pytest.mark.django_db
@@ -108,7 +108,7 @@ def test_a_weight_outside_the_node_and_bad_days_are_refused(tree, cluster):
 
 def test_no_jobs_in_the_window_is_done_and_empty(tree, cluster):
     old = timezone.now() - dt.timedelta(days=40)
-    Job.objects.create(
+    JobFactory(
         cluster=cluster, project=tree.node("a1"), submitter=tree.user("ann"), name="old",
         gpus=1, duration_s=60, submitted_at=old, queued_at=old, state=JobState.SUCCEEDED,
         ended_at=old + dt.timedelta(seconds=60),
@@ -203,7 +203,7 @@ def test_a_job_running_when_the_window_opened_is_replayed_with_the_work_left(tre
     GPUs of it ran before the window."""
     since, until = preview_window(timezone.now(), 3)
     start = since - dt.timedelta(days=1)
-    job = Job.objects.create(
+    job = JobFactory(
         cluster=cluster, project=tree.node("a1"), submitter=tree.user("ann"), name="long",
         gpus=8, min_runtime_s=3600, resumable=True, duration_s=5 * 86400,
         state=JobState.RUNNING, submitted_at=start, queued_at=start, first_started_at=start,

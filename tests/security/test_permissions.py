@@ -35,7 +35,6 @@ from budgets import services
 from budgets.models import BudgetEvent, EventKind, Membership, ScheduledChange
 from config import urls as project_urls
 from scheduler.models import (
-    Attempt,
     AttemptState,
     Cluster,
     CycleRecord,
@@ -46,7 +45,13 @@ from scheduler.models import (
 from scheduler.services.clusters import cluster_operators_set
 from scheduler.services.hosts import host_set_health
 from scheduler.services.jobs import job_submit
-from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
+from tests.factories import (
+    AttemptFactory,
+    ClusterFactory,
+    HostFactory,
+    SuperUserFactory,
+    UserFactory,
+)
 from tests.security.permissions import ROLES, ROWS, USERS, Row, operation_key
 from tests.security.urls import all_paths
 
@@ -108,7 +113,7 @@ def context(tree) -> dict[str, object]:
         **submit,
     ).jobs[0]  # fmt: skip
     now = timezone.now()
-    attempt = Attempt.objects.create(
+    attempt = AttemptFactory(
         job=keyed, number=1, attempt_id="a-1", cluster=cluster, project=keyed.project,
         gpus=1, allocated=False, state=AttemptState.ENDED, created_at=now, ended_at=now,
     )  # fmt: skip

@@ -7,7 +7,8 @@ import random
 
 from django.utils import timezone
 
-from scheduler.models import Job, JobState
+from scheduler.models import JobState
+from tests.factories import JobFactory
 
 
 def seed_jobs(tree, cluster, n: int = 80, seed: int = 1) -> None:
@@ -18,7 +19,7 @@ def seed_jobs(tree, cluster, n: int = 80, seed: int = 1) -> None:
     for i in range(n):
         project = rng.choice(["a1", "a2", "b1"])
         at = now - dt.timedelta(seconds=rng.uniform(3600, 2 * 86400))
-        Job.objects.create(
+        JobFactory(
             cluster=cluster, project=tree.node(project), submitter=users[project],
             name=f"j{i}", gpus=rng.choice((1, 2, 4, 8)), min_runtime_s=600,
             resumable=True, kind=rng.choice(("training", "debug")),

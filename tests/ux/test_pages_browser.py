@@ -36,7 +36,7 @@ from scheduler.models import (
 )
 from tests.browser import BROWSER_MARKS, CHROMIUM, LAUNCH_ARGS, sign_in
 from tests.dashboards import data
-from tests.factories import ClusterFactory, HostFactory, JobFactory
+from tests.factories import AttemptFactory, ClusterFactory, HostFactory, JobFactory
 from tests.support.jobs import seed_jobs
 from tests.support.live import submit_job
 
@@ -235,7 +235,7 @@ def _busy_world(live) -> dict[str, str]:
     live.cycle(advance_s=1)
     waiting = Job.objects.filter(cluster=cluster, state=JobState.PENDING).order_by("id").first()
     ended = submit_job(cluster=cluster, project=project, user=ann, at=live.now, name="done")
-    Attempt.objects.create(
+    AttemptFactory(
         job=ended, number=1, attempt_id=f"ended-{ended.pk}", cluster=cluster, project=project,
         gpus=1, placements=[{"host": "node00", "gpu_indices": [0]}], allocated=True,
         state=AttemptState.ENDED, created_at=live.now, started_at=live.now,
