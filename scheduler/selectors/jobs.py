@@ -404,20 +404,15 @@ def job_blockers(job: Job, queue_info: dict[str, Any] | None = None) -> list[dic
     the cluster, is then read once per request)."""
     if job.state != JobState.PENDING:
         return []
+    room = _room(job)
     blockers: list[dict[str, Any]] = []
-    with connection.cursor() as cursor:  # (name, GPUs): hundreds of hosts, no row objects
-        cursor.execute(
-            _HOSTS_SQL.format(host=Host._meta.db_table), [job.cluster_id, HostHealth.HEALTHY]
-        )
-        hosts: list[tuple[str, int]] = cursor.fetchall()
-    healthy_gpus = sum(gpus for _, gpus in hosts)
-    if healthy_gpus < job.gpus:
+    if room.healthy_gpus < job.gpus:
         blockers.append(
             {
                 "kind": "misconfiguration",
                 "text": f"it asks for {job.gpus} GPUs; the cluster's healthy hosts hold "
-                f"{healthy_gpus} in all",
-                "numbers": {"gpus": job.gpus, "healthy_gpus": healthy_gpus},
+                f"{room.healthy_gpus} in all",
+                "numbers": {"gpus": job.gpus, "healthy_gpus": room.healthy_gpus},
             }
         )
     if job.min_runtime_s > 0 and job.project.weight <= 0:
@@ -439,25 +434,29 @@ def job_blockers(job: Job, queue_info: dict[str, Any] | None = None) -> list[dic
                 "numbers": {"fairshare_factor": info.get("fairshare_factor")},
             }
         )
-    blockers.append(_capacity_blocker(job, hosts, info))
+    blockers.append(_capacity_blocker(job, room, info))
     return sorted(blockers, key=lambda b: BLOCKER_ORDER.index(b["kind"]))
 
 
-def _capacity_blocker(
-    job: Job, hosts: list[tuple[str, int]], info: dict[str, Any]
-) -> dict[str, Any]:
-    """The jobs ahead, the hosts (name, GPUs) that could hold the job and when the
-    protected minimum runtime of the jobs on them ends."""
-    min_gpus = job.gpus if any(gpus >= job.gpus for _, gpus in hosts) else 0
-    fits = [h for h in hosts if h[1] >= min_gpus]  # those big enough, else every one
-    now = timezone.now()
-    busy, protected_until = _busy_and_protected(job, min_gpus, now)
-    free = sum(max(0, gpus - busy.get(name, 0)) for name, gpus in fits)
+@dataclasses.dataclass(frozen=True)
+class _Room:
+    """What the capacity blocker says of a cluster's healthy hosts for one job."""
+
+    healthy_gpus: int  # on every healthy host
+    hosts_that_fit: int  # healthy hosts big enough for the job, else every healthy one
+    free_gpus: int  # on those hosts, not held by an open attempt
+    protected_until: dt.datetime | None  # the first protected minimum runtime end there
+
+
+def _capacity_blocker(job: Job, room: _Room, info: dict[str, Any]) -> dict[str, Any]:
+    """The jobs ahead, the hosts that could hold the job and when the protected minimum
+    runtime of the jobs on them ends."""
+    fits, free, protected_until = room.hosts_that_fit, room.free_gpus, room.protected_until
     position = info.get("position")
     ahead = (position - 1) if position else 0
     text = (
         f"{ahead} job{'s' if ahead != 1 else ''} ahead of it in the queue; "
-        f"{len(fits)} host{'s' if len(fits) != 1 else ''} could hold it, "
+        f"{fits} host{'s' if fits != 1 else ''} could hold it, "
         f"{free} of their GPUs free now"
     )
     if protected_until is not None:
@@ -478,7 +477,7 @@ def _capacity_blocker(
         "numbers": {
             "jobs_ahead": ahead,
             "queue_length": info.get("queue_length"),
-            "hosts_that_fit": len(fits),
+            "hosts_that_fit": fits,
             "free_gpus_on_them": free,
             "protected_until": protected_until.isoformat() if protected_until else None,
             "hosts_held_for_short_jobs": held_for_short,
@@ -486,43 +485,52 @@ def _capacity_blocker(
     }
 
 
-_HOSTS_SQL = "SELECT name, gpus FROM {host} WHERE cluster_id = %s AND health = %s ORDER BY name"
-_BUSY_SQL = """
-    SELECT p->>'host', SUM(jsonb_array_length(p->'gpu_indices'))
-    FROM {attempt} a, jsonb_array_elements(a.placements) p
-    WHERE a.cluster_id = %s AND a.ended_at IS NULL AND p->>'host' IN ({fits})
-    GROUP BY 1
+# One statement: the healthy hosts' GPUs, the hosts that fit the job (those with at least
+# its GPUs, else every healthy one), the GPUs the open attempts leave free on them and the
+# distinct (start, min runtime) of the allocated open attempts there. Summed and
+# deduplicated by PostgreSQL: a busy cluster has hundreds of hosts and open attempts, and
+# reading each one (three statements and a loop over the hosts) cost most of a request.
+_ROOM_SQL = """
+    WITH h AS (SELECT name, gpus FROM {host} WHERE cluster_id = %(cluster)s AND health = %(healthy)s),
+    m AS (SELECT COALESCE(SUM(gpus), 0) AS healthy,
+                 CASE WHEN COALESCE(MAX(gpus), 0) >= %(gpus)s THEN %(gpus)s ELSE 0 END AS least
+          FROM h),
+    f AS (SELECT h.name, h.gpus FROM h, m WHERE h.gpus >= m.least),
+    busy AS (SELECT p->>'host' AS host, SUM(jsonb_array_length(p->'gpu_indices')) AS used
+             FROM {attempt} a, jsonb_array_elements(a.placements) p
+             WHERE a.cluster_id = %(cluster)s AND a.ended_at IS NULL
+               AND p->>'host' IN (SELECT name FROM f)
+             GROUP BY 1),
+    runs AS (SELECT DISTINCT COALESCE(a.started_at, a.created_at) AS started, j.min_runtime_s
+             FROM {attempt} a JOIN {job} j ON j.id = a.job_id
+             WHERE a.cluster_id = %(cluster)s AND a.ended_at IS NULL AND a.allocated
+               AND EXISTS (SELECT 1 FROM jsonb_array_elements(a.placements) p
+                           WHERE p->>'host' IN (SELECT name FROM f)))
+    SELECT m.healthy,
+           (SELECT COUNT(*) FROM f),
+           (SELECT COALESCE(SUM(GREATEST(0, f.gpus - COALESCE(busy.used, 0))), 0)
+            FROM f LEFT JOIN busy ON busy.host = f.name),
+           (SELECT COALESCE(array_agg(started), '{{}}') FROM runs),
+           (SELECT COALESCE(array_agg(min_runtime_s), '{{}}') FROM runs)
+    FROM m
 """
-_PROTECTED_SQL = """
-    SELECT DISTINCT COALESCE(a.started_at, a.created_at), j.min_runtime_s
-    FROM {attempt} a JOIN {job} j ON j.id = a.job_id
-    WHERE a.cluster_id = %s AND a.ended_at IS NULL AND a.allocated AND EXISTS (
-        SELECT 1 FROM jsonb_array_elements(a.placements) p WHERE p->>'host' IN ({fits}))
-"""
 
 
-_FITS_SQL = "SELECT name FROM {host} WHERE cluster_id = %s AND health = %s AND gpus >= %s"
-
-
-def _busy_and_protected(
-    job: Job, min_gpus: int, now: dt.datetime
-) -> tuple[dict[str, int], dt.datetime | None]:
-    """GPUs the cluster's open attempts hold on its healthy hosts of at least `min_gpus`
-    GPUs, and the first end after `now` of a protected minimum runtime there
-    (`protection_end`; unallocated runs are never protected). Summed and deduplicated by
-    PostgreSQL: a busy cluster has hundreds of open attempts, and reading each one cost
-    most of a request; the hosts are named by a subquery, not sent as a list."""
-    fits = _FITS_SQL.format(host=Host._meta.db_table)
-    tables = {"attempt": Attempt._meta.db_table, "job": Job._meta.db_table, "fits": fits}
-    params = [job.cluster_id, job.cluster_id, HostHealth.HEALTHY, min_gpus]
+def _room(job: Job) -> _Room:
+    """The cluster's healthy hosts as the pending `job` sees them (`_Room`), in one
+    statement; the first end after now of a protected minimum runtime on the hosts that
+    fit (`protection_end`; unallocated runs are never protected)."""
+    sql = _ROOM_SQL.format(
+        host=Host._meta.db_table, attempt=Attempt._meta.db_table, job=Job._meta.db_table
+    )
+    params = {"cluster": job.cluster_id, "healthy": HostHealth.HEALTHY, "gpus": job.gpus}
     with connection.cursor() as cursor:
-        cursor.execute(_BUSY_SQL.format(**tables), params)
-        busy = {host: int(gpus) for host, gpus in cursor.fetchall()}
-        cursor.execute(_PROTECTED_SQL.format(**tables), params)
-        runs = cursor.fetchall()
+        cursor.execute(sql, params)
+        healthy, fits, free, starts, min_runtimes = cursor.fetchone()
+    now = timezone.now()
     cap = float(job.cluster.max_min_runtime_s)
     protected_until: dt.datetime | None = None
-    for started_at, min_runtime_s in runs:
+    for started_at, min_runtime_s in zip(starts, min_runtimes, strict=True):
         start = started_at.timestamp()
         work = stored_workload(
             job_id="",
@@ -537,7 +545,12 @@ def _busy_and_protected(
         until = dt.datetime.fromtimestamp(protection_end(work, start, cap), dt.UTC)
         if until > now and (protected_until is None or until < protected_until):
             protected_until = until
-    return busy, protected_until
+    return _Room(
+        healthy_gpus=int(healthy),
+        hosts_that_fit=int(fits),
+        free_gpus=int(free),
+        protected_until=protected_until,
+    )
 
 
 def job_page(*, actor, job_id: int | None = None, job: Job | None = None) -> dict[str, Any] | None:
