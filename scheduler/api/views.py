@@ -222,8 +222,8 @@ def _job_detail_body(request, job: Job) -> dict:
     body["utilization"] = s.JobUtilizationOutput(job_utilization(attempts)).data
     body["events"] = selectors.job_events(job)
     body["queue"] = selectors.job_queue_info(job)
-    eta_services.eta_refresh_request(jobs=[job])
-    body["eta"] = eta_selectors.job_eta(job=job)
+    current = eta_services.eta_refresh_request(jobs=[job])
+    body["eta"] = eta_selectors.job_eta(job=job, current=current)
     body["blockers"] = selectors.job_blockers(job, body["queue"])
     return body
 

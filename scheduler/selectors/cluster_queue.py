@@ -22,7 +22,7 @@ from django.db.models.functions import Coalesce
 from config.errors import ValidationFailed
 from scheduler.core.engine.runs import protected_until
 from scheduler.models import ACTIVE_STATES, Attempt, Cluster, Job
-from scheduler.selectors.eta import etas_for_page
+from scheduler.selectors.eta import CachedJobEtas, etas_for_page
 from scheduler.selectors.jobs import project_paths, projects_at_or_below, queue_page
 from scheduler.selectors.queue import last_cycle, stored_queue
 from scheduler.selectors.translate import running_holder, workload
@@ -159,12 +159,17 @@ def waiting_job_ids(section: Section | None) -> list[int]:
     return [r["job"] for r in section.rows if r["state"] == "pending"] if section else []
 
 
-def with_etas(section: Section | None, *, cluster_id: int) -> Section | None:
+def with_etas(
+    section: Section | None, *, cluster_id: int, current: CachedJobEtas | None = None
+) -> Section | None:
     """The pending section with each waiting row's estimated start (`eta`, as the job
-    page shows it: `etas_for_page`), in one cache read."""
+    page shows it: `etas_for_page`), in one cache read (none with `current`, what
+    `cluster_eta_refresh_request` answered for these rows)."""
     if section is None:
         return None
-    etas = etas_for_page(cluster_id=cluster_id, submitted=_submitted(waiting_job_ids(section)))
+    etas = etas_for_page(
+        cluster_id=cluster_id, submitted=_submitted(waiting_job_ids(section)), current=current
+    )
     rows = [{**row, "eta": etas.get(row["job"])} for row in section.rows]
     return dataclasses.replace(section, rows=rows)
 

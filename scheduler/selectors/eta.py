@@ -424,26 +424,34 @@ def _no_estimate(method: str) -> dict[str, Any]:
     }
 
 
-def etas_stale(*, cluster_id: int, job_ids: Iterable[int]) -> bool:
-    """Whether the cached ETAs of the cluster are missing, older than its last cycle, or
-    do not know one of `job_ids`: then a worker should compute fresh ones
+CachedJobEtas = tuple[int, float, dict[int, dict[str, Any] | None]]
+
+
+def current_job_etas(*, cluster_id: int, job_ids: Iterable[int]) -> CachedJobEtas | None:
+    """The cached ETAs of `job_ids` (`cached_job_etas`, one cache read) when they are
+    current: the answer exists, is not older than the cluster's last cycle and knows
+    every one of them. None otherwise: then a worker should compute fresh ones
     (`scheduler.services.eta.eta_refresh_request` asks; a read never does)."""
     cached = cached_job_etas(cluster_id, job_ids)
     if cached is None or not _is_current(cached, _last_cycle_id(cluster_id), time.time()):
-        return True
-    return any(eta is None for eta in cached[2].values())
+        return None
+    return None if any(eta is None for eta in cached[2].values()) else cached
 
 
-def job_eta(*, job: Job) -> dict[str, Any] | None:
+def job_eta(*, job: Job, current: dict[int, CachedJobEtas] | None = None) -> dict[str, Any] | None:
     """The ETA of a pending job ({start, earliest, latest, method, baseline_start}, ISO
     times; a time is null when the forward run's horizon passed first); None for a job
     that is not pending. Never computes in the request and never asks for a refresh (the
     caller does, first: `scheduler.services.eta.eta_refresh_request`): a stale answer
     is served while a worker refreshes it, and a job no answer knows yet gets
-    `method: estimating`."""
+    `method: estimating`. `current`: what `eta_refresh_request` answered (cluster id ->
+    the current cached answer it read), used instead of reading the cache again when it
+    knows the job."""
     if job.state != JobState.PENDING:
         return None
-    cached = cached_job_etas(job.cluster_id, [job.pk])
+    cached = (current or {}).get(job.cluster_id)
+    if cached is None or job.pk not in cached[2]:
+        cached = cached_job_etas(job.cluster_id, [job.pk])
     return _cached_eta(cached, job.pk, job.submitted_at)
 
 
@@ -463,12 +471,20 @@ def _cached_eta(
     return _no_estimate(ESTIMATING)
 
 
-def etas_for_page(*, cluster_id: int, submitted: dict[int, dt.datetime]) -> dict[int, dict]:
+def etas_for_page(
+    *,
+    cluster_id: int,
+    submitted: dict[int, dt.datetime],
+    current: CachedJobEtas | None = None,
+) -> dict[int, dict]:
     """Pending job pk -> its ETA as `job_eta_for_page` gives it, for the jobs of one
-    cluster in `submitted` (pk -> submission time): one cache read for a page of rows."""
+    cluster in `submitted` (pk -> submission time): one cache read for a page of rows,
+    none when `current` (what `cluster_eta_refresh_request` answered) knows them all."""
     if not submitted:
         return {}
-    cached = cached_job_etas(cluster_id, submitted)
+    cached = current
+    if cached is None or any(pk not in cached[2] for pk in submitted):
+        cached = cached_job_etas(cluster_id, submitted)
     return {pk: _for_page(_cached_eta(cached, pk, at)) for pk, at in submitted.items()}
 
 
@@ -482,9 +498,11 @@ def _as_datetimes(values: dict[str, Any]) -> dict[str, Any]:
 _TEXT = frozenset({"method", "because"})
 
 
-def job_eta_for_page(*, job: Job) -> dict[str, Any] | None:
+def job_eta_for_page(
+    *, job: Job, current: dict[int, CachedJobEtas] | None = None
+) -> dict[str, Any] | None:
     """`job_eta` with datetimes instead of ISO text, for templates (also in `moved`)."""
-    eta = job_eta(job=job)
+    eta = job_eta(job=job, current=current)
     return None if eta is None else _for_page(eta)
 
 

@@ -37,7 +37,7 @@ from scheduler.models import (
     JobState,
 )
 from scheduler.selectors.budget_changes import cluster_change_notes, with_change_note
-from scheduler.selectors.eta import job_eta_for_page
+from scheduler.selectors.eta import CachedJobEtas, job_eta_for_page
 from scheduler.selectors.job_reads import job_attempts, job_detail, job_events
 from scheduler.selectors.queue import StoredQueue, stored_queue
 from scheduler.selectors.snapshot import cluster_snapshot
@@ -553,10 +553,17 @@ def _room(job: Job) -> _Room:
     )
 
 
-def job_page(*, actor, job_id: int | None = None, job: Job | None = None) -> dict[str, Any] | None:
+def job_page(
+    *,
+    actor,
+    job_id: int | None = None,
+    job: Job | None = None,
+    current_etas: dict[int, CachedJobEtas] | None = None,
+) -> dict[str, Any] | None:
     """What the job page shows `actor`: the job (`job`, as `job_detail` reads it, or
     the one with `job_id`), its attempts and events, its place in the queue and its
-    blockers; the spec only if `actor` may read it."""
+    blockers; the spec only if `actor` may read it. `current_etas`: as `job_eta` takes
+    them (what `eta_refresh_request` answered)."""
     job = job if job is not None else job_detail(job_id=job_id or 0)
     if job is None:
         return None
@@ -569,7 +576,7 @@ def job_page(*, actor, job_id: int | None = None, job: Job | None = None) -> dic
         "spec_visible": spec_visible(actor, job, readable),
         "queue": queue,
         "blockers": job_blockers(job, queue),
-        "eta": job_eta_for_page(job=job),
+        "eta": job_eta_for_page(job=job, current=current_etas),
         "attempts": attempts,
         "events": job_events(job),
         "utilization": job_utilization(attempts),

@@ -72,8 +72,8 @@ def _job_page(request: HttpRequest, job_id: int) -> dict:
     job = job_detail_selector(job_id=job_id)
     if job is None:
         raise Http404(f"No job {job_id}")
-    eta_refresh_request(jobs=[job])
-    return job_page(actor=request.user, job=job)
+    current = eta_refresh_request(jobs=[job])
+    return job_page(actor=request.user, job=job, current_etas=current)
 
 
 NOW_REFRESH_S = 10

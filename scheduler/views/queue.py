@@ -60,10 +60,10 @@ def cluster_queue(request: HttpRequest, cluster_id: int) -> HttpResponse:
         page=selectors.page_number(request.GET.get("page")),
         running_page=selectors.page_number(request.GET.get("running_page")),
     )
-    cluster_eta_refresh_request(
+    current = cluster_eta_refresh_request(
         cluster_id=cluster.pk, job_ids=selectors.waiting_job_ids(data["pending"])
     )
-    data["pending"] = selectors.with_etas(data["pending"], cluster_id=cluster.pk)
+    data["pending"] = selectors.with_etas(data["pending"], cluster_id=cluster.pk, current=current)
     context.update(data, query=urlencode({k: v for k, v in params.items() if v}))
     if request.headers.get("HX-Request"):
         return render(request, "scheduler/_queue_tables.html", context)

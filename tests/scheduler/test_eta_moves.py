@@ -129,7 +129,7 @@ def test_the_job_page_and_api_say_why_the_estimate_moved(cluster, tree, client, 
             "because": "a host went down (15 of 16 hosts healthy, 16 before)",
         },
     }
-    monkeypatch.setattr(eta_selectors, "job_eta", lambda job: eta)
+    monkeypatch.setattr(eta_selectors, "job_eta", lambda job, current=None: eta)
     client.force_login(tree.user("bob"))
     html = client.get(f"/jobs/{job.pk}/waiting/", HTTP_HX_REQUEST="true").content.decode()
     assert 'id="eta-moved"' in html and '<time datetime="2026-12-02T20:56:00Z"' in html

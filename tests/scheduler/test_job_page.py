@@ -136,7 +136,7 @@ def test_a_range_is_shown_only_when_its_ends_differ(job, tree, client, monkeypat
         "baseline_start": None,
         "moved": None,
     }
-    monkeypatch.setattr(eta_selectors, "job_eta", lambda job: eta)
+    monkeypatch.setattr(eta_selectors, "job_eta", lambda job, current=None: eta)
     client.force_login(tree.user("bob"))
     html = client.get(f"/jobs/{job.pk}/").content.decode()
     # in UTC for the page's text (a script shows each <time> in the reader's zone)
