@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from budgets.selectors import tree_index
-from config.api_fields import ChoiceField
+from config.api_fields import ChoiceField, InputSerializer
 from config.api_schema import ErrorSerializer, paginated
 from config.pagination import PAGE_PARAMETERS, Pagination
 from ledger import selectors
@@ -95,7 +95,7 @@ def list_schema(query, output, *, name: str, operation_id: str, summary: str):
     )
 
 
-class PeriodQuery(serializers.Serializer):
+class PeriodQuery(InputSerializer):
     """A cluster and a period, as the ledger's and the dashboards' endpoints read them."""
 
     cluster = cluster_field()
@@ -256,7 +256,7 @@ class OccupancyApi(APIView):
         return page_response(request, self, rows, OccupancyRowOutput, span=period)
 
 
-class FairshareQuery(serializers.Serializer):
+class FairshareQuery(InputSerializer):
     cluster = cluster_field()
 
 

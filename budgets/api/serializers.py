@@ -5,7 +5,13 @@ from rest_framework import serializers
 
 from budgets.models import BudgetEvent, BudgetEventItem, EventKind, Membership, Role
 from budgets.services import MAX_REASON_LENGTH
-from config.api_fields import ChoiceField, NumberOrTextField, StrictInput, TextField
+from config.api_fields import (
+    ChoiceField,
+    InputSerializer,
+    NumberOrTextField,
+    StrictInput,
+    TextField,
+)
 
 MAX_ID = 2**63 - 1  # PostgreSQL bigint
 MAX_VERSION = 2**31 - 1  # TreeState.version, BudgetEvent.base_version: PostgreSQL integer
@@ -155,7 +161,7 @@ class TreeOutput(serializers.Serializer):
     tree = TreeNodeOutput(allow_null=True, help_text="The root; null before any import")
 
 
-class BudgetChangeFilter(serializers.Serializer):
+class BudgetChangeFilter(InputSerializer):
     """Query parameters of the history list."""
 
     node = serializers.IntegerField(
@@ -176,7 +182,7 @@ class BudgetChangeFilter(serializers.Serializer):
     kind = ChoiceField(required=False, choices=EventKind.choices)
 
 
-class MembershipFilter(serializers.Serializer):
+class MembershipFilter(InputSerializer):
     node = serializers.IntegerField(
         required=False,
         min_value=1,

@@ -2,14 +2,14 @@
 
 from rest_framework import serializers
 
-from config.api_fields import ChoiceField, StrictInput, TextField
+from config.api_fields import ChoiceField, InputSerializer, StrictInput, TextField
 from scheduler.api.serializers.fields import (
     ClusterRefField,
 )
 from scheduler.models import HostHealth
 
 
-class HostFilter(serializers.Serializer):
+class HostFilter(InputSerializer):
     cluster = ClusterRefField(required=False, help_text="The cluster's id or name")
     health = ChoiceField(choices=HostHealth.choices, required=False)
 

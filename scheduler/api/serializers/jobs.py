@@ -4,7 +4,13 @@ cancel, the filters and the queue."""
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from config.api_fields import ChoiceField, MultipleChoiceField, StrictInput, TextField
+from config.api_fields import (
+    ChoiceField,
+    InputSerializer,
+    MultipleChoiceField,
+    StrictInput,
+    TextField,
+)
 from scheduler.api.serializers.fields import (
     MAX_ID,
     ClusterRefField,
@@ -87,7 +93,7 @@ class JobSubmitInput(StrictInput):
     )
 
 
-class SubmitQuery(serializers.Serializer):
+class SubmitQuery(InputSerializer):
     dry_run = serializers.BooleanField(
         required=False,
         default=False,
@@ -323,7 +329,7 @@ class DryRunOutput(serializers.Serializer):
     estimate = EstimateOutput()
 
 
-class JobFilter(serializers.Serializer):
+class JobFilter(InputSerializer):
     mine = serializers.BooleanField(required=False, default=False, help_text="only your jobs")
     project = ProjectRefField(
         required=False,
@@ -339,7 +345,7 @@ class JobFilter(serializers.Serializer):
     kind = MultipleChoiceField(choices=JobKind.choices, required=False)
 
 
-class QueueFilter(serializers.Serializer):
+class QueueFilter(InputSerializer):
     cluster = ClusterRefField(help_text="The cluster's id or name")
     mine = serializers.BooleanField(
         required=False,
