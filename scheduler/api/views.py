@@ -15,6 +15,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from budgets.permissions import roles_read_once
 from budgets.selectors import tree_index
 from config.api_schema import ErrorSerializer, error_response, paginated
 from config.errors import NotFound
@@ -126,6 +127,12 @@ def _rows(request, jobs: list[Job], paths: dict[int, str] | None = None) -> list
 
 
 class JobListApi(APIView):
+    def dispatch(self, request, *args, **kwargs):
+        # Listing and submitting change no one's roles: the participant gate and the
+        # service's authorization read them once (a write otherwise reads them afresh).
+        with roles_read_once():
+            return super().dispatch(request, *args, **kwargs)
+
     @extend_schema(
         parameters=[s.JobFilter, *PAGE_PARAMETERS],
         responses={200: paginated(s.JobOutput, "PaginatedJobList")},
@@ -215,11 +222,20 @@ def _dry_run_body(result: job_services.SubmitResult, array: int) -> dict:
     }
 
 
+def utilization_body(figures: dict[str, Any]) -> dict[str, Any]:
+    """`job_utilization`'s figures as `JobUtilizationOutput` describes them (built
+    directly: the serializer, built for each request, cost more than the figures)."""
+    return {
+        name: value if value is None or name == "last_sample_at" else float(value)
+        for name, value in figures.items()
+    }
+
+
 def _job_detail_body(request, job: Job) -> dict:
     body = _rows(request, [job])[0]
     attempts = selectors.job_attempts(job)
     body["attempts"] = s.AttemptOutput(attempts, many=True).data if attempts else []
-    body["utilization"] = s.JobUtilizationOutput(job_utilization(attempts)).data
+    body["utilization"] = utilization_body(job_utilization(attempts))
     body["events"] = selectors.job_events(job)
     body["queue"] = selectors.job_queue_info(job)
     current = eta_services.eta_refresh_request(jobs=[job])
