@@ -7,6 +7,7 @@ scheduler made here).
 With ALLOT_REQUIRE_ALL=1 (set by .ci/run) a skipped test fails (`_require_all`)."""
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import Phase, settings
@@ -14,6 +15,13 @@ from xdist.scheduler import LoadGroupScheduling
 
 from tests.browser import CHROMIUM, LAUNCH_ARGS
 from tests.factories import SuperUserFactory
+from tests.support.scheduling import (
+    PREFETCH_S,
+    load_durations,
+    longest_first,
+    pending_s,
+    write_durations,
+)
 from tests.support.tree import Tree, example_tree
 
 pytest_plugins = ["tests.simcluster_plugin", "tests.support.live"]
@@ -65,13 +73,32 @@ def xdist_group_of(nodeid: str) -> str | None:
 
 
 class ModuleGroupScheduling(LoadGroupScheduling):
-    """`--dist loadgroup` with the groups of `XDIST_GROUPS`: a group is one unit of work
-    (the largest handed out first), every other test a unit of its own. pytest-xdist 3.8
-    groups by the `xdist_group` mark through a suffix it writes into each test's id, which
-    pytest 9.2's ids ignore: the mark no longer grouped anything."""
+    """`--dist loadgroup` with the groups of `XDIST_GROUPS` (a group is one unit of work,
+    every other test a unit of its own), handed out longest first by the recorded
+    durations (`tests/support/scheduling.py`). pytest-xdist 3.8 groups by the
+    `xdist_group` mark through a suffix it writes into each test's id, which pytest 9.2's
+    ids ignore: the mark no longer grouped anything.
+
+    A worker runs a test only once it knows the next one (pytest's `nextitem`), so it
+    always holds one unit ahead: while it is busy with a long one, that unit is the
+    shortest left, not the next long one, which a worker that runs dry sooner takes."""
+
+    def __init__(self, config, log=None):
+        super().__init__(config, log)
+        self.durations = load_durations()
+        self.ranked = False
 
     def _split_scope(self, nodeid: str) -> str:
         return xdist_group_of(nodeid.split("@", 1)[0]) or super()._split_scope(nodeid)
+
+    def _assign_work_unit(self, node) -> None:
+        if not self.ranked:
+            self.workqueue = longest_first(self.workqueue, self.durations)
+            self.ranked = True
+        held = self.assigned_work.get(node, {})
+        if pending_s(held, self.durations) >= PREFETCH_S and len(self.workqueue) > 1:
+            self.workqueue.move_to_end(next(reversed(self.workqueue)), last=False)
+        super()._assign_work_unit(node)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -81,40 +108,24 @@ def pytest_xdist_make_scheduler(config, log):
     return None
 
 
-# The longest modules, longest first (`--durations` of tests/api, tests/live, tests/ux,
-# tests/security and tests/core, 2026-12-05): they are handed out first, so that under
-# pytest-xdist no worker is left running one of them alone while the other has finished
-# everything else. pytest-django's own order (database tests, then transactional ones,
-# then the rest) sorts after this one and keeps it within each of its three parts, so
-# the list names the long ones of each part: the engine's property and recording tests
-# (no database) start the last part, not end it.
-LONG_FIRST = (
-    "tests/api/test_fuzz.py",
-    "tests/ux/test_pages_browser.py",
-    "tests/live/test_faults.py",
-    "tests/live/test_cycle_properties.py",
-    "tests/api/test_generated_client.py",
-    "tests/security/test_pages_browser.py",
-    "tests/live/test_demo.py",
-    "tests/test_project.py",
-    "tests/core/engine/test_native.py",
-    "tests/core/engine/test_plan_hash.py",
-    "tests/core/engine/test_idle_reclaim.py",
-    "tests/core/engine/test_short_reserve_auto.py",
-    "tests/core/engine/test_short_reserve.py",
-    "tests/core/engine/test_reservation_properties.py",
-    "tests/core/engine/test_contended_properties.py",
-)
+# ALLOT_RECORD_DURATIONS=tests/durations.json: each test's seconds (setup, call and
+# teardown) written there at the end of the run, for the scheduler above.
+RECORD_DURATIONS = os.environ.get("ALLOT_RECORD_DURATIONS", "")
+_recorded: dict[str, float] = {}
 
 
-def _long_first_rank(nodeid: str) -> int:
-    path = nodeid.split("::", 1)[0]
-    return LONG_FIRST.index(path) if path in LONG_FIRST else len(LONG_FIRST)
+def pytest_runtest_logreport(report):
+    if RECORD_DURATIONS:
+        _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    if RECORD_DURATIONS and _recorded and not hasattr(session.config, "workerinput"):
+        write_durations(_recorded, Path(RECORD_DURATIONS))
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: _long_first_rank(item.nodeid))  # stable: otherwise as collected
     for item in items:
         for fixture, prefix in GROUPED_FIXTURES.items():
             group = xdist_group_of(item.nodeid) or ""
