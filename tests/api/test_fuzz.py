@@ -33,8 +33,8 @@ ROLES = {
 }
 # The coverage phase as the superuser is the slowest part by far: it runs on its own, over
 # the schema's paths in COVERAGE_PARTS disjoint parts (every path in one), a test each.
-# The coverage parts come first: the longest tests of the module, started first under
-# pytest-xdist (tests/conftest.py, LONG_FIRST), so that none is left to run alone at the end.
+# Under pytest-xdist the coverage parts, the longest tests of the module, start first
+# (recorded durations, tests/support/scheduling.py), so that none is left to run alone at the end.
 COVERAGE_PARTS = 3
 RUNS = [("superuser", "coverage", part) for part in range(COVERAGE_PARTS)] + [
     (role, "fuzzing,stateful", None) for role in ROLES

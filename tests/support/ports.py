@@ -5,13 +5,16 @@ outgoing connection draws from too; between choosing such a port and the server 
 it, a client elsewhere in the suite can take it (CI saw "address already in use" that
 way). The ports here lie below the ephemeral range, in a slice of their own for each
 xdist worker, and each is handed out once per process, so neither outgoing connections
-nor a neighbouring worker can hold the port a test was given.
+nor a neighbouring worker can hold the port a test was given. Within its slice a
+process starts at an offset drawn at random from its process id and wraps around, so two runs of
+the suite side by side on one machine (gw0 of each) do not walk the same ports in step.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import random
 import socket
 
 FIRST_PORT = 20000
@@ -33,15 +36,24 @@ def _ephemeral_floor() -> int:
 
 
 _START = FIRST_PORT + _worker_index() * PORTS_PER_WORKER
-_candidates = itertools.count(_START)
+
+
+def _slice_in_turn() -> itertools.chain[int]:
+    """This worker's ports below the ephemeral range, from an offset of this process's own."""
+    limit = min(_START + PORTS_PER_WORKER, _ephemeral_floor())
+    if limit <= _START:
+        return itertools.chain()
+    offset = _START + random.Random(os.getpid()).randrange(limit - _START)
+    return itertools.chain(range(offset, limit), range(_START, offset))
+
+
+_candidates = _slice_in_turn()
 
 
 def free_port() -> int:
     """A port nobody listens on, outside the ephemeral range, never returned twice in this process."""
     limit = min(_START + PORTS_PER_WORKER, _ephemeral_floor())
     for port in _candidates:
-        if port >= limit:
-            break
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
