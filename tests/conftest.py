@@ -112,16 +112,20 @@ def pytest_xdist_make_scheduler(config, log):
 # teardown) written there at the end of the run, for the scheduler above.
 RECORD_DURATIONS = os.environ.get("ALLOT_RECORD_DURATIONS", "")
 _recorded: dict[str, float] = {}
+_per_worker: dict[str, float] = {}  # the balance: seconds of tests each worker ran
 
 
 def pytest_runtest_logreport(report):
     if RECORD_DURATIONS:
         _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
+        worker = getattr(getattr(report, "node", None), "gateway", None)
+        name = getattr(worker, "id", "main")
+        _per_worker[name] = _per_worker.get(name, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session):
     if RECORD_DURATIONS and _recorded and not hasattr(session.config, "workerinput"):
-        write_durations(_recorded, Path(RECORD_DURATIONS))
+        write_durations(_recorded, Path(RECORD_DURATIONS), per_worker=_per_worker)
 
 
 @pytest.hookimpl(tryfirst=True)

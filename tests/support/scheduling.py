@@ -63,12 +63,17 @@ def pending_s(workload: dict[str, dict[str, bool]], durations: dict[str, float])
     )
 
 
-def write_durations(seconds: dict[str, float], path: Path = DURATIONS) -> None:
-    """Write a run's per-test seconds (those of at least RECORD_FLOOR_S)."""
+def write_durations(
+    seconds: dict[str, float], path: Path = DURATIONS, per_worker: dict[str, float] | None = None
+) -> None:
+    """Write a run's per-test seconds (those of at least RECORD_FLOOR_S), and the seconds
+    of tests each worker ran (how even the run was)."""
     kept = {k: round(v, 1) for k, v in sorted(seconds.items()) if v >= RECORD_FLOOR_S}
     body = {
         "about": "seconds per test (setup+call+teardown) of one `make test` run; "
         "see tests/support/scheduling.py",
+        "total_s": round(sum(seconds.values()), 1),
+        "per_worker_s": {k: round(v, 1) for k, v in sorted((per_worker or {}).items())},
         "tests": kept,
     }
     path.write_text(json.dumps(body, indent=1) + "\n")
