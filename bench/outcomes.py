@@ -1,8 +1,8 @@
 """Benchmark: the outcomes of the default policy (issue 24's figure table).
 
 Replays the generated scenarios and the Philly traces with the simulator's defaults
-(no flags: the adaptive short-job reserve on) and prints JSON: one line per run
-(`"run"`: scenario, seed, policy, reserve on/off and its figures), then one line per
+(no flags: the adaptive short-job reserve and the share floor on) and prints JSON: one
+line per run (`"run"`: scenario, seed, policy, reserve and floor on/off and its figures), then one line per
 figure of the table (`"figure"`: value, target, met). Debug waits are those of the
 report's debug class (<= 8 GPUs, min runtime <= 15 min); `debug_open` counts debug jobs
 still waiting when the run ends (their waits are not in the percentiles).
@@ -11,7 +11,8 @@ still waiting when the run ends (their waits are not in the percentiles).
   occupancy of bound;
 - `saturated`: ai2-saturated seeds 0-2: debug p90;
 - `small`: host-failures, large-gang, zero-weight seeds 0-2, reserve on vs off
-  (`short_reserve_auto=False`): entitlement overall / worst, at most 1 point lower;
+  (`short_reserve_auto=False`) and share floor on vs off (`share_floor=False`):
+  entitlement overall / worst, at most 1 point lower;
 - `philly`: Philly Oct-Nov 2017 on 64 x 8 GPUs (61 days): occupancy of bound;
 - `overload`: 48 x 8 GPUs, 14 days of the Philly Oct-Nov trace (from day 7) with their
   submit times compressed so that the GPU-time submitted is 10x the capacity over the
@@ -19,7 +20,7 @@ still waiting when the run ends (their waits are not in the percentiles).
 - `baselines`: fifo, priority and static on seed 0 of every generated scenario and on
   the overload replay: behind fair share on entitlement overall and debug p90.
 
-`--share-floor on` replays every run with the share floor (`Policy.share_floor`, off
+`--share-floor off` replays every run without the share floor (`Policy.share_floor`, on
 by default), to measure what it changes.
 
 Usage: python bench/outcomes.py [--figures month,saturated,small,philly,overload,baselines]
@@ -135,8 +136,10 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
     floor = args.share_floor == "on"
     specs: list[Spec] = []
 
-    def add(scenario: str, seed: int, policy: str = "fairshare", reserve: bool = True) -> None:
-        spec = (scenario, seed, policy, reserve, data, floor)
+    def add(
+        scenario: str, seed: int, policy: str = "fairshare", reserve: bool = True, fl: bool = floor
+    ) -> None:
+        spec = (scenario, seed, policy, reserve, data, fl)
         if spec not in specs:
             specs.append(spec)
 
@@ -151,6 +154,8 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
             for s in _seeds(args.small_seeds):
                 add(sc, s)
                 add(sc, s, reserve=False)
+                if floor:
+                    add(sc, s, fl=False)
     if "philly" in want:
         add("philly", 0)
     if "overload" in want:
@@ -169,10 +174,33 @@ def _figure(name: str, value: Any, target: str, met: bool) -> dict[str, Any]:
 def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
-    def pick(run: str, policy: str = "fairshare", reserve: str = "auto") -> list[dict[str, Any]]:
+    floor = rows[0]["share_floor"] if rows else "on"  # the runs' setting (--share-floor)
+
+    def pick(
+        run: str, policy: str = "fairshare", reserve: str = "auto", fl: str = ""
+    ) -> list[dict[str, Any]]:
+        fl = fl or floor
         return [
-            r for r in rows if r["run"] == run and r["policy"] == policy and r["reserve"] == reserve
+            r
+            for r in rows
+            if r["run"] == run
+            and r["policy"] == policy
+            and r["reserve"] == reserve
+            and r["share_floor"] == fl
         ]
+
+    def drop(pairs: list[tuple[dict[str, Any], dict[str, Any]]]) -> float:
+        """The largest shortfall of the first of each pair below the second, overall or
+        worst (a ratio above 1 is delivery beyond what is owed: only shortfalls count)."""
+
+        def owed(r: dict, key: str) -> float:
+            return min(1.0, r[key])
+
+        return max(
+            owed(b, key) - owed(a, key)
+            for a, b in pairs
+            for key in ("entitlement_overall", "entitlement_worst")
+        )
 
     def worst(rs: list[dict[str, Any]], key: str, hi: bool = True) -> float:
         vals = [r[key] or 0.0 for r in rs]
@@ -215,23 +243,25 @@ def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         off = {r["seed"]: r for r in pick(sc, reserve="off")}
         pairs = [(on[k], off[k]) for k in sorted(on) if k in off]
         if pairs:
-            # a ratio above 1 is delivery beyond what is owed: only shortfalls count
-            def owed(r: dict, key: str) -> float:
-                return min(1.0, r[key])
-
-            drop = max(
-                max(
-                    owed(b, "entitlement_overall") - owed(a, "entitlement_overall")
-                    for a, b in pairs
-                ),
-                max(owed(b, "entitlement_worst") - owed(a, "entitlement_worst") for a, b in pairs),
-            )
+            d = drop(pairs)
             out.append(
                 _figure(
                     f"entitlement on {sc}, reserve off minus on (overall or worst, worst seed)",
-                    drop,
+                    d,
                     "<= 0.01",
-                    drop <= 0.01,
+                    d <= 0.01,
+                )
+            )
+        unfloored = {r["seed"]: r for r in pick(sc, fl="off")} if floor == "on" else {}
+        pairs = [(on[k], unfloored[k]) for k in sorted(on) if k in unfloored]
+        if pairs:
+            d = drop(pairs)
+            out.append(
+                _figure(
+                    f"entitlement on {sc}, share floor off minus on (overall or worst, worst seed)",
+                    d,
+                    "<= 0.01",
+                    d <= 0.01,
                 )
             )
     ph = pick("philly")
@@ -279,7 +309,7 @@ def main() -> int:
     ap.add_argument("--small-seeds", default="0-2")
     ap.add_argument("--baseline-scenarios", default=",".join((*GENERATED, "philly-overload")))
     ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--share-floor", choices=("on", "off"), default="off")
+    ap.add_argument("--share-floor", choices=("on", "off"), default="on")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     args = ap.parse_args()
     specs = _specs(args)

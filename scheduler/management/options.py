@@ -22,7 +22,7 @@ def duration_option(text: str, option: str) -> int:
 
 def add_policy_arguments(parser, *, defaults: bool) -> None:
     """--cycle-s, --grace-s, --max-min-runtime, --short-reserve-hosts, --short-reserve-auto,
-    --short-job-max;
+    --share-floor, --short-job-max;
     with `defaults` those of a new cluster, otherwise None (not given)."""
 
     def default(value: Any) -> dict[str, Any]:
@@ -60,6 +60,14 @@ def add_policy_arguments(parser, *, defaults: bool) -> None:
         choices=["on", "off"],
         help="the adaptive short-job reserve: hosts held for short jobs as the short work "
         "observed needs them; off: only --short-reserve-hosts" + shown("on"),
+        **default("on"),
+    )
+    parser.add_argument(
+        "--share-floor",
+        choices=["on", "off"],
+        help="the share floor: a project under its entitled share keeps its oldest jobs, up "
+        "to that share, from the fair-share preemption of projects served clearly better; "
+        "off: Fair Tree's rank alone decides" + shown("on"),
         **default("on"),
     )
     parser.add_argument(
@@ -122,6 +130,8 @@ def policy_options(options: dict[str, Any]) -> dict[str, Any]:
     }
     if options["short_reserve_auto"] is not None:
         policy["short_reserve_auto"] = options["short_reserve_auto"] == "on"
+    if options["share_floor"] is not None:
+        policy["share_floor"] = options["share_floor"] == "on"
     if options["max_min_runtime"] is not None:
         policy["max_min_runtime_s"] = duration_option(
             options["max_min_runtime"], "--max-min-runtime"

@@ -31,8 +31,8 @@ UNKNOWN_END_S = 365 * 86400.0
 
 def policy_for_cluster(cluster: Cluster) -> Policy:
     """The engine policy of a cluster (its minimum-runtime cap, usage window,
-    short-job reserve, adaptive unless its `short_reserve_auto` is off, and idle-GPU
-    reclaim); the
+    short-job reserve, adaptive unless its `short_reserve_auto` is off, its share floor and
+    idle-GPU reclaim); the
     checkpoint interval and restart overhead are the engine's defaults."""
     return Policy(
         max_min_runtime_s=float(cluster.max_min_runtime_s),
@@ -42,6 +42,7 @@ def policy_for_cluster(cluster: Cluster) -> Policy:
         short_reserve_hosts=cluster.short_reserve_hosts,
         short_job_max_s=float(cluster.short_job_max_s),
         short_reserve_auto=cluster.short_reserve_auto,
+        share_floor=cluster.share_floor,
         idle_reclaim=cluster.idle_reclaim,
         idle_reclaim_after_s=float(cluster.idle_reclaim_after_s),
     )

@@ -372,6 +372,7 @@ def sim_config_for_cluster(cluster: Cluster) -> SimConfig:
         short_reserve_hosts=cluster.short_reserve_hosts,
         short_job_max_s=float(cluster.short_job_max_s),
         short_reserve_auto=cluster.short_reserve_auto,
+        share_floor=cluster.share_floor,
         idle_reclaim=cluster.idle_reclaim,
         idle_reclaim_after_s=float(cluster.idle_reclaim_after_s),
     )

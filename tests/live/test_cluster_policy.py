@@ -42,6 +42,7 @@ DEFAULTS = {
     "short_reserve_hosts": 0,
     "short_reserve_auto": True,
     "short_job_max_s": 900,
+    "share_floor": True,
     "idle_reclaim": False,
     "idle_threshold_pct": 5,
     "idle_reclaim_after_s": 1800,
@@ -174,6 +175,7 @@ def test_a_missing_cluster_is_not_found(ops):
         ({"short_reserve_auto": 0}, "short_reserve_auto", "must be true or false, got 0"),
         ({"short_reserve_auto": "off"}, "short_reserve_auto", "true or false, got 'off'"),
         ({"short_reserve_auto": None}, "short_reserve_auto", "true or false, got None"),
+        ({"share_floor": "on"}, "share_floor", "share_floor: must be true or false, got 'on'"),
         ({"short_job_max_s": 0}, "short_job_max_s", "short_job_max_s: must be between 1 and"),
         ({"idle_reclaim": 1}, "idle_reclaim", "idle_reclaim: must be true or false, got 1"),
         ({"idle_reclaim": "on"}, "idle_reclaim", "must be true or false, got 'on'"),
@@ -440,6 +442,7 @@ def test_a_missing_cluster_is_404(ops):
         ({"max_min_runtime_s": 60, "reason": "r"}, "max_min_runtime_s", "at least short_job"),
         ({"short_reserve_auto": "no", "reason": "r"}, "short_reserve_auto", "true or false"),
         ({"short_reserve_auto": 1, "reason": "r"}, "short_reserve_auto", "got 1"),
+        ({"share_floor": None, "reason": "r"}, "share_floor", "true or false, got None"),
         ({"cycle": 5, "reason": "r"}, "cycle", "Not a policy field"),
     ],
 )
@@ -645,3 +648,18 @@ def test_the_adaptive_reserve_is_one_audited_setting_away_and_reaches_the_engine
     assert not sim_config_for_cluster(cluster).short_reserve_auto  # the preview's too
     with pytest.raises(CommandError, match="invalid choice"):
         cluster_set("gpu", "--reason", "r", "--short-reserve-auto", "maybe")
+
+
+def test_the_share_floor_is_one_audited_setting_away_and_reaches_the_engine(cluster):
+    assert policy_for_cluster(cluster).share_floor  # on for a new cluster
+    assert sim_config_for_cluster(cluster).share_floor
+    out = cluster_set("gpu", "--reason", "rank alone", "--share-floor", "off")
+    assert out.strip() == "Cluster 'gpu': share_floor True -> False."
+    assert policy(cluster) == {**DEFAULTS, "share_floor": False}
+    event = ClusterPolicyEvent.objects.get()
+    assert event.changes == {"share_floor": [True, False]}
+    cluster.refresh_from_db()
+    assert not policy_for_cluster(cluster).share_floor
+    assert not sim_config_for_cluster(cluster).share_floor  # the preview's too
+    with pytest.raises(CommandError, match="invalid choice"):
+        cluster_set("gpu", "--reason", "r", "--share-floor", "maybe")

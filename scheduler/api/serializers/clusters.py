@@ -26,6 +26,11 @@ class PolicyOutput(serializers.Serializer):
     short_job_max_s = serializers.IntegerField(
         help_text="Longest minimum runtime a job may declare to start on those hosts"
     )
+    share_floor = serializers.BooleanField(
+        help_text="The share floor: a project under its entitled share keeps its oldest jobs, "
+        "up to that share, from the fair-share preemption of projects served clearly better "
+        "(false: Fair Tree's rank alone decides)"
+    )
     idle_reclaim = serializers.BooleanField(
         help_text="Idle-GPU reclaim: a job past its minimum runtime whose GPUs stay idle "
         "is preempted first when GPUs are needed (rule idle_reclaim)"
@@ -199,6 +204,12 @@ class ClusterPolicyInput(StrictInput):
         "short_job_max_s",
         "The longest minimum runtime a job may declare to start on the short-job reserve "
         "(seconds; at most max_min_runtime_s)",
+    )
+    share_floor = _policy_field(
+        "share_floor",
+        "The share floor: a project under its entitled share keeps its oldest jobs, up to that "
+        "share, from the fair-share preemption of projects served more than 5 points of "
+        "usage relative to entitled share better (false: Fair Tree's rank alone decides)",
     )
     idle_reclaim = _policy_field(
         "idle_reclaim",

@@ -1,5 +1,6 @@
 """The share floor: the running work of a project that has not had its share, up to
-that share, is not taken by another project's fair-share preemption.
+that share, is not taken by the fair-share preemption of a project served clearly
+better than it.
 
 Fair Tree ranks a project with its siblings' usage: a project whose siblings borrowed
 idle GPUs ranks below the projects of other branches even while it has itself used
@@ -9,12 +10,16 @@ preempted again. The floor keeps, for each project whose
 [usage relative to its entitled share](docs/concepts.md#usage-relative-to-entitled-share)
 is below 100%, its oldest running allocated jobs until their GPUs reach its entitled
 share of the healthy GPUs now (the job that crosses the share included, so a gang
-larger than the share runs too) against every project that is itself served
-better, relative to its share (`FloorRule`): a project further below its own share may
-still take it, as the fair-share rule allows. It adapts to what it observes and lasts a bounded
-time: once the project's window usage reaches its share, or the job ends, the floor
-is gone. Protection, its own project's higher-priority work, idle reclaim and drain
-are unchanged. Pure: no clock, no I/O.
+larger than the share runs too) against every project served better by more than
+`MARGIN_PCT` points of usage relative to entitled share, once charged for the new job
+(`FloorRule`). Between projects served about equally (within the margin) it does
+nothing: Fair Tree's rank decides, as without the floor, so that where every project
+is under its share (a young cluster, a window longer than the history) or two
+under-served projects compete, the floor does not hold one's small jobs against the
+other's gang. It adapts to what it observes and lasts a bounded time: once the
+project's window usage reaches its share, or the job ends, the floor is gone.
+Protection, its own project's higher-priority work, idle reclaim and drain are
+unchanged. Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -24,7 +29,12 @@ from typing import Protocol
 
 from scheduler.core.engine.cluster import RunInfo
 
-__all__ = ["FloorRule", "floor_jobs"]
+__all__ = ["MARGIN_PCT", "FloorRule", "floor_jobs"]
+
+# How much better served (points of usage relative to entitled share, the preemptor
+# charged for its new job) a project must be to be kept off another project's floor
+# jobs. Within it the two count as equally served and Fair Tree's rank decides.
+MARGIN_PCT = 5.0
 
 
 class _Standing(Protocol):
@@ -33,9 +43,11 @@ class _Standing(Protocol):
 
 class FloorRule:
     """Who may still take a floor job, for one preemptor: a project whose usage
-    relative to its entitled share, once charged for the new job (`mine`, percent),
-    stays below that of the floor job's project (so the two could not take each
-    other's floor jobs back and forth). Verdicts memoised per project."""
+    relative to its entitled share, once charged for the new job (`mine`, percent), is
+    below that of the floor job's project plus `MARGIN_PCT` (served about equally or
+    worse). The fair-share rule still decides whether it may preempt at all (it never
+    lets two projects take each other's work back and forth). Verdicts memoised per
+    project."""
 
     __slots__ = ("mine", "standing", "verdicts")
 
@@ -47,8 +59,8 @@ class FloorRule:
     def __call__(self, other: str) -> bool:
         ok = self.verdicts.get(other)
         if ok is None:
-            ok = self.verdicts[other] = self.mine < self.standing.usage_relative_to_entitled_share(
-                other
+            ok = self.verdicts[other] = (
+                self.mine < self.standing.usage_relative_to_entitled_share(other) + MARGIN_PCT
             )
         return ok
 

@@ -153,13 +153,12 @@ class Policy:
     # other candidate (before unallocated work, before its project's other jobs).
     idle_reclaim: bool = False
     idle_reclaim_after_s: float = 30 * 60.0
-    # Share floor (fair-share mode, off by default): a project below its entitled share
+    # Share floor (fair-share mode, on by default): a project below its entitled share
     # over the usage window keeps its oldest allocated jobs up to that share (the one
-    # crossing it included) from the fair-share preemption of projects served better
-    # relative to their share (`scheduler.core.engine.share_floor`). Off by default: it
-    # fixes ai2-month seed 9's gang project but costs host-failures and large-gang
-    # entitlement (docs/benchmarks.md).
-    share_floor: bool = False
+    # crossing it included) from the fair-share preemption of projects served more than
+    # `share_floor.MARGIN_PCT` points better relative to their share
+    # (`scheduler.core.engine.share_floor`); off: Fair Tree's rank alone decides.
+    share_floor: bool = True
 
 
 class StopReason(StrEnum):

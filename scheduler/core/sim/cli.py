@@ -114,9 +114,9 @@ def _add_run_fairshare(r: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--share-floor",
         choices=("on", "off"),
-        default="off",
+        default="on",
         help="fairshare: a project below its entitled share keeps its oldest jobs up to "
-        "that share from the fair-share preemption of better-served projects (off)",
+        "that share from the fair-share preemption of projects served clearly better (on)",
     )
     r.add_argument(
         "--idle-reclaim",

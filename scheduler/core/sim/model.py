@@ -106,7 +106,7 @@ class SimConfig:
     # (`TraceJob.idle_after_s`) past their min runtime are preempted first
     idle_reclaim: bool = False
     idle_reclaim_after_s: float = 1800.0
-    share_floor: bool = False  # Policy.share_floor (fairshare only)
+    share_floor: bool = True  # Policy.share_floor (fairshare only)
 
 
 class JobState:

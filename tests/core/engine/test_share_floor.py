@@ -1,8 +1,9 @@
 """The share floor (glossary: share floor): a project below its entitled share over the
 window keeps its oldest allocated jobs, up to that share and the job crossing it, from
-the fair-share preemption of projects served better relative to their share, even when
-Fair Tree ranks it low because its siblings borrowed; a project further below its
-share may still take them; the floor ends once the project has had its share."""
+the fair-share preemption of projects served clearly better relative to their share
+(by more than 5 points), even when Fair Tree ranks it low because its siblings
+borrowed; a project served about as well or worse may still take them; the floor ends
+once the project has had its share."""
 
 from __future__ import annotations
 
@@ -102,3 +103,17 @@ def test_the_floor_holds_the_oldest_jobs_up_to_the_share_only():
     )
     own = cycle(s, NOW, share_floor=True)
     assert [(x.reason_code) for x in own.stops] == [StopReason.PRIORITY]
+
+
+def test_between_projects_served_about_equally_fair_trees_rank_decides():
+    # big has had its share (100%, 100.6% charged with its job): climate at 90% of its
+    # own is clearly worse served and keeps its gang; at 97% the two are within the
+    # floor's margin (5 points) and big takes it, as without the floor
+    kept = cycle(_gang_world(climate_used=0.90), NOW, share_floor=True)
+    assert kept.stops == ()
+    s = _gang_world(climate_used=0.97)
+    for floor in (False, True):
+        out = cycle(s, NOW, share_floor=floor)
+        assert [(x.workload_id, x.reason_code) for x in out.stops] == [
+            ("gang", StopReason.FAIR_SHARE)
+        ]
