@@ -442,7 +442,7 @@ def test_a_missing_cluster_is_404(ops):
         ({"max_min_runtime_s": 60, "reason": "r"}, "max_min_runtime_s", "at least short_job"),
         ({"short_reserve_auto": "no", "reason": "r"}, "short_reserve_auto", "true or false"),
         ({"short_reserve_auto": 1, "reason": "r"}, "short_reserve_auto", "got 1"),
-        ({"share_floor": None, "reason": "r"}, "share_floor", "true or false, got None"),
+        ({"share_floor": "yes", "reason": "r"}, "share_floor", "true or false, got 'yes'"),
         ({"cycle": 5, "reason": "r"}, "cycle", "Not a policy field"),
     ],
 )
