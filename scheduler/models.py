@@ -61,14 +61,8 @@ class Cluster(models.Model):
         help_text="Hold hosts for short jobs as the short work observed needs them, giving "
         "way to the first job in line after 30 minutes; off: only short_reserve_hosts.",
     )
-    # The share floor (engine `Policy.share_floor`), on by default: a project under its
-    # entitled share keeps its oldest jobs up to that share from the fair-share
-    # preemption of projects served clearly better (docs/concepts.md#share-floor).
-    share_floor = models.BooleanField(
-        default=True,
-        help_text="A project under its entitled share keeps its oldest jobs, up to that "
-        "share, from the fair-share preemption of projects served clearly better; off: "
-        "Fair Tree's rank alone decides.",
+    share_floor = models.BooleanField(  # engine Policy.share_floor
+        default=True, help_text="Under-served projects keep their oldest jobs up to their share."
     )
     short_job_max_s = models.PositiveIntegerField(
         default=15 * 60,

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='cluster',
             name='share_floor',
-            field=models.BooleanField(default=True, help_text="A project under its entitled share keeps its oldest jobs, up to that share, from the fair-share preemption of projects served clearly better; off: Fair Tree's rank alone decides."),
+            field=models.BooleanField(default=True, help_text='Under-served projects keep their oldest jobs up to their share.'),
         ),
     ]
