@@ -69,7 +69,7 @@ def cycle(s: Snapshot, now: float = 100 * H, **policy):
     """One cycle. These unit tests pin one rule each on tiny clusters, so the adaptive
     short-job reserve (on by default) is off unless a test asks for it; its own tests
     (`test_short_reserve*.py`) and the property tests run the default policy. The share
-    floor (off by default) is asked for by its own tests (`test_share_floor.py`)."""
+    floor (on by default) is off too unless a test asks for it (`test_share_floor.py`)."""
     policy.setdefault("short_reserve_auto", False)
     policy.setdefault("share_floor", False)
     return plan(s, Policy(**policy), now)
