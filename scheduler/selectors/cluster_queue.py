@@ -167,17 +167,10 @@ def with_etas(
     `cluster_eta_refresh_request` answered for these rows)."""
     if section is None:
         return None
-    etas = etas_for_page(
-        cluster_id=cluster_id, submitted=_submitted(waiting_job_ids(section)), current=current
-    )
+    queued = {r["job"]: r["queued_at"] for r in section.rows if r["state"] == "pending"}
+    etas = etas_for_page(cluster_id=cluster_id, queued=queued, current=current)
     rows = [{**row, "eta": etas.get(row["job"])} for row in section.rows]
     return dataclasses.replace(section, rows=rows)
-
-
-def _submitted(job_ids: list[int]) -> dict[int, dt.datetime]:
-    if not job_ids:
-        return {}
-    return dict(Job.objects.filter(pk__in=job_ids).values_list("pk", "submitted_at"))
 
 
 def running_section(*, cluster: Cluster, filters: QueueFilters, page: int) -> Section:

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from django.core.cache import cache
@@ -297,9 +298,8 @@ def _calibration(
         log.warning("could not read the ETA calibration of cluster %s: %s", cluster_id, exc)
         return []
     gone = {int(wid) for wid in before if wid not in still_pending and wid.isdigit()}
-    started = Attempt.objects.filter(job_id__in=gone, number=1, started_at__isnull=False)
-    for job_id, started_at in started.values_list("job_id", "started_at"):
-        records.append((*before[str(job_id)], started_at.timestamp()))
+    for job_id, started_at in _wait_ends(gone, before):
+        records.append((*before[str(job_id)], started_at))
     records = records[-CALIBRATION_KEEP:]
     if gone:
         try:
@@ -307,6 +307,25 @@ def _calibration(
         except Exception as exc:
             log.warning("could not store the ETA calibration of cluster %s: %s", cluster_id, exc)
     return records
+
+
+def _wait_ends(
+    job_ids: Collection[int], first: dict[str, tuple[float, float, float, float]]
+) -> list[tuple[int, float]]:
+    """(job pk, real start) of the jobs among `job_ids` that started after their first
+    estimate `first[pk]` was stated: the first attempt that started since then (a
+    requeued job's wait ends with a later attempt than its first; counting the first
+    attempt's start, before the estimate, read as a miss of many waits and widened every
+    range: issue 25). A job that left the queue without starting has none."""
+    rows = Attempt.objects.filter(job_id__in=job_ids, started_at__isnull=False).values_list(
+        "job_id", "started_at"
+    )
+    ends: dict[int, float] = {}
+    for job_id, started_at in rows:
+        at = started_at.timestamp()
+        if at >= first[str(job_id)][0] and at < ends.get(job_id, math.inf):
+            ends[job_id] = at
+    return sorted(ends.items())
 
 
 def _facts(cs: ClusterSnapshot) -> dict[str, Any]:
@@ -452,21 +471,27 @@ def job_eta(*, job: Job, current: dict[int, CachedJobEtas] | None = None) -> dic
     cached = (current or {}).get(job.cluster_id)
     if cached is None or job.pk not in cached[2]:
         cached = cached_job_etas(job.cluster_id, [job.pk])
-    return _cached_eta(cached, job.pk, job.submitted_at)
+    return _cached_eta(cached, job.pk, job.queued_at)
 
 
 def _cached_eta(
     cached: tuple[int, float, dict[int, dict[str, Any] | None]] | None,
     job_id: int,
-    submitted_at: dt.datetime,
+    queued_at: dt.datetime,
 ) -> dict[str, Any]:
     """A pending job's ETA in a cached answer (`cached_job_etas`): `method: estimating`
-    while no answer knows it yet."""
+    while no answer computed since the job (last) entered the queue knows it.
+
+    A job that an answer computed before its `queued_at` does not know was not pending
+    then (a preempted job requeued since, one whose start failed): the next answer
+    estimates it. Only an answer computed after it queued and still without it means
+    the engine does not see it (its project left the tree): no estimate. (Comparing with
+    the submission instead showed a requeued job "over 30 days" until the next answer,
+    then "now": issue 25.)"""
     found = cached[2].get(job_id) if cached else None
     if found is not None:
         return found
-    if cached is not None and cached[1] > submitted_at.timestamp():
-        # a fresh answer without it: not in the engine's view (its project left the tree)
+    if cached is not None and cached[1] > queued_at.timestamp():
         return _no_estimate(METHOD)
     return _no_estimate(ESTIMATING)
 
@@ -474,18 +499,19 @@ def _cached_eta(
 def etas_for_page(
     *,
     cluster_id: int,
-    submitted: dict[int, dt.datetime],
+    queued: dict[int, dt.datetime],
     current: CachedJobEtas | None = None,
 ) -> dict[int, dict]:
     """Pending job pk -> its ETA as `job_eta_for_page` gives it, for the jobs of one
-    cluster in `submitted` (pk -> submission time): one cache read for a page of rows,
-    none when `current` (what `cluster_eta_refresh_request` answered) knows them all."""
-    if not submitted:
+    cluster in `queued` (pk -> when it last entered the queue, `Job.queued_at`): one
+    cache read for a page of rows, none when `current` (what
+    `cluster_eta_refresh_request` answered) knows them all."""
+    if not queued:
         return {}
     cached = current
-    if cached is None or any(pk not in cached[2] for pk in submitted):
-        cached = cached_job_etas(cluster_id, submitted)
-    return {pk: _for_page(_cached_eta(cached, pk, at)) for pk, at in submitted.items()}
+    if cached is None or any(pk not in cached[2] for pk in queued):
+        cached = cached_job_etas(cluster_id, queued)
+    return {pk: _for_page(_cached_eta(cached, pk, at)) for pk, at in queued.items()}
 
 
 def _as_datetimes(values: dict[str, Any]) -> dict[str, Any]:

@@ -173,3 +173,93 @@ def test_ranges_widen_by_how_far_recent_real_starts_fell_outside(cluster, tree):
     # widened by 1 x the expected wait (at least a minute) on each side, never before now
     assert _epoch(wide["latest"]) - _epoch(wide["start"]) == pytest.approx(60.0, abs=1)
     assert wide["earliest"] == wide["start"]
+
+
+# ---------------------------------------------------------- a job that runs and is requeued
+
+
+def _attempt(job, number: int, started: dt.datetime, state: str = "running") -> Attempt:
+    return Attempt.objects.create(
+        job=job,
+        number=number,
+        attempt_id=f"{job.pk}-{number}",
+        cluster=job.cluster,
+        project=job.project,
+        gpus=job.gpus,
+        placements=[],
+        allocated=True,
+        state=state,
+        created_at=started,
+        started_at=started,
+    )
+
+
+def _set_state(job, state: str, queued_at: dt.datetime | None = None) -> None:
+    job.state = state
+    fields = ["state"]
+    if queued_at is not None:
+        job.queued_at = queued_at
+        fields.append("queued_at")
+    job.save(update_fields=fields)
+
+
+def test_a_job_requeued_after_the_last_answer_is_being_estimated_not_beyond_the_horizon(
+    cluster, tree
+):
+    """Two consecutive answers around a preemption: the job runs when the first one is
+    computed, is requeued, then the second one dates it. In between it read "over 30
+    days" (an answer newer than its submission that did not know it), then "now"."""
+    job = _submit(cluster, tree)
+    _attempt(job, 1, timezone.now())
+    _set_state(job, "running")
+    cluster_etas(cluster=cluster, fresh=True)  # the job runs: not in this answer
+    Attempt.objects.filter(job=job).update(state="ended", ended_at=timezone.now())
+    _set_state(job, "pending", queued_at=timezone.now())  # preempted and requeued
+    job.refresh_from_db()
+    waiting = job_eta(job=job)
+    assert waiting["method"] == "estimating" and waiting["start"] is None
+    # the queue page reads the same answer the same way
+    row = eta_selectors.etas_for_page(cluster_id=cluster.pk, queued={job.pk: job.queued_at})
+    assert row[job.pk]["method"] == "estimating"
+    cluster_etas(cluster=cluster, fresh=True)  # the next answer knows it
+    dated = job_eta(job=job)
+    assert dated["method"] == "forward-simulation" and dated["start"] is not None
+
+
+def test_an_answer_computed_after_the_job_queued_without_it_still_says_no_estimate(
+    cluster, tree, monkeypatch
+):
+    job = _submit(cluster, tree)
+    cluster_etas(cluster=cluster, fresh=True)
+    # the answer did not see the job (its project left the engine's view)
+    cache.delete(f"eta:{cluster.pk}:job:{job.pk}")
+    eta = job_eta(job=job)
+    assert eta["method"] == "forward-simulation" and eta["start"] is None
+
+
+def test_a_requeued_job_calibrates_with_the_start_that_ended_its_wait(cluster, tree):
+    """The calibration record of a requeued job's wait: its first estimate of that wait
+    and the attempt that started after it, not the first attempt (which started before
+    the estimate: a miss of many waits that widened every range)."""
+    job = _submit(cluster, tree)
+    first_run = timezone.now() - dt.timedelta(minutes=10)
+    _attempt(job, 1, first_run, state="ended")
+    _set_state(job, "pending", queued_at=timezone.now())
+    cluster_etas(cluster=cluster, fresh=True)
+    first = cache.get(f"eta:{cluster.pk}")[3]["first"][str(job.pk)]
+    assert first[0] > first_run.timestamp()
+    started = timezone.now()
+    _attempt(job, 2, started)
+    _set_state(job, "running")
+    cluster_etas(cluster=cluster, fresh=True)
+    assert cache.get(f"eta-calibration:{cluster.pk}") == [(*first, started.timestamp())]
+
+
+def test_a_job_that_left_the_queue_without_starting_adds_no_calibration(cluster, tree):
+    job = _submit(cluster, tree)
+    _attempt(job, 1, timezone.now() - dt.timedelta(minutes=10), state="ended")
+    _set_state(job, "pending", queued_at=timezone.now())
+    cluster_etas(cluster=cluster, fresh=True)
+    _set_state(job, "cancelled")
+    cluster_etas(cluster=cluster, fresh=True)
+    assert not cache.get(f"eta-calibration:{cluster.pk}")
