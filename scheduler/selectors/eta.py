@@ -60,17 +60,26 @@ log = logging.getLogger(__name__)
 
 
 def runtime_history(
-    *, cluster_id: int, now: dt.datetime, index: TreeIndex | None = None, speed: float = 1.0
+    *,
+    cluster_id: int,
+    now: dt.datetime,
+    index: TreeIndex | None = None,
+    speed: float = 1.0,
+    ran_since: dt.datetime | None = None,
 ) -> list[tuple[str, str, str, int, float]]:
     """(project path, submitter, kind, GPUs, runtime s) of the cluster's attempts that
-    finished successfully in the last `HISTORY_DAYS` days of its clock (`speed`)."""
+    finished successfully in the last `HISTORY_DAYS` days of its clock (`speed`), and
+    started at `ran_since` or later when given."""
+    attempts = Attempt.objects.filter(
+        cluster_id=cluster_id,
+        end_reason=AttemptEnd.SUCCEEDED,
+        ended_at__gte=now - dt.timedelta(days=HISTORY_DAYS / speed),
+        started_at__isnull=False,
+    )
+    if ran_since is not None:
+        attempts = attempts.filter(started_at__gte=ran_since)
     rows = fetch_rows(
-        Attempt.objects.filter(
-            cluster_id=cluster_id,
-            end_reason=AttemptEnd.SUCCEEDED,
-            ended_at__gte=now - dt.timedelta(days=HISTORY_DAYS / speed),
-            started_at__isnull=False,
-        ).values_list(
+        attempts.values_list(
             "project_id",
             "job__submitter__username",
             "job__kind",
@@ -89,6 +98,16 @@ def runtime_history(
             path = paths[project_id] = index.path(project_id)
         out.append((path, user or "", kind, int(gpus), max(0.0, ended - started)))
     return out
+
+
+def _clock_since(cluster: Cluster) -> dt.datetime | None:
+    """Since when the cluster's attempts ran at its clock: a faster simulated cluster's
+    since it was added (history stored before, the demo's back-fill, was replayed at the
+    wall clock's speed: its runtimes, `speed` times longer than the same jobs' live
+    ones, made every forecast bimodal, a job's end and the starts behind it jumping
+    between minutes and hours from one answer to the next; issue 25); None (all) for a
+    cluster at the wall clock's speed."""
+    return cluster.created_at if cluster.clock_speed != 1.0 else None
 
 
 def _iso(t: float | None) -> str | None:
@@ -205,7 +224,13 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
     index = tree_index()
     speed = cluster.clock_speed
     forecast = RuntimeForecast(
-        runtime_history(cluster_id=cluster.pk, now=cs.at, index=index, speed=speed)
+        runtime_history(
+            cluster_id=cluster.pk,
+            now=cs.at,
+            index=index,
+            speed=speed,
+            ran_since=_clock_since(cluster),
+        )
     )
     snap = cs.snapshot
     ids = [int(w.id) for v in snap.pending.values() for w in v]

@@ -263,3 +263,42 @@ def test_a_job_that_left_the_queue_without_starting_adds_no_calibration(cluster,
     _set_state(job, "cancelled")
     cluster_etas(cluster=cluster, fresh=True)
     assert not cache.get(f"eta-calibration:{cluster.pk}")
+
+
+# ------------------------------------------------------------ a faster simulated cluster
+
+
+def test_a_faster_simulated_cluster_forecasts_from_the_runs_it_ran_itself(tree):
+    """The demo's cluster runs 60x; its back-filled history (stored before the cluster
+    was added, replayed at the wall clock's speed) ran 60x longer than the same jobs
+    live. Mixed in, a running job's forecast end jumped between seconds and an hour as
+    it aged, and the starts behind it with it."""
+    fast = ClusterFactory(name="fast", host_count=1, adapter_options={"speed": 60})
+    HostFactory(cluster=fast, gpus=8)
+    job = _submit(fast, tree)
+    added = fast.created_at
+    for k in range(25):  # back-filled: an hour each, before the cluster was added
+        started = added - dt.timedelta(hours=3, minutes=k)
+        _ended(job, 100 + k, started, dt.timedelta(hours=1))
+    for k in range(25):  # live: a minute each
+        started = added + dt.timedelta(seconds=1 + k)
+        _ended(job, 200 + k, started, dt.timedelta(minutes=1))
+    runtimes = {
+        r[4]
+        for r in eta_selectors.runtime_history(
+            cluster_id=fast.pk,
+            now=timezone.now() + dt.timedelta(hours=1),
+            speed=fast.clock_speed,
+            ran_since=eta_selectors._clock_since(fast),
+        )
+    }
+    assert runtimes == {60.0}
+    # a cluster at the wall clock's speed keeps all of its history
+    assert eta_selectors._clock_since(ClusterFactory(name="real")) is None
+
+
+def _ended(job, number: int, started: dt.datetime, ran: dt.timedelta) -> None:
+    attempt = _attempt(job, number, started, state="ended")
+    attempt.ended_at = started + ran
+    attempt.end_reason = "succeeded"
+    attempt.save(update_fields=["ended_at", "end_reason"])
