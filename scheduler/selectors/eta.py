@@ -40,6 +40,7 @@ from scheduler.core.sim.eta import (
     moved_beyond_range,
     range_widening,
     repeat_arrivals,
+    spread_points,
     steady,
     widened,
 )
@@ -247,8 +248,18 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
     before = cached_etas(cluster.pk)
     shown_before = before[2] if before else {}
     facts = _facts(cs)
+    # each running job keeps its runtime quantile from one answer to the next
+    kept = before[3].get("points", {}) if before else {}
+    facts["points"] = spread_points((rw.workload.id for rw in snap.running), kept)
     fresh_estimates = estimate(
-        snap, cs.policy, cs.now, forecast, users=users, arrivals=arrivals, busy_arrivals=busy
+        snap,
+        cs.policy,
+        cs.now,
+        forecast,
+        users=users,
+        arrivals=arrivals,
+        busy_arrivals=busy,
+        points=facts["points"],
     )
     first_before = before[3].get("first", {}) if before else {}
     facts["first"] = _first_estimates(first_before, fresh_estimates, cs.now)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.engine import Policy, Snapshot, Workload
+from scheduler.core.engine import Host, Policy, Snapshot, Workload
 from scheduler.core.sim.eta import (
     CALIBRATION_MIN,
     DEFAULT_RUNTIME_S,
@@ -21,6 +21,7 @@ from scheduler.core.sim.eta import (
     moved_beyond_range,
     range_widening,
     repeat_arrivals,
+    spread_points,
     spread_quantiles,
     steady,
     widened,
@@ -259,6 +260,55 @@ def test_a_job_that_waits_for_one_running_job_expects_its_median_end() -> None:
     est = estimate(snap, Policy(), 100.0, f)["j1"]
     # the only running job takes the first quantile of the sequence: the median itself
     assert est.start == f.remaining("a", "", "", 8, 100.0, 0.5) + 100.0
+
+
+def test_kept_spread_points_stay_and_new_jobs_take_the_lowest_free_ones() -> None:
+    ids = [f"r{i}" for i in range(6)]
+    fresh = spread_points(ids, {})
+    assert sorted(fresh.values()) == list(range(1, 7))  # 1..n, in an order fixed by hashes
+    assert spread_points(reversed(ids), {}) == fresh
+    # r2 ended and n1 started: the others keep their points, n1 takes r2's
+    later = spread_points([*(i for i in ids if i != "r2"), "n1"], fresh)
+    assert {i: later[i] for i in ids if i != "r2"} == {i: fresh[i] for i in ids if i != "r2"}
+    assert later["n1"] == fresh["r2"]
+
+
+def _one_big_job_behind_two_holders_and_four_small_runs(gone: str | None) -> Snapshot:
+    """j (8 GPUs, project a) waits for h0 or h1 (each held by an 8-GPU job of a); the
+    4-GPU host h2 runs four 1-GPU jobs of b (without `gone`), which j can never use."""
+    small = [f"x{i}" for i in range(4) if f"x{i}" != gone]
+    running = [
+        run(job("ra", "a", 8), "h0", tuple(range(8)), 0.0),
+        run(job("rb", "a", 8), "h1", tuple(range(8)), 0.0),
+        *(run(job(x, "b", 1), "h2", (int(x[1]),), 0.0) for x in small),
+    ]
+    return Snapshot(
+        hosts=[*hosts(2), Host("h2", 4)],
+        running=running,
+        pending=pending(job("j", "a", 8, submit=10.0)),
+        tree=tree(a=1, b=1),
+    )
+
+
+def test_a_small_job_ending_elsewhere_leaves_a_waiting_jobs_estimate_alone() -> None:
+    """Two consecutive refreshes, one of b's 1-GPU jobs on h2 ended between them:
+    nothing j waits for changed. With the running jobs' spread points kept (as the
+    live service keeps them), j's estimate is the same; numbered afresh, the jobs
+    hashed after the one that ended moved one point on, the holders' quantiles with
+    them, and j's estimate jumped (issue 25)."""
+    f = RuntimeForecast(
+        [(p, "", "", g, 60.0 * k) for k in range(1, 101) for p, g in (("a", 8), ("b", 1))]
+    )
+    first = _one_big_job_behind_two_holders_and_four_small_runs(None)
+    kept = spread_points((rw.workload.id for rw in first.running), {})
+    before = estimate(first, Policy(), 100.0, f, points=kept)["j"]
+    moved = 0
+    for gone in ("x0", "x1", "x2", "x3"):
+        snap = _one_big_job_behind_two_holders_and_four_small_runs(gone)
+        points = spread_points((rw.workload.id for rw in snap.running), kept)
+        assert estimate(snap, Policy(), 100.0, f, points=points)["j"] == before
+        moved += estimate(snap, Policy(), 100.0, f)["j"].start != before.start
+    assert moved  # numbered afresh, some end moved it
 
 
 @settings(max_examples=80, deadline=None)

@@ -62,6 +62,7 @@ from scheduler.core.sim.eta.runtimes import (
     MIN_SAMPLES,
     Remaining,
     RuntimeForecast,
+    spread_points,
     spread_quantiles,
 )
 
@@ -88,6 +89,7 @@ __all__ = [
     "moved_beyond_range",
     "range_widening",
     "repeat_arrivals",
+    "spread_points",
     "spread_quantiles",
     "steady",
     "widened",

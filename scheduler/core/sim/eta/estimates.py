@@ -9,7 +9,12 @@ from scheduler.core.engine.types import Policy, Snapshot, Workload
 from scheduler.core.sim.eta.baseline import baseline_starts
 from scheduler.core.sim.eta.forward import HORIZON_S, REL_STEP, forward_starts
 from scheduler.core.sim.eta.ranges import Estimate
-from scheduler.core.sim.eta.runtimes import Remaining, RuntimeForecast, spread_remaining
+from scheduler.core.sim.eta.runtimes import (
+    Remaining,
+    RuntimeForecast,
+    spread_points,
+    spread_remaining,
+)
 
 # low, middle, high runtime quantile of the three forward runs: the range is meant as
 # an 80% interval (a 50% one, 25th-75th, held the real start under half the time on
@@ -39,6 +44,7 @@ def estimate(
     rel_step: float = REL_STEP,
     baseline: bool = True,
     spread: float = SPREAD,
+    points: Mapping[str, int] | None = None,
 ) -> dict[str, Estimate]:
     """The `Estimate` of every pending job in `targets` (all pending jobs when None).
 
@@ -47,7 +53,10 @@ def estimate(
     the high (latest) run (the same as `arrivals` when None); the low run expects none.
     `spread`: how far the middle run's per-job quantiles spread around its quantile
     (`spread_quantiles`; 0: every job at it); the low and high runs put every job at
-    theirs, so the range still spans runtimes that are all short or all long."""
+    theirs, so the range still spans runtimes that are all short or all long.
+    `points`: the running jobs' points of the spread sequence (`spread_points`; a
+    caller that estimates again and again keeps them, so a job keeps its quantile);
+    None numbers them afresh."""
     who = users or {}
 
     def runtime_at(q: float) -> Remaining:
@@ -59,7 +68,10 @@ def estimate(
     def middle_at(q: float) -> Remaining:
         if spread <= 0:
             return runtime_at(q)
-        return spread_remaining(forecast, who, snapshot.running, q, spread)
+        if points is None:
+            fresh = spread_points((rw.workload.id for rw in snapshot.running), {})
+            return spread_remaining(forecast, who, fresh, q, spread)
+        return spread_remaining(forecast, who, points, q, spread)
 
     # The earliest run expects no other arrivals, the middle one the expected ones and
     # the latest one a busy window's: the range spans both unknowns, how long jobs run

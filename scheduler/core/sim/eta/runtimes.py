@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from statistics import NormalDist
 
-from scheduler.core.engine.types import RunningWorkload, Workload
+from scheduler.core.engine.types import Workload
 
 MIN_SAMPLES = 20  # a key needs this many runtimes before its quantiles are used
 DEFAULT_RUNTIME_S = 3600.0  # a cluster without any history
@@ -106,24 +106,55 @@ def spread_quantiles(center: float, spread: float, first: int, count: int) -> li
     return out
 
 
+def spread_points(running_ids: Iterable[str], kept: Mapping[str, int]) -> dict[str, int]:
+    """Each running job's point of the spread sequence (k >= 1, `spread_quantiles`): its
+    point in `kept` (the last estimate's), the others the lowest free points in an order
+    fixed by a hash of their ids (so no attribute of theirs lines up with the sequence).
+
+    Numbering the running jobs afresh each time gave most of them another quantile
+    whenever one started or ended (every job hashed after it moved one point on): a
+    job's forecast end, and every start behind it, jumped between short and long
+    runtimes from one refresh to the next (issue 25). Kept points leave the others'
+    alone, and the freed ones are reused, so the points stay 1..n: as stratified as
+    numbering afresh."""
+    ids = sorted(set(running_ids), key=lambda i: (unit_hash(i), i))
+    points: dict[str, int] = {}
+    taken: set[int] = set()
+    for wid in ids:
+        k = kept.get(wid)
+        if k is not None and k >= 1 and k not in taken:
+            points[wid] = k
+            taken.add(k)
+    k = 0
+    for wid in ids:
+        if wid in points:
+            continue
+        k += 1
+        while k in taken:
+            k += 1
+        points[wid] = k
+    return points
+
+
 def spread_remaining(
     forecast: RuntimeForecast,
     who: Mapping[str, str],
-    running: Iterable[RunningWorkload],
+    points: Mapping[str, int],
     center: float,
     spread: float,
 ) -> Remaining:
     """The middle run's `Remaining`: each job its own quantile (`spread_quantiles`), the
-    running jobs first (in an order fixed by a hash of their ids, so no attribute of
-    theirs lines up with the sequence), then the others as the run first asks for them
-    (the order they start in). A job keeps its quantile for the whole run."""
-    order = sorted((rw.workload.id for rw in running), key=lambda i: (unit_hash(i), i))
-    quantile = dict(zip(order, spread_quantiles(center, spread, 1, len(order)), strict=True))
+    running jobs at their `points` (`spread_points`), then the others as the run first
+    asks for them (the order they start in) at the next points. A job keeps its
+    quantile for the whole run."""
+    quantile = {wid: spread_quantiles(center, spread, k, 1)[0] for wid, k in points.items()}
+    after = [max(points.values(), default=0)]
 
     def remaining(w: Workload, elapsed: float) -> float:
         q = quantile.get(w.id)
         if q is None:
-            q = quantile[w.id] = spread_quantiles(center, spread, len(quantile) + 1, 1)[0]
+            after[0] += 1
+            q = quantile[w.id] = spread_quantiles(center, spread, after[0], 1)[0]
         return forecast.remaining(w.project, who.get(w.id, ""), w.kind, w.gpus, elapsed, q)
 
     return remaining
