@@ -178,16 +178,12 @@ def test_ranges_widen_by_how_far_recent_real_starts_fell_outside(cluster, tree):
 # ---------------------------------------------------------- a job that runs and is requeued
 
 
-def _attempt(job, number: int, started: dt.datetime, state: str = "running") -> Attempt:
-    return Attempt.objects.create(
+def _attempt(job, number: int, started: dt.datetime, state: str = "running"):
+    return AttemptFactory(
         job=job,
         number=number,
         attempt_id=f"{job.pk}-{number}",
-        cluster=job.cluster,
-        project=job.project,
-        gpus=job.gpus,
         placements=[],
-        allocated=True,
         state=state,
         created_at=started,
         started_at=started,
@@ -213,7 +209,7 @@ def test_a_job_requeued_after_the_last_answer_is_being_estimated_not_beyond_the_
     _attempt(job, 1, timezone.now())
     _set_state(job, "running")
     cluster_etas(cluster=cluster, fresh=True)  # the job runs: not in this answer
-    Attempt.objects.filter(job=job).update(state="ended", ended_at=timezone.now())
+    job.attempts.update(state="ended", ended_at=timezone.now())
     _set_state(job, "pending", queued_at=timezone.now())  # preempted and requeued
     job.refresh_from_db()
     waiting = job_eta(job=job)
