@@ -222,45 +222,14 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
         if cached is not None and _is_current(cached, cycle_id, now):
             return cached[2]
     cs = cluster_snapshot(cluster=cluster)
-    index = tree_index()
-    speed = cluster.clock_speed
-    forecast = RuntimeForecast(
-        runtime_history(
-            cluster_id=cluster.pk,
-            now=cs.at,
-            index=index,
-            speed=speed,
-            ran_since=_clock_since(cluster),
-        )
-    )
-    snap = cs.snapshot
-    ids = [int(w.id) for v in snap.pending.values() for w in v]
-    ids += [int(r.workload.id) for r in snap.running if r.workload.id.isdigit()]
-    users = {
-        str(pk): name
-        for pk, name in Job.objects.filter(pk__in=ids).values_list("pk", "submitter__username")
-    }
-    out: dict[str, dict[str, Any]] = {}
-    window = ARRIVAL_WINDOW_S / speed
-    recent, since = _recent(cluster, cs.at, index, window)
-    arrivals = repeat_arrivals(recent, cs.now, window, ARRIVAL_PERIODS, since=since)
-    busy = busiest_arrivals(recent, cs.now, window, ARRIVAL_PERIODS)
     before = cached_etas(cluster.pk)
     shown_before = before[2] if before else {}
+    out: dict[str, dict[str, Any]] = {}
     facts = _facts(cs)
     # each running job keeps its runtime quantile from one answer to the next
     kept = before[3].get("points", {}) if before else {}
-    facts["points"] = spread_points((rw.workload.id for rw in snap.running), kept)
-    fresh_estimates = estimate(
-        snap,
-        cs.policy,
-        cs.now,
-        forecast,
-        users=users,
-        arrivals=arrivals,
-        busy_arrivals=busy,
-        points=facts["points"],
-    )
+    facts["points"] = spread_points((rw.workload.id for rw in cs.snapshot.running), kept)
+    fresh_estimates = _estimates(cluster, cs, facts["points"])
     first_before = before[3].get("first", {}) if before else {}
     facts["first"] = _first_estimates(first_before, fresh_estimates, cs.now)
     widening = range_widening(_calibration(cluster.pk, first_before, facts["first"]))
@@ -297,6 +266,38 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
     except Exception as exc:
         log.warning("could not store the ETAs of cluster %s: %s", cluster.pk, exc)
     return out
+
+
+def _estimates(
+    cluster: Cluster, cs: ClusterSnapshot, points: dict[str, int]
+) -> dict[str, Estimate]:
+    """The forward runs' estimate of every pending job of `cs`: runtimes forecast from
+    the cluster's history, the expected arrivals from its recent submissions, the
+    running jobs at their spread `points`."""
+    index = tree_index()
+    speed = cluster.clock_speed
+    history = runtime_history(
+        cluster_id=cluster.pk, now=cs.at, index=index, speed=speed, ran_since=_clock_since(cluster)
+    )
+    snap = cs.snapshot
+    ids = [int(w.id) for v in snap.pending.values() for w in v]
+    ids += [int(r.workload.id) for r in snap.running if r.workload.id.isdigit()]
+    users = {
+        str(pk): name
+        for pk, name in Job.objects.filter(pk__in=ids).values_list("pk", "submitter__username")
+    }
+    window = ARRIVAL_WINDOW_S / speed
+    recent, since = _recent(cluster, cs.at, index, window)
+    return estimate(
+        snap,
+        cs.policy,
+        cs.now,
+        RuntimeForecast(history),
+        users=users,
+        arrivals=repeat_arrivals(recent, cs.now, window, ARRIVAL_PERIODS, since=since),
+        busy_arrivals=busiest_arrivals(recent, cs.now, window, ARRIVAL_PERIODS),
+        points=points,
+    )
 
 
 def _first_estimates(

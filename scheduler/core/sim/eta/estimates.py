@@ -54,9 +54,8 @@ def estimate(
     `spread`: how far the middle run's per-job quantiles spread around its quantile
     (`spread_quantiles`; 0: every job at it); the low and high runs put every job at
     theirs, so the range still spans runtimes that are all short or all long.
-    `points`: the running jobs' points of the spread sequence (`spread_points`; a
-    caller that estimates again and again keeps them, so a job keeps its quantile);
-    None numbers them afresh."""
+    `points`: the running jobs' points of the spread sequence to keep (`spread_points`:
+    a caller that estimates again and again passes the last ones); None: afresh."""
     who = users or {}
 
     def runtime_at(q: float) -> Remaining:
@@ -68,10 +67,8 @@ def estimate(
     def middle_at(q: float) -> Remaining:
         if spread <= 0:
             return runtime_at(q)
-        if points is None:
-            fresh = spread_points((rw.workload.id for rw in snapshot.running), {})
-            return spread_remaining(forecast, who, fresh, q, spread)
-        return spread_remaining(forecast, who, points, q, spread)
+        running = spread_points((rw.workload.id for rw in snapshot.running), points or {})
+        return spread_remaining(forecast, who, running, q, spread)
 
     # The earliest run expects no other arrivals, the middle one the expected ones and
     # the latest one a busy window's: the range spans both unknowns, how long jobs run
