@@ -79,6 +79,7 @@ class _ShortLoads(NamedTuple):
     late_gpus: dict[int, int]
     has_longer: set[int]
     by_long: list[int]
+    blocked: dict[int, int]
 
 
 class Reservations:
@@ -119,6 +120,9 @@ class Reservations:
         self.short_k = -1  # the short-job reserve's index in `held` (-1: none)
         # the waiting short jobs that fit a held host, per project (in its order)
         self.short_waiting: dict[str, list[Workload]] = {}
+        # GPUs of under-served projects' work past its protection that short jobs may
+        # still take on the reserve this cycle
+        self.under_budget = 0
 
     def usable(self) -> bool:
         """Whether a reserved host has free GPUs that some job could still be allowed."""
@@ -196,6 +200,8 @@ class Reservations:
                     self.failed_block[k] = sh.block
                 continue
             h, s, victims = found
+            if short and self._takes_under_served(victims):
+                self.under_budget -= w.gpus
             reason = self.reasons.reserve_victim if short else self.reasons.victim
             pls = apply_preemption(
                 self.cluster,
@@ -216,14 +222,14 @@ class Reservations:
         """Cheapest aligned p-block of free GPUs and unallocated jobs (for a `short` job
         on the short-job reserve, also allocated jobs past their protection that run on
         `hosts` alone, but none of its own project at its priority or above) on `hosts`:
-        fewest allocated victims, then those of the projects ranked lowest in the
+        fewest victims of under-served projects, then fewest allocated victims, then those of the projects ranked lowest in the
         fair-share order, then least lost work, then fewest victims, then fewest free
         GPUs left (tighter fit). Also says whether work of the short job's own project
         was passed over (then the block may exist for another project's job)."""
         by_host = self.victims().by_host
         c = self.cluster
         free, gpus = c.free, c.gpus
-        best_key: tuple[int, int, float, int, int, int, int] | None = None
+        best_key: tuple[int, int, int, float, int, int, int, int] | None = None
         best: tuple[int, int, list[Victim]] | None = None
         within = set(hosts)
         fs = self.fair_share
@@ -234,9 +240,10 @@ class Reservations:
                 continue
             # allocated work only if it runs on `hosts` alone (a gang that spans other
             # hosts is not stopped for a short job), its project has had at least its
-            # share among its siblings (level fair share <= 1): the reserve takes no
-            # under-served project's work, and it is not the short job's own project's
-            # at the same priority or above (that would only trade one job for another)
+            # share among its siblings (level fair share <= 1) or the cycle's budget for
+            # under-served projects' work (`_under_budget`) still holds the block, and it
+            # is not the short job's own project's at the same priority or above (that
+            # would only trade one job for another)
             on = []
             for u, mu in by_host.get(h, ()):
                 if not u.alive:
@@ -247,9 +254,9 @@ class Reservations:
                     if u.project == short.project and u.priority >= short.priority:
                         skipped_own = True
                         continue
-                    if lf[leaf.get(u.project, root)] > 1.0 or any(
-                        hh not in within for hh, _ in u.host_masks
-                    ):
+                    if any(hh not in within for hh, _ in u.host_masks):
+                        continue
+                    if lf[leaf.get(u.project, root)] > 1.0 and self.under_budget < p:
                         continue
                 on.append((u, mu))
             if not on:
@@ -258,6 +265,7 @@ class Reservations:
             for s, chosen in blocks_in_room(free[h], on, gpus[h], p):
                 taken = [u for u in chosen if u.allocated]
                 key = (
+                    sum(1 for u in taken if lf[leaf.get(u.project, root)] > 1.0),
                     len(taken),
                     -min([u.rank for u in taken], default=0),  # the lowest-ranked first
                     sum(u.lost for u in chosen),
@@ -269,6 +277,12 @@ class Reservations:
                 if best_key is None or key < best_key:
                     best_key, best = key, (h, s, chosen)
         return best, skipped_own
+
+    def _takes_under_served(self, victims: Sequence[Victim]) -> bool:
+        """Whether `victims` hold allocated work of an under-served project."""
+        fs = self.fair_share
+        leaf, lf = fs.tree.leaf_index, fs.lf
+        return any(u.allocated and lf[leaf.get(u.project, 0)] > 1.0 for u in victims)
 
     def reserve(self, w: Workload, sh: Shape, r: int, charge: float) -> None:
         """Reserve the whole hosts that become usable for `w` soonest.
@@ -427,15 +441,17 @@ class Reservations:
         that share beyond what short work uses. A large cluster keeps one host ready for
         the next short job; a small one, where a host is a large share, reserves only
         while its short work nearly fills a host. While it holds any, it holds as many
-        of the hosts with the fewest GPUs under longer protection as it takes for their
-        other GPUs to hold the short work (hosts with none end the count): under
-        overload every host runs long work, and the reserve's room is what of it has
-        passed its protection.
+        of the hosts with the fewest GPUs a short job may not take (long work under
+        longer protection, gangs spanning hosts) as it takes for their other GPUs to
+        hold the short work (hosts with none end the count): under overload every host
+        runs long work, and the reserve's room is what of it has passed its protection.
+        Short jobs take under-served projects' work there only up to their share of
+        the allocated demand (`_under_budget`).
 
         The reserve follows the short work: while the short jobs running and waiting
         need more whole hosts than its size, it holds that many, and it shrinks back as
-        they end. The base hosts are those with the fewest GPUs under longer protection
-        (then the highest index), so the reserve stays where it was while it keeps to
+        they end. The base hosts are those with the fewest GPUs a short job may not
+        take (then the fewest under longer protection, then the highest index), so the reserve stays where it was while it keeps to
         its rule. A host is added for short work only if short jobs can use all of it
         at once: it runs no allocated work but short jobs (free GPUs, unallocated
         backfill, short jobs), highest index first.
@@ -482,10 +498,11 @@ class Reservations:
         short_limit = INF if self.cap <= short_s else short_s
         widest, waiting_gpus, self.short_waiting = pending_short(short_limit, size, pending)
         late = self.now + max(short_s, rule.release_s if rule.release_s < INF else 0.0)
-        running_gpus, long_gpus, late_gpus, has_longer = self._host_loads(
+        running_gpus, long_gpus, late_gpus, has_longer, blocked = self._host_loads(
             hosts, short_limit, size, (self.now + short_s, late)
         )
-        by_long = sorted(hosts, key=lambda h: (long_gpus[h], -h))
+        by_long = sorted(hosts, key=lambda h: (blocked[h], long_gpus[h], -h))
+        self.under_budget = self._under_budget(waiting_gpus + running_gpus, running_gpus, pending)
         return _ShortLoads(
             size,
             short_limit,
@@ -495,7 +512,25 @@ class Reservations:
             late_gpus,
             has_longer,
             by_long,
+            blocked,
         )
+
+    def _under_budget(
+        self, short_gpus: int, running_short: int, pending: Mapping[str, Sequence[Workload]]
+    ) -> int:
+        """GPUs of under-served projects' work past its protection that short jobs may
+        take on the reserve this cycle: the short jobs' share of the allocated demand
+        (`short_gpus`, running and waiting, over the GPUs of all allocated work running
+        and waiting) of the cluster's GPUs, less the GPUs short work already runs on.
+        Under overload short work gets its share of the cluster, no more, at the cost
+        of the under-served projects too."""
+        running = sum(r.run.workload.gpus for r in self.cluster.runs if r.allocated is not None)
+        waiting = sum(w.gpus for jobs in pending.values() for w in jobs if w.min_runtime_s > 0)
+        demand = running + waiting
+        if demand <= 0 or short_gpus <= 0:
+            return 0
+        total = sum(self.cluster.gpus)
+        return max(0, math.ceil(total * short_gpus / demand) - running_short)
 
     @staticmethod
     def _short_hosts(count: int, ld: _ShortLoads, auto: bool, idle_share: float) -> list[int]:
@@ -505,7 +540,7 @@ class Reservations:
             afford = int((idle_share * size * len(by_long) + short_gpus) // size)
             count = max(count, min(max(1, -(-short_gpus // size)), afford))
             if count > 0:
-                count = max(count, hosts_with_room(short_gpus, size, ld.long_gpus, by_long))
+                count = max(count, hosts_with_room(short_gpus, size, ld.blocked, by_long))
         widest_hosts = -(-ld.widest // size)  # whole hosts the widest pending job needs
         most = len(by_long) - max(1, widest_hosts)
         count = min(count, most)
@@ -549,14 +584,17 @@ class Reservations:
 
     def _host_loads(
         self, hosts: Sequence[int], short_limit: float, size: int, until: tuple[float, float]
-    ) -> tuple[int, dict[int, int], dict[int, int], set[int]]:
+    ) -> tuple[int, dict[int, int], dict[int, int], set[int], dict[int, int]]:
         """GPUs of running short jobs that fit one host of `size` GPUs (on any host); per
         host of `hosts`, GPUs of allocated work protected beyond `until[0]`, and beyond
-        `until[1]`; and the hosts of `hosts` that run allocated work that is not short
-        (protected or not)."""
+        `until[1]`; the hosts of `hosts` that run allocated work that is not short
+        (protected or not); and per host the GPUs a short job may not take there within
+        `until[0]` (`blocked`): long work still protected then, and gangs spanning
+        hosts, which the reserve never takes."""
         short = 0
         long_gpus = dict.fromkeys(hosts, 0)
         late_gpus = dict.fromkeys(hosts, 0)
+        blocked = dict.fromkeys(hosts, 0)
         has_longer: set[int] = set()
         soon, late = until
         for run in self.cluster.runs:
@@ -567,15 +605,19 @@ class Reservations:
                 if w.gpus <= size:
                     short += w.gpus
                 continue
+            gang = len(run.host_masks) > 1  # the reserve never stops a gang
             for h, mask in run.host_masks:
                 if h in long_gpus:
                     has_longer.add(h)
+                    n = mask.bit_count()
                     if run.protected_until > soon:
-                        n = mask.bit_count()
                         long_gpus[h] += n
+                        blocked[h] += n
                         if run.protected_until > late:
                             late_gpus[h] += n
-        return short, long_gpus, late_gpus, has_longer
+                    elif gang:
+                        blocked[h] += n
+        return short, long_gpus, late_gpus, has_longer, blocked
 
     def release_all(self) -> None:
         """Open the reserved hosts to unallocated work (phase 2 of the cycle)."""
