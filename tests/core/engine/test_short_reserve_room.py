@@ -47,8 +47,26 @@ def test_a_low_ranked_short_job_takes_long_work_past_its_protection_on_the_reser
     assert "held by the short-job reserve" in stop.reason
     # the old behaviour one setting away: without the reserve, the debug job waits
     assert not plan(s, Policy(short_reserve_auto=False), NOW).starts
-    # an under-served project's work (a without usage) is not the reserve's to take
-    assert not plan(replace(s, usage={"b": 1000 * H}), Policy(), NOW).starts
+    # an under-served project's work (a without usage) is the reserve's to take only up
+    # to the short jobs' share of the allocated demand (here nearly the whole cluster)
+    assert {
+        x.workload_id for x in plan(replace(s, usage={"b": 1000 * H}), Policy(), NOW).starts
+    } == {"debug"}
+
+
+def test_under_served_work_goes_to_short_jobs_only_up_to_their_share_of_demand():
+    # 10x overload: a (without usage: under-served) runs every host past protection and
+    # waits with 9 times the cluster; b's 20 one-GPU debug jobs are 20 of the 5,140 GPUs
+    # of allocated demand, so short jobs may take a's work for 2 GPUs of their own this
+    # cycle: two trainers stop, their hosts' 16 GPUs start 16 debug jobs, 4 wait
+    busy = _full(64, NOW - 2 * H)
+    longs = [job(f"l{i}", "a", 8, minrt=H, submit=NOW) for i in range(576)]
+    debug = [job(f"d{i}", "b", 1, minrt=5 * 60, submit=NOW) for i in range(20)]
+    s = snap(hosts(64), busy, pending(*longs, *debug), tree(a=1, b=1, c=1), usage={"b": 1000 * H})
+    out = plan(s, Policy(), NOW)
+    assert len(out.stops) == 2
+    assert {x.workload_id for x in out.starts} <= {w.id for w in debug}
+    assert len(out.starts) == 16
 
 
 def test_a_short_job_trades_with_its_own_projects_longer_work_past_its_protection():
@@ -143,17 +161,27 @@ def test_the_reserve_takes_allocated_work_only_where_it_holds_and_keeps_every_co
             seen["reserve held"] += 1
         fs = compute_fair_share(s.tree, s.usage, policy.seed)
         running = {r.workload.id: r.workload for r in s.running}
+        under_served = 0  # GPUs of short jobs that took an under-served project's work
         for stop in out.stops:
             if stop.reason_code == StopReason.SHORT_RESERVE:
-                # never an under-served project's work (level fair share above 1), its
-                # own project's included (the trade is for projects that had their share)
+                # an under-served project's work (level fair share above 1) only up to
+                # the short jobs' share of the allocated demand (below)
                 victim = running[stop.workload_id]
-                assert fs.lf[fs.tree.leaf_index[victim.project]] <= 1.0
+                if fs.lf[fs.tree.leaf_index[victim.project]] > 1.0:
+                    under_served += wanted[stop.for_workload_id].gpus
                 # its own project's work at its priority or above only by the short-job
                 # trade: longer work, never another short job (check_plan)
                 starter = wanted[stop.for_workload_id]
                 if victim.project == starter.project and victim.priority >= starter.priority:
                     assert min(victim.min_runtime_s, CAP) > SHORT
+        if under_served:
+            allocated = [r.workload for r in s.running if r.allocated] + [
+                w for w in wanted.values() if w.min_runtime_s > 0
+            ]
+            short = sum(w.gpus for w in allocated if min(w.min_runtime_s, CAP) <= SHORT)
+            total = sum(h.gpus for h in s.hosts)
+            # each take is of at least the taker's GPUs, within ceil(share of the cluster)
+            assert under_served <= -(-total * short // sum(w.gpus for w in allocated)) + 8
 
     check()
     assert seen["stop short_reserve"] >= 10, dict(seen)
@@ -161,13 +189,16 @@ def test_the_reserve_takes_allocated_work_only_where_it_holds_and_keeps_every_co
 
 
 def test_a_gang_reaching_beyond_the_reserve_is_not_stopped_for_a_short_job():
-    # the reserve holds h63 (all work past its protection: the highest index); a 16-GPU
-    # gang runs on h62 and h63: stopping it for one GPU would empty a host outside
+    # a 16-GPU gang runs on h62 and h63: stopping it for one GPU would empty a host
+    # outside, so the reserve counts its GPUs as untakeable and holds h61 instead (the
+    # highest index of the others, all past their protection); a (without usage) is
+    # under-served: its trainer there goes within the short jobs' share of the demand
     busy = _full(62, NOW - 2 * H)
     gang = job("gang", "a", 16, minrt=H, submit=99)
     busy.append(run(gang, "", [("h62", tuple(range(8))), ("h63", tuple(range(8)))], NOW - 2 * H))
     debug = job("debug", "b", 1, minrt=5 * 60, submit=NOW)
     s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1), usage={"b": 1000 * H})
     out = plan(s, Policy(), NOW)
-    assert out.short_reserve == ("h63",)
-    assert not out.stops and not out.starts
+    assert out.short_reserve == ("h61",)
+    assert [x.workload_id for x in out.stops] == ["t61"]
+    assert started_on(out) == {"debug": {"h61"}}
