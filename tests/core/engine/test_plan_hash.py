@@ -57,8 +57,8 @@ JOBS = 800
 # fair-share recording from before both: the old behaviour, two settings away, decides
 # exactly as it did.
 EXPECTED = {
-    "fairshare": "a1c488ac7eee89e54c35f77e4bb6d9c787b912d600e0d0bff5c94173f475bbce",
-    "fairshare-decay": "ea05d11beadee834f1b5b134ac3ecfb3eb6085337e729ec1b640ca1ca182373e",
+    "fairshare": "ab9bccac59e2c2e9dfae4456e1c109d060ebd5d0c4368381557d019ee413f607",
+    "fairshare-decay": "48a53cfa509674a531c2fa76e498cd4cf6cd975f4a0a50b1fdbb655f7f487836",
     "fairshare-reserve-off": "d560776c1ca3d5b91d3f73f2a7972458386d1c62e32cdd381e68b36a67bf6d82",
     "fifo": "0530bfde1ab3d6d9dcec9205379a6f53b48f3161a3b11f993146574eb8607212",
     "priority": "d50140296c93f6faa2b6eb2aaa85a9d64d4e926d60509c4d288feeca94831f95",
