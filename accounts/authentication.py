@@ -2,8 +2,9 @@
 own prefix) or `Authorization: Bearer <token>` (what OpenAPI's bearer scheme makes a
 generated client send).
 
-A request reads its token once: one plain statement for the token row and its user
-(`authenticate_credentials`; `config.plainsql`: compiling the ORM query cost more than
+A request reads its token once: one plain statement for the token row and its user,
+and in a read (GET, HEAD, OPTIONS) the user's roles, which the permission check then
+takes from `budgets.permissions`' per-request memo (`authenticate_credentials`; `config.plainsql`: compiling the ORM query cost more than
 the lookup). knox's own check also loads every other token of the user
 on each request to delete the expired ones; here the hourly prune
 (`accounts.prune_expired_tokens`) does that, and an expired token is refused (and
@@ -27,27 +28,35 @@ from rest_framework import exceptions
 from rest_framework.authentication import get_authorization_header
 
 from accounts.models import ApiToken
+from budgets import permissions
 from config.plainsql import columns, fetch_all, instance
 
 INVALID = "Invalid token."
 
 
 @functools.cache
-def _token_sql() -> str:
+def _token_sql(with_roles: bool) -> str:
     user, fk = get_user_model(), ApiToken._meta.get_field("user").column
+    pk = f'u."{user._meta.pk.column}"'
+    roles = f", {permissions.roles_select(pk)}" if with_roles else ""
     return (
-        f"SELECT {columns(ApiToken, 't')}, {columns(user, 'u')} "
+        f"SELECT {columns(ApiToken, 't')}, {columns(user, 'u')}{roles} "
         f'FROM "{ApiToken._meta.db_table}" t INNER JOIN "{user._meta.db_table}" u '
-        f'ON u."{user._meta.pk.column}" = t."{fk}" WHERE t."token_key" = %s'
+        f'ON {pk} = t."{fk}" WHERE t."token_key" = %s'
     )
 
 
 def tokens_with_users(token_key: str) -> list[ApiToken]:
-    """The token rows with `token_key`, each with its user, read in one statement."""
+    """The token rows with `token_key`, each with its user, read in one statement; in a
+    request that reads roles once (a read), each user's roles come with it
+    (`budgets.permissions.remember_roles`), so the permission check reads nothing."""
+    with_roles = permissions.roles_reading_once()
     found = []
-    for row in fetch_all(_token_sql(), [token_key]):
+    for row in fetch_all(_token_sql(with_roles), [token_key]):
         token, at = instance(ApiToken, row)
-        token.user, _ = instance(get_user_model(), row, at)
+        token.user, at = instance(get_user_model(), row, at)
+        if with_roles:
+            token.user_roles = (row[at], row[at + 1])
         found.append(token)
     return found
 
@@ -78,7 +87,10 @@ class BearerOrTokenAuthentication(TokenAuthentication):
                 row.delete()
                 token_expired.send(sender=type(self), username=username, source="auth_token")
                 break
-            return self.validate_user(row)
+            found = self.validate_user(row)
+            if hasattr(row, "user_roles"):  # read with the token (`tokens_with_users`)
+                permissions.remember_roles(row.user.pk, *row.user_roles)
+            return found
         raise exceptions.AuthenticationFailed(INVALID)
 
 

@@ -111,6 +111,36 @@ def _roles(actor: Any) -> list[tuple[int, str]]:
     return roles
 
 
+def roles_reading_once() -> bool:
+    """Whether this request reads each user's roles once (`roles_read_once` is active)."""
+    return _ROLES_MEMO.get() is not None
+
+
+def roles_select(user_id_sql: str) -> str:
+    """Two select-list items: the node ids and the roles (`remember_roles`' pairs, in
+    the same order) of the user whose id is the SQL expression `user_id_sql`, for a
+    statement that reads the user anyway (the API token's: accounts.authentication)."""
+    meta = Membership._meta
+    parts = {
+        "table": meta.db_table,
+        "user": meta.get_field("user").column,
+        "pk": meta.pk.column,
+        "where": user_id_sql,
+    }
+    pick = 'ARRAY(SELECT m."{col}" FROM "{table}" m WHERE m."{user}" = {where} ORDER BY m."{pk}")'
+    return ", ".join(
+        pick.format(col=meta.get_field(name).column, **parts) for name in ("node", "role")
+    )
+
+
+def remember_roles(user_id: int, node_ids: list[int], roles: list[str]) -> None:
+    """Within `roles_read_once`, take the pairs of `roles_select` as the memberships of
+    `user_id` (read by this request already); outside it, nothing."""
+    memo = _ROLES_MEMO.get()
+    if memo is not None:
+        memo[user_id] = list(zip(node_ids, roles, strict=True))
+
+
 NO_ROLE_MESSAGE = (
     "You have no role in the organisation yet: ask a manager to make you a member of a "
     "project. Until then you may manage your API tokens and see your own page."

@@ -10,19 +10,24 @@ import pytest
 from csp.exceptions import CSPNonceError
 from csp.utils import build_policy
 from django.contrib.sessions.models import Session
+from django.db import connection
 from django.db.models import Model
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from budgets.models import BudgetNode
+from accounts.authentication import BearerOrTokenAuthentication
+from accounts.services import token_create
+from budgets import permissions
+from budgets.models import BudgetNode, Membership
 from budgets.selectors import tree_index, tree_version
 from config.csp import CSPMiddleware
 from config.sessions import SessionStore
 from scheduler.models import Attempt, Job
 from scheduler.selectors.clusters import cluster_list, resolve_cluster
 from scheduler.selectors.jobs import job_attempts, job_detail
-from tests.factories import AttemptFactory, JobFactory
+from tests.factories import AttemptFactory, JobFactory, MembershipFactory, UserFactory
 
 
 def values(obj: Model) -> dict:
@@ -107,3 +112,28 @@ def test_a_session_read_plainly_keeps_its_data_and_its_expiry():
     )
     expired = SessionStore(store.session_key)
     assert expired.load() == {} and expired.session_key is None
+
+
+@pytest.mark.django_db
+def test_a_token_read_brings_its_users_roles_and_a_write_reads_them_afresh(tree):
+    member = MembershipFactory(node=tree.node("a1")).user
+    MembershipFactory(user=member, node=tree.node("prog-b"), role="manager")
+    roleless = UserFactory()
+    expected = sorted(Membership.objects.filter(user=member).values_list("node_id", "role"))
+    auth = BearerOrTokenAuthentication()
+
+    token = token_create(user=member, name="t")[1].encode()
+
+    with permissions.roles_read_once(), CaptureQueriesContext(connection) as read:
+        user, _ = auth.authenticate_credentials(token)
+        assert sorted(permissions._roles(user)) == expected
+        assert permissions.is_participant(user)
+    assert len(read.captured_queries) == 1  # the token's statement brought the roles
+
+    with permissions.roles_read_once():
+        user, _ = auth.authenticate_credentials(token_create(user=roleless, name="t")[1].encode())
+        assert permissions._roles(user) == [] and not permissions.is_participant(user)
+
+    user, _ = auth.authenticate_credentials(token_create(user=member, name="w")[1].encode())
+    Membership.objects.filter(user=member).delete()
+    assert permissions._roles(user) == []  # outside a read: asked afresh
