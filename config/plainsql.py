@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import Model
+from psycopg.types.datetime import TimestamptzLoader
 
 M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, Any], Any]
@@ -64,7 +65,13 @@ def fetch_one(sql: str, params: Sequence[Any]) -> tuple | None:
         return cursor.fetchone()
 
 
-def fetch_all(sql: str, params: Sequence[Any]) -> list[tuple]:
+def fetch_all(sql: str, params: Sequence[Any], *, native_times: bool = False) -> list[tuple]:
+    """The rows of `sql`. `native_times`: timestamptz columns through psycopg's own (C)
+    loader, not Django's (a Python subclass of psycopg's Python loader, some
+    microseconds a value: most of reading 50 rows' times); the values are the same
+    aware datetimes, in the connection's time zone (UTC, as Django sets it)."""
     with connection.cursor() as cursor:
+        if native_times:
+            cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
         cursor.execute(sql, params)
         return cursor.fetchall()

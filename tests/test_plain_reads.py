@@ -23,6 +23,7 @@ from budgets import permissions
 from budgets.models import BudgetNode, Membership
 from budgets.selectors import tree_index, tree_version
 from config.csp import CSPMiddleware
+from config.plainsql import fetch_all
 from config.sessions import SessionStore
 from scheduler.models import Attempt, Job
 from scheduler.selectors.clusters import cluster_list, resolve_cluster
@@ -137,3 +138,13 @@ def test_a_token_read_brings_its_users_roles_and_a_write_reads_them_afresh(tree)
     user, _ = auth.authenticate_credentials(token_create(user=member, name="w")[1].encode())
     Membership.objects.filter(user=member).delete()
     assert permissions._roles(user) == []  # outside a read: asked afresh
+
+
+@pytest.mark.django_db
+def test_times_read_through_psycopgs_own_loader_are_djangos():
+    job = JobFactory(submitted_at=dt.datetime(2026, 3, 1, 12, 30, 5, 250, tzinfo=dt.UTC))
+    sql = f"SELECT submitted_at, queued_at FROM {Job._meta.db_table} WHERE id = %s"
+    django_read = fetch_all(sql, [job.pk])
+    native = fetch_all(sql, [job.pk], native_times=True)
+    assert native == django_read and native[0][0] == job.submitted_at
+    assert [t.tzinfo for t in native[0] if t] == [t.tzinfo for t in django_read[0] if t]

@@ -21,6 +21,7 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.selectors import TreeIndex, node_paths, tree_index
 from config.errors import ValidationFailed
+from config.plainsql import fetch_all
 from scheduler.core.engine import entitled_shares, plan, project_standing
 from scheduler.core.engine.explain import STANDING, hours_text
 from scheduler.core.engine.runs import protection_end
@@ -237,9 +238,7 @@ def _queue_jobs(job_ids: list[int]) -> dict[int, dict[str, Any]]:
     sql = _QUEUE_JOBS_SQL.format(
         job=Job._meta.db_table, user=user._meta.db_table, username=user.USERNAME_FIELD
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [list(job_ids)])
-        rows = cursor.fetchall()
+    rows = fetch_all(sql, [list(job_ids)], native_times=True)
     return {
         pk: {
             "name": name,
