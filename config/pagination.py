@@ -7,6 +7,8 @@ documents both parameters with their bounds on every list operation (`PAGE_PARAM
 
 from __future__ import annotations
 
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
+
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.pagination import LimitOffsetPagination
 
@@ -56,3 +58,27 @@ class Pagination(LimitOffsetPagination):
 
     def get_offset(self, request) -> int:
         return _bounded(request, self.offset_query_param, default=0, low=0, high=MAX_OFFSET)
+
+    def get_next_link(self) -> str | None:
+        if self.offset + self.limit >= self.count:
+            return None
+        return self._link(self.offset + self.limit)
+
+    def get_previous_link(self) -> str | None:
+        if self.offset <= 0:
+            return None
+        return self._link(self.offset - self.limit if self.offset > self.limit else None)
+
+    def _link(self, offset: int | None) -> str:
+        """DRF's link: the request's absolute URL with `limit` set and `offset` set (or,
+        None, removed), the query sorted; its URL parsed and encoded once, not twice."""
+        scheme, netloc, path, query, fragment = urlsplit(self.request.build_absolute_uri())
+        params = parse_qs(query, keep_blank_values=True)
+        params[self.limit_query_param] = [str(self.limit)]
+        if offset is None:
+            params.pop(self.offset_query_param, None)
+        else:
+            params[self.offset_query_param] = [str(offset)]
+        return urlunsplit(
+            (scheme, netloc, path, urlencode(sorted(params.items()), doseq=True), fragment)
+        )
