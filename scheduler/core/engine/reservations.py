@@ -26,7 +26,12 @@ from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
 from scheduler.core.engine.runs import idle_reclaimable, protection_end
 from scheduler.core.engine.share_floor import FloorRule
-from scheduler.core.engine.short_reserve import hosts_with_room, pending_short
+from scheduler.core.engine.short_reserve import (
+    host_loads,
+    hosts_with_room,
+    pending_short,
+    under_served_budget,
+)
 from scheduler.core.engine.types import Placement, Reservation, Workload
 from scheduler.core.engine.victims import blocks_in_room
 
@@ -222,10 +227,11 @@ class Reservations:
         """Cheapest aligned p-block of free GPUs and unallocated jobs (for a `short` job
         on the short-job reserve, also allocated jobs past their protection that run on
         `hosts` alone, but none of its own project at its priority or above) on `hosts`:
-        fewest victims of under-served projects, then fewest allocated victims, then those of the projects ranked lowest in the
-        fair-share order, then least lost work, then fewest victims, then fewest free
-        GPUs left (tighter fit). Also says whether work of the short job's own project
-        was passed over (then the block may exist for another project's job)."""
+        fewest victims of under-served projects, then fewest allocated victims, then
+        those of the projects ranked lowest in the fair-share order, then least lost
+        work, then fewest victims, then fewest free GPUs left (tighter fit). Also says
+        whether work of the short job's own project was passed over (then the block may
+        exist for another project's job)."""
         by_host = self.victims().by_host
         c = self.cluster
         free, gpus = c.free, c.gpus
@@ -241,9 +247,9 @@ class Reservations:
             # allocated work only if it runs on `hosts` alone (a gang that spans other
             # hosts is not stopped for a short job), its project has had at least its
             # share among its siblings (level fair share <= 1) or the cycle's budget for
-            # under-served projects' work (`_under_budget`) still holds the block, and it
-            # is not the short job's own project's at the same priority or above (that
-            # would only trade one job for another)
+            # under-served projects' work (`short_reserve.under_served_budget`) still
+            # holds the block, and it is not the short job's own project's at the same
+            # priority or above (that would only trade one job for another)
             on = []
             for u, mu in by_host.get(h, ()):
                 if not u.alive:
@@ -446,15 +452,15 @@ class Reservations:
         hold the short work (hosts with none end the count): under overload every host
         runs long work, and the reserve's room is what of it has passed its protection.
         Short jobs take under-served projects' work there only up to their share of
-        the allocated demand (`_under_budget`).
+        the allocated demand (`short_reserve.under_served_budget`).
 
         The reserve follows the short work: while the short jobs running and waiting
         need more whole hosts than its size, it holds that many, and it shrinks back as
         they end. The base hosts are those with the fewest GPUs a short job may not
-        take (then the fewest under longer protection, then the highest index), so the reserve stays where it was while it keeps to
-        its rule. A host is added for short work only if short jobs can use all of it
-        at once: it runs no allocated work but short jobs (free GPUs, unallocated
-        backfill, short jobs), highest index first.
+        take (then the fewest under longer protection, then the highest index), so the
+        reserve stays where it was while it keeps to its rule. A host is added for short
+        work only if short jobs can use all of it at once: it runs no allocated work but
+        short jobs (free GPUs, unallocated backfill, short jobs), highest index first.
 
         It never makes a job impossible: at least one host stays open to long work, and
         while a job that needs more whole hosts than the reserve leaves is pending, the
@@ -498,11 +504,13 @@ class Reservations:
         short_limit = INF if self.cap <= short_s else short_s
         widest, waiting_gpus, self.short_waiting = pending_short(short_limit, size, pending)
         late = self.now + max(short_s, rule.release_s if rule.release_s < INF else 0.0)
-        running_gpus, long_gpus, late_gpus, has_longer, blocked = self._host_loads(
-            hosts, short_limit, size, (self.now + short_s, late)
+        running_gpus, long_gpus, late_gpus, has_longer, blocked = host_loads(
+            self.cluster.runs, hosts, short_limit, size, (self.now + short_s, late)
         )
         by_long = sorted(hosts, key=lambda h: (blocked[h], long_gpus[h], -h))
-        self.under_budget = self._under_budget(waiting_gpus + running_gpus, running_gpus, pending)
+        self.under_budget = under_served_budget(
+            self.cluster, waiting_gpus + running_gpus, running_gpus, pending
+        )
         return _ShortLoads(
             size,
             short_limit,
@@ -514,23 +522,6 @@ class Reservations:
             by_long,
             blocked,
         )
-
-    def _under_budget(
-        self, short_gpus: int, running_short: int, pending: Mapping[str, Sequence[Workload]]
-    ) -> int:
-        """GPUs of under-served projects' work past its protection that short jobs may
-        take on the reserve this cycle: the short jobs' share of the allocated demand
-        (`short_gpus`, running and waiting, over the GPUs of all allocated work running
-        and waiting) of the cluster's GPUs, less the GPUs short work already runs on.
-        Under overload short work gets its share of the cluster, no more, at the cost
-        of the under-served projects too."""
-        running = sum(r.run.workload.gpus for r in self.cluster.runs if r.allocated is not None)
-        waiting = sum(w.gpus for jobs in pending.values() for w in jobs if w.min_runtime_s > 0)
-        demand = running + waiting
-        if demand <= 0 or short_gpus <= 0:
-            return 0
-        total = sum(self.cluster.gpus)
-        return max(0, math.ceil(total * short_gpus / demand) - running_short)
 
     @staticmethod
     def _short_hosts(count: int, ld: _ShortLoads, auto: bool, idle_share: float) -> list[int]:
@@ -581,43 +572,6 @@ class Reservations:
             give = set([h for h in fits if h in held][:lack])
             chosen = [h for h in chosen if h not in give]
         return chosen
-
-    def _host_loads(
-        self, hosts: Sequence[int], short_limit: float, size: int, until: tuple[float, float]
-    ) -> tuple[int, dict[int, int], dict[int, int], set[int], dict[int, int]]:
-        """GPUs of running short jobs that fit one host of `size` GPUs (on any host); per
-        host of `hosts`, GPUs of allocated work protected beyond `until[0]`, and beyond
-        `until[1]`; the hosts of `hosts` that run allocated work that is not short
-        (protected or not); and per host the GPUs a short job may not take there within
-        `until[0]` (`blocked`): long work still protected then, and gangs spanning
-        hosts, which the reserve never takes."""
-        short = 0
-        long_gpus = dict.fromkeys(hosts, 0)
-        late_gpus = dict.fromkeys(hosts, 0)
-        blocked = dict.fromkeys(hosts, 0)
-        has_longer: set[int] = set()
-        soon, late = until
-        for run in self.cluster.runs:
-            if run.allocated is None:
-                continue
-            w = run.run.workload
-            if 0.0 < w.min_runtime_s <= short_limit:
-                if w.gpus <= size:
-                    short += w.gpus
-                continue
-            gang = len(run.host_masks) > 1  # the reserve never stops a gang
-            for h, mask in run.host_masks:
-                if h in long_gpus:
-                    has_longer.add(h)
-                    n = mask.bit_count()
-                    if run.protected_until > soon:
-                        long_gpus[h] += n
-                        blocked[h] += n
-                        if run.protected_until > late:
-                            late_gpus[h] += n
-                    elif gang:
-                        blocked[h] += n
-        return short, long_gpus, late_gpus, has_longer, blocked
 
     def release_all(self) -> None:
         """Open the reserved hosts to unallocated work (phase 2 of the cycle)."""

@@ -3,13 +3,15 @@ waiting short jobs and how many hosts their work needs. Pure functions."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
 
+from scheduler.core.engine.cluster import ClusterState, RunInfo
 from scheduler.core.engine.types import Workload
 from scheduler.core.engine.victims import Victim, blocks_in_room
 
-__all__ = ["hosts_with_room", "own_block", "pending_short"]
+__all__ = ["host_loads", "hosts_with_room", "own_block", "pending_short", "under_served_budget"]
 
 _GPUS = attrgetter("gpus")
 
@@ -97,3 +99,66 @@ def own_block(
             if best_key is None or key < best_key:
                 best_key, best = key, (h, s, chosen)
     return best
+
+
+def under_served_budget(
+    cluster: ClusterState,
+    short_gpus: int,
+    running_short: int,
+    pending: Mapping[str, Sequence[Workload]],
+) -> int:
+    """GPUs of under-served projects' work past its protection that short jobs may
+    take on the reserve this cycle: the short jobs' share of the allocated demand
+    (`short_gpus`, running and waiting, over the GPUs of all allocated work running
+    and waiting) of the cluster's GPUs, less the GPUs short work already runs on.
+    Under overload short work gets its share of the cluster, no more, at the cost
+    of the under-served projects too."""
+    running = sum(r.run.workload.gpus for r in cluster.runs if r.allocated is not None)
+    waiting = sum(w.gpus for jobs in pending.values() for w in jobs if w.min_runtime_s > 0)
+    demand = running + waiting
+    if demand <= 0 or short_gpus <= 0:
+        return 0
+    total = sum(cluster.gpus)
+    return max(0, math.ceil(total * short_gpus / demand) - running_short)
+
+
+def host_loads(
+    runs: Sequence[RunInfo],
+    hosts: Sequence[int],
+    short_limit: float,
+    size: int,
+    until: tuple[float, float],
+) -> tuple[int, dict[int, int], dict[int, int], set[int], dict[int, int]]:
+    """GPUs of running short jobs that fit one host of `size` GPUs (on any host); per
+    host of `hosts`, GPUs of allocated work protected beyond `until[0]`, and beyond
+    `until[1]`; the hosts of `hosts` that run allocated work that is not short
+    (protected or not); and per host the GPUs a short job may not take there within
+    `until[0]` (`blocked`): long work still protected then, and gangs spanning
+    hosts, which the reserve never takes."""
+    short = 0
+    long_gpus = dict.fromkeys(hosts, 0)
+    late_gpus = dict.fromkeys(hosts, 0)
+    blocked = dict.fromkeys(hosts, 0)
+    has_longer: set[int] = set()
+    soon, late = until
+    for run in runs:
+        if run.allocated is None:
+            continue
+        w = run.run.workload
+        if 0.0 < w.min_runtime_s <= short_limit:
+            if w.gpus <= size:
+                short += w.gpus
+            continue
+        gang = len(run.host_masks) > 1  # the reserve never stops a gang
+        for h, mask in run.host_masks:
+            if h in long_gpus:
+                has_longer.add(h)
+                n = mask.bit_count()
+                if run.protected_until > soon:
+                    long_gpus[h] += n
+                    blocked[h] += n
+                    if run.protected_until > late:
+                        late_gpus[h] += n
+                elif gang:
+                    blocked[h] += n
+    return short, long_gpus, late_gpus, has_longer, blocked
