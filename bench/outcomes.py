@@ -240,30 +240,16 @@ def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(_figure("debug wait p90, ai2-saturated (worst seed)", p90, "<= 60 s", p90 <= 60))
     for sc in ("host-failures", "large-gang", "zero-weight"):
         on = {r["seed"]: r for r in pick(sc)}
-        off = {r["seed"]: r for r in pick(sc, reserve="off")}
-        pairs = [(on[k], off[k]) for k in sorted(on) if k in off]
-        if pairs:
-            d = drop(pairs)
-            out.append(
-                _figure(
-                    f"entitlement on {sc}, reserve off minus on (overall or worst, worst seed)",
-                    d,
-                    "<= 0.01",
-                    d <= 0.01,
-                )
-            )
-        unfloored = {r["seed"]: r for r in pick(sc, fl="off")} if floor == "on" else {}
-        pairs = [(on[k], unfloored[k]) for k in sorted(on) if k in unfloored]
-        if pairs:
-            d = drop(pairs)
-            out.append(
-                _figure(
-                    f"entitlement on {sc}, share floor off minus on (overall or worst, worst seed)",
-                    d,
-                    "<= 0.01",
-                    d <= 0.01,
-                )
-            )
+        without = {
+            "reserve": {r["seed"]: r for r in pick(sc, reserve="off")},
+            "share floor": {r["seed"]: r for r in pick(sc, fl="off")} if floor == "on" else {},
+        }
+        for what, off in without.items():
+            pairs = [(on[k], off[k]) for k in sorted(on) if k in off]
+            if pairs:
+                d = drop(pairs)
+                name = f"entitlement on {sc}, {what} off minus on (overall or worst, worst seed)"
+                out.append(_figure(name, d, "<= 0.01", d <= 0.01))
     ph = pick("philly")
     if ph:
         ob = ph[0]["occupancy_of_bound"]
