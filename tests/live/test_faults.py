@@ -258,10 +258,14 @@ def test_two_workers_run_one_cycle_at_a_time_per_cluster(
 
 
 def _reset_broker_pools() -> None:
-    """Celery keeps its broker connections in pools; drop them so the next task goes
-    to the broker now configured."""
+    """Celery keeps its broker connections in pools and its result backend (with its
+    Redis URL) per app or thread; drop them so the next task and the next result go to
+    the broker and backend now configured (a backend left on this test's stopped Redis
+    failed a later test of the same xdist worker that waits for a result)."""
     app._pool = None
     app.amqp._producer_pool = None
+    app._backend_cache = None
+    app._local.__dict__.pop("backend", None)
 
 
 @pytest.fixture
