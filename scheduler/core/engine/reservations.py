@@ -502,14 +502,19 @@ class Reservations:
         # allocated job when the cap itself is that short); read per job, so as a bound
         # on its min runtime
         short_limit = INF if self.cap <= short_s else short_s
-        widest, waiting_gpus, self.short_waiting = pending_short(short_limit, size, pending)
+        widest, waiting_gpus, self.short_waiting, waiting_allocated = pending_short(
+            short_limit, size, pending
+        )
         late = self.now + max(short_s, rule.release_s if rule.release_s < INF else 0.0)
-        running_gpus, long_gpus, late_gpus, has_longer, blocked = host_loads(
+        running_gpus, long_gpus, late_gpus, has_longer, blocked, running_allocated = host_loads(
             self.cluster.runs, hosts, short_limit, size, (self.now + short_s, late)
         )
         by_long = sorted(hosts, key=lambda h: (blocked[h], long_gpus[h], -h))
         self.under_budget = under_served_budget(
-            self.cluster, waiting_gpus + running_gpus, running_gpus, pending
+            sum(self.cluster.gpus),
+            waiting_gpus + running_gpus,
+            running_gpus,
+            running_allocated + waiting_allocated,
         )
         return _ShortLoads(
             size,

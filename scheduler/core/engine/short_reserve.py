@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
 
-from scheduler.core.engine.cluster import ClusterState, RunInfo
+from scheduler.core.engine.cluster import RunInfo
 from scheduler.core.engine.types import Workload
 from scheduler.core.engine.victims import Victim, blocks_in_room
 
@@ -33,21 +33,22 @@ def hosts_with_room(
 
 def pending_short(
     short_limit: float, size: int, pending: Mapping[str, Sequence[Workload]]
-) -> tuple[int, int, dict[str, list[Workload]]]:
+) -> tuple[int, int, dict[str, list[Workload]], int]:
     """(GPUs of the widest pending job, GPUs of the pending short jobs, those with a min
     runtime in (0, `short_limit`], that fit one host of `size` GPUs: only those can start
-    on a held host; those jobs per project). Every pending job is read once per cycle:
-    no call per job."""
-    widest = short = 0
+    on a held host; those jobs per project; GPUs of all pending allocated jobs). Every
+    pending job is read once per cycle: no call per job."""
+    widest = short = allocated = 0
     found: dict[str, list[Workload]] = {}
     for proj, jobs in pending.items():
         if jobs:
             widest = max(widest, max(map(_GPUS, jobs)))
+            allocated += sum(w.gpus for w in jobs if w.min_runtime_s > 0)
             mine = [w for w in jobs if 0.0 < w.min_runtime_s <= short_limit and w.gpus <= size]
             if mine:
                 found[proj] = mine
                 short += sum(map(_GPUS, mine))
-    return widest, short, found
+    return widest, short, found, allocated
 
 
 def _own_room(
@@ -102,24 +103,18 @@ def own_block(
 
 
 def under_served_budget(
-    cluster: ClusterState,
-    short_gpus: int,
-    running_short: int,
-    pending: Mapping[str, Sequence[Workload]],
+    total_gpus: int, short_gpus: int, running_short: int, allocated_demand: int
 ) -> int:
     """GPUs of under-served projects' work past its protection that short jobs may
     take on the reserve this cycle: the short jobs' share of the allocated demand
-    (`short_gpus`, running and waiting, over the GPUs of all allocated work running
-    and waiting) of the cluster's GPUs, less the GPUs short work already runs on.
+    (`short_gpus`, running and waiting, over `allocated_demand`, the GPUs of all
+    allocated work running and waiting) of the cluster's `total_gpus`, less the GPUs
+    short work already runs on.
     Under overload short work gets its share of the cluster, no more, at the cost
     of the under-served projects too."""
-    running = sum(r.run.workload.gpus for r in cluster.runs if r.allocated is not None)
-    waiting = sum(w.gpus for jobs in pending.values() for w in jobs if w.min_runtime_s > 0)
-    demand = running + waiting
-    if demand <= 0 or short_gpus <= 0:
+    if allocated_demand <= 0 or short_gpus <= 0:
         return 0
-    total = sum(cluster.gpus)
-    return max(0, math.ceil(total * short_gpus / demand) - running_short)
+    return max(0, math.ceil(total_gpus * short_gpus / allocated_demand) - running_short)
 
 
 def host_loads(
@@ -128,14 +123,14 @@ def host_loads(
     short_limit: float,
     size: int,
     until: tuple[float, float],
-) -> tuple[int, dict[int, int], dict[int, int], set[int], dict[int, int]]:
+) -> tuple[int, dict[int, int], dict[int, int], set[int], dict[int, int], int]:
     """GPUs of running short jobs that fit one host of `size` GPUs (on any host); per
     host of `hosts`, GPUs of allocated work protected beyond `until[0]`, and beyond
     `until[1]`; the hosts of `hosts` that run allocated work that is not short
     (protected or not); and per host the GPUs a short job may not take there within
     `until[0]` (`blocked`): long work still protected then, and gangs spanning
-    hosts, which the reserve never takes."""
-    short = 0
+    hosts, which the reserve never takes; last, GPUs of all running allocated jobs."""
+    short = allocated = 0
     long_gpus = dict.fromkeys(hosts, 0)
     late_gpus = dict.fromkeys(hosts, 0)
     blocked = dict.fromkeys(hosts, 0)
@@ -145,6 +140,7 @@ def host_loads(
         if run.allocated is None:
             continue
         w = run.run.workload
+        allocated += w.gpus
         if 0.0 < w.min_runtime_s <= short_limit:
             if w.gpus <= size:
                 short += w.gpus
@@ -161,4 +157,4 @@ def host_loads(
                         late_gpus[h] += n
                 elif gang:
                     blocked[h] += n
-    return short, long_gpus, late_gpus, has_longer, blocked
+    return short, long_gpus, late_gpus, has_longer, blocked, allocated
