@@ -1,5 +1,5 @@
 """Share arithmetic of the database tree: a thin layer over the one budget-tree module
-(`scheduler.core.engine.budget_tree`), which the engine, the simulator and the reports use
+(`budgets.rules`), which the engine, the simulator and the reports use
 too, plus how weights are shown on pages.
 
 share among siblings = weight / sum of sibling weights (0 when all are 0);
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from decimal import Decimal
 
-from scheduler.core.engine.budget_tree import NodeShare, shares_by_id, weight_number
+from budgets.rules import NodeShare, shares_by_id, weight_number
 
 __all__ = [
     "SHARE_DECIMALS",

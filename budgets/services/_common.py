@@ -11,7 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from budgets import permissions
+from budgets import permissions, rules
 from budgets.models import (
     BudgetEvent,
     TreeState,
@@ -20,11 +20,10 @@ from budgets.selectors import TreeIndex
 from budgets.signals import tree_changed
 from config.errors import Conflict, PermissionDenied, ValidationFailed
 from config.text import clean_reason, refuse_control_characters
-from scheduler.core.engine import budget_tree
 
 MAX_REASON_LENGTH = 2000
-MAX_WEIGHT = budget_tree.MAX_WEIGHT
-NAME_MAX_LENGTH = budget_tree.NAME_MAX_LENGTH
+MAX_WEIGHT = rules.MAX_WEIGHT
+NAME_MAX_LENGTH = rules.NAME_MAX_LENGTH
 
 
 @dataclass(frozen=True)
@@ -45,21 +44,21 @@ def _clean_reason(reason: Any) -> str:
 
 
 def parse_weight(value: Any, *, field: str = "weight") -> Decimal:
-    """A weight, by the budget tree's one rule (`budget_tree.parse_weight`): a finite
+    """A weight, by the budget tree's one rule (`rules.parse_weight`): a finite
     decimal >= 0, at most `MAX_WEIGHT`, with at most 4 decimal places."""
     try:
-        return budget_tree.parse_weight(value)
-    except budget_tree.WeightProblem as exc:
+        return rules.parse_weight(value)
+    except rules.WeightProblem as exc:
         raise ValidationFailed(str(exc), field=field) from None
 
 
 def _clean_name(name: Any, *, field: str = "name") -> str:
-    """A node name by the budget tree's one rule (`budget_tree.clean_name`)."""
+    """A node name by the budget tree's one rule (`rules.clean_name`)."""
     if isinstance(name, str):
         refuse_control_characters(name.strip(), field=field, multiline=False)
     try:
-        return budget_tree.clean_name(name)
-    except budget_tree.NameProblem as exc:
+        return rules.clean_name(name)
+    except rules.NameProblem as exc:
         raise ValidationFailed(str(exc), field=field) from None
 
 

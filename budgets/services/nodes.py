@@ -16,6 +16,7 @@ from budgets.models import (
     NodeKind,
     TreeState,
 )
+from budgets.rules import name_slug
 from budgets.selectors import TreeIndex, tree_index
 from budgets.services._common import (
     _actor_name,
@@ -28,7 +29,6 @@ from budgets.services._common import (
     parse_weight,
 )
 from config.errors import NotFound, NothingToChange, ValidationFailed
-from scheduler.core.engine.budget_tree import name_slug
 
 
 def _unique_among_siblings(

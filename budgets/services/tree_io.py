@@ -9,7 +9,7 @@ import pghistory
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from budgets import permissions
+from budgets import permissions, rules
 from budgets.models import (
     BudgetEventItem,
     BudgetNode,
@@ -18,6 +18,7 @@ from budgets.models import (
     NodeKind,
     Role,
 )
+from budgets.rules import name_slug
 from budgets.selectors import TreeIndex, tree_as_dict, tree_index
 from budgets.services._common import (
     _actor_name,
@@ -26,16 +27,14 @@ from budgets.services._common import (
     _new_event,
 )
 from config.errors import NotFound, PermissionDenied, ValidationFailed
-from scheduler.core.engine import budget_tree
-from scheduler.core.engine.budget_tree import name_slug
 
 
-def parse_tree_document(data: Any) -> budget_tree.TreeDocument:
-    """Validate the budget tree file format (`scheduler.core.engine.budget_tree`, the one
+def parse_tree_document(data: Any) -> rules.TreeDocument:
+    """Validate the budget tree file format (`budgets.rules`, the one
     parser the simulator uses too); the error lists every problem with its node path."""
     try:
-        return budget_tree.parse_tree_document(data)
-    except budget_tree.TreeFileError as exc:
+        return rules.parse_tree_document(data)
+    except rules.TreeFileError as exc:
         first = exc.issues[0]
         field = f"{first.node}.{first.field}" if first.field else first.node
         raise ValidationFailed(str(exc).replace("\n", "; "), field=field) from None
@@ -62,7 +61,7 @@ class _TreeWriter:
             self.users[username] = found
         return self.users[username]
 
-    def upsert(self, item: budget_tree.TreeDocument, parent: BudgetNode | None) -> BudgetNode:
+    def upsert(self, item: rules.TreeDocument, parent: BudgetNode | None) -> BudgetNode:
         """Create or update `item` under `parent` (matched by name), then its subtree."""
         if item.children:
             kind = NodeKind.ORGANISATION if parent is None else NodeKind.PROGRAM
