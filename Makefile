@@ -40,7 +40,7 @@ systemd:
 	  else echo "warning: systemd-analyze is missing (apt-get install systemd); the unit check will be skipped"; fi; }
 
 # Debian's Prometheus, for the tests that scrape the simulated cluster's GPU metrics and
-# read utilization back over its HTTP API (tests/live/test_utilization_prometheus.py).
+# read utilization back over its HTTP API (tests/e2e/test_utilization_prometheus.py).
 prometheus:
 	@command -v prometheus >/dev/null 2>&1 || test -x /usr/bin/prometheus || { \
 	  if [ "$$(id -u)" = 0 ]; then (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) || echo "warning: could not install prometheus; its tests will be skipped"; \

@@ -68,7 +68,7 @@ def run(count: int, seed: int, workdir: Path, port: int) -> dict:
     from scheduler.adapters.simcluster.process import SimClusterProcess
     from scheduler.models import Attempt
     from scheduler.services.clusters import cluster_create
-    from tests.live.workers import WorkerProcess, test_database_url
+    from tests.support.workers import WorkerProcess, test_database_url
 
     sim_log = (workdir / "simcluster.log").open("wb")
     sim = SimClusterProcess(state_dir=workdir / "sim", log=sim_log).start()

@@ -169,7 +169,7 @@ def start_on_simulated_cluster(cluster, running) -> None:
 
 def memory_cluster(cluster, running, now):
     from scheduler.adapters import ClusterPlacement
-    from tests.live.memcluster import MemoryCluster, _Job
+    from tests.support.memcluster import MemoryCluster, _Job
 
     memory = MemoryCluster({h.name: h.gpus for h in cluster.hosts.all()}, now)
     for attempt_id, placements, started_at in running:

@@ -66,7 +66,7 @@ from django.utils import timezone
 from scheduler.cycle.worker import CycleWorker
 from scheduler.selectors.eta import cluster_etas
 from scheduler.services.jobs import job_submit
-from tests.live.memcluster import MemoryCluster
+from tests.support.memcluster import MemoryCluster
 User = get_user_model()
 user = User.objects.create_user("bench", password="bench-password-1")
 admin = User.objects.create_superuser("admin", password="bench-password-1")

@@ -88,7 +88,7 @@ def measure(workers: int, cluster_ids: list[int], seconds: float, workdir: Path)
 
     from scheduler import tasks
     from scheduler.models import CycleRecord
-    from tests.live.workers import WorkerProcess
+    from tests.support.workers import WorkerProcess
 
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     processes = [

@@ -29,8 +29,8 @@ from scheduler.services.previews import preview_request, preview_run
 from scheduler.tasks import run_cycle
 from tests.dashboards import data
 from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
-from tests.live.memcluster import MemoryCluster
 from tests.support.live import Live
+from tests.support.memcluster import MemoryCluster
 from tests.support.querycount import assert_same_count, count_queries
 from tests.support.tree import example_tree
 

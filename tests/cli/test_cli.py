@@ -16,9 +16,9 @@ from django.utils import timezone
 from scheduler import adapters
 from scheduler.models import Job, JobState
 from tests.factories import ClusterFactory, HostFactory
-from tests.live.memcluster import MemoryCluster
 from tests.roles import token_for
 from tests.support.cli import Cli
+from tests.support.memcluster import MemoryCluster
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

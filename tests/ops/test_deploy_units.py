@@ -19,8 +19,6 @@ import pytest
 from ops.models import Heartbeat
 from scheduler.adapters.simcluster.process import answers
 from scheduler.services.clusters import cluster_create
-from tests.live.workers import RedisServer
-from tests.live.workers import test_database_url as database_url_of_tests
 from tests.ops.deploy import (
     Deployment,
     http,
@@ -32,6 +30,8 @@ from tests.ops.deploy import (
     wait_until,
 )
 from tests.support.ports import free_port
+from tests.support.workers import RedisServer
+from tests.support.workers import test_database_url as database_url_of_tests
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

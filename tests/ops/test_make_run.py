@@ -15,10 +15,10 @@ import pytest
 
 from scheduler.models import CycleRecord
 from scheduler.services.clusters import cluster_create
-from tests.live.workers import RedisServer
-from tests.live.workers import test_database_url as database_url_of_tests
 from tests.ops.deploy import wait_until
 from tests.support.ports import free_port
+from tests.support.workers import RedisServer
+from tests.support.workers import test_database_url as database_url_of_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -25,8 +25,8 @@ from scheduler.models import Cluster, Job
 from scheduler.selectors.jobs import job_queue_info
 from scheduler.tasks import run_cycle
 from tests.factories import ClusterFactory, SuperUserFactory, UserFactory
-from tests.live.memcluster import MemoryCluster
 from tests.support.live import submit_job
+from tests.support.memcluster import MemoryCluster
 
 pytestmark = pytest.mark.django_db
 

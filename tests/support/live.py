@@ -19,7 +19,7 @@ from scheduler.models import Attempt, AttemptState, Cluster, Job, JobState
 from scheduler.services.jobs import job_submit
 from scheduler.tasks import run_cycle
 from tests.factories import ClusterFactory, UserFactory
-from tests.live.memcluster import MemoryCluster
+from tests.support.memcluster import MemoryCluster
 
 
 def submit_job(

@@ -27,7 +27,7 @@ from scheduler.models import Job, SlurmAdoption
 from scheduler.services.clusters import cluster_create
 from scheduler.tasks import run_cycle
 from tests.factories import UserFactory
-from tests.live import workers
+from tests.support import workers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -27,8 +27,8 @@ from scheduler.models import Host, HostHealth, Job, JobEvent, JobState
 from scheduler.selectors.now import short_reserve_now
 from scheduler.services.jobs import job_cancel
 from tests.factories import ClusterFactory, UserFactory
-from tests.live.memcluster import MemoryCluster
 from tests.support.live import assert_consistent, submit_job
+from tests.support.memcluster import MemoryCluster
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ from scheduler.cycle.beat import clusters_due, cycle_records_prune
 from scheduler.models import CycleRecord, Job, JobEvent, JobState
 from scheduler.services.transitions import job_event
 from tests.factories import ClusterFactory, UserFactory
-from tests.live.memcluster import MemoryCluster
 from tests.support.live import submit_job
+from tests.support.memcluster import MemoryCluster
 
 
 @pytest.fixture

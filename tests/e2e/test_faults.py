@@ -21,9 +21,9 @@ from ledger.selectors import window_usage
 from scheduler import tasks
 from scheduler.models import Attempt, AttemptState, CycleRecord, Job, JobState
 from tests.factories import UserFactory
-from tests.live.workers import RedisServer, WorkerProcess
 from tests.support.live import submit_job
 from tests.support.ports import free_port
+from tests.support.workers import RedisServer, WorkerProcess
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SIM = {"start_delay_s": 1, "exit_delay_s": 2}  # simulated seconds, at speed 20

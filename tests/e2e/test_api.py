@@ -1,5 +1,5 @@
 """The live-service REST endpoints against real cycles (the in-memory cluster of
-tests/live/memcluster.py): cancel, job detail with its queue position and reason, the
+tests/support/memcluster.py): cancel, job detail with its queue position and reason, the
 queue, job lists and who sees a spec, clusters and host drains. Every endpoint x role
 (member, other project's member, manager above, staff, anonymous)."""
 
