@@ -10,9 +10,8 @@ class OpsConfig(AppConfig):
         from django.db.models.signals import post_migrate
 
         # Django's hook for registering once the apps are loaded (not a cycle breaker):
-        # importing these registers the health checks, the metric collectors and the
-        # heartbeat's signal handlers, which read models.
-        from ops import checks, collectors, dbroles, heartbeat, metrics  # noqa: F401
+        # importing the heartbeat connects its signal handlers, which read models.
+        from ops import dbroles, heartbeat, metrics  # noqa: F401
 
         metrics.use_process_files(settings.METRICS_DIR)
         # once per migrate, after every app's migrations (the runtime role's grants)

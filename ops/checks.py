@@ -7,7 +7,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from ops.health import register_check
+from ops.health import Check
 from ops.selectors import scheduling_health
 
 TIMEOUT_S = 2.0
@@ -37,6 +37,9 @@ def scheduling() -> dict:
     return scheduling_health().as_dict()
 
 
-register_check("database", database, critical=True, web=True)
-register_check("broker", broker, critical=True, web=True)
-register_check("scheduling", scheduling, critical=True, web=False)
+# What `/healthz` runs, in this order (`/healthz/web` only the `web` ones).
+CHECKS = (
+    Check("database", database, critical=True, web=True),
+    Check("broker", broker, critical=True, web=True),
+    Check("scheduling", scheduling, critical=True, web=False),
+)

@@ -11,7 +11,7 @@ from prometheus_client.core import Metric
 from accounts.models import ApiToken
 from budgets.models import BudgetEvent, BudgetNode, Membership
 from ledger.selectors import DEFAULT_DAYS, entitlement_ratios, last_hour_occupancy
-from ops.metrics import gauge, register_collector
+from ops.metrics import StateCollector, gauge
 from scheduler.models import ACTIVE_STATES, Cluster, Job, JobState
 
 
@@ -93,6 +93,5 @@ def ledger_metrics() -> Iterable[Metric]:
     )
 
 
-register_collector(budget_metrics)
-register_collector(scheduler_metrics)
-register_collector(ledger_metrics)
+# What `/metrics` reads from the database at every scrape, in this order.
+STATE_COLLECTORS: tuple[StateCollector, ...] = (budget_metrics, scheduler_metrics, ledger_metrics)

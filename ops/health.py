@@ -7,12 +7,12 @@ names what is behind. A failing check marked `critical` makes the answer 503
 lists in `stale` what every failing check names, so a monitor says at once "beat" or
 "cluster adapter: h100"; `/healthz/web` runs only the checks marked `web` (database,
 broker) and is what a load balancer asks, so a stalled scheduler does not take the web
-servers out of rotation. Apps add checks with `register_check`."""
+servers out of rotation. The checks are `ops.checks.CHECKS`, a constant."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 CheckResult = dict
@@ -26,20 +26,11 @@ class Check:
     web: bool
 
 
-_CHECKS: dict[str, Check] = {}
-
-
-def register_check(
-    name: str, run: Callable[[], CheckResult], *, critical: bool, web: bool = False
-) -> None:
-    _CHECKS[name] = Check(name, run, critical, web)
-
-
-def run_checks(*, web_only: bool = False) -> tuple[int, dict]:
-    """(HTTP status, body) of every registered check (the `web` ones only if asked)."""
+def run_checks(checks: Iterable[Check], *, web_only: bool = False) -> tuple[int, dict]:
+    """(HTTP status, body) of every check of `checks` (the `web` ones only if asked)."""
     body: dict = {"status": "ok", "stale": [], "checks": {}}
     status = 200
-    for check in _CHECKS.values():
+    for check in checks:
         if web_only and not check.web:
             continue
         started = time.perf_counter()

@@ -12,8 +12,8 @@ Two kinds:
   loses no count and the directory does not grow with restarts. Nothing deletes these
   files while the installation runs; empty the directory only with every process stopped.
 - state metrics, read from the database at scrape time by collectors (tree and audit
-  counts, jobs and GPUs by cluster, project and state, last cycle per cluster). Apps add
-  theirs with `register_collector`.
+  counts, jobs and GPUs by cluster, project and state, last cycle per cluster): the
+  constant `ops.collectors.STATE_COLLECTORS`, handed to `exposition`.
 """
 
 from __future__ import annotations
@@ -87,13 +87,8 @@ def use_process_files(directory: Path | None) -> None:
     metric_values.ValueClass = metric_values.MultiProcessValue(process_identity)
 
 
+# A function yielding metric families read at scrape time.
 StateCollector = Callable[[], Iterable[Metric]]
-_COLLECTORS: list[StateCollector] = []
-
-
-def register_collector(collect: StateCollector) -> None:
-    """Add a function yielding metric families read at scrape time."""
-    _COLLECTORS.append(collect)
 
 
 def observe_cycle(*, cluster: str, duration_s: float, actions: Iterable[tuple[str, str]]) -> None:
@@ -105,13 +100,17 @@ def observe_cycle(*, cluster: str, duration_s: float, actions: Iterable[tuple[st
 
 
 class _StateCollector:
+    def __init__(self, collectors: Iterable[StateCollector]) -> None:
+        self.collectors = tuple(collectors)
+
     def collect(self) -> Iterable[Metric]:
-        for collect in _COLLECTORS:
+        for collect in self.collectors:
             yield from collect()
 
 
-def exposition() -> bytes:
-    """The text format of every metric: this process's (or all processes') and state."""
+def exposition(collectors: Iterable[StateCollector]) -> bytes:
+    """The text format of every metric: this process's (or all processes') and the state
+    read by `collectors`."""
     registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiprocess.MultiProcessCollector(registry)
@@ -119,7 +118,7 @@ def exposition() -> bytes:
     else:
         output = generate_latest(REGISTRY)
     state = CollectorRegistry()
-    state.register(_StateCollector())
+    state.register(_StateCollector(collectors))
     return output + generate_latest(state)
 
 

@@ -14,6 +14,8 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from config.middleware import client_address
+from ops.checks import CHECKS
+from ops.collectors import STATE_COLLECTORS
 from ops.health import run_checks
 from ops.metrics import exposition
 
@@ -22,7 +24,7 @@ from ops.metrics import exposition
 @require_GET
 def healthz(request: HttpRequest) -> HttpResponse:
     """503 naming what is stale when the service cannot serve or does not schedule."""
-    status, body = run_checks()
+    status, body = run_checks(CHECKS)
     return JsonResponse(body, status=status)
 
 
@@ -30,7 +32,7 @@ def healthz(request: HttpRequest) -> HttpResponse:
 @require_GET
 def healthz_web(request: HttpRequest) -> HttpResponse:
     """503 only when this web process cannot serve (database or broker)."""
-    status, body = run_checks(web_only=True)
+    status, body = run_checks(CHECKS, web_only=True)
     return JsonResponse(body, status=status)
 
 
@@ -58,7 +60,7 @@ def metrics(request: HttpRequest) -> HttpResponse:
             status=403,
             content_type="text/plain",
         )
-    return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+    return HttpResponse(exposition(STATE_COLLECTORS), content_type=CONTENT_TYPE_LATEST)
 
 
 @require_GET

@@ -12,6 +12,8 @@
   600 lines (migrations aside), no function over 80 lines in the product, the tests
   or tools/ (bench/ aside). The current offenders are listed below; the list only
   shrinks.
+- No module-level mutable state (issue 23) but the memos listed with their reason, and
+  no import circle between project modules.
 - The layer contracts themselves are import-linter's (`pyproject.toml`), run by
   `tests/test_project.py`.
 """
@@ -21,6 +23,8 @@ from __future__ import annotations
 import ast
 import functools
 from pathlib import Path
+
+import grimp
 
 ROOT = Path(__file__).resolve().parent.parent
 # The Django side: every package but the pure core (which builds its own inputs).
@@ -316,7 +320,192 @@ def test_no_test_module_imports_another():
 def test_the_test_import_scan_sees_both_import_forms():
     sample = ast.parse(
         "from tests.cli.test_cli import Cli\nimport tests.core.engine.test_plan_hash\n"
-        "from tests.live import test_cycle\nfrom tests.support.cli import Cli\n"
-        "from tests.live.workers import test_database_url\n"
+        "from tests.e2e import test_cycle\nfrom tests.support.cli import Cli\n"
+        "from tests.support.workers import test_database_url\n"
     )
     assert [line for line, _ in imported_test_modules(sample)] == [1, 2, 3]
+
+
+# --- Module-level state ------------------------------------------------------------
+# Issue 23: no module-level mutable state outside constants. A module-level name that a
+# function writes into (an item, `append`, `update`, ...) or rebinds (`global`) is state
+# every caller of the process shares; a memo (`functools.cache`) is one too. What the
+# live cycle keeps warm belongs to an object its owner creates (the cycle worker). The
+# ones left are memos of a value fixed by the code and the settings (the same whichever
+# request or test computes it first), each with why it stays; the list only shrinks.
+STATE_MUTATORS = {
+    "append",
+    "extend",
+    "add",
+    "update",
+    "setdefault",
+    "pop",
+    "popitem",
+    "clear",
+    "insert",
+    "remove",
+    "discard",
+}
+MODULE_STATE_ALLOWED = {
+    # memo of a SQL text built from the model classes' fields (fixed by the code)
+    "accounts/authentication.py:memo _token_sql": "SQL text of the models",
+    "config/plainsql.py:memo columns": "select list of a model class",
+    "config/plainsql.py:memo _layout": "column converters of a model class",
+    "scheduler/selectors/job_reads.py:memo _job_detail_sql": "SQL text of the models",
+    # DRF deep-copies every declared field per serializer instance; the built fields of a
+    # serializer class are kept once per class (fixed by the code)
+    "config/api_fields.py:item write _FIELD_TEMPLATES": "built fields per serializer class",
+    # the CSP header values built once per settings object (a test's override_settings
+    # makes a new object, hence a new entry)
+    "config/csp.py:item write _BUILT": "CSP headers per settings object",
+    # whether this process loaded the compiled engine: the finder it installs on
+    # `sys.meta_path` is process-wide by nature, and `status()` reports what it did
+    "scheduler/core/native.py:global _status,_build_unused": "the native loader's outcome",
+}
+
+
+def module_state(tree: ast.Module) -> list[str]:
+    """'line kind name' of every piece of module-level state in `tree`: a memoized
+    module-level function, a `global` rebinding, or a write into a module-level name
+    (an item assignment or a mutating method) from inside a function."""
+    top = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        top.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+    found = [
+        (node.lineno, f"memo {node.name}")
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for deco in node.decorator_list
+        if ast.unparse(deco).split("(")[0].rpartition(".")[2] in ("cache", "lru_cache")
+    ]
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(fn):
+            found += _state_writes(node, top)
+    return [f"{line} {what}" for line, what in sorted(set(found))]
+
+
+def _state_writes(node: ast.AST, top: set[str]) -> list[tuple[int, str]]:
+    if isinstance(node, ast.Global):
+        return [(node.lineno, f"global {','.join(node.names)}")]
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign | ast.Delete):
+        targets = node.targets
+    elif isinstance(node, ast.AugAssign):
+        targets = [node.target]
+    found = [
+        (node.lineno, f"item write {t.value.id}")
+        for t in targets
+        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id in top
+    ]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in STATE_MUTATORS
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id in top
+    ):
+        found.append((node.lineno, f"{node.func.value.id}.{node.func.attr}"))
+    return found
+
+
+def test_no_module_level_mutable_state_outside_the_allowlist():
+    found = {
+        f"{path}:{entry.partition(' ')[2]}": f"{path}:{entry.partition(' ')[0]}"
+        for path, tree in project_sources()
+        for entry in module_state(tree)
+    }
+    new = sorted(
+        f"{where} {key.partition(':')[2]}"
+        for key, where in found.items()
+        if key not in MODULE_STATE_ALLOWED
+    )
+    assert not new, (
+        "module-level state (keep it in an object its owner creates, or pass it in):\n"
+        + "\n".join(new)
+    )
+    stale = sorted(MODULE_STATE_ALLOWED.keys() - found.keys())
+    assert not stale, "no longer found, remove from MODULE_STATE_ALLOWED:\n" + "\n".join(stale)
+
+
+def test_the_state_scan_sees_memos_globals_and_writes_into_module_names():
+    sample = ast.parse(
+        "import functools\n"
+        "_SEEN = {}\n"
+        "_LIST: list = []\n"
+        "LIMITS = {'a': 1}\n"
+        "_count = 0\n"
+        "@functools.cache\n"
+        "def memo(x):\n"
+        "    return x\n"
+        "def write(key, local={}):\n"
+        "    _SEEN[key] = 1\n"
+        "    _LIST.append(key)\n"
+        "    local[key] = 1\n"
+        "    return LIMITS['a']\n"
+        "def bump():\n"
+        "    global _count\n"
+        "    _count += 1\n"
+    )
+    assert module_state(sample) == [
+        "7 memo memo",
+        "10 item write _SEEN",
+        "11 _LIST.append",
+        "15 global _count",
+    ]
+
+
+# --- No import circle ----------------------------------------------------------------
+def import_cycles(graph) -> list[list[str]]:
+    """The strongly connected groups (more than one module) of `graph`'s imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            group = []
+            while not group or group[-1] != module:
+                group.append(stack.pop())
+                on_stack.discard(group[-1])
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_circle_between_project_modules():
+    """Issue 23 measured a 12-file circle (budgets.services -> scheduler.tasks -> ...);
+    a module that imports one importing it back is in the wrong layer."""
+    graph = grimp.build_graph(*PROJECT)
+    cycles = import_cycles(graph)
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_circle_scan_finds_a_circle():
+    graph = grimp.ImportGraph()
+    for module in ("a", "b", "c", "d"):
+        graph.add_module(module)
+    graph.add_import(importer="a", imported="b")
+    graph.add_import(importer="b", imported="c")
+    graph.add_import(importer="c", imported="a")
+    graph.add_import(importer="c", imported="d")
+    assert import_cycles(graph) == [["a", "b", "c"]]
