@@ -64,7 +64,7 @@ from budgets.services import budget_tree_import
 from scheduler.models import Cluster, Host, Job
 from django.utils import timezone
 from scheduler.cycle.worker import CycleWorker
-from scheduler.selectors.eta import cluster_etas
+from scheduler.services.eta import cluster_etas
 from scheduler.services.jobs import job_submit
 from tests.support.memcluster import MemoryCluster
 User = get_user_model()

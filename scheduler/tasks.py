@@ -35,8 +35,8 @@ from scheduler.cycle.beat import clusters_due, cycle_records_prune
 from scheduler.cycle.worker import CycleWorker
 from scheduler.cycle_requests import ETA_QUEUED_KEY, QUEUED_KEY, enqueue_cycle
 from scheduler.models import Cluster
-from scheduler.selectors.eta import cluster_etas
 from scheduler.services.demo import demo_load_tick as tick
+from scheduler.services.eta import cluster_etas
 from scheduler.services.jobs import idempotency_keys_prune
 from scheduler.services.previews import preview_run
 from scheduler.services.utilization import utilization_collect, utilization_compact

@@ -1,6 +1,7 @@
 """Estimated start times of a cluster's pending jobs, for the job page and the API.
 
-`job_eta(job=)` answers for one job from `cluster_etas(cluster=)`, which estimates every
+Reads only: `job_eta(job=)` answers for one job from what
+`scheduler.services.eta.cluster_etas(cluster=)` stored, which estimates every
 pending job of the cluster at once (`scheduler.core.sim.eta.estimate`: three forward runs of
 the current snapshot through the engine, runtimes forecast from the cluster's recent
 attempts, the submissions of the last week expected to come again at their average
@@ -20,32 +21,17 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import math
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from django.core.cache import cache
 from django.db import connection
 
-from budgets.models import BudgetEvent, EventKind
 from budgets.selectors import TreeIndex, tree_index
 from scheduler.core.engine import Workload
-from scheduler.core.sim.eta import (
-    CALIBRATION_KEEP,
-    Estimate,
-    RuntimeForecast,
-    busiest_arrivals,
-    estimate,
-    moved_beyond_range,
-    range_widening,
-    repeat_arrivals,
-    spread_points,
-    steady,
-    widened,
-)
 from scheduler.models import Attempt, AttemptEnd, Cluster, CycleRecord, Job, JobState
-from scheduler.selectors.snapshot import ClusterSnapshot, Epoch, cluster_snapshot, fetch_rows
+from scheduler.selectors.snapshot import Epoch, fetch_rows
 from scheduler.selectors.translate import workload
 
 # The windows below count in the cluster's clock (`Cluster.clock_speed`): on the demo's
@@ -101,7 +87,7 @@ def runtime_history(
     return out
 
 
-def _clock_since(cluster: Cluster) -> dt.datetime | None:
+def clock_since(cluster: Cluster) -> dt.datetime | None:
     """Since when the cluster's attempts ran at its clock: a faster simulated cluster's
     since it was added (history stored before, the demo's back-fill, was replayed at the
     wall clock's speed: its runtimes, `speed` times longer than the same jobs' live
@@ -111,43 +97,12 @@ def _clock_since(cluster: Cluster) -> dt.datetime | None:
     return cluster.created_at if cluster.clock_speed != 1.0 else None
 
 
-def _iso(t: float | None) -> str | None:
-    return None if t is None else dt.datetime.fromtimestamp(t, tz=dt.UTC).isoformat()
-
-
-def _epoch(text: str | None) -> float | None:
-    return None if text is None else dt.datetime.fromisoformat(text).timestamp()
-
-
-def _from_dict(shown: dict[str, Any] | None) -> Estimate | None:
-    """The estimate a cached answer showed (None for none, or one without a start)."""
-    if not shown or shown.get("method") != METHOD:
-        return None
-    return Estimate(
-        start=_epoch(shown["start"]),
-        earliest=_epoch(shown["earliest"]),
-        latest=_epoch(shown["latest"]),
-        baseline_start=_epoch(shown["baseline_start"]),
-    )
-
-
-def _as_dict(est: Estimate) -> dict[str, Any]:
-    return {
-        "start": _iso(est.start),
-        "earliest": _iso(est.earliest),
-        "latest": _iso(est.latest),
-        "method": est.method,
-        "baseline_start": _iso(est.baseline_start),
-        "moved": None,
-    }
-
-
 _LAST_CYCLE_SQL = (
     "SELECT id FROM {table} WHERE cluster_id = %s ORDER BY started_at DESC, id DESC LIMIT 1"
 )
 
 
-def _last_cycle_id(cluster_id: int) -> int:
+def last_cycle_id(cluster_id: int) -> int:
     """The id of the cluster's last cycle (0 before its first): every page of a pending
     job asks, so one plain statement."""
     with connection.cursor() as cursor:
@@ -156,7 +111,7 @@ def _last_cycle_id(cluster_id: int) -> int:
     return row[0] if row else 0
 
 
-def _cache_key(cluster_id: int) -> str:
+def answer_key(cluster_id: int) -> str:
     return f"eta:{cluster_id}"
 
 
@@ -166,18 +121,18 @@ def cached_etas(
     """The cached answer (cycle id, computed at (epoch s), job pk -> ETA, the cluster
     facts it saw (`_facts`)), or None; a cache outage reads as no answer."""
     try:
-        found = cache.get(_cache_key(cluster_id))
+        found = cache.get(answer_key(cluster_id))
         return found if found is not None and len(found) == 4 else None  # older: none
     except Exception as exc:  # Redis down: the page still renders, without an ETA
         log.warning("could not read the ETA cache of cluster %s: %s", cluster_id, exc)
         return None
 
 
-def _stamp_key(cluster_id: int) -> str:
+def stamp_key(cluster_id: int) -> str:
     return f"eta:{cluster_id}:stamp"
 
 
-def _job_key(cluster_id: int, job_id: int | str) -> str:
+def job_key(cluster_id: int, job_id: int | str) -> str:
     return f"eta:{cluster_id}:job:{job_id}"
 
 
@@ -189,13 +144,13 @@ def cached_job_etas(
     it), or None without an answer (or with the cache down). A request reads this, never
     the whole cluster's answer (`cached_etas`: every pending job, megabytes)."""
     job_ids = list(job_ids)
-    keys = {_job_key(cluster_id, pk): pk for pk in job_ids}
+    keys = {job_key(cluster_id, pk): pk for pk in job_ids}
     try:
-        found = cache.get_many([_stamp_key(cluster_id), *keys])
+        found = cache.get_many([stamp_key(cluster_id), *keys])
     except Exception as exc:  # Redis down: the page still renders, without an ETA
         log.warning("could not read the ETA cache of cluster %s: %s", cluster_id, exc)
         return None
-    stamp = found.get(_stamp_key(cluster_id))
+    stamp = found.get(stamp_key(cluster_id))
     if stamp is None:
         return None
     cycle_id, computed_at = stamp
@@ -207,236 +162,11 @@ def cached_job_etas(
     return cycle_id, computed_at, etas
 
 
-def _is_current(cached: tuple[int, float, Any], cycle_id: int, now: float) -> bool:
+def is_current(cached: tuple[int, float, Any], cycle_id: int, now: float) -> bool:
     return cached[0] == cycle_id or now - cached[1] < MIN_AGE_S
 
 
-def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str, Any]]:
-    """Job pk (as a string) -> its ETA (ISO times) for every pending job of `cluster`;
-    cached per cluster and cycle (`fresh` recomputes). Computes in the caller: the
-    worker's task (`scheduler.tasks.refresh_etas`) calls it, requests read the cache."""
-    cycle_id = _last_cycle_id(cluster.pk)
-    now = time.time()
-    if not fresh:
-        cached = cached_etas(cluster.pk)
-        if cached is not None and _is_current(cached, cycle_id, now):
-            return cached[2]
-    cs = cluster_snapshot(cluster=cluster)
-    before = cached_etas(cluster.pk)
-    shown_before = before[2] if before else {}
-    out: dict[str, dict[str, Any]] = {}
-    facts = _facts(cs)
-    # each running job keeps its runtime quantile from one answer to the next
-    kept = before[3].get("points", {}) if before else {}
-    facts["points"] = spread_points((rw.workload.id for rw in cs.snapshot.running), kept)
-    fresh_estimates = _estimates(cluster, cs, facts["points"])
-    first_before = before[3].get("first", {}) if before else {}
-    facts["first"] = _first_estimates(first_before, fresh_estimates, cs.now)
-    widening = range_widening(_calibration(cluster.pk, first_before, facts["first"]))
-    for wid, raw in fresh_estimates.items():
-        est = widened(raw, cs.now, widening)
-        previous = _from_dict(shown_before.get(wid))
-        shown = steady(previous, est, cs.now)
-        out[wid] = _as_dict(shown)
-        if moved_beyond_range(previous, shown):
-            assert previous is not None and previous.start is not None and before is not None
-            out[wid]["moved"] = {
-                "at": _iso(cs.now),
-                "previous_start": _iso(previous.start),
-                "because": _move_cause(before[3], facts, wid, shown, fresh_estimates),
-            }
-        elif wid in shown_before:  # the last explained move stays until the next one
-            out[wid]["moved"] = shown_before[wid].get("moved")
-    for wid in cs.waiting:  # its victims are stopping: it starts as soon as they exit
-        at = _iso(cs.now)
-        out[wid] = {
-            "start": at,
-            "earliest": at,
-            "latest": at,
-            "method": "victims-stopping",
-            "baseline_start": at,
-            "moved": None,
-        }
-    try:
-        cache.set(_cache_key(cluster.pk), (cycle_id, now, out, facts), CACHE_S)
-        # what a request reads: each job's answer on its own, then the stamp that makes
-        # them current (a job whose answer carries another stamp is not known)
-        cache.set_many({_job_key(cluster.pk, wid): (now, est) for wid, est in out.items()}, CACHE_S)
-        cache.set(_stamp_key(cluster.pk), (cycle_id, now), CACHE_S)
-    except Exception as exc:
-        log.warning("could not store the ETAs of cluster %s: %s", cluster.pk, exc)
-    return out
-
-
-def _estimates(
-    cluster: Cluster, cs: ClusterSnapshot, points: dict[str, int]
-) -> dict[str, Estimate]:
-    """The forward runs' estimate of every pending job of `cs`: runtimes forecast from
-    the cluster's history, the expected arrivals from its recent submissions, the
-    running jobs at their spread `points`."""
-    index = tree_index()
-    speed = cluster.clock_speed
-    history = runtime_history(
-        cluster_id=cluster.pk, now=cs.at, index=index, speed=speed, ran_since=_clock_since(cluster)
-    )
-    snap = cs.snapshot
-    ids = [int(w.id) for v in snap.pending.values() for w in v]
-    ids += [int(r.workload.id) for r in snap.running if r.workload.id.isdigit()]
-    users = {
-        str(pk): name
-        for pk, name in Job.objects.filter(pk__in=ids).values_list("pk", "submitter__username")
-    }
-    window = ARRIVAL_WINDOW_S / speed
-    recent, since = _recent(cluster, cs.at, index, window)
-    return estimate(
-        snap,
-        cs.policy,
-        cs.now,
-        RuntimeForecast(history),
-        users=users,
-        arrivals=repeat_arrivals(recent, cs.now, window, ARRIVAL_PERIODS, since=since),
-        busy_arrivals=busiest_arrivals(recent, cs.now, window, ARRIVAL_PERIODS),
-        points=points,
-    )
-
-
-def _first_estimates(
-    before: dict[str, tuple[float, float, float, float]],
-    estimates: dict[str, Estimate],
-    now: float,
-) -> dict[str, tuple[float, float, float, float]]:
-    """Each pending job's first complete estimate (stated at, start, earliest, latest),
-    kept until it starts: what calibrates the range (`_calibration`)."""
-    first = {}
-    for wid, est in estimates.items():
-        if wid in before:
-            first[wid] = before[wid]
-        elif est.start is not None and est.earliest is not None and est.latest is not None:
-            first[wid] = (now, est.start, est.earliest, est.latest)
-    return first
-
-
-def _calibration_key(cluster_id: int) -> str:
-    return f"eta-calibration:{cluster_id}"
-
-
-def _calibration(
-    cluster_id: int,
-    before: dict[str, tuple[float, float, float, float]],
-    still_pending: dict[str, tuple[float, float, float, float]],
-) -> list[tuple[float, float, float, float, float]]:
-    """The cluster's recent (stated at, start, earliest, latest, real start) records,
-    with those of the jobs that started since the last answer added (kept in the cache,
-    the most recent `CALIBRATION_KEEP`)."""
-    key = _calibration_key(cluster_id)
-    try:
-        records = list(cache.get(key) or ())
-    except Exception as exc:  # Redis down: no calibration this time
-        log.warning("could not read the ETA calibration of cluster %s: %s", cluster_id, exc)
-        return []
-    gone = {int(wid) for wid in before if wid not in still_pending and wid.isdigit()}
-    for job_id, started_at in _wait_ends(gone, before):
-        records.append((*before[str(job_id)], started_at))
-    records = records[-CALIBRATION_KEEP:]
-    if gone:
-        try:
-            cache.set(key, records, None)
-        except Exception as exc:
-            log.warning("could not store the ETA calibration of cluster %s: %s", cluster_id, exc)
-    return records
-
-
-def _wait_ends(
-    job_ids: Collection[int], first: dict[str, tuple[float, float, float, float]]
-) -> list[tuple[int, float]]:
-    """(job pk, real start) of the jobs among `job_ids` that started after their first
-    estimate `first[pk]` was stated: the first attempt that started since then (a
-    requeued job's wait ends with a later attempt than its first; counting the first
-    attempt's start, before the estimate, read as a miss of many waits and widened every
-    range: issue 25). A job that left the queue without starting has none."""
-    rows = Attempt.objects.filter(job_id__in=job_ids, started_at__isnull=False).values_list(
-        "job_id", "started_at"
-    )
-    ends: dict[int, float] = {}
-    for job_id, started_at in rows:
-        at = started_at.timestamp()
-        if at >= first[str(job_id)][0] and at < ends.get(job_id, math.inf):
-            ends[job_id] = at
-    return sorted(ends.items())
-
-
-def _facts(cs: ClusterSnapshot) -> dict[str, Any]:
-    """What an ETA depends on besides the runtimes: kept with the answer so that the
-    next one can say why a job's estimate moved."""
-    hosts = cs.snapshot.hosts
-    return {
-        "hosts": len(hosts),
-        "hosts_healthy": sum(1 for h in hosts if h.healthy),
-        "tree_version": cs.tree_version,
-        "at": cs.now,
-        "pending": sorted(w.id for ws in cs.snapshot.pending.values() for w in ws),
-    }
-
-
-def _budget_change_text(since: float) -> str:
-    """The budget decisions applied after `since` (epoch s), in a sentence."""
-    events = list(
-        BudgetEvent.objects.filter(
-            kind__in=[EventKind.APPLIED, EventKind.IMPORTED, EventKind.STRUCTURE],
-            effective_at__gt=dt.datetime.fromtimestamp(since, tz=dt.UTC),
-        )
-        .prefetch_related("items")
-        .order_by("-effective_at", "-pk")[:3]
-    )
-    changes = [
-        f"{item.node_path} weight {item.old_weight.normalize():f} -> {item.new_weight.normalize():f}"
-        for event in events
-        for item in event.items.all()
-        if item.old_weight is not None
-        and item.new_weight is not None
-        and item.old_weight != item.new_weight
-    ]
-    who = sorted({e.actor_name or "system" for e in events})
-    detail = f": {', '.join(changes[:3])}" if changes else ""
-    return f"the budgets changed{detail} (by {', '.join(who) or 'a manager'})"
-
-
-def _move_cause(
-    before: dict[str, Any],
-    now: dict[str, Any],
-    wid: str,
-    shown: Estimate,
-    estimates: dict[str, Estimate],
-) -> str:
-    """Why job `wid`'s shown start moved beyond its range since the answer that saw
-    `before`: a host down, a budget change, jobs submitted since that start first, or
-    (when none of these) running jobs that end later or sooner than forecast."""
-    if now["hosts_healthy"] < before.get("hosts_healthy", now["hosts_healthy"]):
-        return (
-            f"a host went down ({now['hosts_healthy']} of {now['hosts']} hosts healthy, "
-            f"{before['hosts_healthy']} before)"
-        )
-    if now["tree_version"] != before.get("tree_version", now["tree_version"]):
-        return _budget_change_text(before["at"])
-    known = set(before.get("pending", ()))
-    ahead = [
-        other
-        for other in now["pending"]
-        if other not in known
-        and other != wid
-        and (e := estimates.get(other)) is not None
-        and e.start is not None
-        and shown.start is not None
-        and e.start <= shown.start
-    ]
-    if ahead:
-        return f"{len(ahead)} job{'s' if len(ahead) > 1 else ''} submitted since start before it"
-    if now["hosts_healthy"] > before.get("hosts_healthy", now["hosts_healthy"]):
-        return f"a host came back ({now['hosts_healthy']} of {now['hosts']} hosts healthy)"
-    return "running jobs are ending at other times than forecast"
-
-
-def _recent(
+def recent_submissions(
     cluster: Cluster, at: dt.datetime, index: TreeIndex, window_s: float = ARRIVAL_WINDOW_S
 ) -> tuple[list[Workload], float | None]:
     """The cluster's jobs submitted in the last `ARRIVAL_PERIODS` windows of `window_s`
@@ -489,7 +219,7 @@ def current_job_etas(*, cluster_id: int, job_ids: Iterable[int]) -> CachedJobEta
     every one of them. None otherwise: then a worker should compute fresh ones
     (`scheduler.services.eta.eta_refresh_request` asks; a read never does)."""
     cached = cached_job_etas(cluster_id, job_ids)
-    if cached is None or not _is_current(cached, _last_cycle_id(cluster_id), time.time()):
+    if cached is None or not is_current(cached, last_cycle_id(cluster_id), time.time()):
         return None
     return None if any(eta is None for eta in cached[2].values()) else cached
 

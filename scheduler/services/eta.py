@@ -1,4 +1,11 @@
-"""Asking a worker for fresh ETAs (`scheduler.selectors.eta` only reads them).
+"""Computing and storing the ETAs of a cluster's pending jobs, and asking a worker for
+fresh ones (`scheduler.selectors.eta` only reads them).
+
+`cluster_etas(cluster=)` estimates every pending job of the cluster at once
+(`scheduler.core.sim.eta.estimate`, see `scheduler.selectors.eta` for the method) and
+stores the answer in the cache, whole and per job, with the calibration records of the
+jobs that started since the last answer; the worker's task
+(`scheduler.tasks.refresh_etas`) calls it.
 
 Pages and the API call `eta_refresh_request(jobs=)` before they read the ETAs of pending
 jobs: a cluster whose cached answer is stale or does not know one of the jobs gets one
@@ -7,12 +14,53 @@ the read)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
+import math
+import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
+from typing import Any
 
+from django.core.cache import cache
+
+from budgets.models import BudgetEvent, EventKind
+from budgets.selectors import tree_index
+from scheduler.core.sim.eta import (
+    CALIBRATION_KEEP,
+    Estimate,
+    RuntimeForecast,
+    busiest_arrivals,
+    estimate,
+    moved_beyond_range,
+    range_widening,
+    repeat_arrivals,
+    spread_points,
+    steady,
+    widened,
+)
 from scheduler.cycle_requests import request_eta_refresh
-from scheduler.models import Job, JobState
-from scheduler.selectors.eta import CachedJobEtas, current_job_etas
+from scheduler.models import Attempt, Cluster, Job, JobState
+from scheduler.selectors.eta import (
+    ARRIVAL_PERIODS,
+    ARRIVAL_WINDOW_S,
+    CACHE_S,
+    METHOD,
+    CachedJobEtas,
+    answer_key,
+    cached_etas,
+    clock_since,
+    current_job_etas,
+    is_current,
+    job_key,
+    last_cycle_id,
+    recent_submissions,
+    runtime_history,
+    stamp_key,
+)
+from scheduler.selectors.snapshot import ClusterSnapshot, cluster_snapshot
+
+log = logging.getLogger(__name__)
 
 
 def eta_refresh_request(*, jobs: Iterable[Job]) -> dict[int, CachedJobEtas]:
@@ -43,3 +91,259 @@ def cluster_eta_refresh_request(*, cluster_id: int, job_ids: list[int]) -> Cache
     if found is None:
         request_eta_refresh(cluster_id)
     return found
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else dt.datetime.fromtimestamp(t, tz=dt.UTC).isoformat()
+
+
+def _epoch(text: str | None) -> float | None:
+    return None if text is None else dt.datetime.fromisoformat(text).timestamp()
+
+
+def _from_dict(shown: dict[str, Any] | None) -> Estimate | None:
+    """The estimate a cached answer showed (None for none, or one without a start)."""
+    if not shown or shown.get("method") != METHOD:
+        return None
+    return Estimate(
+        start=_epoch(shown["start"]),
+        earliest=_epoch(shown["earliest"]),
+        latest=_epoch(shown["latest"]),
+        baseline_start=_epoch(shown["baseline_start"]),
+    )
+
+
+def _as_dict(est: Estimate) -> dict[str, Any]:
+    return {
+        "start": _iso(est.start),
+        "earliest": _iso(est.earliest),
+        "latest": _iso(est.latest),
+        "method": est.method,
+        "baseline_start": _iso(est.baseline_start),
+        "moved": None,
+    }
+
+
+def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str, Any]]:
+    """Job pk (as a string) -> its ETA (ISO times) for every pending job of `cluster`;
+    cached per cluster and cycle (`fresh` recomputes). Computes in the caller: the
+    worker's task (`scheduler.tasks.refresh_etas`) calls it, requests read the cache."""
+    cycle_id = last_cycle_id(cluster.pk)
+    now = time.time()
+    if not fresh:
+        cached = cached_etas(cluster.pk)
+        if cached is not None and is_current(cached, cycle_id, now):
+            return cached[2]
+    cs = cluster_snapshot(cluster=cluster)
+    before = cached_etas(cluster.pk)
+    shown_before = before[2] if before else {}
+    out: dict[str, dict[str, Any]] = {}
+    facts = _facts(cs)
+    # each running job keeps its runtime quantile from one answer to the next
+    kept = before[3].get("points", {}) if before else {}
+    facts["points"] = spread_points((rw.workload.id for rw in cs.snapshot.running), kept)
+    fresh_estimates = _estimates(cluster, cs, facts["points"])
+    first_before = before[3].get("first", {}) if before else {}
+    facts["first"] = _first_estimates(first_before, fresh_estimates, cs.now)
+    widening = range_widening(_calibration(cluster.pk, first_before, facts["first"]))
+    for wid, raw in fresh_estimates.items():
+        est = widened(raw, cs.now, widening)
+        previous = _from_dict(shown_before.get(wid))
+        shown = steady(previous, est, cs.now)
+        out[wid] = _as_dict(shown)
+        if moved_beyond_range(previous, shown):
+            assert previous is not None and previous.start is not None and before is not None
+            out[wid]["moved"] = {
+                "at": _iso(cs.now),
+                "previous_start": _iso(previous.start),
+                "because": _move_cause(before[3], facts, wid, shown, fresh_estimates),
+            }
+        elif wid in shown_before:  # the last explained move stays until the next one
+            out[wid]["moved"] = shown_before[wid].get("moved")
+    for wid in cs.waiting:  # its victims are stopping: it starts as soon as they exit
+        at = _iso(cs.now)
+        out[wid] = {
+            "start": at,
+            "earliest": at,
+            "latest": at,
+            "method": "victims-stopping",
+            "baseline_start": at,
+            "moved": None,
+        }
+    try:
+        cache.set(answer_key(cluster.pk), (cycle_id, now, out, facts), CACHE_S)
+        # what a request reads: each job's answer on its own, then the stamp that makes
+        # them current (a job whose answer carries another stamp is not known)
+        cache.set_many({job_key(cluster.pk, wid): (now, est) for wid, est in out.items()}, CACHE_S)
+        cache.set(stamp_key(cluster.pk), (cycle_id, now), CACHE_S)
+    except Exception as exc:
+        log.warning("could not store the ETAs of cluster %s: %s", cluster.pk, exc)
+    return out
+
+
+def _estimates(
+    cluster: Cluster, cs: ClusterSnapshot, points: dict[str, int]
+) -> dict[str, Estimate]:
+    """The forward runs' estimate of every pending job of `cs`: runtimes forecast from
+    the cluster's history, the expected arrivals from its recent submissions, the
+    running jobs at their spread `points`."""
+    index = tree_index()
+    speed = cluster.clock_speed
+    history = runtime_history(
+        cluster_id=cluster.pk, now=cs.at, index=index, speed=speed, ran_since=clock_since(cluster)
+    )
+    snap = cs.snapshot
+    ids = [int(w.id) for v in snap.pending.values() for w in v]
+    ids += [int(r.workload.id) for r in snap.running if r.workload.id.isdigit()]
+    users = {
+        str(pk): name
+        for pk, name in Job.objects.filter(pk__in=ids).values_list("pk", "submitter__username")
+    }
+    window = ARRIVAL_WINDOW_S / speed
+    recent, since = recent_submissions(cluster, cs.at, index, window)
+    return estimate(
+        snap,
+        cs.policy,
+        cs.now,
+        RuntimeForecast(history),
+        users=users,
+        arrivals=repeat_arrivals(recent, cs.now, window, ARRIVAL_PERIODS, since=since),
+        busy_arrivals=busiest_arrivals(recent, cs.now, window, ARRIVAL_PERIODS),
+        points=points,
+    )
+
+
+def _first_estimates(
+    before: dict[str, tuple[float, float, float, float]],
+    estimates: dict[str, Estimate],
+    now: float,
+) -> dict[str, tuple[float, float, float, float]]:
+    """Each pending job's first complete estimate (stated at, start, earliest, latest),
+    kept until it starts: what calibrates the range (`_calibration`)."""
+    first = {}
+    for wid, est in estimates.items():
+        if wid in before:
+            first[wid] = before[wid]
+        elif est.start is not None and est.earliest is not None and est.latest is not None:
+            first[wid] = (now, est.start, est.earliest, est.latest)
+    return first
+
+
+def _calibration_key(cluster_id: int) -> str:
+    return f"eta-calibration:{cluster_id}"
+
+
+def _calibration(
+    cluster_id: int,
+    before: dict[str, tuple[float, float, float, float]],
+    still_pending: dict[str, tuple[float, float, float, float]],
+) -> list[tuple[float, float, float, float, float]]:
+    """The cluster's recent (stated at, start, earliest, latest, real start) records,
+    with those of the jobs that started since the last answer added (kept in the cache,
+    the most recent `CALIBRATION_KEEP`)."""
+    key = _calibration_key(cluster_id)
+    try:
+        records = list(cache.get(key) or ())
+    except Exception as exc:  # Redis down: no calibration this time
+        log.warning("could not read the ETA calibration of cluster %s: %s", cluster_id, exc)
+        return []
+    gone = {int(wid) for wid in before if wid not in still_pending and wid.isdigit()}
+    for job_id, started_at in _wait_ends(gone, before):
+        records.append((*before[str(job_id)], started_at))
+    records = records[-CALIBRATION_KEEP:]
+    if gone:
+        try:
+            cache.set(key, records, None)
+        except Exception as exc:
+            log.warning("could not store the ETA calibration of cluster %s: %s", cluster_id, exc)
+    return records
+
+
+def _wait_ends(
+    job_ids: Collection[int], first: dict[str, tuple[float, float, float, float]]
+) -> list[tuple[int, float]]:
+    """(job pk, real start) of the jobs among `job_ids` that started after their first
+    estimate `first[pk]` was stated: the first attempt that started since then (a
+    requeued job's wait ends with a later attempt than its first; counting the first
+    attempt's start, before the estimate, read as a miss of many waits and widened every
+    range: issue 25). A job that left the queue without starting has none."""
+    rows = Attempt.objects.filter(job_id__in=job_ids, started_at__isnull=False).values_list(
+        "job_id", "started_at"
+    )
+    ends: dict[int, float] = {}
+    for job_id, started_at in rows:
+        at = started_at.timestamp()
+        if at >= first[str(job_id)][0] and at < ends.get(job_id, math.inf):
+            ends[job_id] = at
+    return sorted(ends.items())
+
+
+def _facts(cs: ClusterSnapshot) -> dict[str, Any]:
+    """What an ETA depends on besides the runtimes: kept with the answer so that the
+    next one can say why a job's estimate moved."""
+    hosts = cs.snapshot.hosts
+    return {
+        "hosts": len(hosts),
+        "hosts_healthy": sum(1 for h in hosts if h.healthy),
+        "tree_version": cs.tree_version,
+        "at": cs.now,
+        "pending": sorted(w.id for ws in cs.snapshot.pending.values() for w in ws),
+    }
+
+
+def _budget_change_text(since: float) -> str:
+    """The budget decisions applied after `since` (epoch s), in a sentence."""
+    events = list(
+        BudgetEvent.objects.filter(
+            kind__in=[EventKind.APPLIED, EventKind.IMPORTED, EventKind.STRUCTURE],
+            effective_at__gt=dt.datetime.fromtimestamp(since, tz=dt.UTC),
+        )
+        .prefetch_related("items")
+        .order_by("-effective_at", "-pk")[:3]
+    )
+    changes = [
+        f"{item.node_path} weight {item.old_weight.normalize():f} -> {item.new_weight.normalize():f}"
+        for event in events
+        for item in event.items.all()
+        if item.old_weight is not None
+        and item.new_weight is not None
+        and item.old_weight != item.new_weight
+    ]
+    who = sorted({e.actor_name or "system" for e in events})
+    detail = f": {', '.join(changes[:3])}" if changes else ""
+    return f"the budgets changed{detail} (by {', '.join(who) or 'a manager'})"
+
+
+def _move_cause(
+    before: dict[str, Any],
+    now: dict[str, Any],
+    wid: str,
+    shown: Estimate,
+    estimates: dict[str, Estimate],
+) -> str:
+    """Why job `wid`'s shown start moved beyond its range since the answer that saw
+    `before`: a host down, a budget change, jobs submitted since that start first, or
+    (when none of these) running jobs that end later or sooner than forecast."""
+    if now["hosts_healthy"] < before.get("hosts_healthy", now["hosts_healthy"]):
+        return (
+            f"a host went down ({now['hosts_healthy']} of {now['hosts']} hosts healthy, "
+            f"{before['hosts_healthy']} before)"
+        )
+    if now["tree_version"] != before.get("tree_version", now["tree_version"]):
+        return _budget_change_text(before["at"])
+    known = set(before.get("pending", ()))
+    ahead = [
+        other
+        for other in now["pending"]
+        if other not in known
+        and other != wid
+        and (e := estimates.get(other)) is not None
+        and e.start is not None
+        and shown.start is not None
+        and e.start <= shown.start
+    ]
+    if ahead:
+        return f"{len(ahead)} job{'s' if len(ahead) > 1 else ''} submitted since start before it"
+    if now["hosts_healthy"] > before.get("hosts_healthy", now["hosts_healthy"]):
+        return f"a host came back ({now['hosts_healthy']} of {now['hosts']} hosts healthy)"
+    return "running jobs are ending at other times than forecast"

@@ -491,6 +491,7 @@ def test_the_expected_arrivals_are_the_last_weeks_submissions_and_a_busy_day_del
     from budgets.selectors import tree_index
     from scheduler.models import Job
     from scheduler.selectors import eta as eta_selectors
+    from scheduler.services import eta as eta_services
 
     low, _ = _fill_and_queue(live)  # b1's protected jobs hold every host for an hour
     quiet = client_as(people["bob"]).get(f"/api/v1/jobs/{low.pk}/").json()["eta"]
@@ -505,11 +506,11 @@ def test_the_expected_arrivals_are_the_last_weeks_submissions_and_a_busy_day_del
     Job.objects.filter(pk=old.pk).update(
         submitted_at=now - dt.timedelta(days=8), state=JobState.CANCELLED
     )
-    recent, since = eta_selectors._recent(live.cluster, now, tree_index())
+    recent, since = eta_selectors.recent_submissions(live.cluster, now, tree_index())
     ids = {int(w.id) for w in recent}
     assert {j.pk for j in burst} <= ids and old.pk not in ids
     assert since == pytest.approx((now - dt.timedelta(days=8)).timestamp(), abs=1.0)
-    busy = eta_selectors.cluster_etas(cluster=live.cluster, fresh=True)[str(low.pk)]
+    busy = eta_services.cluster_etas(cluster=live.cluster, fresh=True)[str(low.pk)]
     assert busy["earliest"] == quiet["earliest"]  # the earliest expects no arrivals
     assert busy["start"] >= quiet["start"]
     # the busiest day comes again for the latest start: the burst, due half an hour
@@ -521,6 +522,7 @@ def test_a_fast_simulated_clusters_eta_reads_history_in_its_own_clock(live, peop
     from budgets.selectors import tree_index
     from scheduler.models import Job
     from scheduler.selectors import eta as eta_selectors
+    from scheduler.services import eta as eta_services
 
     assert live.cluster.clock_speed == 1.0
     live.cluster.adapter_options = {"speed": 60}  # a simulated day in 24 wall minutes
@@ -531,12 +533,12 @@ def test_a_fast_simulated_clusters_eta_reads_history_in_its_own_clock(live, peop
     Job.objects.filter(pk=inside.pk).update(submitted_at=now - dt.timedelta(hours=2))
     Job.objects.filter(pk=outside.pk).update(submitted_at=now - dt.timedelta(hours=3))
     window = eta_selectors.ARRIVAL_WINDOW_S / live.cluster.clock_speed
-    recent, _ = eta_selectors._recent(live.cluster, now, tree_index(), window)
+    recent, _ = eta_selectors.recent_submissions(live.cluster, now, tree_index(), window)
     ids = {int(w.id) for w in recent}
     # a week of its clock is 2.8 wall hours
     assert inside.pk in ids and outside.pk not in ids
     low, _ = _fill_and_queue(live)
-    eta = eta_selectors.cluster_etas(cluster=live.cluster, fresh=True)[str(low.pk)]
+    eta = eta_services.cluster_etas(cluster=live.cluster, fresh=True)[str(low.pk)]
     assert eta["method"] == "forward-simulation" and eta["start"] is not None
 
 

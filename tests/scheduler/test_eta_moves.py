@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from budgets.services import budget_change_create
 from scheduler.selectors import eta as eta_selectors
-from scheduler.selectors.eta import cluster_etas, job_eta
+from scheduler.selectors.eta import job_eta
+from scheduler.services.eta import cluster_etas
 from tests.factories import AttemptFactory, ClusterFactory, HostFactory
 from tests.support.live import submit_job
 
@@ -285,12 +286,12 @@ def test_a_faster_simulated_cluster_forecasts_from_the_runs_it_ran_itself(tree):
             cluster_id=fast.pk,
             now=timezone.now() + dt.timedelta(hours=1),
             speed=fast.clock_speed,
-            ran_since=eta_selectors._clock_since(fast),
+            ran_since=eta_selectors.clock_since(fast),
         )
     }
     assert runtimes == {60.0}
     # a cluster at the wall clock's speed keeps all of its history
-    assert eta_selectors._clock_since(ClusterFactory(name="real")) is None
+    assert eta_selectors.clock_since(ClusterFactory(name="real")) is None
 
 
 def _ended(job, number: int, started: dt.datetime, ran: dt.timedelta) -> None:
