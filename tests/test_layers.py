@@ -14,6 +14,8 @@
   shrinks.
 - No module-level mutable state (issue 23) but the memos listed with their reason, and
   no import circle between project modules.
+- Selectors write nothing (no ORM, cache or SQL write, no task sent) but the read-through
+  memo listed with its reason.
 - The layer contracts themselves are import-linter's (`pyproject.toml`), run by
   `tests/test_project.py`.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import grimp
@@ -509,3 +512,95 @@ def test_the_circle_scan_finds_a_circle():
     graph.add_import(importer="c", imported="a")
     graph.add_import(importer="c", imported="d")
     assert import_cycles(graph) == [["a", "b", "c"]]
+
+
+# --- Selectors never write ------------------------------------------------------------
+# The import-linter contract keeps services, tasks and the task queue out of selectors;
+# this finds the writes a selector could still make itself: an ORM write, a cache write,
+# a task sent, or SQL that inserts, updates or deletes.
+WRITE_SQL = re.compile(r"\b(INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM)\b")
+CACHE_WRITES = {"set", "set_many", "add", "delete", "delete_many", "incr", "decr", "touch", "clear"}
+ALWAYS_WRITES = {
+    "save",
+    "bulk_create",
+    "bulk_update",
+    "get_or_create",
+    "update_or_create",
+    "select_for_update",
+    "delay",
+    "apply_async",
+    "send_task",
+}
+QUERYSET_WRITES = {"create", "update", "delete"}
+SELECTOR_WRITES_ALLOWED = {
+    # a read-through memo of an expensive aggregate (DELIVERY_CACHE_S), recomputed from
+    # the rollups when it expires: no state of its own
+    "dashboards/selectors.py cache.set",
+}
+
+
+def selector_writes(tree: ast.Module) -> list[str]:
+    """'line what' of every write a module makes (see above)."""
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and WRITE_SQL.search(node.value)
+        ):
+            found.append((node.lineno, "SQL write"))
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        method, receiver = node.func.attr, ast.unparse(node.func.value)
+        if (
+            method in ALWAYS_WRITES
+            or (receiver == "cache" and method in CACHE_WRITES)
+            or (method in QUERYSET_WRITES and "objects" in receiver)
+        ):
+            found.append((node.lineno, f"{receiver.rpartition('.')[2]}.{method}"))
+    return [f"{line} {what}" for line, what in sorted(set(found))]
+
+
+def selector_modules() -> list[tuple[str, ast.Module]]:
+    return [
+        (path, tree)
+        for path, tree in project_sources()
+        if "/selectors/" in path or path.endswith("/selectors.py")
+    ]
+
+
+def test_selectors_write_nothing():
+    found = {
+        f"{path} {entry.partition(' ')[2]}": f"{path}:{entry}"
+        for path, tree in selector_modules()
+        for entry in selector_writes(tree)
+    }
+    new = sorted(where for key, where in found.items() if key not in SELECTOR_WRITES_ALLOWED)
+    assert not new, "a selector reads; move the write to a service:\n" + "\n".join(new)
+    stale = sorted(SELECTOR_WRITES_ALLOWED - found.keys())
+    assert not stale, "no longer found, remove from SELECTOR_WRITES_ALLOWED:\n" + "\n".join(stale)
+    assert len(selector_modules()) > 10  # the scan sees the selectors
+
+
+def test_the_write_scan_sees_orm_cache_task_and_sql_writes():
+    sample = ast.parse(
+        "def f(job, seen):\n"
+        "    job.save()\n"
+        "    Job.objects.filter(pk=1).update(state='x')\n"
+        "    Job.objects.create(name='x')\n"
+        "    cache.set('k', 1)\n"
+        "    refresh.delay(1)\n"
+        "    cursor.execute('UPDATE scheduler_job SET state = %s')\n"
+        "    seen.add(1)\n"
+        "    {}.update(a=1)\n"
+        "    cache.get('k')\n"
+        "    cursor.execute('SELECT 1 FROM t WHERE updated')\n"
+    )
+    assert selector_writes(sample) == [
+        "2 job.save",
+        "3 filter(pk=1).update",
+        "4 objects.create",
+        "5 cache.set",
+        "6 refresh.delay",
+        "7 SQL write",
+    ]
