@@ -197,12 +197,13 @@ def test_metrics_network_list_comes_from_the_environment(client, settings):
     assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 403
 
 
-def test_metrics_show_last_hour_occupancy_and_entitlement_ratios(tree, client):
+def test_metrics_show_last_hour_occupancy_and_entitlement_ratios(tree, client, mid_hour):
     from ledger.models import ClusterHour
     from tests.dashboards import data
 
     cluster = ClusterFactory(name="h100", host_count=2, gpus_per_host=8)
     # hour 0 is the current (partial) hour: the metric reads hour 1, the last complete one
+    # (on the mid-hour clock: the hour cannot turn between the rows and the scrape)
     data.cluster_hours(
         cluster, 3, first=0, within_entitlement_gpu_h=6, borrowed_gpu_h=2, down_gpu_h=1
     )
