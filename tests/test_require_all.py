@@ -51,48 +51,40 @@ HOOKS = (
 )
 
 
-def run_suite(tmp_path: Path, module: str, require_all: str) -> subprocess.CompletedProcess[str]:
-    """pytest on a suite of one test module, `module`'s text, with the suite's hooks."""
-    (tmp_path / "conftest.py").write_text(HOOKS)
-    (tmp_path / "test_throwaway.py").write_text(module)
-    env = {**os.environ, "ALLOT_REQUIRE_ALL": require_all}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", str(tmp_path), "--rootdir", str(tmp_path)]
+def start_suite(folder: Path, require_all: str) -> subprocess.Popen[str]:
+    """pytest, in a process of its own, on a throwaway suite in `folder` (a test module
+    that skips in every way, a module skipped whole) with the suite's hooks."""
+    folder.mkdir()
+    (folder / "conftest.py").write_text(HOOKS)
+    (folder / "test_skipping.py").write_text(SKIPPING_TESTS)
+    (folder / "test_skipped_module.py").write_text(SKIPPED_MODULE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pytest", str(folder), "--rootdir", str(folder)]
         + ["-c", str(ROOT / "pyproject.toml"), "-q", "-p", "no:randomly"]
-        + ["-p", "no:cacheprovider", "-p", "no:xdist"],
+        + ["-p", "no:cacheprovider", "-p", "no:xdist", "--continue-on-collection-errors"],
         cwd=ROOT,
-        env=env,
-        capture_output=True,
+        env={**os.environ, "ALLOT_REQUIRE_ALL": require_all},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=300,
     )
 
 
-def test_with_require_all_every_skip_fails_the_run(tmp_path):
-    result = run_suite(tmp_path, SKIPPING_TESTS, "1")
-    summary = result.stdout.strip().splitlines()[-1]
-    assert result.returncode == 1, result.stdout + result.stderr
-    # the skip in the test: failed; in a mark or a fixture (the setup): errors
-    assert "1 failed, 1 passed, 1 xfailed, 2 errors" in summary, result.stdout
-    assert result.stdout.count("ALLOT_REQUIRE_ALL=1 makes a skip a failure") >= 3
-    assert "the component is missing" in result.stdout
-
-
-def test_with_require_all_a_skipped_module_fails_the_run(tmp_path):
-    result = run_suite(tmp_path, SKIPPED_MODULE, "1")
-    assert result.returncode != 0, result.stdout + result.stderr
-    assert "ALLOT_REQUIRE_ALL=1 makes a skip a failure: Skipped: no component" in result.stdout
-
-
-def test_without_it_a_skip_stays_a_skip(tmp_path):
-    result = run_suite(tmp_path, SKIPPING_TESTS, "0")
-    summary = result.stdout.strip().splitlines()[-1]
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "1 passed, 3 skipped, 1 xfailed" in summary, result.stdout
-    result = run_suite(tmp_path, SKIPPED_MODULE, "0")
-    # 5: no test ran (pytest's code for "nothing collected"), not 1 (a failure)
-    assert result.returncode == 5, result.stdout + result.stderr
-    assert "1 skipped" in result.stdout.strip().splitlines()[-1], result.stdout
+def test_a_skip_fails_the_run_with_require_all_and_only_then(tmp_path):
+    # both runs at once: each is mostly the start of a pytest process
+    runs = {flag: start_suite(tmp_path / f"require_all_{flag}", flag) for flag in ("1", "0")}
+    out = {flag: run.communicate(timeout=300)[0] for flag, run in runs.items()}
+    required, plain = out["1"], out["0"]
+    # ALLOT_REQUIRE_ALL=1: the skip in the test fails; the skips in a mark, a fixture (the
+    # setup) and the module (its collection) are errors; the xfail stays one
+    assert runs["1"].returncode == 1, required
+    assert "1 failed, 1 passed, 1 xfailed, 3 errors" in required.splitlines()[-1], required
+    assert required.count("ALLOT_REQUIRE_ALL=1 makes a skip a failure") >= 4, required
+    assert "makes a skip a failure: Skipped: no component" in required
+    assert "the component is missing" in required
+    # without it, a skip stays a skip
+    assert runs["0"].returncode == 0, plain
+    assert "1 passed, 4 skipped, 1 xfailed" in plain.splitlines()[-1], plain
 
 
 def test_ci_sets_it():
