@@ -14,7 +14,7 @@ from scheduler.core.engine.runs import saved_work_s
 from scheduler.cycle.context import CycleContext
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Job, JobState
 from scheduler.selectors.translate import placements_to_json, policy_for_cluster
-from scheduler.services.transitions import attempt_transition, is_legal
+from scheduler.services.transitions import attempt_transition, is_legal, job_target
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,9 @@ def end_attempt(
     ended_at = ctx.clamp(cj.ended_at if cj else None, started_at or attempt.created_at)
     detail = (detail or "")[:1000]
     job = attempt.job
-    target = job_target(attempt, end, started=started_at is not None)
+    target = job_target(
+        end, resumable=job.resumable, started=started_at is not None, intent=attempt.stop_intent
+    )
     reason = f"attempt {attempt.number} {_END_TEXT.get(end, end)}{': ' + detail if detail else ''}"
     if target == JobState.PENDING and started_at is not None and job.resumable:
         ran = (ended_at - started_at).total_seconds()
@@ -156,24 +158,3 @@ def end_reason(attempt: Attempt, cj: ClusterJob) -> str:
     if state == ClusterJobState.STOPPED:
         return attempt.stop_intent or AttemptEnd.LOST
     return AttemptEnd.LOST
-
-
-def job_target(attempt: Attempt, end: str, *, started: bool) -> str:
-    """The state a job goes to when its attempt ended with `end` (docs/architecture.md);
-    `started`: whether the cluster ever reported the run started."""
-    intent = attempt.stop_intent
-    # a run the cluster never reported started lost no work: it simply goes back
-    requeue = attempt.job.resumable or not started
-    if end == AttemptEnd.SUCCEEDED:
-        return JobState.SUCCEEDED
-    if end == AttemptEnd.FAILED:
-        return JobState.FAILED
-    if end == AttemptEnd.START_FAILED:
-        return JobState.CANCELLED if intent == AttemptEnd.CANCELLED else JobState.PENDING
-    if end == AttemptEnd.LOST and intent:
-        end = intent  # it was being stopped anyway
-    if end == AttemptEnd.CANCELLED:
-        return JobState.CANCELLED
-    if end in (AttemptEnd.PREEMPTED, AttemptEnd.DRAINED):
-        return JobState.PENDING if requeue else JobState.PREEMPTED
-    return JobState.PENDING if requeue else JobState.FAILED  # lost

@@ -56,7 +56,7 @@ from scheduler.models import (
 from scheduler.services.clusters import cluster_create, cluster_policy_update
 from scheduler.services.jobs import job_submit
 from scheduler.services.previews import sim_config_for_cluster
-from scheduler.services.transitions import job_event
+from scheduler.services.transitions import job_event, job_target
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +315,7 @@ def _job_row(cluster, projects, submitters, job: TraceJob, outcome, runs, at) ->
         kind=job.kind,
         spec={"image": "demo/pytorch:2.5", "command": f"python {job.kind}.py"},
         duration_s=int(job.duration_s),
-        state=JobState.SUCCEEDED if outcome.state == SimJobState.COMPLETED else JobState.PREEMPTED,
+        state=_job_state_after(job, last),
         submitted_at=at(job.submit_s),
         queued_at=at(runs[-2].end_s if len(runs) > 1 else job.submit_s),
         first_started_at=at(runs[0].start_s),
@@ -329,6 +329,21 @@ def _job_row(cluster, projects, submitters, job: TraceJob, outcome, runs, at) ->
         ),
         attempt_count=len(runs),
     )
+
+
+# what the back-filled history says of a job after a stopped run, by the state it went to
+_AFTER_STOP_TEXT = {
+    JobState.PENDING: "requeued",
+    JobState.PREEMPTED: "preempted, not resumable",
+    JobState.FAILED: "lost with its host, not resumable",
+}
+
+
+def _job_state_after(job: Job | TraceJob, run: RunRecord) -> str:
+    """The state a job goes to when `run` ends: the live cycle's one rule (`job_target`)
+    for the attempt end the simulator's end reason stands for."""
+    end = _END.get(run.end_reason, AttemptEnd.LOST)
+    return job_target(end, resumable=job.resumable, started=True)
 
 
 def _job_events(job: Job, attempts, runs, rules, at) -> list[JobEvent]:
@@ -380,7 +395,7 @@ def _job_events(job: Job, attempts, runs, rules, at) -> list[JobEvent]:
             )
             continue
         rule = rules.get((run.job_id, round(run.end_s, 3)), str(run.end_reason))
-        final = S.PENDING if job.resumable and attempt is not attempts[-1] else S.PREEMPTED
+        final = _job_state_after(job, run)
         events += [
             job_event(
                 job=job,
@@ -396,7 +411,7 @@ def _job_events(job: Job, attempts, runs, rules, at) -> list[JobEvent]:
                 job=job,
                 from_state=S.STOPPING,
                 to_state=final,
-                reason="requeued" if final == S.PENDING else "preempted, not resumable",
+                reason=_AFTER_STOP_TEXT[final],
                 at=end,
                 reason_code=str(run.end_reason),
                 attempt=attempt,

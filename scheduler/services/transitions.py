@@ -27,6 +27,7 @@ from config.errors import Conflict
 from scheduler.models import (
     TERMINAL_STATES,
     Attempt,
+    AttemptEnd,
     AttemptState,
     CycleRecord,
     Job,
@@ -65,6 +66,29 @@ class IllegalTransition(Conflict):
 
 def is_legal(from_state: str, to_state: str) -> bool:
     return to_state in LEGAL_TRANSITIONS.get(from_state, frozenset())
+
+
+def job_target(end: str, *, resumable: bool, started: bool, intent: str = "") -> str:
+    """The state a job goes to when its attempt ended with `end` (docs/architecture.md):
+    `resumable`, the job's; `started`, whether the cluster ever reported the run
+    started; `intent`, the attempt's `stop_intent` (why Allot was stopping it, if it
+    was). The one rule: the live cycle (`scheduler.cycle.attempts.end_attempt`) and the
+    demo's back-filled history (`scheduler.services.demo`) both ask it."""
+    # a run the cluster never reported started lost no work: it simply goes back
+    requeue = resumable or not started
+    if end == AttemptEnd.SUCCEEDED:
+        return JobState.SUCCEEDED
+    if end == AttemptEnd.FAILED:
+        return JobState.FAILED
+    if end == AttemptEnd.START_FAILED:
+        return JobState.CANCELLED if intent == AttemptEnd.CANCELLED else JobState.PENDING
+    if end == AttemptEnd.LOST and intent:
+        end = intent  # it was being stopped anyway
+    if end == AttemptEnd.CANCELLED:
+        return JobState.CANCELLED
+    if end in (AttemptEnd.PREEMPTED, AttemptEnd.DRAINED):
+        return JobState.PENDING if requeue else JobState.PREEMPTED
+    return JobState.PENDING if requeue else JobState.FAILED  # lost
 
 
 def job_event(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from types import SimpleNamespace
 
 import pytest
 from django.core.cache import cache
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 from budgets.models import BudgetNode
 from ledger.accounting import EndReason, RunInterval
 from ledger.models import ProjectHour
-from scheduler.core.sim.history import GpuIndexError, runs_with_gpu_indices
+from scheduler.core.sim.history import GpuIndexError, RunRecord, runs_with_gpu_indices
+from scheduler.core.sim.model import TraceJob
 from scheduler.management.commands.seed_demo import DEMO_TREE
 from scheduler.models import (
     Attempt,
@@ -85,6 +87,55 @@ def test_a_gpu_freed_at_an_instant_may_be_taken_at_that_instant():
     assert [r.placements for r in runs] == [(("h0", tuple(range(8))),)] * 2
 
 
+def _run(end_s: float, end_reason: EndReason) -> RunRecord:
+    return RunRecord(
+        "demo-000001", end_s - 600, end_s, end_reason, True, 8, (("h0", tuple(range(8))),)
+    )
+
+
+@pytest.mark.parametrize(
+    ("resumable", "ends", "states"),
+    [
+        # the live cycle's moves (tests/live/test_cycle.py): a lost resumable job is
+        # requeued, a lost one that is not fails; a preempted one that is not ends preempted
+        (True, [EndReason.HOST_DOWN, EndReason.COMPLETED], [JobState.PENDING, JobState.SUCCEEDED]),
+        (True, [EndReason.DRAINED, EndReason.COMPLETED], [JobState.PENDING, JobState.SUCCEEDED]),
+        (False, [EndReason.HOST_DOWN], [JobState.FAILED]),
+        (False, [EndReason.PREEMPTED], [JobState.PREEMPTED]),
+        (False, [EndReason.COMPLETED], [JobState.SUCCEEDED]),
+    ],
+)
+def test_a_backfilled_job_moves_after_each_run_as_the_live_cycle_moves_it(resumable, ends, states):
+    trace = TraceJob(
+        job_id="demo-000001",
+        project="p",
+        user="u",
+        submit_s=0.0,
+        gpus=8,
+        duration_s=3600.0,
+        min_runtime_s=600.0,
+        resumable=resumable,
+        priority=0,
+        kind="training",
+    )
+    runs = [_run(3600.0 * (n + 1), end) for n, end in enumerate(ends)]
+    origin = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    at = lambda s: origin + dt.timedelta(seconds=s)  # noqa: E731
+    project, cluster = BudgetNode(name="p"), Cluster(name="c")
+    outcome = SimpleNamespace(min_runtime_s=600.0, state=None)
+    job = demo._job_row(cluster, {"p": project}, {"p": None}, trace, outcome, runs, at)
+    events = demo._job_events(
+        job, [Attempt(number=n) for n in range(1, len(runs) + 1)], runs, {}, at
+    )
+    after_each_run = [
+        e.to_state
+        for e in events
+        if e.from_state in (JobState.STOPPING, JobState.RUNNING) and e.to_state != JobState.STOPPING
+    ]
+    assert after_each_run == states
+    assert job.state == states[-1] == events[-1].to_state
+
+
 @pytest.fixture
 def demo_org(db, simcluster, monkeypatch):
     monkeypatch.setenv("ALLOT_SIMCLUSTER_URL", simcluster.url)
@@ -103,7 +154,7 @@ def test_backfill_writes_a_history_a_live_cluster_could_have_recorded(demo_org):
     jobs = list(Job.objects.filter(cluster=cluster))
     kinds = {j.kind for j in jobs}
     assert {"debug", "training", "sweep"} <= kinds
-    assert all(j.state in (JobState.SUCCEEDED, JobState.PREEMPTED) for j in jobs)
+    assert all(j.state in (JobState.SUCCEEDED, JobState.PREEMPTED, JobState.FAILED) for j in jobs)
     start = now - dt.timedelta(days=2)
     by_gpu = defaultdict(list)
     for a in Attempt.objects.filter(cluster=cluster).select_related("job"):
