@@ -74,6 +74,7 @@ FIGURES = {
     "Held for short jobs now (GPUs)": "short-job-reserve-cost",
     "Reserve cost (GPU-h, 7 days)": "short-job-reserve-cost",
     "Short-job waits saved (7 days)": "short-job-reserve-cost",
+    "Share floor": "share-floor",
     "Utilisation": "planner-figures",
     "Impact": "impact",
     "GPU utilization": "utilization",

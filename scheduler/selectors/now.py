@@ -3,8 +3,9 @@
 Per cluster: GPUs running, free and waited for; jobs pending and running; the last
 cycle's age and duration (and whether cycles are late); the cluster adapter's errors of
 recent cycles; hosts down or draining with their reason and what still runs there; and
-what the short-job reserve holds (`short_reserve_now`, the one place that reads it).
-Reads only; everything comes from the records the cycle writes.
+what the short-job reserve holds (`short_reserve_now`, the one place that reads it);
+whether the share floor is on (`share_floor_now`: the setting the engine reads and its
+last audited change). Reads only; everything comes from the records the cycle writes.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from scheduler.models import (
     Attempt,
     AttemptState,
     Cluster,
+    ClusterPolicyEvent,
     CycleRecord,
     Host,
     HostHealth,
@@ -29,6 +31,7 @@ from scheduler.models import (
     JobState,
     QueueSnapshot,
 )
+from scheduler.selectors.translate import policy_for_cluster
 
 ERROR_WINDOW = dt.timedelta(hours=1)  # adapter errors of the cycles this recent
 MAX_ERRORS = 10
@@ -101,6 +104,7 @@ def cluster_now(
             if h.health != HostHealth.HEALTHY
         ],
         "short_reserve": short_reserve_now(cluster=cluster, now=at),
+        "share_floor": share_floor_now(cluster=cluster),
     }
 
 
@@ -190,6 +194,23 @@ def short_reserve_now(*, cluster: Cluster, now: dt.datetime | None = None) -> di
         "running_jobs": short["running"] or 0,
         "running_gpus": short["running_gpus"] or 0,
         "waiting_jobs": short["waiting"] or 0,
+    }
+
+
+def share_floor_now(*, cluster: Cluster) -> dict[str, Any]:
+    """The cluster's share floor (docs/concepts.md#share-floor): `on`, the value the
+    engine's policy reads (`policy_for_cluster`), and its last audited change (`changed_at`,
+    `changed_by`, `reason`; None where it was never changed: on by default). One query."""
+    last = (
+        ClusterPolicyEvent.objects.filter(cluster_id=cluster.pk, changes__has_key="share_floor")
+        .only("at", "actor_name", "reason")
+        .first()
+    )
+    return {
+        "on": policy_for_cluster(cluster).share_floor,
+        "changed_at": last.at if last else None,
+        "changed_by": (last.actor_name or "system") if last else None,
+        "reason": last.reason if last else None,
     }
 
 

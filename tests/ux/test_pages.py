@@ -5,15 +5,21 @@ times and durations are worded."""
 from __future__ import annotations
 
 import datetime as dt
+import io
+import re
 
 import pytest
+from django.core.management import call_command
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from budgets.demo import DEMO_PASSWORD, DEMO_ROOT
 from budgets.services import budget_tree_import
 from config.clock import relative_text, span_text
 from scheduler.models import CycleRecord, Host
-from scheduler.selectors.now import cluster_now, is_operator, short_reserve_now
+from scheduler.selectors.now import cluster_now, is_operator, share_floor_now, short_reserve_now
+from scheduler.selectors.translate import policy_for_cluster
+from tests.factories import SuperUserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -80,6 +86,36 @@ def test_the_now_page_shows_each_cluster_as_it_is(
     assert "Short-job waits saved (7 days)</dt><dd>1 " in html
     part = client.get("/now/", HTTP_HX_REQUEST="true").content.decode()
     assert part.lstrip().startswith('<div id="now-clusters"') and "<html" not in part
+
+
+def test_the_now_page_shows_the_share_floor_the_engine_and_the_api_read(
+    live, client, django_assert_num_queries
+):
+    """One setting, one value: the Now page's share floor is the cluster's policy as the
+    engine reads it and as API clusters/{id}/ gives it, before and after a change."""
+    root = SuperUserFactory(username="root")
+    api = APIClient()
+    api.force_authenticate(root)
+    client.force_login(root)
+
+    def shown() -> tuple[str, bool, bool]:
+        html = client.get("/now/").content.decode()
+        (value,) = re.findall(r"<dt>Share floor</dt><dd>(\w+) <small>(.*?)</small>", html, re.S)
+        live.cluster.refresh_from_db()
+        policy = api.get(f"/api/v1/clusters/{live.cluster.pk}/").json()["policy"]
+        return value, policy["share_floor"], policy_for_cluster(live.cluster).share_floor
+
+    (state, note), api_on, engine_on = shown()
+    assert (state, api_on, engine_on) == ("On", True, True) and note == "as the cluster was added"
+    call_command(
+        "cluster_set", live.cluster.name, "--reason", "rank alone", "--share-floor", "off",
+        stdout=io.StringIO(),
+    )  # fmt: skip
+    (state, note), api_on, engine_on = shown()
+    assert (state, api_on, engine_on) == ("Off", False, False)
+    assert note.startswith("since ") and note.endswith("by system: rank alone")
+    with django_assert_num_queries(1):
+        assert share_floor_now(cluster=live.cluster)["on"] is False
 
 
 def test_only_staff_and_operators_get_the_now_link(live, client):
