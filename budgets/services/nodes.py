@@ -67,6 +67,29 @@ def _structure_event(
     return event
 
 
+def _new_parent(actor, index: TreeIndex, parent_id: int, *, action: str) -> BudgetNode:
+    """The node that is to take a node under it (a new one or one moved there): it
+    exists, the actor manages it or a node above it, and it is not a project (projects
+    are leaves and own work). The one rule for node_create and node_update."""
+    if parent_id not in index.nodes:
+        raise ValidationFailed(f"There is no node with id {parent_id}.", field="parent")
+    _require(
+        actor is None or permissions.may_add_node_under(actor, parent_id),
+        actor,
+        index,
+        parent_id,
+        field="parent",
+        action=action,
+    )
+    parent = index.nodes[parent_id]
+    if parent.kind == NodeKind.PROJECT:
+        raise ValidationFailed(
+            f"'{index.path(parent_id)}' is a project; projects are leaves and own work, not nodes.",
+            field="parent",
+        )
+    return parent
+
+
 def node_create(
     *, actor, parent_id: int, name: str, weight: Any = "1", kind: str | None = None, reason: str
 ) -> BudgetNode:
@@ -77,22 +100,7 @@ def node_create(
     with transaction.atomic():
         state = _lock_tree()
         index = tree_index()
-        if parent_id not in index.nodes:
-            raise ValidationFailed(f"There is no node with id {parent_id}.", field="parent")
-        parent = index.nodes[parent_id]
-        _require(
-            actor is None or permissions.may_add_node_under(actor, parent_id),
-            actor,
-            index,
-            parent_id,
-            field="parent",
-            action="add nodes under",
-        )
-        if parent.kind == NodeKind.PROJECT:
-            raise ValidationFailed(
-                f"'{index.path(parent_id)}' is a project; projects are leaves and own work, not nodes.",
-                field="parent",
-            )
+        parent = _new_parent(actor, index, parent_id, action="add nodes under")
         _unique_among_siblings(index, parent_id, name, exclude=None)
         kind = kind or NodeKind.PROJECT
         if kind not in (NodeKind.PROGRAM, NodeKind.PROJECT):
@@ -144,27 +152,13 @@ def node_update(
         _check_base_version(state, base_version)
         new_parent_id = node.parent_id
         if parent_id is not None and parent_id != node.parent_id:
-            if parent_id not in index.nodes:
-                raise ValidationFailed(f"There is no node with id {parent_id}.", field="parent")
+            _new_parent(actor, index, parent_id, action="move nodes under")
             if parent_id == node_id or parent_id in index.descendants(node_id):
                 raise ValidationFailed(
                     f"'{index.path(node_id)}' cannot move under itself or its own descendant "
                     f"'{index.path(parent_id)}'.",
                     field="parent",
                 )
-            if index.nodes[parent_id].kind == NodeKind.PROJECT:
-                raise ValidationFailed(
-                    f"'{index.path(parent_id)}' is a project; projects cannot have children.",
-                    field="parent",
-                )
-            _require(
-                actor is None or permissions.may_add_node_under(actor, parent_id),
-                actor,
-                index,
-                parent_id,
-                field="parent",
-                action="move nodes under",
-            )
             new_parent_id = parent_id
         new_name = _clean_name(name) if name is not None else node.name
         if new_name == node.name and new_parent_id == node.parent_id:
