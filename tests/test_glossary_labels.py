@@ -75,6 +75,7 @@ FIGURES = {
     "Reserve cost (GPU-h, 7 days)": "short-job-reserve-cost",
     "Short-job waits saved (7 days)": "short-job-reserve-cost",
     "Share floor": "share-floor",
+    "Idle-GPU reclaim": "idle-reclaim",
     "Utilisation": "planner-figures",
     "Impact": "impact",
     "GPU utilization": "utilization",
@@ -129,10 +130,45 @@ API_FIELDS = {
     "effective_gpu_h": "effective-gpu-hours",
     "sm_active": "sm-active",
     "memory_used_max_mib": "peak-gpu-memory-used",
+    "weight": "weight",
+    "rank": "rank",
+    "project_rank": "rank",
+    "position": "queue-position",
+    "project_position": "queue-position",
+    "queue_length": "queue-position",
+    "held_gpus": "short-job-reserve-cost",
+    "short_waits_saved": "short-job-reserve-cost",
+    "healthy_gpus": "now-page-figures",
+    "gpus_in_use": "now-page-figures",
+    "pending_jobs": "now-page-figures",
+    "running_jobs": "now-page-figures",
+    "draining_hosts": "now-page-figures",
+    "down_hosts": "now-page-figures",
+    "starts": "now-page-figures",
+    "stops": "now-page-figures",
+    # the policy's settings behind a figure or a rule
+    "min_runtime_s": "allocated-job",
+    "max_min_runtime_s": "protection",
+    "lookback_s": "usage",
+    "half_life_s": "usage",
+    "short_reserve_hosts": "short-job-reserve",
+    "short_job_max_s": "short-job-reserve",
+    "idle_threshold_pct": "idle-reclaim",
+    "idle_reclaim_after_s": "idle-reclaim",
+    "window_days": "windows",
+    "days": "windows",
 }
-# number fields that are not figures of the glossary (a job's own progress, a cycle's
-# duration, a preview's progress)
-API_NOT_FIGURES = {"progress_s", "duration_ms", "progress"}
+# number fields that are not figures of the glossary: a job's own progress and inputs, a
+# cycle's duration, a preview's progress, ids and references, versions, counts of a
+# page or a request, the cluster's size and timing settings
+API_NOT_FIGURES = {
+    "progress_s", "duration_ms", "progress", "id", "job", "node", "parent", "project",
+    "cluster", "cycle", "attempt", "preempted_by", "preempting_job", "preempting_project",
+    "scheduled_event", "array", "array_index", "number", "version", "base_version", "depth",
+    "count", "attempt_count", "priority", "duration_s", "gpus", "hosts", "cycle_s", "grace_s",
+}  # fmt: skip
+# the serializer fields that carry a number
+NUMBER_FIELDS = ("FloatField", "IntegerField", "DecimalField")
 
 # CLI column header -> glossary anchor
 CLI_FIGURES = {
@@ -193,7 +229,9 @@ def _template_labels() -> dict[str, set[str]]:
 def _api_number_fields() -> set[str]:
     fields: set[str] = set()
     for path in SERIALIZERS:
-        fields |= set(re.findall(r"^\s+(\w+) = serializers\.FloatField\(", path.read_text(), re.M))
+        kinds = "|".join(NUMBER_FIELDS)
+        found = re.findall(rf"^\s+(\w+) = serializers\.(?:{kinds})\(", path.read_text(), re.M)
+        fields |= set(found)
     return fields
 
 
@@ -214,6 +252,7 @@ def test_every_page_label_is_a_glossary_figure_or_not_a_figure():
 def test_every_api_number_field_is_a_glossary_figure():
     found = _api_number_fields()
     assert "fairshare_factor" in found  # the scan reads the scheduler's serializers too
+    assert {"position", "weight"} <= found  # and whole numbers and decimals, not only floats
     unknown = found - set(API_FIELDS) - API_NOT_FIGURES
     assert not unknown, f"API fields without a glossary entry: {sorted(unknown)}"
 
@@ -280,4 +319,5 @@ def test_no_two_figures_share_a_label():
 
 def test_no_label_is_both_a_figure_and_not_one():
     assert not set(FIGURES) & NOT_FIGURES
+    assert not set(API_FIELDS) & API_NOT_FIGURES
     assert not set(CLI_FIGURES) & CLI_NOT_FIGURES

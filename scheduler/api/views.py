@@ -24,7 +24,7 @@ from scheduler.api import serializers as s
 from scheduler.models import Job
 from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors import jobs as selectors
-from scheduler.selectors.clusters import resolve_cluster
+from scheduler.selectors.clusters import gpus_in_use, resolve_cluster
 from scheduler.selectors.now import short_reserve_now
 from scheduler.selectors.utilization import job_utilization, metrics_settings
 from scheduler.services import clusters as cluster_services
@@ -445,7 +445,7 @@ class HostListApi(APIView):
         hosts = selectors.host_list(cluster_id=cluster_id, health=filters.get("health"))
         paginator = Pagination()
         page = paginator.paginate_queryset(hosts, request, view=self)
-        used = selectors.gpus_in_use(page)
+        used = gpus_in_use(page)
         return paginator.get_paginated_response(
             s.HostOutput([_host_row(h, used) for h in page], many=True).data
         )
@@ -457,7 +457,7 @@ class HostDetailApi(APIView):
         if found is None:
             raise NotFound(f"There is no host with id {host_id}.")
         host, events = found
-        body = _host_row(host, selectors.gpus_in_use([host]))
+        body = _host_row(host, gpus_in_use([host]))
         body["events"] = events
         return s.HostDetailOutput(body).data
 

@@ -1,13 +1,28 @@
-"""Finding a cluster by what a person typed (its id or its name)."""
+"""Finding a cluster by what a person typed (its id or its name), and the counts every
+surface shows of a cluster (`cluster_counts`: hosts and GPUs by health, jobs pending and
+running; `gpus_in_use`: GPUs held per host), read by the API (`clusters/`, `hosts/`),
+the CLI through it and the Now page (docs/concepts.md#now-page-figures)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
+
+from django.db.models import Count, Q, Sum
 
 from config.errors import ApplicationError, ValidationFailed
 from config.plainsql import columns, fetch_all, fetch_one, instance
 from config.text import is_id_text
-from scheduler.models import Cluster, Host
+from scheduler.models import (
+    ACTIVE_STATES,
+    Attempt,
+    AttemptState,
+    Cluster,
+    Host,
+    HostHealth,
+    Job,
+    JobState,
+)
 
 
 def resolve_cluster(
@@ -72,3 +87,61 @@ def cluster_list() -> list[Cluster]:
     """Every cluster, by name."""
     sql = f'SELECT {columns(Cluster, "c")} FROM "{Cluster._meta.db_table}" c ORDER BY c."name"'
     return [instance(Cluster, row)[0] for row in fetch_all(sql, [])]
+
+
+def cluster_counts(cluster_ids: Iterable[int]) -> dict[int, dict[str, int]]:
+    """Per cluster id: `hosts`, `gpus`, `healthy_gpus` (GPUs of healthy hosts),
+    `draining_hosts`, `down_hosts`, `pending_jobs`, `pending_gpus` (what the waiting jobs
+    ask for) and `running_jobs` (starting, running or stopping). Two queries."""
+    ids = list(cluster_ids)
+    out = {
+        pk: dict.fromkeys(
+            ("hosts", "gpus", "healthy_gpus", "draining_hosts", "down_hosts", "pending_jobs",
+             "pending_gpus", "running_jobs"),
+            0,
+        )
+        for pk in ids
+    }  # fmt: skip
+    hosts = (
+        Host.objects.filter(cluster_id__in=ids)
+        .values("cluster_id")
+        .annotate(
+            n_hosts=Count("id"),
+            n_gpus=Sum("gpus"),
+            n_healthy_gpus=Sum("gpus", filter=Q(health=HostHealth.HEALTHY)),
+            n_draining_hosts=Count("id", filter=Q(health=HostHealth.DRAINING)),
+            n_down_hosts=Count("id", filter=Q(health=HostHealth.DOWN)),
+        )
+    )
+    jobs = (
+        Job.objects.filter(cluster_id__in=ids, state__in=[JobState.PENDING, *ACTIVE_STATES])
+        .values("cluster_id")
+        .annotate(
+            n_pending_jobs=Count("id", filter=Q(state=JobState.PENDING)),
+            n_pending_gpus=Sum("gpus", filter=Q(state=JobState.PENDING)),
+            n_running_jobs=Count("id", filter=Q(state__in=ACTIVE_STATES)),
+        )
+    )
+    for row in [*hosts, *jobs]:
+        counts = out[row.pop("cluster_id")]
+        counts.update({name.removeprefix("n_"): value or 0 for name, value in row.items()})
+    return out
+
+
+def gpus_in_use(hosts: Iterable[Host]) -> dict[tuple[int, str], int]:
+    """GPUs held by open attempts, per (cluster id, host name) of the given hosts."""
+    wanted = {(h.cluster_id, h.name) for h in hosts}
+    if not wanted:
+        return {}
+    used: dict[tuple[int, str], int] = {}
+    rows = (
+        Attempt.objects.filter(cluster_id__in={c for c, _ in wanted})
+        .exclude(state=AttemptState.ENDED)
+        .values_list("cluster_id", "placements")
+    )
+    for cluster_id, placements in rows:
+        for p in placements or []:
+            key = (cluster_id, p.get("host"))
+            if key in wanted:
+                used[key] = used.get(key, 0) + len(p.get("gpu_indices", []))
+    return used

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from budgets import permissions
@@ -26,7 +26,6 @@ from scheduler.core.engine import entitled_shares, plan, project_standing
 from scheduler.core.engine.explain import STANDING, hours_text
 from scheduler.core.engine.runs import protection_end
 from scheduler.models import (
-    ACTIVE_STATES,
     Attempt,
     Cluster,
     ClusterPolicyEvent,
@@ -38,6 +37,7 @@ from scheduler.models import (
     JobState,
 )
 from scheduler.selectors.budget_changes import cluster_change_notes, with_change_note
+from scheduler.selectors.clusters import cluster_counts
 from scheduler.selectors.eta import CachedJobEtas, job_eta_for_page
 from scheduler.selectors.job_reads import job_attempts, job_detail, job_events
 from scheduler.selectors.queue import StoredQueue, stored_queue
@@ -306,19 +306,10 @@ def cluster_list(*, cluster_id: int | None = None) -> list[dict[str, Any]]:
     clusters_qs = (
         Cluster.objects.select_related("metrics").prefetch_related("operators").order_by("name")
     )
-    hosts_qs = Host.objects.all()
-    jobs_qs = Job.objects.filter(state__in=[JobState.PENDING, *ACTIVE_STATES])
     if cluster_id is not None:
         clusters_qs = clusters_qs.filter(pk=cluster_id)
-        hosts_qs = hosts_qs.filter(cluster_id=cluster_id)
-        jobs_qs = jobs_qs.filter(cluster_id=cluster_id)
     clusters = list(clusters_qs)
-    hosts: dict[int, dict[str, list[int]]] = {}
-    for c_id, health, gpus in hosts_qs.values_list("cluster_id", "health", "gpus"):
-        hosts.setdefault(c_id, {}).setdefault(health, []).append(gpus)
-    jobs: dict[int, dict[str, int]] = {}
-    for row in jobs_qs.values("cluster_id", "state").annotate(n=Count("id")):
-        jobs.setdefault(row["cluster_id"], {})[row["state"]] = row["n"]
+    counts = cluster_counts(c.pk for c in clusters)
     last_cycles = {
         c.cluster_id: c
         for c in CycleRecord.objects.filter(cluster__in=clusters)
@@ -327,20 +318,11 @@ def cluster_list(*, cluster_id: int | None = None) -> list[dict[str, Any]]:
     }
     out = []
     for cluster in clusters:
-        by_health = hosts.get(cluster.pk, {})
-        counts = jobs.get(cluster.pk, {})
-        last = last_cycles.get(cluster.pk)
         out.append(
             {
                 "cluster": cluster,
-                "hosts": sum(len(v) for v in by_health.values()),
-                "gpus": sum(sum(v) for v in by_health.values()),
-                "healthy_gpus": sum(by_health.get(HostHealth.HEALTHY, [])),
-                "draining_hosts": len(by_health.get(HostHealth.DRAINING, [])),
-                "down_hosts": len(by_health.get(HostHealth.DOWN, [])),
-                "pending_jobs": counts.get(JobState.PENDING, 0),
-                "running_jobs": sum(counts.get(s, 0) for s in ACTIVE_STATES),
-                "last_cycle": last,
+                **counts[cluster.pk],  # the Now page's counts (`cluster_counts`)
+                "last_cycle": last_cycles.get(cluster.pk),
                 "operators": [u.get_username() for u in cluster.operators.all()],
             }
         )
@@ -368,25 +350,6 @@ def host_detail(*, host_id: int, events: int = 20) -> tuple[Host, list[HostEvent
     if host is None:
         return None
     return host, list(host.events.order_by("-at", "-id")[:events])
-
-
-def gpus_in_use(hosts: Iterable[Host]) -> dict[tuple[int, str], int]:
-    """GPUs held by open attempts, per (cluster id, host name) of the given hosts."""
-    wanted = {(h.cluster_id, h.name) for h in hosts}
-    if not wanted:
-        return {}
-    used: dict[tuple[int, str], int] = {}
-    rows = (
-        Attempt.objects.filter(cluster_id__in={c for c, _ in wanted})
-        .exclude(state="ended")
-        .values_list("cluster_id", "placements")
-    )
-    for cluster_id, placements in rows:
-        for p in placements or []:
-            key = (cluster_id, p.get("host"))
-            if key in wanted:
-                used[key] = used.get(key, 0) + len(p.get("gpu_indices", []))
-    return used
 
 
 # ---------------------------------------------------------------- the job page

@@ -4,14 +4,13 @@ Per cluster: GPUs running, free and waited for; jobs pending and running; the la
 cycle's age and duration (and whether cycles are late); the cluster adapter's errors of
 recent cycles; hosts down or draining with their reason and what still runs there; and
 what the short-job reserve holds (`short_reserve_now`, the one place that reads it);
-whether the share floor is on (`share_floor_now`: the setting the engine reads and its
-last audited change). Reads only; everything comes from the records the cycle writes.
+the switchable scheduling rules, share floor and idle-GPU reclaim (`policy_now`: the
+settings the engine reads and their last audited change). Reads only; everything comes from the records the cycle writes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
 from typing import Any
 
 from django.db.models import Count, Q, Sum
@@ -20,8 +19,6 @@ from django.utils import timezone
 from ops.selectors import ClusterHealth, scheduling_health
 from scheduler.models import (
     ACTIVE_STATES,
-    Attempt,
-    AttemptState,
     Cluster,
     ClusterPolicyEvent,
     CycleRecord,
@@ -31,6 +28,7 @@ from scheduler.models import (
     JobState,
     QueueSnapshot,
 )
+from scheduler.selectors.clusters import cluster_counts, gpus_in_use
 from scheduler.selectors.translate import policy_for_cluster
 
 ERROR_WINDOW = dt.timedelta(hours=1)  # adapter errors of the cycles this recent
@@ -66,27 +64,20 @@ def cluster_now(
             (c for c in scheduling_health(now=at).clusters if c.name == cluster.name), None
         )
     hosts = list(Host.objects.filter(cluster=cluster).order_by("name"))
-    in_use = _gpus_in_use(cluster)
-    jobs = Job.objects.filter(cluster=cluster).aggregate(
-        pending=Count("id", filter=Q(state=JobState.PENDING)),
-        pending_gpus=Sum("gpus", filter=Q(state=JobState.PENDING)),
-        running=Count("id", filter=Q(state__in=ACTIVE_STATES)),
-    )
-    gpus = sum(h.gpus for h in hosts)
-    healthy = sum(h.gpus for h in hosts if h.health == HostHealth.HEALTHY)
-    running_gpus = sum(in_use.values())
+    in_use = {name: n for (_, name), n in gpus_in_use(hosts).items()}
+    counts = cluster_counts([cluster.pk])[cluster.pk]
     return {
         "cluster": cluster,
-        "hosts": len(hosts),
-        "gpus": gpus,
-        "healthy_gpus": healthy,
-        "running_gpus": running_gpus,
+        "hosts": counts["hosts"],
+        "gpus": counts["gpus"],
+        "healthy_gpus": counts["healthy_gpus"],
+        "running_gpus": sum(in_use.values()),
         "free_gpus": sum(
             max(0, h.gpus - in_use.get(h.name, 0)) for h in hosts if h.health == HostHealth.HEALTHY
         ),
-        "pending_jobs": jobs["pending"] or 0,
-        "pending_gpus": jobs["pending_gpus"] or 0,
-        "running_jobs": jobs["running"] or 0,
+        "pending_jobs": counts["pending_jobs"],
+        "pending_gpus": counts["pending_gpus"],
+        "running_jobs": counts["running_jobs"],
         "cycle": last_cycle(cluster=cluster, now=at, health=health),
         "errors": adapter_errors(cluster=cluster, now=at),
         "unhealthy_hosts": [
@@ -104,22 +95,8 @@ def cluster_now(
             if h.health != HostHealth.HEALTHY
         ],
         "short_reserve": short_reserve_now(cluster=cluster, now=at),
-        "share_floor": share_floor_now(cluster=cluster),
+        "policy": policy_now(cluster=cluster),
     }
-
-
-def _gpus_in_use(cluster: Cluster) -> dict[str, int]:
-    """GPUs held by the cluster's open attempts, per host name."""
-    used: dict[str, int] = defaultdict(int)
-    rows = (
-        Attempt.objects.filter(cluster=cluster)
-        .exclude(state=AttemptState.ENDED)
-        .values_list("placements", flat=True)
-    )
-    for placements in rows:
-        for p in placements or []:
-            used[p.get("host", "")] += len(p.get("gpu_indices", []))
-    return dict(used)
 
 
 def last_cycle(
@@ -197,20 +174,41 @@ def short_reserve_now(*, cluster: Cluster, now: dt.datetime | None = None) -> di
     }
 
 
-def share_floor_now(*, cluster: Cluster) -> dict[str, Any]:
-    """The cluster's share floor (docs/concepts.md#share-floor): `on`, the value the
-    engine's policy reads (`policy_for_cluster`), and its last audited change (`changed_at`,
-    `changed_by`, `reason`; None where it was never changed: on by default). One query."""
-    last = (
-        ClusterPolicyEvent.objects.filter(cluster_id=cluster.pk, changes__has_key="share_floor")
-        .only("at", "actor_name", "reason")
-        .first()
-    )
+def policy_now(*, cluster: Cluster) -> dict[str, Any]:
+    """The cluster's switchable scheduling rules as the engine's policy reads them
+    (`policy_for_cluster`), each with its last audited change (`changed_at`,
+    `changed_by`, `reason`; None where never changed): `share_floor`
+    (docs/concepts.md#share-floor) and `idle_reclaim` (#idle-reclaim, with its threshold
+    and how long GPUs must stay idle). One query."""
+    policy = policy_for_cluster(cluster)
+    last: dict[str, Any] = {}
+    events = ClusterPolicyEvent.objects.filter(
+        Q(changes__has_key="share_floor") | Q(changes__has_key="idle_reclaim"),
+        cluster_id=cluster.pk,
+    ).only("at", "actor_name", "reason", "changes")
+    for event in events:  # newest first
+        for name in ("share_floor", "idle_reclaim"):
+            if name in event.changes and name not in last:
+                last[name] = event
+        if len(last) == 2:
+            break
+
+    def changed(name: str) -> dict[str, Any]:
+        event = last.get(name)
+        return {
+            "changed_at": event.at if event else None,
+            "changed_by": (event.actor_name or "system") if event else None,
+            "reason": event.reason if event else None,
+        }
+
     return {
-        "on": policy_for_cluster(cluster).share_floor,
-        "changed_at": last.at if last else None,
-        "changed_by": (last.actor_name or "system") if last else None,
-        "reason": last.reason if last else None,
+        "share_floor": {"on": policy.share_floor, **changed("share_floor")},
+        "idle_reclaim": {
+            "on": policy.idle_reclaim,
+            "threshold_pct": cluster.idle_threshold_pct,
+            "after_s": policy.idle_reclaim_after_s,
+            **changed("idle_reclaim"),
+        },
     }
 
 

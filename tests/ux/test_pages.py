@@ -17,9 +17,11 @@ from budgets.demo import DEMO_PASSWORD, DEMO_ROOT
 from budgets.services import budget_tree_import
 from config.clock import relative_text, span_text
 from scheduler.models import CycleRecord, Host
-from scheduler.selectors.now import cluster_now, is_operator, share_floor_now, short_reserve_now
+from scheduler.selectors.now import cluster_now, is_operator, policy_now, short_reserve_now
 from scheduler.selectors.translate import policy_for_cluster
 from tests.factories import SuperUserFactory
+from tests.roles import token_for
+from tests.support.cli import Cli
 
 pytestmark = pytest.mark.django_db
 
@@ -88,34 +90,86 @@ def test_the_now_page_shows_each_cluster_as_it_is(
     assert part.lstrip().startswith('<div id="now-clusters"') and "<html" not in part
 
 
-def test_the_now_page_shows_the_share_floor_the_engine_and_the_api_read(
+def test_the_now_page_shows_the_policy_the_engine_and_the_api_read(
     live, client, django_assert_num_queries
 ):
-    """One setting, one value: the Now page's share floor is the cluster's policy as the
-    engine reads it and as API clusters/{id}/ gives it, before and after a change."""
+    """One setting, one value: the Now page's share floor and idle-GPU reclaim are the
+    cluster's policy as the engine reads it and as API clusters/{id}/ gives it, before
+    and after a change, with that change's author and reason."""
     root = SuperUserFactory(username="root")
     api = APIClient()
     api.force_authenticate(root)
     client.force_login(root)
 
-    def shown() -> tuple[str, bool, bool]:
+    def shown(label: str, field: str) -> tuple[tuple[str, str], bool, bool]:
         html = client.get("/now/").content.decode()
-        (value,) = re.findall(r"<dt>Share floor</dt><dd>(\w+) <small>(.*?)</small>", html, re.S)
+        (value,) = re.findall(rf"<dt>{label}</dt><dd>(\w+) <small>(.*?)</small>", html, re.S)
         live.cluster.refresh_from_db()
         policy = api.get(f"/api/v1/clusters/{live.cluster.pk}/").json()["policy"]
-        return value, policy["share_floor"], policy_for_cluster(live.cluster).share_floor
+        return value, policy[field], getattr(policy_for_cluster(live.cluster), field)
 
-    (state, note), api_on, engine_on = shown()
-    assert (state, api_on, engine_on) == ("On", True, True) and note == "as the cluster was added"
+    assert shown("Share floor", "share_floor") == (("On", "as the cluster was added"), True, True)
+    assert shown("Idle-GPU reclaim", "idle_reclaim") == (
+        ("Off", "as the cluster was added"), False, False
+    )  # fmt: skip
     call_command(
         "cluster_set", live.cluster.name, "--reason", "rank alone", "--share-floor", "off",
         stdout=io.StringIO(),
     )  # fmt: skip
-    (state, note), api_on, engine_on = shown()
+    call_command(
+        "cluster_set", live.cluster.name, "--reason", "idle notebooks", "--idle-reclaim", "on",
+        stdout=io.StringIO(),
+    )  # fmt: skip
+    (state, note), api_on, engine_on = shown("Share floor", "share_floor")
     assert (state, api_on, engine_on) == ("Off", False, False)
     assert note.startswith("since ") and note.endswith("by system: rank alone")
+    (state, note), api_on, engine_on = shown("Idle-GPU reclaim", "idle_reclaim")
+    assert (state, api_on, engine_on) == ("On", True, True)
+    assert note.startswith("below 5% for 30 min; since ")
+    assert note.endswith("by system: idle notebooks")
     with django_assert_num_queries(1):
-        assert share_floor_now(cluster=live.cluster)["on"] is False
+        policy = policy_now(cluster=live.cluster)
+    assert not policy["share_floor"]["on"] and policy["idle_reclaim"]["on"]
+
+
+def test_the_now_page_counts_are_the_apis_and_the_clis(live, client, live_server, tmp_path):
+    """One count, one value: the Now page's GPUs, hosts and jobs of a cluster are what
+    API clusters/ and hosts/ and `allot clusters` / `allot hosts` give for it."""
+    for _ in range(3):
+        live.submit("b1", gpus=8, min_runtime_s=3600)
+    live.cycle()
+    for _ in range(2):
+        live.submit("a1", gpus=8, min_runtime_s=3600)
+    live.cycle(advance_s=1)
+    Host.objects.filter(cluster=live.cluster, name="node02").update(
+        health="draining", health_reason="ECC errors", health_changed_at=timezone.now()
+    )
+    root = SuperUserFactory(username="root")
+    api = APIClient()
+    api.force_authenticate(root)
+    client.force_login(root)
+    html = client.get("/now/").content.decode()
+
+    def shown(label: str) -> str:
+        (value,) = re.findall(rf"<dt>{re.escape(label)}</dt><dd>(.*?)</dd>", html, re.S)
+        return " ".join(re.sub(r"<[^>]+>", " ", value).split())
+
+    row = api.get(f"/api/v1/clusters/{live.cluster.pk}/").json()
+    hosts = api.get("/api/v1/hosts/", {"cluster": live.cluster.name}).json()["results"]
+    in_use = sum(h["gpus_in_use"] for h in hosts)
+    assert in_use > 0 and row["pending_jobs"] > 0 and row["draining_hosts"] == 1  # not all 0
+    assert shown("Running GPUs") == f"{in_use} of {row['gpus']}; {row['healthy_gpus']} healthy"
+    assert shown("Pending").split()[0] == str(row["pending_jobs"])
+    assert shown("Running jobs") == str(row["running_jobs"])
+    (drained,) = [h for h in hosts if h["health"] == "draining"]
+    assert f"{drained['gpus_in_use']} of {drained['gpus']}" in html
+    cli = Cli(live_server.url, tmp_path, token_for(root))
+    (line,) = [r for r in cli("clusters").stdout.splitlines() if r.startswith(live.cluster.name)]
+    assert line.split()[4:9] == [
+        str(row["healthy_gpus"]), "1", "0", str(row["pending_jobs"]), str(row["running_jobs"])
+    ]  # fmt: skip
+    cli_in_use = [r.split()[3] for r in cli("hosts").stdout.splitlines()[1:]]
+    assert sum(map(int, cli_in_use)) == in_use
 
 
 def test_only_staff_and_operators_get_the_now_link(live, client):
