@@ -27,6 +27,7 @@ from budgets.services import weight_edits_check
 from config.errors import NotFound, PermissionDenied, ValidationFailed
 from ledger.selectors import recorded_delivery, report_end
 from scheduler.core.engine.types import BudgetNode as EngineNode
+from scheduler.core.engine.types import Policy
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig
 from scheduler.core.sim.whatif import FIDELITY_SHARE, JobRecord, fidelity, run_whatif
 from scheduler.cycle_requests import PREVIEW_RUN, send
@@ -40,7 +41,7 @@ from scheduler.models import (
     PreviewState,
 )
 from scheduler.selectors.clusters import resolve_cluster
-from scheduler.selectors.translate import engine_tree
+from scheduler.selectors.translate import engine_tree, policy_for_cluster
 from scheduler.selectors.utilization import idle_after_by_attempt
 
 log = logging.getLogger(__name__)
@@ -362,19 +363,21 @@ def _cluster_spec(cluster: Cluster) -> ClusterSpec:
     return ClusterSpec(cluster.name, hosts)
 
 
+# The settings the simulator shares with the engine's policy: a preview (and the demo's
+# back-fill) reads each from the live policy, so a new policy setting reaches both.
+_SHARED_SETTINGS = tuple(
+    f.name
+    for f in dataclasses.fields(SimConfig)
+    if f.name in {g.name for g in dataclasses.fields(Policy)}
+)
+
+
 def sim_config_for_cluster(cluster: Cluster) -> SimConfig:
-    """The simulator config that plans as the cluster's live cycles do (its policy)."""
+    """The simulator config that plans as the cluster's live cycles do: every setting
+    it shares with the engine's policy is the one `policy_for_cluster` gives."""
+    policy = policy_for_cluster(cluster)
     return SimConfig(
-        policy="fairshare",
-        lookback_s=float(cluster.lookback_s),
-        half_life_s=float(cluster.half_life_s) if cluster.half_life_s else None,
-        max_min_runtime_s=float(cluster.max_min_runtime_s),
-        short_reserve_hosts=cluster.short_reserve_hosts,
-        short_job_max_s=float(cluster.short_job_max_s),
-        short_reserve_auto=cluster.short_reserve_auto,
-        share_floor=cluster.share_floor,
-        idle_reclaim=cluster.idle_reclaim,
-        idle_reclaim_after_s=float(cluster.idle_reclaim_after_s),
+        policy="fairshare", **{name: getattr(policy, name) for name in _SHARED_SETTINGS}
     )
 
 

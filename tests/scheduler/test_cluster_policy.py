@@ -4,6 +4,7 @@ admin, where the policy of an existing cluster is read-only."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from io import StringIO
 
@@ -17,6 +18,8 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from config.errors import NotFound, PermissionDenied, ValidationFailed
+from scheduler.core.engine.types import Policy
+from scheduler.core.sim.model import SimConfig
 from scheduler.models import Cluster, ClusterPolicyEvent, CycleRecord, HostHealth, QueueSnapshot
 from scheduler.selectors.translate import policy_for_cluster
 from scheduler.services.clusters import (
@@ -663,3 +666,31 @@ def test_the_share_floor_is_one_audited_setting_away_and_reaches_the_engine(clus
     assert not sim_config_for_cluster(cluster).share_floor  # the preview's too
     with pytest.raises(CommandError, match="invalid choice"):
         cluster_set("gpu", "--reason", "r", "--share-floor", "maybe")
+
+
+def test_a_preview_replays_every_setting_the_live_policy_has(cluster):
+    """The simulator's config (previews, the demo's back-fill) and the engine's policy
+    agree on every setting they share, for a cluster whose settings all differ from
+    their defaults: one translation of the cluster's policy, not two that drift."""
+    changes = {
+        "max_min_runtime_s": 4 * 3600,
+        "lookback_s": 3 * 86400,
+        "half_life_s": 86400,
+        "short_reserve_hosts": 1,
+        "short_reserve_auto": False,
+        "short_job_max_s": 600,
+        "share_floor": False,
+        "idle_reclaim": True,
+        "idle_reclaim_after_s": 900,
+    }
+    cluster_policy_update(actor=None, cluster_id=cluster.pk, changes=changes, reason="all off")
+    cluster.refresh_from_db()
+    live, replayed = policy_for_cluster(cluster), sim_config_for_cluster(cluster)
+    for name, value in changes.items():
+        assert getattr(live, name) == getattr(replayed, name) == value, name
+    shared = {f.name for f in dataclasses.fields(SimConfig)} & {
+        f.name for f in dataclasses.fields(Policy)
+    }
+    assert {name: getattr(replayed, name) for name in shared} == {
+        name: getattr(live, name) for name in shared
+    }

@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from allot_cli import render
 from budgets.demo import DEMO_PASSWORD, DEMO_ROOT
 from budgets.services import budget_tree_import
 from config.clock import relative_text, span_text
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.django_db
 )  # fmt: skip
 def test_durations_read_like_people_say_them(seconds, text):
     assert span_text(seconds) == text
+    assert render.span(seconds) == text  # the CLI (a REST client, its own copy) alike
 
 
 def test_times_relative_to_now():
