@@ -74,7 +74,7 @@ def _queue_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
             else "not placed yet"
         )
         items += [
-            ("position", where),
+            ("queue position", where),
             ("fair-share factor", render.number(q["fairshare_factor"])),
             ("reason", q["reason"]),
         ]
@@ -97,7 +97,9 @@ def _eta_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
             )
         if job["eta"].get("baseline_start"):
             baseline = job["eta"]["baseline_start"]
-            items.append(("backfill estimate", f"{render.when(baseline)} ({render.ago(baseline)})"))
+            items.append(
+                ("reservation-only estimate", f"{render.when(baseline)} ({render.ago(baseline)})")
+            )
     return items
 
 

@@ -198,6 +198,20 @@ CLI_FIGURES = {
     "HEALTH": "now-page-figures",
     "LAST_CYCLE": "now-page-figures",
 }
+# `allot show` line label -> glossary anchor (the glossary's own name for the figure)
+SHOW_FIGURES = {
+    "queue position": "queue-position",
+    "fair-share factor": "fair-share-factor",
+    "estimated start": "eta",
+    "estimate moved": "eta",
+    "reservation-only estimate": "eta",
+    "min runtime": "allocated-job",
+}
+# `allot show` labels that name a thing or a time, not a figure
+SHOW_NOT_FIGURES = {
+    "array", "cluster", "env", "gpus", "image", "job", "kind", "priority", "project",
+    "reason", "resumable", "state", "submitted", "submitter",
+}  # fmt: skip
 # CLI headers that name a thing or a time, not a figure
 CLI_NOT_FIGURES = {
     "#", "ADAPTER", "AT", "ATTEMPT", "BY", "CLUSTER", "DAY (UTC)", "END", "ENDED", "FROM",
@@ -302,7 +316,9 @@ def test_every_cli_column_is_a_glossary_figure_or_not_a_figure():
     assert not unknown, f"CLI columns without a glossary entry (docs/concepts.md): {unknown}"
 
 
-@pytest.mark.parametrize("mapping", [FIGURES, API_FIELDS, CLI_FIGURES], ids=["pages", "api", "cli"])
+@pytest.mark.parametrize(
+    "mapping", [FIGURES, API_FIELDS, CLI_FIGURES, SHOW_FIGURES], ids=["pages", "api", "cli", "show"]
+)
 def test_every_mapped_entry_exists_in_the_glossary(mapping):
     missing = {label: anchor for label, anchor in mapping.items() if anchor not in _anchors()}
     assert not missing, f"no such glossary entry: {missing}"
@@ -321,3 +337,49 @@ def test_no_label_is_both_a_figure_and_not_one():
     assert not set(FIGURES) & NOT_FIGURES
     assert not set(API_FIELDS) & API_NOT_FIGURES
     assert not set(CLI_FIGURES) & CLI_NOT_FIGURES
+
+
+SHOW_LABEL = re.compile(r"^[a-z][a-z -]*$")
+
+
+def _show_labels() -> set[str]:
+    """The line labels of `allot show` (the `(label, value)` pairs of allot_cli/jobs.py)."""
+    tree = ast.parse((ROOT / "allot_cli" / "jobs.py").read_text())
+    return {
+        node.elts[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Tuple)
+        and len(node.elts) == 2
+        and isinstance(node.elts[0], ast.Constant)
+        and isinstance(node.elts[0].value, str)
+        and SHOW_LABEL.match(node.elts[0].value)
+    }
+
+
+def _entries() -> dict[str, str]:
+    """Glossary anchor -> the text of its entry."""
+    parts = re.split(r"^### ([a-z0-9-]+)$", GLOSSARY.read_text(), flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_every_allot_show_label_is_a_glossary_figure_or_not_a_figure():
+    labels = _show_labels()
+    assert {"queue position", "estimated start"} <= labels  # the scan reads them
+    unknown = labels - set(SHOW_FIGURES) - SHOW_NOT_FIGURES
+    assert not unknown, f"allot show labels without a glossary entry: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("mapping", [API_FIELDS, SHOW_FIGURES], ids=["api", "show"])
+def test_the_glossary_entry_names_the_field_or_the_label(mapping):
+    """An API field and an `allot show` label appear in the entry they map to, so the
+    glossary says where each figure is shown under which name."""
+    entries = {
+        anchor: " ".join(text.replace("**", "").split()).lower()
+        for anchor, text in _entries().items()
+    }
+    missing = {
+        label: anchor
+        for label, anchor in mapping.items()
+        if not re.search(rf"(?<![a-z_]){re.escape(label)}(?![a-z_])", entries[anchor])
+    }
+    assert not missing, f"not named in their glossary entry: {missing}"

@@ -172,7 +172,7 @@ def test_queue_show_and_cancel(ann, tree):
     # the estimate and every blocker, as the job page shows them
     detail = json.loads(ann("show", str(waiting[1].pk), "--json").stdout)
     assert detail["eta"]["start"] and detail["blockers"]
-    assert "estimated start" in shown.stdout and "backfill estimate" in shown.stdout
+    assert "estimated start" in shown.stdout and "reservation-only estimate" in shown.stdout
     assert "blockers" in shown.stdout and detail["blockers"][0]["kind"] in shown.stdout
     running = Job.objects.filter(state=JobState.RUNNING).first()
     shown = ann("show", str(running.pk))

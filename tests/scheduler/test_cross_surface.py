@@ -258,7 +258,7 @@ def _check_show(cli: Cli, waiting, root) -> None:
             for line in shown.stdout.splitlines()
             if "  " in line.strip()
         }
-        assert lines["position"].startswith(f"{queue['position']} of {queue['queue_length']} ")
+        assert lines["queue position"].startswith(f"{queue['position']} of {queue['queue_length']} ")
         assert lines["fair-share factor"] == render.number(queue["fairshare_factor"])
         assert lines["reason"] == _words(queue["reason"])
         text = _words(shown.stdout)
