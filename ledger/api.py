@@ -112,7 +112,7 @@ class PeriodQuery(InputSerializer):
     days = ChoiceField(
         choices=selectors.DAYS_CHOICES,
         required=False,
-        help_text="Length of the period when `since` is not given (default 7)",
+        help_text="The window: its length in days when `since` is not given (default 7)",
     )
     step = ChoiceField(
         choices=list(selectors.STEPS),
@@ -153,18 +153,19 @@ class UsageRowOutput(serializers.Serializer):
     project_path = serializers.CharField(help_text="The project's slug path")
     unallocated_gpu_h = serializers.FloatField(help_text="GPU-time of its unallocated runs")
     demand_gpu_h = serializers.FloatField(
-        help_text="GPU-time of its allocated jobs present (pending or running)"
+        help_text="Demand: GPU-time of its allocated jobs present (pending or running)"
     )
     entitled_gpu_h = serializers.FloatField(
-        help_text="Entitled share x healthy capacity, capped by its demand, hour by hour"
+        help_text="Demand-capped entitlement: entitled share x healthy capacity, capped by "
+        "its demand, hour by hour"
     )
     delivered_gpu_h = serializers.FloatField(
         help_text="Delivered GPU-hours: GPU-time of its allocated runs, what the ledger "
         "charged it; compare with entitled"
     )
     within_entitlement_gpu_h = serializers.FloatField(
-        help_text="The part delivered within the entitlement: sum of min(allocated, "
-        "entitled) over the step's hours"
+        help_text="Allocated within entitlement: the part delivered within the entitlement, "
+        "sum of min(allocated, entitled) over the step's hours"
     )
     measured_gpu_h = serializers.FloatField(
         help_text="GPU-time of its runs (allocated and unallocated) with a known GPU "
@@ -224,16 +225,18 @@ class UsageApi(APIView):
 class OccupancyRowOutput(serializers.Serializer):
     start = serializers.DateTimeField(source="step", help_text="Start of the step (UTC)")
     capacity_gpu_h = serializers.FloatField(
-        help_text="Every GPU of every host, whatever its health: the buckets sum to it"
+        help_text="Capacity: every GPU of every host, whatever its health; the buckets sum to it"
     )
-    healthy_gpu_h = serializers.FloatField(help_text="GPU-time of healthy hosts")
+    healthy_gpu_h = serializers.FloatField(help_text="Healthy capacity: GPU-time of healthy hosts")
     within_entitlement_gpu_h = serializers.FloatField(
-        help_text="Allocated runs up to each project's entitlement"
+        help_text="Allocated within entitlement: allocated runs up to each project's entitlement"
     )
-    borrowed_gpu_h = serializers.FloatField(help_text="Allocated runs above the entitlement")
-    unallocated_gpu_h = serializers.FloatField(help_text="Unallocated (free) runs")
-    idle_demand_gpu_h = serializers.FloatField(help_text="Idle while allocated work waited")
-    idle_gpu_h = serializers.FloatField(help_text="Idle with no work waiting")
+    borrowed_gpu_h = serializers.FloatField(help_text="Allocated above entitlement (borrowed)")
+    unallocated_gpu_h = serializers.FloatField(help_text="Unallocated runs (free)")
+    idle_demand_gpu_h = serializers.FloatField(
+        help_text="Idle while work waited: idle while allocated work waited"
+    )
+    idle_gpu_h = serializers.FloatField(help_text="Idle, no work waiting")
     draining_gpu_h = serializers.FloatField(help_text="Idle GPUs of draining hosts")
     down_gpu_h = serializers.FloatField(help_text="GPUs of hosts that were down")
 
@@ -270,7 +273,7 @@ class FairshareNodeOutput(serializers.Serializer):
     norm_shares = serializers.FloatField(
         allow_null=True, help_text="Its share among its siblings (1 for the root)"
     )
-    entitled_share = serializers.FloatField(help_text="Its share of the cluster")
+    entitled_share = serializers.FloatField(help_text="Entitled share: its share of the cluster")
     raw_usage = serializers.FloatField(
         help_text="Usage: charged GPU-hours in the cluster's usage window ending at `as_of` "
         "(the window the last cycle read)"
@@ -281,7 +284,8 @@ class FairshareNodeOutput(serializers.Serializer):
     )
     level_fs = serializers.FloatField(
         allow_null=True,
-        help_text="norm_shares / effective_usage; null for the root and when infinite",
+        help_text="Level fair share: norm_shares / effective_usage; null for the root and when "
+        "infinite",
     )
     level_fs_infinite = serializers.BooleanField(help_text="It used nothing: level FS is ∞")
     fairshare = serializers.FloatField(
@@ -291,8 +295,8 @@ class FairshareNodeOutput(serializers.Serializer):
     )
     rank = serializers.IntegerField(
         allow_null=True,
-        help_text="A project's place in the fair-share order among the projects with an "
-        "entitlement (1 goes first); null with no entitlement and for inner nodes",
+        help_text="Rank: a project's place in the fair-share order among the projects with "
+        "an entitlement (1 goes first); null with no entitlement and for inner nodes",
     )
 
 

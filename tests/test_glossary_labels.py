@@ -383,3 +383,56 @@ def test_the_glossary_entry_names_the_field_or_the_label(mapping):
         if not re.search(rf"(?<![a-z_]){re.escape(label)}(?![a-z_])", entries[anchor])
     }
     assert not missing, f"not named in their glossary entry: {missing}"
+
+
+def _glossary_names() -> dict[str, list[str]]:
+    """Glossary anchor -> the names its entry gives the figure (its bold title, each
+    alternative of "a / b", without a parenthesis or what follows a colon), lowercase."""
+    names = {}
+    for anchor, text in _entries().items():
+        title = re.match(r"\s*\*\*(.+?)\*\*", text, re.S)
+        raw = " ".join(title.group(1).split()) if title else anchor.replace("-", " ")
+        raw = re.sub(r"\(.*?\)", "", raw.split(":")[0]).strip(" .").lower()
+        names[anchor] = [name.strip() for name in raw.split("/")]
+    return names
+
+
+def _api_help_texts() -> list[tuple[str, str, str]]:
+    """(file, field, help text) of every mapped API number field that has a help text."""
+    found = []
+    for path in SERIALIZERS:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (
+                isinstance(node, ast.Assign)
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in API_FIELDS
+                and isinstance(node.value, ast.Call)
+            ):
+                continue
+            for keyword in node.value.keywords:
+                if keyword.arg == "help_text":
+                    text = ast.literal_eval(keyword.value)
+                    found.append((path.name, node.targets[0].id, text))
+    return found
+
+
+def _simple(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9 ]", " ", text.lower()).split())
+
+
+def test_an_api_fields_description_calls_the_figure_by_its_glossary_name():
+    """The API's description of a figure uses the glossary's name for it (a reader of
+    the schema meets the words of the pages): "Demand-capped entitlement: ...", not a
+    second name for the same figure."""
+    names = _glossary_names()
+    texts = _api_help_texts()
+    assert len(texts) > 20  # the scan reads them
+    wrong = [
+        f"{file} {field}: {text!r} (glossary: {' / '.join(names[API_FIELDS[field]])})"
+        for file, field, text in texts
+        if not any(
+            _simple(name) in _simple(text) or _simple(name).rstrip("s") in _simple(text)
+            for name in names[API_FIELDS[field]]
+        )
+    ]
+    assert not wrong, "\n".join(wrong)

@@ -41,7 +41,9 @@ class NodeCreateInput(StrictInput):
     parent = serializers.IntegerField(min_value=1, max_value=MAX_ID)
     name = TextField(max_length=100)
     weight = NumberOrTextField(
-        required=False, default="1", help_text="A number >= 0 (or numeric text), up to 4 decimals"
+        required=False,
+        default="1",
+        help_text="Weight: a number >= 0 (or numeric text), up to 4 decimals",
     )
     kind = ChoiceField(choices=["program", "project"], required=False, default="project")
     reason = reason_field()
@@ -58,7 +60,9 @@ class NodeUpdateInput(StrictInput):
 
 class WeightChangeInput(StrictInput):
     node = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="The node's id")
-    weight = NumberOrTextField(help_text="A number >= 0 (or numeric text), up to 4 decimals")
+    weight = NumberOrTextField(
+        help_text="Weight: a number >= 0 (or numeric text), up to 4 decimals"
+    )
 
 
 class BudgetChangeInput(StrictInput):
@@ -145,9 +149,9 @@ class TreeNodeOutput(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
     kind = ChoiceField(choices=["organisation", "program", "project"])
-    weight = serializers.CharField(required=False, help_text="Absent on the root")
+    weight = serializers.CharField(required=False, help_text="Weight; absent on the root")
     share = serializers.FloatField(help_text="Its share among its siblings")
-    entitled_share = serializers.FloatField(help_text="Its share of every cluster")
+    entitled_share = serializers.FloatField(help_text="Entitled share: its share of every cluster")
     managers = serializers.ListField(child=serializers.CharField(), required=False)
     members = serializers.ListField(child=serializers.CharField(), required=False)
     children = TreeChildrenField(required=False, help_text="Absent on a project")

@@ -16,7 +16,7 @@ class PolicyOutput(serializers.Serializer):
     lookback_s = serializers.IntegerField()
     half_life_s = serializers.IntegerField(allow_null=True)
     short_reserve_hosts = serializers.IntegerField(
-        help_text="Hosts held at least for short jobs and unallocated backfill, more while "
+        help_text="Short-job reserve: hosts held at least for short jobs and unallocated backfill, more while "
         "short jobs need them (0: none)"
     )
     short_reserve_auto = serializers.BooleanField(
@@ -24,7 +24,8 @@ class PolicyOutput(serializers.Serializer):
         "work observed needs them (false: only short_reserve_hosts)"
     )
     short_job_max_s = serializers.IntegerField(
-        help_text="Longest minimum runtime a job may declare to start on those hosts"
+        help_text="Short-job reserve: the longest minimum runtime a job may declare to start "
+        "on its hosts"
     )
     share_floor = serializers.BooleanField(
         help_text="The share floor: a project under its entitled share keeps its oldest jobs, "
@@ -36,10 +37,11 @@ class PolicyOutput(serializers.Serializer):
         "is preempted first when GPUs are needed (rule idle_reclaim)"
     )
     idle_threshold_pct = serializers.IntegerField(
-        help_text="GPU utilization (%) below which a job's GPUs count as idle"
+        help_text="Idle-GPU reclaim: GPU utilization (%) below which a job's GPUs count as idle"
     )
     idle_reclaim_after_s = serializers.IntegerField(
-        help_text="How long (seconds) a job's GPUs must stay idle before they are reclaimed"
+        help_text="Idle-GPU reclaim: how long (seconds) a job's GPUs must stay idle before they "
+        "are reclaimed"
     )
     idle_notify_owner = serializers.BooleanField(
         help_text="Whether a job's owner is told when its idle GPUs are reclaimed"
@@ -140,16 +142,18 @@ class ShortReserveOutput(serializers.Serializer):
     held_hosts = serializers.ListField(
         child=serializers.CharField(), help_text="Hosts the last planned cycle held for short jobs"
     )
-    held_gpus = serializers.IntegerField(help_text="Held for short jobs now: their GPUs")
+    held_gpus = serializers.IntegerField(
+        help_text="Short-job reserve: held for short jobs now, their GPUs"
+    )
     reserve_cost_gpu_h = serializers.FloatField(
-        help_text="Reserve cost: GPU-hours of held GPUs that no short job used while longer "
+        help_text="Short-job reserve cost: GPU-hours of held GPUs that no short job used while longer "
         "allocated work waited, over the last window_days"
     )
     short_waits_saved = serializers.IntegerField(
-        help_text="Short-job waits saved: short jobs started on held hosts while longer "
+        help_text="Short-job reserve, waits saved: short jobs started on held hosts while longer "
         "allocated work waited, over the last window_days"
     )
-    window_days = serializers.IntegerField(help_text="The window of the two sums (7)")
+    window_days = serializers.IntegerField(help_text="The window of the two sums in days (7)")
 
 
 class ClusterDetailOutput(ClusterOutput):

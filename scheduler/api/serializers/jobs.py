@@ -54,8 +54,9 @@ class JobSubmitInput(StrictInput):
     min_runtime_s = serializers.IntegerField(
         min_value=0,
         max_value=MAX_ID,
-        help_text="Protected, charged runtime in seconds (0: unallocated work, free and "
-        "preemptible); at most the cluster's `max_min_runtime_s`",
+        help_text="Protected, charged runtime in seconds, which makes an allocated job "
+        "(0: an unallocated job, free and preemptible); at most the cluster's "
+        "`max_min_runtime_s`",
     )
     resumable = serializers.BooleanField(
         required=False, default=False, help_text="Resumes from a checkpoint when preempted"
@@ -185,7 +186,7 @@ class JobEventOutput(serializers.Serializer):
 
 
 class QueueInfoOutput(serializers.Serializer):
-    position = serializers.IntegerField(allow_null=True, help_text="1 starts next")
+    position = serializers.IntegerField(allow_null=True, help_text="Queue position: 1 starts next")
     project_position = serializers.IntegerField(allow_null=True)
     queue_length = serializers.IntegerField()
     fairshare_factor = serializers.FloatField(

@@ -51,7 +51,7 @@ class PreviewInput(StrictInput):
         default=None,
         min_value=1,
         max_value=MAX_PREVIEW_DAYS,
-        help_text="Days replayed (default ALLOT_PREVIEW_DAYS, 14; at most ALLOT_PREVIEW_MAX_DAYS)",
+        help_text="The window: days replayed (default ALLOT_PREVIEW_DAYS, 14; at most ALLOT_PREVIEW_MAX_DAYS)",
     )
     idle_reclaim = IdleReclaimField(
         required=False,
