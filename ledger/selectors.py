@@ -41,7 +41,7 @@ from scheduler.core.engine.fairshare import fair_tree
 from scheduler.models import Attempt, Cluster
 from scheduler.selectors.clusters import resolve_cluster
 from scheduler.selectors.queue import last_cycle
-from scheduler.selectors.translate import engine_tree
+from scheduler.selectors.translate import engine_node_key, engine_tree
 
 # Decayed usage ignores runs older than this many half-lives (their weight < 0.1%).
 _HALF_LIVES_KEPT = 10
@@ -347,16 +347,6 @@ def usage_rows(
 # --- fair share -------------------------------------------------------------------------
 
 
-def _fair_tree_path(index: TreeIndex, node_id: int) -> str:
-    """The key `fair_tree` uses: engine names below the root joined by "/"."""
-    chain = [node_id, *index.ancestors(node_id)][:-1]  # without the root
-    names = []
-    for nid in reversed(chain):
-        leaf = not index.children.get(nid)
-        names.append(index.path(nid) if leaf else index.nodes[nid].name)
-    return "/".join(names)
-
-
 def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
     """`sshare -l` for a cluster as of its last scheduling cycle: every node of the
     budget tree (depth first, the root first) with raw shares (its weight), norm shares
@@ -405,7 +395,7 @@ def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> di
     nodes = []
     for node, depth in index.walk():
         share = index.shares.get(node.pk)
-        fig = figures.get(_fair_tree_path(index, node.pk), {}) if depth else {}
+        fig = figures.get(engine_node_key(index, node.pk), {}) if depth else {}
         used_s = fig.get("usage", 0.0) if depth else total_s
         level_fs = fig.get("level_fs")
         leaf = not index.children.get(node.pk)

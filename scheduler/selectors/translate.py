@@ -60,13 +60,24 @@ def engine_tree(index: TreeIndex, edits: Mapping[int, Decimal] | None = None) ->
     edits = edits or {}
 
     def build(pk: int) -> EngineNode:
-        node = index.nodes[pk]
         children = tuple(build(c.pk) for c in index.children.get(pk, []))
-        name = index.path(pk) if not children else node.name
-        return EngineNode(name=name, weight=float(edits.get(pk, node.weight)), children=children)
+        weight = float(edits.get(pk, index.nodes[pk].weight))
+        return EngineNode(name=_engine_name(index, pk), weight=weight, children=children)
 
     roots = index.children.get(None, [])
     return build(roots[0].pk) if roots else None
+
+
+def _engine_name(index: TreeIndex, pk: int) -> str:
+    """A node's name in the engine's tree: a leaf's slug path, an inner node's name."""
+    return index.nodes[pk].name if index.children.get(pk) else index.path(pk)
+
+
+def engine_node_key(index: TreeIndex, pk: int) -> str:
+    """The key of a node below the root in the engine's per-node figures (`fair_tree`'s
+    "nodes"): the engine names of its chain below the root joined by "/"."""
+    chain = [pk, *index.ancestors(pk)][:-1]  # without the root
+    return "/".join(_engine_name(index, n) for n in reversed(chain))
 
 
 def workload(
