@@ -138,9 +138,19 @@ def share(value: Any) -> str:
     return f"{float(value) * 100:.{SHARE_DECIMALS}f}%"
 
 
-def known_share(value: Any) -> str:
-    """A measured share (GPU utilization): None is "unknown" (no metrics), never 0."""
-    return "unknown" if value is None else share(value)
+PERCENT_DECIMALS = 1  # as the pages' `percent` filter (dashboards/templatetags/dashboards.py)
+
+
+def percent(value: Any) -> str:
+    """A ratio (GPU utilization, a delivery ratio) as the pages show it: 0.953 -> '95.3%'."""
+    if value is None:
+        return "-"
+    return f"{float(value) * 100:.{PERCENT_DECIMALS}f}%"
+
+
+def known_percent(value: Any) -> str:
+    """A measured ratio (GPU utilization): None is "unknown" (no metrics), never 0."""
+    return "unknown" if value is None else percent(value)
 
 
 def number(value: Any) -> str:

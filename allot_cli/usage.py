@@ -60,7 +60,7 @@ def usage(
                 *([] if one else [r.get("cluster_name", "")]),
                 r.get("project_path", ""),
                 *(r.get(f"{k}_gpu_h") for k in ("delivered", "unallocated", "demand", "entitled")),
-                render.known_share(r.get("utilization")),
+                render.known_percent(r.get("utilization")),
             ]
             for r in rows
         ),

@@ -11,6 +11,7 @@ import pytest
 from allot_cli import render
 from budgets import services
 from budgets.shares import share_change_text, share_text
+from dashboards.templatetags.dashboards import percent
 
 pytestmark = pytest.mark.django_db
 
@@ -20,6 +21,12 @@ FRACTIONS = [0.0, 0.125, 0.225, 1 / 3, 0.35, 0.0004, 1.0]
 @pytest.mark.parametrize("fraction", FRACTIONS)
 def test_the_cli_writes_a_share_as_the_pages_do(fraction):
     assert render.share(fraction) == share_text(fraction)
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.5, 0.953, 0.9995, 1 / 3, 1.2])
+def test_the_cli_writes_a_ratio_as_the_pages_do(fraction):
+    """GPU utilization and delivery ratios: the pages' `percent` filter's digits."""
+    assert render.percent(fraction) == percent(fraction)
 
 
 def test_share_text_and_its_change():

@@ -280,7 +280,9 @@ def test_usage_per_project(ann, tree):
     assert "DELIVERED" in result.stdout and " ALLOC " not in result.stdout
     lines = [line for line in result.stdout.splitlines() if "org/prog-a/a1" in line]
     assert len(lines) == 3 and "org/prog-b" not in result.stdout
-    assert "GPU UTIL" in result.stdout and all("50.00%" in line for line in lines)
+    assert "GPU UTIL" in result.stdout and all(
+        "50.0%" in line and "50.00%" not in line for line in lines
+    )
     rows = json.loads(ann("usage", "--json").stdout)  # every cluster and project, per day
     assert sum(r["delivered_gpu_h"] for r in rows) == pytest.approx(3 * 3.5)
     assert all("allocated_gpu_h" not in r for r in rows)  # one figure, one name
