@@ -75,7 +75,7 @@ def _queue_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
         )
         items += [
             ("queue position", where),
-            ("fair-share factor", render.number(q["fairshare_factor"])),
+            ("fair-share factor", render.factor(q["fairshare_factor"])),
             ("reason", q["reason"]),
         ]
     return items

@@ -67,7 +67,11 @@ def print_pending(name: str, page: dict[str, Any], *, me: bool, long: bool) -> N
                 r["gpus"],
                 render.seconds(r["min_runtime_s"]),
                 waited(r["queued_at"]),
-                *([r["name"], r["kind"], r["priority"], r["fairshare_factor"]] if long else []),
+                *(
+                    [r["name"], r["kind"], r["priority"], render.factor(r["fairshare_factor"])]
+                    if long
+                    else []
+                ),
                 r["reason"],
             ]
             for r in page["results"]

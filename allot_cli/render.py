@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from rich.console import Console
@@ -59,9 +60,23 @@ def step_start(value: str | None, step: str) -> str:
     return moment.strftime("%m-%d %H:%M") if moment else (value or "-")
 
 
+def fixed(value: Any, digits: int) -> str:
+    """A number with `digits` decimals rounded as the pages round them (Django's
+    `floatformat`: the number's shortest decimal form, halves away from zero), so a
+    2.25 GPU-h or a 0.125 factor reads alike in the CLI and on a page."""
+    exact = Decimal(repr(float(value)))
+    return f"{exact.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP):f}"
+
+
 def gpu_hours(value: Any) -> str:
     """GPU-hours with one decimal, as the pages show them: 4162.3."""
-    return "-" if value is None else f"{float(value):.1f}"
+    return "-" if value is None else fixed(value, 1)
+
+
+def factor(value: Any) -> str:
+    """A fair-share factor or level FS with two decimals, as the fair-share dashboard
+    shows it: 0.125 -> '0.13'."""
+    return "-" if value is None else fixed(value, 2)
 
 
 def report_window(start: str | None, end: str) -> str:

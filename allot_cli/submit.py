@@ -131,7 +131,7 @@ def _print_estimate(answer: dict) -> None:
         render.out.print(
             f"It would wait at position {estimate['position']} of {estimate['queue_length']} "
             f"({estimate['project_position']} in its project; fair-share factor "
-            f"{render.number(estimate['fairshare_factor'])}): {estimate['reason']}"
+            f"{render.factor(estimate['fairshare_factor'])}): {estimate['reason']}"
         )
     else:
         render.out.print(estimate["reason"])

@@ -59,7 +59,10 @@ def usage(
                 render.step_start(r.get("start"), step),
                 *([] if one else [r.get("cluster_name", "")]),
                 r.get("project_path", ""),
-                *(r.get(f"{k}_gpu_h") for k in ("delivered", "unallocated", "demand", "entitled")),
+                *(
+                    render.gpu_hours(r.get(f"{k}_gpu_h"))
+                    for k in ("delivered", "unallocated", "demand", "entitled")
+                ),
                 render.known_percent(r.get("utilization")),
             ]
             for r in rows
@@ -136,5 +139,5 @@ def _share_cell(node: dict[str, Any], column: str) -> str:
     if column == "raw_usage":
         return render.gpu_hours(value)
     if column in ("level_fs", "fairshare"):
-        return f"{float(value):.2f}"
+        return render.factor(value)
     return render.number(value)

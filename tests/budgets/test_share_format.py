@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.template.defaultfilters import floatformat
 
 from allot_cli import render
 from budgets import services
@@ -27,6 +28,18 @@ def test_the_cli_writes_a_share_as_the_pages_do(fraction):
 def test_the_cli_writes_a_ratio_as_the_pages_do(fraction):
     """GPU utilization and delivery ratios: the pages' `percent` filter's digits."""
     assert render.percent(fraction) == percent(fraction)
+
+
+# halves (quarter hours, a 1-of-8 rank) and what binary floats hold just below them
+TIES = [0.125, 0.375, 0.625, 2.25, 4162.25, 0.005, 1.005, 2.675, 12345.65, 1e-9, 0.0, 7.0]
+
+
+@pytest.mark.parametrize("value", TIES)
+def test_the_cli_rounds_gpu_hours_and_factors_as_the_pages_do(value):
+    """GPU-hours (one decimal) and fair-share factors (two) read the same digits in
+    `allot usage` / `allot shares` / `allot show` as on the pages' `floatformat`."""
+    assert render.gpu_hours(value) == floatformat(value, 1)
+    assert render.factor(value) == floatformat(value, 2)
 
 
 def test_share_text_and_its_change():

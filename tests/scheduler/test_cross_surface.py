@@ -11,6 +11,7 @@ import html
 import re
 
 import pytest
+from django.template.defaultfilters import floatformat
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -258,8 +259,10 @@ def _check_show(cli: Cli, waiting, root) -> None:
             for line in shown.stdout.splitlines()
             if "  " in line.strip()
         }
-        assert lines["queue position"].startswith(f"{queue['position']} of {queue['queue_length']} ")
-        assert lines["fair-share factor"] == render.number(queue["fairshare_factor"])
+        assert lines["queue position"].startswith(
+            f"{queue['position']} of {queue['queue_length']} "
+        )
+        assert lines["fair-share factor"] == floatformat(queue["fairshare_factor"], 2)
         assert lines["reason"] == _words(queue["reason"])
         text = _words(shown.stdout)
         for blocker in page["blockers"]:
@@ -286,16 +289,20 @@ def _check_usage(cli: Cli, lv, root) -> None:
         if not cells or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", cells[0]):  # a day's row
             continue
         path = cells[1]
-        figures = sums.setdefault(path, {"delivered_gpu_h": 0.0, "entitled_gpu_h": 0.0})
+        figures = sums.setdefault(path, {"delivered_gpu_h": 0.0, "entitled_gpu_h": 0.0, "days": 0})
+        figures["days"] += 1
+        # GPU-hours with the delivery dashboard's one decimal
+        assert all(re.fullmatch(r"\d+\.\d", cell) for cell in cells[-5:-1]), cells
         figures["delivered_gpu_h"] += float(cells[-5])
         figures["entitled_gpu_h"] += float(cells[-2])
         assert cells[-1] == "unknown" or cells[-1].endswith("%"), cells  # never a bare 0
     assert sums["org/prog-a/a2"]["delivered_gpu_h"] > 0
     assert set(sums) == set(board)
     for path, figures in sums.items():
+        days = figures.pop("days")
         for name, value in figures.items():
-            # the CLI shows four significant digits
-            assert value == pytest.approx(board[path][name], rel=2e-3, abs=1e-3), (path, name)
+            # each day's row is rounded to 0.1 GPU-h
+            assert value == pytest.approx(board[path][name], abs=0.05 * days + 1e-9), (path, name)
 
 
 def _check_shares(cli: Cli, lv, root) -> None:
@@ -333,9 +340,9 @@ def _dashboard_format(node: dict, column: str) -> str:
     if value is None or (unentitled and column in ("level_fs", "fairshare")):
         return "-"
     if column == "raw_usage":
-        return f"{value:.1f}"
+        return floatformat(value, 1)  # the dashboard's own filters
     if column in ("level_fs", "fairshare"):
-        return f"{value:.2f}"
+        return floatformat(value, 2)
     return render.number(value)
 
 
