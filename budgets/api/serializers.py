@@ -31,8 +31,8 @@ class NodeOutput(serializers.Serializer):
     parent = serializers.IntegerField(allow_null=True)
     path = serializers.CharField()
     weight = serializers.DecimalField(max_digits=14, decimal_places=4)
-    share = serializers.FloatField()
-    entitled_share = serializers.FloatField()
+    share = serializers.FloatField(help_text="Share among siblings: weight / siblings' weights")
+    entitled_share = serializers.FloatField(help_text="Entitled share: its share of every cluster")
     managers = serializers.ListField(child=serializers.CharField())
     members = serializers.ListField(child=serializers.CharField())
 

@@ -12,9 +12,15 @@ from scheduler.services import utilization as metrics_rules
 class PolicyOutput(serializers.Serializer):
     cycle_s = serializers.IntegerField()
     grace_s = serializers.IntegerField()
-    max_min_runtime_s = serializers.IntegerField()
-    lookback_s = serializers.IntegerField()
-    half_life_s = serializers.IntegerField(allow_null=True)
+    max_min_runtime_s = serializers.IntegerField(
+        help_text="The cap on protection: no job is protected longer than this (seconds)"
+    )
+    lookback_s = serializers.IntegerField(
+        help_text="The usage window (seconds) the fair-share usage is summed over"
+    )
+    half_life_s = serializers.IntegerField(
+        allow_null=True, help_text="Usage decays with this half-life (seconds); null: no decay"
+    )
     short_reserve_hosts = serializers.IntegerField(
         help_text="Short-job reserve: hosts held at least for short jobs and unallocated backfill, more while "
         "short jobs need them (0: none)"
@@ -52,8 +58,8 @@ class LastCycleOutput(serializers.Serializer):
     id = serializers.IntegerField()
     started_at = serializers.DateTimeField()
     duration_ms = serializers.FloatField(allow_null=True)
-    starts = serializers.IntegerField()
-    stops = serializers.IntegerField()
+    starts = serializers.IntegerField(help_text="Now page figures: the cycle's starts")
+    stops = serializers.IntegerField(help_text="Now page figures: the cycle's stops")
     errors = serializers.ListField(child=serializers.CharField())
 
 
@@ -89,11 +95,13 @@ class ClusterOutput(serializers.Serializer):
     adapter = serializers.CharField()
     hosts = serializers.IntegerField()
     gpus = serializers.IntegerField()
-    healthy_gpus = serializers.IntegerField()
-    draining_hosts = serializers.IntegerField()
-    down_hosts = serializers.IntegerField()
-    pending_jobs = serializers.IntegerField()
-    running_jobs = serializers.IntegerField()
+    healthy_gpus = serializers.IntegerField(help_text="Now page figures: GPUs of healthy hosts")
+    draining_hosts = serializers.IntegerField(help_text="Now page figures: hosts draining")
+    down_hosts = serializers.IntegerField(help_text="Now page figures: hosts down")
+    pending_jobs = serializers.IntegerField(help_text="Now page figures: pending (waiting) jobs")
+    running_jobs = serializers.IntegerField(
+        help_text="Now page figures: running jobs (starting, running or stopping)"
+    )
     policy = PolicyOutput()
     operators = serializers.ListField(child=serializers.CharField())
     metrics = ClusterMetricsOutput()

@@ -20,7 +20,9 @@ class HostOutput(serializers.Serializer):
     cluster_name = serializers.CharField()
     name = serializers.CharField()
     gpus = serializers.IntegerField()
-    gpus_in_use = serializers.IntegerField()
+    gpus_in_use = serializers.IntegerField(
+        help_text="Now page figures: GPUs in use, held by the host's open attempts"
+    )
     health = ChoiceField(choices=HostHealth.choices)
     health_reason = serializers.CharField(allow_blank=True)
     health_changed_at = serializers.DateTimeField(allow_null=True)

@@ -187,8 +187,12 @@ class JobEventOutput(serializers.Serializer):
 
 class QueueInfoOutput(serializers.Serializer):
     position = serializers.IntegerField(allow_null=True, help_text="Queue position: 1 starts next")
-    project_position = serializers.IntegerField(allow_null=True)
-    queue_length = serializers.IntegerField()
+    project_position = serializers.IntegerField(
+        allow_null=True, help_text="Queue position among its project's waiting jobs"
+    )
+    queue_length = serializers.IntegerField(
+        help_text="Queue position's 'of m': the jobs the last cycle explained"
+    )
     fairshare_factor = serializers.FloatField(
         allow_null=True, help_text="The project's fair-share factor (0..1) that orders the queue"
     )
@@ -356,8 +360,10 @@ class QueueFilter(InputSerializer):
 
 
 class QueueRowOutput(serializers.Serializer):
-    position = serializers.IntegerField()
-    project_position = serializers.IntegerField()
+    position = serializers.IntegerField(help_text="Queue position: 1 starts next")
+    project_position = serializers.IntegerField(
+        help_text="Queue position among its project's waiting jobs"
+    )
     project_rank = serializers.IntegerField(help_text="The project's rank in fair-share order")
     job = serializers.IntegerField()
     name = serializers.CharField(allow_blank=True)
