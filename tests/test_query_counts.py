@@ -18,6 +18,7 @@ import itertools
 import pytest
 from django.db import transaction
 from django.test import Client
+from django.urls import URLResolver, get_resolver
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -80,7 +81,15 @@ class Rows:
             HostFactory(cluster=self.other, name=f"o{k:03d}")
             token_create(user=self.root, name=f"t{k}")
             token_create(user=tree.user("ann"), name=f"t{k}")
-            data.project_hours(self.cluster, project, 24, allocated_gpu_h=1.0, entitled_gpu_h=1.0)
+            data.project_hours(
+                self.cluster,
+                project,
+                24,
+                allocated_gpu_h=1.0,
+                entitled_gpu_h=1.0,
+                measured_gpu_h=1.0,
+                utilized_gpu_h=0.5,
+            )
         live.cycle(advance_s=30)
         live.cycle(advance_s=150)  # some end, others start
         for i in range(n):
@@ -155,6 +164,7 @@ PAGES = {
     "dashboard": "/dashboards/?days=7&step=hour",
     "occupancy": "/dashboards/occupancy/",
     "delivery": "/dashboards/delivery/",
+    "efficiency": "/dashboards/efficiency/",
     "fairshare": "/dashboards/fairshare/",
     "waits": "/dashboards/waits/",
     "me": "/me/",
@@ -164,7 +174,27 @@ PAGES = {
     "queue home": "/queue/?cluster=live",
     "what-if status": lambda r: f"/budgets/whatif/{r.preview().pk}/",
 }
-PROBES = ["/healthz", "/metrics"]
+PROBES = ["/healthz", "/healthz/web", "/metrics"]
+# The routes measured nowhere above, and why: the rest of the URLconf must be measured
+# (test_every_route_that_reads_is_measured), so a new list, detail or page cannot be missed.
+NOT_MEASURED = {
+    "accounts/login/": "the sign-in page reads nothing that grows",
+    "accounts/logout/": "a write (POST)",
+    "budgets/nodes/<int:node_id>/preview/": "a write's preview (POST only)",
+    "budgets/scheduled/<int:event_id>/cancel/": "a write (POST only)",
+    "budgets/nodes/<int:node_id>/whatif/": "a write (POST only)",
+    "planner/<slug:name>/": "reads a scenario file, not the database",
+    "api/v1/auth/token/": "a write (POST only)",
+    "api/v1/auth/tokens/<str:token_key>/": "a write (DELETE only)",
+    "api/v1/budget-changes/<int:event_id>/cancel/": "a write (POST only)",
+    "api/v1/memberships/<int:membership_id>/": "a write (DELETE only)",
+    "api/v1/jobs/<int:job_id>/cancel/": "a write (POST only)",
+    "api/v1/clusters/<int:cluster_id>/metrics/": "a write (PATCH only)",
+    "api/v1/previews/": "a write (POST only)",
+    "favicon.ico": "a static file",
+    "api/schema/": "the API schema reads nothing that grows",
+    "api/docs/": "a static page",
+}
 USERS = ["root", "ann"]
 
 
@@ -193,26 +223,31 @@ def _measure(rows: Rows, requests: dict, out: dict, size: str) -> None:
     for key, (client, url, statuses) in requests.items():
         try:
             with transaction.atomic():  # a request that fails leaves the world as it was
-                queries = _queries(rows, client, url, statuses, warm=size == "small")
+                queries, route = _queries(rows, client, url, statuses, warm=size == "small")
             out.setdefault(key, {})[size] = queries
+            out[key]["route"] = route
         except Exception as failed:  # reported by the request's own test
             out.setdefault(key, {})["failed"] = f"{size}: {failed!r}"
 
 
-def _queries(rows: Rows, client, url, statuses, *, warm: bool) -> list[str]:
+def _queries(rows: Rows, client, url, statuses, *, warm: bool) -> tuple[list[str], str]:
+    """The request's queries and the route that answered it."""
+    routes = []
+
     def request():
         response = client.get(url(rows) if callable(url) else url)
         assert response.status_code in statuses, (response.status_code, response.content[:500])
+        routes.append(response.resolver_match.route)
 
     if warm:
         request()  # first use: content types, permissions and other per-process caches
-    return count_queries(request)
+    return count_queries(request), routes[-1]
 
 
 @pytest.fixture(scope="module")
 def measured(django_db_setup, django_db_blocker) -> dict:
     """Every request's queries with few and with three times as many rows, in one world
-    built once: {key: {"small": [sql], "large": [sql]} or {"failed": why}}."""
+    built once: {key: {"small": [sql], "large": [sql], "route": route}, or with "failed": why}."""
     out: dict = {}
     with django_db_blocker.unblock(), transaction.atomic():
         rows = Rows(example_tree())
@@ -258,3 +293,24 @@ def test_probes(measured, url):
     """The health probe (503 while the idle second cluster has no cycle) and the
     Prometheus scrape, whose state collectors read jobs and GPUs by cluster and project."""
     check(measured, ("probe", url), 4, 10)
+
+
+def _routes(patterns, prefix: str = "") -> list[str]:
+    """Every route of the URLconf but the admin's, as `resolver_match.route` writes it."""
+    found = []
+    for pattern in patterns:
+        route = prefix + str(pattern.pattern)
+        if isinstance(pattern, URLResolver):
+            if not route.startswith("admin/"):
+                found += _routes(pattern.url_patterns, route)
+        else:
+            found.append(route)
+    return found
+
+
+def test_every_route_that_reads_is_measured(measured):
+    """Each route is measured above or named in NOT_MEASURED with its reason."""
+    measured_routes = {found["route"] for found in measured.values() if "route" in found}
+    routes = set(_routes(get_resolver().url_patterns))
+    assert routes - measured_routes - set(NOT_MEASURED) == set()
+    assert set(NOT_MEASURED) <= routes - measured_routes  # no stale or measured exception
