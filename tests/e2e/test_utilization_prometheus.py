@@ -1,7 +1,7 @@
 """GPU utilization read from a real Prometheus server scraping the simulated cluster's
 DCGM-exporter metrics (issue 26): what is recorded per attempt is what the simulated
 cluster served, within the scrape resolution; Prometheus down or a metric missing
-leaves utilization unknown and the cycle carries on."""
+leaves utilization unknown and the cycle, the pages and the API carry on."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import datetime as dt
 
 import httpx
 import pytest
+from django.test import Client
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from scheduler.adapters.simulated import metrics_url_for_cluster
 from scheduler.core import utilization as profiles
@@ -17,7 +19,7 @@ from scheduler.models import Attempt, AttemptState, ClusterMetrics, UtilizationS
 from scheduler.selectors.utilization import attempt_figures, idle_attempt_ids
 from scheduler.services.utilization import cluster_metrics_update, utilization_collect
 from scheduler.tasks import run_cycle
-from tests.factories import UserFactory
+from tests.factories import SuperUserFactory, UserFactory
 from tests.support.live import submit_job
 from tests.support.polling import wait_for
 from tests.support.prometheus import MISSING_REASON, PROMETHEUS, SCRAPE_S, PrometheusServer
@@ -146,6 +148,22 @@ def test_prometheus_down_leaves_utilization_unknown_and_the_cycle_carries_on(sim
     assert idle_attempt_ids(sim, now, 50.0, 60) == frozenset()  # unknown is not idle
     record = run_cycle.worker.run(cluster_id=sim.pk)
     assert record.errors == []
+    # the pages and the API carry on and say unknown, never 0%
+    root = SuperUserFactory(username="root")
+    pages = Client()
+    pages.force_login(root)
+    job_page = pages.get(f"/jobs/{job.pk}/")
+    assert job_page.status_code == 200
+    assert "<th>GPU utilization</th><td>unknown" in job_page.content.decode()
+    assert pages.get(f"/dashboards/efficiency/?cluster={sim.name}").status_code == 200
+    pages.force_login(job.submitter)
+    my_jobs = pages.get("/me/")
+    assert my_jobs.status_code == 200
+    assert 'data-label="GPU utilization">unknown<' in my_jobs.content.decode()
+    api = APIClient()
+    api.force_authenticate(root)
+    read = api.get(f"/api/v1/jobs/{job.pk}/").json()["utilization"]
+    assert (read["utilization"], read["effective_gpu_h"]) == (None, None)
 
 
 def test_a_missing_metric_is_unknown_not_zero(sim, prom):
