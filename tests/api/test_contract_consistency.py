@@ -258,3 +258,17 @@ def test_a_path_id_past_any_row_is_the_documented_404(api_client, world, schema,
         response = api_client.get(url)
         assert response.status_code == 404, (url, response.status_code)
         assert response.json()["code"] == "not_found"
+
+
+def test_each_policy_field_is_described_once_for_reading_and_changing_it(schema):
+    """A cluster's policy as GET shows it and as PATCH changes it: the same fields, each
+    with one description (the share floor's said 'served clearly better' on one side and
+    'more than 5 points ... better' on the other)."""
+    components = schema["components"]["schemas"]
+    shown = components["PolicyOutput"]["properties"]
+    changed = dict(components["ClusterPolicyInputRequest"]["properties"])
+    changed.pop("reason")
+    assert set(shown) == set(changed)
+    for name, field in shown.items():
+        assert field.get("description"), name
+        assert field["description"] == changed[name].get("description"), name

@@ -10,10 +10,10 @@ from scheduler.services import utilization as metrics_rules
 
 
 class PolicyOutput(serializers.Serializer):
-    cycle_s = serializers.IntegerField()
-    grace_s = serializers.IntegerField()
+    cycle_s = serializers.IntegerField(help_text="Seconds between scheduling cycles")
+    grace_s = serializers.IntegerField(help_text="Seconds a stopped job has to exit")
     max_min_runtime_s = serializers.IntegerField(
-        help_text="The cap on protection: no job is protected longer than this (seconds)"
+        help_text="The cap on protection: the longest minimum runtime a job may declare (seconds)"
     )
     lookback_s = serializers.IntegerField(
         help_text="The usage window (seconds) the fair-share usage is summed over"
@@ -22,20 +22,22 @@ class PolicyOutput(serializers.Serializer):
         allow_null=True, help_text="Usage decays with this half-life (seconds); null: no decay"
     )
     short_reserve_hosts = serializers.IntegerField(
-        help_text="Short-job reserve: hosts held at least for short jobs and unallocated backfill, more while "
-        "short jobs need them (0: none)"
+        help_text="Short-job reserve: hosts held at least for short jobs and unallocated "
+        "backfill, more while short jobs need them (0: none)"
     )
     short_reserve_auto = serializers.BooleanField(
-        help_text="The adaptive short-job reserve: hosts held for short jobs as the short "
-        "work observed needs them (false: only short_reserve_hosts)"
+        help_text="The adaptive short-job reserve: hosts held for short jobs as the short"
+        " work observed needs them, giving way to the first job in line after "
+        "30 minutes (false: only short_reserve_hosts)"
     )
     short_job_max_s = serializers.IntegerField(
-        help_text="Short-job reserve: the longest minimum runtime a job may declare to start "
-        "on its hosts"
+        help_text="Short-job reserve: the longest minimum runtime a job may declare to "
+        "start on its hosts (seconds; at most max_min_runtime_s)"
     )
     share_floor = serializers.BooleanField(
-        help_text="The share floor: a project under its entitled share keeps its oldest jobs, "
-        "up to that share, from the fair-share preemption of projects served clearly better "
+        help_text="The share floor: a project under its entitled share keeps its oldest "
+        "jobs, up to that share, from the fair-share preemption of projects "
+        "served more than 5 points of usage relative to entitled share better "
         "(false: Fair Tree's rank alone decides)"
     )
     idle_reclaim = serializers.BooleanField(
@@ -46,8 +48,8 @@ class PolicyOutput(serializers.Serializer):
         help_text="Idle-GPU reclaim: GPU utilization (%) below which a job's GPUs count as idle"
     )
     idle_reclaim_after_s = serializers.IntegerField(
-        help_text="Idle-GPU reclaim: how long (seconds) a job's GPUs must stay idle before they "
-        "are reclaimed"
+        help_text="Idle-GPU reclaim: how long (seconds, 60 to 86400) a job's GPUs must "
+        "stay idle before they are reclaimed"
     )
     idle_notify_owner = serializers.BooleanField(
         help_text="Whether a job's owner is told when its idle GPUs are reclaimed"
@@ -154,7 +156,8 @@ class ShortReserveOutput(serializers.Serializer):
         help_text="Short-job reserve: held for short jobs now, their GPUs"
     )
     reserve_cost_gpu_h = serializers.FloatField(
-        help_text="Short-job reserve cost: GPU-hours of held GPUs that no short job used while longer "
+        help_text="Short-job reserve cost: GPU-hours of held GPUs that no short job used "
+        "while longer "
         "allocated work waited, over the last window_days"
     )
     short_waits_saved = serializers.IntegerField(
@@ -190,53 +193,69 @@ def _policy_field(name: str, help_text: str) -> serializers.Field:
 
 
 class ClusterPolicyInput(StrictInput):
-    """Some of the policy fields (only those sent change) and the reason."""
+    """Some of the policy fields (only those sent change) and the reason; each described
+    as `PolicyOutput` describes it (a test holds the two to the same words)."""
 
-    cycle_s = _policy_field("cycle_s", "Seconds between scheduling cycles")
-    grace_s = _policy_field("grace_s", "Seconds a stopped job has to exit")
-    max_min_runtime_s = _policy_field(
-        "max_min_runtime_s", "The longest minimum runtime a job may declare (seconds)"
+    cycle_s = _policy_field(
+        "cycle_s",
+        "Seconds between scheduling cycles",
     )
-    lookback_s = _policy_field("lookback_s", "The fair-share usage window (seconds)")
+    grace_s = _policy_field(
+        "grace_s",
+        "Seconds a stopped job has to exit",
+    )
+    max_min_runtime_s = _policy_field(
+        "max_min_runtime_s",
+        "The cap on protection: the longest minimum runtime a job may declare (seconds)",
+    )
+    lookback_s = _policy_field(
+        "lookback_s",
+        "The usage window (seconds) the fair-share usage is summed over",
+    )
     half_life_s = _policy_field(
-        "half_life_s", "Half-life of past usage in fair share (seconds); null: no decay"
+        "half_life_s",
+        "Usage decays with this half-life (seconds); null: no decay",
     )
     short_reserve_hosts = _policy_field(
         "short_reserve_hosts",
-        "Hosts held at least for short jobs and unallocated backfill, more while short jobs "
-        "need them (0: none)",
+        "Short-job reserve: hosts held at least for short jobs and unallocated backfill, "
+        "more while short jobs need them (0: none)",
     )
     short_reserve_auto = _policy_field(
         "short_reserve_auto",
-        "The adaptive short-job reserve: hosts held for short jobs as the short work observed "
-        "needs them, giving way to the first job in line after 30 minutes (false: only "
-        "short_reserve_hosts)",
+        "The adaptive short-job reserve: hosts held for short jobs as the short work "
+        "observed needs them, giving way to the first job in line after 30 minutes "
+        "(false: only short_reserve_hosts)",
     )
     short_job_max_s = _policy_field(
         "short_job_max_s",
-        "The longest minimum runtime a job may declare to start on the short-job reserve "
-        "(seconds; at most max_min_runtime_s)",
+        "Short-job reserve: the longest minimum runtime a job may declare to start on its"
+        " hosts (seconds; at most max_min_runtime_s)",
     )
     share_floor = _policy_field(
         "share_floor",
-        "The share floor: a project under its entitled share keeps its oldest jobs, up to that "
-        "share, from the fair-share preemption of projects served more than 5 points of "
-        "usage relative to entitled share better (false: Fair Tree's rank alone decides)",
+        "The share floor: a project under its entitled share keeps its oldest jobs, up to"
+        " that share, from the fair-share preemption of projects served more than 5 "
+        "points of usage relative to entitled share better (false: Fair Tree's rank alone"
+        " decides)",
     )
     idle_reclaim = _policy_field(
         "idle_reclaim",
-        "Idle-GPU reclaim: a job past its minimum runtime whose GPUs stay idle is preempted "
-        "first when GPUs are needed",
+        "Idle-GPU reclaim: a job past its minimum runtime whose GPUs stay idle is "
+        "preempted first when GPUs are needed (rule idle_reclaim)",
     )
     idle_threshold_pct = _policy_field(
-        "idle_threshold_pct", "GPU utilization (%) below which a job's GPUs count as idle"
+        "idle_threshold_pct",
+        "Idle-GPU reclaim: GPU utilization (%) below which a job's GPUs count as idle",
     )
     idle_reclaim_after_s = _policy_field(
         "idle_reclaim_after_s",
-        "How long (seconds, 60 to 86400) a job's GPUs must stay idle before they are reclaimed",
+        "Idle-GPU reclaim: how long (seconds, 60 to 86400) a job's GPUs must stay idle "
+        "before they are reclaimed",
     )
     idle_notify_owner = _policy_field(
-        "idle_notify_owner", "Tell a job's owner when its idle GPUs are reclaimed"
+        "idle_notify_owner",
+        "Whether a job's owner is told when its idle GPUs are reclaimed",
     )
     reason = TextField(max_length=500, help_text="Why, for the audit trail")
 
