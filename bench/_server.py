@@ -1,7 +1,7 @@
 """Set-up shared by the bench scripts that run Allot as a real server.
 
-- `fresh_database`: an empty database `<name>_<suffix>` next to DATABASE_URL for the
-  block, dropped afterwards; `test_database`: Django's test database, likewise, for
+- `fresh_database`: an empty database `<name>_<suffix>` (or a copy of another) next to
+  DATABASE_URL for the block, dropped afterwards; `test_database`: Django's test database, likewise, for
   the scripts that run Django in their own process.
 - `production_env` and `manage`: the environment of the production settings, and
   `manage.py` commands run in it (`migrate`, a setup script with `shell -c`, ...).
@@ -42,8 +42,9 @@ def admin_sql(url: str, sql: str) -> None:
 
 
 @contextmanager
-def fresh_database(suffix: str, keep: bool = False) -> Iterator[str]:
-    """An empty database `<name>_<suffix>` on DATABASE_URL's server for the block; its
+def fresh_database(suffix: str, keep: bool = False, template: str | None = None) -> Iterator[str]:
+    """An empty database `<name>_<suffix>` on DATABASE_URL's server for the block (a copy
+    of the database at the URL `template`, if given: nothing may be connected to it); its
     URL. Dropped (with its connections) afterwards unless `keep`."""
     if not os.environ.get("DATABASE_URL"):
         sys.exit(f"Set DATABASE_URL (the {suffix} database is created next to it).")
@@ -52,7 +53,8 @@ def fresh_database(suffix: str, keep: bool = False) -> Iterator[str]:
     admin = urlunsplit(parts._replace(path="/postgres"))
     drop = f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'
     admin_sql(admin, drop)
-    admin_sql(admin, f'CREATE DATABASE "{name}"')
+    copied = f' TEMPLATE "{urlsplit(template).path.lstrip("/")}"' if template else ""
+    admin_sql(admin, f'CREATE DATABASE "{name}"{copied}')
     try:
         yield urlunsplit(parts._replace(path=f"/{name}"))
     finally:
