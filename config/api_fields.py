@@ -12,6 +12,8 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from config.errors import ValidationFailed
+
 
 class TextField(serializers.CharField):
     """A CharField that accepts only a JSON string."""
@@ -83,6 +85,16 @@ class StrictInput(InputSerializer):
                     code="unknown",
                 )
         return super().to_internal_value(data)
+
+
+def refuse_any_field(data: Any) -> None:
+    """For a request that takes no fields (a job's cancellation): a body with any is a
+    400 naming the first, never ignored, as `StrictInput` refuses an unknown field. No
+    body, `{}` and `null` are accepted."""
+    if data is None or data == {}:
+        return
+    first = sorted(str(key) for key in data)[0] if isinstance(data, dict) else None
+    raise ValidationFailed("This request takes no fields; send no body (or {}).", field=first)
 
 
 class NamedChoicesMixin:

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 
 from budgets.permissions import roles_read_once
 from budgets.selectors import tree_index
+from config.api_fields import refuse_any_field
 from config.api_schema import ErrorSerializer, error_response, paginated
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS, Pagination
@@ -265,6 +266,7 @@ class JobCancelApi(APIView):
         summary="Cancel a job (pending: at once; running: stopped with the grace period)",
     )
     def post(self, request, job_id: int):
+        refuse_any_field(request.data)
         job_services.job_cancel(actor=request.user, job_id=job_id)
         return Response(_job_detail_body(request, selectors.job_detail(job_id=job_id)))
 

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 from budgets import services
 from budgets.models import BudgetEvent, BudgetNode, EventKind, Membership, ScheduledChange
 from config.errors import PermissionDenied
+from scheduler.services.jobs import job_submit
 from tests.factories import ClusterFactory, UserFactory
 from tests.roles import token_for
 
@@ -193,6 +194,28 @@ def test_unknown_fields_are_refused_everywhere_naming_the_field(tree, path, body
     assert response.status_code == 400, response.json()
     assert response.json()["field"].split(".")[-1] in {"rol", "wieght", "colour", "prio"}
     assert (Membership.objects.count(), BudgetEvent.objects.count(), BudgetNode.objects.count()) == before  # fmt: skip
+
+
+def test_a_job_cancellation_refuses_the_fields_it_does_not_take(tree):
+    """Cancelling a job takes no fields: a body with any (a `reason` a client believes
+    recorded) is a 400 naming it and the job keeps running, as every other write refuses
+    an unknown field; no body or `{}` cancels."""
+    ClusterFactory(name="gpu", host_count=1, gpus_per_host=8)
+    submit = {"cluster": "gpu", "name": "j", "gpus": 1, "min_runtime_s": 0}
+    first, second = job_submit(
+        actor=tree.user("ann"), project="org/prog-a/a1", array=2, **submit
+    ).jobs
+    ann = api_as(tree.user("ann"))
+    refused = ann.post(f"/api/v1/jobs/{first.pk}/cancel/", {"reason": "wrong data"}, format="json")
+    assert refused.status_code == 400, refused.json()
+    assert refused.json()["field"] == "reason"
+    assert "no fields" in refused.json()["detail"]
+    first.refresh_from_db()
+    assert first.state == "pending" and not first.events.filter(to_state="cancelled").exists()
+    assert ann.post(f"/api/v1/jobs/{first.pk}/cancel/").json()["state"] == "cancelled"
+    assert ann.post(f"/api/v1/jobs/{second.pk}/cancel/", {}, format="json").json()["state"] == (
+        "cancelled"
+    )
 
 
 def test_the_history_page_offers_cancel_only_to_who_may_cancel(tree):
