@@ -1,11 +1,12 @@
 """OpenAPI: every operation documents its error responses with the one error shape.
 
 `AutoSchema` (set as DRF's DEFAULT_SCHEMA_CLASS) adds, to whatever a view declares:
-400 where the operation takes input (a body or query parameters), 401 and 403 where
+400 where the operation takes input (a body or query parameters) and on every write (one
+that takes no body refuses a body with a field), 401 and 403 where
 authentication is required, 403 for unsafe methods (CSRF on session requests), 404
 where the path has parameters, 406 everywhere (an unknown `?format=` or an Accept
 without JSON: config.negotiation), 414 everywhere (gunicorn refuses request lines over
-8 KiB, without a body of the error shape), 415 where there is a body, 429 where the
+8 KiB, without a body of the error shape), 415 on every write, 429 where the
 view is throttled. Views add the rest (e.g. 409) with `@extend_schema(responses=...)`.
 New endpoints get this without doing anything.
 """
@@ -58,7 +59,6 @@ ERROR_DESCRIPTIONS = {
 NO_NUL_PATTERN = r"^[^\x00]*$"
 MAX_ID = 2**63 - 1  # PostgreSQL bigint: every id of the API
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
-BODY_METHODS = {"POST", "PUT", "PATCH"}
 
 
 def error_response(status: int | str) -> OpenApiResponse:
@@ -73,8 +73,8 @@ class AutoSchema(SpectacularAutoSchema):
             or self._get_filter_parameters()
             or self._get_pagination_parameters()
         )
-        if self.method in BODY_METHODS or has_query:
-            statuses.append("400")
+        if self.method in UNSAFE_METHODS or has_query:
+            statuses.append("400")  # a write without a body refuses one with a field
         public = all(isinstance(p, AllowAny) for p in self.view.get_permissions())
         if self.view.get_authenticators():
             statuses.append("401")  # also for a bad token sent to a public endpoint
@@ -84,8 +84,8 @@ class AutoSchema(SpectacularAutoSchema):
             statuses.append("404")
         statuses.append("406")  # any operation: ?format=xml (config.negotiation)
         statuses.append("414")  # any URL: gunicorn's limit_request_line, before Django
-        if self.method in BODY_METHODS:
-            statuses.append("415")
+        if self.method in UNSAFE_METHODS:
+            statuses.append("415")  # a body that is not JSON, even where none is taken
         if self.view.get_throttles() or getattr(self.view, "documents_throttling", False):
             statuses.append("429")
         statuses.append("503")  # the database is briefly unreachable (config.api_errors)

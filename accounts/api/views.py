@@ -12,6 +12,7 @@ from rest_framework.views import APIView
 from accounts import selectors, services
 from accounts.api import serializers as s
 from accounts.lockout import cooloff_seconds, lockout_message
+from config.api_fields import refuse_any_field
 from config.errors import ApplicationError, ValidationFailed
 
 
@@ -61,6 +62,7 @@ class TokenListApi(APIView):
         operation_id="v1_auth_tokens_destroy_all",
     )
     def delete(self, request):
+        refuse_any_field(request.data)
         services.token_revoke_all(user=request.user)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -70,5 +72,6 @@ class TokenDetailApi(APIView):
 
     @extend_schema(responses={204: None}, summary="Revoke one of your API tokens")
     def delete(self, request, token_key: str):
+        refuse_any_field(request.data)
         services.token_revoke(user=request.user, token_key=token_key)
         return Response(status=status.HTTP_204_NO_CONTENT)

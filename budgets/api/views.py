@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from budgets import selectors, services
 from budgets.api import serializers as s
 from budgets.models import Membership
+from config.api_fields import refuse_any_field
 from config.api_schema import error_response, paginated
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS, Pagination
@@ -199,5 +200,6 @@ class MembershipListApi(APIView):
 class MembershipDetailApi(APIView):
     @extend_schema(responses={204: None}, summary="Remove a membership")
     def delete(self, request, membership_id: int):
+        refuse_any_field(request.data)
         services.membership_remove(actor=request.user, membership_id=membership_id)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -8,8 +8,10 @@ import datetime as dt
 import pytest
 from django.test import Client
 from django.utils import timezone
+from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from accounts.services import token_create
 from budgets import services
 from budgets.models import BudgetEvent, BudgetNode, EventKind, Membership, ScheduledChange
 from config.errors import PermissionDenied
@@ -216,6 +218,51 @@ def test_a_job_cancellation_refuses_the_fields_it_does_not_take(tree):
     assert ann.post(f"/api/v1/jobs/{second.pk}/cancel/", {}, format="json").json()["state"] == (
         "cancelled"
     )
+
+
+def test_every_write_without_a_body_refuses_one_with_a_field_and_changes_nothing(tree):
+    """The writes that take no body (cancelling a job, removing a role, revoking tokens)
+    refuse one with a field, as every other write refuses an unknown field: a `reason`
+    sent with a role's removal was dropped and the removal audited without it. The
+    schema documents the 400 (and the 415 of a body that is not JSON) on each."""
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    without_body = {
+        f"{method.upper()} {path}"
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+        if method in {"post", "put", "patch", "delete"} and "requestBody" not in operation
+    }
+    ClusterFactory(name="gpu", host_count=1, gpus_per_host=8)
+    ann = tree.user("ann")
+    job = job_submit(
+        actor=ann, project="org/prog-a/a1", cluster="gpu", name="j", gpus=1, min_runtime_s=0
+    ).jobs[0]
+    token, secret = token_create(user=ann, name="laptop")
+    role = Membership.objects.get(user=ann, node=tree.node("a1"))
+    urls = {
+        "POST /api/v1/jobs/{job_id}/cancel/": f"/api/v1/jobs/{job.pk}/cancel/",
+        "DELETE /api/v1/memberships/{membership_id}/": f"/api/v1/memberships/{role.pk}/",
+        "DELETE /api/v1/auth/tokens/": "/api/v1/auth/tokens/",
+        "DELETE /api/v1/auth/tokens/{token_key}/": f"/api/v1/auth/tokens/{token.token_key}/",
+    }
+    assert without_body == set(urls)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {secret}")  # ann's own: she may do each
+    lead = api_as(tree.user("pi-a1"))  # who may remove ann's role
+    for operation, url in urls.items():
+        method, path = operation.split(" ")
+        responses = schema["paths"][path][method.lower()]["responses"]
+        assert {"400", "415"} <= set(responses), operation
+        caller = lead if "memberships" in url else client
+        refused = getattr(caller, method.lower())(url, {"reason": "moved"}, format="json")
+        assert refused.status_code == 400, (operation, refused.content)
+        assert refused.json()["field"] == "reason", operation
+    job.refresh_from_db()
+    assert job.state == "pending"
+    assert Membership.objects.filter(pk=role.pk).exists()
+    assert not BudgetEvent.objects.filter(kind=EventKind.ROLE_REMOVED).exists()
+    assert client.get("/api/v1/auth/tokens/").status_code == 200  # not revoked
+    assert lead.delete(f"/api/v1/memberships/{role.pk}/").status_code == 204  # no body: done
 
 
 def test_the_history_page_offers_cancel_only_to_who_may_cancel(tree):
