@@ -157,6 +157,11 @@ HEADERS = {
         "schema": {"type": "integer", "minimum": 0},
         "description": "Seconds to wait before retrying",
     },
+    "WWW-Authenticate": {
+        "schema": {"type": "string", "enum": ["Token"]},
+        "description": "The scheme to sign in with: `Authorization: Token <token>` "
+        "(`Bearer <token>` works too)",
+    },
     "Idempotent-Replayed": {
         "schema": {"type": "string", "enum": ["true"]},
         "description": "Present when an Idempotency-Key retry answered with the first "
@@ -225,6 +230,8 @@ def postprocess(result, generator, request, public):
             for status, response in operation["responses"].items():
                 if status in ("429", "503"):
                     response["headers"] = {"Retry-After": HEADERS["Retry-After"]}
+                if status == "401":
+                    response["headers"] = {"WWW-Authenticate": HEADERS["WWW-Authenticate"]}
                 if operation["operationId"] == "jobs_create" and status == "201":
                     response["headers"] = {"Idempotent-Replayed": HEADERS["Idempotent-Replayed"]}
     components = result.setdefault("components", {})

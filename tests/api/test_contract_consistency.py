@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 from rest_framework import serializers
+from rest_framework.test import APIClient
 
 from config.api_fields import NamedChoicesMixin
 from tests.api.openapi_check import undocumented_keys
@@ -294,3 +295,21 @@ def test_the_client_tests_checker_names_a_response_key_the_schema_does_not_docum
     assert undocumented_keys(
         {"policy": {"share_floor": True, "floor": 1}}, cluster, components
     ) == [".policy.floor"]
+
+
+def test_every_401_documents_the_www_authenticate_header_it_sends(schema):
+    """A 401 names the scheme to send (`WWW-Authenticate: Token`); every response header
+    the API sends is in the schema, this one on every operation that may answer 401."""
+    documented = [
+        (path, method, operation["responses"]["401"])
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+        if "401" in operation["responses"]
+    ]
+    assert len(documented) >= 30
+    for path, method, response in documented:
+        assert "WWW-Authenticate" in response.get("headers", {}), (method, path)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token not-a-token")
+    refused = client.get("/api/v1/jobs/")
+    assert refused.status_code == 401 and refused["WWW-Authenticate"] == "Token"
