@@ -157,6 +157,11 @@ HEADERS = {
         "schema": {"type": "integer", "minimum": 0},
         "description": "Seconds to wait before retrying",
     },
+    "X-Request-ID": {
+        "schema": {"type": "string", "minLength": 1},
+        "description": "This request's id, in the server's log lines about it (a trusted "
+        "proxy's own X-Request-ID when it sent one); quote it when reporting a problem",
+    },
     "WWW-Authenticate": {
         "schema": {"type": "string", "enum": ["Token"]},
         "description": "The scheme to sign in with: `Authorization: Token <token>` "
@@ -228,12 +233,16 @@ def postprocess(result, generator, request, public):
                 continue
             operation["operationId"] = operation_id(path, method, operation)
             for status, response in operation["responses"].items():
+                if status == "414":  # gunicorn's own answer, before Django
+                    continue
+                headers = response.setdefault("headers", {})
+                headers["X-Request-ID"] = HEADERS["X-Request-ID"]
                 if status in ("429", "503"):
-                    response["headers"] = {"Retry-After": HEADERS["Retry-After"]}
+                    headers["Retry-After"] = HEADERS["Retry-After"]
                 if status == "401":
-                    response["headers"] = {"WWW-Authenticate": HEADERS["WWW-Authenticate"]}
+                    headers["WWW-Authenticate"] = HEADERS["WWW-Authenticate"]
                 if operation["operationId"] == "jobs_create" and status == "201":
-                    response["headers"] = {"Idempotent-Replayed": HEADERS["Idempotent-Replayed"]}
+                    headers["Idempotent-Replayed"] = HEADERS["Idempotent-Replayed"]
     components = result.setdefault("components", {})
     for name, schema in components.get("schemas", {}).items():
         if name.endswith("Request") and schema.get("type") == "object":

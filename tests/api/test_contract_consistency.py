@@ -313,3 +313,21 @@ def test_every_401_documents_the_www_authenticate_header_it_sends(schema):
     client.credentials(HTTP_AUTHORIZATION="Token not-a-token")
     refused = client.get("/api/v1/jobs/")
     assert refused.status_code == 401 and refused["WWW-Authenticate"] == "Token"
+
+
+def test_every_response_documents_the_request_id_it_carries(api_client, world, schema):
+    """Every response the API itself gives (not gunicorn's 414) carries X-Request-ID,
+    and the schema says so on each."""
+    for path, item in schema["paths"].items():
+        for method, operation in item.items():
+            for status, response in operation["responses"].items():
+                if status != "414":
+                    assert "X-Request-ID" in response["headers"], (method, path, status)
+    api_client.force_authenticate(world.user("ann"))
+    for response in (
+        api_client.get("/api/v1/jobs/"),
+        api_client.get("/api/v1/jobs/?limit=0"),
+        api_client.get("/api/v1/jobs/999999/"),
+        APIClient().get("/api/v1/jobs/"),
+    ):
+        assert len(response["X-Request-ID"]) == 32, response.status_code
