@@ -3,8 +3,8 @@
 Replays a trace through the simulator (the real engine), and at the submission of each
 sampled job asks `scheduler.core.sim.eta.estimate` for its ETA from the state at that
 instant (the replay's `probe`): running jobs with their elapsed time, the pending
-queue, usage; runtimes forecast only from the jobs completed so far (never the job's
-own or any running job's real runtime). Compares with the replay's real first start.
+queue, usage, the work requeued jobs saved in earlier runs; runtimes forecast only from
+the jobs completed so far (never the job's own or any running job's real runtime). Compares with the replay's real first start.
 
 One deterministic replay captures the state at the submission of a `--watch` share of
 the jobs after the warm-up (default all); of those that then waited at least
@@ -38,6 +38,7 @@ import tempfile
 import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 if __package__ in (None, ""):
@@ -262,6 +263,14 @@ def main(argv: list[str] | None = None) -> int:
         help="widen ranges by the misses of the real starts known so far (as the live "
         "service; --no-calibrate: the forward runs' range alone)",
     )
+    ap.add_argument(
+        "--saved-work",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="count a requeued job's work saved in earlier runs as time it has run "
+        "(`Snapshot.worked`; --no-saved-work: every run forecast as if it were the first, "
+        "the model before 2026-12-06)",
+    )
     ap.add_argument("--churn-jobs", type=int, default=40, help="jobs re-estimated for churn")
     ap.add_argument(
         "--churn-probes", type=int, default=8, help="re-estimates per job at most, over its wait"
@@ -350,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def eta_at(jid: str, now: float, snapshot: Snapshot) -> Estimate:
         """Job `jid`'s estimate from the state at `now`, as the live service makes it."""
+        if not args.saved_work:
+            snapshot = replace(snapshot, worked={})
         n = bisect_right(done_t, now)
         history = (
             (spec[d].project, spec[d].user, spec[d].kind, spec[d].gpus, spec[d].duration_s)
@@ -395,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     def calibrated(jid: str, now: float, snapshot: Snapshot) -> Estimate:
         return widened(eta_at(jid, now, snapshot), now, widening_at(now))
 
-    ours, base = [], []
+    ours, base, evaluated = [], [], []
     eta_wall = time.perf_counter()
     for jid in sorted(sample, key=lambda j: (spec[j].submit_s, j)):
         if jid not in seen:
@@ -407,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             records.append((now, raw.start, raw.earliest, raw.latest, real[jid]))
         submit = spec[jid].submit_s
         ours.append((real[jid], submit, est.start, est.earliest, est.latest))
+        evaluated.append(jid)
         b = est.baseline_start
         base.append((real[jid], submit, b, b, b))
     eta_s = time.perf_counter() - eta_wall
@@ -424,9 +436,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.rows:
         with open(args.rows, "w", encoding="utf-8") as out:
-            out.write("submit_s,real_start_s,eta_s,earliest_s,latest_s,baseline_s\n")
-            for (real_start, submit, eta, lo, hi), b in zip(ours, base, strict=True):
-                out.write(",".join(str(v) for v in (submit, real_start, eta, lo, hi, b[2])) + "\n")
+            out.write("job,kind,gpus,submit_s,real_start_s,eta_s,earliest_s,latest_s,baseline_s\n")
+            for jid, (real_start, submit, eta, lo, hi), b in zip(evaluated, ours, base, strict=True):
+                j = spec[jid]
+                row = (jid, j.kind, j.gpus, submit, real_start, eta, lo, hi, b[2])
+                out.write(",".join(str(v) for v in row) + "\n")
     waits = [r - s for r, s, *_ in ours]
     result = {
         "source": source,
@@ -438,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         f"latest: {args.high_arrivals}",
         "runtimes": "oracle" if args.oracle else "forecast",
         "runtime_spread": args.spread,
+        "saved_work": args.saved_work,
         "range_calibrated": args.calibrate,
         "seed": args.seed,
         "jobs_in_window": len(jobs),

@@ -107,6 +107,9 @@ class Snapshot:
     never has to sort or scan all pending work on the hot path.
     `usage` maps a project to its charged GPU-seconds in the look-back window
     (or the decayed equivalent); missing projects have zero usage.
+    `worked` maps a workload id to the work it saved in earlier runs, seconds (a
+    requeued job's, before its current run or wait); missing: none. The engine does not
+    read it; the ETA's runtime forecast counts it as time already run.
     """
 
     hosts: Sequence[Host]
@@ -114,6 +117,7 @@ class Snapshot:
     pending: Mapping[str, Sequence[Workload]]
     tree: BudgetNode
     usage: Mapping[str, float] = field(default_factory=dict)
+    worked: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

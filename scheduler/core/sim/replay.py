@@ -200,7 +200,26 @@ class _Replay(ReplayState):
             pending={p: list(w) for p, w in self.pending.items()} if detached else self.pending,
             tree=self.tree,
             usage=dict(usage) if detached else usage,
+            worked=self._worked() if detached else {},
         )
+
+    def _worked(self) -> dict[str, float]:
+        """The work the running and pending jobs saved in earlier runs (requeued jobs
+        only), seconds: `Snapshot.worked`, for the probe."""
+        out: dict[str, float] = {}
+        jobs = self.jobs
+        for idx in self.running:
+            j = jobs[idx]
+            done = j.spec.duration_s - j.need
+            if done > 0:
+                out[j.wl.id] = done
+        for lst in self.pending.values():
+            for w in lst:
+                j = jobs[self.by_id[w.id]]
+                done = j.spec.duration_s - j.remaining
+                if done > 0:
+                    out[w.id] = done
+        return out
 
     def _call_probe(self, now: float, watched: list[str]) -> None:
         """Show the probe the state at `now`."""

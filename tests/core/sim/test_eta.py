@@ -103,6 +103,30 @@ def test_a_job_waits_for_the_forecast_end_of_the_job_holding_its_gpus() -> None:
     assert forward_starts(snap, Policy(), 1000.0, fixed(3000.0)) == {"j1": 3000.0}
 
 
+def test_a_restarted_job_is_forecast_from_all_the_work_it_has_done() -> None:
+    """A requeued job restarted at 0 s that saved 2000 s in earlier runs has 1000 s
+    left of its 3000 s, not 3000 s (`Snapshot.worked`); a requeued pending job too."""
+    snap = _one_host_held_by_one_job()
+    restarted = Snapshot(
+        hosts=snap.hosts,
+        running=snap.running,
+        pending=snap.pending,
+        tree=snap.tree,
+        worked={"r1": 2000.0},
+    )
+    assert forward_starts(snap, Policy(), 0.0, fixed(3000.0)) == {"j1": 3000.0}
+    assert forward_starts(restarted, Policy(), 0.0, fixed(3000.0)) == {"j1": 1000.0}
+    first, second = job("q1", "a", 8, submit=0.0), job("q2", "a", 8, submit=5.0)
+    queue = Snapshot(
+        hosts=hosts(1),
+        running=[],
+        pending=pending(first, second),
+        tree=tree(a=1),
+        worked={"q1": 2500.0},
+    )
+    assert forward_starts(queue, Policy(), 10.0, fixed(3000.0)) == {"q1": 10.0, "q2": 510.0}
+
+
 def test_jobs_ahead_in_the_queue_come_first() -> None:
     first = job("j1", "a", 8, submit=0.0)
     second = job("j2", "a", 8, submit=5.0)
@@ -466,6 +490,26 @@ def test_the_replay_probe_sees_a_job_pending_at_its_submission() -> None:
     assert seen == {("j2",): (10.0, ["j2"], ["j1"])}
     j2 = next(o for o in result.jobs if o.job_id == "j2")
     assert j2.waits_s == [990.0]
+
+
+def test_the_replay_probe_sees_the_work_a_requeued_job_saved() -> None:
+    """Unallocated j1 (resumable, 5000 s) runs from 0 s; allocated j2 preempts it at
+    1000 s, when it has saved one 600 s checkpoint; at j3's arrival the probe sees the
+    600 s j1 saved (`Snapshot.worked`), which its forecast counts as run."""
+    cluster = ClusterSpec("c", (HostSpec("h0", 8),))
+    jobs = [
+        TraceJob("j1", "a", "", 0.0, 8, 5000.0, 0.0, True, 0, "sweep"),
+        TraceJob("j2", "a", "", 1000.0, 8, 500.0, 100.0, False, 0, "training"),
+        TraceJob("j3", "a", "", 1200.0, 8, 500.0, 100.0, False, 0, "training"),
+    ]
+    seen = {}
+
+    def probe(now, ids, snapshot):
+        seen[now] = dict(snapshot.worked)
+
+    config = SimConfig(checkpoint_interval_s=600.0, restart_overhead_s=0.0)
+    simulate(cluster, tree(a=1), jobs, config, probe=(frozenset({"j3"}), probe))
+    assert seen == {1200.0: {"j1": 600.0}}
 
 
 # ---------------------------------------------------------------- a steady shown start

@@ -8,6 +8,11 @@ simulation of the current state through the same engine `plan()` (pure Python).
   time); when history has too few such runtimes, the remaining time follows the
   scale-free rule of heavy-tailed runtimes (P(R > x | R > e) = e / x): the q-quantile
   of what remains is e * q / (1 - q), i.e. the median job runs as long again.
+  The elapsed time of a requeued job counts the work it saved in earlier runs
+  (`Snapshot.worked`): forecast as if each run were the first, a job preempted near its
+  end was expected to run its whole runtime again (on the generated month, where two
+  sweeps in three and a training job in four are preempted at least once, median
+  relative error 0.701 -> 0.676 and 0.671 -> 0.631 on seeds 1 and 2).
 - `forward_starts`: plays the snapshot forward with the engine: running jobs end when
   their forecast says, protections expire, stopped resumable work is requeued, the
   usage of allocated runs grows; cycles run at every event and, under fair share,

@@ -45,6 +45,7 @@ class Forward:
         self.pkeys = {p: [order_key(w) for w in v] for p, v in self.pending.items()}
         self.by_id = {w.id: w for v in self.pending.values() for w in v}
         self.need: dict[str, float] = {}  # requeued work: what a stopped run had left
+        self.worked = snapshot.worked  # work saved in earlier runs: time already run
         self.running: dict[str, RunningWorkload] = {}
         self.ends: dict[str, float] = {}
         self.rate: dict[str, float] = defaultdict(float)
@@ -53,7 +54,7 @@ class Forward:
         self.token: dict[str, int] = {}
         self.seq = 0
         for rw in snapshot.running:
-            elapsed = max(0.0, now - rw.started_s)
+            elapsed = max(0.0, now - rw.started_s) + self.worked.get(rw.workload.id, 0.0)
             self.add_running(rw, now + max(0.0, remaining(rw.workload, elapsed)), now)
 
     def occupy(self, rw: RunningWorkload, sign: int) -> None:
@@ -180,7 +181,7 @@ class Forward:
             starts.setdefault(w.id, t)
             run = self.need.pop(w.id, None)
             if run is None:
-                run = max(0.0, self.remaining(w, 0.0))
+                run = max(0.0, self.remaining(w, self.worked.get(w.id, 0.0)))
             rw = RunningWorkload(
                 workload=w, placements=tuple(st.placements), started_s=t, allocated=st.allocated
             )
