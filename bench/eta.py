@@ -437,7 +437,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.rows:
         with open(args.rows, "w", encoding="utf-8") as out:
             out.write("job,kind,gpus,submit_s,real_start_s,eta_s,earliest_s,latest_s,baseline_s\n")
-            for jid, (real_start, submit, eta, lo, hi), b in zip(evaluated, ours, base, strict=True):
+            for jid, (real_start, submit, eta, lo, hi), b in zip(
+                evaluated, ours, base, strict=True
+            ):
                 j = spec[jid]
                 row = (jid, j.kind, j.gpus, submit, real_start, eta, lo, hi, b[2])
                 out.write(",".join(str(v) for v in row) + "\n")
