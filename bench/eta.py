@@ -265,11 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--saved-work",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="count a requeued job's work saved in earlier runs as time it has run "
-        "(`Snapshot.worked`; --no-saved-work: every run forecast as if it were the first, "
-        "the model before 2026-12-06)",
+        choices=("all", "running", "pending", "none"),
+        default="none",
+        help="count the work a requeued job saved in earlier runs as time it has run "
+        "(`Snapshot.worked`): for every job, the running or the pending ones only, or "
+        "none (default: every run forecast as if it were the first, as the live service, "
+        "whose runtimes are per attempt; `all` was better on the generated month and "
+        "Philly days 20-25, worse on days 10-15: docs/benchmarks-history.md)",
     )
     ap.add_argument("--churn-jobs", type=int, default=40, help="jobs re-estimated for churn")
     ap.add_argument(
@@ -359,8 +361,17 @@ def main(argv: list[str] | None = None) -> int:
 
     def eta_at(jid: str, now: float, snapshot: Snapshot) -> Estimate:
         """Job `jid`'s estimate from the state at `now`, as the live service makes it."""
-        if not args.saved_work:
-            snapshot = replace(snapshot, worked={})
+        if args.saved_work != "all":
+            keep = (
+                {r.workload.id for r in snapshot.running}
+                if args.saved_work == "running"
+                else {w.id for v in snapshot.pending.values() for w in v}
+                if args.saved_work == "pending"
+                else set()
+            )
+            snapshot = replace(
+                snapshot, worked={k: v for k, v in snapshot.worked.items() if k in keep}
+            )
         n = bisect_right(done_t, now)
         history = (
             (spec[d].project, spec[d].user, spec[d].kind, spec[d].gpus, spec[d].duration_s)

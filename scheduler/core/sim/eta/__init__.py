@@ -8,11 +8,14 @@ simulation of the current state through the same engine `plan()` (pure Python).
   time); when history has too few such runtimes, the remaining time follows the
   scale-free rule of heavy-tailed runtimes (P(R > x | R > e) = e / x): the q-quantile
   of what remains is e * q / (1 - q), i.e. the median job runs as long again.
-  The elapsed time of a requeued job counts the work it saved in earlier runs
-  (`Snapshot.worked`): forecast as if each run were the first, a job preempted near its
-  end was expected to run its whole runtime again (on the generated month, where two
-  sweeps in three and a training job in four are preempted at least once, median
-  relative error 0.701 -> 0.676 and 0.671 -> 0.631 on seeds 1 and 2).
+  The elapsed time of a requeued job counts the work it saved in earlier runs when the
+  caller supplies it (`Snapshot.worked`; the replay's probe does, the live service does
+  not: its runtimes are per attempt). Measured (`bench/eta.py --saved-work all`): better
+  on the generated month (two sweeps in three are preempted there; median relative error
+  0.701 -> 0.676, 0.671 -> 0.631, 0.748 -> 0.737 on seeds 1-3) and on Philly days 20-25
+  (0.074 -> 0.055), worse on Philly days 10-15 (0.169 -> 0.268: with heavy-tailed
+  runtimes a job that has run longer is expected to run longer still, and most estimates
+  there moved later), so the bench leaves it off by default.
 - `forward_starts`: plays the snapshot forward with the engine: running jobs end when
   their forecast says, protections expire, stopped resumable work is requeued, the
   usage of allocated runs grows; cycles run at every event and, under fair share,
