@@ -12,7 +12,8 @@ tests/scheduler/test_previews.py, not timed here.
 With ``--fidelity`` it measures instead whether the preview's replay with unchanged
 weights reproduces what the ledger recorded (issue 22, target <= 0.10), through the
 service (`scheduler.services.previews.preview_compute`) on a scratch PostgreSQL database
-(`DATABASE_URL` with ``_bench`` appended; created and dropped):
+(`DATABASE_URL` with ``_bench_demo`` / ``_bench_philly`` appended, one per case; created
+and dropped):
 
 - ``demo``: the demo organisation's 16 x 8-GPU cluster with 14 days of back-filled
   history (`scheduler.services.demo.demo_backfill`, as `make run` does), previewed over
@@ -245,19 +246,22 @@ def philly_fidelity(
 
 
 def fidelity_main(only: str | None, data: Path) -> None:
+    """Each case on its own scratch database: the preview replays the tree of the
+    database's first root (`engine_tree`), so the Philly case on the demo's database
+    replayed no job (every project 1.0, 2026-12-06)."""
     from django.utils import timezone
 
-    connection = _django()
-    old_name = connection.settings_dict["NAME"]
+    cases = {"demo": demo_fidelity, "philly": lambda now: philly_fidelity(now, data)}
     out: dict[str, Any] = {"target": 0.10}
-    try:
-        now = timezone.now()
-        if only in (None, "demo"):
-            out["demo"] = demo_fidelity(now)
-        if only in (None, "philly"):
-            out["philly"] = philly_fidelity(now, data)
-    finally:
-        connection.creation.destroy_test_db(old_name, verbosity=0)
+    for name, case in cases.items():
+        if only not in (None, name):
+            continue
+        connection = _django(f"_bench_{name}")
+        old_name = connection.settings_dict["NAME"]
+        try:
+            out[name] = case(timezone.now())
+        finally:
+            connection.creation.destroy_test_db(old_name, verbosity=0)
     worst = [v["fidelity_worst"] for k, v in out.items() if isinstance(v, dict)]
     out["fidelity_worst"] = max((w for w in worst if w is not None), default=None)
     print(json.dumps(out))
