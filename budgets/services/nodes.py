@@ -152,13 +152,14 @@ def node_update(
         _check_base_version(state, base_version)
         new_parent_id = node.parent_id
         if parent_id is not None and parent_id != node.parent_id:
-            _new_parent(actor, index, parent_id, action="move nodes under")
+            # The cycle first: it is the reason a move under a descendant project fails.
             if parent_id == node_id or parent_id in index.descendants(node_id):
                 raise ValidationFailed(
                     f"'{index.path(node_id)}' cannot move under itself or its own descendant "
                     f"'{index.path(parent_id)}'.",
                     field="parent",
                 )
+            _new_parent(actor, index, parent_id, action="move nodes under")
             new_parent_id = parent_id
         new_name = _clean_name(name) if name is not None else node.name
         if new_name == node.name and new_parent_id == node.parent_id:
