@@ -99,6 +99,18 @@ def wait_for(
     )
 
 
+def wait_until(predicate: Callable[[], object], *, what: str, timeout_s: float = 60) -> object:
+    """Poll `predicate` until it returns something true (returned); fail naming `what`.
+    The tests wait for a positive event this way, never for a fixed time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not seen in {timeout_s} s")
+
+
 class TimingOutClient(SlurmClient):
     """sbatch reaches slurmctld, which queues the job, but the answer never arrives."""
 

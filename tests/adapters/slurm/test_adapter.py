@@ -20,7 +20,7 @@ from scheduler.adapters.slurm import (
     SlurmClient,
     parse_attempt_comment,
 )
-from tests.adapters.slurm.conftest import TimingOutClient, start_request, wait_for
+from tests.adapters.slurm.conftest import TimingOutClient, start_request, wait_for, wait_until
 
 S = ClusterJobState
 
@@ -110,12 +110,22 @@ def test_stop_signals_the_script_which_stops_gracefully(adapter, tmp_path):
     assert marker.read_text().strip() == "checkpoint"  # the command's own trap ran
 
 
-def test_stop_ends_a_job_that_ignores_sigterm_once_the_grace_is_over(adapter):
-    command = "trap '' TERM; while true; do sleep 1; done"
+def test_stop_ends_a_job_that_ignores_sigterm_once_the_grace_is_over(adapter, client, tmp_path):
+    log = tmp_path / "log"
+    # the script notes the SIGTERM, carries on, and ticks every second
+    command = f"trap 'echo term >> {log}' TERM; while true; do echo tick >> {log}; sleep 1; done"
     adapter.start(start_request("t-8-0-stubborn", {"gpu05": 1}, command=command))
-    wait_for(adapter, "t-8-0-stubborn", running)
+    running_job = wait_for(adapter, "t-8-0-stubborn", running)
+    # a first tick: the trap is set (RUNNING in Slurm comes before the script's first line)
+    wait_until(lambda: log.exists(), what="the script's first tick")
     adapter.stop("t-8-0-stubborn", 60)
-    time.sleep(2)
+    # the signal reached the script, and the script ticked again after it: it outlived it
+    wait_until(
+        lambda: "term\ntick" in (log.read_text() if log.exists() else ""),
+        what="the script's SIGTERM and a tick after it",
+    )
+    shown = client.job(running_job.external_id)
+    assert shown["job_state"] == "RUNNING"  # not cancelled: the grace period is not over
     job = wait_for(adapter, "t-8-0-stubborn", lambda j: True)
     assert job.state == S.STOPPING  # asked to stop, still holding its GPUs
     adapter.stop("t-8-0-stubborn", 0)  # the grace period is over
@@ -166,7 +176,10 @@ def test_a_job_cancelled_outside_allot_shows_as_cancelled_with_that_reason(adapt
     assert "cancelled in Slurm outside Allot" in job.detail
 
 
-def test_jobs_without_an_attempt_id_are_reported_as_foreign_and_left_alone(adapter, slurm):
+def test_jobs_without_an_attempt_id_are_reported_as_foreign_and_left_alone(
+    adapter, client, slurm, tmp_path
+):
+    foreign_marker, allot_marker = tmp_path / "foreign-term", tmp_path / "allot-term"
     out = subprocess.run(
         [
             "sbatch",
@@ -177,7 +190,7 @@ def test_jobs_without_an_attempt_id_are_reported_as_foreign_and_left_alone(adapt
             "-o",
             "/dev/null",
             "--wrap",
-            "sleep 300",
+            f"trap 'echo term > {foreign_marker}; exit 0' TERM; sleep 300 & wait",
         ],
         env=slurm.client_env,
         capture_output=True,
@@ -195,8 +208,22 @@ def test_jobs_without_an_attempt_id_are_reported_as_foreign_and_left_alone(adapt
     assert (
         foreign[0].placements[0].host == "gpu11" and len(foreign[0].placements[0].gpu_indices) == 3
     )
+    graceful = (
+        f"trap 'echo term > {allot_marker}; exit 0' TERM; echo ready > {allot_marker}; "
+        "sleep 300 & wait"
+    )
+    adapter.start(start_request("t-13-0-allot", {"gpu12": 1}, command=graceful))
+    wait_until(lambda: allot_marker.exists(), what="Allot's job's trap set")
+    before = client.job(slurm_id)
     adapter.stop("", 0)  # nothing may reach a job Allot did not start
-    time.sleep(0.5)
+    # a stop of Allot's own job, sent after it, has reached its script and ended it:
+    # a signal the first stop sent would have arrived by now too
+    adapter.stop("t-13-0-allot", 30)
+    assert wait_for(adapter, "t-13-0-allot", ended).state == S.STOPPED
+    assert allot_marker.read_text().strip() == "term"
+    after = client.job(slurm_id)
+    assert after["job_state"] == "RUNNING" and after["comment"] == before["comment"]
+    assert not foreign_marker.exists()  # its script never got a SIGTERM
     assert [j.state for j in adapter.jobs() if j.external_id == slurm_id] == [S.RUNNING]
 
 
@@ -232,14 +259,28 @@ def test_drain_in_allot_drains_the_node_in_slurm_and_slurms_drains_show(adapter,
     assert host.health == HostHealthState.DOWN and host.reason == "power supply"
 
 
-def test_a_draining_node_keeps_its_jobs_and_takes_no_new_one(adapter):
+def test_a_draining_node_keeps_its_jobs_and_takes_no_new_one(adapter, client):
     adapter.start(start_request("t-15-0-keep", {"gpu01": 2}))
     wait_for(adapter, "t-15-0-keep", running)
     adapter.set_host_health("gpu01", HostHealthState.DRAINING, "allot: repair")
     host = next(h for h in adapter.hosts() if h.name == "gpu01")
     assert host.health == HostHealthState.DRAINING
-    adapter.start(start_request("t-15-1-new", {"gpu01": 1}))
-    time.sleep(2)
+    new = adapter.start(start_request("t-15-1-new", {"gpu01": 1}))
+    # Slurm's scheduler has looked at the job since its release (a held job's
+    # EligibleTime is Unknown; the scheduler's first look after the release sets it)
+    # and kept it waiting for gpu01
+    wait_until(
+        lambda: (
+            "EligibleTime=Unknown" not in client.run("scontrol", "show", "job", new.external_id)
+        ),
+        what="Slurm's scheduler looking at the released job",
+    )
+    # and again in a later pass: one that started a job released after that first look
+    adapter.start(start_request("t-15-2-later", {"gpu02": 1}))
+    wait_for(adapter, "t-15-2-later", running)
+    shown = client.job(new.external_id)
+    assert shown["job_state"] == "PENDING"
+    assert shown["state_reason"] == "ReqNodeNotAvail,_UnavailableNodes:gpu01"
     assert wait_for(adapter, "t-15-1-new", lambda j: True).state == S.STARTING
     assert wait_for(adapter, "t-15-0-keep", lambda j: True).state == S.RUNNING
 
