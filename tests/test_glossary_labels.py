@@ -92,10 +92,10 @@ FIGURES = {
 
 # labels that name a thing or a time, not a figure
 NOT_FIGURES = {
-    "#", "About", "At", "Cluster", "Command", "End", "Ended", "Environment", "Error",
+    "#", "About", "Account", "At", "Cluster", "Command", "End", "Ended", "Environment", "Error",
     "First started", "From", "GPUs", "Host", "Hosts", "Image", "Job", "Kind", "Last seen",
     "Managers", "Members", "Mode", "Name", "Node", "Priority", "Project", "Reason",
-    "Scenario", "Since", "Started", "State", "Step", "Steps", "Submitted", "Submitter",
+    "Scenario", "Since", "Slurm job", "Started", "State", "Step", "Steps", "Submitted", "Submitter",
     "To", "Until", "User", "What it means", "Why", "Why it waits",
 }  # fmt: skip
 

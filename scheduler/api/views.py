@@ -26,7 +26,7 @@ from scheduler.models import Job
 from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors import jobs as selectors
 from scheduler.selectors.clusters import gpus_in_use, resolve_cluster
-from scheduler.selectors.now import short_reserve_now
+from scheduler.selectors.now import sbatch_refusals, short_reserve_now
 from scheduler.selectors.utilization import job_utilization, metrics_settings
 from scheduler.services import clusters as cluster_services
 from scheduler.services import eta as eta_services
@@ -371,6 +371,7 @@ def cluster_detail_body(cluster_id: int) -> dict:
     body = cluster_row(rows[0])
     body["policy_events"] = selectors.cluster_policy_events(cluster_id=cluster_id)
     body["short_reserve"] = short_reserve_now(cluster=rows[0]["cluster"])
+    body["sbatch_refusals"] = sbatch_refusals(cluster=rows[0]["cluster"])
     return s.ClusterDetailOutput(body).data
 
 
@@ -378,7 +379,7 @@ class ClusterDetailApi(APIView):
     @extend_schema(
         responses=s.ClusterDetailOutput,
         operation_id="clusters_retrieve",
-        summary="One cluster, as in the list, and its policy changes",
+        summary="One cluster, as in the list, its policy changes and refused sbatch jobs",
     )
     def get(self, request, cluster_id: int):
         return Response(cluster_detail_body(cluster_id))

@@ -27,12 +27,14 @@ from scheduler.models import (
     Job,
     JobState,
     QueueSnapshot,
+    SlurmAdoption,
 )
 from scheduler.selectors.clusters import cluster_counts, gpus_in_use
 from scheduler.selectors.translate import policy_for_cluster
 
 ERROR_WINDOW = dt.timedelta(hours=1)  # adapter errors of the cycles this recent
 MAX_ERRORS = 10
+MAX_SBATCH_REFUSALS = 20  # refused governed sbatch jobs shown per cluster
 RESERVE_WINDOW = dt.timedelta(days=7)  # the short-job reserve's cost is summed this far back
 
 
@@ -96,6 +98,7 @@ def cluster_now(
         ],
         "short_reserve": short_reserve_now(cluster=cluster, now=at),
         "policy": policy_now(cluster=cluster),
+        "sbatch_refusals": sbatch_refusals(cluster=cluster),
     }
 
 
@@ -135,6 +138,18 @@ def adapter_errors(*, cluster: Cluster, now: dt.datetime) -> list[dict[str, Any]
             entry = seen.setdefault(str(text), {"text": str(text), "last_at": at, "count": 0})
             entry["count"] += 1
     return list(seen.values())[:MAX_ERRORS]
+
+
+def sbatch_refusals(*, cluster: Cluster, limit: int = MAX_SBATCH_REFUSALS) -> list[dict[str, Any]]:
+    """The latest governed sbatch jobs Allot refused to adopt (and cancelled in Slurm),
+    newest first: Slurm id, Slurm user, account, when and why."""
+    rows = (
+        SlurmAdoption.objects.filter(cluster=cluster)
+        .exclude(refused="")
+        .order_by("-at", "-id")
+        .values("slurm_job_id", "slurm_user", "account", "at", "refused")[:limit]
+    )
+    return [{**row, "reason": row.pop("refused")} for row in rows]
 
 
 def short_reserve_now(*, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:

@@ -167,11 +167,26 @@ class ShortReserveOutput(serializers.Serializer):
     window_days = serializers.IntegerField(help_text="The window of the two sums in days (7)")
 
 
+class SbatchRefusalOutput(serializers.Serializer):
+    slurm_job_id = serializers.CharField(help_text='Slurm\'s job id ("123"; an array task "122_3")')
+    slurm_user = serializers.CharField(help_text="The Slurm user who submitted it")
+    account = serializers.CharField(help_text="The Slurm account it named (-A)")
+    at = serializers.DateTimeField(help_text="When Allot refused it")
+    reason = serializers.CharField(
+        help_text="Why Allot could not adopt it (also in the job's Slurm comment)"
+    )
+
+
 class ClusterDetailOutput(ClusterOutput):
     policy_events = ClusterPolicyEventOutput(
         many=True, help_text="The last 20 policy changes, newest first"
     )
     short_reserve = ShortReserveOutput()
+    sbatch_refusals = SbatchRefusalOutput(
+        many=True,
+        help_text="Governed sbatch (docs/slurm.md): the last 20 jobs sbatch'd to a governed "
+        "partition that Allot could not adopt and cancelled in Slurm, newest first",
+    )
 
 
 def _policy_field(name: str, help_text: str) -> serializers.Field:

@@ -14,7 +14,10 @@ import time
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 from django.utils import timezone
+from django.utils.html import escape
+from rest_framework.test import APIClient
 
 from budgets.models import Membership, Role
 from ledger.selectors import window_usage
@@ -121,6 +124,17 @@ def test_a_job_allot_cannot_adopt_is_cancelled_with_the_reason_in_its_comment(go
     assert state == "CANCELLED" and comment.startswith("allot-refused:") and why in comment
     gov.cycle()
     assert SlurmAdoption.objects.filter(slurm_job_id=slurm_id).count() == 1
+    # and a user reads it: the cluster in the API, the Now page
+    api = APIClient()
+    api.force_authenticate(gov.member)
+    shown = api.get(f"/api/v1/clusters/{gov.cluster.pk}/").json()["sbatch_refusals"]
+    assert [(r["slurm_job_id"], r["slurm_user"]) for r in shown] == [(slurm_id, user)]
+    assert why in shown[0]["reason"] and shown[0]["account"] == args[1]
+    page = Client()
+    page.force_login(gov.member)
+    html = page.get("/now/").content.decode()
+    section = html.split("Refused sbatch jobs", 1)[1].split("</table>", 1)[0]
+    assert f">{slurm_id}<" in section and escape(why) in section
 
 
 def test_a_job_on_a_partition_that_is_not_governed_is_slurm_s_own(gov):
