@@ -309,11 +309,16 @@ def test_policy_events_cannot_be_rewritten(cluster, ops):
 # ---------------------------------------------------------------- the API
 
 
-def test_the_detail_is_the_list_row_plus_the_policy_changes(cluster, ops):
+def test_the_detail_is_the_list_row_plus_the_policy_changes_and_refusals(cluster, ops):
     ann = participant("ann")
     (row,) = client_as(ann).get("/api/v1/clusters/").json()
     detail = client_as(ann).get(f"/api/v1/clusters/{cluster.pk}/").json()
-    assert detail == {**row, "policy_events": [], "short_reserve": NO_RESERVE}
+    assert detail == {
+        **row,
+        "policy_events": [],
+        "short_reserve": NO_RESERVE,
+        "sbatch_refusals": [],
+    }
     assert (detail["hosts"], detail["gpus"], detail["healthy_gpus"]) == (2, 16, 8)
     assert detail["draining_hosts"] == 1 and detail["policy"] == DEFAULTS
 
