@@ -30,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from budgets.models import BudgetNode, Membership
+from budgets.selectors import tree_index
 from budgets.services import budget_tree_export
 from config.errors import ApplicationError
 from ledger.accounting import EndReason
@@ -38,7 +39,6 @@ from scheduler.core.engine import stop_rule
 from scheduler.core.engine.budget_tree import budget_node, entitled_shares, parse_tree_document
 from scheduler.core.sim.generate import TraceRow, organisation_rows
 from scheduler.core.sim.history import RunRecord, runs_with_gpu_indices
-from scheduler.core.sim.io import parse_tree
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig, SimResult, TraceJob
 from scheduler.core.sim.model import JobState as SimJobState
 from scheduler.core.sim.replay import simulate
@@ -53,6 +53,7 @@ from scheduler.models import (
     JobState,
     UtilizationSample,
 )
+from scheduler.selectors.translate import engine_tree
 from scheduler.services.clusters import cluster_create, cluster_policy_update
 from scheduler.services.jobs import job_submit
 from scheduler.services.previews import sim_config_for_cluster
@@ -62,6 +63,8 @@ log = logging.getLogger(__name__)
 
 DEMO_CLUSTER = "demo-h100"
 DEMO_HOSTS, DEMO_GPUS_PER_HOST = 16, 8
+# At most this many replays of the back-fill without the jobs the last one left unended.
+SETTLE_ROUNDS = 4
 DEMO_SPEED = 60.0  # simulated seconds per wall second: an hour of work runs a minute
 # The load's minimum runtimes are divided by DEMO_SPEED (Allot counts protection in wall
 # seconds while the cluster runs DEMO_SPEED times faster), so the policy settings that are
@@ -190,24 +193,28 @@ def demo_backfill(*, root: BudgetNode, cluster: Cluster, days: float, now=None) 
     now = now or timezone.now()
     origin = now - dt.timedelta(seconds=days * DAY_S)
     document = _tree_document(root)
-    tree, _ = parse_tree(document)
     shares = entitled_shares(budget_node(parse_tree_document(document)))
+    # The tree and project names the live cycles plan with (`engine_tree`: leaves by
+    # slug path): Fair Tree breaks ties by a hash of the path, so a tree named otherwise
+    # gives another history than a preview (or a live cycle) replays.
+    index = tree_index()
+    tree = engine_tree(index)
+    projects = _projects(root)
+    engine_names = {name: index.path(node.pk) for name, node in projects.items()}
     hosts = {h.name: h.gpus for h in cluster.hosts.all()}
     rows = organisation_rows(DEMO_SEED, shares, sum(hosts.values()), days * DAY_S)
     rows.sort(key=lambda r: r.submit_s)
     trace = [_trace_job(i, r) for i, r in enumerate(rows)]
+    played = [replace(t, project=engine_names.get(t.project, t.project)) for t in trace]
     spec = ClusterSpec(cluster.name, tuple(HostSpec(n, g) for n, g in sorted(hosts.items())))
-    result = simulate(
-        spec,
-        tree,
-        trace,
-        replace(_backfill_config(cluster), until_s=days * DAY_S, seed=0),
+    result = _settled_history(
+        spec, tree, played, replace(_backfill_config(cluster), until_s=days * DAY_S, seed=0)
     )
     simulated_s = time.perf_counter() - started
     done, runs_by_job, rules = finished_runs(result, hosts)
     counts = _store_history(
         cluster=cluster,
-        projects=_projects(root),
+        projects=projects,
         trace={t.job_id: t for t in trace},
         done=done,
         runs_by_job=runs_by_job,
@@ -220,6 +227,25 @@ def demo_backfill(*, root: BudgetNode, cluster: Cluster, days: float, now=None) 
     )
     log.info("demo back-fill of %s: %s", cluster, counts)
     return counts
+
+
+def _settled_history(
+    spec: ClusterSpec, tree: Any, trace: list[TraceJob], config: SimConfig
+) -> SimResult:
+    """The simulated history of the jobs it stores: only jobs that ended are stored, so
+    the jobs still waiting or running at the end are taken out and the rest played
+    again (until every job played ends, at most `SETTLE_ROUNDS` times). A job left
+    waiting for the whole history (a large unallocated sweep) otherwise shapes every
+    cycle of a history that does not hold it, and a preview replaying the stored jobs
+    (which is all the record has) could not come out as the history did."""
+    result = simulate(spec, tree, trace, config)
+    for _ in range(SETTLE_ROUNDS):
+        ended = {o.job_id for o in result.jobs if o.end_s is not None and o.rejected is None}
+        if all(t.job_id in ended for t in trace):
+            break
+        trace = [t for t in trace if t.job_id in ended]
+        result = simulate(spec, tree, trace, config)
+    return result
 
 
 def _trace_job(index: int, row: TraceRow) -> TraceJob:
