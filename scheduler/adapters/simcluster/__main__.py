@@ -56,7 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     # takes every descriptor for a unix socket and so leaves Nagle's algorithm on (40 ms
     # per keep-alive request).
     sockets = [socket.socket(fileno=args.fd)] if args.fd is not None else None
-    uvicorn.Server(config).run(sockets=sockets)
+    try:
+        uvicorn.Server(config).run(sockets=sockets)
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it has already shut down on
+        pass
     return 0
 
 
