@@ -12,7 +12,6 @@ import time
 from collections import defaultdict
 
 import pytest
-import redis
 from django.conf import settings
 from django.utils import timezone
 
@@ -35,17 +34,6 @@ OUTAGE_RECONNECTS = 3
 # Cycles between two kills of the worker (a random number in this range): 100 cycles
 # see 8 to 30 kills however fast the machine is.
 KILL_EVERY = (3, 12)
-
-
-@pytest.fixture
-def broker(settings):
-    """Tasks go to the broker (not run eagerly); the test's Redis database starts empty."""
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    client.flushdb()
-    app.conf.task_always_eager = False
-    yield client
-    app.conf.task_always_eager = True
-    client.flushdb()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import threading
 import time
 
 import pytest
-import redis
 from django.db import connection
 from django.utils import timezone
 
@@ -20,17 +19,6 @@ from scheduler.services.transitions import job_event
 from tests.factories import ClusterFactory, UserFactory
 from tests.support.live import submit_job
 from tests.support.memcluster import MemoryCluster
-
-
-@pytest.fixture
-def broker(settings):
-    """The test's Redis database, empty; Celery tasks queued (not run) while it lasts."""
-    client = redis.Redis.from_url(settings.REDIS_URL)
-    client.flushdb()
-    app.conf.task_always_eager = False
-    yield client
-    app.conf.task_always_eager = True
-    client.flushdb()
 
 
 def queued(client) -> int:
