@@ -98,7 +98,10 @@ def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
         effective_at = None
         raw_effective = request.POST.get("effective_at", "").strip()
         if raw_effective:
-            effective_at = parse_datetime(raw_effective)
+            try:
+                effective_at = parse_datetime(raw_effective)
+            except ValueError:  # well formed but no such time (month 13)
+                effective_at = None
             if effective_at is None:
                 context["form_error"] = "Effective time: use the format 2026-12-01T09:00."
             elif timezone.is_naive(effective_at):

@@ -7,11 +7,13 @@ refuse other JSON types with a 400 that names the field."""
 from __future__ import annotations
 
 import copy
+import datetime as dt
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from config.clock import EARLIEST, LATEST
 from config.errors import ValidationFailed
 
 
@@ -95,6 +97,51 @@ def refuse_any_field(data: Any) -> None:
         return
     first = sorted(str(key) for key in data)[0] if isinstance(data, dict) else None
     raise ValidationFailed("This request takes no fields; send no body (or {}).", field=first)
+
+
+TIME_HELP = (
+    "An ISO 8601 time, e.g. 2026-11-01T09:00:00Z (without an offset: UTC), or a date "
+    f"alone for its midnight UTC; from {EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d}"
+)
+
+
+class TimeField(serializers.DateTimeField):
+    """A time as every API input takes it (`TIME_HELP`): ISO 8601 text, a date alone
+    meaning its midnight UTC, no offset meaning UTC, between EARLIEST and LATEST
+    (config.clock). Anything else is a 400 naming the field and saying why; the value is
+    an aware time in UTC."""
+
+    default_error_messages = {
+        "invalid": "Not an ISO 8601 time; give e.g. 2026-11-01T09:00:00Z (or a date alone, "
+        "2026-11-01, for its midnight UTC).",
+        "range": f"Out of range: a time from {EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d} (UTC).",
+    }
+
+    def __init__(self, **kwargs: Any) -> None:
+        help_text = kwargs.pop("help_text", "")
+        kwargs["help_text"] = f"{help_text}. {TIME_HELP}" if help_text else TIME_HELP
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, value: Any) -> dt.datetime:
+        if isinstance(value, dt.datetime):  # from Python callers (forms, tests)
+            at = value
+        elif isinstance(value, str):
+            try:
+                at = dt.datetime.fromisoformat(value.strip())
+            except ValueError:
+                self.fail("invalid")
+        else:
+            self.fail("invalid")
+        at = at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+        try:
+            return self._within(at.astimezone(dt.UTC))
+        except OverflowError:  # an offset that takes the time past year 1 or 9999
+            self.fail("range")
+
+    def _within(self, at: dt.datetime) -> dt.datetime:
+        if not EARLIEST <= at <= LATEST:
+            self.fail("range")
+        return at
 
 
 class NamedChoicesMixin:

@@ -7,6 +7,11 @@ from __future__ import annotations
 import datetime as dt
 
 NOW_S = 45  # closer than this to now reads "now"
+# The times any input may name (a query's `since`, a scheduled change's `effective_at`):
+# outside them a period would overflow near year 1 or 9999, and nothing the product
+# records lies there.
+EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+LATEST = dt.datetime(9000, 1, 1, tzinfo=dt.UTC)
 
 
 def span_text(seconds: float) -> str:

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from budgets.selectors import tree_index
-from config.api_fields import ChoiceField, InputSerializer
+from config.api_fields import ChoiceField, InputSerializer, TimeField
 from config.api_schema import ErrorSerializer, paginated
 from config.pagination import PAGE_PARAMETERS, Pagination
 from ledger import selectors
@@ -99,15 +99,15 @@ class PeriodQuery(InputSerializer):
     """A cluster and a period, as the ledger's and the dashboards' endpoints read them."""
 
     cluster = cluster_field()
-    since = serializers.DateTimeField(
+    since = TimeField(
         required=False,
-        help_text="Start of the period (ISO 8601, from 1970); default: `days` before `until`",
+        help_text="Start of the period; default: `days` before `until`",
     )
-    until = serializers.DateTimeField(
+    until = TimeField(
         required=False,
-        help_text="End of the period, excluded (ISO 8601, before 9000), rounded down to a "
-        "whole hour; default and at the latest: the end of the last complete hour (the "
-        "hour now going on is never included)",
+        help_text="End of the period, excluded, rounded down to a whole hour; default and "
+        "at the latest: the end of the last complete hour (the hour now going on is never "
+        "included)",
     )
     days = ChoiceField(
         choices=selectors.DAYS_CHOICES,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from config.clock import EARLIEST, LATEST
 from config.errors import ValidationFailed
 from scheduler.models import Cluster
 
@@ -22,9 +23,7 @@ DAYS_CHOICES = (7, 30, 90)
 DEFAULT_DAYS = 7
 STEPS = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
 MAX_PERIOD = dt.timedelta(days=366)
-# Times outside these bounds are refused (a period near year 1 or 9999 would overflow).
-EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-LATEST = dt.datetime(9000, 1, 1, tzinfo=dt.UTC)
+# Times outside EARLIEST..LATEST (config.clock) are refused.
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,14 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from budgets.models import BudgetEvent, BudgetEventItem, EventKind, Membership, Role
-from budgets.services import MAX_REASON_LENGTH
+from budgets.services import MAX_REASON_LENGTH, MAX_SCHEDULE_AHEAD
 from config.api_fields import (
     ChoiceField,
     InputSerializer,
     NumberOrTextField,
     StrictInput,
     TextField,
+    TimeField,
 )
 
 MAX_ID = 2**63 - 1  # PostgreSQL bigint
@@ -67,7 +68,14 @@ class WeightChangeInput(StrictInput):
 
 class BudgetChangeInput(StrictInput):
     reason = reason_field()
-    effective_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    effective_at = TimeField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="When the change takes effect: absent, null or now (a minute of clock "
+        "skew allowed) applies it now; a later time schedules it, at most "
+        f"{MAX_SCHEDULE_AHEAD.days} days ahead (400 naming `effective_at` otherwise)",
+    )
     base_version = serializers.IntegerField(
         required=False, allow_null=True, min_value=0, max_value=MAX_VERSION, default=None
     )
@@ -180,9 +188,7 @@ class BudgetChangeFilter(InputSerializer):
         help_text="user name of the actor, as the history recorded it (text, not a "
         "reference: a name that acted on nothing matches no event)",
     )
-    since = serializers.DateTimeField(
-        required=False, help_text="ISO 8601 time, e.g. 2026-11-01T00:00:00Z"
-    )
+    since = TimeField(required=False, help_text="events recorded at or after this time")
     kind = ChoiceField(required=False, choices=EventKind.choices)
 
 

@@ -18,6 +18,7 @@ from budgets.services._common import (
     parse_weight,
 )
 from budgets.services.changes import (
+    MAX_SCHEDULE_AHEAD,
     budget_apply_due_changes,
     budget_change_cancel,
     budget_change_create,
@@ -30,6 +31,7 @@ from config.errors import Conflict, NotFound, NothingToChange, PermissionDenied,
 
 __all__ = [
     "MAX_REASON_LENGTH",
+    "MAX_SCHEDULE_AHEAD",
     "MAX_WEIGHT",
     "NAME_MAX_LENGTH",
     "Conflict",

@@ -184,6 +184,8 @@ def _apply_weights(
 
 # how far before now an effective time may lie and still mean "now" (a client's clock)
 PAST_TOLERANCE = dt.timedelta(minutes=1)
+# how far ahead a change may be scheduled: further is a typo (2062 for 2026), not a plan
+MAX_SCHEDULE_AHEAD = dt.timedelta(days=730)
 
 
 def budget_change_create(
@@ -213,6 +215,13 @@ def budget_change_create(
         raise ValidationFailed(
             f"effective_at {effective_at.isoformat()} is in the past; a change takes effect "
             "now (leave effective_at out) or at a future time.",
+            field="effective_at",
+        )
+    if effective_at is not None and effective_at > now + MAX_SCHEDULE_AHEAD:
+        raise ValidationFailed(
+            f"effective_at {effective_at.isoformat()} is more than "
+            f"{MAX_SCHEDULE_AHEAD.days} days ahead; a change may be scheduled up to "
+            f"{(now + MAX_SCHEDULE_AHEAD):%Y-%m-%d}.",
             field="effective_at",
         )
     with transaction.atomic():

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from budgets import selectors
 from budgets.models import BudgetEvent, BudgetNode, Membership
+from budgets.services import MAX_SCHEDULE_AHEAD
 
 pytestmark = pytest.mark.django_db
 
@@ -478,3 +479,93 @@ def test_schema_says_query_text_may_not_hold_nul_which_gets_400_before_sign_in(t
     response = api_client.get("/api/v1/budget-changes/", {"actor": "a\x00b"})
     assert response.status_code == 400 and response.json()["field"] == "actor"
     assert "400" in schema["paths"]["/api/v1/budget-changes/"]["get"]["responses"]
+
+
+def test_the_history_since_filter_takes_a_time_or_a_date_and_refuses_the_rest(tree, api_client):
+    """`since` is one documented time: ISO 8601, a date alone for its midnight UTC, no
+    offset for UTC, 1970 to 9000; anything else a 400 naming `since` and saying why."""
+    as_user(api_client, tree.user("ceo"))
+    api_client.post(
+        "/api/v1/budget-changes/",
+        {"reason": "ceo move", "changes": [{"node": tree.node("prog-b").pk, "weight": 10}]},
+        format="json",
+    )
+    today = timezone.now().astimezone(dt.UTC).date()
+    tomorrow = today + dt.timedelta(days=1)
+
+    def reasons(since):
+        response = api_client.get("/api/v1/budget-changes/", {"since": since})
+        assert response.status_code == 200, response.json()
+        return [e["reason"] for e in response.json()["results"]]
+
+    assert reasons(today.isoformat()) == ["ceo move", "Imported budget tree"]
+    assert reasons(f"{today}T00:00:00") == reasons(f"{today}T00:00:00Z")  # no offset: UTC
+    assert reasons(tomorrow.isoformat()) == []  # a date is its midnight UTC, not "that day"
+    assert reasons("1970-01-01T00:00:00Z") == ["ceo move", "Imported budget tree"]
+    for bad, says in [
+        ("1969-12-31T23:59:59Z", "Out of range"),  # was accepted: pre-1970
+        ("1900-01-01", "Out of range"),
+        ("9999-12-31T23:59:59-05:00", "Out of range"),
+        ("0001-01-01T00:00:00+05:00", "Out of range"),
+        ("yesterday", "Not an ISO 8601 time"),
+        ("2026-13-01", "Not an ISO 8601 time"),
+    ]:
+        body = api_client.get("/api/v1/budget-changes/", {"since": bad}).json()
+        assert (body["code"], body["field"]) == ("invalid", "since"), (bad, body)
+        assert says in body["detail"], (bad, body)
+
+
+@pytest.mark.parametrize(
+    ("effective_at", "says"),
+    [
+        ("9999-12-31T23:59:59Z", "Out of range"),  # was scheduled: year 9999
+        ("9999-12-31T23:59:59-14:00", "Out of range"),
+        ("8999-01-01T00:00:00Z", "days ahead"),
+        ("2026-13-01T00:00:00Z", "Not an ISO 8601 time"),
+        ("2020-01-01T00:00:00Z", "in the past"),
+    ],
+)
+def test_an_effective_time_out_of_bounds_is_a_400_naming_it_and_nothing_is_written(
+    tree, api_client, effective_at, says
+):
+    as_user(api_client, tree.user("lead-a"))
+    before, events = weights(), BudgetEvent.objects.count()
+    response = api_client.post(
+        "/api/v1/budget-changes/",
+        {
+            "reason": "far ahead",
+            "effective_at": effective_at,
+            "changes": [{"node": tree.node("a1").pk, "weight": 1}],
+        },
+        format="json",
+    )
+    body = response.json()
+    assert response.status_code == 400 and body["field"] == "effective_at", body
+    assert says in body["detail"], body
+    assert weights() == before and BudgetEvent.objects.count() == events
+
+
+def test_a_change_may_be_scheduled_up_to_the_documented_horizon(tree, api_client):
+    as_user(api_client, tree.user("lead-a"))
+    edge = timezone.now() + MAX_SCHEDULE_AHEAD - dt.timedelta(minutes=5)
+    response = api_client.post(
+        "/api/v1/budget-changes/",
+        {
+            "reason": "next fiscal year",
+            "effective_at": edge.date().isoformat(),  # a date alone: its midnight UTC
+            "changes": [{"node": tree.node("a1").pk, "weight": 1}],
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    scheduled = BudgetEvent.objects.get(pk=response.json()["id"])
+    assert scheduled.kind == "scheduled"
+    assert scheduled.effective_at == dt.datetime.combine(edge.date(), dt.time(), dt.UTC)
+    assert f"{MAX_SCHEDULE_AHEAD.days} days ahead" in _schema_description(
+        api_client, "BudgetChangeInputRequest", "effective_at"
+    )
+
+
+def _schema_description(api_client, component, field):
+    schema = api_client.get("/api/schema/?format=json").json()
+    return schema["components"]["schemas"][component]["properties"][field]["description"]

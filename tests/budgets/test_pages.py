@@ -206,3 +206,31 @@ def test_history_filter_ignores_digits_that_are_not_ascii(client, tree):
     assert response.status_code == 200
     everything = client.get("/budgets/history/")
     assert response.context["page"].paginator.count == everything.context["page"].paginator.count
+
+
+@pytest.mark.parametrize(
+    ("effective_at", "says"),
+    [
+        ("2026-13-01T09:00", "use the format"),  # well formed, no such month (was a 500)
+        ("2026-02-30T09:00", "use the format"),
+        ("9999-12-31T23:59", "days ahead"),  # scheduled for year 9999 (was recorded)
+    ],
+)
+def test_an_effective_time_that_is_no_time_or_too_far_is_refused_and_nothing_recorded(
+    tree, client, effective_at, says
+):
+    client.force_login(tree.user("lead-a"))
+    a1, a2 = tree.node("a1"), tree.node("a2")
+    events = BudgetEvent.objects.count()
+    response = client.post(
+        f"/budgets/nodes/{tree.node('prog-a').pk}/edit/",
+        {
+            f"weight-{a1.pk}": "40",
+            f"weight-{a2.pk}": "30",
+            "reason": "later",
+            "effective_at": effective_at,
+        },
+    )
+    assert response.status_code == 400 and says in response.content.decode()
+    assert BudgetEvent.objects.count() == events and not ScheduledChange.objects.exists()
+    assert BudgetNode.objects.get(pk=a1.pk).weight == 70
