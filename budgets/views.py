@@ -6,15 +6,12 @@ routes (`scheduler.views.whatif`): `budgets` imports nothing of the scheduler.""
 
 from __future__ import annotations
 
-import datetime as dt
 from decimal import Decimal
 
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.http import require_http_methods, require_POST
 
 from budgets import permissions, selectors, services
@@ -22,6 +19,7 @@ from budgets.forms import posted_weights, weight_form_context
 from budgets.models import EventKind
 from budgets.shares import weight_text
 from config.access import participant_required
+from config.clock import read_time
 from config.errors import ApplicationError, PermissionDenied
 from config.text import is_id_text
 
@@ -98,14 +96,10 @@ def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
         effective_at = None
         raw_effective = request.POST.get("effective_at", "").strip()
         if raw_effective:
-            try:
-                effective_at = parse_datetime(raw_effective)
-            except ValueError:  # well formed but no such time (month 13)
-                effective_at = None
-            if effective_at is None:
-                context["form_error"] = "Effective time: use the format 2026-12-01T09:00."
-            elif timezone.is_naive(effective_at):
-                effective_at = timezone.make_aware(effective_at, dt.UTC)
+            try:  # the form's local time is UTC
+                effective_at = read_time(raw_effective)
+            except ValueError as exc:  # month 13 too (was a 500)
+                context["form_error"] = f"Effective time: {exc}"
         if not errors and context["form_error"] is None:
             if not changes:
                 context["form_error"] = "No weight was changed."
@@ -160,17 +154,10 @@ def history_page(request: HttpRequest) -> HttpResponse:
     if params.get("kind") in EventKind.values:
         filters["kind"] = params["kind"]
     if params.get("since"):
-        since = parse_datetime(params["since"]) or (
-            dt.datetime.combine(d, dt.time.min, tzinfo=dt.UTC)
-            if (d := parse_date(params["since"]))
-            else None
-        )
-        if since is None:
-            error = "Since: use a date such as 2026-11-01."
-        else:
-            filters["since"] = (
-                since if timezone.is_aware(since) else timezone.make_aware(since, dt.UTC)
-            )
+        try:
+            filters["since"] = read_time(params["since"])
+        except ValueError as exc:  # month 13 too (was a 500)
+            error = f"Since: {exc}"
     events = selectors.budget_event_list(**filters)
     page = Paginator(events, 25).get_page(params.get("page"))
     index = selectors.tree_index()

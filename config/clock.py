@@ -12,6 +12,32 @@ NOW_S = 45  # closer than this to now reads "now"
 # records lies there.
 EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 LATEST = dt.datetime(9000, 1, 1, tzinfo=dt.UTC)
+NOT_A_TIME = (
+    "Not an ISO 8601 time; give e.g. 2026-11-01T09:00:00Z (or a date alone, 2026-11-01, "
+    "for its midnight UTC)."
+)
+OUT_OF_RANGE = f"Out of range: a time from {EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d} (UTC)."
+
+
+def read_time(value: str | dt.datetime) -> dt.datetime:
+    """A time as every input (API, pages, CLI) takes it: ISO 8601 text, a date alone
+    meaning its midnight UTC, no offset meaning UTC, between EARLIEST and LATEST; the
+    result in UTC. Anything else raises ValueError saying why (NOT_A_TIME, OUT_OF_RANGE)."""
+    if isinstance(value, dt.datetime):
+        at = value
+    else:
+        try:
+            at = dt.datetime.fromisoformat(value.strip())
+        except ValueError:  # not ISO 8601, or no such day (month 13)
+            raise ValueError(NOT_A_TIME) from None
+    at = at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+    try:
+        at = at.astimezone(dt.UTC)
+    except OverflowError:  # an offset that takes the time past year 1 or 9999
+        raise ValueError(OUT_OF_RANGE) from None
+    if not EARLIEST <= at <= LATEST:
+        raise ValueError(OUT_OF_RANGE)
+    return at
 
 
 def span_text(seconds: float) -> str:

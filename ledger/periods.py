@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from config.clock import EARLIEST, LATEST
+from config.clock import read_time
 from config.errors import ValidationFailed
 from scheduler.models import Cluster
 
@@ -23,7 +23,6 @@ DAYS_CHOICES = (7, 30, 90)
 DEFAULT_DAYS = 7
 STEPS = {"hour": dt.timedelta(hours=1), "day": dt.timedelta(days=1)}
 MAX_PERIOD = dt.timedelta(days=366)
-# Times outside EARLIEST..LATEST (config.clock) are refused.
 
 
 @dataclass(frozen=True)
@@ -57,27 +56,12 @@ def report_end(now: dt.datetime | None = None) -> dt.datetime:
 
 
 def parse_time(value: str | dt.datetime, field: str) -> dt.datetime:
-    """An aware time from an ISO 8601 text or a datetime (naive means UTC), within
-    EARLIEST..LATEST; anything else raises ValidationFailed naming `field`."""
-    if isinstance(value, dt.datetime):
-        at = value
-    else:
-        try:
-            at = dt.datetime.fromisoformat(value)
-        except ValueError:
-            raise ValidationFailed(
-                f"{field} must be an ISO 8601 time such as 2026-01-31T12:00:00Z.", field=field
-            ) from None
-    at = at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+    """An aware time in UTC from an ISO 8601 text or a datetime, as every input reads one
+    (`config.clock.read_time`); anything else raises ValidationFailed naming `field`."""
     try:
-        within = EARLIEST <= at <= LATEST
-    except OverflowError:  # an offset that takes the time out of range
-        within = False
-    if not within:
-        raise ValidationFailed(
-            f"{field} must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}.", field=field
-        )
-    return at
+        return read_time(value)
+    except ValueError as exc:
+        raise ValidationFailed(f"{field}: {exc}", field=field) from None
 
 
 def resolve_span(

@@ -331,3 +331,35 @@ def test_every_response_documents_the_request_id_it_carries(api_client, world, s
         APIClient().get("/api/v1/jobs/"),
     ):
         assert len(response["X-Request-ID"]) == 32, response.status_code
+
+
+TYPED = {"type", "$ref", "oneOf", "anyOf", "allOf", "enum", "const"}
+
+
+def untyped_parts(node, where: str = ""):
+    """Every property, item, map value or parameter, header and body schema that names no
+    type: a generated client makes each an `Any` (issue 29)."""
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from untyped_parts(item, f"{where}/{i}")
+        return
+    if not isinstance(node, dict):
+        return
+    parts = [(f"{where}/properties/{k}", v) for k, v in node.get("properties", {}).items()]
+    parts += [
+        (f"{where}/{k}", node[k]) for k in ("items", "additionalProperties", "schema") if k in node
+    ]
+    for place, part in parts:
+        if isinstance(part, dict) and not TYPED & set(part):
+            yield place
+    for key, value in node.items():
+        yield from untyped_parts(value, f"{where}/{key}")
+
+
+def test_no_part_of_the_schema_is_untyped(schema):
+    """Issue 29: every request and response field, map value, parameter and header has a
+    type (a job's blockers' `numbers` were a map of anything: `Any` in a client)."""
+    assert sorted(set(untyped_parts(schema))) == []
+    blocker = schema["components"]["schemas"]["BlockerOutput"]["properties"]["numbers"]
+    values = blocker["additionalProperties"]["oneOf"]
+    assert {v["type"] for v in values} == {"number", "string", "null"}

@@ -203,7 +203,7 @@ def _check_budget_changes(api, prog_a, a1) -> None:
         body=BudgetChangeInputRequest(
             reason="next quarter",
             changes=[WeightChangeInputRequest(node=a1.id, weight="60")],
-            effective_at=dt.datetime(2099, 1, 1, tzinfo=dt.UTC),
+            effective_at=dt.datetime.now(dt.UTC) + dt.timedelta(days=90),
         ),
     )
     assert scheduled.kind.value == "scheduled"

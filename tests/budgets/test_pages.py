@@ -133,7 +133,18 @@ def test_history_page_filters(tree, client):
     assert "lead reason" in html and "ceo reason" not in html
     html = client.get(f"/budgets/history/?node={tree.node('b1').pk}&kind=applied").content.decode()
     assert "ceo reason" in html and "lead reason" not in html
-    assert "use a date" in client.get("/budgets/history/?since=soon").content.decode()
+    assert "Not an ISO 8601 time" in client.get("/budgets/history/?since=soon").content.decode()
+    for since, says in [
+        ("2026-13-01", "Not an ISO 8601 time"),  # was a 500
+        ("2026-02-30T10:00", "Not an ISO 8601 time"),  # was a 500
+        ("1900-01-01", "Out of range"),  # was read as a filter
+    ]:
+        response = client.get("/budgets/history/", {"since": since})
+        assert response.status_code == 200 and says in response.content.decode(), since
+    # the same time as the API reads it: a date alone is its midnight UTC
+    tomorrow = (timezone.now().astimezone(dt.UTC) + dt.timedelta(days=1)).date().isoformat()
+    html = client.get("/budgets/history/", {"since": tomorrow}).content.decode()
+    assert "lead reason" not in html and "ceo reason" not in html
 
 
 def test_cancel_scheduled_from_history_page(tree, client):
@@ -211,9 +222,11 @@ def test_history_filter_ignores_digits_that_are_not_ascii(client, tree):
 @pytest.mark.parametrize(
     ("effective_at", "says"),
     [
-        ("2026-13-01T09:00", "use the format"),  # well formed, no such month (was a 500)
-        ("2026-02-30T09:00", "use the format"),
-        ("9999-12-31T23:59", "days ahead"),  # scheduled for year 9999 (was recorded)
+        ("2026-13-01T09:00", "Not an ISO 8601 time"),  # no such month (was a 500)
+        ("2026-02-30T09:00", "Not an ISO 8601 time"),
+        ("10000-01-01T09:00", "Not an ISO 8601 time"),
+        ("9999-12-31T23:59", "Out of range"),  # scheduled for year 9999 (was recorded)
+        ("8999-12-31T23:59", "730 days ahead"),
     ],
 )
 def test_an_effective_time_that_is_no_time_or_too_far_is_refused_and_nothing_recorded(

@@ -8,6 +8,7 @@ from config.api_fields import (
     ChoiceField,
     InputSerializer,
     MultipleChoiceField,
+    NumberOrTextField,
     StrictInput,
     TextField,
 )
@@ -247,7 +248,11 @@ class EtaOutput(serializers.Serializer):
 class BlockerOutput(serializers.Serializer):
     kind = ChoiceField(choices=["misconfiguration", "budget", "capacity"])
     text = serializers.CharField(help_text="The reason, with its numbers, in plain language")
-    numbers = serializers.DictField(help_text="The figures the text quotes, by name")
+    numbers = serializers.DictField(
+        child=NumberOrTextField(allow_null=True),
+        help_text="The figures the text quotes, by name: each a number, a time as ISO 8601 "
+        "text (`protected_until`), or null where it is not known",
+    )
 
 
 class JobUtilizationOutput(serializers.Serializer):
