@@ -20,7 +20,7 @@ from budgets.models import EventKind
 from budgets.shares import weight_text
 from config.access import participant_required
 from config.clock import read_time
-from config.errors import ApplicationError, PermissionDenied
+from config.errors import ApplicationError, PermissionDenied, ValidationFailed
 from config.text import is_id_text
 
 
@@ -146,9 +146,13 @@ def preview_partial(request: HttpRequest, node_id: int) -> HttpResponse:
 def history_page(request: HttpRequest) -> HttpResponse:
     params = request.GET
     filters: dict = {}
-    error = None
+    errors = []
     if is_id_text(params.get("node", "")):
-        filters["node_id"] = int(params["node"])
+        try:  # a node removed since the link was made (was a 500)
+            selectors.ensure_node(int(params["node"]))
+            filters["node_id"] = int(params["node"])
+        except ValidationFailed as exc:
+            errors.append(f"Node: {exc.message}")
     if params.get("actor"):
         filters["actor"] = params["actor"].strip()
     if params.get("kind") in EventKind.values:
@@ -157,7 +161,7 @@ def history_page(request: HttpRequest) -> HttpResponse:
         try:
             filters["since"] = read_time(params["since"])
         except ValueError as exc:  # month 13 too (was a 500)
-            error = f"Since: {exc}"
+            errors.append(f"Since: {exc}")
     events = selectors.budget_event_list(**filters)
     page = Paginator(events, 25).get_page(params.get("page"))
     index = selectors.tree_index()
@@ -167,7 +171,7 @@ def history_page(request: HttpRequest) -> HttpResponse:
         "nodes": [(n.pk, index.path(n.pk)) for n, _ in index.walk()],
         "kinds": EventKind.choices,
         "params": params,
-        "error": error,
+        "error": " ".join(errors),
         "pending": [
             {"change": change, "may_cancel": may_cancel}
             for change, may_cancel in zip(

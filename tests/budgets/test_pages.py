@@ -141,6 +141,11 @@ def test_history_page_filters(tree, client):
     ]:
         response = client.get("/budgets/history/", {"since": since})
         assert response.status_code == 200 and says in response.content.decode(), since
+    for node in ["424242", "99999999999999999999"]:  # no such node: was a 500
+        response = client.get("/budgets/history/", {"node": node})
+        html = response.content.decode()
+        assert response.status_code == 200 and f"no budget node with id {node}" in html
+        assert "lead reason" in html  # the filter that names nothing is left out
     # the same time as the API reads it: a date alone is its midnight UTC
     tomorrow = (timezone.now().astimezone(dt.UTC) + dt.timedelta(days=1)).date().isoformat()
     html = client.get("/budgets/history/", {"since": tomorrow}).content.decode()
