@@ -16,7 +16,7 @@ import pytest
 from rest_framework import serializers
 from rest_framework.test import APIClient
 
-from config.api_fields import NamedChoicesMixin
+from config.api_fields import TIME_HELP, NamedChoicesMixin
 from tests.api.openapi_check import undocumented_keys
 
 pytestmark = pytest.mark.django_db
@@ -363,3 +363,27 @@ def test_no_part_of_the_schema_is_untyped(schema):
     blocker = schema["components"]["schemas"]["BlockerOutput"]["properties"]["numbers"]
     values = blocker["additionalProperties"]["oneOf"]
     assert {v["type"] for v in values} == {"number", "string", "null"}
+
+
+def test_every_time_a_client_sends_is_read_one_way(schema):
+    """Every time a client sends (a query's `since`/`until`, a body's `effective_at`) is
+    the one `TimeField`: the schema describes the same reading and bounds on each."""
+    sent = [
+        (f"{path} {p['name']}", p["schema"], p.get("description", ""))
+        for path, item in schema["paths"].items()
+        for operation in item.values()
+        for p in operation.get("parameters", [])
+    ]
+    sent += [
+        (f"{name}.{field}", prop, prop.get("description", ""))
+        for name, body in schema["components"]["schemas"].items()
+        if name.endswith("Request")
+        for field, prop in body.get("properties", {}).items()
+    ]
+    times = [(where, text) for where, s, text in sent if s.get("format") == "date-time"]
+    assert {w.rsplit(" ", 1)[-1].rsplit(".", 1)[-1] for w, _ in times} == {
+        "since",
+        "until",
+        "effective_at",
+    }
+    assert [where for where, text in times if not text.endswith(TIME_HELP)] == []
