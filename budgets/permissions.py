@@ -12,7 +12,9 @@ The roles:
   included), cancel any job, drain and resume any host, change a cluster's policy and add
   clusters, and use the admin (where the same services and rules apply). Staff have no
   say over budgets unless they also hold a manager role.
-- **cluster operator** (`Cluster.operators`): drains and resumes that cluster's hosts.
+- **cluster operator** (`Cluster.operators`): drains and resumes that cluster's hosts,
+  and reads every governed sbatch job Allot refused on it (`readable_sbatch_refusals`;
+  others read their own and their managed projects').
 - **manager of a node**: governs the nodes strictly below it (changes their weights,
   renames or moves them, grants and removes any role on them) and manages the members
   of the node itself: a project lead adds and removes the members of their project, a
@@ -348,6 +350,29 @@ def may_operate_hosts(actor: Any, cluster: Any) -> bool:
     if not is_signed_in(actor):
         return False
     return is_staff(actor) or cluster.operators.filter(pk=actor.pk).exists()
+
+
+def readable_sbatch_refusals(
+    actor: Any, cluster: Any, index: TreeIndex | None = None
+) -> tuple[set[str], set[str]] | None:
+    """Which governed sbatch jobs Allot refused to adopt (docs/slurm.md) `actor` reads:
+    None means every one (staff and the cluster's operators, who act on them in Slurm);
+    else (Slurm user names, Slurm accounts): their own, sbatch'd under their user name,
+    and those sbatch'd on the account (the slug) of a project they manage or that lies
+    below a node they manage. A refusal names a Slurm user and account and says why, so
+    no other participant reads it."""
+    if may_operate_hosts(actor, cluster):
+        return None
+    if not is_signed_in(actor):
+        return set(), set()
+    index = index or tree_index()
+    projects = managed_subtrees(actor, index) or set()
+    accounts = {
+        index.nodes[n].slug.lower()
+        for n in projects
+        if n in index.nodes and index.nodes[n].parent_id is not None and not index.children.get(n)
+    }
+    return {actor.get_username()}, accounts
 
 
 def may_change_cluster_policy(actor: Any) -> bool:

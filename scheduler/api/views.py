@@ -363,15 +363,16 @@ class ClusterListApi(APIView):
         return Response(s.ClusterOutput(rows, many=True).data)
 
 
-def cluster_detail_body(cluster_id: int) -> dict:
-    """One cluster as `ClusterDetailOutput` describes it (NotFound when there is none)."""
+def cluster_detail_body(cluster_id: int, actor) -> dict:
+    """One cluster as `ClusterDetailOutput` describes it, as `actor` reads it (NotFound
+    when there is none)."""
     rows = selectors.cluster_list(cluster_id=cluster_id)
     if not rows:
         raise NotFound(f"There is no cluster with id {cluster_id}.")
     body = cluster_row(rows[0])
     body["policy_events"] = selectors.cluster_policy_events(cluster_id=cluster_id)
     body["short_reserve"] = short_reserve_now(cluster=rows[0]["cluster"])
-    body["sbatch_refusals"] = sbatch_refusals(cluster=rows[0]["cluster"])
+    body["sbatch_refusals"] = sbatch_refusals(cluster=rows[0]["cluster"], actor=actor)
     return s.ClusterDetailOutput(body).data
 
 
@@ -382,7 +383,7 @@ class ClusterDetailApi(APIView):
         summary="One cluster, as in the list, its policy changes and refused sbatch jobs",
     )
     def get(self, request, cluster_id: int):
-        return Response(cluster_detail_body(cluster_id))
+        return Response(cluster_detail_body(cluster_id, request.user))
 
     @extend_schema(
         request=s.ClusterPolicyInput,
@@ -415,7 +416,7 @@ def _settings_patch(request, cluster_id: int, input_class, update) -> Response:
     data = dict(_validated(input_class, request.data))
     reason = data.pop("reason")
     update(actor=request.user, cluster_id=cluster_id, changes=data, reason=reason)
-    return Response(cluster_detail_body(cluster_id))
+    return Response(cluster_detail_body(cluster_id, request.user))
 
 
 def _host_row(host, used: dict) -> dict:

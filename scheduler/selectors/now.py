@@ -16,6 +16,7 @@ from typing import Any
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from budgets import permissions
 from ops.selectors import ClusterHealth, scheduling_health
 from scheduler.models import (
     ACTIVE_STATES,
@@ -45,20 +46,25 @@ def is_operator(user) -> bool:
     return bool(user.is_staff or user.is_superuser or user.operated_clusters.exists())
 
 
-def clusters_now(*, now: dt.datetime | None = None) -> list[dict[str, Any]]:
-    """`cluster_now` of every cluster, by name."""
+def clusters_now(*, actor: Any, now: dt.datetime | None = None) -> list[dict[str, Any]]:
+    """`cluster_now` of every cluster, by name, as `actor` reads it."""
     at = now or timezone.now()
     health = {c.name: c for c in scheduling_health(now=at).clusters}
     return [
-        cluster_now(cluster=c, now=at, health=health.get(c.name))
+        cluster_now(cluster=c, actor=actor, now=at, health=health.get(c.name))
         for c in Cluster.objects.order_by("name")
     ]
 
 
 def cluster_now(
-    *, cluster: Cluster, now: dt.datetime | None = None, health: ClusterHealth | None = None
+    *,
+    cluster: Cluster,
+    actor: Any,
+    now: dt.datetime | None = None,
+    health: ClusterHealth | None = None,
 ) -> dict[str, Any]:
-    """One cluster as it is now (see the module's docstring); whether it is being
+    """One cluster as it is now (see the module's docstring) as `actor` reads it (the
+    refused sbatch jobs they may read: `sbatch_refusals`); whether it is being
     scheduled is `/healthz`'s and the page banner's answer (`ops.selectors`)."""
     at = now or timezone.now()
     if health is None:
@@ -98,7 +104,7 @@ def cluster_now(
         ],
         "short_reserve": short_reserve_now(cluster=cluster, now=at),
         "policy": policy_now(cluster=cluster),
-        "sbatch_refusals": sbatch_refusals(cluster=cluster),
+        "sbatch_refusals": sbatch_refusals(cluster=cluster, actor=actor),
     }
 
 
@@ -140,15 +146,21 @@ def adapter_errors(*, cluster: Cluster, now: dt.datetime) -> list[dict[str, Any]
     return list(seen.values())[:MAX_ERRORS]
 
 
-def sbatch_refusals(*, cluster: Cluster, limit: int = MAX_SBATCH_REFUSALS) -> list[dict[str, Any]]:
-    """The latest governed sbatch jobs Allot refused to adopt (and cancelled in Slurm),
+def sbatch_refusals(
+    *, cluster: Cluster, actor: Any, limit: int = MAX_SBATCH_REFUSALS
+) -> list[dict[str, Any]]:
+    """The latest governed sbatch jobs Allot refused to adopt (and cancelled in Slurm)
+    that `actor` may read (`permissions.readable_sbatch_refusals`: staff and the
+    cluster's operators every one, others their own and their managed projects'),
     newest first: Slurm id, Slurm user, account, when and why."""
-    rows = (
-        SlurmAdoption.objects.filter(cluster=cluster)
-        .exclude(refused="")
-        .order_by("-at", "-id")
-        .values("slurm_job_id", "slurm_user", "account", "at", "refused")[:limit]
-    )
+    rows = SlurmAdoption.objects.filter(cluster=cluster).exclude(refused="")
+    readable = permissions.readable_sbatch_refusals(actor, cluster)
+    if readable is not None:
+        users, accounts = readable
+        rows = rows.filter(Q(slurm_user__in=users) | Q(account__in=accounts))
+    rows = rows.order_by("-at", "-id").values(
+        "slurm_job_id", "slurm_user", "account", "at", "refused"
+    )[:limit]
     return [{**row, "reason": row.pop("refused")} for row in rows]
 
 

@@ -96,7 +96,9 @@ def governed_adopt(*, cluster: Cluster, adapter: Any, now: dt.datetime) -> Adopt
             counts.adopted += len(jobs)
     for candidate, reason in refusals:  # Slurm is told once Allot's record is committed
         counts.refused += 1
-        counts.notes.append(f"sbatch job {_target(candidate)} refused: {reason}"[:1000])
+        # the cycle's record (read by every participant) names the job only: its user,
+        # account and reason are for those `permissions.readable_sbatch_refusals` lets in
+        counts.notes.append(f"sbatch job {_target(candidate)} refused (see the cluster's refusals)")
         _tell(adapter.refuse, _target(candidate), refused_comment(reason))
     return counts
 

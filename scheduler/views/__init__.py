@@ -83,7 +83,7 @@ NOW_REFRESH_S = 10
 def now(request: HttpRequest) -> HttpResponse:
     """Every cluster as it is now (what on-call opens first); the cards refresh
     themselves every NOW_REFRESH_S seconds (htmx asks for the cards alone)."""
-    context = {"clusters": clusters_now(), "refresh_s": NOW_REFRESH_S}
+    context = {"clusters": clusters_now(actor=request.user), "refresh_s": NOW_REFRESH_S}
     if request.headers.get("HX-Request"):
         return render(request, "scheduler/_now_clusters.html", context)
     return render(request, "scheduler/now.html", context)

@@ -65,7 +65,7 @@ def test_the_now_page_shows_each_cluster_as_it_is(
         cluster=live.cluster, started_at=timezone.now() + dt.timedelta(seconds=5), duration_ms=5.0,
         errors=["adapter unreachable: refused"],
     )  # fmt: skip
-    now = cluster_now(cluster=live.cluster)
+    now = cluster_now(cluster=live.cluster, actor=None)
     assert now["running_gpus"] == 25 and now["running_jobs"] == 4  # the short job started
     assert (now["pending_jobs"], now["pending_gpus"]) == (2, 16)
     assert now["cycle"]["duration_ms"] == 5.0 and not now["cycle"]["late"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import socket
 import sys
 from pathlib import Path
@@ -56,10 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     # takes every descriptor for a unix socket and so leaves Nagle's algorithm on (40 ms
     # per keep-alive request).
     sockets = [socket.socket(fileno=args.fd)] if args.fd is not None else None
-    try:
+    # uvicorn re-raises the Ctrl-C it has already shut down on
+    with contextlib.suppress(KeyboardInterrupt):
         uvicorn.Server(config).run(sockets=sockets)
-    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it has already shut down on
-        pass
     return 0
 
 

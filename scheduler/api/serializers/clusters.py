@@ -185,7 +185,9 @@ class ClusterDetailOutput(ClusterOutput):
     sbatch_refusals = SbatchRefusalOutput(
         many=True,
         help_text="Governed sbatch (docs/slurm.md): the last 20 jobs sbatch'd to a governed "
-        "partition that Allot could not adopt and cancelled in Slurm, newest first",
+        "partition that Allot could not adopt and cancelled in Slurm, newest first; staff "
+        "and the cluster's operators read every one, others those sbatch'd under their own "
+        "user name or on the account of a project they manage",
     )
 
 

@@ -101,8 +101,7 @@ def test_the_job_script_has_the_specs_environment_and_ignores_the_image(adapter,
 def test_stop_signals_the_script_which_stops_gracefully(adapter, tmp_path):
     marker = tmp_path / "saved"
     command = (
-        f"trap 'echo checkpoint > {marker}; exit 0' TERM; echo ready > {marker}; "
-        "sleep 300 & wait"
+        f"trap 'echo checkpoint > {marker}; exit 0' TERM; echo ready > {marker}; sleep 300 & wait"
     )
     adapter.start(start_request("t-7-0-grace", {"gpu04": 2}, command=command))
     wait_for(adapter, "t-7-0-grace", running)

@@ -119,19 +119,23 @@ def test_a_job_allot_cannot_adopt_is_cancelled_with_the_reason_in_its_comment(go
     assert not Job.objects.filter(cluster=gov.cluster).exists()
     refusal = SlurmAdoption.objects.get(slurm_job_id=slurm_id)
     assert why in refusal.refused and refusal.job is None
-    assert any(why in note for note in record.errors)  # the cycle's record says so
+    # the cycle's record (every participant reads it) names the job, not its user or reason
+    assert any(slurm_id in note and why not in note for note in record.errors)
     state, comment = gov.squeue()[slurm_id].split("|", 1)
     assert state == "CANCELLED" and comment.startswith("allot-refused:") and why in comment
     gov.cycle()
     assert SlurmAdoption.objects.filter(slurm_job_id=slurm_id).count() == 1
-    # and a user reads it: the cluster in the API, the Now page
+    # and its reader reads it (budgets.permissions.readable_sbatch_refusals): the member
+    # their own refusals, the project's manager those on its account; the cluster in the
+    # API, the Now page (tests/scheduler/test_sbatch_refusals.py: who reads what)
+    reader = gov.member if user == MEMBER else gov.tree.user("pi-a1")
     api = APIClient()
-    api.force_authenticate(gov.member)
+    api.force_authenticate(reader)
     shown = api.get(f"/api/v1/clusters/{gov.cluster.pk}/").json()["sbatch_refusals"]
     assert [(r["slurm_job_id"], r["slurm_user"]) for r in shown] == [(slurm_id, user)]
     assert why in shown[0]["reason"] and shown[0]["account"] == args[1]
     page = Client()
-    page.force_login(gov.member)
+    page.force_login(reader)
     html = page.get("/now/").content.decode()
     section = html.split("Refused sbatch jobs", 1)[1].split("</table>", 1)[0]
     assert f">{slurm_id}<" in section and escape(why) in section
