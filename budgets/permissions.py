@@ -63,6 +63,14 @@ def is_staff(actor: Any) -> bool:
     return is_signed_in(actor) and bool(actor.is_superuser or actor.is_staff)
 
 
+def is_operator(actor: Any) -> bool:
+    """Staff, superusers, or an operator of some cluster: the header links them to the
+    Now page (every participant may open it)."""
+    if not is_signed_in(actor):
+        return False
+    return bool(actor.is_staff or actor.is_superuser or actor.operated_clusters.exists())
+
+
 def is_participant(actor: Any) -> bool:
     """Staff, superusers, cluster operators and anyone with a role on a node: those who
     read the organisation's tree, jobs, queue, clusters and figures."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from scheduler.selectors.now import is_operator
+from budgets.permissions import is_operator
 
 
 def navigation(request: HttpRequest) -> dict[str, object]:

@@ -39,13 +39,6 @@ MAX_SBATCH_REFUSALS = 20  # refused governed sbatch jobs shown per cluster
 RESERVE_WINDOW = dt.timedelta(days=7)  # the short-job reserve's cost is summed this far back
 
 
-def is_operator(user) -> bool:
-    """Staff, or an operator of some cluster: the header links them to the now page."""
-    if not getattr(user, "is_authenticated", False):
-        return False
-    return bool(user.is_staff or user.is_superuser or user.operated_clusters.exists())
-
-
 def clusters_now(*, actor: Any, now: dt.datetime | None = None) -> list[dict[str, Any]]:
     """`cluster_now` of every cluster, by name, as `actor` reads it."""
     at = now or timezone.now()

@@ -15,10 +15,11 @@ from rest_framework.test import APIClient
 
 from allot_cli import render
 from budgets.demo import DEMO_PASSWORD, DEMO_ROOT
+from budgets.permissions import is_operator
 from budgets.services import budget_tree_import
 from config.clock import relative_text, span_text
 from scheduler.models import CycleRecord, Host
-from scheduler.selectors.now import cluster_now, is_operator, policy_now, short_reserve_now
+from scheduler.selectors.now import cluster_now, policy_now, short_reserve_now
 from scheduler.selectors.translate import policy_for_cluster
 from tests.factories import SuperUserFactory
 from tests.roles import token_for
