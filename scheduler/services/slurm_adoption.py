@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -298,8 +297,3 @@ def _cancel_pending(job: Job, row: SlurmAdoption, lost: bool, now: dt.datetime) 
             actor=None,
         )
         SlurmAdoption.objects.filter(pk=row.pk).update(open=False)
-
-
-def refused_adoptions(*, cluster: Cluster, limit: int = 50) -> Sequence[SlurmAdoption]:
-    """The latest refusals of a cluster (for operators)."""
-    return list(SlurmAdoption.objects.filter(cluster=cluster).exclude(refused="")[:limit])
