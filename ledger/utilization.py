@@ -178,8 +178,14 @@ def effective_gpu_h(gpu_h: float, share: float | None) -> float | None:
 
 def window_gpu_h(window: AttemptWindow, gpus: int) -> tuple[float, float]:
     """(measured, utilized) GPU-hours of one window of an attempt holding `gpus` GPUs."""
-    measured = gpus * window.known_s / HOUR_S
-    return measured, measured * window.mean_pct / 100.0
+    return known_gpu_h(gpus, window.known_s, window.mean_pct)
+
+
+def known_gpu_h(gpus: int, known_s: float, mean_pct: float) -> tuple[float, float]:
+    """(measured, utilized) GPU-hours of `gpus` GPUs measured for `known_s` seconds at a
+    mean utilization of `mean_pct` (0-100): the one place of this arithmetic."""
+    measured = gpus * known_s / HOUR_S
+    return measured, measured * mean_pct / 100.0
 
 
 def utilization_hourly(
@@ -203,9 +209,9 @@ def utilization_hourly(
             else:
                 part = max(0.0, min(w_end, h1) - max(w_start, h0)) / span
             if part:
-                measured = gpus * known_s * part / HOUR_S
+                measured, utilized = known_gpu_h(gpus, known_s * part, pct)
                 m, u = rows[i]
-                rows[i] = (m + measured, u + measured * pct / 100.0)
+                rows[i] = (m + measured, u + utilized)
     return out
 
 
