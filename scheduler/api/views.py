@@ -363,7 +363,7 @@ class ClusterListApi(APIView):
         return Response(s.ClusterOutput(rows, many=True).data)
 
 
-def cluster_detail_body(cluster_id: int, actor) -> dict:
+def cluster_detail_body(cluster_id: int, actor: Any) -> dict:
     """One cluster as `ClusterDetailOutput` describes it, as `actor` reads it (NotFound
     when there is none)."""
     rows = selectors.cluster_list(cluster_id=cluster_id)
