@@ -373,8 +373,11 @@ def readable_sbatch_refusals(
         return None
     if not is_signed_in(actor):
         return set(), set()
+    managed = managed_nodes(actor)
+    if not managed:  # a member: their own only (and no read of the tree)
+        return {actor.get_username()}, set()
     index = index or tree_index()
-    projects = managed_subtrees(actor, index) or set()
+    projects = _subtrees(managed, index)
     accounts = {
         index.nodes[n].slug.lower()
         for n in projects
