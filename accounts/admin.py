@@ -1,5 +1,5 @@
 """Django admin for accounts: API tokens (revoke only) and users, whose roles change only
-through the budget services.
+through the budget services and whose staff or superuser status only a superuser changes.
 
 Django's own user admin deleted a user's memberships by cascade, with no `role_removed`
 event and no check of the actor's right to remove them (issue 30's rule: every admin
@@ -34,12 +34,33 @@ class ApiTokenAdmin(admin.ModelAdmin):
 User = get_user_model()
 admin.site.unregister(User)
 
+# The fields that give authority over everything (recorded by `accounts.models.TrackedUser`).
+AUTHORITY_FIELDS = ("is_staff", "is_superuser", "groups", "user_permissions")
+
 
 @admin.register(User)
 class AuditedUserAdmin(UserAdmin):
     """Deleting a user (its page or "delete selected") first removes each of their roles
     through `membership_remove`: audited as `role_removed`, by the actor's rules. A user
     one of whose roles the actor may not remove is not deleted at all."""
+
+    def get_readonly_fields(self, request, obj=None):
+        """Only a superuser grants staff or superuser status, groups or permissions: with
+        Django's user admin as it comes, any staff user allowed to change users could make
+        themselves superuser."""
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return fields if request.user.is_superuser else (*fields, *AUTHORITY_FIELDS)
+
+    def has_change_permission(self, request, obj=None):
+        """Nobody but a superuser changes a superuser (their password included)."""
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_delete_permission(request, obj)
 
     def delete_model(self, request, obj):
         reason = f"removed in the admin by {request.user.get_username()} with the user"

@@ -16,6 +16,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
+from accounts.models import UserAuthorityEvent
 from budgets.models import BudgetEvent, BudgetNode, Membership
 from scheduler.models import Cluster, ClusterPolicyEvent, Host, HostEvent
 from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
@@ -65,7 +66,8 @@ class FormReader(HTMLParser):
         if tag == "input" and name and a.get("type") not in ("submit", "button", "file"):
             if a.get("type") in ("checkbox", "radio") and "checked" not in a:
                 return
-            self.data.setdefault(name, []).append(a.get("value") or "")
+            default = "on" if a.get("type") in ("checkbox", "radio") else ""  # as browsers send
+            self.data.setdefault(name, []).append(a.get("value") or default)
             if a.get("type", "text") == "text" and "-" not in name:
                 self.texts.append(name)
         elif tag == "select" and name:
@@ -248,3 +250,39 @@ def test_deleting_a_user_removes_their_roles_through_the_service(tree):
     event = BudgetEvent.objects.get(kind="role_removed")
     assert event.actor_name == "root" and "ann" not in event.reason  # the admin's reason
     assert [i.node_path for i in event.items.all()] == ["org/prog-a/a1"]
+
+
+def test_only_a_superuser_changes_authority_and_every_change_is_recorded(tree):
+    """A staff user allowed to change users can neither make themselves superuser nor touch
+    a superuser (password included); a superuser's grant of staff status is recorded in the
+    append-only authority history with who did it."""
+    client, _ = world(tree)
+    User = get_user_model()
+    staff = UserFactory(username="ops", is_staff=True)
+    staff.user_permissions.set(Permission.objects.filter(codename__in=["view_user", "change_user"]))
+    ops = Client()
+    ops.force_login(staff)
+    form = read_form(ops, admin_url(User, "change", staff.pk)).data
+    form.update(is_superuser=["on"], is_staff=["on"], first_name=["Ops"])
+    ops.post(admin_url(User, "change", staff.pk), form)
+    staff.refresh_from_db()
+    assert staff.first_name == "Ops" and not staff.is_superuser  # the form was taken
+    root = User.objects.get(username="root")
+    form = read_form(client, admin_url(User, "change", root.pk)).data
+    form["first_name"] = ["Mallory"]
+    assert ops.post(admin_url(User, "change", root.pk), form).status_code == 403
+    password_url = reverse("admin:auth_user_password_change", args=[root.pk])
+    ops.post(password_url, {"password1": "x-Taken0ver!", "password2": "x-Taken0ver!"})
+    root.refresh_from_db()
+    assert root.first_name != "Mallory" and not root.check_password("x-Taken0ver!")
+
+    bob = User.objects.get(username="bob")
+    form = read_form(client, admin_url(User, "change", bob.pk)).data
+    form["is_staff"] = ["on"]
+    client.post(admin_url(User, "change", bob.pk), form)
+    bob.refresh_from_db()
+    assert bob.is_staff
+    event = UserAuthorityEvent.objects.filter(pgh_obj_id=bob.pk, pgh_label="authority_changed").get()
+    assert event.is_staff and event.pgh_context.metadata["user"] == root.pk
+    with pytest.raises(Exception, match="Cannot update or delete"):
+        UserAuthorityEvent.objects.filter(pk=event.pk).update(is_staff=False)
