@@ -89,7 +89,15 @@ def test_dump_and_restore_keep_the_audit_history_intact_and_append_only(tmp_path
             assert protected == _protected_tables(before)
             assert {"budgets_budgetevent", "budgets_budgeteventitem"} <= set(protected)
             for table in protected:
-                for statement in (f'UPDATE "{table}" SET id = id', f'DELETE FROM "{table}"'):
+                (column,) = after.execute(
+                    "SELECT column_name FROM information_schema.columns"
+                    " WHERE table_name = %s ORDER BY ordinal_position LIMIT 1",
+                    (table,),
+                ).fetchone()  # `id`, or `pgh_id` for a history table
+                for statement in (
+                    f'UPDATE "{table}" SET "{column}" = "{column}"',
+                    f'DELETE FROM "{table}"',
+                ):
                     if not after.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone():
                         continue  # an empty table: the statement touches no row
                     with pytest.raises(psycopg.errors.RaiseException), after.transaction():
