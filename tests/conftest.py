@@ -24,7 +24,12 @@ from tests.support.scheduling import (
 )
 from tests.support.tree import Tree, example_tree
 
-pytest_plugins = ["tests.simcluster_plugin", "tests.support.live", "tests.support.clock"]
+pytest_plugins = [
+    "tests.simcluster_plugin",
+    "tests.support.live",
+    "tests.support.clock",
+    "tests.support.flush",
+]
 
 # Hypothesis's explain phase traces every line the test runs after a failure; on the
 # simulator's tests that turns one failing example into hours. Failures still shrink.
