@@ -113,24 +113,35 @@ def pytest_xdist_make_scheduler(config, log):
     return None
 
 
-# ALLOT_RECORD_DURATIONS=tests/durations.json: each test's seconds (setup, call and
-# teardown) written there at the end of the run, for the scheduler above.
+# Each test's seconds (setup, call and teardown): the longest LONGEST_LISTED are listed
+# at the end of every run (issue 23; `--durations` lists phases, and a test's setup and
+# call can take two of its lines), and with ALLOT_RECORD_DURATIONS=tests/durations.json
+# all are written there at the end of the run, for the scheduler above.
 RECORD_DURATIONS = os.environ.get("ALLOT_RECORD_DURATIONS", "")
+LONGEST_LISTED = 20
 _recorded: dict[str, float] = {}
 _per_worker: dict[str, float] = {}  # the balance: seconds of tests each worker ran
 
 
 def pytest_runtest_logreport(report):
-    if RECORD_DURATIONS:
-        _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
-        worker = getattr(getattr(report, "node", None), "gateway", None)
-        name = getattr(worker, "id", "main")
-        _per_worker[name] = _per_worker.get(name, 0.0) + report.duration
+    _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
+    worker = getattr(getattr(report, "node", None), "gateway", None)
+    name = getattr(worker, "id", "main")
+    _per_worker[name] = _per_worker.get(name, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session):
     if RECORD_DURATIONS and _recorded and not hasattr(session.config, "workerinput"):
         write_durations(_recorded, Path(RECORD_DURATIONS), per_worker=_per_worker)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if hasattr(config, "workerinput") or not _recorded:
+        return
+    longest = sorted(_recorded.items(), key=lambda item: -item[1])[:LONGEST_LISTED]
+    terminalreporter.write_sep("=", f"longest {len(longest)} tests (setup + call + teardown)")
+    for nodeid, seconds in longest:
+        terminalreporter.write_line(f"{seconds:8.2f}s {nodeid}")
 
 
 @pytest.hookimpl(tryfirst=True)
