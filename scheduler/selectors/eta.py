@@ -56,8 +56,7 @@ def runtime_history(
 ) -> list[tuple[str, str, str, int, float]]:
     """(project path, submitter, kind, GPUs, runtime s) of the cluster's attempts that
     finished successfully in the last `HISTORY_DAYS` days of its clock (`speed`), and
-    started at `ran_since` or later when given; the most recent end last (the latest
-    runtimes choose the forecast's keys: `RuntimeForecast`)."""
+    started at `ran_since` or later when given."""
     attempts = Attempt.objects.filter(
         cluster_id=cluster_id,
         end_reason=AttemptEnd.SUCCEEDED,
@@ -67,7 +66,7 @@ def runtime_history(
     if ran_since is not None:
         attempts = attempts.filter(started_at__gte=ran_since)
     rows = fetch_rows(
-        attempts.order_by("ended_at", "pk").values_list(
+        attempts.values_list(
             "project_id",
             "job__submitter__username",
             "job__kind",

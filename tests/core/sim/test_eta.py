@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from scheduler.core.engine import Host, Policy, Snapshot, Workload
 from scheduler.core.sim.eta import (
     CALIBRATION_MIN,
-    CHAINS,
     DEFAULT_RUNTIME_S,
     RANGE_COVERAGE,
     SPREAD,
@@ -17,7 +16,6 @@ from scheduler.core.sim.eta import (
     RuntimeForecast,
     baseline_starts,
     busiest_arrivals,
-    choose_chain,
     estimate,
     forward_starts,
     moved_beyond_range,
@@ -70,44 +68,6 @@ def test_running_jobs_are_forecast_from_the_runtimes_longer_than_their_elapsed_t
     # longer than nearly all history: the scale-free rule, "as long again" at the median
     assert f.remaining("a", "", "training", 1, 1000.0, 0.5) == 1000.0
     assert f.remaining("a", "", "training", 1, 1000.0, 0.75) == 3000.0
-
-
-def test_a_cluster_whose_runtimes_follow_the_kind_and_size_is_forecast_by_them() -> None:
-    # every project runs small (1 GPU, ~100 s) and large (16 GPUs, ~10,000 s) jobs of one
-    # kind, each user only a few: a project's runtimes of the kind mix both sizes
-    history = []
-    for i in range(300):
-        project, user = f"p{i % 5}", f"u{i}"
-        history.append((project, user, "training", 1, 100.0 + i % 7))
-        history.append((project, user, "training", 16, 10_000.0 + i % 11))
-    f = RuntimeForecast(history)
-    assert 1 not in f.chain and 2 in f.chain  # not the project's kind: (kind, gpus)
-    assert f.remaining("p0", "new", "training", 16, 0.0, 0.5) > 9_000.0
-    assert f.remaining("p0", "new", "training", 1, 0.0, 0.5) < 200.0
-    # the default chain would have mixed the sizes: the project's median of both
-    mixed = RuntimeForecast(history, chains=CHAINS[:1])
-    assert mixed.chain == CHAINS[0]
-    assert 200.0 < mixed.remaining("p0", "new", "training", 16, 0.0, 0.5) < 9_000.0
-
-
-def test_a_cluster_whose_users_run_alike_keeps_every_key() -> None:
-    # each user's own runtimes differ from the others' of the same kind and size
-    history = [
-        (f"p{u % 3}", f"u{u}", "training", 8, 100.0 * (u + 1) + k)
-        for k in range(30)
-        for u in range(10)
-    ]
-    f = RuntimeForecast(history)
-    assert f.chain == CHAINS[0]
-    assert 300.0 <= f.remaining("p0", "u3", "training", 8, 0.0, 0.5) <= 430.0
-
-
-def test_too_few_recent_runtimes_keep_every_key() -> None:
-    assert choose_chain({}, [], 20) == CHAINS[0]
-    history = [
-        (f"p{i % 2}", "u", "training", 1 + 15 * (i % 2), 100.0 + 9_900 * (i % 2)) for i in range(10)
-    ]
-    assert RuntimeForecast(history, min_samples=20).chain == CHAINS[0]
 
 
 def test_no_history_gives_a_default_runtime() -> None:

@@ -3,11 +3,7 @@ simulation of the current state through the same engine `plan()` (pure Python).
 
 - `RuntimeForecast`: quantiles of past runtimes keyed by (project, user, kind, gpus),
   falling back to (project, kind), (kind, gpus), (kind,) and all jobs when a key has
-  fewer than `min_samples` runtimes. Each forecast follows the chain of those keys
-  (`CHAINS`: all of them, or without the project's, or kind and GPUs only, or kind
-  only) whose median would have predicted the history's most recent runtimes best
-  (`choose_chain`): which key knows a runtime is the cluster's, not a constant (Philly:
-  the user's; the generated month: kind and size). A running job's remaining time is the quantile of
+  fewer than `min_samples` runtimes. A running job's remaining time is the quantile of
   the runtimes *longer than what it has already run* (conditional on its elapsed
   time); when history has too few such runtimes, the remaining time follows the
   scale-free rule of heavy-tailed runtimes (P(R > x | R > e) = e / x): the q-quantile
@@ -70,12 +66,10 @@ from scheduler.core.sim.eta.ranges import (
     widened,
 )
 from scheduler.core.sim.eta.runtimes import (
-    CHAINS,
     DEFAULT_RUNTIME_S,
     MIN_SAMPLES,
     Remaining,
     RuntimeForecast,
-    choose_chain,
     spread_points,
     spread_quantiles,
 )
@@ -83,7 +77,6 @@ from scheduler.core.sim.eta.runtimes import (
 __all__ = [
     "CALIBRATION_KEEP",
     "CALIBRATION_MIN",
-    "CHAINS",
     "DEFAULT_RUNTIME_S",
     "HORIZON_S",
     "MAX_CYCLES",
@@ -99,7 +92,6 @@ __all__ = [
     "RuntimeForecast",
     "baseline_starts",
     "busiest_arrivals",
-    "choose_chain",
     "estimate",
     "forward_starts",
     "moved_beyond_range",

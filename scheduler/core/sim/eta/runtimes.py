@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import math
 import zlib
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from statistics import NormalDist
 
 from scheduler.core.engine.types import Workload
 
 MIN_SAMPLES = 20  # a key needs this many runtimes before its quantiles are used
 DEFAULT_RUNTIME_S = 3600.0  # a cluster without any history
-# The chains of forecast keys (levels of `_keys`, finest first) a forecast may follow:
-# every key (the first, the default), or without the per-project one, or by kind and
-# size only, or by kind only. Each forecast follows the chain whose median would have
-# predicted the most recent runtimes of its history best (`choose_chain`).
-CHAINS: tuple[tuple[int, ...], ...] = ((0, 1, 2, 3, 4), (0, 2, 3, 4), (2, 3, 4), (3, 4))
-SCORED_RUNTIMES = 500  # the most recent runtimes of the history that choose the chain
-CHAIN_MARGIN = 0.02  # another chain replaces the default when its error is this much lower
 _NORMAL = NormalDist()
 
 Key = tuple[object, ...]
@@ -32,77 +25,24 @@ def _keys(project: str, user: str, kind: str, gpus: int) -> tuple[Key, ...]:
     return ((0, project, user, kind, gpus), (1, project, kind), (2, kind, gpus), (3, kind), (4,))
 
 
-def _quantile_without(runs: list[float], drop: float, q: float) -> float:
-    """The q-quantile (interpolated) of sorted `runs` less one copy of `drop`."""
-    i = bisect_left(runs, drop)
-    n = len(runs) - 1
-    pos = q * (n - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, n - 1)
-    a = runs[lo] if lo < i else runs[lo + 1]
-    b = runs[hi] if hi < i else runs[hi + 1]
-    return a + (b - a) * (pos - lo)
-
-
-def choose_chain(
-    runtimes: Mapping[Key, list[float]],
-    recent: Sequence[tuple[str, str, str, int, float]],
-    min_samples: int = MIN_SAMPLES,
-    chains: Sequence[tuple[int, ...]] = CHAINS,
-) -> tuple[int, ...]:
-    """The chain of keys (`CHAINS`) whose median, from the history less the job itself,
-    predicted the `recent` runtimes best (mean absolute log error, which the median
-    minimizes); the first chain unless another is `CHAIN_MARGIN` better.
-
-    Which key knows a job's runtime differs between clusters: on Philly a user's own
-    runtimes (the finest key) predict best; on the generated month, where a runtime
-    depends on the kind and size only, a project's runtimes of a kind mix sizes and its
-    users' keys hold fewer of the same runtimes (mean log error 0.597 with every key,
-    0.578 by kind and size; Philly days 0-15: 0.454 with every key, 0.556 without the
-    user's)."""
-    if len(recent) < min_samples or len(chains) < 2:
-        return chains[0]
-    errors = []
-    for chain in chains:
-        total = 0.0
-        for project, user, kind, gpus, runtime in recent:
-            keys = _keys(project, user, kind, gpus)
-            runs: list[float] = []
-            for level in chain:
-                runs = runtimes.get(keys[level], [])
-                if len(runs) - 1 >= min_samples:
-                    break
-            guess = _quantile_without(runs, runtime, 0.5) if len(runs) > 1 else DEFAULT_RUNTIME_S
-            total += abs(math.log((guess + 1.0) / (runtime + 1.0)))
-        errors.append(total / len(recent))
-    best = min(range(len(chains)), key=lambda i: (errors[i], i))
-    return chains[best] if errors[best] < (1.0 - CHAIN_MARGIN) * errors[0] else chains[0]
-
-
 class RuntimeForecast:
     """Runtime quantiles from past runtimes (see the module docstring)."""
 
-    __slots__ = ("chain", "min_samples", "runtimes")
+    __slots__ = ("min_samples", "runtimes")
 
     def __init__(
         self,
         history: Iterable[tuple[str, str, str, int, float]] = (),
         min_samples: int = MIN_SAMPLES,
-        chains: Sequence[tuple[int, ...]] = CHAINS,
     ) -> None:
-        """`history`: (project, user, kind, gpus, runtime seconds) of finished jobs,
-        the most recent last (its last `SCORED_RUNTIMES` choose the chain of keys,
-        `choose_chain`; `chains` of one chain: always that one)."""
+        """`history`: (project, user, kind, gpus, runtime seconds) of finished jobs."""
         self.min_samples = max(1, int(min_samples))
         lists: dict[Key, list[float]] = defaultdict(list)
-        kept: list[tuple[str, str, str, int, float]] = []
         for project, user, kind, gpus, runtime in history:
             if runtime >= 0 and math.isfinite(runtime):
-                kept.append((project, user, kind, gpus, float(runtime)))
                 for key in _keys(project, user, kind, gpus):
                     lists[key].append(float(runtime))
         self.runtimes: dict[Key, list[float]] = {k: sorted(v) for k, v in lists.items()}
-        self.chain = choose_chain(self.runtimes, kept[-SCORED_RUNTIMES:], self.min_samples, chains)
 
     def __len__(self) -> int:
         return len(self.runtimes.get((4,), ()))
@@ -115,9 +55,8 @@ class RuntimeForecast:
         `min_samples` runtimes longer than `elapsed`, else the scale-free rule."""
         elapsed = max(0.0, float(elapsed))
         q = min(max(q, 0.0), 1.0)
-        keys = _keys(project, user, kind, gpus)
-        for level in self.chain:
-            runs = self.runtimes.get(keys[level])
+        for key in _keys(project, user, kind, gpus):
+            runs = self.runtimes.get(key)
             if not runs:
                 continue
             i = bisect_right(runs, elapsed)
