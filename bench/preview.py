@@ -97,8 +97,9 @@ def with_weight(tree: BudgetNode, leaf: str, factor: float) -> BudgetNode:
     return BudgetNode(name=tree.name, weight=weight, children=children)
 
 
-def _django(db_suffix: str = "_bench") -> Any:
-    """Django set up on a fresh scratch database (migrated); returns its connection."""
+def _django(db_suffix: str = "_bench") -> tuple[Any, str]:
+    """Django set up on a fresh scratch database (migrated) named after the configured
+    one; returns its connection and the configured name (to restore when it is dropped)."""
     import os
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
@@ -108,12 +109,11 @@ def _django(db_suffix: str = "_bench") -> Any:
     django.setup()
     from django.db import connection
 
+    configured = settings.DATABASES["default"]["NAME"]
     settings.DATABASES["default"].setdefault("TEST", {})
-    settings.DATABASES["default"]["TEST"]["NAME"] = (
-        settings.DATABASES["default"]["NAME"] + db_suffix
-    )
+    settings.DATABASES["default"]["TEST"]["NAME"] = configured + db_suffix
     connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
-    return connection
+    return connection, configured
 
 
 def _fidelity_of(cluster: Any, days: int, now: Any) -> dict[str, Any]:
@@ -254,9 +254,7 @@ def philly_fidelity(
 def _clocks(now: str | None, minutes: list[int] | None) -> list[tuple[str, dt.datetime]]:
     """The clocks the cases run at, each with its label suffix: `now` (ISO; default the
     current time), or that hour at each of `minutes` (seconds 0)."""
-    from django.utils import timezone
-
-    base = dt.datetime.fromisoformat(now) if now else timezone.now()
+    base = dt.datetime.fromisoformat(now) if now else dt.datetime.now(dt.UTC)
     if base.tzinfo is None:
         base = base.replace(tzinfo=dt.UTC)
     if not minutes:
@@ -276,8 +274,7 @@ def fidelity_main(
         if only not in (None, name):
             continue
         for label, clock in _clocks(now, minutes):
-            connection = _django(f"_bench_{name}")
-            old_name = connection.settings_dict["NAME"]
+            connection, old_name = _django(f"_bench_{name}")
             try:
                 out[name + label] = {"now": clock.isoformat(), **case(clock)}
             finally:

@@ -28,7 +28,7 @@ from config.errors import NotFound, PermissionDenied, ValidationFailed
 from ledger.selectors import recorded_delivery, report_end
 from scheduler.core.engine.types import BudgetNode as EngineNode
 from scheduler.core.engine.types import Policy
-from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig
+from scheduler.core.sim.model import ClusterSpec, HostSpec, RunningAtStart, SimConfig
 from scheduler.core.sim.whatif import FIDELITY_SHARE, JobRecord, fidelity, run_whatif
 from scheduler.cycle_requests import PREVIEW_RUN, send
 from scheduler.models import (
@@ -40,6 +40,7 @@ from scheduler.models import (
     Preview,
     PreviewState,
 )
+from scheduler.selectors.cluster_queue import protection_end_at
 from scheduler.selectors.clusters import resolve_cluster
 from scheduler.selectors.translate import engine_tree, policy_for_cluster
 from scheduler.selectors.utilization import idle_after_by_attempt
@@ -152,16 +153,40 @@ def _ran_before_s(job: Job, since: dt.datetime, now: dt.datetime) -> float:
     return done
 
 
+def _running_at(job: Job, since: dt.datetime, cap: float) -> RunningAtStart | None:
+    """The run a job had going at `since` (an attempt started before it and not ended by
+    then) as the replay continues it: its start, GPUs and charge as stored and its
+    protection end by the engine's rule on the stored run (`protection_end_at`), in
+    seconds since `since`; None when it was waiting then."""
+    for a in job.attempts.all():
+        if a.started_at is None or a.started_at >= since:
+            continue
+        if a.ended_at is not None and a.ended_at <= since:
+            continue
+        until = protection_end_at(a, job, a.started_at, cap)
+        return RunningAtStart(
+            started_s=(a.started_at - since).total_seconds(),
+            placements=tuple(
+                (str(p["host"]), tuple(int(i) for i in p["gpu_indices"])) for p in a.placements
+            ),
+            allocated=a.allocated,
+            protected_until_s=None if until is None else (until - since).total_seconds(),
+        )
+    return None
+
+
 @dataclasses.dataclass
 class ReplayInput:
     """The jobs a what-if replays and what it could not reproduce of the record:
-    `carried` jobs were running or waiting when the window opened (replayed from its
-    start with the work they had left; `carried_before_gpu_h` of theirs ran before it),
+    `carried` jobs were running or waiting when the window opened (replayed with the work
+    they had left: `carried_running` of them go on running their run on their GPUs from
+    its start, the others wait from it; `carried_before_gpu_h` of theirs ran before it),
     `unknown_runtime` jobs have not ended and declared no duration (replayed with what
     they ran so far, `unknown_runtime_gpu_h`)."""
 
     records: list[JobRecord]
     carried: int = 0
+    carried_running: int = 0
     carried_before_gpu_h: float = 0.0
     unknown_runtime: int = 0
     unknown_runtime_gpu_h: float = 0.0
@@ -183,11 +208,11 @@ def job_records(
 ) -> ReplayInput:
     """The cluster's jobs present in [since, now) as `JobRecord`s (seconds since `since`):
     those submitted in it, and those submitted before it and still running or waiting at
-    `since`, submitted at the window's start with the work they had left. A job whose
-    recorded utilization stayed below the cluster's `idle_threshold_pct` from some point
-    of a run to its end is replayed idle from that point of each run (`idle_after_s`;
-    a carried job's less the work it had done), so that a replay with idle-GPU reclaim
-    on can reclaim it."""
+    `since`, submitted at the window's start with the work they had left (one running
+    then goes on with its run, `JobRecord.running`). A job whose recorded utilization
+    stayed below the cluster's `idle_threshold_pct` from some point of a run to its end
+    is replayed idle from that point of each run (`idle_after_s`; a carried waiting job's
+    less the work it had done), so that a replay with idle-GPU reclaim on can reclaim it."""
     attempts = Prefetch("attempts", queryset=Attempt.objects.order_by("number"))
     present = Q(submitted_at__gte=since) | Q(ended_at__isnull=True) | Q(ended_at__gt=since)
     jobs = (
@@ -201,11 +226,13 @@ def job_records(
         float(cluster.idle_threshold_pct),
         now,
     )
+    cap = policy_for_cluster(cluster).max_min_runtime_s
     out = ReplayInput(records=[])
     for job in jobs.iterator(chunk_size=2000):
         runtime = _runtime_s(job, now)
         submit = (job.submitted_at - since).total_seconds()
         idle = _idle_after_s(job, idle_after)
+        running = None
         if job.ended_at is None and not job.duration_s and job.state != JobState.SUCCEEDED:
             out.unknown_runtime += 1
             out.unknown_runtime_gpu_h += job.gpus * runtime / 3600
@@ -215,9 +242,13 @@ def job_records(
             out.carried += 1
             out.carried_before_gpu_h += job.gpus * before / 3600
             submit = 0.0
-            idle = None if idle is None else max(0.0, idle - before)
+            running = _running_at(job, since, cap)
+            if running is None and idle is not None:
+                idle = max(0.0, idle - before)
             if runtime <= 0:
                 continue
+            if running is not None:
+                out.carried_running += 1
         if idle is not None:
             out.idle_jobs += 1
         out.records.append(
@@ -233,6 +264,7 @@ def job_records(
                 priority=job.priority,
                 user=str(job.submitter_id),
                 idle_after_s=idle,
+                running=running,
             )
         )
     return out
@@ -344,6 +376,7 @@ def preview_compute(
     }
     result["not_reproduced"] = {
         "carried": replay_input.carried,
+        "carried_running": replay_input.carried_running,
         "carried_before_gpu_h": replay_input.carried_before_gpu_h,
         "unknown_runtime": replay_input.unknown_runtime,
         "unknown_runtime_gpu_h": replay_input.unknown_runtime_gpu_h,

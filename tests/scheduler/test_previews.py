@@ -197,6 +197,64 @@ def test_the_record_stands_beside_both_replays_with_their_difference(tree, clust
     assert "125.0%" in html and "off the record" in html and "differ from the record" in html
 
 
+def test_a_job_running_when_the_window_opened_goes_on_as_the_ledger_recorded(tree, cluster):
+    """a1's 16-GPU job holds both hosts when the window opens (started an hour before,
+    protected to 7 h into the window by its 8 h minimum runtime) while b1's long 8-GPU
+    job waits; a1 is the most used project. As the ledger recorded, a1's run goes on
+    until its protection ends, then b1 takes a host for the rest of the window. The
+    replay continues that run instead of deciding afresh (which started b1 at once and
+    left a1, who needs both hosts, nothing), so with unchanged weights it delivers what
+    the ledger recorded."""
+    since, until = preview_window(timezone.now(), 3)
+    past = since - dt.timedelta(days=3)
+    used = JobFactory(
+        cluster=cluster, project=tree.node("a1"), submitter=tree.user("ann"), gpus=16,
+        duration_s=2 * 86400, state=JobState.SUCCEEDED, submitted_at=past, queued_at=past,
+        first_started_at=past, ended_at=past + dt.timedelta(days=2),
+    )  # fmt: skip
+    attempt(used, started_at=past, ended_at=past + dt.timedelta(days=2))  # a1 is the most used
+    start = since - dt.timedelta(hours=1)
+    long = JobFactory(
+        cluster=cluster, project=tree.node("a1"), submitter=tree.user("ann"), gpus=16,
+        min_runtime_s=8 * 3600, resumable=True, duration_s=200 * 3600, state=JobState.RUNNING,
+        submitted_at=start, queued_at=start, first_started_at=start,
+    )  # fmt: skip
+    run = attempt(long, started_at=start)
+    run.placements = [{"host": h, "gpu_indices": list(range(8))} for h in ("node00", "node01")]
+    run.save(update_fields=["placements"])
+    waiting = since - dt.timedelta(minutes=30)
+    JobFactory(
+        cluster=cluster, project=tree.node("b1"), submitter=tree.user("ann"), gpus=8,
+        min_runtime_s=3600, resumable=True, duration_s=100 * 3600, state=JobState.PENDING,
+        submitted_at=waiting, queued_at=waiting,
+    )  # fmt: skip
+    hour = dt.timedelta(hours=1)
+    ProjectHour.objects.bulk_create(
+        [
+            ProjectHour(
+                cluster=cluster, project=tree.node("a1"), hour=since + h * hour,
+                allocated_gpu_h=16.0,
+            )
+            for h in range(7)
+        ]
+        + [
+            ProjectHour(
+                cluster=cluster, project=tree.node("b1"), hour=since + h * hour,
+                allocated_gpu_h=8.0,
+            )
+            for h in range(7, 72)
+        ]
+    )  # fmt: skip
+    preview = _run(tree)
+    assert preview.state == PreviewState.DONE, preview.error
+    assert preview.result["not_reproduced"]["carried"] == 2
+    assert preview.result["not_reproduced"]["carried_running"] == 1
+    rows = {r["project"]: r for r in preview.result["projects"]}
+    assert rows["org/prog-a/a1"]["delivered_gpu_h_before"] == pytest.approx(16 * 7)
+    assert rows["org/prog-b/b1"]["delivered_gpu_h_before"] == pytest.approx(8 * 65)
+    assert preview.result["fidelity"]["worst"] == pytest.approx(0.0, abs=1e-9)
+
+
 def test_a_job_running_when_the_window_opened_is_replayed_with_the_work_left(tree, cluster):
     """Started a day before the 3-day window with 5 days of work: the replay runs its 4
     days left from the window's start (the whole window, 8 GPUs), and says that 24 h x 8

@@ -23,6 +23,7 @@ __all__ = [
     "PreemptionRecord",
     "ReplayError",
     "RunInterval",
+    "RunningAtStart",
     "SimConfig",
     "SimResult",
     "TraceJob",
@@ -60,12 +61,32 @@ class ClusterSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningAtStart:
+    """How a job was running when the replay starts (a what-if window opening on a live
+    cluster): its run began at `started_s` (at or before the replay's start) on
+    `placements` ((host, GPU indices) pairs; where they are empty, unknown or taken the
+    replay places it on the first free GPUs that fit), charged to its project when
+    `allocated`, and protected until `protected_until_s` (None: its minimum runtime from
+    `started_s`, `scheduler.core.engine.runs.protected_until`)."""
+
+    started_s: float
+    placements: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    allocated: bool = True
+    protected_until_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TraceJob:
     """One row of TRACE.csv. `duration_s` is the running time needed if never preempted.
 
     `idle_after_s`, when set, is the job's idle pattern: each run's GPUs go idle once
     the run has lasted that long (a session left open, a hung job); it still holds them
-    until it ends or is stopped. None: never idle."""
+    until it ends or is stopped. None: never idle.
+
+    `running`, when set, says the job is already running when the replay starts: it
+    goes on running from then (its `submit_s`, the replay's start) as that run, with
+    `duration_s` the work it had left then, instead of arriving to wait; its
+    `idle_after_s` counts from that run's start."""
 
     job_id: str
     project: str
@@ -78,6 +99,7 @@ class TraceJob:
     priority: int
     kind: str
     idle_after_s: float | None = None
+    running: RunningAtStart | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -246,11 +246,18 @@ class _Replay(ReplayState):
     # -- the run's steps (outside the loop) -------------------------------------------
 
     def _arrivals(self) -> list[ReplayJob]:
-        """The jobs to queue (not rejected) in arrival order: submit time, then trace order."""
+        """The jobs to queue (not rejected, not running when the replay starts) in arrival
+        order: submit time, then trace order."""
         return sorted(
-            (j for j in self.jobs if j.out.state == JobState.PENDING),
+            (j for j in self.jobs if j.out.state == JobState.PENDING and j.spec.running is None),
             key=lambda j: (j.wl.submit_s, j.key[3]),
         )
+
+    def _firsts(self, arrival_t: list[float], health_t: list[float]) -> list[float]:
+        """The first arrival, the first health event and the submit time of the jobs
+        already running when the replay starts: the candidates for its start."""
+        resumed = [j.wl.submit_s for j in self.jobs if j.spec.running is not None]
+        return arrival_t[:1] + health_t[:1] + ([min(resumed)] if resumed else [])
 
     def _health_events(self) -> list[HealthEvent]:
         """The cluster's health events in time order (file order on ties)."""
@@ -371,13 +378,17 @@ class _Replay(ReplayState):
         health_t = [e.at_s for e in health]
         na, nh = len(arrivals), len(health)
         ai = hi = 0
-        start, horizon = self._time_span(arrivals, arrival_t[:1] + health_t[:1])
+        start, horizon = self._time_span(arrivals, self._firsts(arrival_t, health_t))
         self._record_capacity(start)
+        self.origin = start
+        self._resume_running(start)
 
         inf = math.inf
         heap = self.heap
         gap = max(0.0, float(getattr(cfg, "min_cycle_gap_s", 0.0) or 0.0))
-        due: float | None = None  # when the next cycle runs (events, periodic tick)
+        # when the next cycle runs (events, periodic tick); at once for a job running
+        # when the replay starts that found no room and waits
+        due: float | None = start if self.n_pending else None
         now = t = start
         same_time = loops = 0
         last_cycle_t = -inf

@@ -200,6 +200,8 @@ class ReplayState:
         self.drains: list[list[Any]] = []  # [host, start, ready]
         self.open_drain: dict[int, int] = {}  # host index -> index into drains
         self.capacity: list[tuple[float, int]] = []
+        # when the replay starts: a run going on then is recorded from then on
+        self.origin = -math.inf
         self.cycles = 0
         self.skipped = 0
         self.events = 0
@@ -300,6 +302,19 @@ class ReplayState:
         if j.running:
             raise ReplayError(f"engine started {job_id}, which is already running")
         self._dequeue(j)
+        hosts = self._occupy(idx, job_id, j.wl.gpus, placements)
+        out = j.out
+        out.waits_s.append(now - (out.pending_since_s if out.pending_since_s is not None else now))
+        out.pending_since_s = None
+        self._begin_run(now, idx, j, placements, hosts, allocated, now, j.remaining, None)
+
+    def _occupy(
+        self, idx: int, job_id: str, gpus: int, placements: tuple[Placement, ...]
+    ) -> tuple[int, ...]:
+        """Mark the GPUs of `placements` busy with job `idx`; the indices of their hosts.
+        ReplayError for an unknown or unhealthy host, a GPU out of range or busy, or
+        another number of GPUs than `gpus` (nothing is marked then only if the first
+        placement is the wrong one: a plan that fails here is a bug of the engine)."""
         total = 0
         hosts: list[int] = []
         for pl in placements:
@@ -320,39 +335,140 @@ class ReplayState:
             self.on_host[h].add(idx)
             hosts.append(h)
             total += len(pl.gpu_indices)
-        if total != j.wl.gpus:
-            raise ReplayError(f"engine gave {job_id} {total} GPUs, it asked for {j.wl.gpus}")
-        out = j.out
-        out.waits_s.append(now - (out.pending_since_s if out.pending_since_s is not None else now))
-        out.pending_since_s = None
-        out.state = JobState.RUNNING
+        if total != gpus:
+            raise ReplayError(f"engine gave {job_id} {total} GPUs, it asked for {gpus}")
+        return tuple(hosts)
+
+    def _begin_run(
+        self,
+        now: float,
+        idx: int,
+        j: ReplayJob,
+        placements: tuple[Placement, ...],
+        hosts: tuple[int, ...],
+        allocated: bool,
+        started: float,
+        need: float,
+        protected_until_s: float | None,
+    ) -> None:
+        """Job `idx` runs on `placements` (already occupied) from `started` (`now`, or
+        earlier for a run going on when the replay starts) until it has run `need`:
+        its finish, protection end, checkpoint and idle events, usage and the running
+        work the engine sees. `protected_until_s` (None: its minimum runtime from
+        `started`) is the protection end of a run going on when the replay starts."""
+        j.out.state = JobState.RUNNING
         self.seq += 1
         j.token = self.seq
         j.running = True
-        j.run_start = now
-        j.need = j.remaining
+        j.run_start = started
+        j.need = need
         j.placements = placements
-        j.hosts = tuple(hosts)
+        j.hosts = hosts
         j.allocated = allocated
-        min_rt = j.wl.min_runtime_s
-        protected_s = protection_s(j.wl, self.cap)
-        protected = allocated and min_rt > 0 and protected_s < j.need
-        j.unprotected = not (allocated and min_rt > 0)
+        if not allocated:
+            protected_until_s = None  # unallocated work is never protected
+        if protected_until_s is None:
+            protected_s = protection_s(j.wl, self.cap)
+            guarded = allocated and j.wl.min_runtime_s > 0
+            expires = protected_s < need
+            expire_at = started + protected_s
+        else:
+            guarded = allocated and protected_until_s > now
+            expires = protected_until_s < started + need
+            expire_at = protected_until_s
+        j.unprotected = not guarded
         if j.unprotected:
             self.n_unprotected += 1
         if allocated:
             self.usage.add_rate(j.wl.project, now, j.wl.gpus)
         self.running[idx] = RunningWorkload(
-            workload=j.wl, placements=placements, started_s=now, allocated=allocated
+            workload=j.wl,
+            placements=placements,
+            started_s=started,
+            allocated=allocated,
+            protected_until_s=protected_until_s,
         )
-        self._push(now + j.need, _FINISH, idx, j.token)
-        if protected:
-            self._push(now + protected_s, _EXPIRE, idx, j.token)
-        if j.wl.resumable and self.ckpt > 0 and self.ckpt < j.need:
-            heapq.heappush(self.ckpt_heap, (now + self.ckpt, idx, j.token))
+        self._push(started + need, _FINISH, idx, j.token)
+        if guarded and expires:
+            self._push(expire_at, _EXPIRE, idx, j.token)
+        if j.wl.resumable and self.ckpt > 0 and self.ckpt < need:
+            heapq.heappush(self.ckpt_heap, (started + self.ckpt, idx, j.token))
         idle_after = j.spec.idle_after_s
-        if idle_after is not None and 0.0 <= idle_after < j.need:
-            self._push(now + idle_after, _IDLE, idx, j.token)
+        if idle_after is not None and 0.0 <= idle_after < need:
+            self._push(max(now, started + idle_after), _IDLE, idx, j.token)
+
+    def _resume_running(self, now: float) -> None:
+        """Put the jobs already running when the replay starts (`TraceJob.running`) back
+        on their GPUs at `now`, going on with the run they had: first those whose
+        recorded placements are free, then the others on the first free GPUs that fit
+        (`_first_fit`); one that finds no room waits from `now` like a new job."""
+        later: list[int] = []
+        for idx, j in enumerate(self.jobs):
+            run = j.spec.running
+            if run is None or j.out.state != JobState.PENDING:
+                continue
+            recorded = tuple(Placement(h, tuple(g)) for h, g in run.placements)
+            if recorded and self._free_for(recorded, j.wl.gpus):
+                self._resume(now, idx, j, recorded)
+            else:
+                later.append(idx)
+        for idx in later:
+            j = self.jobs[idx]
+            fit = self._first_fit(j.wl.gpus)
+            if fit is None:
+                self._enqueue(j, now)
+            else:
+                self._resume(now, idx, j, fit)
+
+    def _resume(
+        self, now: float, idx: int, j: ReplayJob, placements: tuple[Placement, ...]
+    ) -> None:
+        """Job `idx` goes on at `now` with its run of `TraceJob.running` on `placements`:
+        the run started then, so it needs the work left plus what it had run by `now`."""
+        run = j.spec.running
+        assert run is not None
+        hosts = self._occupy(idx, j.wl.id, j.wl.gpus, placements)
+        started = min(float(run.started_s), now)
+        need = j.remaining + (now - started)
+        j.out.pending_since_s = None
+        allocated, until = bool(run.allocated), run.protected_until_s
+        self._begin_run(now, idx, j, placements, hosts, allocated, started, need, until)
+
+    def _free_for(self, placements: tuple[Placement, ...], gpus: int) -> bool:
+        """Whether `placements` name healthy known hosts' free GPUs, `gpus` in all."""
+        total = 0
+        for pl in placements:
+            h = self.host_index.get(pl.host)
+            if h is None or not self.healthy[h]:
+                return False
+            bits = 0
+            for g in pl.gpu_indices:
+                if not 0 <= g < self.host_gpus[h]:
+                    return False
+                bits |= 1 << g
+            if bits & self.used[h] or bin(bits).count("1") != len(pl.gpu_indices):
+                return False
+            total += len(pl.gpu_indices)
+        return total == gpus
+
+    def _first_fit(self, gpus: int) -> tuple[Placement, ...] | None:
+        """The first free GPUs (in host order, lowest indices) that hold a job of
+        `gpus` GPUs: one host's up to a host, else whole free hosts of one size that
+        divides it; None when none do."""
+        hosts = [h for h in range(len(self.host_names)) if self.healthy[h]]
+        if gpus <= self.max_host:
+            for h in hosts:
+                if self.free[h] >= gpus:
+                    idle = [g for g in range(self.host_gpus[h]) if not self.used[h] >> g & 1]
+                    return (Placement(self.host_names[h], tuple(idle[:gpus])),)
+            return None
+        for size in sorted({self.host_gpus[h] for h in hosts}):
+            whole = [h for h in hosts if self.host_gpus[h] == size and self.free[h] == size]
+            if gpus % size == 0 and len(whole) >= gpus // size:
+                return tuple(
+                    Placement(self.host_names[h], tuple(range(size))) for h in whole[: gpus // size]
+                )
+        return None
 
     def _idle(self, now: float, idx: int, j: ReplayJob, kind: int) -> None:
         """An idle event of running job `idx`: its GPUs go idle now (`_IDLE`: the engine
@@ -368,6 +484,7 @@ class ReplayState:
             started_s=rw.started_s,
             allocated=rw.allocated,
             last_checkpoint_s=rw.last_checkpoint_s,
+            protected_until_s=rw.protected_until_s,
             idle_since_s=now,
         )
         if self.config.idle_reclaim:
@@ -394,7 +511,7 @@ class ReplayState:
                 kind=j.wl.kind,
                 gpus=j.wl.gpus,
                 hosts=tuple(self.host_names[h] for h in j.hosts),
-                start_s=j.run_start,
+                start_s=max(j.run_start, self.origin),
                 end_s=now,
                 allocated=j.allocated,
                 end_reason=reason,
@@ -461,6 +578,7 @@ class ReplayState:
                 started_s=rw.started_s,
                 allocated=rw.allocated,
                 last_checkpoint_s=last,
+                protected_until_s=rw.protected_until_s,
                 idle_since_s=rw.idle_since_s,
             )
             nxt = last + ckpt

@@ -32,7 +32,7 @@ from typing import Any
 from ledger.accounting import DemandSpan, entitlement_summary
 from scheduler.core.engine.budget_tree import entitled_shares
 from scheduler.core.engine.types import BudgetNode, stop_rule
-from scheduler.core.sim.model import ClusterSpec, SimConfig, SimResult, TraceJob
+from scheduler.core.sim.model import ClusterSpec, RunningAtStart, SimConfig, SimResult, TraceJob
 from scheduler.core.sim.replay import leaf_projects, simulate
 from scheduler.core.sim.report import percentile
 
@@ -70,6 +70,10 @@ class JobRecord:
     user: str = ""
     # its GPUs went idle this long into a run (its utilization; `TraceJob.idle_after_s`)
     idle_after_s: float | None = None
+    # running when the window opens (submitted at its start, `runtime_s` the work it had
+    # left then): it goes on running as that run (`TraceJob.running`; times on the same
+    # clock as `submit_s`)
+    running: RunningAtStart | None = None
 
 
 def trace_from_records(
@@ -101,10 +105,23 @@ def trace_from_records(
                     priority=r.priority,
                     kind=r.kind,
                     idle_after_s=r.idle_after_s,
+                    running=_shifted(r.running, start_s),
                 )
             )
     trace.sort(key=lambda j: (j.submit_s, j.job_id))
     return trace, skipped
+
+
+def _shifted(run: RunningAtStart | None, start_s: float) -> RunningAtStart | None:
+    """A running job's run with its times relative to the window's start."""
+    if run is None:
+        return None
+    until = run.protected_until_s
+    return dataclasses.replace(
+        run,
+        started_s=run.started_s - start_s,
+        protected_until_s=None if until is None else until - start_s,
+    )
 
 
 def idle_gpu_h_by_project(
