@@ -50,9 +50,7 @@ def test_a_running_job_goes_on_on_its_gpus_with_the_work_it_had_left():
     """Started 2 h before the replay on h1 with 3 h left: it runs from 0 to 3 h on h1
     (not h0, which a fresh start would take), is never waiting, and delivers 8 x 3 GPU-h."""
     run = RunningAtStart(started_s=-2 * HOUR, placements=(("h1", tuple(range(8))),))
-    result = simulate(
-        CLUSTER, TREE, [job("c", "a", duration_s=3 * HOUR, running=run)], SimConfig()
-    )
+    result = simulate(CLUSTER, TREE, [job("c", "a", duration_s=3 * HOUR, running=run)], SimConfig())
     assert ran_on(result, "c") == [(0.0, 3 * HOUR, ("h1",))]
     outcome = result.jobs[0]
     assert outcome.state == JobState.COMPLETED and outcome.end_s == 3 * HOUR
@@ -131,9 +129,7 @@ def test_an_unchanged_window_delivers_what_the_running_jobs_had_left():
         ),
         JobRecord("wait", "b", 0.0, 8, 2 * HOUR, min_runtime_s=HOUR, resumable=True),
     ]  # fmt: skip
-    result = run_whatif(
-        CLUSTER, TREE, TREE, records, start_s=0.0, end_s=24 * HOUR, parallel=False
-    )
+    result = run_whatif(CLUSTER, TREE, TREE, records, start_s=0.0, end_s=24 * HOUR, parallel=False)
     rows = {r["project"]: r for r in result["projects"]}
     assert rows["a"]["delivered_gpu_h_before"] == pytest.approx(8 * 5)
     assert rows["b"]["delivered_gpu_h_before"] == pytest.approx(8 * 2)
@@ -162,9 +158,7 @@ def carried_windows(draw):
         started = -draw(st.floats(0, 6 * HOUR))
         until = draw(st.one_of(st.none(), st.floats(started, 6 * HOUR)))
         gpus = draw(st.sampled_from((2, 4, 8)))
-        run = RunningAtStart(
-            started, ((f"h{i}", tuple(range(gpus))),), draw(st.booleans()), until
-        )
+        run = RunningAtStart(started, ((f"h{i}", tuple(range(gpus))),), draw(st.booleans()), until)
         jobs.append(
             job(
                 f"c{i}", "a", gpus=gpus, duration_s=draw(st.floats(60, 8 * HOUR)),
