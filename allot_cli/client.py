@@ -1,4 +1,10 @@
-"""Talking to the server: where it is, the token, requests and their errors."""
+"""Talking to the server: where it is, the token, requests and their errors.
+
+Requests go through the standard library's urllib, not httpx: importing httpx costs
+~60-100 ms of CPU (its own command line pulls in rich, click and pygments), more than the
+rest of an `allot` call, which researchers' scripts make in loops. Like httpx's client it
+sends the proxy settings of the environment (HTTP(S)_PROXY, NO_PROXY), follows no
+redirects and checks an https server against certifi's certificates."""
 
 from __future__ import annotations
 
@@ -7,10 +13,13 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode, urlsplit
 
-import httpx
+if TYPE_CHECKING:
+    import urllib.request
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 TIMEOUT_S = 30.0
@@ -110,14 +119,31 @@ def settings(url: str | None = None) -> Settings:
     )
 
 
-def _error_from(response: httpx.Response) -> CliError:
+@dataclass(frozen=True)
+class Answer:
+    """The server's answer to one request: status, reason, body and the path asked."""
+
+    status: int
+    reason: str
+    content: bytes
+    path: str
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status < 300
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+def _error_from(response: Answer) -> CliError:
     try:
         body = response.json()
     except ValueError:
         body = {}
     detail = body.get("detail") if isinstance(body, dict) else None
     field = body.get("field") if isinstance(body, dict) else None
-    status = response.status_code
+    status = response.status
     if detail and field and detail.startswith(f"{field}: "):
         detail = detail[len(field) + 2 :]
     if status in (400, 422):
@@ -127,14 +153,49 @@ def _error_from(response: httpx.Response) -> CliError:
             f"not signed in ({detail or 'no valid token'}): run `allot login` or set ALLOT_TOKEN"
         )
     if status == 404 and not detail:
-        return CliError(f"{response.request.url.path} does not exist on this server")
+        return CliError(f"{response.path} does not exist on this server")
     if status == 404 and field in FLAGS:  # a flag's value names nothing: bad input, as 400
         return CliError(detail or "not found", code=EXIT_BAD_INPUT, field=field)
-    return CliError(f"{detail or response.reason_phrase} (HTTP {status})", field=field)
+    return CliError(f"{detail or response.reason} (HTTP {status})", field=field)
+
+
+def _query(params: dict[str, Any]) -> str:
+    """Query parameters as httpx wrote them: None left out, booleans 'true'/'false'."""
+    pairs = {
+        k: ("true" if v else "false") if isinstance(v, bool) else v
+        for k, v in params.items()
+        if v is not None
+    }
+    return f"?{urlencode(pairs, doseq=True)}" if pairs else ""
+
+
+def _opener(url: str) -> urllib.request.OpenerDirector:
+    """A urllib opener that follows no redirect (a 3xx is an answer, as with httpx) and
+    checks an https server against certifi's certificates (httpx's trust store)."""
+    # urllib and ssl are imported here, not at the top: `allot --help` and the checks
+    # that fail before any request never load the HTTP stack (start-up time).
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    handlers: list[urllib.request.BaseHandler] = [NoRedirect()]
+    if url.startswith("https:"):
+        import ssl
+
+        try:
+            import certifi
+
+            context = ssl.create_default_context(cafile=certifi.where())
+        except ImportError:  # pragma: no cover - certifi comes with the dependencies
+            context = ssl.create_default_context()
+        handlers.append(urllib.request.HTTPSHandler(context=context))
+    return urllib.request.build_opener(*handlers)
 
 
 class Api:
-    """A thin httpx client for /api/v1/ with the token and error mapping."""
+    """A thin HTTP client for /api/v1/ with the token and error mapping."""
 
     def __init__(self, conf: Settings, *, need_token: bool = True):
         if need_token and not conf.token:
@@ -143,7 +204,30 @@ class Api:
         if conf.token:
             headers["Authorization"] = f"Token {conf.token}"
         self.url = conf.url
-        self.http = httpx.Client(base_url=f"{conf.url}/api/v1/", headers=headers, timeout=TIMEOUT_S)
+        self.base = f"{conf.url}/api/v1/"
+        self.headers = headers
+        self.opener = _opener(self.base)
+
+    def send(
+        self, method: str, path: str, *, query: str, body: bytes | None, headers: dict[str, str]
+    ) -> Answer:
+        """One request; an HTTP error status is an answer, a failure to talk raises OSError
+        (refused, unreachable, timed out) or http.client.HTTPException (a broken answer)."""
+        import urllib.error  # loaded with the opener's urllib.request (start-up time)
+        import urllib.request
+
+        url = f"{self.base}{path}{query}"
+        all_headers = {**self.headers, **headers}
+        if body is not None:
+            all_headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(url, data=body, headers=all_headers, method=method)
+        try:
+            with self.opener.open(request, timeout=TIMEOUT_S) as response:
+                status, content = response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            with exc:
+                status, content = exc.code, exc.read()
+        return Answer(status, _reason(status), content, urlsplit(url).path)
 
     def request(
         self,
@@ -157,19 +241,20 @@ class Api:
     ) -> Any:
         """The decoded JSON answer; raises CliError. `retry` for requests that are safe
         to repeat (reads, and submissions carrying an Idempotency-Key)."""
-        params = {k: v for k, v in (params or {}).items() if v is not None}
+        import http.client  # loaded with urllib.request anyway (start-up time)
+
+        query = _query(params or {})
+        body = None if json_body is None else json.dumps(json_body).encode()
         attempts = RETRIES if retry else 1
         for attempt in range(attempts):
             try:
-                response = self.http.request(
-                    method, path, params=params, json=json_body, headers=headers
-                )
-            except httpx.HTTPError as exc:
+                response = self.send(method, path, query=query, body=body, headers=headers or {})
+            except (OSError, http.client.HTTPException) as exc:
                 if attempt + 1 < attempts:
                     time.sleep(0.5 * 2**attempt)
                     continue
-                raise CliError(f"cannot reach {self.url}: {exc}") from None
-            if response.status_code in (502, 503, 504) and attempt + 1 < attempts:
+                raise CliError(f"cannot reach {self.url}: {_why(exc)}") from None
+            if response.status in (502, 503, 504) and attempt + 1 < attempts:
                 time.sleep(0.5 * 2**attempt)
                 continue
             if response.is_success:
@@ -214,3 +299,18 @@ class Api:
             headers={"Idempotency-Key": str(uuid.uuid4())},
             retry=True,
         )
+
+
+def _reason(status: int) -> str:
+    """The standard phrase of a status ('Service Unavailable'), as httpx gave it."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+def _why(exc: Exception) -> str:
+    """A failure to talk in the words of its cause ('[Errno 111] Connection refused'),
+    not urllib's wrapping ('<urlopen error ...>')."""
+    reason = getattr(exc, "reason", None)
+    return str(reason if isinstance(reason, BaseException) else exc) or type(exc).__name__

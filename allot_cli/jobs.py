@@ -175,12 +175,12 @@ def cancel(
         try:
             job = client.request("POST", f"jobs/{job_id}/cancel/")
         except CliError as exc:
-            render.err.print(f"error: job {job_id}: {exc}", markup=False)
+            render.err().print(f"error: job {job_id}: {exc}", markup=False)
             failed = exc
             continue
         answers.append(job)
         if not as_json:
-            render.out.print(f"job {job['id']}: {job['state']}", markup=False)
+            render.out().print(f"job {job['id']}: {job['state']}", markup=False)
     if as_json:
         render.print_json(answers)
     if failed is not None:

@@ -35,7 +35,7 @@ def main() -> None:
     try:
         app()
     except CliError as exc:
-        render.err.print(f"error: {exc}", markup=False)
+        render.err().print(f"error: {exc}", markup=False)
         sys.exit(exc.code)
     except KeyboardInterrupt:
         sys.exit(130)

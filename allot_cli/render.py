@@ -1,4 +1,7 @@
-"""Human output: rich tables and key/value panels; `--json` bypasses all of this."""
+"""Human output: rich tables and key/value panels; `--json` bypasses all of this.
+
+rich is imported where it prints, not at the top: `allot --help`, `--json` and a refused
+flag never load it (start-up time: ~40 ms of CPU per call)."""
 
 from __future__ import annotations
 
@@ -6,15 +9,30 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
 
-out = Console(highlight=False, soft_wrap=False)
 WRAP_MIN = 16  # a folded column is at least this wide
 CROP_MIN = 12  # a cropped one too
-err = Console(stderr=True, highlight=False)
+
+
+@cache
+def out() -> Console:
+    """Standard output's console (made on first use: rich's import is start-up time)."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+@cache
+def err() -> Console:
+    """Standard error's console."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
 
 
 def print_json(data: Any) -> None:
@@ -197,11 +215,13 @@ def table(
     ]
     fixed = sum(w for c, w in zip(columns, widths, strict=True) if c not in crop + tuple(wrap))
     fixed += WRAP_MIN * sum(1 for c in columns if c in wrap) + 2 * (len(columns) - 1)
-    cropped = max(CROP_MIN, (out.width - fixed) // max(1, sum(1 for c in columns if c in crop)))
+    cropped = max(CROP_MIN, (out().width - fixed) // max(1, sum(1 for c in columns if c in crop)))
     for i, column in enumerate(columns):
         if column in crop_left:
             for row in cells:
                 row[i] = tail(row[i], cropped)
+    from rich.table import Table  # here, not at the top: start-up time (module docstring)
+
     t = Table(title=title, header_style="bold", box=None, pad_edge=False)
     for column in columns:
         if column in wrap:
@@ -212,13 +232,15 @@ def table(
             t.add_column(column, no_wrap=True)
     for row in cells:
         t.add_row(*row)
-    out.print(t)
+    out().print(t)
 
 
 def pairs(items: Sequence[tuple[str, Any]]) -> None:
+    from rich.table import Table  # here, not at the top: start-up time (module docstring)
+
     t = Table(box=None, show_header=False, pad_edge=False)
     t.add_column(style="bold")
     t.add_column(overflow="fold")
     for key, value in items:
         t.add_row(key, number(value) if not isinstance(value, str) else value)
-    out.print(t)
+    out().print(t)

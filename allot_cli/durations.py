@@ -1,6 +1,8 @@
 """Durations people type ("8h", "15m", "1h30m", "90s", "3600"), parsed by pytimeparse.
 
-Plain Python (no Django), for command options and the researchers' CLI.
+Plain Python (no Django). It lives in the CLI package so that `allot` imports nothing of
+the server (start-up time, and a client needs no server code); the management
+commands' options (scheduler/management/options.py) parse durations with it too.
 """
 
 from __future__ import annotations
