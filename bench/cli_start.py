@@ -2,7 +2,7 @@
 researcher's script pays it in a polling loop.
 
 Runs `python -m allot_cli` as a subprocess `--calls` times for each of: `--help`,
-`queue` (20 pending jobs) and `submit` against a fake server on 127.0.0.1 (the standard
+`queue` (20 pending jobs; as a table and `--json`) and `submit` against a fake server on 127.0.0.1 (the standard
 library's http.server in this process, answering `clusters/`, `queue/` and `jobs/` with
 canned JSON), and prints the median CPU per call in ms, read from the children's
 rusage (microseconds, not /usr/bin/time's 10 ms steps). The server's CPU is this
@@ -129,6 +129,7 @@ def main() -> None:
     calls = {
         "help": ["--help"],
         "queue": ["queue"],
+        "queue_json": ["queue", "--json"],
         "submit": ["submit", "-A", "org/prog-a/a1", "-t", "15m"],
     }
     for args in calls.values():  # warm the bytecode caches
