@@ -9,7 +9,6 @@ import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
 from decimal import ROUND_HALF_UP, Decimal
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,17 +18,16 @@ WRAP_MIN = 16  # a folded column is at least this wide
 CROP_MIN = 12  # a cropped one too
 
 
-@cache
 def out() -> Console:
-    """Standard output's console (made on first use: rich's import is start-up time)."""
+    """A console on standard output, made when a command prints (rich's import is
+    start-up time; making one costs microseconds, and each print writes through)."""
     from rich.console import Console
 
     return Console(highlight=False, soft_wrap=False)
 
 
-@cache
 def err() -> Console:
-    """Standard error's console."""
+    """A console on standard error."""
     from rich.console import Console
 
     return Console(stderr=True, highlight=False)
