@@ -2,8 +2,6 @@
 API client built from `--url`, `ALLOT_URL` / `ALLOT_TOKEN` or `allot login`'s config.
 The commands live one group per module and are registered in `allot_cli/main.py`."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -1,8 +1,6 @@
 """`allot clusters` and `allot hosts` (like sinfo -N): the clusters, their hosts and
 health."""
 
-from __future__ import annotations
-
 import typer
 
 from allot_cli import render

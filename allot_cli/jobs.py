@@ -1,8 +1,6 @@
 """`allot show` (one job: its state, queue place and why, estimated start, blockers,
 attempts and events) and `allot cancel` (like scancel)."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

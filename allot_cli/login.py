@@ -1,9 +1,7 @@
 """`allot login`: sign in and store a token in the user's config file."""
 
-from __future__ import annotations
-
 import getpass
-import socket
+import platform
 from typing import Annotated
 
 import typer
@@ -30,7 +28,7 @@ def login(
         json_body={
             "username": username,
             "password": password,
-            "name": f"allot CLI on {socket.gethostname()}"[:100],
+            "name": f"allot CLI on {platform.node()}"[:100],
         },
     )
     path = save_config({"url": conf.url, "token": answer["token"]})

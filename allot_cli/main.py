@@ -4,7 +4,12 @@ names the flag and the field), 1 any other failure.
 
 One module per command group: `login`, `submit`, `queue`, `jobs` (show, cancel),
 `clusters` (clusters, hosts), `usage` (usage, shares); the app and the options they
-share are in `allot_cli/app.py`. This module registers them and runs the app."""
+share are in `allot_cli/app.py`. This module registers them and runs the app.
+
+Start-up time counts (scripts call `allot` in loops; `bench/cli_start.py`): the command
+modules do not use `from __future__ import annotations`, since typer would evaluate
+every annotation string of every command at each call (~5 ms); rich and the HTTP stack
+are imported only when a command prints or asks the server (render.py, client.py)."""
 
 from __future__ import annotations
 

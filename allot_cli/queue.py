@@ -3,8 +3,6 @@
 `squeue -t all`). Each table keeps one line per job at 80 columns: paths and reasons are
 cut (`allot show` has them whole); times are relative ("3 h 10 min") or carry a zone."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer

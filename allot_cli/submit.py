@@ -1,8 +1,6 @@
 """`allot submit` (like sbatch): a job, an array, or a dry run that says where it would
 stand; the answer in words or, with `--json`, as the server gave it."""
 
-from __future__ import annotations
-
 import shlex
 from typing import Annotated, Any
 

@@ -1,8 +1,6 @@
 """`allot usage` (the ledger's GPU-hours per project and step) and `allot shares` (the
 budget tree's fair share, like sshare -l), in the dashboards' formats."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 import typer
