@@ -20,7 +20,6 @@ class ApiToken(AbstractAuthToken):
         return f"{self.token_key}… of {self.user} ({self.name or 'unnamed'})"
 
 
-
 @pghistory.track(
     pghistory.InsertEvent("user_created"),
     pghistory.UpdateEvent(

@@ -282,7 +282,9 @@ def test_only_a_superuser_changes_authority_and_every_change_is_recorded(tree):
     client.post(admin_url(User, "change", bob.pk), form)
     bob.refresh_from_db()
     assert bob.is_staff
-    event = UserAuthorityEvent.objects.filter(pgh_obj_id=bob.pk, pgh_label="authority_changed").get()
+    event = UserAuthorityEvent.objects.filter(
+        pgh_obj_id=bob.pk, pgh_label="authority_changed"
+    ).get()
     assert event.is_staff and event.pgh_context.metadata["user"] == root.pk
     with pytest.raises(Exception, match="Cannot update or delete"):
         UserAuthorityEvent.objects.filter(pk=event.pk).update(is_staff=False)
