@@ -21,12 +21,15 @@ still waiting when the run ends (their waits are not in the percentiles).
   the overload replay: behind fair share on entitlement overall and debug p90.
 
 `--share-floor off` replays every run without the share floor (`Policy.share_floor`, on
-by default), to measure what it changes.
+by default), to measure what it changes. `--demand-window S` (an experiment, off by
+default) sizes the short-job reserve's budget for under-served projects' work from the
+allocated work waiting that was submitted in the last S seconds
+(`Policy.short_reserve_demand_window_s`).
 
 Usage: python bench/outcomes.py [--figures month,saturated,small,philly,overload,baselines]
        [--month-seeds 0-9] [--saturated-seeds 0-2] [--small-seeds 0-2] [--workers 1]
        [--baseline-scenarios ai2-month,ai2-saturated,host-failures,large-gang,zero-weight,philly-overload]
-       [--share-floor on|off] [--data DIR]
+       [--share-floor on|off] [--demand-window S] [--data DIR]
 """
 
 from __future__ import annotations
@@ -91,14 +94,20 @@ def _inputs(scenario: str, seed: int, data: Path) -> tuple[Any, Any, Any, float 
     return cluster, tree, jobs, until
 
 
-Spec = tuple[str, int, str, bool, str, bool]  # scenario, seed, policy, reserve, data, floor
+# scenario, seed, policy, reserve, data, floor, the reserve's demand window (s, inf: default)
+Spec = tuple[str, int, str, bool, str, bool, float]
 
 
 def run_one(spec: Spec) -> dict[str, Any]:
-    scenario, seed, policy, reserve, data, floor = spec
+    scenario, seed, policy, reserve, data, floor, window = spec
     cluster, tree, jobs, until = _inputs(scenario, seed, Path(data))
     config = SimConfig(
-        policy=policy, until_s=until, short_reserve_auto=reserve, seed=seed, share_floor=floor
+        policy=policy,
+        until_s=until,
+        short_reserve_auto=reserve,
+        seed=seed,
+        share_floor=floor,
+        short_reserve_demand_window_s=window,
     )
     result = simulate(cluster, tree, jobs, config)
     report = build_report(result, tree)
@@ -118,6 +127,7 @@ def run_one(spec: Spec) -> dict[str, Any]:
         "policy": policy,
         "reserve": "auto" if reserve else "off",
         "share_floor": "on" if floor else "off",
+        "demand_window_s": window if window < float("inf") else None,
         "debug_p90_s": debug.get("p90"),
         "debug_p99_s": debug.get("p99"),
         "debug_count": debug.get("count", 0),
@@ -139,7 +149,7 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
     def add(
         scenario: str, seed: int, policy: str = "fairshare", reserve: bool = True, fl: bool = floor
     ) -> None:
-        spec = (scenario, seed, policy, reserve, data, fl)
+        spec = (scenario, seed, policy, reserve, data, fl, args.demand_window)
         if spec not in specs:
             specs.append(spec)
 
@@ -296,6 +306,12 @@ def main() -> int:
     ap.add_argument("--baseline-scenarios", default=",".join((*GENERATED, "philly-overload")))
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--share-floor", choices=("on", "off"), default="on")
+    ap.add_argument(
+        "--demand-window",
+        type=float,
+        default=float("inf"),
+        help="the short-job reserve's demand window in seconds (an experiment; default inf)",
+    )
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     args = ap.parse_args()
     specs = _specs(args)

@@ -154,6 +154,7 @@ class FairShareCycle:
                 policy.short_reserve_idle_share,
                 policy.short_reserve_release_s,
                 self._head_job(),
+                policy.short_reserve_demand_window_s,
             ),
         )
         for r, proj in enumerate(self.order):

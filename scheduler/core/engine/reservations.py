@@ -67,6 +67,7 @@ class ShortReserveRule(NamedTuple):
     idle_share: float = 0.0
     release_s: float = INF
     head: Workload | None = None
+    demand_window_s: float = INF
 
 
 class _ShortLoads(NamedTuple):
@@ -503,7 +504,7 @@ class Reservations:
         # on its min runtime
         short_limit = INF if self.cap <= short_s else short_s
         widest, waiting_gpus, self.short_waiting, waiting_allocated = pending_short(
-            short_limit, size, pending
+            short_limit, size, pending, self.now - rule.demand_window_s
         )
         late = self.now + max(short_s, rule.release_s if rule.release_s < INF else 0.0)
         running_gpus, long_gpus, late_gpus, has_longer, blocked, running_allocated = host_loads(

@@ -32,18 +32,19 @@ def hosts_with_room(
 
 
 def pending_short(
-    short_limit: float, size: int, pending: Mapping[str, Sequence[Workload]]
+    short_limit: float, size: int, pending: Mapping[str, Sequence[Workload]], since: float
 ) -> tuple[int, int, dict[str, list[Workload]], int]:
     """(GPUs of the widest pending job, GPUs of the pending short jobs, those with a min
     runtime in (0, `short_limit`], that fit one host of `size` GPUs: only those can start
-    on a held host; those jobs per project; GPUs of all pending allocated jobs). Every
-    pending job is read once per cycle: no call per job."""
+    on a held host; those jobs per project; GPUs of the pending allocated jobs submitted
+    at `since` or later: the recent demand, not a backlog that overload only grows).
+    Every pending job is read once per cycle: no call per job."""
     widest = short = allocated = 0
     found: dict[str, list[Workload]] = {}
     for proj, jobs in pending.items():
         if jobs:
             widest = max(widest, max(map(_GPUS, jobs)))
-            allocated += sum(w.gpus for w in jobs if w.min_runtime_s > 0)
+            allocated += sum(w.gpus for w in jobs if w.min_runtime_s > 0 and w.submit_s >= since)
             mine = [w for w in jobs if 0.0 < w.min_runtime_s <= short_limit and w.gpus <= size]
             if mine:
                 found[proj] = mine

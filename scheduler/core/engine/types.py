@@ -151,6 +151,13 @@ class Policy:
     short_reserve_auto: bool = True
     short_reserve_idle_share: float = 0.02
     short_reserve_release_s: float = 30 * 60.0
+    # The demand the reserve's budget for under-served projects' work is a share of
+    # (`short_reserve.under_served_budget`): allocated work running and waiting, the
+    # waiting part only as submitted within this many seconds (inf, the default: all of
+    # it). Under overload the waiting backlog only grows and the budget falls to a few
+    # GPUs; a finite window (an experiment, e.g. `short_reserve_release_s`) keeps it
+    # to what arrives.
+    short_reserve_demand_window_s: float = float("inf")
     # Idle-GPU reclaim (fair-share mode, off by default): a running job past its minimum
     # runtime whose GPUs have been idle for `idle_reclaim_after_s` (its `idle_since_s`)
     # may be preempted by any allocated job that needs GPUs, and is taken before every

@@ -8,6 +8,7 @@ list of `TraceJob` and a `SimConfig`. Output: a `SimResult`, from which
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ledger.accounting import EndReason, RunInterval
@@ -129,6 +130,8 @@ class SimConfig:
     idle_reclaim: bool = False
     idle_reclaim_after_s: float = 1800.0
     share_floor: bool = True  # Policy.share_floor (fairshare only)
+    # Policy.short_reserve_demand_window_s (fairshare only; inf: the default)
+    short_reserve_demand_window_s: float = math.inf
 
 
 class JobState:
