@@ -155,6 +155,7 @@ class FairShareCycle:
                 policy.short_reserve_release_s,
                 self._head_job(),
                 policy.short_reserve_demand_window_s,
+                policy.short_reserve_spares_floor,
             ),
         )
         for r, proj in enumerate(self.order):

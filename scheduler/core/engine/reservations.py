@@ -68,6 +68,7 @@ class ShortReserveRule(NamedTuple):
     release_s: float = INF
     head: Workload | None = None
     demand_window_s: float = INF
+    spares_floor: bool = False
 
 
 class _ShortLoads(NamedTuple):
@@ -129,6 +130,8 @@ class Reservations:
         # GPUs of under-served projects' work past its protection that short jobs may
         # still take on the reserve this cycle
         self.under_budget = 0
+        # whether short jobs on the reserve leave other projects' floor jobs alone
+        self.spares_floor = False
 
     def usable(self) -> bool:
         """Whether a reserved host has free GPUs that some job could still be allowed."""
@@ -262,6 +265,8 @@ class Reservations:
                         skipped_own = True
                         continue
                     if any(hh not in within for hh, _ in u.host_masks):
+                        continue
+                    if u.floor and self.spares_floor and u.project != short.project:
                         continue
                     if lf[leaf.get(u.project, root)] > 1.0 and self.under_budget < p:
                         continue
@@ -476,6 +481,7 @@ class Reservations:
         c = self.cluster
         if (count <= 0 and not rule.auto) or not c.healthy_by_size:
             return
+        self.spares_floor = rule.spares_floor
         loads = self._short_loads(short_s, pending, rule)
         chosen = self._short_hosts(count, loads, rule.auto, rule.idle_share)
         if chosen and rule.auto:

@@ -158,6 +158,9 @@ class Policy:
     # GPUs; a finite window (an experiment, e.g. `short_reserve_release_s`) keeps it
     # to what arrives.
     short_reserve_demand_window_s: float = float("inf")
+    # An experiment, off by default: short jobs on the reserve never take another
+    # project's job on the share floor (as fair-share preemption never does).
+    short_reserve_spares_floor: bool = False
     # Idle-GPU reclaim (fair-share mode, off by default): a running job past its minimum
     # runtime whose GPUs have been idle for `idle_reclaim_after_s` (its `idle_since_s`)
     # may be preempted by any allocated job that needs GPUs, and is taken before every

@@ -132,6 +132,7 @@ class SimConfig:
     share_floor: bool = True  # Policy.share_floor (fairshare only)
     # Policy.short_reserve_demand_window_s (fairshare only; inf: the default)
     short_reserve_demand_window_s: float = math.inf
+    short_reserve_spares_floor: bool = False  # Policy.short_reserve_spares_floor
 
 
 class JobState:

@@ -93,6 +93,7 @@ def policy_for(config: SimConfig, **extra: object) -> Policy:
         "idle_reclaim_after_s": config.idle_reclaim_after_s,
         "share_floor": config.share_floor,
         "short_reserve_demand_window_s": config.short_reserve_demand_window_s,
+        "short_reserve_spares_floor": config.short_reserve_spares_floor,
     }
     values.update(extra)
     return Policy(**{k: v for k, v in values.items() if k in names})  # type: ignore[arg-type]

@@ -225,7 +225,7 @@ def test_a_demand_window_leaves_an_old_backlog_out_of_the_short_jobs_budget():
     assert len(plan(fresh, Policy(short_reserve_demand_window_s=30 * 60.0), NOW).starts) == 16
 
 
-def test_the_demand_window_keeps_every_contract():
+def test_the_demand_window_and_sparing_the_floor_keep_every_contract():
     seen: Counter[str] = Counter()
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -233,7 +233,10 @@ def test_the_demand_window_keeps_every_contract():
     def check(case: tuple[Snapshot, int]) -> None:
         s, _ = case
         policy = Policy(
-            max_min_runtime_s=CAP, short_job_max_s=SHORT, short_reserve_demand_window_s=30 * 60.0
+            max_min_runtime_s=CAP,
+            short_job_max_s=SHORT,
+            short_reserve_demand_window_s=30 * 60.0,
+            short_reserve_spares_floor=True,
         )
         # no protected job stopped, no GPU given twice, short-reserve stops only for a
         # short job that starts on a held host (check_plan)
