@@ -37,10 +37,10 @@ from scheduler.core.engine.preemption import (
     search_block,
     search_whole_hosts,
 )
-from scheduler.core.engine.reservations import SCAN_PER_PROJECT, Reservations, ShortReserveRule
+from scheduler.core.engine.reservations import SCAN_PER_PROJECT, Reservations
 from scheduler.core.engine.runs import protection_end, protection_s
 from scheduler.core.engine.share_floor import FloorRule, floor_jobs
-from scheduler.core.engine.short_reserve import own_block
+from scheduler.core.engine.short_reserve import own_block, short_reserve_rule
 from scheduler.core.engine.state import EngineState
 from scheduler.core.engine.types import NO_QUEUE, CyclePlan, Placement, Policy, Snapshot, Workload
 
@@ -149,14 +149,7 @@ class FairShareCycle:
             policy.short_reserve_hosts,
             min(policy.short_job_max_s, self.cap),
             pending,
-            ShortReserveRule(
-                policy.short_reserve_auto,
-                policy.short_reserve_idle_share,
-                policy.short_reserve_release_s,
-                self._head_job(),
-                policy.short_reserve_demand_window_s,
-                policy.short_reserve_spares_floor,
-            ),
+            short_reserve_rule(policy, self._head_job()),
         )
         for r, proj in enumerate(self.order):
             lst = pending.get(proj)

@@ -27,6 +27,7 @@ from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preempti
 from scheduler.core.engine.runs import idle_reclaimable, protection_end
 from scheduler.core.engine.share_floor import FloorRule
 from scheduler.core.engine.short_reserve import (
+    ShortReserveRule,
     host_loads,
     hosts_with_room,
     pending_short,
@@ -35,7 +36,7 @@ from scheduler.core.engine.short_reserve import (
 from scheduler.core.engine.types import Placement, Reservation, Workload
 from scheduler.core.engine.victims import blocks_in_room
 
-__all__ = ["HeldHosts", "Reservations", "ShortReserveRule"]
+__all__ = ["HeldHosts", "Reservations"]
 
 INF = math.inf
 # When a project's jobs can start only on reserved hosts (by taking free GPUs or
@@ -56,19 +57,6 @@ class HeldHosts(NamedTuple):
     rank: int
     usable_at: float
     hosts: list[int]
-
-
-class ShortReserveRule(NamedTuple):
-    """How the short-job reserve sizes itself and when it gives way (`Policy`'s
-    `short_reserve_auto`, `short_reserve_idle_share`, `short_reserve_release_s`), and
-    the first waiting allocated job of the fair-share order (`head`)."""
-
-    auto: bool = False
-    idle_share: float = 0.0
-    release_s: float = INF
-    head: Workload | None = None
-    demand_window_s: float = INF
-    spares_floor: bool = False
 
 
 class _ShortLoads(NamedTuple):

@@ -6,10 +6,37 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
+from typing import NamedTuple
 
 from scheduler.core.engine.cluster import RunInfo
-from scheduler.core.engine.types import Workload
+from scheduler.core.engine.types import Policy, Workload
 from scheduler.core.engine.victims import Victim, blocks_in_room
+
+
+class ShortReserveRule(NamedTuple):
+    """How the short-job reserve sizes itself and when it gives way (`Policy`'s
+    `short_reserve_auto`, `short_reserve_idle_share`, `short_reserve_release_s`), and
+    the first waiting allocated job of the fair-share order (`head`)."""
+
+    auto: bool = False
+    idle_share: float = 0.0
+    release_s: float = math.inf
+    head: Workload | None = None
+    demand_window_s: float = math.inf
+    spares_floor: bool = False
+
+
+def short_reserve_rule(policy: Policy, head: Workload | None) -> ShortReserveRule:
+    """The reserve's rule as `policy` sets it, with the fair-share order's head job."""
+    return ShortReserveRule(
+        policy.short_reserve_auto,
+        policy.short_reserve_idle_share,
+        policy.short_reserve_release_s,
+        head,
+        policy.short_reserve_demand_window_s,
+        policy.short_reserve_spares_floor,
+    )
+
 
 __all__ = ["host_loads", "hosts_with_room", "own_block", "pending_short", "under_served_budget"]
 
