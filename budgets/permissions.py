@@ -373,16 +373,11 @@ def readable_sbatch_refusals(
         return None
     if not is_signed_in(actor):
         return set(), set()
-    managed = managed_nodes(actor)
-    if not managed:  # a member: their own only (and no read of the tree)
+    managed = _subtrees(managed_nodes(actor), index)  # no read of the tree for a member
+    if not managed:
         return {actor.get_username()}, set()
     index = index or tree_index()
-    projects = _subtrees(managed, index)
-    accounts = {
-        index.nodes[n].slug.lower()
-        for n in projects
-        if n in index.nodes and index.nodes[n].parent_id is not None and not index.children.get(n)
-    }
+    accounts = {a for n in managed if (a := index.slurm_account(n)) is not None}
     return {actor.get_username()}, accounts
 
 

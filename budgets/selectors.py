@@ -63,6 +63,14 @@ class TreeIndex:
         wanted = text.strip("/")
         return next((n for n in self.nodes if self.path(n) == wanted), None)
 
+    def slurm_account(self, node_id: int) -> str | None:
+        """The Slurm account of a project (a node below a root with no children): its
+        slug, lower-cased; None for any other node (docs/slurm.md)."""
+        node = self.nodes.get(node_id)
+        if node is None or node.parent_id is None or self.children.get(node_id):
+            return None
+        return node.slug.lower()
+
     def ancestors(self, node_id: int) -> list[int]:
         """Strict ancestors, nearest first."""
         result = []

@@ -93,13 +93,14 @@ class AccountsDrift:
 
 
 def project_accounts() -> dict[str, list[str]]:
-    """Slurm account name -> the budget tree's project paths using it (a project is a
-    node below a root with no children; its account is its slug)."""
+    """Slurm account name -> the budget tree's project paths using it
+    (`TreeIndex.slurm_account`)."""
     index = tree_index()
     by_account: dict[str, list[str]] = defaultdict(list)
-    for node_id, node in index.nodes.items():
-        if node.parent_id is not None and not index.children.get(node_id):
-            by_account[node.slug.lower()].append(index.path(node_id))
+    for node_id in index.nodes:
+        account = index.slurm_account(node_id)
+        if account is not None:
+            by_account[account].append(index.path(node_id))
     return {account: sorted(paths) for account, paths in sorted(by_account.items())}
 
 
