@@ -38,6 +38,11 @@ admin.site.unregister(User)
 AUTHORITY_FIELDS = ("is_staff", "is_superuser", "groups", "user_permissions")
 
 
+def _beyond_reach(request, user) -> bool:
+    """A superuser, for anyone who is not one."""
+    return user is not None and user.is_superuser and not request.user.is_superuser
+
+
 @admin.register(User)
 class AuditedUserAdmin(UserAdmin):
     """Deleting a user (its page or "delete selected") first removes each of their roles
@@ -53,14 +58,10 @@ class AuditedUserAdmin(UserAdmin):
 
     def has_change_permission(self, request, obj=None):
         """Nobody but a superuser changes a superuser (their password included)."""
-        if obj is not None and obj.is_superuser and not request.user.is_superuser:
-            return False
-        return super().has_change_permission(request, obj)
+        return not _beyond_reach(request, obj) and super().has_change_permission(request, obj)
 
     def has_delete_permission(self, request, obj=None):
-        if obj is not None and obj.is_superuser and not request.user.is_superuser:
-            return False
-        return super().has_delete_permission(request, obj)
+        return not _beyond_reach(request, obj) and super().has_delete_permission(request, obj)
 
     def delete_model(self, request, obj):
         reason = f"removed in the admin by {request.user.get_username()} with the user"

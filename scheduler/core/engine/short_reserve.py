@@ -15,8 +15,8 @@ from scheduler.core.engine.victims import Victim, blocks_in_room
 
 class ShortReserveRule(NamedTuple):
     """How the short-job reserve sizes itself and when it gives way (`Policy`'s
-    `short_reserve_auto`, `short_reserve_idle_share`, `short_reserve_release_s`), and
-    the first waiting allocated job of the fair-share order (`head`)."""
+    `short_reserve_*` settings, read by `short_reserve_rule`), and the first waiting
+    allocated job of the fair-share order (`head`)."""
 
     auto: bool = False
     idle_share: float = 0.0
@@ -38,7 +38,15 @@ def short_reserve_rule(policy: Policy, head: Workload | None) -> ShortReserveRul
     )
 
 
-__all__ = ["host_loads", "hosts_with_room", "own_block", "pending_short", "under_served_budget"]
+__all__ = [
+    "ShortReserveRule",
+    "host_loads",
+    "hosts_with_room",
+    "own_block",
+    "pending_short",
+    "short_reserve_rule",
+    "under_served_budget",
+]
 
 _GPUS = attrgetter("gpus")
 
