@@ -314,32 +314,48 @@ class ReplayState:
         self, idx: int, job_id: str, gpus: int, placements: tuple[Placement, ...]
     ) -> tuple[int, ...]:
         """Mark the GPUs of `placements` busy with job `idx`; the indices of their hosts.
-        ReplayError for an unknown or unhealthy host, a GPU out of range or busy, or
-        another number of GPUs than `gpus` (nothing is marked then only if the first
-        placement is the wrong one: a plan that fails here is a bug of the engine)."""
-        total = 0
+        ReplayError, with nothing marked, when they cannot take it (`_placement_fault`:
+        a plan that fails here is a bug of the engine)."""
+        fault = self._placement_fault(job_id, gpus, placements)
+        if fault is not None:
+            raise ReplayError(fault)
         hosts: list[int] = []
         for pl in placements:
-            h = self.host_index.get(pl.host)
-            if h is None:
-                raise ReplayError(f"engine placed {job_id} on unknown host {pl.host!r}")
-            if not self.healthy[h]:
-                raise ReplayError(f"engine placed {job_id} on unhealthy host {pl.host}")
-            bits = 0
+            h = self.host_index[pl.host]
             for g in pl.gpu_indices:
-                if not 0 <= g < self.host_gpus[h]:
-                    raise ReplayError(f"engine placed {job_id} on GPU {g} of {pl.host}")
-                bits |= 1 << g
-            if bits & self.used[h] or bin(bits).count("1") != len(pl.gpu_indices):
-                raise ReplayError(f"engine gave a busy GPU of {pl.host} to {job_id}")
-            self.used[h] |= bits
+                self.used[h] |= 1 << g
             self._set_free(h, self.free[h] - len(pl.gpu_indices))
             self.on_host[h].add(idx)
             hosts.append(h)
+        return tuple(hosts)
+
+    def _placement_fault(
+        self, job_id: str, gpus: int, placements: tuple[Placement, ...]
+    ) -> str | None:
+        """Why the GPUs of `placements` cannot take job `job_id` of `gpus` GPUs now: an
+        unknown or unhealthy host, a GPU out of range or busy (or named twice), another
+        number of GPUs than `gpus`; None when they can."""
+        taken: dict[int, int] = {}
+        total = 0
+        for pl in placements:
+            h = self.host_index.get(pl.host)
+            if h is None:
+                return f"engine placed {job_id} on unknown host {pl.host!r}"
+            if not self.healthy[h]:
+                return f"engine placed {job_id} on unhealthy host {pl.host}"
+            bits = 0
+            for g in pl.gpu_indices:
+                if not 0 <= g < self.host_gpus[h]:
+                    return f"engine placed {job_id} on GPU {g} of {pl.host}"
+                bits |= 1 << g
+            busy = self.used[h] | taken.get(h, 0)
+            if bits & busy or bin(bits).count("1") != len(pl.gpu_indices):
+                return f"engine gave a busy GPU of {pl.host} to {job_id}"
+            taken[h] = taken.get(h, 0) | bits
             total += len(pl.gpu_indices)
         if total != gpus:
-            raise ReplayError(f"engine gave {job_id} {total} GPUs, it asked for {gpus}")
-        return tuple(hosts)
+            return f"engine gave {job_id} {total} GPUs, it asked for {gpus}"
+        return None
 
     def _begin_run(
         self,
@@ -410,7 +426,7 @@ class ReplayState:
             if run is None or j.out.state != JobState.PENDING:
                 continue
             recorded = tuple(Placement(h, tuple(g)) for h, g in run.placements)
-            if recorded and self._free_for(recorded, j.wl.gpus):
+            if recorded and self._placement_fault(j.wl.id, j.wl.gpus, recorded) is None:
                 self._resume(now, idx, j, recorded)
             else:
                 later.append(idx)
@@ -435,23 +451,6 @@ class ReplayState:
         j.out.pending_since_s = None
         allocated, until = bool(run.allocated), run.protected_until_s
         self._begin_run(now, idx, j, placements, hosts, allocated, started, need, until)
-
-    def _free_for(self, placements: tuple[Placement, ...], gpus: int) -> bool:
-        """Whether `placements` name healthy known hosts' free GPUs, `gpus` in all."""
-        total = 0
-        for pl in placements:
-            h = self.host_index.get(pl.host)
-            if h is None or not self.healthy[h]:
-                return False
-            bits = 0
-            for g in pl.gpu_indices:
-                if not 0 <= g < self.host_gpus[h]:
-                    return False
-                bits |= 1 << g
-            if bits & self.used[h] or bin(bits).count("1") != len(pl.gpu_indices):
-                return False
-            total += len(pl.gpu_indices)
-        return total == gpus
 
     def _first_fit(self, gpus: int) -> tuple[Placement, ...] | None:
         """The first free GPUs (in host order, lowest indices) that hold a job of
