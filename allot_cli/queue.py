@@ -108,8 +108,7 @@ def print_running(name: str, page: dict[str, Any], *, me: bool) -> None:
 
 def waited(queued_at: str | None) -> str:
     """How long a pending job has waited since it (last) entered the queue: '3 h 10 min'."""
-    text = render.ago(queued_at)
-    return text.removesuffix(" ago") if text.endswith(" ago") else text
+    return render.since(queued_at)
 
 
 def _more(page: dict[str, Any]) -> None:

@@ -123,6 +123,15 @@ def ago(value: str | None, now: dt.datetime | None = None) -> str:
     return f"in {span(delta)}" if delta > 0 else f"{span(delta)} ago"
 
 
+def since(value: str | None, now: dt.datetime | None = None) -> str:
+    """How long ago an API time was, as a span ('40 s', '3 h 10 min'; '0 s' for a time
+    ahead of the clock): the WAITED column, where 'now' would read as no answer."""
+    moment = _moment(value)
+    if moment is None:
+        return value or "-"
+    return span(max(0.0, ((now or dt.datetime.now(dt.UTC)) - moment).total_seconds()))
+
+
 def span(value: float) -> str:
     """Seconds as people say them: 3 h 10 min, 12 min, 2 d 4 h, 40 s."""
     s = int(round(abs(value)))
