@@ -41,6 +41,9 @@ ARRIVAL_WINDOW_S = 86400.0  # expected arrivals: the submissions of a past windo
 ARRIVAL_PERIODS = 7  # ... averaged over this many past windows (the busiest for `latest`)
 CACHE_S = 600  # an answer lives at most this long (the next cycle replaces it sooner)
 MIN_AGE_S = 60.0  # ... but not before it is this old (cycles may come every few seconds)
+# a pending job's estimate this far in the past has been overtaken: the pages say it is
+# overdue rather than "3 min ago" until the next answer (docs/concepts.md#eta)
+OVERDUE_AFTER_S = 60.0
 METHOD = "forward-simulation"
 ESTIMATING = "estimating"  # no answer that knows the job yet: a worker is computing one
 log = logging.getLogger(__name__)
@@ -299,8 +302,12 @@ def job_eta_for_page(
     return None if eta is None else _for_page(eta)
 
 
-def _for_page(eta: dict[str, Any]) -> dict[str, Any]:
+def _for_page(eta: dict[str, Any], now: dt.datetime | None = None) -> dict[str, Any]:
     page = _as_datetimes(eta)
     if eta.get("moved"):
         page["moved"] = _as_datetimes(eta["moved"])
+    start = page.get("start")
+    page["overdue"] = isinstance(start, dt.datetime) and start < (
+        now or dt.datetime.now(dt.UTC)
+    ) - dt.timedelta(seconds=OVERDUE_AFTER_S)
     return page

@@ -39,11 +39,19 @@ def estimated_start(eta: dict[str, Any] | None) -> SafeString:
     """`{% estimated_start eta %}`: the start as the job page writes it (a `<time>` in
     the reader's zone with "in 3 h 10 min"), "now" while the jobs it preempts exit,
     "being computed" before the first answer, "over 30 days" past the forward run's
-    horizon; "–" without an estimate (docs/concepts.md#eta)."""
+    horizon, "due now" once the estimate has passed without a start (`overdue`, until the
+    next answer); "–" without an estimate (docs/concepts.md#eta)."""
     if not eta:
         return SafeString("–")
     if eta.get("method") == "estimating":
         return ESTIMATING
     if eta.get("method") == "victims-stopping":
         return SafeString("now")
-    return moment(eta["start"]) if eta.get("start") else NO_ESTIMATE
+    if not eta.get("start"):
+        return NO_ESTIMATE
+    if eta.get("overdue"):
+        return format_html(
+            'due now <span class="muted">(it was expected by {}; a new estimate follows)</span>',
+            moment(eta["start"], relative=False),
+        )
+    return moment(eta["start"])

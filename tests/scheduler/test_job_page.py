@@ -1,5 +1,6 @@
 """The job page: who sees the spec, and a pending job's ranked blockers."""
 
+import datetime as dt
 import re
 
 import pytest
@@ -129,9 +130,9 @@ def test_a_range_is_shown_only_when_its_ends_differ(job, tree, client, monkeypat
     from scheduler.selectors import eta as eta_selectors
 
     eta = {
-        "start": "2026-12-02T17:30:00+00:00",
-        "earliest": "2026-12-02T17:01:00+00:00",
-        "latest": "2026-12-02T19:45:00+00:00",
+        "start": "2099-12-02T17:30:00+00:00",
+        "earliest": "2099-12-02T17:01:00+00:00",
+        "latest": "2099-12-02T19:45:00+00:00",
         "method": "forward-simulation",
         "baseline_start": None,
         "moved": None,
@@ -140,11 +141,35 @@ def test_a_range_is_shown_only_when_its_ends_differ(job, tree, client, monkeypat
     client.force_login(tree.user("bob"))
     html = client.get(f"/jobs/{job.pk}/").content.decode()
     # in UTC for the page's text (a script shows each <time> in the reader's zone)
-    assert '<time datetime="2026-12-02T17:30:00Z"' in html
-    assert "(likely between 2026-12-02 17:01 UTC and 2026-12-02 19:45 UTC)" in page_text(html)
+    assert '<time datetime="2099-12-02T17:30:00Z"' in html
+    assert "(likely between 2099-12-02 17:01 UTC and 2099-12-02 19:45 UTC)" in page_text(html)
     eta["latest"] = None  # the slow forecast's run passed its horizon
     html = client.get(f"/jobs/{job.pk}/").content.decode()
-    assert "(not before 2026-12-02 17:01 UTC)" in page_text(html)
+    assert "(not before 2099-12-02 17:01 UTC)" in page_text(html)
+
+
+def test_an_estimate_that_passed_without_a_start_reads_due_now(job, tree, client, monkeypatch):
+    from scheduler.selectors import eta as eta_selectors
+
+    passed = timezone.now() - dt.timedelta(minutes=3)
+    eta = {
+        "start": passed.isoformat(),
+        "earliest": (passed - dt.timedelta(minutes=5)).isoformat(),
+        "latest": (passed + dt.timedelta(hours=1)).isoformat(),
+        "method": "forward-simulation",
+        "baseline_start": None,
+        "moved": None,
+    }
+    monkeypatch.setattr(eta_selectors, "job_eta", lambda job, current=None: eta)
+    client.force_login(tree.user("bob"))
+    text = " ".join(page_text(client.get(f"/jobs/{job.pk}/").content.decode()).split())
+    assert f"Estimated start: due now (it was expected by {passed:%Y-%m-%d %H:%M} UTC" in text
+    assert "ago" not in text.split("Estimated start:")[1].split(".")[0]
+    assert "likely between" not in text  # a range around a passed time says nothing
+    # half a minute late is still the estimate: cycles come every few seconds
+    eta["start"] = (timezone.now() - dt.timedelta(seconds=30)).isoformat()
+    text = page_text(client.get(f"/jobs/{job.pk}/").content.decode())
+    assert "due now" not in text and "likely between" in text
 
 
 def page_text(html: str) -> str:
