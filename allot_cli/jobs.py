@@ -151,6 +151,8 @@ def _eta_text(eta: dict[str, Any]) -> str:
         return "being computed; ask again in a few seconds"
     if not eta["start"]:
         return "not within the next 30 days at the current queue"
+    if eta.get("overdue"):
+        return f"due now (it was expected by {render.when(eta['start'])}; a new estimate follows)"
     text = f"{render.when(eta['start'])} ({render.ago(eta['start'])})"
     low, high = render.when(eta["earliest"]), render.when(eta["latest"])
     if eta["earliest"] and eta["latest"] and low != high:

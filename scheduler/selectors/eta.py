@@ -210,6 +210,7 @@ def _no_estimate(method: str) -> dict[str, Any]:
         "method": method,
         "baseline_start": None,
         "moved": None,
+        "overdue": False,
     }
 
 
@@ -228,8 +229,8 @@ def current_job_etas(*, cluster_id: int, job_ids: Iterable[int]) -> CachedJobEta
 
 
 def job_eta(*, job: Job, current: dict[int, CachedJobEtas] | None = None) -> dict[str, Any] | None:
-    """The ETA of a pending job ({start, earliest, latest, method, baseline_start}, ISO
-    times; a time is null when the forward run's horizon passed first); None for a job
+    """The ETA of a pending job ({start, earliest, latest, method, baseline_start, moved,
+    overdue}, ISO times; a time is null when the forward run's horizon passed first); None for a job
     that is not pending. Never computes in the request and never asks for a refresh (the
     caller does, first: `scheduler.services.eta.eta_refresh_request`): a stale answer
     is served while a worker refreshes it, and a job no answer knows yet gets
@@ -260,7 +261,8 @@ def _cached_eta(
     then "now": issue 25.)"""
     found = cached[2].get(job_id) if cached else None
     if found is not None:
-        return found
+        overdue = found.get("method") == METHOD and is_overdue(found.get("start"))
+        return {**found, "overdue": overdue}
     if cached is not None and cached[1] > queued_at.timestamp():
         return _no_estimate(METHOD)
     return _no_estimate(ESTIMATING)
@@ -302,12 +304,18 @@ def job_eta_for_page(
     return None if eta is None else _for_page(eta)
 
 
-def _for_page(eta: dict[str, Any], now: dt.datetime | None = None) -> dict[str, Any]:
+def _for_page(eta: dict[str, Any]) -> dict[str, Any]:
     page = _as_datetimes(eta)
     if eta.get("moved"):
         page["moved"] = _as_datetimes(eta["moved"])
-    start = page.get("start")
-    page["overdue"] = isinstance(start, dt.datetime) and start < (
-        now or dt.datetime.now(dt.UTC)
-    ) - dt.timedelta(seconds=OVERDUE_AFTER_S)
     return page
+
+
+def is_overdue(start: str | None, now: dt.datetime | None = None) -> bool:
+    """Whether a pending job's estimated start (ISO text) passed more than
+    `OVERDUE_AFTER_S` ago without the job starting: the estimate was overtaken, and
+    every surface says "due now" until the next answer (docs/concepts.md#eta)."""
+    if not start:
+        return False
+    moment = dt.datetime.fromisoformat(start)
+    return moment < (now or dt.datetime.now(dt.UTC)) - dt.timedelta(seconds=OVERDUE_AFTER_S)

@@ -23,3 +23,19 @@ def test_the_waited_column_never_says_now():
     queued = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)).isoformat()
     assert waited(queued) in {"5 s", "6 s", "7 s"}
     assert waited(None) == "-"
+
+
+def test_show_words_an_overtaken_estimate_as_the_job_page_does():
+    from allot_cli.jobs import _eta_text
+
+    eta = {
+        "start": _iso(180),
+        "earliest": _iso(400),
+        "latest": _iso(-3600),
+        "method": "forward-simulation",
+        "overdue": True,
+    }
+    assert _eta_text(eta).startswith("due now (it was expected by ")
+    assert "likely between" not in _eta_text(eta)
+    eta["overdue"] = False
+    assert "likely between" in _eta_text(eta)

@@ -2,6 +2,7 @@
 
 import datetime as dt
 import re
+import time
 
 import pytest
 from django.utils import timezone
@@ -160,16 +161,22 @@ def test_an_estimate_that_passed_without_a_start_reads_due_now(job, tree, client
         "baseline_start": None,
         "moved": None,
     }
-    monkeypatch.setattr(eta_selectors, "job_eta", lambda job, current=None: eta)
+    # the answer as a worker stored it; whether it is overdue is read at request time
+    monkeypatch.setattr(
+        eta_selectors, "cached_job_etas", lambda cluster_id, ids: (0, time.time(), {job.pk: eta})
+    )
     client.force_login(tree.user("bob"))
     text = " ".join(page_text(client.get(f"/jobs/{job.pk}/").content.decode()).split())
     assert f"Estimated start: due now (it was expected by {passed:%Y-%m-%d %H:%M} UTC" in text
     assert "ago" not in text.split("Estimated start:")[1].split(".")[0]
     assert "likely between" not in text  # a range around a passed time says nothing
+    assert client.get(f"/api/v1/jobs/{job.pk}/").json()["eta"]["overdue"] is True
     # half a minute late is still the estimate: cycles come every few seconds
     eta["start"] = (timezone.now() - dt.timedelta(seconds=30)).isoformat()
     text = page_text(client.get(f"/jobs/{job.pk}/").content.decode())
     assert "due now" not in text and "likely between" in text
+    api = client.get(f"/api/v1/jobs/{job.pk}/").json()["eta"]
+    assert api["overdue"] is False and api["start"] == eta["start"]
 
 
 def page_text(html: str) -> str:

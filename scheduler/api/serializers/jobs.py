@@ -243,6 +243,10 @@ class EtaOutput(serializers.Serializer):
         help_text="The last time the estimated start moved by more than the range shown "
         "before it, and why; null while it never did",
     )
+    overdue = serializers.BooleanField(
+        help_text="True when `start` passed over a minute ago and the job still waits: the "
+        "estimate was overtaken and a new one follows (pages and the CLI say 'due now')",
+    )
 
 
 class BlockerOutput(serializers.Serializer):
