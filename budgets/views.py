@@ -15,12 +15,14 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from budgets import permissions, selectors, services
+from budgets.api.serializers import BudgetChangeFilter
 from budgets.forms import posted_weights, weight_form_context
 from budgets.models import EventKind
 from budgets.shares import weight_text
 from config.access import participant_required
 from config.clock import read_time
 from config.errors import ApplicationError, PermissionDenied, ValidationFailed
+from config.query import QUERY_REFUSED, field_errors, read_page_query
 from config.text import is_id_text
 
 
@@ -144,25 +146,21 @@ def preview_partial(request: HttpRequest, node_id: int) -> HttpResponse:
 
 @participant_required
 def history_page(request: HttpRequest) -> HttpResponse:
+    """The audit trail, filtered as the API's history list is (`BudgetChangeFilter`): a
+    malformed or unknown filter is a 400 that names it beside the form, with no rows."""
     params = request.GET
-    filters: dict = {}
-    errors = []
-    if is_id_text(params.get("node", "")):
-        try:  # a node removed since the link was made (was a 500)
-            selectors.ensure_node(int(params["node"]))
-            filters["node_id"] = int(params["node"])
-        except ValidationFailed as exc:
-            errors.append(f"Node: {exc.message}")
-    if params.get("actor"):
-        filters["actor"] = params["actor"].strip()
-    if params.get("kind") in EventKind.values:
-        filters["kind"] = params["kind"]
-    if params.get("since"):
+    filters, errors = read_page_query(BudgetChangeFilter, params)
+    events = selectors.budget_event_list().none()
+    if not errors:
         try:
-            filters["since"] = read_time(params["since"])
-        except ValueError as exc:  # month 13 too (was a 500)
-            errors.append(f"Since: {exc}")
-    events = selectors.budget_event_list(**filters)
+            events = selectors.budget_event_list(
+                node_id=filters.get("node"),
+                actor=filters.get("actor"),
+                since=filters.get("since"),
+                kind=filters.get("kind"),
+            )
+        except ValidationFailed as exc:  # a node that does not exist (removed since)
+            errors = field_errors(exc)
     page = Paginator(events, 25).get_page(params.get("page"))
     index = selectors.tree_index()
     pending = list(selectors.scheduled_changes_pending())
@@ -171,7 +169,7 @@ def history_page(request: HttpRequest) -> HttpResponse:
         "nodes": [(n.pk, index.path(n.pk)) for n, _ in index.walk()],
         "kinds": EventKind.choices,
         "params": params,
-        "error": " ".join(errors),
+        "errors": errors,
         "pending": [
             {"change": change, "may_cancel": may_cancel}
             for change, may_cancel in zip(
@@ -183,7 +181,7 @@ def history_page(request: HttpRequest) -> HttpResponse:
             )
         ],
     }
-    return render(request, "budgets/history.html", context)
+    return render(request, "budgets/history.html", context, status=QUERY_REFUSED if errors else 200)
 
 
 @participant_required

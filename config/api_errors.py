@@ -28,13 +28,13 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from config.errors import ApplicationError
 
 
-def _flatten(detail: Any, path: str = "") -> list[dict[str, str]]:
+def flatten_errors(detail: Any, path: str = "") -> list[dict[str, str]]:
     """DRF's nested validation detail as a flat list of {field, code, detail}."""
     if isinstance(detail, dict):
         out: list[dict[str, str]] = []
         for key, value in detail.items():
             name = "" if key == "non_field_errors" else str(key)
-            out.extend(_flatten(value, f"{path}.{name}" if path and name else path or name))
+            out.extend(flatten_errors(value, f"{path}.{name}" if path and name else path or name))
         return out
     if isinstance(detail, list):
         if all(isinstance(item, exceptions.ErrorDetail | str) for item in detail):
@@ -44,7 +44,7 @@ def _flatten(detail: Any, path: str = "") -> list[dict[str, str]]:
             ]
         out = []
         for i, item in enumerate(detail):
-            out.extend(_flatten(item, f"{path}[{i}]"))
+            out.extend(flatten_errors(item, f"{path}[{i}]"))
         return out
     return [{"field": path, "code": getattr(detail, "code", "invalid"), "detail": str(detail)}]
 
@@ -52,7 +52,9 @@ def _flatten(detail: Any, path: str = "") -> list[dict[str, str]]:
 def error_body(exc: exceptions.APIException) -> dict[str, Any]:
     """The documented error object for a DRF exception."""
     if isinstance(exc, exceptions.ValidationError):
-        errors = _flatten(exc.detail) or [{"field": "", "code": "invalid", "detail": "Invalid."}]
+        errors = flatten_errors(exc.detail) or [
+            {"field": "", "code": "invalid", "detail": "Invalid."}
+        ]
         first = errors[0]
         body: dict[str, Any] = {"code": "invalid", "detail": first["detail"]}
         if first["field"]:

@@ -17,6 +17,7 @@ from budgets.selectors import tree_index
 from config.api_fields import ChoiceField, InputSerializer, TimeField
 from config.api_schema import ErrorSerializer, paginated
 from config.pagination import PAGE_PARAMETERS, Pagination
+from config.query import read_query
 from ledger import selectors
 from ledger.models import ClusterHour
 from ledger.utilization import effective_gpu_h, utilization
@@ -32,9 +33,7 @@ BAD_QUERY = OpenApiResponse(ErrorSerializer, description=PERIOD_RULES)
 
 def validated(query_class: type[serializers.Serializer], request) -> serializers.Serializer:
     """The request's query parameters read by `query_class` (400 naming a bad field)."""
-    query = query_class(data=request.query_params.dict())
-    query.is_valid(raise_exception=True)
-    return query
+    return read_query(query_class, request.query_params)
 
 
 def page_response(

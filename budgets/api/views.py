@@ -14,6 +14,7 @@ from config.api_fields import refuse_any_field
 from config.api_schema import error_response, paginated
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS, Pagination
+from config.query import read_query
 
 
 def _node_payload(index: selectors.TreeIndex, node_id: int) -> dict:
@@ -31,11 +32,6 @@ def _node_payload(index: selectors.TreeIndex, node_id: int) -> dict:
         "managers": index.managers.get(node.pk, []),
         "members": index.members.get(node.pk, []),
     }
-
-
-def _query(serializer_class, request) -> dict:
-    """Query parameters checked by a filter serializer (an empty value is invalid too)."""
-    return _validated(serializer_class, request.query_params.dict())
 
 
 def _validated(serializer_class, data) -> dict:
@@ -113,7 +109,7 @@ class BudgetChangeListApi(APIView):
         summary="Budget history, newest first",
     )
     def get(self, request):
-        filters = _query(s.BudgetChangeFilter, request)
+        filters = read_query(s.BudgetChangeFilter, request.query_params).validated_data
         events = selectors.budget_event_list(
             node_id=filters.get("node"),
             actor=filters.get("actor"),
@@ -173,7 +169,7 @@ class MembershipListApi(APIView):
         summary="Memberships",
     )
     def get(self, request):
-        filters = _query(s.MembershipFilter, request)
+        filters = read_query(s.MembershipFilter, request.query_params).validated_data
         memberships = Membership.objects.select_related("user").order_by(
             "node_id", "role", "user__username"
         )

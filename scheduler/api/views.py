@@ -21,6 +21,7 @@ from config.api_fields import refuse_any_field
 from config.api_schema import ErrorSerializer, error_response, paginated
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS, Pagination
+from config.query import read_query
 from scheduler.api import serializers as s
 from scheduler.models import Job
 from scheduler.selectors import eta as eta_selectors
@@ -61,13 +62,8 @@ def _validated(serializer_class, data) -> dict:
 
 
 def _query(serializer_class, request) -> dict:
-    data: dict[str, Any] = {}
-    for key, values in request.query_params.lists():
-        if key in getattr(serializer_class, "multi", ()):
-            data[key] = [v for value in values for v in value.split(",") if v]
-        else:
-            data[key] = values[-1]
-    return _validated(serializer_class, data)
+    multi = getattr(serializer_class, "multi", ())
+    return read_query(serializer_class, request.query_params, multi=multi).validated_data
 
 
 class JobFilterQuery(s.JobFilter):

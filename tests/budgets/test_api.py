@@ -381,6 +381,11 @@ def test_history_events_are_listed_newest_first(tree, api_client):
         ("/api/v1/budget-changes/?node=99999999999999999999999", "node"),
         ("/api/v1/budget-changes/?actor=%00", "actor"),
         ("/api/v1/budget-changes/?kind=nope", "kind"),
+        # the history page's bad filters (tests/budgets/test_pages.py) answer the same
+        ("/api/v1/budget-changes/?node=abc", "node"),
+        ("/api/v1/budget-changes/?node=424242", "node"),
+        ("/api/v1/budget-changes/?since=2026-13-01", "since"),
+        ("/api/v1/budget-changes/?since=", "since"),
     ],
 )
 def test_bad_query_parameters_are_400_naming_the_parameter(tree, api_client, url, field):

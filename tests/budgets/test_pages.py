@@ -4,6 +4,7 @@ import datetime as dt
 
 import pytest
 from django.utils import timezone
+from django.utils.html import escape
 
 from budgets import services
 from budgets.models import BudgetEvent, BudgetNode, EventKind, ScheduledChange, ScheduledStatus
@@ -133,19 +134,15 @@ def test_history_page_filters(tree, client):
     assert "lead reason" in html and "ceo reason" not in html
     html = client.get(f"/budgets/history/?node={tree.node('b1').pk}&kind=applied").content.decode()
     assert "ceo reason" in html and "lead reason" not in html
-    assert "Not an ISO 8601 time" in client.get("/budgets/history/?since=soon").content.decode()
     for since, says in [
+        ("soon", "Not an ISO 8601 time"),
         ("2026-13-01", "Not an ISO 8601 time"),  # was a 500
         ("2026-02-30T10:00", "Not an ISO 8601 time"),  # was a 500
         ("1900-01-01", "Out of range"),  # was read as a filter
     ]:
-        response = client.get("/budgets/history/", {"since": since})
-        assert response.status_code == 200 and says in response.content.decode(), since
+        _assert_refused(client, {"since": since}, "since", says)
     for node in ["424242", "99999999999999999999"]:  # no such node: was a 500
-        response = client.get("/budgets/history/", {"node": node})
-        html = response.content.decode()
-        assert response.status_code == 200 and f"no budget node with id {node}" in html
-        assert "lead reason" in html  # the filter that names nothing is left out
+        _assert_refused(client, {"node": node}, "node", "")
     # the same time as the API reads it: a date alone is its midnight UTC
     tomorrow = (timezone.now().astimezone(dt.UTC) + dt.timedelta(days=1)).date().isoformat()
     html = client.get("/budgets/history/", {"since": tomorrow}).content.decode()
@@ -215,13 +212,54 @@ def test_nul_bytes_in_query_are_400_not_500(tree, client, url):
     assert response.status_code == 400 and "NUL" in response.content.decode()
 
 
-def test_history_filter_ignores_digits_that_are_not_ascii(client, tree):
-    """'²'.isdigit() is true but int('²') fails: the filter used to answer 500."""
+def _assert_refused(client, query: dict, field: str, says: str) -> None:
+    """A 400 that names `field` and says why beside the form, with no events listed."""
+    response = client.get("/budgets/history/", query)
+    html = response.content.decode()
+    assert response.status_code == 400, query
+    assert f"<code>{field}</code>: " in html and escape(says) in html, (query, html)
+    assert '<form method="get" class="filters">' in html  # the form stays, to correct it
+    assert 'class="event card"' not in html and "No events match." not in html
+    assert response.context["page"].paginator.count == 0
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "says"),
+    [
+        ({"node": "\u00b2"}, "node", "A valid integer is required."),  # '²'.isdigit(): was a 500
+        ({"node": "abc"}, "node", "A valid integer is required."),  # was ignored
+        ({"node": "0"}, "node", "greater than or equal to 1"),
+        ({"node": "424242"}, "node", "There is no budget node with id 424242."),
+        ({"kind": "nonsense"}, "kind", '"nonsense" is not a valid choice; choose one of:'),
+        ({"since": "yesterday"}, "since", "Not an ISO 8601 time"),
+        ({"actor": "x" * 151}, "actor", "no more than 150 characters"),
+        ({"kind": "applied", "node": "abc", "since": "2026-13-01"}, "since", "Not an ISO"),
+    ],
+)
+def test_history_bad_filter_is_a_400_naming_the_field(client, tree, query, field, says):
+    """A malformed filter was answered 200 with the filter dropped (every event listed)."""
     client.force_login(tree.user("ann"))
-    response = client.get("/budgets/history/", {"node": "\u00b2"})
-    assert response.status_code == 200
-    everything = client.get("/budgets/history/")
-    assert response.context["page"].paginator.count == everything.context["page"].paginator.count
+    events = BudgetEvent.objects.count()
+    _assert_refused(client, query, field, says)
+    assert BudgetEvent.objects.count() == events  # nothing else changes
+
+
+def test_history_good_and_blank_filters_still_filter(client, tree):
+    services.budget_change_create(
+        actor=tree.user("lead-a"),
+        reason="a1 up",
+        changes=[{"node": tree.node("a1").pk, "weight": 9}],
+    )
+    client.force_login(tree.user("ann"))
+    everything = client.get("/budgets/history/").context["page"].object_list
+    blank = client.get("/budgets/history/", {"node": "", "kind": "", "since": "", "actor": ""})
+    assert blank.status_code == 200  # the form's "any": no filter
+    assert list(blank.context["page"].object_list) == list(everything)
+    query = {"node": tree.node("a1").pk, "kind": "applied", "actor": "lead-a"}
+    response = client.get("/budgets/history/", query)
+    rows = list(response.context["page"].object_list)
+    assert response.status_code == 200 and [e.reason for e in rows] == ["a1 up"]
+    assert "<code>" not in response.content.decode()
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,79 @@
+"""Query-string filters, read one way by every list: the API's and the pages'.
+
+A list's filters are an input serializer (the API documents it as the operation's query
+parameters). `read_query` checks a request's query string with it: a malformed value (a
+bad date, an unknown choice, an id that is not a whole number) is a DRF ValidationError,
+which the API answers with its 400 naming the field (config.api_errors). A page reads
+the same serializer with `read_page_query`: its form sends an empty value for "any", so
+blanks count as absent there, and a refused value comes back as `FieldError`s that the
+page shows beside its form with a 400 (`query_refused`): never a 200 that quietly drops
+the filter. A filter the serializer cannot judge (an unknown node) is the selector's
+ValidationFailed, which `field_errors` reads the same way."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection
+from typing import Any
+
+from django.http import QueryDict
+from rest_framework import serializers
+
+from config.api_errors import flatten_errors
+from config.errors import ApplicationError
+
+QUERY_REFUSED = 400
+
+
+@dataclasses.dataclass(frozen=True)
+class FieldError:
+    """One refused query parameter: its name and why."""
+
+    field: str
+    detail: str
+
+
+def query_values(
+    params: QueryDict, *, multi: Collection[str] = (), blank_is_absent: bool = False
+) -> dict[str, Any]:
+    """The query string as a serializer's data: the last value of each parameter; a
+    parameter in `multi` as the list of its comma-separated values, repeats included."""
+    data: dict[str, Any] = {}
+    for key, values in params.lists():
+        if key in multi:
+            data[key] = [v for value in values for v in value.split(",") if v]
+        elif not (blank_is_absent and not values[-1].strip()):
+            data[key] = values[-1]
+    return data
+
+
+def read_query(
+    query_class: type[serializers.Serializer],
+    params: QueryDict,
+    *,
+    multi: Collection[str] = (),
+    blank_is_absent: bool = False,
+) -> serializers.Serializer:
+    """`params` checked by `query_class` (a valid, bound serializer); a refused value
+    raises DRF's ValidationError naming the field (the API's 400)."""
+    query = query_class(data=query_values(params, multi=multi, blank_is_absent=blank_is_absent))
+    query.is_valid(raise_exception=True)
+    return query
+
+
+def field_errors(error: serializers.ValidationError | ApplicationError) -> list[FieldError]:
+    """What a page shows for a refused query: each field with its reason."""
+    if isinstance(error, ApplicationError):
+        return [FieldError(error.field or "", error.message)]
+    return [FieldError(e["field"], e["detail"]) for e in flatten_errors(error.detail)]
+
+
+def read_page_query(
+    query_class: type[serializers.Serializer], params: QueryDict
+) -> tuple[dict[str, Any], list[FieldError]]:
+    """A page's filters: (the valid values, no errors) or ({}, every refused field).
+    The form's empty "any" values count as absent."""
+    try:
+        return dict(read_query(query_class, params, blank_is_absent=True).validated_data), []
+    except serializers.ValidationError as error:
+        return {}, field_errors(error)
