@@ -8,20 +8,61 @@ already holds the most GPUs, with unallocated work counted as one project of its
 ranked above it can assemble whole blocks by preemption, and hosts of unallocated work
 can be emptied at once for allocated jobs). Larger jobs take whole free hosts, all or
 nothing. Reserved hosts take new work only through `place_reserved`.
+
+`block_host` and `whole_hosts` are the rule itself (which free GPUs a job's shape
+takes); `place_on_free` applies it to a bare list of hosts and free masks, for the
+simulator's replay, which resumes the runs going on at its start by the same rule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from scheduler.core.engine.blocks import Shape
-from scheduler.core.engine.cluster import UNALLOCATED, ClusterState, Decisions
-from scheduler.core.engine.types import Placement, Workload
+from scheduler.core.engine.blocks import FreeIndex, Shape
+from scheduler.core.engine.cluster import UNALLOCATED, ClusterState, Decisions, HostLayout
+from scheduler.core.engine.types import Host, Placement, Workload
 
-__all__ = ["Placer"]
+__all__ = ["Placer", "block_host", "place_on_free", "whole_hosts"]
 
 # How many best-fit hosts the same-project packing looks at.
 _PACKING_LOOKAHEAD = 32
+
+
+def block_host(index: FreeIndex, sh: Shape) -> int:
+    """The best-fit host (fewest free GPUs) with a free aligned block for a one-host
+    shape `sh` among the free GPUs `index` holds; -1 when none, or `sh` is not one host's."""
+    return index.find_block(sh.block) if sh.block else -1
+
+
+def whole_hosts(index: FreeIndex, sh: Shape) -> list[int] | None:
+    """Wholly free hosts for `sh`: of its first host size that has enough of them
+    (all or nothing); None when no size has."""
+    for size, n in sh.whole:
+        d = index.whole.get(size)
+        if d is not None and len(d) >= n:
+            return list(d)[:n]
+    return None
+
+
+def place_on_free(
+    hosts: Sequence[Host], free: Sequence[int], gpus: int
+) -> tuple[Placement, ...] | None:
+    """Where the engine places a job of `gpus` GPUs (`Placer.place_free`, without
+    project packing) on `hosts` whose free GPUs are the masks `free` (bit i: GPU i
+    free; an unhealthy host takes nothing), or None when nothing fits."""
+    layout = HostLayout(hosts)
+    sh = layout.shape(gpus)
+    index = FreeIndex(layout.gpus)
+    for h, mask in enumerate(free):
+        if mask and layout.healthy[h]:
+            index.set(h, mask)
+    h = block_host(index, sh)
+    if h >= 0:
+        return (Placement(hosts[h].name, index.take_block(h, sh.block, gpus)),)
+    whole = whole_hosts(index, sh)
+    if whole is None:
+        return None
+    return tuple(Placement(hosts[h].name, tuple(range(hosts[h].gpus))) for h in whole)
 
 
 class Placer:
@@ -36,18 +77,13 @@ class Placer:
     def place_free(self, w: Workload, sh: Shape) -> tuple[Placement, ...] | None:
         """Placements for `w` in free, unreserved GPUs (best fit), or None."""
         c = self.cluster
-        index = c.index
-        if sh.block:
-            h = index.find_block(sh.block)
-            if h >= 0:
-                if self.pack_by_project:
-                    h = self._same_project(h, sh.block, w)
-                return (c.take_block(h, c.best_start(h, sh.block), sh.gpus),)
-        for size, n in sh.whole:
-            d = index.whole.get(size)
-            if d is not None and len(d) >= n:
-                return tuple(c.take_whole(h) for h in list(d)[:n])
-        return None
+        h = block_host(c.index, sh)
+        if h >= 0:
+            if self.pack_by_project:
+                h = self._same_project(h, sh.block, w)
+            return (c.take_block(h, c.best_start(h, sh.block), sh.gpus),)
+        whole = whole_hosts(c.index, sh)
+        return None if whole is None else tuple(c.take_whole(h) for h in whole)
 
     def host_projects(self) -> list[dict[str, int]]:
         """Per host, the GPUs each project's jobs hold there (built when first needed in

@@ -66,7 +66,7 @@ class RunningAtStart:
     """How a job was running when the replay starts (a what-if window opening on a live
     cluster): its run began at `started_s` (at or before the replay's start) on
     `placements` ((host, GPU indices) pairs; where they are empty, unknown or taken the
-    replay places it on the first free GPUs that fit), charged to its project when
+    replay places it where the engine would place a new job: `place_on_free`), charged to its project when
     `allocated`, and protected until `protected_until_s` (None: its minimum runtime from
     `started_s`, `scheduler.core.engine.runs.protected_until`)."""
 

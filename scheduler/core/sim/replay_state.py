@@ -22,6 +22,7 @@ from dataclasses import fields
 from typing import Any
 
 from ledger.accounting import EndReason, RunInterval
+from scheduler.core.engine.placement import place_on_free
 from scheduler.core.engine.runs import protection_s, saved_work_s
 from scheduler.core.engine.types import (
     BudgetNode,
@@ -418,8 +419,8 @@ class ReplayState:
     def _resume_running(self, now: float) -> None:
         """Put the jobs already running when the replay starts (`TraceJob.running`) back
         on their GPUs at `now`, going on with the run they had: first those whose
-        recorded placements are free, then the others on the first free GPUs that fit
-        (`_first_fit`); one that finds no room waits from `now` like a new job."""
+        recorded placements are free, then the others where the engine would place them
+        (`place_on_free`); one that finds no room waits from `now` like a new job."""
         later: list[int] = []
         for idx, j in enumerate(self.jobs):
             run = j.spec.running
@@ -432,7 +433,8 @@ class ReplayState:
                 later.append(idx)
         for idx in later:
             j = self.jobs[idx]
-            fit = self._first_fit(j.wl.gpus)
+            free = [((1 << g) - 1) & ~u for g, u in zip(self.host_gpus, self.used, strict=True)]
+            fit = place_on_free(self.hosts_tuple, free, j.wl.gpus)
             if fit is None:
                 self._enqueue(j, now)
             else:
@@ -451,25 +453,6 @@ class ReplayState:
         j.out.pending_since_s = None
         allocated, until = bool(run.allocated), run.protected_until_s
         self._begin_run(now, idx, j, placements, hosts, allocated, started, need, until)
-
-    def _first_fit(self, gpus: int) -> tuple[Placement, ...] | None:
-        """The first free GPUs (in host order, lowest indices) that hold a job of
-        `gpus` GPUs: one host's up to a host, else whole free hosts of one size that
-        divides it; None when none do."""
-        hosts = [h for h in range(len(self.host_names)) if self.healthy[h]]
-        if gpus <= self.max_host:
-            for h in hosts:
-                if self.free[h] >= gpus:
-                    idle = [g for g in range(self.host_gpus[h]) if not self.used[h] >> g & 1]
-                    return (Placement(self.host_names[h], tuple(idle[:gpus])),)
-            return None
-        for size in sorted({self.host_gpus[h] for h in hosts}):
-            whole = [h for h in hosts if self.host_gpus[h] == size and self.free[h] == size]
-            if gpus % size == 0 and len(whole) >= gpus // size:
-                return tuple(
-                    Placement(self.host_names[h], tuple(range(size))) for h in whole[: gpus // size]
-                )
-        return None
 
     def _idle(self, now: float, idx: int, j: ReplayJob, kind: int) -> None:
         """An idle event of running job `idx`: its GPUs go idle now (`_IDLE`: the engine

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.engine.types import BudgetNode
+from scheduler.core.engine.placement import place_on_free
+from scheduler.core.engine.types import BudgetNode, Host, Placement
 from scheduler.core.sim.model import (
     ClusterSpec,
     HostSpec,
@@ -58,9 +59,9 @@ def test_a_running_job_goes_on_on_its_gpus_with_the_work_it_had_left():
     assert result.start_s == 0.0
 
 
-def test_taken_or_unknown_gpus_are_replaced_by_the_first_free_ones_and_no_room_waits():
+def test_taken_or_unknown_gpus_are_replaced_by_free_ones_and_no_room_waits():
     """Two runs recorded on h0 (a clash) and one on a host the cluster lacks: the first
-    keeps h0, the second gets the first free GPUs (h1), and the third finds no room and
+    keeps h0, the second gets the free GPUs of h1 (`place_on_free`), and the third finds no room and
     waits from the start like a new job (all of one project: nothing is preempted)."""
     on_h0 = (("h0", tuple(range(8))),)
     jobs = [
@@ -74,6 +75,28 @@ def test_taken_or_unknown_gpus_are_replaced_by_the_first_free_ones_and_no_room_w
     gone = next(o for o in result.jobs if o.job_id == "gone")
     assert ran_on(result, "gone") == [] and gone.state == JobState.PENDING
     assert gone.pending_since_s == 0.0
+
+
+def test_a_displaced_run_goes_where_the_engine_would_place_it():
+    """One placement rule: a run whose recorded host is gone resumes where the engine's
+    placement puts a new job (`place_on_free`: best fit, the host with the fewest free
+    GPUs that holds an aligned block), h1 beside the 6-GPU run, not the first host
+    with room (h0, which stays whole)."""
+    jobs = [
+        job("six", "a", gpus=6, running=RunningAtStart(-HOUR, (("h1", tuple(range(6))),))),
+        job("moved", "a", gpus=2, running=RunningAtStart(-HOUR, (("h9", (0, 1)),))),
+    ]
+    result = simulate(CLUSTER, TREE, jobs, SimConfig(until_s=HOUR))
+    assert ran_on(result, "moved") == [(0.0, HOUR, ("h1",))]
+    hosts = (Host("h0", 8), Host("h1", 8))
+    assert place_on_free(hosts, [0xFF, 0xC0], 2) == (Placement("h1", (6, 7)),)
+    assert place_on_free(hosts, [0xFF, 0xC0], 3) == (Placement("h0", (0, 1, 2)),)
+    assert place_on_free(hosts, [0xFF, 0xFF], 16) == (
+        Placement("h0", tuple(range(8))),
+        Placement("h1", tuple(range(8))),
+    )
+    assert place_on_free(hosts, [0xFF, 0xC0], 16) is None
+    assert place_on_free((Host("h0", 8, healthy=False), Host("h1", 8)), [0xFF, 0x0F], 8) is None
 
 
 def test_a_running_job_is_not_preempted_before_its_recorded_protection_ends():
