@@ -7,7 +7,7 @@ from typing import Any
 
 from allot_cli import render
 from allot_cli.client import EXIT_BAD_INPUT, Api, CliError
-from allot_cli.durations import parse_duration
+from allot_common.durations import parse_duration
 
 
 def duration_s(value: str, *, flag: str) -> int:

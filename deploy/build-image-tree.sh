@@ -29,7 +29,7 @@ echo "build-image-tree: the runtime virtualenv (deploy/requirements.lock)"
 echo "build-image-tree: the application"
 mkdir -p "$DEST/app"
 (cd "$SRC" && tar -cf - --exclude=__pycache__ --exclude='*.pyc' manage.py pyproject.toml \
-    config accounts budgets scheduler ledger ops dashboards allot_cli templates static \
+    config accounts budgets scheduler ledger ops dashboards allot_cli allot_common templates static \
     tools/build_native.py deploy docs) | tar -xf - -C "$DEST/app"
 
 echo "build-image-tree: the compiled engine (mypyc; build tools from deploy/build-tools.lock)"

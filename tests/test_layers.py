@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The Django side: every package but the pure core (which builds its own inputs).
 PACKAGES = ("accounts", "allot_cli", "budgets", "config", "dashboards", "ledger", "scheduler")
 # Every package of the product, the pure core included (imports between its modules).
-PROJECT = (*PACKAGES, "ops")
+PROJECT = (*PACKAGES, "allot_common", "ops")
 PURE = ("scheduler/core/",)
 TRANSLATION = "scheduler/selectors/translate.py"
 # The engine's input types: built from rows only by the translation module.

@@ -127,6 +127,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CODE_DIRS = [
     "accounts",
     "allot_cli",
+    "allot_common",
     "bench",
     "budgets",
     "config",

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from allot_cli.durations import parse_duration
+from allot_common.durations import parse_duration
 
 
 def duration_option(text: str, option: str) -> int:

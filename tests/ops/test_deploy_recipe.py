@@ -83,6 +83,12 @@ def test_every_unit_runs_its_process_through_allot_run_which_execs_it():
     subprocess.run(["sh", "-n", str(DEPLOY / "allot-run")], check=True)
 
 
+def project_packages() -> list[str]:
+    """The product's top-level packages, as pyproject.toml has setuptools find them."""
+    found = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    return [name.rstrip("*") for name in found["packages"]["find"]["include"]]
+
+
 def test_the_image_installs_runtime_dependencies_only_from_the_hashed_lock():
     lock = (DEPLOY / "requirements.lock").read_text()
     pinned = {
@@ -99,6 +105,10 @@ def test_the_image_installs_runtime_dependencies_only_from_the_hashed_lock():
         assert dev_only not in pinned
     build = (DEPLOY / "build-image-tree.sh").read_text()
     assert "--require-hashes" in build and "requirements.lock" in build
+    shipped = re.search(r"tar -cf - [^|]*", build)
+    assert shipped is not None
+    for package in project_packages():  # every package of the product goes in the image
+        assert f" {package} " in shipped.group(0), f"{package} is not in the image"
     containerfile = (DEPLOY / "Containerfile").read_text()
     assert "USER allot" in containerfile and "build-image-tree.sh" in containerfile
     assert 'ENTRYPOINT ["/opt/allot/app/deploy/allot-run"]' in containerfile

@@ -1,8 +1,9 @@
 """Durations people type ("8h", "15m", "1h30m", "90s", "3600"), parsed by pytimeparse.
 
-Plain Python (no Django). It lives in the CLI package so that `allot` imports nothing of
-the server (start-up time, and a client needs no server code); the management
-commands' options (scheduler/management/options.py) parse durations with it too.
+Plain Python (no Django, no server code, no CLI code): the `allot` CLI's options
+(allot_cli/options.py) and the management commands' options
+(scheduler/management/options.py) both parse durations with it, so the server does not
+depend on the client package nor the client on the server.
 """
 
 from __future__ import annotations
