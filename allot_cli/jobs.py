@@ -180,7 +180,7 @@ def cancel(
             continue
         answers.append(job)
         if not as_json:
-            render.out().print(f"job {job['id']}: {job['state']}", markup=False)
+            render.line(f"job {job['id']}: {job['state']}", markup=False)
     if as_json:
         render.print_json(answers)
     if failed is not None:

@@ -32,4 +32,4 @@ def login(
         },
     )
     path = save_config({"url": conf.url, "token": answer["token"]})
-    render.out().print(f"Signed in to {conf.url} as {username}; token stored in {path}.")
+    render.line(f"Signed in to {conf.url} as {username}; token stored in {path}.")

@@ -47,7 +47,7 @@ def read_running(client: Api, name: str, *, mine: str | None, limit: int | None)
 
 def print_pending(name: str, page: dict[str, Any], *, me: bool, long: bool) -> None:
     whose = "of your jobs pending" if me else "pending"
-    render.out().print(
+    render.line(
         f"Queue of {name}: {page['count']} {whose}, "
         + (render.cycle_as_of(page["computed_at"]) if page["computed_at"] else "no cycle yet")
         + (f" (cycle {page['cycle']})" if page["cycle"] else ""),
@@ -83,7 +83,7 @@ def print_pending(name: str, page: dict[str, Any], *, me: bool, long: bool) -> N
 
 def print_running(name: str, page: dict[str, Any], *, me: bool) -> None:
     whose = "of your jobs running" if me else "running"
-    render.out().print(
+    render.line(
         f"Running on {name}: {page['count']} {whose}, the earliest started first",
         markup=False,
     )
@@ -114,7 +114,7 @@ def waited(queued_at: str | None) -> str:
 def _more(page: dict[str, Any]) -> None:
     shown = len(page["results"])
     if page["count"] > shown:
-        render.out().print(f"... {page['count'] - shown} more (--all or --limit N)")
+        render.line(f"... {page['count'] - shown} more (--all or --limit N)")
 
 
 def queue(
@@ -153,5 +153,5 @@ def queue(
         print_pending(name, found["pending"], me=me, long=long)
     if "running" in found:
         if "pending" in found:
-            render.out().print()
+            render.line()
         print_running(name, found["running"], me=me)

@@ -104,12 +104,12 @@ def _print_submitted(answer: dict) -> None:
     )
     again = " (an earlier identical request)" if answer.get("replayed") else ""
     if len(jobs) == 1:
-        render.out().print(
+        render.line(
             f"Submitted job {first['id']}{again} to {first['project_path']} on "
             f"{first['cluster_name']}: {what}; {first['state']}."
         )
     else:
-        render.out().print(
+        render.line(
             f"Submitted {len(jobs)} jobs{again} (array {answer['array_id']}, ids "
             f"{jobs[0]['id']}-{jobs[-1]['id']}) to {first['project_path']} on "
             f"{first['cluster_name']}: each {what}."
@@ -118,18 +118,18 @@ def _print_submitted(answer: dict) -> None:
 
 def _print_estimate(answer: dict) -> None:
     job, estimate = answer["job"], answer["estimate"]
-    render.out().print(
+    render.line(
         f"Valid: {render.plural(answer['count'], 'job')} of {render.plural(job['gpus'], 'GPU')} "
         f"for {job['project_path']} on "
         f"{job['cluster_name']}; nothing was submitted."
     )
     if estimate["starts_now"]:
-        render.out().print("It would start in the next cycle (free GPUs fit it).")
+        render.line("It would start in the next cycle (free GPUs fit it).")
     elif estimate["position"] is not None:
-        render.out().print(
+        render.line(
             f"It would wait at position {estimate['position']} of {estimate['queue_length']} "
             f"({estimate['project_position']} in its project; fair-share factor "
             f"{render.factor(estimate['fairshare_factor'])}): {estimate['reason']}"
         )
     else:
-        render.out().print(estimate["reason"])
+        render.line(estimate["reason"])

@@ -36,7 +36,7 @@ def usage(
     clusters = sorted({r.get("cluster_name", "") for r in rows})
     one = len(clusters) == 1
     if head.get("window_end"):
-        render.out().print(
+        render.line(
             f"GPU-hours{f' on {clusters[0]}' if one else ''} per {step}, "
             f"{render.report_window(head.get('window_start'), head['window_end'])}",
             markup=False,
@@ -90,7 +90,7 @@ def shares(ctx: typer.Context, cluster: ClusterOpt = None, as_json: JsonFlag = F
     if as_json:
         render.print_json(answer)
         return
-    render.out().print(
+    render.line(
         f"Fair share on {answer.get('cluster_name', '?')} (RAW USAGE in GPU-hours), "
         + render.cycle_as_of(answer.get("as_of"), from_cycle=answer.get("from_cycle", True)),
         markup=False,
@@ -103,7 +103,7 @@ def shares(ctx: typer.Context, cluster: ClusterOpt = None, as_json: JsonFlag = F
     )
     unentitled = [n["path"] for n in nodes if _no_entitlement(n)]
     if unentitled:
-        render.out().print(
+        render.line(
             f"No entitlement (weight 0 on the path): {', '.join(unentitled)}; "
             "runs only unallocated work, not ranked.",
             markup=False,
