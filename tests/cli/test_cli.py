@@ -307,3 +307,38 @@ def test_the_console_script_is_installed():
     script = Path(sys.executable).parent / "allot"
     result = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and "submit" in result.stdout
+
+
+# A call of the CLI that reports, on standard error as it exits, which of the modules that
+# cost start-up time it loaded (`bench/cli_start.py` measures what they cost).
+HEAVY = ("django", "scheduler", "budgets", "ledger", "config", "httpx", "rich", "pytimeparse")
+LOADED = (
+    "import atexit, sys\n"
+    f"atexit.register(lambda: print(sorted({{m.split('.')[0] for m in sys.modules"
+    f" if m.startswith({HEAVY!r})}}), file=sys.stderr))\n"
+    "sys.argv = ['allot', *sys.argv[1:]]\n"
+    "from allot_cli.main import main\n"
+    "main()\n"
+)
+
+
+def test_each_call_loads_only_what_it_needs(ann):
+    """`--help` loads none of the server, rich or pytimeparse; a table or a line into a
+    pipe no rich either (allot_cli/plain.py); a duration like 15m loads pytimeparse."""
+    ann("submit", "-A", "org/prog-a/a1", "-t", "1h")
+    for args, loads in [
+        (["--help"], "[]"),
+        (["queue"], "[]"),
+        (["queue", "--json"], "[]"),
+        (["submit", "-A", "org/prog-a/a1", "-t", "3600"], "[]"),
+        (["submit", "-A", "org/prog-a/a1", "-t", "15m"], "['pytimeparse']"),
+    ]:
+        done = subprocess.run(
+            [sys.executable, "-c", LOADED, *args],
+            env=ann.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.strip().splitlines()[-1] == loads, args
