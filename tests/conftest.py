@@ -29,6 +29,7 @@ pytest_plugins = [
     "tests.support.live",
     "tests.support.clock",
     "tests.support.flush",
+    "tests.support.nodelay",
 ]
 
 # Hypothesis's explain phase traces every line the test runs after a failure; on the
