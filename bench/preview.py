@@ -176,11 +176,15 @@ def demo_fidelity(now: Any) -> dict[str, Any]:
     root = BudgetNode.objects.get(parent=None, name=DEMO_TREE["name"])
     cluster = _cluster(DEMO_CLUSTER, DEMO_HOSTS, DEMO_GPUS_PER_HOST)
     t0 = time.perf_counter()
-    # The back-fill keeps only the jobs that ended by its end (work in flight belongs
-    # to the live cluster), so its last days lack the runs of long jobs still going:
-    # it runs TAIL_DAYS past the window so that the ledger holds every run of the window.
+    # The back-fill stores every job it played (those going at its end as running and
+    # pending jobs); it runs TAIL_DAYS past the window. No simulated cluster here: the
+    # runs handed over are stored, not started.
     counts = demo_backfill(
-        root=root, cluster=cluster, days=14 + TAIL_DAYS, now=now + dt.timedelta(days=TAIL_DAYS)
+        root=root,
+        cluster=cluster,
+        days=14 + TAIL_DAYS,
+        now=now + dt.timedelta(days=TAIL_DAYS),
+        start_runs=False,
     )
     out = _fidelity_of(cluster, 7, now)
     out["history"] = {
@@ -206,6 +210,7 @@ def philly_fidelity(
     from scheduler.core.sim.io import load_cluster, load_trace, parse_tree
     from scheduler.core.sim.replay import simulate
     from scheduler.services import demo
+    from scheduler.services.demo_handover import finished_runs
     from scheduler.services.previews import sim_config_for_cluster
 
     t0 = time.perf_counter()
@@ -228,14 +233,14 @@ def philly_fidelity(
     cfg = replace(sim_config_for_cluster(cluster), until_s=None, seed=0)
     result = simulate(spec.__class__(cluster.name, spec.hosts), tree, trace, cfg)
     hosts = {h.name: h.gpus for h in spec.hosts}
-    done, runs_by_job, rules = demo.finished_runs(result, hosts)
+    done, runs_by_job, rules = finished_runs(result, hosts)
     origin = now - dt.timedelta(days=history_days)
     end = origin + dt.timedelta(seconds=max((o.end_s or 0.0) for o in result.jobs) + 3600)
-    counts = demo._store_history(
+    counts, _ = demo._store_history(
         cluster=cluster,
         projects=demo._projects(root),
         trace={t.job_id: t for t in trace},
-        done=done,
+        outcomes=done,
         runs_by_job=runs_by_job,
         rules=rules,
         at=lambda s: origin + dt.timedelta(seconds=s),

@@ -5,7 +5,9 @@
 - `demo_backfill` replays `ALLOT_DEMO_BACKFILL_DAYS` of the organisation's load through
   the simulator (the same engine as live) and stores what happened as jobs, attempts
   and events ending now, then computes the ledger of those hours; a new user sees
-  history at first sign-in.
+  history at first sign-in. The jobs running or waiting at its end are handed over to
+  the live cluster (`scheduler.services.demo_handover`): the history ends busy, as the
+  live cluster goes on.
 - `demo_load_tick` (a beat task) submits the same kind of load through the real submit
   service while the demo runs: debug bursts, team pushes, long training, unallocated
   sweeps (`scheduler.core.sim.generate.organisation_rows`), with `DEMO_SPEED` applied to
@@ -26,7 +28,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from budgets.models import BudgetNode, Membership
@@ -34,19 +36,24 @@ from budgets.selectors import tree_index
 from budgets.services import budget_tree_export
 from config.errors import ApplicationError
 from ledger.accounting import EndReason
+from ledger.periods import report_end
 from ledger.services import rollups_refresh
-from scheduler.core.engine import stop_rule
 from scheduler.core.engine.budget_tree import budget_node, entitled_shares, parse_tree_document
 from scheduler.core.sim.generate import TraceRow, organisation_rows
-from scheduler.core.sim.history import RunRecord, runs_with_gpu_indices
-from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig, SimResult, TraceJob
+from scheduler.core.sim.history import RunRecord
+from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig, TraceJob
 from scheduler.core.sim.model import JobState as SimJobState
 from scheduler.core.sim.replay import simulate
-from scheduler.core.utilization import mean_utilization, profile_for, utilization_at
+from scheduler.core.utilization import (
+    HUNG,
+    IDLE,
+    mean_utilization,
+    profile_for,
+    utilization_at,
+)
 from scheduler.models import (
     Attempt,
     AttemptEnd,
-    AttemptState,
     Cluster,
     Job,
     JobEvent,
@@ -55,6 +62,17 @@ from scheduler.models import (
 )
 from scheduler.selectors.translate import engine_tree
 from scheduler.services.clusters import cluster_create, cluster_policy_update
+from scheduler.services.demo_handover import (
+    END_OF,
+    Handover,
+    attempt_row,
+    end_occupancy,
+    handover_start,
+    open_job_fields,
+    open_requests,
+    recorded_runs,
+    work_left,
+)
 from scheduler.services.jobs import job_submit
 from scheduler.services.previews import sim_config_for_cluster
 from scheduler.services.transitions import job_event, job_target
@@ -63,8 +81,6 @@ log = logging.getLogger(__name__)
 
 DEMO_CLUSTER = "demo-h100"
 DEMO_HOSTS, DEMO_GPUS_PER_HOST = 16, 8
-# At most this many replays of the back-fill without the jobs the last one left unended.
-SETTLE_ROUNDS = 4
 DEMO_SPEED = 60.0  # simulated seconds per wall second: an hour of work runs a minute
 # The load's minimum runtimes are divided by DEMO_SPEED (Allot counts protection in wall
 # seconds while the cluster runs DEMO_SPEED times faster), so the policy settings that are
@@ -82,13 +98,6 @@ DAY_S = 86400.0
 # so the cluster is busy and a queue waits at first sign-in instead of filling over the
 # first half hour.
 FIRST_TICK_LOOKBACK_S = DAY_S / DEMO_SPEED
-
-_END = {
-    EndReason.COMPLETED: AttemptEnd.SUCCEEDED,
-    EndReason.PREEMPTED: AttemptEnd.PREEMPTED,
-    EndReason.DRAINED: AttemptEnd.DRAINED,
-    EndReason.HOST_DOWN: AttemptEnd.LOST,
-}
 
 
 def demo_enabled() -> bool:
@@ -182,75 +191,114 @@ def _tree_document(root: BudgetNode) -> dict[str, Any]:
 # ------------------------------------------------------------------------- back-fill
 
 
-def demo_backfill(*, root: BudgetNode, cluster: Cluster, days: float, now=None) -> dict:
+def demo_backfill(
+    *, root: BudgetNode, cluster: Cluster, days: float, now=None, start_runs: bool = True
+) -> dict:
     """Replay `days` of the organisation's load through the simulator and store it as
-    the cluster's history up to `now`. Only jobs that ended by `now` are kept (work in
-    flight at the end belongs to the live cluster). Does nothing if the cluster has jobs.
-    Returns counts and seconds."""
+    the cluster's history up to `now`: every job it played, the jobs still running or
+    waiting at `now` as the live cluster's running and pending jobs (handed over:
+    `scheduler.services.demo_handover`), whose runs `start_runs` starts on the
+    simulated cluster for the work they have left. Does nothing if the cluster has jobs.
+    Returns counts, the simulation's occupancy of its last hour and seconds."""
     started = time.perf_counter()
     if Job.objects.filter(cluster=cluster).exists():
         return {"skipped": "the cluster already has jobs"}
     now = now or timezone.now()
     origin = now - dt.timedelta(seconds=days * DAY_S)
-    document = _tree_document(root)
-    shares = entitled_shares(budget_node(parse_tree_document(document)))
-    # The tree and project names the live cycles plan with (`engine_tree`: leaves by
-    # slug path): Fair Tree breaks ties by a hash of the path, so a tree named otherwise
-    # gives another history than a preview (or a live cycle) replays.
-    index = tree_index()
-    tree = engine_tree(index)
-    projects = _projects(root)
-    engine_names = {name: index.path(node.pk) for name, node in projects.items()}
-    hosts = {h.name: h.gpus for h in cluster.hosts.all()}
-    rows = organisation_rows(DEMO_SEED, shares, sum(hosts.values()), days * DAY_S)
-    rows.sort(key=lambda r: r.submit_s)
-    trace = [_trace_job(i, r) for i, r in enumerate(rows)]
-    played = [replace(t, project=engine_names.get(t.project, t.project)) for t in trace]
-    spec = ClusterSpec(cluster.name, tuple(HostSpec(n, g) for n, g in sorted(hosts.items())))
-    result = _settled_history(
-        spec, tree, played, replace(_backfill_config(cluster), until_s=days * DAY_S, seed=0)
-    )
+    index, projects = tree_index(), _projects(root)
+    trace, spec, played = _backfill_trace(root, cluster, index, projects, days)
+    config = replace(_backfill_config(cluster), until_s=days * DAY_S, seed=0)
+    # Played once: the record holds every job played (ended, running or waiting at the
+    # end), so a preview replaying the stored jobs plays the same history.
+    result = simulate(spec, engine_tree(index), played, config)
     simulated_s = time.perf_counter() - started
-    done, runs_by_job, rules = finished_runs(result, hosts)
-    counts = _store_history(
+    kept, runs_by_job, rules = recorded_runs(result, _host_gpus(cluster))
+    handover = Handover.of(config, end_s=days * DAY_S, speed=cluster.clock_speed)
+    counts, requests = _store_history(
         cluster=cluster,
         projects=projects,
         trace={t.job_id: t for t in trace},
-        done=done,
+        outcomes=kept,
         runs_by_job=runs_by_job,
         rules=rules,
         at=lambda s: origin + dt.timedelta(seconds=s),
+        handover=handover,
+        paths={node.pk: index.path(node.pk) for node in projects.values()},
+        own_ids=True,
     )
     _refresh_ledger(cluster, origin, now)
+    if start_runs:
+        counts.update(handover_start(cluster, requests))
+    # the waiting work is handed over: the first tick submits only what arrives after
+    cache.set(_LOAD_KEY, now.timestamp(), timeout=None)
     counts.update(
-        simulated_s=round(simulated_s, 2), seconds=round(time.perf_counter() - started, 2)
+        # the simulation's occupancy of the last complete hour (the dashboards' last)
+        last_hour_occupancy=round(end_occupancy(result, _seconds(report_end(now), origin)), 4),
+        simulated_s=round(simulated_s, 2),
+        seconds=round(time.perf_counter() - started, 2),
     )
     log.info("demo back-fill of %s: %s", cluster, counts)
     return counts
 
 
-def _settled_history(
-    spec: ClusterSpec, tree: Any, trace: list[TraceJob], config: SimConfig
-) -> SimResult:
-    """The simulated history of the jobs it stores: only jobs that ended are stored, so
-    the jobs still waiting or running at the end are taken out and the rest played
-    again (until every job played ends, at most `SETTLE_ROUNDS` times). A job left
-    waiting for the whole history (a large unallocated sweep) otherwise shapes every
-    cycle of a history that does not hold it, and a preview replaying the stored jobs
-    (which is all the record has) could not come out as the history did."""
-    result = simulate(spec, tree, trace, config)
-    for _ in range(SETTLE_ROUNDS):
-        ended = {o.job_id for o in result.jobs if o.end_s is not None and o.rejected is None}
-        if all(t.job_id in ended for t in trace):
-            break
-        trace = [t for t in trace if t.job_id in ended]
-        result = simulate(spec, tree, trace, config)
-    return result
+def _backfill_trace(root, cluster, index, projects, days):
+    """The generated load of `days` (project names), the cluster's spec, and the trace as
+    played: each job by the id its `Job` row will have and projects named as the live
+    cycles name them (the engine tree's leaves by slug path). The engine breaks ties by
+    them (Fair Tree by a hash of the path, the victims' order by job id), so a history
+    played under other names is not the one a preview or live cycle replays."""
+    shares = entitled_shares(budget_node(parse_tree_document(_tree_document(root))))
+    engine_names = {name: index.path(node.pk) for name, node in projects.items()}
+    hosts = _host_gpus(cluster)
+    rows = organisation_rows(DEMO_SEED, shares, sum(hosts.values()), days * DAY_S)
+    rows.sort(key=lambda r: r.submit_s)
+    ids = _reserved_job_ids(len(rows))
+    trace = [_trace_job(str(pk), r) for pk, r in zip(ids, rows, strict=True)]
+    # A job whose utilization profile never leaves 0 (hung) is recorded idle from its
+    # start, and a preview replays it so (`idle_after_s`): it is played so too.
+    trace = [replace(t, idle_after_s=0.0) if _never_busy(t) else t for t in trace]
+    played = [replace(t, project=engine_names.get(t.project, t.project)) for t in trace]
+    spec = ClusterSpec(cluster.name, tuple(HostSpec(n, g) for n, g in sorted(hosts.items())))
+    return trace, spec, played
 
 
-def _trace_job(index: int, row: TraceRow) -> TraceJob:
+def _seconds(at: dt.datetime, origin: dt.datetime) -> float:
+    return (at - origin).total_seconds()
+
+
+def _host_gpus(cluster: Cluster) -> dict[str, int]:
+    return {h.name: h.gpus for h in cluster.hosts.all()}
+
+
+def _job_name(job: TraceJob) -> str:
+    return f"{job.kind}-{job.job_id.removeprefix('demo-')}"
+
+
+def _job_spec(kind: str) -> dict[str, str]:
+    return {"image": "demo/pytorch:2.5", "command": f"python {kind}.py"}
+
+
+def _never_busy(job: TraceJob) -> bool:
+    """Whether the simulated cluster's profile of `job` (`profile_for`) is never busy."""
+    return profile_for(kind=job.kind, spec=_job_spec(job.kind), key=_job_name(job)) in (
+        HUNG,
+        IDLE,
+    )
+
+
+def _reserved_job_ids(count: int) -> list[int]:
+    """`count` ids taken from the `Job` table's sequence, in order (stored jobs get them)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            [Job._meta.db_table, count],
+        )
+        return sorted(row[0] for row in cursor.fetchall())
+
+
+def _trace_job(job_id: str, row: TraceRow) -> TraceJob:
     return TraceJob(
-        job_id=f"demo-{index:06d}",
+        job_id=job_id,
         project=row.project,
         user=row.user,
         submit_s=float(row.submit_s),
@@ -264,35 +312,41 @@ def _trace_job(index: int, row: TraceRow) -> TraceJob:
 
 
 @transaction.atomic
-def _store_history(*, cluster, projects, trace, done, runs_by_job, rules, at) -> dict:
+def _store_history(
+    *,
+    cluster,
+    projects,
+    trace,
+    outcomes,
+    runs_by_job,
+    rules,
+    at,
+    handover=None,
+    paths=None,
+    own_ids=False,
+) -> tuple[dict, list]:
+    """Store the jobs of `outcomes` (job id -> the simulator's outcome) with their runs
+    and events; those still running or waiting at the end (only with a `handover`) as
+    running and pending jobs. Returns the counts and the start requests of the open runs
+    (`paths`: the projects' tree paths by node id, as the live cycle names them).
+    `own_ids`: the trace's job ids are the ids the rows take (`_reserved_job_ids`)."""
     submitters = _submitters(projects)
     kept = [
-        job_id for job_id in done if runs_by_job.get(job_id) and trace[job_id].project in projects
+        job_id
+        for job_id in outcomes
+        if trace[job_id].project in projects
+        and (runs_by_job.get(job_id) or (handover and outcomes[job_id].end_s is None))
     ]
-    jobs = Job.objects.bulk_create(
-        _job_row(
-            cluster, projects, submitters, trace[job_id], done[job_id], runs_by_job[job_id], at
-        )
-        for job_id in kept
-    )
-    job_of = dict(zip(kept, jobs, strict=True))
+    rows = [
+        _job_row(cluster, projects, submitters, trace[j], outcomes[j], runs_by_job[j], at, handover)
+        for j in kept
+    ]
+    if own_ids:  # the jobs were played under the ids reserved for them
+        for job_id, row in zip(kept, rows, strict=True):
+            row.pk = int(job_id)
+    job_of = dict(zip(kept, Job.objects.bulk_create(rows), strict=True))
     attempts = Attempt.objects.bulk_create(
-        Attempt(
-            job=job_of[job_id],
-            number=n,
-            attempt_id=f"backfill-{cluster.pk}-{job_id}-{n}",
-            cluster=cluster,
-            project=job_of[job_id].project,
-            gpus=run.gpus,
-            placements=[{"host": h, "gpu_indices": list(ix)} for h, ix in run.placements],
-            allocated=run.allocated,
-            state=AttemptState.ENDED,
-            created_at=at(run.start_s),
-            started_at=at(run.start_s),
-            stop_requested_at=None if run.end_reason == EndReason.COMPLETED else at(run.end_s),
-            ended_at=at(run.end_s),
-            end_reason=_END.get(run.end_reason, AttemptEnd.LOST),
-        )
+        attempt_row(cluster, job_of[job_id], job_id, n, run, at)
         for job_id in kept
         for n, run in enumerate(runs_by_job[job_id], start=1)
     )
@@ -305,7 +359,13 @@ def _store_history(*, cluster, projects, trace, done, runs_by_job, rules, at) ->
         job = job_of[job_id]
         events += _job_events(job, attempts_of[job.pk], runs_by_job[job_id], rules, at)
     JobEvent.objects.bulk_create(events)
-    return {"jobs": len(jobs), "attempts": len(attempts), "events": len(events)}
+    left = work_left(kept, job_of, attempts_of, runs_by_job, trace, handover)
+    counts = {"jobs": len(rows), "attempts": len(attempts), "events": len(events)}
+    counts.update(
+        running=sum(r.state == JobState.RUNNING for r in rows),
+        pending=sum(r.state == JobState.PENDING for r in rows),
+    )
+    return counts, open_requests(cluster, attempts, left, paths or {})
 
 
 def _profiled(attempt: Attempt) -> UtilizationSample:
@@ -326,35 +386,52 @@ def _profiled(attempt: Attempt) -> UtilizationSample:
     )
 
 
-def _job_row(cluster, projects, submitters, job: TraceJob, outcome, runs, at) -> Job:
-    project = projects[job.project]
-    last = runs[-1]
+def _job_row(cluster, projects, submitters, job: TraceJob, outcome, runs, at, handover=None) -> Job:
+    """A played job as stored: ended as the simulator ended it, or (with a `handover`)
+    running or waiting as the simulation left it (`open_job_fields`)."""
+    fields = (
+        open_job_fields(job, runs, outcome.min_runtime_s, handover, at)
+        if handover is not None and outcome.end_s is None
+        else _ended_job_fields(job, outcome, runs, at)
+    )
     return Job(
         cluster=cluster,
-        project=project,
+        project=projects[job.project],
         submitter=submitters[job.project],
-        name=f"{job.kind}-{job.job_id[5:]}",
+        name=_job_name(job),
         gpus=job.gpus,
-        min_runtime_s=int(outcome.min_runtime_s),
         resumable=job.resumable,
         priority=job.priority,
         kind=job.kind,
-        spec={"image": "demo/pytorch:2.5", "command": f"python {job.kind}.py"},
+        spec=_job_spec(job.kind),
         duration_s=int(job.duration_s),
-        state=_job_state_after(job, last),
         submitted_at=at(job.submit_s),
-        queued_at=at(runs[-2].end_s if len(runs) > 1 else job.submit_s),
-        first_started_at=at(runs[0].start_s),
-        ended_at=at(last.end_s),
+        attempt_count=len(runs),
+        **fields,
+    )
+
+
+def _ended_job_fields(job: TraceJob, outcome, runs, at) -> dict:
+    last = runs[-1]
+    return {
+        "state": _job_state_after(job, last),
+        "min_runtime_s": int(outcome.min_runtime_s),
+        "queued_at": at(runs[-2].end_s if len(runs) > 1 else job.submit_s),
+        "first_started_at": at(runs[0].start_s),
+        "ended_at": at(last.end_s),
         # work saved by the earlier runs, as a live cycle records it (Job.progress_s):
-        # a completed job's last run did the rest of its duration
-        progress_s=(
-            max(0.0, job.duration_s - (last.end_s - last.start_s))
+        # a completed job's last run did the rest of its duration. Not floored at 0: a
+        # restart in the simulator also runs its restart overhead, so when the earlier
+        # runs saved less than that the last run is longer than the duration, and only
+        # the duration less the last run keeps saved work + last run = the duration a
+        # preview replays (floored, it replayed such a job 120 s longer than it was
+        # played, and everything after it shifted)
+        "progress_s": (
+            job.duration_s - (last.end_s - last.start_s)
             if outcome.state == SimJobState.COMPLETED
             else 0.0
         ),
-        attempt_count=len(runs),
-    )
+    }
 
 
 # what the back-filled history says of a job after a stopped run, by the state it went to
@@ -368,7 +445,7 @@ _AFTER_STOP_TEXT = {
 def _job_state_after(job: Job | TraceJob, run: RunRecord) -> str:
     """The state a job goes to when `run` ends: the live cycle's one rule (`job_target`)
     for the attempt end the simulator's end reason stands for."""
-    end = _END.get(run.end_reason, AttemptEnd.LOST)
+    end = END_OF.get(run.end_reason, AttemptEnd.LOST)
     return job_target(end, resumable=job.resumable, started=True)
 
 
@@ -407,6 +484,8 @@ def _job_events(job: Job, attempts, runs, rules, at) -> list[JobEvent]:
                 attempt=attempt,
             ),
         ]
+        if run.end_reason == EndReason.RUNNING_AT_END:
+            continue  # handed over to the live cluster running
         if run.end_reason == EndReason.COMPLETED:
             events.append(
                 job_event(
@@ -493,7 +572,7 @@ def demo_load_tick(*, now: dt.datetime | None = None) -> int:
                 resumable=row.resumable,
                 priority=row.priority,
                 kind=row.kind,
-                spec={"image": "demo/pytorch:2.5", "command": f"python {row.kind}.py"},
+                spec=_job_spec(row.kind),
                 duration_s=max(1, int(row.duration_s)),
             )
         except ApplicationError as exc:  # e.g. a shape the cluster cannot hold
@@ -516,23 +595,3 @@ def _rows_between(shares, gpus: int, sim_from: float, sim_to: float) -> list[Tra
                 rows.append(row)
         day += 1
     return rows
-
-
-def finished_runs(
-    result: SimResult, hosts: dict[str, int]
-) -> tuple[dict[str, Any], dict[str, list[RunRecord]], dict[tuple[str, float], str]]:
-    """What a simulated history stores: the jobs that ended (job id -> outcome), their
-    runs with GPU indices by job, and the rule of each preemption by (job id, time)."""
-    done = {
-        o.job_id: o
-        for o in result.jobs
-        if o.state in (SimJobState.COMPLETED, SimJobState.TERMINATED)
-        and o.rejected is None
-        and o.end_s is not None
-    }
-    runs_by_job: dict[str, list[RunRecord]] = defaultdict(list)
-    for run in runs_with_gpu_indices(result.intervals, hosts):
-        if run.job_id in done:
-            runs_by_job[run.job_id].append(run)
-    rules = {(p.job_id, round(p.at_s, 3)): stop_rule(p.reason_code) for p in result.preemptions}
-    return done, runs_by_job, rules

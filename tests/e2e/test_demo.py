@@ -15,13 +15,18 @@ from hypothesis import strategies as st
 
 from budgets.models import BudgetNode
 from budgets.selectors import tree_index
+from ledger import selectors as ledger_selectors
 from ledger.accounting import EndReason, RunInterval
 from ledger.models import ProjectHour
+from ledger.periods import Period, report_end
+from scheduler import tasks
+from scheduler.adapters.simulated import adapter_for_cluster
 from scheduler.core.sim.history import GpuIndexError, RunRecord, runs_with_gpu_indices
 from scheduler.core.sim.model import TraceJob
 from scheduler.management.commands.seed_demo import DEMO_TREE
 from scheduler.models import (
     Attempt,
+    AttemptEnd,
     AttemptState,
     Cluster,
     Host,
@@ -157,20 +162,17 @@ def test_backfill_writes_a_history_a_live_cluster_could_have_recorded(demo_org):
     jobs = list(Job.objects.filter(cluster=cluster))
     kinds = {j.kind for j in jobs}
     assert {"debug", "training", "sweep"} <= kinds
-    assert all(j.state in (JobState.SUCCEEDED, JobState.PREEMPTED, JobState.FAILED) for j in jobs)
+    ended = (JobState.SUCCEEDED, JobState.PREEMPTED, JobState.FAILED)
+    # the jobs going at the end are handed over running or pending, none in between
+    assert all(j.state in (*ended, JobState.RUNNING, JobState.PENDING) for j in jobs)
+    assert all((j.ended_at is None) == (j.state not in ended) for j in jobs)
     start = now - dt.timedelta(days=2)
-    by_gpu = defaultdict(list)
     for a in Attempt.objects.filter(cluster=cluster).select_related("job"):
-        assert a.state == AttemptState.ENDED
-        assert a.job.submitted_at <= a.started_at < a.ended_at <= now
+        assert a.job.submitted_at <= a.started_at < (a.ended_at or now) <= now
+        assert (a.state == AttemptState.ENDED) == (a.ended_at is not None)
         assert start <= a.started_at and a.allocated == (a.job.min_runtime_s > 0)
         assert sum(len(p["gpu_indices"]) for p in a.placements) == a.gpus
-        for p in a.placements:
-            for index in p["gpu_indices"]:
-                by_gpu[(p["host"], index)].append((a.started_at, a.ended_at))
-    for spans in by_gpu.values():
-        spans.sort()
-        assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:], strict=False))
+    _assert_no_gpu_held_twice(cluster, now)
     # events tell each job's story: submitted first, the job's final state last
     for job in jobs[:200]:
         path = list(JobEvent.objects.filter(job=job).values_list("from_state", "to_state"))
@@ -178,7 +180,8 @@ def test_backfill_writes_a_history_a_live_cluster_could_have_recorded(demo_org):
         assert all(a[1] == b[0] for a, b in zip(path, path[1:], strict=False)), path
     # every ended attempt has its profile's GPU utilization, so the pyramid has history
     samples = UtilizationSample.objects.filter(cluster=cluster).select_related("attempt__job")
-    assert samples.count() == Attempt.objects.filter(cluster=cluster).count()
+    ended_attempts = Attempt.objects.filter(cluster=cluster, state=AttemptState.ENDED)
+    assert samples.count() == ended_attempts.count()
     by_kind = defaultdict(list)
     for row in samples:
         assert 0.0 <= row.mean_pct <= row.max_pct <= 100.0
@@ -187,6 +190,61 @@ def test_backfill_writes_a_history_a_live_cluster_could_have_recorded(demo_org):
     assert ProjectHour.objects.filter(cluster=cluster, measured_gpu_h__gt=0).exists()
     # a second seed adds nothing
     assert "skipped" in demo.demo_backfill(root=root, cluster=cluster, days=2, now=now)
+
+
+def _assert_no_gpu_held_twice(cluster, now) -> None:
+    """No two runs (ended, or open until `now`) held one GPU at the same time."""
+    by_gpu = defaultdict(list)
+    for a in Attempt.objects.filter(cluster=cluster):
+        for p in a.placements:
+            for index in p["gpu_indices"]:
+                by_gpu[(p["host"], index)].append((a.started_at, a.ended_at or now))
+    for spans in by_gpu.values():
+        spans.sort()
+        assert all(end <= nxt for (_, end), (nxt, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_the_history_ends_busy_and_the_first_live_cycle_carries_it_on(demo_org, admin_user):
+    """The back-fill hands the jobs its simulation left running or waiting over to the
+    live cluster: the dashboards' occupancy of the last complete hour is the
+    simulation's (it showed a nearly idle cluster when only ended jobs were stored), the
+    running jobs are open attempts on the simulated cluster's GPUs that the first live
+    cycle adopts (none lost or failed), and the waiting ones are pending."""
+    root, cluster = demo_org
+    now = timezone.now()
+    counts = demo.demo_backfill(root=root, cluster=cluster, days=2, now=now)
+    assert counts["running"] > 0 and counts["pending"] > 0
+    assert (counts["started"], counts["not_started"]) == (counts["running"], 0)
+    hour = report_end(now) - dt.timedelta(hours=1)
+    period = Period(since=hour, until=hour + dt.timedelta(hours=1), step="hour", cluster=cluster)
+    occupancy = ledger_selectors.occupancy(period, viewer=admin_user)["headline"]["occupancy"]
+    assert counts["last_hour_occupancy"] > 0.8
+    assert occupancy == pytest.approx(counts["last_hour_occupancy"], abs=0.03)
+    running = {
+        a.attempt_id: a
+        for a in Attempt.objects.filter(cluster=cluster, state=AttemptState.RUNNING).select_related(
+            "job"
+        )
+    }
+    assert len(running) == counts["running"]
+    assert all(a.job.state == JobState.RUNNING and a.started_at < now for a in running.values())
+    assert Job.objects.filter(cluster=cluster, state=JobState.PENDING).count() == counts["pending"]
+    on_cluster = {cj.attempt_id: cj for cj in adapter_for_cluster(cluster).jobs()}
+    assert set(running) <= set(on_cluster)
+    for attempt_id, attempt in running.items():
+        held = {(p.host, tuple(p.gpu_indices)) for p in on_cluster[attempt_id].placements}
+        assert held == {(p["host"], tuple(p["gpu_indices"])) for p in attempt.placements}
+
+    record = tasks.run_cycle.worker.run(cluster_id=cluster.pk)
+    assert record is not None and not record.errors
+    after = Attempt.objects.filter(attempt_id__in=running).select_related("job")
+    lost = [a for a in after if a.end_reason in (AttemptEnd.LOST, AttemptEnd.START_FAILED)]
+    assert not lost and not any(a.job.state == JobState.FAILED for a in after)
+    # adopted with the start the simulation gave them (the ledger charged from it)
+    assert {a.attempt_id: a.started_at for a in after} == {
+        i: a.started_at for i, a in running.items()
+    }
+    _assert_no_gpu_held_twice(cluster, timezone.now())
 
 
 def test_the_load_submits_the_organisations_kinds_and_respects_the_cap(demo_org, settings):
@@ -314,7 +372,7 @@ def test_a_preview_replays_the_backfilled_history_as_it_was_played(demo_org_real
     then left out, evaluation came out 253 GPU-h against 261 recorded in 2 days."""
     root, cluster = demo_org_real_limits
     now = timezone.now().replace(minute=0, second=0, microsecond=0)
-    demo.demo_backfill(root=root, cluster=cluster, days=2, now=now)
+    demo.demo_backfill(root=root, cluster=cluster, days=2, now=now, start_runs=False)
     origin = now - dt.timedelta(days=2)
     result = preview_compute(
         cluster=cluster, index=tree_index(), edits={}, since=origin, until=now, parallel=False
