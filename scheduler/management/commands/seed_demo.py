@@ -75,7 +75,8 @@ class Command(BaseCommand):
 
     def _cluster_and_history(self) -> None:
         """The demo's simulated cluster and its back-filled history (needs the simulated
-        cluster process: `make run` starts it first)."""
+        cluster process, which the back-fill starts the runs it hands over on: `make run`
+        starts it first)."""
         try:
             cluster = demo_cluster_ensure()
         except ClusterUnreachable as exc:
@@ -89,5 +90,6 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"Demo history: {days:g} days of {cluster.name} back-filled through the "
                     f"simulator ({counts['jobs']} jobs, {counts['attempts']} runs) in "
-                    f"{counts['seconds']:.1f} s."
+                    f"{counts['seconds']:.1f} s; handed over to the live cluster: "
+                    f"{counts['started']} jobs running, {counts['pending']} waiting."
                 )
