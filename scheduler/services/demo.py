@@ -229,8 +229,8 @@ def demo_backfill(
     _refresh_ledger(cluster, origin, now)
     if start_runs:
         counts.update(handover_start(cluster, requests))
-    # the waiting work is handed over: the first tick submits only what arrives after
-    cache.set(_LOAD_KEY, now.timestamp(), timeout=None)
+        # the waiting work is handed over: the first tick submits only what arrives after
+        cache.set(_LOAD_KEY, now.timestamp(), timeout=None)
     counts.update(
         # the simulation's occupancy of the last complete hour (the dashboards' last)
         last_hour_occupancy=round(end_occupancy(result, _seconds(report_end(now), origin)), 4),
