@@ -36,6 +36,7 @@ from scheduler.models import (
     UtilizationSample,
 )
 from scheduler.services import demo
+from scheduler.services.demo_handover import Handover, is_open, left_s, need_s, open_job_fields
 from scheduler.services.previews import preview_compute
 
 
@@ -228,7 +229,12 @@ def test_the_history_ends_busy_and_the_first_live_cycle_carries_it_on(demo_org, 
     }
     assert len(running) == counts["running"]
     assert all(a.job.state == JobState.RUNNING and a.started_at < now for a in running.values())
-    assert Job.objects.filter(cluster=cluster, state=JobState.PENDING).count() == counts["pending"]
+    pending = Job.objects.filter(cluster=cluster, state=JobState.PENDING)
+    assert pending.count() == counts["pending"]
+    # their minimum runtimes compressed as the live load's are (the 60x cluster's cap)
+    assert all(
+        m <= cluster.max_min_runtime_s for m in pending.values_list("min_runtime_s", flat=True)
+    )
     on_cluster = {cj.attempt_id: cj for cj in adapter_for_cluster(cluster).jobs()}
     assert set(running) <= set(on_cluster)
     for attempt_id, attempt in running.items():
@@ -245,6 +251,26 @@ def test_the_history_ends_busy_and_the_first_live_cycle_carries_it_on(demo_org, 
         i: a.started_at for i, a in running.items()
     }
     _assert_no_gpu_held_twice(cluster, timezone.now())
+
+
+def test_a_handed_over_run_needs_what_the_simulator_had_left():
+    """The work a run going at the back-fill's end has left: its duration, less what
+    each stopped run saved at its checkpoints, plus the restart overhead per restart
+    (the simulator's rule), less what the open run ran."""
+    h = Handover(end_s=10_000.0, speed=60.0, checkpoint_s=1800.0, overhead_s=120.0)
+    job = TraceJob("1", "p", "u", 0.0, 8, 7200.0, 3600.0, True, 0, "training")
+
+    def run(start, end, reason=EndReason.PREEMPTED):
+        return RunRecord("1", start, end, reason, True, 8, (("h0", tuple(range(8))),))
+
+    # 2,000 s run saved one checkpoint (1,800 s); 100 s run saved nothing
+    stopped = [run(0.0, 2000.0), run(3000.0, 3100.0)]
+    assert need_s(job, stopped, h) == (7200.0 - 1800.0 + 120.0) + 120.0
+    runs = [*stopped, run(9000.0, 10_000.0, EndReason.RUNNING_AT_END)]
+    assert is_open(runs) and left_s(job, runs, h) == 5640.0 - 1000.0
+    fields = open_job_fields(job, runs, 3600.0, h, lambda s: s)
+    assert fields["state"] == JobState.RUNNING and fields["min_runtime_s"] == 60
+    assert fields["progress_s"] == 7200.0 - 5640.0 and fields["queued_at"] == 3100.0
 
 
 def test_the_load_submits_the_organisations_kinds_and_respects_the_cap(demo_org, settings):
