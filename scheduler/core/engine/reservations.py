@@ -118,8 +118,11 @@ class Reservations:
         # GPUs of under-served projects' work past its protection that short jobs may
         # still take on the reserve this cycle
         self.under_budget = 0
-        # whether short jobs on the reserve leave other projects' floor jobs alone
+        # whether short jobs on the reserve leave other projects' floor jobs alone; the
+        # wait past which one takes under-served work beyond the budget; its block order
         self.spares_floor = False
+        self.take_after = INF
+        self.fewest_gpus = False
 
     def usable(self) -> bool:
         """Whether a reserved host has free GPUs that some job could still be allowed."""
@@ -256,7 +259,13 @@ class Reservations:
                         continue
                     if u.floor and self.spares_floor and u.project != short.project:
                         continue
-                    if lf[leaf.get(u.project, root)] > 1.0 and self.under_budget < p:
+                    if (
+                        lf[leaf.get(u.project, root)] > 1.0
+                        and self.under_budget < p
+                        and self.now - short.submit_s < self.take_after
+                    ):
+                        # a job that has waited longer may still take it
+                        skipped_own = skipped_own or self.take_after < INF
                         continue
                 on.append((u, mu))
             if not on:
@@ -264,10 +273,11 @@ class Reservations:
             free_left = free[h].bit_count()
             for s, chosen in blocks_in_room(free[h], on, gpus[h], p):
                 taken = [u for u in chosen if u.allocated]
+                under = [u.gpus for u in taken if lf[leaf.get(u.project, root)] > 1.0]
                 key = (
-                    sum(1 for u in taken if lf[leaf.get(u.project, root)] > 1.0),
-                    len(taken),
-                    -min([u.rank for u in taken], default=0),  # the lowest-ranked first
+                    sum(under) if self.fewest_gpus else len(under),
+                    0 if self.fewest_gpus else len(taken),
+                    0 if self.fewest_gpus else -min([u.rank for u in taken], default=0),
                     sum(u.lost for u in chosen),
                     len(chosen),
                     free_left,
@@ -470,6 +480,7 @@ class Reservations:
         if (count <= 0 and not rule.auto) or not c.healthy_by_size:
             return
         self.spares_floor = rule.spares_floor
+        self.take_after, self.fewest_gpus = rule.take_after_s, rule.fewest_gpus
         loads = self._short_loads(short_s, pending, rule)
         chosen = self._short_hosts(count, loads, rule.auto, rule.idle_share)
         if chosen and rule.auto:

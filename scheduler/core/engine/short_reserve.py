@@ -24,6 +24,8 @@ class ShortReserveRule(NamedTuple):
     head: Workload | None = None
     demand_window_s: float = math.inf
     spares_floor: bool = False
+    take_after_s: float = math.inf
+    fewest_gpus: bool = False
 
 
 def short_reserve_rule(policy: Policy, head: Workload | None) -> ShortReserveRule:
@@ -35,6 +37,8 @@ def short_reserve_rule(policy: Policy, head: Workload | None) -> ShortReserveRul
         head,
         policy.short_reserve_demand_window_s,
         policy.short_reserve_spares_floor,
+        policy.short_reserve_take_after_s,
+        policy.short_reserve_fewest_gpus,
     )
 
 

@@ -95,6 +95,8 @@ def policy_for(config: SimConfig, **extra: object) -> Policy:
         "share_floor": config.share_floor,
         "short_reserve_demand_window_s": config.short_reserve_demand_window_s,
         "short_reserve_spares_floor": config.short_reserve_spares_floor,
+        "short_reserve_take_after_s": config.short_reserve_take_after_s,
+        "short_reserve_fewest_gpus": config.short_reserve_fewest_gpus,
     }
     values.update(extra)
     return Policy(**{k: v for k, v in values.items() if k in names})  # type: ignore[arg-type]

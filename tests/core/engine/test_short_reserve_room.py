@@ -250,3 +250,55 @@ def test_the_demand_window_and_sparing_the_floor_keep_every_contract():
 
     check()
     assert seen["stop short_reserve"] >= 5, dict(seen)
+
+
+def test_a_short_job_that_waited_past_the_take_after_bound_goes_beyond_the_budget():
+    # the overload of the demand-window test: the backlog keeps the budget to 2 GPUs of
+    # b's 20 debug jobs (16 start, two trainers stop). With `short_reserve_take_after_s`
+    # (an experiment, off by default) the debug jobs that have waited 60 s take a's
+    # work beyond it; the fresh ones only within it
+    busy = _full(64, NOW - 2 * H)
+    longs = [job(f"l{i}", "a", 8, minrt=H, submit=NOW - 2 * H) for i in range(576)]
+    old = [job(f"d{i}", "b", 1, minrt=5 * 60, submit=NOW - 60) for i in range(20)]
+    s = snap(hosts(64), busy, pending(*longs, *old), tree(a=1, b=1, c=1), usage={"b": 1000 * H})
+    policy = Policy(short_reserve_take_after_s=60.0)
+    out = plan(s, policy, NOW)
+    assert {x.workload_id for x in out.starts} == {w.id for w in old}
+    assert len(out.stops) == 3
+    assert all(x.reason_code == StopReason.SHORT_RESERVE for x in out.stops)
+    fresh = replace(s, pending=pending(*longs, *[replace(w, submit_s=NOW) for w in old]))
+    assert len(plan(fresh, policy, NOW).starts) == 16
+    # the fewest GPUs of under-served work first: the same stops, here all 8-GPU trainers
+    both = Policy(short_reserve_take_after_s=60.0, short_reserve_fewest_gpus=True)
+    assert len(plan(s, both, NOW).starts) == 20
+
+
+def test_the_take_after_bound_and_the_fewest_gpus_order_keep_every_contract():
+    seen: Counter[str] = Counter()
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(crowded_with_short_jobs())
+    def check(case: tuple[Snapshot, int]) -> None:
+        s, _ = case
+        policy = Policy(
+            max_min_runtime_s=CAP,
+            short_job_max_s=SHORT,
+            short_reserve_take_after_s=0.0,
+            short_reserve_fewest_gpus=True,
+        )
+        # no protected job stopped, no GPU given twice, short-reserve stops only for a
+        # short job that starts on a held host (check_plan)
+        out = check_plan(s, seen, policy)
+        held = set(out.short_reserve)
+        wanted = {w.id: w for lst in s.pending.values() for w in lst}
+        for x in out.starts:
+            w = wanted[x.workload_id]
+            if x.allocated and min(w.min_runtime_s, CAP) > SHORT:
+                assert not {p.host for p in x.placements} & held
+        if held:
+            # never a job made impossible: one host stays open to long work
+            size = max(h.gpus for h in s.hosts if h.healthy)
+            assert len(held) < sum(1 for h in s.hosts if h.healthy and h.gpus == size)
+
+    check()
+    assert seen["stop short_reserve"] >= 5, dict(seen)
