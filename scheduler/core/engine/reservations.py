@@ -513,7 +513,12 @@ class Reservations:
         )
         late = self.now + max(short_s, rule.release_s if rule.release_s < INF else 0.0)
         running_gpus, long_gpus, late_gpus, has_longer, blocked, running_allocated = host_loads(
-            self.cluster.runs, hosts, short_limit, size, (self.now + short_s, late)
+            self.cluster.runs,
+            hosts,
+            short_limit,
+            size,
+            (self.now + short_s, late),
+            self.now if rule.room_now else None,
         )
         by_long = sorted(hosts, key=lambda h: (blocked[h], long_gpus[h], -h))
         self.under_budget = under_served_budget(

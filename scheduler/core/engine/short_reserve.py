@@ -26,6 +26,7 @@ class ShortReserveRule(NamedTuple):
     spares_floor: bool = False
     take_after_s: float = math.inf
     fewest_gpus: bool = False
+    room_now: bool = False
 
 
 def short_reserve_rule(policy: Policy, head: Workload | None) -> ShortReserveRule:
@@ -39,6 +40,7 @@ def short_reserve_rule(policy: Policy, head: Workload | None) -> ShortReserveRul
         policy.short_reserve_spares_floor,
         policy.short_reserve_take_after_s,
         policy.short_reserve_fewest_gpus,
+        policy.short_reserve_room_now,
     )
 
 
@@ -163,19 +165,22 @@ def host_loads(
     short_limit: float,
     size: int,
     until: tuple[float, float],
+    blocked_after: float | None = None,
 ) -> tuple[int, dict[int, int], dict[int, int], set[int], dict[int, int], int]:
     """GPUs of running short jobs that fit one host of `size` GPUs (on any host); per
     host of `hosts`, GPUs of allocated work protected beyond `until[0]`, and beyond
     `until[1]`; the hosts of `hosts` that run allocated work that is not short
     (protected or not); and per host the GPUs a short job may not take there within
     `until[0]` (`blocked`): long work still protected then, and gangs spanning
-    hosts, which the reserve never takes; last, GPUs of all running allocated jobs."""
+    hosts, which the reserve never takes; last, GPUs of all running allocated jobs.
+    `blocked_after`: count in `blocked` long work protected beyond it instead."""
     short = allocated = 0
     long_gpus = dict.fromkeys(hosts, 0)
     late_gpus = dict.fromkeys(hosts, 0)
     blocked = dict.fromkeys(hosts, 0)
     has_longer: set[int] = set()
     soon, late = until
+    edge = soon if blocked_after is None else blocked_after
     for run in runs:
         if run.allocated is None:
             continue
@@ -192,9 +197,8 @@ def host_loads(
                 n = mask.bit_count()
                 if run.protected_until > soon:
                     long_gpus[h] += n
-                    blocked[h] += n
                     if run.protected_until > late:
                         late_gpus[h] += n
-                elif gang:
+                if gang or run.protected_until > edge:
                     blocked[h] += n
     return short, long_gpus, late_gpus, has_longer, blocked, allocated

@@ -169,6 +169,10 @@ class Policy:
     # the one with the fewest such victims (a 1-GPU job stopping an 8-GPU job takes 8).
     short_reserve_take_after_s: float = float("inf")
     short_reserve_fewest_gpus: bool = False
+    # An experiment, off by default: the reserve counts as its room only GPUs a short
+    # job may take now (not those whose protection ends within the short limit), so
+    # a burst of short jobs finds hosts it can start on at once.
+    short_reserve_room_now: bool = False
     # Idle-GPU reclaim (fair-share mode, off by default): a running job past its minimum
     # runtime whose GPUs have been idle for `idle_reclaim_after_s` (its `idle_since_s`)
     # may be preempted by any allocated job that needs GPUs, and is taken before every

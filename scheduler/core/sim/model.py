@@ -135,6 +135,7 @@ class SimConfig:
     short_reserve_spares_floor: bool = False  # Policy.short_reserve_spares_floor
     short_reserve_take_after_s: float = math.inf  # Policy.short_reserve_take_after_s
     short_reserve_fewest_gpus: bool = False  # Policy.short_reserve_fewest_gpus
+    short_reserve_room_now: bool = False  # Policy.short_reserve_room_now
 
 
 class JobState:

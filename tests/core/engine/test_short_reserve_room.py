@@ -273,7 +273,7 @@ def test_a_short_job_that_waited_past_the_take_after_bound_goes_beyond_the_budge
     assert len(plan(s, both, NOW).starts) == 20
 
 
-def test_the_take_after_bound_and_the_fewest_gpus_order_keep_every_contract():
+def test_the_take_after_bound_the_fewest_gpus_order_and_room_now_keep_every_contract():
     seen: Counter[str] = Counter()
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
@@ -285,6 +285,7 @@ def test_the_take_after_bound_and_the_fewest_gpus_order_keep_every_contract():
             short_job_max_s=SHORT,
             short_reserve_take_after_s=0.0,
             short_reserve_fewest_gpus=True,
+            short_reserve_room_now=True,
         )
         # no protected job stopped, no GPU given twice, short-reserve stops only for a
         # short job that starts on a held host (check_plan)
@@ -302,3 +303,24 @@ def test_the_take_after_bound_and_the_fewest_gpus_order_keep_every_contract():
 
     check()
     assert seen["stop short_reserve"] >= 5, dict(seen)
+
+
+def test_with_room_now_the_reserve_holds_a_host_a_short_job_can_start_on_at_once():
+    # h0-h59 run a's trainers past their protection; h60-h63 run trainers whose
+    # protection ends in 5 min. By default the reserve counts both as room within the
+    # short limit and holds the highest index (h63), where the debug job waits 5 min;
+    # with `short_reserve_room_now` (an experiment) it holds a host it starts on now
+    busy = _full(60, NOW - 2 * H) + [
+        run(
+            job(f"t{i}", "a", 8, minrt=H, submit=i), f"h{i}", tuple(range(8)), started=NOW - 55 * 60
+        )
+        for i in range(60, 64)
+    ]
+    debug = job("debug", "b", 1, minrt=5 * 60, submit=NOW)
+    s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1), usage={"a": 500 * H, "b": 1000 * H})
+    default = plan(s, Policy(), NOW)
+    assert default.short_reserve == ("h63",) and not default.starts
+    out = plan(s, Policy(short_reserve_room_now=True), NOW)
+    assert out.short_reserve == ("h59",)
+    assert started_on(out) == {"debug": {"h59"}}
+    assert [x.workload_id for x in out.stops] == ["t59"]
