@@ -222,11 +222,12 @@ class Reservations:
         """Cheapest aligned p-block of free GPUs and unallocated jobs (for a `short` job
         on the short-job reserve, also allocated jobs past their protection that run on
         `hosts` alone, but none of its own project at its priority or above) on `hosts`:
-        fewest victims of under-served projects, then fewest allocated victims, then
-        those of the projects ranked lowest in the fair-share order, then least lost
-        work, then fewest victims, then fewest free GPUs left (tighter fit). Also says
-        whether work of the short job's own project was passed over (then the block may
-        exist for another project's job)."""
+        fewest victims of under-served projects (`fewest_gpus`: fewest GPUs of them, then
+        straight to lost work), then fewest allocated victims, then those of the lowest
+        ranked projects, then least lost work, then fewest victims, then fewest free GPUs
+        left (tighter fit). Also says whether work of the short job's own project, or
+        under-served work a job that waited longer may take, was passed over (then the
+        block may exist for another job)."""
         by_host = self.victims().by_host
         c = self.cluster
         free, gpus = c.free, c.gpus
