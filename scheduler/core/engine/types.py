@@ -161,18 +161,19 @@ class Policy:
     # An experiment, off by default: short jobs on the reserve never take another
     # project's job on the share floor (as fair-share preemption never does).
     short_reserve_spares_floor: bool = False
-    # Experiments, off by default. `short_reserve_take_after_s`: a short job that has
-    # waited this long (from its submit time) may take under-served projects' work past
-    # its protection on the reserve beyond the budget (inf: never; the budget alone
-    # decides). `short_reserve_fewest_gpus`: on the reserve, a short job takes the block
-    # whose under-served victims hold the fewest GPUs (then the least lost work), not
-    # the one with the fewest such victims (a 1-GPU job stopping an 8-GPU job takes 8).
-    short_reserve_take_after_s: float = float("inf")
-    short_reserve_fewest_gpus: bool = False
-    # An experiment, off by default: the reserve counts as its room only GPUs a short
-    # job may take now (not those whose protection ends within the short limit), so
-    # a burst of short jobs finds hosts it can start on at once.
-    short_reserve_room_now: bool = False
+    # How the reserve serves a burst of short jobs under overload (issue 24), on by
+    # default (inf / False / False: the earlier rule, the budget alone). A short job that
+    # has waited `short_reserve_take_after_s` (from its submit time) may take
+    # under-served projects' work past its protection on the reserve beyond the budget
+    # (inf: never). `short_reserve_fewest_gpus`: on the reserve, a short job takes the
+    # block whose under-served victims hold the fewest GPUs (then the least lost work),
+    # not the one with the fewest such victims (a 1-GPU job stopping an 8-GPU job takes
+    # 8). `short_reserve_room_now`: the reserve counts as its room only GPUs a short job
+    # may take now (not those whose protection ends within the short limit), so a burst
+    # of short jobs finds hosts it can start on at once.
+    short_reserve_take_after_s: float = 15.0
+    short_reserve_fewest_gpus: bool = True
+    short_reserve_room_now: bool = True
     # Idle-GPU reclaim (fair-share mode, off by default): a running job past its minimum
     # runtime whose GPUs have been idle for `idle_reclaim_after_s` (its `idle_since_s`)
     # may be preempted by any allocated job that needs GPUs, and is taken before every

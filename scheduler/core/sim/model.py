@@ -133,9 +133,9 @@ class SimConfig:
     # Policy.short_reserve_demand_window_s (fairshare only; inf: the default)
     short_reserve_demand_window_s: float = math.inf
     short_reserve_spares_floor: bool = False  # Policy.short_reserve_spares_floor
-    short_reserve_take_after_s: float = math.inf  # Policy.short_reserve_take_after_s
-    short_reserve_fewest_gpus: bool = False  # Policy.short_reserve_fewest_gpus
-    short_reserve_room_now: bool = False  # Policy.short_reserve_room_now
+    short_reserve_take_after_s: float = 15.0  # Policy.short_reserve_take_after_s
+    short_reserve_fewest_gpus: bool = True  # Policy.short_reserve_fewest_gpus
+    short_reserve_room_now: bool = True  # Policy.short_reserve_room_now
 
 
 class JobState:

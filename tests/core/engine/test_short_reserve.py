@@ -61,11 +61,17 @@ def test_the_reserve_stays_on_hosts_free_of_long_protected_work():
     # h2 runs long protected work, so the reserve is h1: one long job starts, on h0
     assert started_on(cycle(s, NOW, short_reserve_hosts=1)) == {"long1": {"h0"}, "debug": {"h1"}}
 
-    # work whose protection ends within the short limit does not count as long: the
-    # reserve is h1 (the highest-indexed host free of long work), h0 stays open
+    # work whose protection ends within the short limit: by default (room now) the reserve
+    # holds only a host a short job can start on now, h0, so the long jobs wait; with the
+    # earlier rule (`short_reserve_room_now=False`) that work does not count as long, the
+    # reserve is h1 (the highest-indexed host free of long work) and h0 stays open
     ending = run(job("ending", "a", 8, minrt=H), "h1", tuple(range(8)), started=NOW - H + 600)
     s = snap(hosts(3), [busy, ending], pending(*waiting), tree(a=1, b=1))
-    assert started_on(cycle(s, NOW, short_reserve_hosts=1)) == {"long1": {"h0"}}
+    now_room = cycle(s, NOW, short_reserve_hosts=1)
+    assert now_room.short_reserve == ("h0",) and not now_room.starts
+    earlier = cycle(s, NOW, short_reserve_hosts=1, short_reserve_room_now=False)
+    assert earlier.short_reserve == ("h1",)
+    assert started_on(earlier) == {"long1": {"h0"}}
 
 
 def test_an_idle_reserve_fills_with_unallocated_work():

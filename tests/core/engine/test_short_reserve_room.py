@@ -209,7 +209,8 @@ def test_a_demand_window_leaves_an_old_backlog_out_of_the_short_jobs_budget():
     # reserve's demand window (an experiment, off by default) only the work submitted
     # in its last 30 min counts as waiting demand, so b's 20 debug jobs are 20 of the 532
     # GPUs of running and recent demand: their budget holds all 20 (three trainers stop);
-    # by default the backlog keeps it to 2 GPUs of their own, as above
+    # by default the backlog keeps it to 2 GPUs of their own, as above (the debug jobs
+    # were just submitted: within the take-after bound, the budget alone decides)
     busy = _full(64, NOW - 2 * H)
     longs = [job(f"l{i}", "a", 8, minrt=H, submit=NOW - 2 * H) for i in range(576)]
     debug = [job(f"d{i}", "b", 1, minrt=5 * 60, submit=NOW) for i in range(20)]
@@ -255,13 +256,13 @@ def test_the_demand_window_and_sparing_the_floor_keep_every_contract():
 def test_a_short_job_that_waited_past_the_take_after_bound_goes_beyond_the_budget():
     # the overload of the demand-window test: the backlog keeps the budget to 2 GPUs of
     # b's 20 debug jobs (16 start, two trainers stop). With `short_reserve_take_after_s`
-    # (an experiment, off by default) the debug jobs that have waited 60 s take a's
-    # work beyond it; the fresh ones only within it
+    # (15 s by default; 60 s here) the debug jobs that have waited 60 s take a's work
+    # beyond it; the fresh ones only within it
     busy = _full(64, NOW - 2 * H)
     longs = [job(f"l{i}", "a", 8, minrt=H, submit=NOW - 2 * H) for i in range(576)]
     old = [job(f"d{i}", "b", 1, minrt=5 * 60, submit=NOW - 60) for i in range(20)]
     s = snap(hosts(64), busy, pending(*longs, *old), tree(a=1, b=1, c=1), usage={"b": 1000 * H})
-    policy = Policy(short_reserve_take_after_s=60.0)
+    policy = Policy(short_reserve_take_after_s=60.0, short_reserve_fewest_gpus=False)
     out = plan(s, policy, NOW)
     assert {x.workload_id for x in out.starts} == {w.id for w in old}
     assert len(out.stops) == 3
@@ -269,7 +270,7 @@ def test_a_short_job_that_waited_past_the_take_after_bound_goes_beyond_the_budge
     fresh = replace(s, pending=pending(*longs, *[replace(w, submit_s=NOW) for w in old]))
     assert len(plan(fresh, policy, NOW).starts) == 16
     # the fewest GPUs of under-served work first: the same stops, here all 8-GPU trainers
-    both = Policy(short_reserve_take_after_s=60.0, short_reserve_fewest_gpus=True)
+    both = Policy(short_reserve_take_after_s=60.0)  # fewest GPUs: the default
     assert len(plan(s, both, NOW).starts) == 20
 
 
@@ -307,9 +308,9 @@ def test_the_take_after_bound_the_fewest_gpus_order_and_room_now_keep_every_cont
 
 def test_with_room_now_the_reserve_holds_a_host_a_short_job_can_start_on_at_once():
     # h0-h59 run a's trainers past their protection; h60-h63 run trainers whose
-    # protection ends in 5 min. By default the reserve counts both as room within the
-    # short limit and holds the highest index (h63), where the debug job waits 5 min;
-    # with `short_reserve_room_now` (an experiment) it holds a host it starts on now
+    # protection ends in 5 min. By default (`short_reserve_room_now`) the reserve holds a
+    # host the debug job starts on now; the earlier rule (room_now off) counts both as
+    # room within the short limit and holds the highest index (h63), where it waits 5 min
     busy = _full(60, NOW - 2 * H) + [
         run(
             job(f"t{i}", "a", 8, minrt=H, submit=i), f"h{i}", tuple(range(8)), started=NOW - 55 * 60
@@ -318,9 +319,9 @@ def test_with_room_now_the_reserve_holds_a_host_a_short_job_can_start_on_at_once
     ]
     debug = job("debug", "b", 1, minrt=5 * 60, submit=NOW)
     s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1), usage={"a": 500 * H, "b": 1000 * H})
-    default = plan(s, Policy(), NOW)
-    assert default.short_reserve == ("h63",) and not default.starts
-    out = plan(s, Policy(short_reserve_room_now=True), NOW)
+    earlier = plan(s, Policy(short_reserve_room_now=False), NOW)
+    assert earlier.short_reserve == ("h63",) and not earlier.starts
+    out = plan(s, Policy(), NOW)
     assert out.short_reserve == ("h59",)
     assert started_on(out) == {"debug": {"h59"}}
     assert [x.workload_id for x in out.stops] == ["t59"]
