@@ -24,12 +24,17 @@ still waiting when the run ends (their waits are not in the percentiles).
 by default), to measure what it changes. `--demand-window S` (an experiment, off by
 default) sizes the short-job reserve's budget for under-served projects' work from the
 allocated work waiting that was submitted in the last S seconds
-(`Policy.short_reserve_demand_window_s`).
+(`Policy.short_reserve_demand_window_s`). `--take-after S`, `--room-now on|off` and
+`--fewest-gpus on|off` set how the reserve serves short jobs under overload
+(`Policy.short_reserve_take_after_s`, `_room_now`, `_fewest_gpus`; default 15 s, on, on);
+`--take-after inf --room-now off --fewest-gpus off` replays the earlier rule (the budget
+alone).
 
 Usage: python bench/outcomes.py [--figures month,saturated,small,philly,overload,baselines]
        [--month-seeds 0-9] [--saturated-seeds 0-2] [--small-seeds 0-2] [--workers 1]
        [--baseline-scenarios ai2-month,ai2-saturated,host-failures,large-gang,zero-weight,philly-overload]
-       [--share-floor on|off] [--demand-window S] [--data DIR]
+       [--share-floor on|off] [--demand-window S] [--take-after S] [--room-now on|off]
+       [--fewest-gpus on|off] [--data DIR]
 """
 
 from __future__ import annotations
@@ -94,12 +99,16 @@ def _inputs(scenario: str, seed: int, data: Path) -> tuple[Any, Any, Any, float 
     return cluster, tree, jobs, until
 
 
-# scenario, seed, policy, reserve, data, floor, the reserve's demand window (s, inf: default)
-Spec = tuple[str, int, str, bool, str, bool, float]
+# The reserve's overload rule: take-after bound (s, inf: never), room now, fewest GPUs
+Rule = tuple[float, bool, bool]
+# scenario, seed, policy, reserve, data, floor, the reserve's demand window (s, inf: default),
+# the reserve's overload rule
+Spec = tuple[str, int, str, bool, str, bool, float, Rule]
 
 
 def run_one(spec: Spec) -> dict[str, Any]:
-    scenario, seed, policy, reserve, data, floor, window = spec
+    scenario, seed, policy, reserve, data, floor, window, rule = spec
+    take_after, room_now, fewest_gpus = rule
     cluster, tree, jobs, until = _inputs(scenario, seed, Path(data))
     config = SimConfig(
         policy=policy,
@@ -108,6 +117,9 @@ def run_one(spec: Spec) -> dict[str, Any]:
         seed=seed,
         share_floor=floor,
         short_reserve_demand_window_s=window,
+        short_reserve_take_after_s=take_after,
+        short_reserve_room_now=room_now,
+        short_reserve_fewest_gpus=fewest_gpus,
     )
     result = simulate(cluster, tree, jobs, config)
     report = build_report(result, tree)
@@ -128,6 +140,9 @@ def run_one(spec: Spec) -> dict[str, Any]:
         "reserve": "auto" if reserve else "off",
         "share_floor": "on" if floor else "off",
         "demand_window_s": window if window < float("inf") else None,
+        "take_after_s": take_after if take_after < float("inf") else None,
+        "room_now": room_now,
+        "fewest_gpus": fewest_gpus,
         "debug_p90_s": debug.get("p90"),
         "debug_p99_s": debug.get("p99"),
         "debug_count": debug.get("count", 0),
@@ -144,12 +159,13 @@ def run_one(spec: Spec) -> dict[str, Any]:
 def _specs(args: argparse.Namespace) -> list[Spec]:
     want, data = set(args.figures.split(",")), str(args.data)
     floor = args.share_floor == "on"
+    rule = (args.take_after, args.room_now == "on", args.fewest_gpus == "on")
     specs: list[Spec] = []
 
     def add(
         scenario: str, seed: int, policy: str = "fairshare", reserve: bool = True, fl: bool = floor
     ) -> None:
-        spec = (scenario, seed, policy, reserve, data, fl, args.demand_window)
+        spec = (scenario, seed, policy, reserve, data, fl, args.demand_window, rule)
         if spec not in specs:
             specs.append(spec)
 
@@ -312,6 +328,15 @@ def main() -> int:
         default=float("inf"),
         help="the short-job reserve's demand window in seconds (an experiment; default inf)",
     )
+    ap.add_argument(
+        "--take-after",
+        type=float,
+        default=15.0,
+        help="seconds a short job waits before it may take under-served work on the reserve "
+        "beyond the budget (default 15; inf: never, the earlier rule)",
+    )
+    ap.add_argument("--room-now", choices=("on", "off"), default="on")
+    ap.add_argument("--fewest-gpus", choices=("on", "off"), default="on")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     args = ap.parse_args()
     specs = _specs(args)

@@ -54,6 +54,17 @@ def _positive(kind: type = float, allow_zero: bool = False) -> Callable[[str], A
     return parse
 
 
+def _seconds_or_inf(raw: str) -> float:
+    """A duration in seconds, >= 0, or inf (never)."""
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {raw!r}") from None
+    if math.isnan(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 or inf, got {raw!r}")
+    return value
+
+
 def _add_run_files(r: argparse.ArgumentParser) -> None:
     """``run``'s inputs, policy and outputs."""
     r.add_argument("--cluster", required=True, type=Path, help="CLUSTER.json")
@@ -139,6 +150,32 @@ def _add_run_fairshare(r: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_run_reserve_rule(r: argparse.ArgumentParser) -> None:
+    """``run``'s options for how the short-job reserve serves short jobs under overload;
+    ``--short-reserve-take-after-s inf --short-reserve-room-now off
+    --short-reserve-fewest-gpus off`` is the earlier rule (the budget alone)."""
+    r.add_argument(
+        "--short-reserve-take-after-s",
+        type=_seconds_or_inf,
+        default=15.0,
+        help="fairshare: a short job that waited this long may take under-served projects' "
+        "work past its protection on the reserve beyond the budget (15; inf: never)",
+    )
+    r.add_argument(
+        "--short-reserve-room-now",
+        choices=("on", "off"),
+        default="on",
+        help="fairshare: the reserve counts as room only GPUs a short job can take now (on)",
+    )
+    r.add_argument(
+        "--short-reserve-fewest-gpus",
+        choices=("on", "off"),
+        default="on",
+        help="fairshare: on the reserve, take the block whose under-served victims hold the "
+        "fewest GPUs (on); off: the fewest such victims",
+    )
+
+
 def _add_run_span(r: argparse.ArgumentParser) -> None:
     """``run``'s span and reporting: end, warm-up, HTML page, seed, progress bar."""
     r.add_argument("--until-days", type=_positive(), default=None, help="stop the replay then")
@@ -165,6 +202,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _add_run_files(r)
     _add_run_model(r)
     _add_run_fairshare(r)
+    _add_run_reserve_rule(r)
     _add_run_span(r)
 
 
@@ -259,6 +297,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             short_reserve_hosts=args.short_reserve_hosts,
             short_job_max_s=args.short_job_max_min * 60.0,
             short_reserve_auto=args.short_reserve_auto == "on",
+            short_reserve_take_after_s=args.short_reserve_take_after_s,
+            short_reserve_room_now=args.short_reserve_room_now == "on",
+            short_reserve_fewest_gpus=args.short_reserve_fewest_gpus == "on",
             idle_reclaim=args.idle_reclaim == "on",
             share_floor=args.share_floor == "on",
             idle_reclaim_after_s=args.idle_reclaim_after_min * 60.0,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -193,6 +194,14 @@ def test_until_days_cuts_the_run(tmp_path: Path, fake_engine: None) -> None:
     assert rep["jobs"]["running_at_end"] == 2 and rep["jobs"]["pending_at_end"] == 2
 
 
+def _overload_rules(policies: list[Policy]) -> set[tuple[float, bool, bool]]:
+    """The short-job reserve's overload rule of each policy planned with."""
+    return {
+        (p.short_reserve_take_after_s, p.short_reserve_room_now, p.short_reserve_fewest_gpus)
+        for p in policies
+    }
+
+
 def test_short_reserve_flags_reach_the_engines_policy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -214,11 +223,26 @@ def test_short_reserve_flags_reach_the_engines_policy(
     assert policies and {(p.short_reserve_hosts, p.short_reserve_auto) for p in policies} == {
         (0, False)
     }
+    # the overload rule is on by default (15 s, room now, fewest GPUs); three flags give
+    # the earlier one (the budget alone)
+    assert _overload_rules(policies) == {(15.0, True, True)}
+    policies.clear()
+    earlier = ["--short-reserve-take-after-s", "inf", "--short-reserve-room-now", "off"]
+    earlier += ["--short-reserve-fewest-gpus", "off"]
+    assert main(scenario(tmp_path) + ["--quiet", *earlier]) == 0
+    assert _overload_rules(policies) == {(math.inf, False, False)}
 
 
 @pytest.mark.parametrize(
     "flag",
-    [["--short-reserve-hosts", "-1"], ["--short-job-max-min", "0"], ["--short-reserve-auto", "1"]],
+    [
+        ["--short-reserve-hosts", "-1"],
+        ["--short-job-max-min", "0"],
+        ["--short-reserve-auto", "1"],
+        ["--short-reserve-take-after-s", "-1"],
+        ["--short-reserve-take-after-s", "nan"],
+        ["--short-reserve-room-now", "yes"],
+    ],
 )
 def test_bad_short_reserve_flags_exit_2(tmp_path: Path, flag: list[str]) -> None:
     with pytest.raises(SystemExit) as exc:
