@@ -69,6 +69,23 @@ def _seeds(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
+def overload_replay(
+    data: Path, tree: Any, factor: float = 10.0, first_day: float = 7.0
+) -> tuple[Any, Any, Any, float]:
+    """(cluster, tree, jobs, until_s) of the overload replay: 14 days of the Philly
+    Oct-Nov trace from `first_day` on 48 x 8 GPUs, submit times compressed so that the
+    GPU-time submitted is `factor` x the capacity over the compressed span."""
+    cluster = ClusterSpec("philly-48", tuple(HostSpec(f"h{i:03d}", 8) for i in range(48)))
+    jobs = load_trace(data / "philly-octnov-2017.csv", tree, cluster)
+    lo, hi = first_day * DAY, (first_day + 14) * DAY
+    window = [j for j in jobs if lo <= j.submit_s < hi]
+    work = sum(j.gpus * j.duration_s for j in window)
+    span = work / (factor * cluster.total_gpus)
+    scale = span / (hi - lo)
+    window = [dataclasses.replace(j, submit_s=(j.submit_s - lo) * scale) for j in window]
+    return cluster, tree, window, span
+
+
 def _inputs(scenario: str, seed: int, data: Path) -> tuple[Any, Any, Any, float | None]:
     """(cluster, tree, jobs, until_s) of a scenario."""
     if scenario.startswith("philly"):
@@ -81,15 +98,7 @@ def _inputs(scenario: str, seed: int, data: Path) -> tuple[Any, Any, Any, float 
                 load_trace(data / "philly-octnov-2017.csv", tree, cluster),
                 61 * DAY,
             )
-        cluster = ClusterSpec("philly-48", tuple(HostSpec(f"h{i:03d}", 8) for i in range(48)))
-        jobs = load_trace(data / "philly-octnov-2017.csv", tree, cluster)
-        lo, hi = 7 * DAY, 21 * DAY
-        window = [j for j in jobs if lo <= j.submit_s < hi]
-        work = sum(j.gpus * j.duration_s for j in window)
-        span = work / (10 * cluster.total_gpus)  # 10x the capacity over the span
-        scale = span / (hi - lo)
-        window = [dataclasses.replace(j, submit_s=(j.submit_s - lo) * scale) for j in window]
-        return cluster, tree, window, span
+        return overload_replay(data, tree)
     with tempfile.TemporaryDirectory() as tmp:
         write_scenario(scenario, tmp, seed=seed)
         tree, _ = load_tree_with_usage(Path(tmp) / "tree.json")
@@ -122,6 +131,23 @@ def run_one(spec: Spec) -> dict[str, Any]:
         short_reserve_fewest_gpus=fewest_gpus,
     )
     result = simulate(cluster, tree, jobs, config)
+    return {
+        "run": scenario,
+        "seed": seed,
+        "policy": policy,
+        "reserve": "auto" if reserve else "off",
+        "share_floor": "on" if floor else "off",
+        "demand_window_s": window if window < float("inf") else None,
+        "take_after_s": take_after if take_after < float("inf") else None,
+        "room_now": room_now,
+        "fewest_gpus": fewest_gpus,
+        **run_figures(result, tree),
+    }
+
+
+def run_figures(result: Any, tree: Any) -> dict[str, Any]:
+    """The figures of one replay that the outcome rows read: debug waits (and debug jobs
+    still waiting at the end), entitlement, occupancy against its bound, wall time."""
     report = build_report(result, tree)
     debug = report["wait_per_start_s"]["by_class"].get(DEBUG_CLASS, {})
     open_debug = sum(
@@ -134,15 +160,6 @@ def run_one(spec: Spec) -> dict[str, Any]:
     )
     ent = report["entitlement"]
     return {
-        "run": scenario,
-        "seed": seed,
-        "policy": policy,
-        "reserve": "auto" if reserve else "off",
-        "share_floor": "on" if floor else "off",
-        "demand_window_s": window if window < float("inf") else None,
-        "take_after_s": take_after if take_after < float("inf") else None,
-        "room_now": room_now,
-        "fewest_gpus": fewest_gpus,
         "debug_p90_s": debug.get("p90"),
         "debug_p99_s": debug.get("p99"),
         "debug_count": debug.get("count", 0),

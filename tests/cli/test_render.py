@@ -3,6 +3,7 @@
 import datetime as dt
 
 from allot_cli import render
+from allot_cli.jobs import _eta_text
 from allot_cli.queue import waited
 
 NOW = dt.datetime(2026, 12, 6, 9, 0, tzinfo=dt.UTC)
@@ -26,8 +27,6 @@ def test_the_waited_column_never_says_now():
 
 
 def test_show_words_an_overtaken_estimate_as_the_job_page_does():
-    from allot_cli.jobs import _eta_text
-
     eta = {
         "start": _iso(180),
         "earliest": _iso(400),
