@@ -270,6 +270,18 @@ def check_plan(s: Snapshot, seen: Counter[str], policy: Policy | None = None) ->
 SHORT = 15 * 60.0  # the short-job limit of the reserve's properties
 
 
+def long_work_off_held_hosts(s: Snapshot, out: CyclePlan) -> set[str]:
+    """The hosts the short-job reserve holds in `out`, after checking that no allocated
+    job longer than the short-job limit starts on one of them."""
+    held = set(out.short_reserve)
+    wanted = {w.id: w for lst in s.pending.values() for w in lst}
+    for x in out.starts:
+        w = wanted[x.workload_id]
+        if x.allocated and min(w.min_runtime_s, CAP) > SHORT:
+            assert not {p.host for p in x.placements} & held
+    return held
+
+
 def started_on(result) -> dict[str, set[str]]:
     return {x.workload_id: {h for h, _ in gpus_of(x)} for x in result.starts}
 

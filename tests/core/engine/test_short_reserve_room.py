@@ -14,7 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from scheduler.core.engine import Policy, Snapshot, StopReason, plan, stop_rule
 from scheduler.core.engine.fairshare import compute_fair_share
 from scheduler.core.engine.types import rule_label
-from tests.core.engine.crowded import CAP, NOW, check_plan, crowded_with_short_jobs, started_on
+from tests.core.engine.crowded import (
+    CAP,
+    NOW,
+    check_plan,
+    crowded_with_short_jobs,
+    long_work_off_held_hosts,
+    started_on,
+)
 from tests.core.engine.helpers import H, hosts, job, pending, run, snap, tree
 
 SHORT = 15 * 60.0
@@ -150,13 +157,8 @@ def test_the_reserve_takes_allocated_work_only_where_it_holds_and_keeps_every_co
         # no protected job stopped; a `short_reserve` stop only of allocated work on a
         # held host, for a short job that starts there (check_plan)
         out = check_plan(s, seen, policy)
-        held = set(out.short_reserve)
+        held = long_work_off_held_hosts(s, out)  # long work never starts on a held host
         wanted = {w.id: w for lst in s.pending.values() for w in lst}
-        for x in out.starts:
-            w = wanted[x.workload_id]
-            if x.allocated and min(w.min_runtime_s, CAP) > SHORT:
-                # long work never starts on a held host
-                assert not {p.host for p in x.placements} & held
         if held:
             seen["reserve held"] += 1
         fs = compute_fair_share(s.tree, s.usage, policy.seed)
@@ -242,12 +244,7 @@ def test_the_demand_window_and_sparing_the_floor_keep_every_contract():
         # no protected job stopped, no GPU given twice, short-reserve stops only for a
         # short job that starts on a held host (check_plan)
         out = check_plan(s, seen, policy)
-        held = set(out.short_reserve)
-        wanted = {w.id: w for lst in s.pending.values() for w in lst}
-        for x in out.starts:
-            w = wanted[x.workload_id]
-            if x.allocated and min(w.min_runtime_s, CAP) > SHORT:
-                assert not {p.host for p in x.placements} & held
+        long_work_off_held_hosts(s, out)
 
     check()
     assert seen["stop short_reserve"] >= 5, dict(seen)
@@ -291,12 +288,7 @@ def test_the_take_after_bound_the_fewest_gpus_order_and_room_now_keep_every_cont
         # no protected job stopped, no GPU given twice, short-reserve stops only for a
         # short job that starts on a held host (check_plan)
         out = check_plan(s, seen, policy)
-        held = set(out.short_reserve)
-        wanted = {w.id: w for lst in s.pending.values() for w in lst}
-        for x in out.starts:
-            w = wanted[x.workload_id]
-            if x.allocated and min(w.min_runtime_s, CAP) > SHORT:
-                assert not {p.host for p in x.placements} & held
+        held = long_work_off_held_hosts(s, out)
         if held:
             # never a job made impossible: one host stays open to long work
             size = max(h.gpus for h in s.hosts if h.healthy)
