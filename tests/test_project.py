@@ -222,6 +222,52 @@ def test_every_path_the_docs_name_exists():
     assert not missing, "\n".join(missing)
 
 
+HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: the text of its links, lower case, punctuation other
+    than `-` and `_` dropped, spaces made hyphens."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(doc: Path) -> set[str]:
+    """The anchors of a document's headings; a repeated heading gets `-1`, `-2`, ..."""
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in doc.read_text().splitlines():
+        fenced ^= line.startswith("```")
+        match = None if fenced else HEADING.match(line)
+        if match:
+            slug = _slug(match.group(1))
+            seen[slug] = seen.get(slug, -1) + 1
+    return {s if n == 0 else f"{s}-{n}" for s, count in seen.items() for n in range(count + 1)}
+
+
+def test_anchor_check_follows_github():
+    assert _slug("Overload latency: waiting, room now (2026-12-06, 09:15-10:45)") == (
+        "overload-latency-waiting-room-now-2026-12-06-0915-1045"
+    )
+    assert _slug("`bench/cycle.py`, case `burst`") == "benchcyclepy-case-burst"
+    assert _slug("why the month's ETA [is off](concepts)") == "why-the-months-eta-is-off"
+
+
+def test_every_anchor_the_docs_link_to_exists():
+    """Links to a heading (`#anchor`, alone or after a document's path) in README.md and
+    docs/*.md name a heading the target document has: a moved or renamed section fails here."""
+    broken = []
+    for doc in DOCS:
+        for link in LINK.findall(doc.read_text()):
+            path, _, anchor = link.partition("#")
+            if not anchor or re.match(r"^[a-z]+:", link) or (path and not path.endswith(".md")):
+                continue
+            target = (doc.parent / path).resolve() if path else doc
+            if target.exists() and anchor not in _anchors(target):
+                broken.append(f"{doc.relative_to(ROOT)}: ({link})")
+    assert not broken, "\n".join(broken)
+
+
 def _code_files():
     for folder in CODE_DIRS:
         for path in sorted((ROOT / folder).rglob("*.py")):
