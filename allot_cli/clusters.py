@@ -1,13 +1,26 @@
 """`allot clusters` and `allot hosts` (like sinfo -N): the clusters, their hosts and
 health."""
 
-import typer
+from typing import Any
 
 from allot_cli import render
-from allot_cli.app import ClusterOpt, JsonFlag, api
+from allot_cli.app import Context, Parser, api, cluster_option, command, json_flag
 
 
-def clusters(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+def add_clusters(commands: Any) -> Parser:
+    parser = command(commands, clusters)
+    json_flag(parser)
+    return parser
+
+
+def add_hosts(commands: Any) -> Parser:
+    parser = command(commands, hosts)
+    cluster_option(parser)
+    json_flag(parser)
+    return parser
+
+
+def clusters(ctx: Context, as_json: bool = False) -> None:
     """Clusters with their GPUs, hosts by health and jobs."""
     rows = api(ctx).get("clusters/")
     if as_json:
@@ -45,7 +58,7 @@ def clusters(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     )
 
 
-def hosts(ctx: typer.Context, cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
+def hosts(ctx: Context, cluster: str | None = None, as_json: bool = False) -> None:
     """Hosts with their health and GPUs in use (like sinfo -N)."""
     rows = api(ctx).get_all("hosts/", cluster=cluster)
     if as_json:

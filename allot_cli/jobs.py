@@ -1,16 +1,22 @@
 """`allot show` (one job: its state, queue place and why, estimated start, blockers,
 attempts and events) and `allot cancel` (like scancel)."""
 
-from typing import Annotated, Any
-
-import typer
+import sys
+from typing import Any
 
 from allot_cli import render
-from allot_cli.app import JsonFlag, api
+from allot_cli.app import Context, Parser, api, argument, command, json_flag
 from allot_cli.client import CliError
 
 
-def show(ctx: typer.Context, job_id: int, as_json: JsonFlag = False) -> None:
+def add_show(commands: Any) -> Parser:
+    parser = command(commands, show, usage=" job_id")
+    argument(parser, "job_id", type=int)
+    json_flag(parser)
+    return parser
+
+
+def show(ctx: Context, job_id: int, as_json: bool = False) -> None:
     """One job: its state, where it stands in the queue and why, attempts and events."""
     job = api(ctx).get(f"jobs/{job_id}/")
     if as_json:
@@ -162,11 +168,14 @@ def _eta_text(eta: dict[str, Any]) -> str:
     return text
 
 
-def cancel(
-    ctx: typer.Context,
-    job_ids: Annotated[list[int], typer.Argument(help="One or more job ids.")],
-    as_json: JsonFlag = False,
-) -> None:
+def add_cancel(commands: Any) -> Parser:
+    parser = command(commands, cancel, usage=" job_ids...")
+    argument(parser, "job_ids", nargs="+", type=int, help="One or more job ids.")
+    json_flag(parser)
+    return parser
+
+
+def cancel(ctx: Context, job_ids: list[int], as_json: bool = False) -> None:
     """Cancel jobs (pending: at once; running: stopped with the cluster's grace period)."""
     client = api(ctx)
     answers = []
@@ -184,4 +193,4 @@ def cancel(
     if as_json:
         render.print_json(answers)
     if failed is not None:
-        raise typer.Exit(failed.code)
+        sys.exit(failed.code)

@@ -2,23 +2,23 @@
 
 import getpass
 import platform
-from typing import Annotated
-
-import typer
+from typing import Any
 
 from allot_cli import render
+from allot_cli.app import Context, Parser, command, option
 from allot_cli.client import Api, save_config, settings
 
 
-def login(
-    ctx: typer.Context,
-    username: Annotated[str | None, typer.Option("--username", "-u")] = None,
-    password: Annotated[
-        str | None, typer.Option("--password", help="Prompted (hidden) when not given.")
-    ] = None,
-) -> None:
+def add_login(commands: Any) -> Parser:
+    parser = command(commands, login)
+    option(parser, "--username", "-u")
+    option(parser, "--password", help="Prompted (hidden) when not given.")
+    return parser
+
+
+def login(ctx: Context, username: str | None = None, password: str | None = None) -> None:
     """Sign in and store a token in your config file (readable by you only)."""
-    conf = settings(ctx.obj)
+    conf = settings(ctx.url)
     username = username or input("User name: ")
     password = password if password is not None else getpass.getpass("Password: ")
     client = Api(conf, need_token=False)

@@ -3,12 +3,10 @@
 `squeue -t all`). Each table keeps one line per job at 80 columns: paths and reasons are
 cut (`allot show` has them whole); times are relative ("3 h 10 min") or carry a zone."""
 
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from allot_cli import render
-from allot_cli.app import ClusterOpt, JsonFlag, api
+from allot_cli.app import Context, Parser, api, cluster_option, command, flag, json_flag, option
 from allot_cli.client import EXIT_BAD_INPUT, Api, CliError
 from allot_cli.options import only_cluster
 
@@ -117,22 +115,29 @@ def _more(page: dict[str, Any]) -> None:
         render.line(f"... {page['count'] - shown} more (--all or --limit N)")
 
 
+def add_queue(commands: Any) -> Parser:
+    parser = command(commands, queue)
+    cluster_option(parser)
+    flag(parser, "--me", help="Only your jobs (like squeue --me).")
+    option(
+        parser, "--state", "-t", help="pending, running or all (like squeue -t).", default="pending"
+    )
+    flag(parser, "--long", "-l", help="Name, kind, priority, factor; whole reasons.")
+    option(parser, "--limit", help="Rows to show (per state).", type=int, default=50)
+    flag(parser, "--all", help="Every job.", dest="all_rows")
+    json_flag(parser)
+    return parser
+
+
 def queue(
-    ctx: typer.Context,
-    cluster: ClusterOpt = None,
-    me: Annotated[bool, typer.Option("--me", help="Only your jobs (like squeue --me).")] = False,
-    state: Annotated[
-        str,
-        typer.Option(
-            "--state", "-t", help="pending, running or all (like squeue -t).", show_default=True
-        ),
-    ] = "pending",
-    long: Annotated[
-        bool, typer.Option("--long", "-l", help="Name, kind, priority, factor; whole reasons.")
-    ] = False,
-    limit: Annotated[int, typer.Option(help="Rows to show (per state).")] = 50,
-    all_rows: Annotated[bool, typer.Option("--all", help="Every job.")] = False,
-    as_json: JsonFlag = False,
+    ctx: Context,
+    cluster: str | None = None,
+    me: bool = False,
+    state: str = "pending",
+    long: bool = False,
+    limit: int = 50,
+    all_rows: bool = False,
+    as_json: bool = False,
 ) -> None:
     """Pending jobs in the order they will start, with position and reason; running jobs
     with their start (like squeue)."""

@@ -2,54 +2,79 @@
 stand; the answer in words or, with `--json`, as the server gave it."""
 
 import shlex
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from allot_cli import render
-from allot_cli.app import ClusterOpt, JsonFlag, api
+from allot_cli.app import (
+    Context,
+    Parser,
+    api,
+    argument,
+    cluster_option,
+    command,
+    flag,
+    json_flag,
+    option,
+)
 from allot_cli.client import EXIT_BAD_INPUT, CliError
 from allot_cli.options import capped_min_runtime, cluster_row, duration_s
 
 
+def add_submit(commands: Any) -> Parser:
+    parser = command(commands, submit, usage=" [args]...")
+    argument(parser, "args", nargs="*", help="The command, after `--` (instead of --command).")
+    option(parser, "--project", "-A", help="Project path or id.", required=True)
+    option(
+        parser,
+        "--min-runtime",
+        "-t",
+        help="Protected runtime (15m, 2h, ...); 0 submits unallocated work (free, "
+        "preemptible at any time).",
+        required=True,
+    )
+    cluster_option(parser)
+    option(parser, "--gpus", "-G", help="1, 2, 4, 8 or whole hosts.", type=int, default=1)
+    option(
+        parser,
+        "--kind",
+        help="debug, training, interactive, inference, batch or sweep.",
+        default="training",
+    )
+    option(parser, "--array", "-a", help="Submit N identical jobs.", type=int, default=1)
+    flag(parser, "--resumable", help="Resumes from a checkpoint when preempted.")
+    option(parser, "--priority", help="Orders it among your project's jobs.", type=int, default=0)
+    option(parser, "--name", "-J", default="job")
+    option(
+        parser,
+        "--duration",
+        help="Expected run time (the simulated cluster runs it this long).",
+    )
+    option(parser, "--image", help="Container image.")
+    option(parser, "--command", help="Command line to run.")
+    option(parser, "--env", "-e", help="K=V, repeatable.", action="append")
+    flag(parser, "--dry-run", help="Check it and say where it would stand.")
+    json_flag(parser)
+    return parser
+
+
 def submit(
-    ctx: typer.Context,
-    project: Annotated[str, typer.Option("--project", "-A", help="Project path or id.")],
-    min_runtime: Annotated[
-        str,
-        typer.Option(
-            "--min-runtime",
-            "-t",
-            help="Protected runtime (15m, 2h, ...); 0 submits unallocated work (free, "
-            "preemptible at any time).",
-        ),
-    ],
-    cluster: ClusterOpt = None,
-    gpus: Annotated[int, typer.Option("--gpus", "-G", help="1, 2, 4, 8 or whole hosts.")] = 1,
-    kind: Annotated[
-        str,
-        typer.Option(help="debug, training, interactive, inference, batch or sweep."),
-    ] = "training",
-    array: Annotated[int, typer.Option("--array", "-a", help="Submit N identical jobs.")] = 1,
-    resumable: Annotated[
-        bool, typer.Option("--resumable", help="Resumes from a checkpoint when preempted.")
-    ] = False,
-    priority: Annotated[int, typer.Option(help="Orders it among your project's jobs.")] = 0,
-    name: Annotated[str, typer.Option("--name", "-J")] = "job",
-    duration: Annotated[
-        str | None,
-        typer.Option(help="Expected run time (the simulated cluster runs it this long)."),
-    ] = None,
-    image: Annotated[str | None, typer.Option(help="Container image.")] = None,
-    command: Annotated[str | None, typer.Option(help="Command line to run.")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V, repeatable.")] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Check it and say where it would stand.")
-    ] = False,
-    as_json: JsonFlag = False,
-    args: Annotated[
-        list[str] | None, typer.Argument(help="The command, after `--` (instead of --command).")
-    ] = None,
+    ctx: Context,
+    project: str,
+    min_runtime: str,
+    cluster: str | None = None,
+    gpus: int = 1,
+    kind: str = "training",
+    array: int = 1,
+    resumable: bool = False,
+    priority: int = 0,
+    name: str = "job",
+    duration: str | None = None,
+    image: str | None = None,
+    command: str | None = None,
+    env: list[str] | None = None,
+    dry_run: bool = False,
+    as_json: bool = False,
+    args: list[str] | None = None,
 ) -> None:
     """Submit a job (like sbatch)."""
     if args and command:

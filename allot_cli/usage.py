@@ -1,28 +1,39 @@
 """`allot usage` (the ledger's GPU-hours per project and step) and `allot shares` (the
 budget tree's fair share, like sshare -l), in the dashboards' formats."""
 
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from allot_cli import render
-from allot_cli.app import ClusterOpt, JsonFlag, api
+from allot_cli.app import Context, Parser, api, cluster_option, command, json_flag, option
 from allot_cli.options import only_cluster
 
 
+def add_usage(commands: Any) -> Parser:
+    parser = command(commands, usage)
+    cluster_option(parser, help="Cluster name or id (default: all).")
+    option(parser, "--project", "-A", help="Project, program or organisation path or id.")
+    option(parser, "--since", help="ISO time or date, e.g. 2026-11-01")
+    option(parser, "--until", help="ISO time or date")
+    option(parser, "--step", help="hour or day", default="day")
+    json_flag(parser)
+    return parser
+
+
+def add_shares(commands: Any) -> Parser:
+    parser = command(commands, shares)
+    cluster_option(parser)
+    json_flag(parser)
+    return parser
+
+
 def usage(
-    ctx: typer.Context,
-    cluster: Annotated[
-        str | None, typer.Option("--cluster", "-M", help="Cluster name or id (default: all).")
-    ] = None,
-    project: Annotated[
-        str | None,
-        typer.Option("--project", "-A", help="Project, program or organisation path or id."),
-    ] = None,
-    since: Annotated[str | None, typer.Option(help="ISO time or date, e.g. 2026-11-01")] = None,
-    until: Annotated[str | None, typer.Option(help="ISO time or date")] = None,
-    step: Annotated[str, typer.Option(help="hour or day")] = "day",
-    as_json: JsonFlag = False,
+    ctx: Context,
+    cluster: str | None = None,
+    project: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    step: str = "day",
+    as_json: bool = False,
 ) -> None:
     """GPU-hours per project and step: delivered, unallocated, demand, entitled, and the
     GPU utilization of its runs (unknown: '-'), over whole hours that are over (by
@@ -83,7 +94,7 @@ SHARE_COLUMNS = (
 SHARE_FRACTIONS = frozenset({"norm_shares"})
 
 
-def shares(ctx: typer.Context, cluster: ClusterOpt = None, as_json: JsonFlag = False) -> None:
+def shares(ctx: Context, cluster: str | None = None, as_json: bool = False) -> None:
     """Fair share of every node of the budget tree (like sshare -l)."""
     client = api(ctx)
     answer = client.get("fairshare/", cluster=only_cluster(client, cluster))
