@@ -82,6 +82,22 @@ def test_submit_like_sbatch(ann):
     assert job.state == JobState.RUNNING  # the cycle after commit started it
 
 
+def test_submit_with_command_and_url_flags(ann, server):
+    """`--command` (not the words after `--`) and `--url` before the command, which wins
+    over ALLOT_URL."""
+    ann.env["ALLOT_URL"] = "http://127.0.0.1:9"  # nothing listens there
+    result = ann(
+        "--url", server.url, "submit", "-A", "org/prog-a/a1", "-t", "0",
+        "--command", "python eval.py --all", "-J", "eval",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = Job.objects.get()
+    assert job.spec == {"command": "python eval.py --all"} and job.name == "eval"
+    both = ann("--url", server.url, "submit", "-A", "org/prog-a/a1", "-t", "0",
+               "--command", "a", "--", "b")  # fmt: skip
+    assert both.returncode == 2 and "either with --command or after --" in both.stderr
+
+
 def test_submit_an_array_as_json(ann):
     result = ann("submit", "-A", "org/prog-a/a1", "-t", "0", "--array", "5", "--json")
     assert result.returncode == 0, result.stderr
@@ -311,7 +327,10 @@ def test_the_console_script_is_installed():
 
 # A call of the CLI that reports, on standard error as it exits, which of the modules that
 # cost start-up time it loaded (`bench/cli_start.py` measures what they cost).
-HEAVY = ("django", "scheduler", "budgets", "ledger", "config", "httpx", "rich", "pytimeparse")
+HEAVY = (
+    "django", "scheduler", "budgets", "ledger", "config", "httpx", "rich", "pytimeparse",
+    "typer", "click", "ssl", "urllib.request", "dataclasses",
+)  # fmt: skip
 LOADED = (
     "import atexit, sys\n"
     f"atexit.register(lambda: print(sorted({{m.split('.')[0] for m in sys.modules"
@@ -324,7 +343,9 @@ LOADED = (
 
 def test_each_call_loads_only_what_it_needs(ann):
     """`--help` loads none of the server, rich or pytimeparse; a table or a line into a
-    pipe no rich either (allot_cli/plain.py); a duration like 15m loads pytimeparse."""
+    pipe no rich either (allot_cli/plain.py); a duration like 15m loads pytimeparse. No
+    call loads typer or click (argparse parses), nor ssl or urllib.request for a plain-http
+    server (http.client alone asks it), nor dataclasses (start-up time)."""
     ann("submit", "-A", "org/prog-a/a1", "-t", "1h")
     for args, loads in [
         (["--help"], "[]"),
