@@ -13,7 +13,6 @@ hashlib, tempfile); every other URL goes through urllib."""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -221,12 +220,12 @@ def _http_client(plain: bool) -> ModuleType:
     return http.client
 
 
-@functools.cache
 def _http_client_without_ssl() -> ModuleType:
     """A copy of http.client imported without ssl: it imports ssl only to offer
-    HTTPSConnection, ~13 ms of CPU that a plain-http call never uses. The copy is this
-    module's alone (taken out of sys.modules again), so that anything else importing
-    http.client or urllib later in the process gets them whole, https included."""
+    HTTPSConnection, ~13 ms of CPU that a plain-http call never uses. The copy is the
+    caller's alone (taken out of sys.modules again; an `Api` keeps it), so that anything
+    else importing http.client or urllib later in the process gets them whole, https
+    included."""
     blocked = "ssl" not in sys.modules
     if blocked:
         sys.modules["ssl"] = None  # type: ignore[assignment]  # `import ssl` fails
@@ -240,15 +239,13 @@ def _http_client_without_ssl() -> ModuleType:
 
 
 def _send_plain(
-    method: str, url: str, body: bytes | None, headers: dict[str, str]
+    client: ModuleType, method: str, url: str, body: bytes | None, headers: dict[str, str]
 ) -> tuple[int, bytes]:
     """One request to a plain-http server through http.client, as urllib sends it (the
     same headers, `Connection: close`, no redirect followed)."""
     parts = urlsplit(url)
     target = f"{parts.path}?{parts.query}" if parts.query else parts.path
-    connection = _http_client(True).HTTPConnection(
-        parts.hostname or "", parts.port, timeout=TIMEOUT_S
-    )
+    connection = client.HTTPConnection(parts.hostname or "", parts.port, timeout=TIMEOUT_S)
     try:
         connection.request(method, target, body=body, headers={**headers, "Connection": "close"})
         response = connection.getresponse()
@@ -271,6 +268,7 @@ class Api:
         self.headers = headers
         self.plain = _plain_http(self.base)
         self.opener = None if self.plain else _opener(self.base)
+        self.http_client = _http_client(self.plain)
 
     def send(
         self, method: str, path: str, *, query: str, body: bytes | None, headers: dict[str, str]
@@ -282,7 +280,7 @@ class Api:
         if body is not None:
             all_headers["Content-Type"] = "application/json"
         if self.opener is None:
-            status, content = _send_plain(method, url, body, all_headers)
+            status, content = _send_plain(self.http_client, method, url, body, all_headers)
         else:
             status, content = self._send_urllib(method, url, body, all_headers)
         return Answer(status, _reason(status), content, urlsplit(url).path)
@@ -316,7 +314,7 @@ class Api:
     ) -> Any:
         """The decoded JSON answer; raises CliError. `retry` for requests that are safe
         to repeat (reads, and submissions carrying an Idempotency-Key)."""
-        http_client = _http_client(self.plain)
+        http_client = self.http_client
 
         query = _query(params or {})
         body = None if json_body is None else json.dumps(json_body).encode()
