@@ -49,5 +49,6 @@ def main(argv: list[str] | None = None) -> None:
     except CliError as exc:
         render.err().print(f"error: {exc}", markup=False)
         sys.exit(exc.code)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except (EOFError, KeyboardInterrupt):  # as typer (click) ended a call cut short
+        print("\nAborted!", file=sys.stderr)
+        sys.exit(1)

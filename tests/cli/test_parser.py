@@ -80,6 +80,11 @@ def test_bad_input_is_refused_before_any_request_with_exit_2(cli, args, said):
     assert "cannot reach" not in result.stderr
 
 
+def test_a_prompt_cut_short_is_aborted_with_exit_1(cli):
+    result = cli("login", stdin="")  # no user name: end of input
+    assert result.returncode == 1 and result.stderr.endswith("\nAborted!\n"), result.stderr
+
+
 def test_each_option_reaches_its_command_under_its_own_name():
     """`--command` is submit's, `--url` the application's, `--all` queue's `all_rows`."""
     root = parser()
