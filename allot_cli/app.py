@@ -122,6 +122,14 @@ def option(
     )
 
 
+def argument(parser: Parser, name: str, *, help: str = "", **kwargs: Any) -> None:  # noqa: A002
+    """A positional argument; the help says when it is required, as typer's did."""
+    required = kwargs.get("nargs") in (None, "+")
+    parser.arguments.add_argument(
+        name, help="  ".join(filter(None, [help, "[required]" if required else ""])), **kwargs
+    )
+
+
 def flag(parser: Parser, *flags: str, help: str, dest: str | None = None) -> None:  # noqa: A002
     """An on/off flag, off unless given."""
     extra = {"dest": dest} if dest else {}
@@ -133,8 +141,9 @@ def json_flag(parser: Parser) -> None:
 
 
 def cluster_option(
-    parser: Parser, help: str = "Cluster name or id (default: the only cluster)."
-) -> None:  # noqa: A002
+    parser: Parser,
+    help: str = "Cluster name or id (default: the only cluster).",  # noqa: A002
+) -> None:
     option(parser, "--cluster", "-M", help=help)
 
 
@@ -151,11 +160,3 @@ def run(parser: Parser, argv: list[str] | None = None) -> None:
         parser.print_help(sys.stderr)
         sys.exit(2)
     func(Context(args.pop("url")), **args)
-
-
-def argument(parser: Parser, name: str, *, help: str = "", **kwargs: Any) -> None:  # noqa: A002
-    """A positional argument; the help says when it is required, as typer's did."""
-    required = kwargs.get("nargs") in (None, "+")
-    parser.arguments.add_argument(
-        name, help="  ".join(filter(None, [help, "[required]" if required else ""])), **kwargs
-    )
