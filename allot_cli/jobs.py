@@ -184,7 +184,7 @@ def cancel(ctx: Context, job_ids: list[int], as_json: bool = False) -> None:
         try:
             job = client.request("POST", f"jobs/{job_id}/cancel/")
         except CliError as exc:
-            render.err().print(f"error: job {job_id}: {exc}", markup=False)
+            render.error(f"error: job {job_id}: {exc}")
             failed = exc
             continue
         answers.append(job)

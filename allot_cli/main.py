@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         run(parser(), argv)
     except CliError as exc:
-        render.err().print(f"error: {exc}", markup=False)
+        render.error(f"error: {exc}")
         sys.exit(exc.code)
     except (EOFError, KeyboardInterrupt):  # as typer (click) ended a call cut short
         print("\nAborted!", file=sys.stderr)

@@ -3,8 +3,9 @@
 rich's import is ~35 ms of CPU, a third of an `allot queue` call, and a script that polls
 `allot queue` into a pipe gets no colour or bold from it: there rich writes plain text,
 its tables padded columns two spaces apart. This module writes that text itself when
-nothing in it is rich's to interpret: standard output is not a terminal as rich judges
-one (`TTY_COMPATIBLE`, `FORCE_COLOR`, `isatty`), every character is printable ASCII (or
+nothing in it is rich's to interpret: standard output (standard error for an error's
+line) is not a terminal as rich judges one (`TTY_COMPATIBLE`, `FORCE_COLOR`, `isatty`),
+every character is printable ASCII (or
 the `…` that `render.tail` adds), no `[` (markup), no `:name:` that could be an emoji
 code, no line break in a cell, and the table fits the width rich would use. Anything
 else returns False and `render` hands it to rich, so the output is rich's in every case
@@ -16,6 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 ELLIPSIS = "…"
 _PLAIN = re.compile(r"[ -Z\\\]^_`a-~…]*")  # printable ASCII but `[`, and the ellipsis
@@ -26,8 +28,9 @@ _DIGIT_EMOJI = {"100", "1234"}  # rich's emoji codes made of digits only
 Layout = Sequence[tuple[str, int | None, int | None]]
 
 
-def styled() -> bool:
-    """Whether rich would treat standard output as a terminal (escape codes, its size)."""
+def styled(stream: TextIO | None = None) -> bool:
+    """Whether rich would treat `stream` (standard output by default) as a terminal
+    (escape codes, its size)."""
     env = os.environ
     compatible = env.get("TTY_COMPATIBLE", "")
     if compatible in ("0", "1"):
@@ -36,7 +39,7 @@ def styled() -> bool:
     if force is not None:
         return force != ""
     try:
-        return sys.stdout.isatty()
+        return (stream or sys.stdout).isatty()
     except ValueError:
         return False
 
@@ -62,13 +65,19 @@ def is_plain(text: str) -> bool:
     return all(name.isdigit() and name not in _DIGIT_EMOJI for name in _EMOJI_LIKE.findall(text))
 
 
-def line(text: str) -> bool:
-    """Print `text` as rich would (one line that fits); False, printing nothing, where
-    rich is needed."""
+def line(text: str, stream: TextIO | None = None) -> bool:
+    """Print `text` on `stream` (standard output by default) as rich would (one line that
+    fits); False, printing nothing, where rich is needed."""
     limit = width()
-    if styled() or limit < 1 or text != text.strip() or len(text) > limit or not is_plain(text):
+    if (
+        styled(stream)
+        or limit < 1
+        or text != text.strip()
+        or len(text) > limit
+        or not is_plain(text)
+    ):
         return False
-    sys.stdout.write(text + "\n")
+    (stream or sys.stdout).write(text + "\n")
     return True
 
 

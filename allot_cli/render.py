@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,13 @@ def line(text: str = "", *, markup: bool = True) -> None:
     """One line on standard output, as `out().print(text, markup=markup)` writes it."""
     if not plain.line(text):
         out().print(text, markup=markup)
+
+
+def error(text: str) -> None:
+    """One line on standard error, as `err().print(text, markup=False)` writes it (an
+    error into a pipe or a log loads no rich either)."""
+    if not plain.line(text, sys.stderr):
+        err().print(text, markup=False)
 
 
 def print_json(data: Any) -> None:

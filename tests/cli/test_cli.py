@@ -345,14 +345,16 @@ def test_each_call_loads_only_what_it_needs(ann):
     """`--help` loads none of the server, rich or pytimeparse; a table or a line into a
     pipe no rich either (allot_cli/plain.py); a duration like 15m loads pytimeparse. No
     call loads typer or click (argparse parses), nor ssl or urllib.request for a plain-http
-    server (http.client alone asks it), nor dataclasses (start-up time)."""
+    server (http.client alone asks it), nor dataclasses (start-up time); an error's line
+    into a pipe no rich either."""
     ann("submit", "-A", "org/prog-a/a1", "-t", "1h")
-    for args, loads in [
-        (["--help"], "[]"),
-        (["queue"], "[]"),
-        (["queue", "--json"], "[]"),
-        (["submit", "-A", "org/prog-a/a1", "-t", "3600"], "[]"),
-        (["submit", "-A", "org/prog-a/a1", "-t", "15m"], "['pytimeparse']"),
+    for args, code, loads in [
+        (["--help"], 0, "[]"),
+        (["queue"], 0, "[]"),
+        (["queue", "--json"], 0, "[]"),
+        (["submit", "-A", "org/prog-a/a1", "-t", "3600"], 0, "[]"),
+        (["submit", "-A", "org/prog-a/a1", "-t", "15m"], 0, "['pytimeparse']"),
+        (["queue", "--state", "done"], 2, "[]"),
     ]:
         done = subprocess.run(
             [sys.executable, "-c", LOADED, *args],
@@ -361,5 +363,6 @@ def test_each_call_loads_only_what_it_needs(ann):
             text=True,
             timeout=60,
         )
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == code, done.stderr
         assert done.stderr.strip().splitlines()[-1] == loads, args
+    assert done.stderr.startswith("error: --state: state must be one of pending, running, all")

@@ -3,6 +3,8 @@ characters exactly, wherever the plain path takes them; everything else goes to 
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -64,6 +66,21 @@ def test_a_plain_line_is_what_rich_prints(capsys, monkeypatch, text):
     done, ours = printed(capsys, lambda: plain.line(text))
     _, theirs = printed(capsys, lambda: render.out().print(text))
     assert not done or ours == theirs
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=TEXT | st.just("error: --state: state must be one of pending, running, all"))
+def test_a_plain_error_line_is_what_rich_prints_on_standard_error(capsys, monkeypatch, text):
+    monkeypatch.setenv("COLUMNS", "40")
+    capsys.readouterr()
+    done = plain.line(text, sys.stderr)
+    ours = capsys.readouterr()
+    render.err().print(text, markup=False)
+    theirs = capsys.readouterr()
+    assert ours.out == theirs.out == ""
+    assert not done or ours.err == theirs.err
 
 
 def test_the_cli_s_own_output_takes_the_plain_path(capsys, monkeypatch):
