@@ -183,7 +183,7 @@ def delivery_figures(
                 hovertemplate="%{x:,.1f} GPU-h",
             )
             for name, key, colour in (
-                ("Entitled", "entitled_gpu_h", "#c9ced6"),
+                ("Demand-capped entitlement", "entitled_gpu_h", "#c9ced6"),
                 ("Delivered", "delivered_gpu_h", "#2457c5"),
             )
         ]
@@ -201,7 +201,9 @@ def delivery_figures(
     )
     over_time = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4],
                               vertical_spacing=0.08)  # fmt: skip
-    over_time.add_trace(go.Scatter(name="Entitled", line_color="#8a94a6"), row=1, col=1)
+    over_time.add_trace(
+        go.Scatter(name="Demand-capped entitlement", line_color="#8a94a6"), row=1, col=1
+    )
     over_time.add_trace(go.Scatter(name="Delivered", line_color="#2457c5"), row=1, col=1)
     over_time.add_trace(
         go.Bar(name="Cumulative credit (+) / debt (−)", marker_color="#e5484d"), row=2, col=1
@@ -406,7 +408,7 @@ def my_projects_figure(projects: list[dict]) -> dict[str, Any] | None:
         return None
     figure = go.Figure(
         [
-            go.Bar(y=labels, x=entitled, name="Entitled", marker_color="#c9ced6",
+            go.Bar(y=labels, x=entitled, name="Demand-capped entitlement", marker_color="#c9ced6",
                    orientation="h", hovertemplate="%{x:,.1f} GPU-h"),
             go.Bar(y=labels, x=delivered, name="Delivered", marker_color="#2457c5",
                    orientation="h", hovertemplate="%{x:,.1f} GPU-h"),

@@ -436,3 +436,30 @@ def test_an_api_fields_description_calls_the_figure_by_its_glossary_name():
         )
     ]
     assert not wrong, "\n".join(wrong)
+
+
+CHART_SOURCES = [ROOT / "dashboards" / "charts.py", *sorted((ROOT / "static" / "js").glob("*.js"))]
+
+
+def _chart_legend_names() -> set[str]:
+    """The legend names the charts give their traces: `name="..."` in the figure
+    builders, the `("Name", "field_gpu_h", colour)` tuples they loop over, and the
+    `bar("...")` / `tick("...")` helpers of the what-if chart."""
+    names: set[str] = set()
+    for path in CHART_SOURCES:
+        text = path.read_text()
+        names |= set(re.findall(r'\bname="([^"]+)"', text))
+        names |= set(re.findall(r'\(\s*"([^"]+)",\s*"\w+_gpu_h"', text))
+        names |= set(re.findall(r'\b(?:bar|tick)\(\s*"([^"]+)"', text))
+    return names
+
+
+def test_no_chart_names_the_demand_capped_entitlement_entitled():
+    """The delivery, My jobs and what-if charts drew the demand-capped entitlement as
+    "Entitled", beside the budget tree's (uncapped) entitled GPU-hours: their legends
+    say the glossary's name, as their tables do."""
+    names = _chart_legend_names()
+    assert {"Delivered", "Delivered, recorded"} <= names  # the scan reads the charts
+    entitled = {n for n in names if n.split(",")[0] in SHARED_NAMES_GONE}
+    assert not entitled, f"chart legends with an ambiguous entitlement name: {entitled}"
+    assert "Demand-capped entitlement" in names

@@ -47,8 +47,10 @@ function drawWhatif() {
       bar("Delivered, replay with today's weights", at(-0.2), d.before, "#a0aec0"),
       bar("Delivered, replay with proposed weights", at(0.2), d.after, "#2b6cb0"),
       tick("Delivered, recorded", at(-0.2), d.recorded, "#2f855a"),
-      tick("Entitled, replay with today's weights", at(-0.2), d.entitled_before, "#4a5568"),
-      tick("Entitled, replay with proposed weights", at(0.2), d.entitled_after, "#dd6b20"),
+      tick("Demand-capped entitlement, replay with today's weights", at(-0.2),
+           d.entitled_before, "#4a5568"),
+      tick("Demand-capped entitlement, replay with proposed weights", at(0.2),
+           d.entitled_after, "#dd6b20"),
     ], {
       barmode: "overlay", height: Math.max(260, 110 + 46 * d.projects.length),
       margin: {l: 10, r: 10, t: 10, b: 10}, font: {size: 12},
