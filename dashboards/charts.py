@@ -299,7 +299,7 @@ def waits_figures(
     wait_fig.update_layout(**{**LAYOUT, "height": 400})
     wait_fig.update_xaxes(title_text=step_title(step), **AXIS)
     wait_fig.update_yaxes(
-        title_text="Wait (minutes, log scale)",
+        title_text="Wait (log scale; under 1 s drawn at 1 s)",
         type="log",
         # about a decade apart, so no two labels meet however tall the chart
         tickvals=[1 / 60, 1 / 6, 1, 10, 60, 600, 5760, 57600],
