@@ -3,11 +3,15 @@ and the management commands both import; neither side imports the other."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from allot_cli import options as cli_options
 from allot_common.durations import parse_duration
 from scheduler.management import options as command_options
+from scheduler.services.demo import REAL_MAX_MIN_RUNTIME_S, demo_seconds
 
 
 @pytest.mark.parametrize(
@@ -47,3 +51,14 @@ def test_a_bad_duration_says_what_is_accepted(text, says):
 def test_the_cli_and_the_commands_share_the_one_parser():
     assert cli_options.parse_duration is parse_duration
     assert command_options.parse_duration is parse_duration
+
+
+def test_the_readme_submits_what_the_demo_accepts():
+    """The README's CLI example is tried on the demo (right after `allot login -u
+    researcher`): its minimum runtime is within the demo cluster's cap, which the demo
+    compresses 60x (a `2h` there was refused)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    runtimes = re.findall(r"^allot submit -A allot-demo/.*?--min-runtime (\S+)", readme, re.M)
+    assert runtimes, "the README's allot submit example was not found"
+    cap = demo_seconds(REAL_MAX_MIN_RUNTIME_S)
+    assert all(parse_duration(r) <= cap for r in runtimes), (runtimes, cap)
