@@ -52,31 +52,46 @@ def print_pending(name: str, page: dict[str, Any], *, me: bool, long: bool) -> N
         markup=False,
     )
     extra = ["NAME", "KIND", "PRIO", "FS"] if long else []
-    render.table(
-        ["POS", "JOBID", "USER", "PROJECT", "GPUS", "MIN_RT", "WAITED", *extra, "REASON"],
-        (
-            [
-                r["position"],
-                r["job"],
-                r["submitter"],
-                r["project_path"],
-                r["gpus"],
-                render.seconds(r["min_runtime_s"]),
-                waited(r["queued_at"]),
-                *(
-                    [r["name"], r["kind"], r["priority"], render.factor(r["fairshare_factor"])]
-                    if long
-                    else []
-                ),
-                r["reason"],
-            ]
-            for r in page["results"]
-        ),
-        wrap=("REASON",) if long else (),
-        crop=() if long else ("REASON",),
-        crop_left=() if long else ("PROJECT",),
-    )
+    columns = ["POS", "JOBID", "USER", "PROJECT", "GPUS", "MIN_RT", "WAITED", *extra, "REASON"]
+    rows = [
+        [
+            r["position"],
+            r["job"],
+            r["submitter"],
+            r["project_path"],
+            r["gpus"],
+            render.seconds(r["min_runtime_s"]),
+            waited(r["queued_at"]),
+            *(
+                [r["name"], r["kind"], r["priority"], render.factor(r["fairshare_factor"])]
+                if long
+                else []
+            ),
+            r["reason"],
+        ]
+        for r in page["results"]
+    ]
+    if long and rows and not render.fits(columns, rows, wrap="REASON"):
+        print_blocks(columns, rows)  # twelve whole columns do not fit: one block per job
+    else:
+        render.table(
+            columns,
+            rows,
+            wrap=("REASON",) if long else (),
+            crop=() if long else ("REASON",),
+            crop_left=() if long else ("PROJECT",),
+        )
     _more(page)
+
+
+def print_blocks(columns: list[str], rows: list[list[Any]]) -> None:
+    """Each job as its own block of `column value` lines (like `scontrol show job`), for
+    `--long` on a terminal too narrow for its table: every value whole, none cut to an
+    ellipsis (a job id once was)."""
+    for n, row in enumerate(rows):
+        if n:
+            render.line()
+        render.pairs([(column.lower(), value) for column, value in zip(columns, row, strict=True)])
 
 
 def print_running(name: str, page: dict[str, Any], *, me: bool) -> None:

@@ -219,6 +219,22 @@ def number(value: Any) -> str:
     return str(value)
 
 
+def terminal_width() -> int:
+    """The width a table is laid out in: the terminal's, or COLUMNS, or 80."""
+    return out().width if plain.styled() else plain.width()
+
+
+def fits(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, wrap: str) -> bool:
+    """Whether a table of `rows` fits the terminal with every column whole but `wrap`,
+    which is folded over lines at least WRAP_MIN wide."""
+    widths = [
+        max([len(column), *(len(v if isinstance(v, str) else number(v)) for v in cells)])
+        for column, cells in zip(columns, zip(*rows, strict=True), strict=True)
+        if column != wrap
+    ]
+    return sum(widths) + WRAP_MIN + 2 * len(widths) <= terminal_width()
+
+
 def table(
     columns: Sequence[str],
     rows: Iterable[Sequence[Any]],
@@ -240,7 +256,7 @@ def table(
     ]
     fixed = sum(w for c, w in zip(columns, widths, strict=True) if c not in crop + tuple(wrap))
     fixed += WRAP_MIN * sum(1 for c in columns if c in wrap) + 2 * (len(columns) - 1)
-    width = out().width if plain.styled() else plain.width()
+    width = terminal_width()
     cropped = max(CROP_MIN, (width - fixed) // max(1, sum(1 for c in columns if c in crop)))
     for i, column in enumerate(columns):
         if column in crop_left:

@@ -2,9 +2,11 @@
 
 import datetime as dt
 
+import pytest
+
 from allot_cli import render
 from allot_cli.jobs import _eta_text
-from allot_cli.queue import waited
+from allot_cli.queue import print_pending, waited
 
 NOW = dt.datetime(2026, 12, 6, 9, 0, tzinfo=dt.UTC)
 
@@ -38,3 +40,42 @@ def test_show_words_an_overtaken_estimate_as_the_job_page_does():
     assert "likely between" not in _eta_text(eta)
     eta["overdue"] = False
     assert "likely between" in _eta_text(eta)
+
+
+def _pending_page(n: int) -> dict:
+    row = {
+        "submitter": "researcher",
+        "project_path": "allot-demo/language-models/pretraining",
+        "gpus": 16,
+        "min_runtime_s": 240,
+        "queued_at": _iso(60),
+        "name": "training-1210",
+        "kind": "training",
+        "priority": 0,
+        "fairshare_factor": 0.9,
+        "reason": "waiting: project allot-demo/language-models/pretraining is at 82% of its "
+        "entitled share over 7 days (fair-share rank 2 of 9); 1 project ahead of it",
+    }
+    results = [{**row, "position": i + 1, "job": 1210 + i} for i in range(n)]
+    return {"count": n, "computed_at": _iso(5), "cycle": 7, "results": results}
+
+
+@pytest.mark.parametrize("columns", ["80", "250"])
+def test_queue_long_keeps_every_job_id_and_reason_whole(capsys, monkeypatch, columns):
+    """`allot queue -l` on an 80-column terminal cut the POS and JOBID columns to "…"
+    (twelve whole columns cannot fit): there each job is a block of whole values; on a
+    wide terminal it stays a table, one job per row."""
+    monkeypatch.setenv("COLUMNS", columns)
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    print_pending("demo-h100", _pending_page(2), me=False, long=True)
+    lines = capsys.readouterr().out.splitlines()
+    text = " ".join(" ".join(lines).split())
+    assert all(len(line) <= int(columns) for line in lines)
+    assert "…" not in text and "1210" in text and "1211" in text
+    assert "(fair-share rank 2 of 9); 1 project ahead of it" in text
+    if columns == "80":
+        assert [line.split()[1] for line in lines if line.startswith("jobid")] == ["1210", "1211"]
+    else:
+        rows = [line.split()[:2] for line in lines if line[:1].isdigit()]
+        assert rows == [["1", "1210"], ["2", "1211"]]
