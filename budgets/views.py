@@ -78,6 +78,21 @@ def _preview_rows(index: selectors.TreeIndex, edits: dict[int, Decimal]) -> list
     return rows
 
 
+# The API field a service's refusal names -> the edit form's label for it
+FORM_LABELS = {"effective_at": "Effective at"}
+
+
+def _in_page_words(exc: ApplicationError) -> str:
+    """A service's refusal as the edit page says it: the form's label where the message
+    names the API's field ("effective_at 2020-01-01... is in the past; ... (leave
+    effective_at out)" read as API-speak beside a field labelled "Effective at")."""
+    field = getattr(exc, "field", None)
+    label = FORM_LABELS.get(field or "")
+    if field is None or label is None:
+        return exc.message
+    return exc.message.replace(f"leave {field} out", f"leave {label} empty").replace(field, label)
+
+
 @participant_required
 @require_http_methods(["GET", "POST"])
 def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
@@ -116,7 +131,7 @@ def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
                         base_version=int(base) if base and is_id_text(base) else None,
                     )
                 except ApplicationError as exc:
-                    context["form_error"] = exc.message
+                    context["form_error"] = _in_page_words(exc)
                     return render(request, "budgets/edit.html", context, status=exc.status_code)
                 messages.success(request, f"Budget change for '{context['path']}' saved.")
                 return redirect("budgets:history")

@@ -270,6 +270,11 @@ def test_history_good_and_blank_filters_still_filter(client, tree):
         ("10000-01-01T09:00", "Not an ISO 8601 time"),
         ("9999-12-31T23:59", "Out of range"),  # scheduled for year 9999 (was recorded)
         ("8999-12-31T23:59", "730 days ahead"),
+        # in the page's words, not the API's field name (was "(leave effective_at out)")
+        (
+            "2020-01-01T10:00",
+            "is in the past; a change takes effect now (leave Effective at empty)",
+        ),
     ],
 )
 def test_an_effective_time_that_is_no_time_or_too_far_is_refused_and_nothing_recorded(
@@ -288,5 +293,6 @@ def test_an_effective_time_that_is_no_time_or_too_far_is_refused_and_nothing_rec
         },
     )
     assert response.status_code == 400 and says in response.content.decode()
+    assert "effective_at " not in response.content.decode()
     assert BudgetEvent.objects.count() == events and not ScheduledChange.objects.exists()
     assert BudgetNode.objects.get(pk=a1.pk).weight == 70
