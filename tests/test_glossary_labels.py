@@ -288,10 +288,19 @@ def _cli_headers() -> dict[str, set[str]]:
             and isinstance(node.value.body, ast.List)
             and isinstance(node.value.orelse, ast.List)
         }
+        named = {  # `columns = [...]`, passed to `render.table(columns, ...)`
+            node.targets[0].id: node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.List)
+        }
         for call in ast.walk(tree):
             if not (isinstance(call, ast.Call) and ast.unparse(call.func) == "render.table"):
                 continue
-            for node in ast.walk(call.args[0]):
+            first = call.args[0]
+            first = named.get(first.id, first) if isinstance(first, ast.Name) else first
+            for node in ast.walk(first):
                 found = spliced.get(node.id, []) if isinstance(node, ast.Name) else [node]
                 for item in found:
                     if isinstance(item, ast.Constant) and CLI_HEADER.match(str(item.value)):
