@@ -156,7 +156,9 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
             out[wid]["moved"] = {
                 "at": _iso(cs.now),
                 "previous_start": _iso(previous.start),
-                "because": _move_cause(before[3], facts, wid, shown, fresh_estimates),
+                "because": _move_cause(
+                    before[3], facts, wid, shown, fresh_estimates, previous.start
+                ),
             }
         elif wid in shown_before:  # the last explained move stays until the next one
             out[wid]["moved"] = shown_before[wid].get("moved")
@@ -320,17 +322,26 @@ def _move_cause(
     wid: str,
     shown: Estimate,
     estimates: dict[str, Estimate],
+    previous_start: float,
 ) -> str:
     """Why job `wid`'s shown start moved beyond its range since the answer that saw
-    `before`: a host down, a budget change, jobs submitted since that start first, or
-    (when none of these) running jobs that end later or sooner than forecast."""
+    `before` (at `previous_start`): a budget change either way; later, a host down or
+    jobs submitted since that start first; sooner, a host back; else running jobs that
+    end later or sooner than forecast. A cause that can only delay a job never explains
+    a start that came closer (a job page once said "moved from 13:02: 2 jobs submitted
+    since start before it" of an estimate that moved to 12:04)."""
+    if now["tree_version"] != before.get("tree_version", now["tree_version"]):
+        return _budget_change_text(before["at"])
+    assert shown.start is not None
+    if shown.start < previous_start:
+        if now["hosts_healthy"] > before.get("hosts_healthy", now["hosts_healthy"]):
+            return f"a host came back ({now['hosts_healthy']} of {now['hosts']} hosts healthy)"
+        return "jobs ahead of it left the queue or running jobs are ending sooner than forecast"
     if now["hosts_healthy"] < before.get("hosts_healthy", now["hosts_healthy"]):
         return (
             f"a host went down ({now['hosts_healthy']} of {now['hosts']} hosts healthy, "
             f"{before['hosts_healthy']} before)"
         )
-    if now["tree_version"] != before.get("tree_version", now["tree_version"]):
-        return _budget_change_text(before["at"])
     known = set(before.get("pending", ()))
     ahead = [
         other
@@ -339,11 +350,8 @@ def _move_cause(
         and other != wid
         and (e := estimates.get(other)) is not None
         and e.start is not None
-        and shown.start is not None
         and e.start <= shown.start
     ]
     if ahead:
         return f"{len(ahead)} job{'s' if len(ahead) > 1 else ''} submitted since start before it"
-    if now["hosts_healthy"] > before.get("hosts_healthy", now["hosts_healthy"]):
-        return f"a host came back ({now['hosts_healthy']} of {now['hosts']} hosts healthy)"
-    return "running jobs are ending at other times than forecast"
+    return "running jobs are ending later than forecast"

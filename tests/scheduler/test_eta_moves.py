@@ -90,10 +90,15 @@ def test_a_move_after_a_budget_change_names_the_change_and_who_made_it(cluster, 
     assert _epoch(again["start"]) - _epoch(shown["start"]) < 60
 
 
+# A start shown a day ago that is now "now" moved later; one shown days ahead that is now
+# "now" moved sooner (the job fits at once on the test cluster).
+LATER, SOONER = -1, 3
+
+
 def test_a_move_after_a_host_went_down_says_so(cluster, tree):
     job = _submit(cluster, tree)
     cluster_etas(cluster=cluster, fresh=True)
-    _pretend_shown_before(cluster, job, 3, hosts_healthy=3, hosts=3)
+    _pretend_shown_before(cluster, job, LATER, hosts_healthy=3, hosts=3)
     moved = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]["moved"]
     assert moved["because"] == "a host went down (2 of 2 hosts healthy, 3 before)"
 
@@ -102,18 +107,41 @@ def test_a_move_after_new_submissions_counts_those_that_start_first(cluster, tre
     job = _submit(cluster, tree)
     cluster_etas(cluster=cluster, fresh=True)
     newer = _submit(cluster, tree)
-    _pretend_shown_before(cluster, job, 2, pending=[str(job.pk)])
+    _pretend_shown_before(cluster, job, LATER, pending=[str(job.pk)])
     shown = cluster_etas(cluster=cluster, fresh=True)
     assert shown[str(job.pk)]["moved"]["because"] == "1 job submitted since start before it"
     assert shown[str(newer.pk)]["moved"] is None  # new: nothing shown before
 
 
+def test_a_sooner_start_is_never_put_on_what_can_only_delay_it(cluster, tree):
+    """A job page said "moved from 13:02 ...: 2 jobs submitted since start before it" of
+    an estimate that had moved to 12:04: new jobs ahead and a host down delay a job, they
+    do not bring its start closer."""
+    job = _submit(cluster, tree)
+    cluster_etas(cluster=cluster, fresh=True)
+    _submit(cluster, tree)
+    _pretend_shown_before(cluster, job, SOONER, pending=[str(job.pk)], hosts_healthy=3, hosts=3)
+    moved = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]["moved"]
+    assert _epoch(moved["previous_start"]) > time.time() + 86400  # it came closer
+    assert moved["because"] == (
+        "jobs ahead of it left the queue or running jobs are ending sooner than forecast"
+    )
+
+
+def test_a_sooner_start_after_a_host_came_back_says_so(cluster, tree):
+    job = _submit(cluster, tree)
+    cluster_etas(cluster=cluster, fresh=True)
+    _pretend_shown_before(cluster, job, SOONER, hosts_healthy=1, hosts=2)
+    moved = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]["moved"]
+    assert moved["because"] == "a host came back (2 of 2 hosts healthy)"
+
+
 def test_without_a_known_cause_the_move_is_put_on_the_runtimes(cluster, tree):
     job = _submit(cluster, tree)
     cluster_etas(cluster=cluster, fresh=True)
-    _pretend_shown_before(cluster, job, 1)
+    _pretend_shown_before(cluster, job, LATER)
     moved = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]["moved"]
-    assert moved["because"] == "running jobs are ending at other times than forecast"
+    assert moved["because"] == "running jobs are ending later than forecast"
 
 
 def test_the_job_page_and_api_say_why_the_estimate_moved(cluster, tree, client, monkeypatch):

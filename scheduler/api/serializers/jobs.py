@@ -207,9 +207,10 @@ class EtaMoveOutput(serializers.Serializer):
     at = serializers.DateTimeField(help_text="When the estimate moved")
     previous_start = serializers.DateTimeField(help_text="The estimated start shown before")
     because = serializers.CharField(
-        help_text="Why: a host went down or came back, the budgets changed (which weights, "
-        "by whom), jobs submitted since start before it, or running jobs ending at other "
-        "times than forecast"
+        help_text="Why: the budgets changed (which weights, by whom); for a later start, a "
+        "host went down, jobs submitted since start before it, or running jobs ending later "
+        "than forecast; for a sooner start, a host came back, or jobs ahead leaving the queue "
+        "or running jobs ending sooner than forecast"
     )
 
 
