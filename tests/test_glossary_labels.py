@@ -472,3 +472,10 @@ def test_no_chart_names_the_demand_capped_entitlement_entitled():
     entitled = {n for n in names if n.split(",")[0] in SHARED_NAMES_GONE}
     assert not entitled, f"chart legends with an ambiguous entitlement name: {entitled}"
     assert "Demand-capped entitlement" in names
+    # nor do the charts' headings and descriptions
+    said = {
+        f"{path.name}: {m}"
+        for path in TEMPLATES
+        for m in re.findall(r"(?i)delivered\b[^<\"]{0,20}\b(?:vs|and) entitled", path.read_text())
+    }
+    assert not said, f"chart headings with an ambiguous entitlement name: {said}"
