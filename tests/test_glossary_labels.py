@@ -76,7 +76,7 @@ FIGURES = {
     "Short-job waits saved (7 days)": "short-job-reserve-cost",
     "Share floor": "share-floor",
     "Idle-GPU reclaim": "idle-reclaim",
-    "Busy GPU-steps": "planner-figures",
+    "Busy GPU-steps (%)": "planner-figures",
     "Impact": "impact",
     "GPU utilization": "utilization",
     "GPU-h held": "effective-gpu-hours",
