@@ -180,7 +180,7 @@ def cancel(ctx: Context, job_ids: list[int], as_json: bool = False) -> None:
     client = api(ctx)
     answers = []
     failed: CliError | None = None
-    for job_id in job_ids:
+    for job_id in dict.fromkeys(job_ids):  # a job named twice is cancelled (and said) once
         try:
             job = client.request("POST", f"jobs/{job_id}/cancel/")
         except CliError as exc:

@@ -35,9 +35,9 @@ def usage(
     step: str = "day",
     as_json: bool = False,
 ) -> None:
-    """GPU-hours per project and step: delivered, unallocated, demand, entitled, and the
-    GPU utilization of its runs (unknown: '-'), over whole hours that are over (by
-    default the last 7 days of complete hours)."""
+    """GPU-hours per project and step: delivered, unallocated, demand, demand-capped
+    entitlement, and the GPU utilization of its runs (unknown: '-'), over whole hours
+    that are over (by default the last 7 days of complete hours)."""
     head, rows = api(ctx).get_all_with_head(
         "usage/", cluster=cluster, project=project, since=since, until=until, step=step
     )
@@ -60,7 +60,7 @@ def usage(
             "DELIVERED",
             "UNALLOC",
             "DEMAND",
-            "ENTITLED",
+            "CAPPED ENT",
             "GPU UTIL",
         ],
         (

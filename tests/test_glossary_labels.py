@@ -175,7 +175,7 @@ CLI_FIGURES = {
     "DELIVERED": "delivered-gpu-hours",
     "UNALLOC": "unallocated-gpu-hours",
     "DEMAND": "demand",
-    "ENTITLED": "demand-capped-entitlement",
+    "CAPPED ENT": "demand-capped-entitlement",
     "GPU UTIL": "utilization",
     "RAW SHARES": "weight",
     "NORM SHARES": "share-among-siblings",

@@ -194,9 +194,10 @@ def test_queue_show_and_cancel(ann, tree):
     shown = ann("show", str(running.pk))
     assert "attempts" in shown.stdout and "node0" in shown.stdout
 
-    cancelled = ann("cancel", str(waiting[0].pk), str(running.pk))
+    # a job named twice is cancelled and reported once
+    cancelled = ann("cancel", str(waiting[0].pk), str(running.pk), str(waiting[0].pk))
     assert cancelled.returncode == 0, cancelled.stderr
-    assert f"job {waiting[0].pk}: cancelled" in cancelled.stdout
+    assert cancelled.stdout.count(f"job {waiting[0].pk}: cancelled") == 1
     assert f"job {running.pk}: stopping" in cancelled.stdout
     assert ann("cancel", "999999").returncode == 1
     assert ann("show", "999999").returncode == 1

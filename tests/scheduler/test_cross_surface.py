@@ -281,7 +281,9 @@ def _check_usage(cli: Cli, lv, root) -> None:
     assert used.returncode == 0, used.stderr
     assert f"last 7 days of complete hours, to {render.when(end.isoformat())}" in used.stdout
     header = next(line for line in used.stdout.splitlines() if "DELIVERED" in line).split()
-    assert header[-6:] == ["DELIVERED", "UNALLOC", "DEMAND", "ENTITLED", "GPU", "UTIL"]
+    assert header[-7:] == [
+        "DELIVERED", "UNALLOC", "DEMAND", "CAPPED", "ENT", "GPU", "UTIL"
+    ]  # fmt: skip
     assert f"GPU-hours on {lv.cluster.name} per day" in used.stdout  # one cluster: no column
     sums: dict[str, dict[str, float]] = {}
     for line in used.stdout.splitlines():
