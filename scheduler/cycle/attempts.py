@@ -14,7 +14,12 @@ from scheduler.core.engine.runs import saved_work_s
 from scheduler.cycle.context import CycleContext
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Job, JobState
 from scheduler.selectors.translate import placements_to_json, policy_for_cluster
-from scheduler.services.transitions import attempt_transition, is_legal, job_target
+from scheduler.services.transitions import (
+    attempt_transition,
+    is_legal,
+    job_target,
+    running_reason,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +48,12 @@ def confirm_running(ctx: CycleContext, attempt: Attempt, cj: ClusterJob) -> None
     if cj.external_id:
         changes["external_id"] = cj.external_id
     placements = changes.get("placements", attempt.placements)
-    hosts = ", ".join(
-        f"{p['host']} GPUs {','.join(map(str, p['gpu_indices']))}" for p in placements
-    )
     attempt_transition(
         attempt=attempt,
         to_state=AttemptState.RUNNING,
         changes=changes,
         job_steps=[JobState.RUNNING] if attempt.job.state == JobState.STARTING else [],
-        reason=f"running on {hosts} (attempt {attempt.number})",
+        reason=running_reason(placements, attempt.number),
         reason_code="started",
         at=changes["started_at"],
         cycle=ctx.record,

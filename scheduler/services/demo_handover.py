@@ -44,6 +44,7 @@ from scheduler.core.sim.model import JobState as SimJobState
 from scheduler.core.sim.model import SimConfig, SimResult, TraceJob
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Cluster, Job, JobState
 from scheduler.selectors.translate import placements_from_json
+from scheduler.services.transitions import running_reason
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,8 @@ def open_job_fields(
     stopped = runs[:-1] if running else runs
     return {
         "state": JobState.RUNNING if running else JobState.PENDING,
+        # as the live cycle words it: My jobs' "Why" reads it
+        "state_reason": running_reason(placement_rows(runs[-1]), len(runs)) if running else "",
         "min_runtime_s": compressed_s(min_runtime_s, h.speed),
         "progress_s": max(0.0, job.duration_s - need_s(job, stopped, h)),
         "queued_at": at(stopped[-1].end_s if stopped else job.submit_s),
@@ -225,6 +228,11 @@ def work_left(kept, job_of, attempts_of, runs_by_job, trace, handover) -> dict[s
     }
 
 
+def placement_rows(run: RunRecord) -> list[dict]:
+    """A simulated run's placements as an attempt stores them."""
+    return [{"host": h, "gpu_indices": list(ix)} for h, ix in run.placements]
+
+
 def attempt_row(cluster, job: Job, job_id: str, n: int, run: RunRecord, at) -> Attempt:
     """Run `n` of a job as its attempt: ended as the simulator ended it, or open (running
     on the GPUs the simulation placed it) when it was still going at the end."""
@@ -237,7 +245,7 @@ def attempt_row(cluster, job: Job, job_id: str, n: int, run: RunRecord, at) -> A
         cluster=cluster,
         project=job.project,
         gpus=run.gpus,
-        placements=[{"host": h, "gpu_indices": list(ix)} for h, ix in run.placements],
+        placements=placement_rows(run),
         allocated=run.allocated,
         state=AttemptState.RUNNING if running else AttemptState.ENDED,
         created_at=at(run.start_s),

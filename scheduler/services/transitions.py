@@ -91,6 +91,14 @@ def job_target(end: str, *, resumable: bool, started: bool, intent: str = "") ->
     return JobState.PENDING if requeue else JobState.FAILED  # lost
 
 
+def running_reason(placements: list[dict], number: int) -> str:
+    """A running job's state reason: where its attempt `number` runs."""
+    hosts = ", ".join(
+        f"{p['host']} GPUs {','.join(map(str, p['gpu_indices']))}" for p in placements
+    )
+    return f"running on {hosts} (attempt {number})"
+
+
 def job_event(
     *,
     job: Job,

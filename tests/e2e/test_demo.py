@@ -38,6 +38,7 @@ from scheduler.models import (
 from scheduler.services import demo
 from scheduler.services.demo_handover import Handover, is_open, left_s, need_s, open_job_fields
 from scheduler.services.previews import preview_compute
+from scheduler.services.transitions import running_reason
 
 
 def _interval(job_id, host, gpus, start, end, hosts=None) -> RunInterval:
@@ -229,6 +230,9 @@ def test_the_history_ends_busy_and_the_first_live_cycle_carries_it_on(demo_org, 
     }
     assert len(running) == counts["running"]
     assert all(a.job.state == JobState.RUNNING and a.started_at < now for a in running.values())
+    assert all(
+        a.job.state_reason == running_reason(a.placements, a.number) for a in running.values()
+    )
     pending = Job.objects.filter(cluster=cluster, state=JobState.PENDING)
     assert pending.count() == counts["pending"]
     # their minimum runtimes compressed as the live load's are (the 60x cluster's cap)
@@ -271,6 +275,8 @@ def test_a_handed_over_run_needs_what_the_simulator_had_left():
     fields = open_job_fields(job, runs, 3600.0, h, lambda s: s)
     assert fields["state"] == JobState.RUNNING and fields["min_runtime_s"] == 60
     assert fields["progress_s"] == 7200.0 - 5640.0 and fields["queued_at"] == 3100.0
+    # My jobs' "Why" reads where it runs, worded as the live cycle words a start
+    assert fields["state_reason"] == "running on h0 GPUs 0,1,2,3,4,5,6,7 (attempt 3)"
 
 
 def test_the_load_submits_the_organisations_kinds_and_respects_the_cap(demo_org, settings):
