@@ -22,6 +22,7 @@ from tests.support.scheduling import (
     pending_s,
     write_durations,
 )
+from tests.support.template_db import use_template
 from tests.support.tree import Tree, example_tree
 
 pytest_plugins = [
@@ -30,6 +31,7 @@ pytest_plugins = [
     "tests.support.clock",
     "tests.support.flush",
     "tests.support.nodelay",
+    "tests.support.static",
 ]
 
 # Hypothesis's explain phase traces every line the test runs after a failure; on the
@@ -59,7 +61,10 @@ REQUIRE_ALL = os.environ.get("ALLOT_REQUIRE_ALL", "") not in ("", "0")
 # its own directory and ports), so its modules form two groups of about equal length: two
 # clusters, on two workers, each carrying half of the Slurm tests (one group was the
 # suite's critical path). The query-count module measures all its requests in one world
-# built once per worker (`measured`), so it runs on one worker too.
+# built once per worker (`measured`), so it runs on one worker too. So do the modules whose
+# tests share work kept for the process (`functools.cache`): the plan-hash recording's six
+# simulator runs, each read by two tests (spread over workers, each worker ran them
+# again), and the layer checks' parsed sources of the project.
 XDIST_GROUPS = {
     "tests/adapters/slurm/test_cycle.py": "slurm-1",
     "tests/adapters/slurm/test_adapter.py": "slurm-1",
@@ -69,6 +74,8 @@ XDIST_GROUPS = {
     "tests/adapters/slurm/test_governed_kills.py": "slurm-2",
     "tests/adapters/slurm/test_governed_owner.py": "slurm-2",
     "tests/test_query_counts.py": "query-counts",
+    "tests/core/engine/test_plan_hash.py": "plan-hash",
+    "tests/test_layers.py": "layers",
 }
 # A fixture naming a per-worker resource -> the prefix of the groups its tests must be in.
 GROUPED_FIXTURES = {"slurm_cluster": "slurm-"}
@@ -175,6 +182,16 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     outcome = yield
     _require_all(outcome.get_result())
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, django_db_blocker):
+    """Each worker's test database copied from one migrated template instead of migrated
+    again (tests/support/template_db.py)."""
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        use_template(connection)
 
 
 @pytest.fixture
