@@ -1,8 +1,10 @@
 """The flush that ends each transactional test (tests/support/flush.py) leaves every
 table empty, the audited (append-only) ones included, as Django's TRUNCATE did; then the
-content types and permissions are written back."""
+content types and permissions are written back, or kept where they are what
+post_migrate wrote."""
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.core.management.color import no_style
@@ -10,7 +12,7 @@ from django.db import connection
 
 from ops.dbroles import audited_tables
 from tests.factories import ClusterFactory
-from tests.support.flush import delete_all
+from tests.support.flush import WRITTEN_BACK, delete_all
 from tests.support.tree import example_tree
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,3 +43,38 @@ def test_the_flush_empties_every_table_the_audited_ones_too():
     assert non_empty_tables() == set()
     call_command("flush", verbosity=0, interactive=False, reset_sequences=False)
     assert ContentType.objects.filter(app_label="budgets").exists()  # written back
+
+
+def _flush() -> None:
+    call_command("flush", verbosity=0, interactive=False, reset_sequences=False)
+
+
+def written_back() -> list[tuple]:
+    return [
+        *ContentType.objects.order_by("pk").values_list(),
+        *Permission.objects.order_by("pk").values_list(),
+    ]
+
+
+def test_the_written_back_rows_are_kept_only_while_they_are_what_post_migrate_wrote():
+    _flush()  # post_migrate wrote them (or they are what it last wrote)
+    rows = written_back()
+    example_tree()
+    _flush()
+    assert non_empty_tables() == set(WRITTEN_BACK)
+    assert written_back() == rows  # kept as they were: the same rows, the same ids
+    extra = Permission.objects.create(
+        codename="extra", name="extra", content_type=ContentType.objects.first()
+    )
+    ContentType.objects.create(app_label="gone", model="gone")
+    _flush()  # changed by the test: emptied, and post_migrate writes them back
+    assert non_empty_tables() == set(WRITTEN_BACK)
+    assert not Permission.objects.filter(pk=extra.pk).exists()
+    assert not ContentType.objects.filter(app_label="gone").exists()
+    assert natural(written_back()) == natural(rows)  # new ids, the rows post_migrate writes
+
+
+def natural(rows: list[tuple]) -> list[tuple]:
+    """The rows without their ids (a permission by its content type's app and model)."""
+    types = {row[0]: row[1:] for row in rows if len(row) == 3}
+    return sorted(row[1:] if len(row) == 3 else (row[1], row[3], *types[row[2]]) for row in rows)
