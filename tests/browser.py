@@ -1,6 +1,8 @@
-"""Launching Debian's chromium for the page tests (Playwright; nothing is downloaded)."""
+"""Launching Debian's chromium for the page tests (Playwright; nothing is downloaded), and
+waiting until a page is drawn and every request it made is answered."""
 
 import shutil
+import time
 
 import pytest
 
@@ -30,3 +32,54 @@ def sign_in(page, base_url: str, username: str, password: str = "pw") -> None:
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
+
+
+# The page is loaded: the parts htmx loads after the page swapped in, and Swagger UI
+# (which fetches the schema after load) lists its operations.
+LOADED = """
+() => document.readyState === "complete"
+  && !document.querySelector(".htmx-request, .htmx-swapping, .htmx-settling")
+  && Array.from(document.querySelectorAll("[hx-trigger='load']"))
+       .every(function (el) { return !el.textContent.includes("Loading\u2026"); })
+  && (!document.getElementById("swagger-ui")
+      || document.querySelector("#swagger-ui .opblock, #swagger-ui .errors-wrapper") !== null)
+"""
+# The page is drawn: loaded, the parts htmx loads after the page (the dashboards'
+# sections) swapped in, each chart's div drawn by Plotly (dashboards.js, planner.js,
+# whatif.js), and Swagger UI (which fetches the schema after load) lists its operations.
+DRAWN = """
+() => document.readyState === "complete"
+  && !document.querySelector(".htmx-request, .htmx-swapping, .htmx-settling")
+  && Array.from(document.querySelectorAll("[hx-trigger='load']"))
+       .every(function (el) { return !el.textContent.includes("Loading\u2026"); })
+  && Array.from(document.querySelectorAll(".chart[data-figure], .heatmap, .whatif-chart"))
+       .every(function (div) { return div.classList.contains("js-plotly-plot"); })
+  && (!document.getElementById("swagger-ui")
+      || document.querySelector("#swagger-ui .opblock, #swagger-ui .errors-wrapper") !== null)
+"""
+
+
+class Requests:
+    """The requests of a page sent and not yet answered (a poll that a navigation cancels
+    counts as answered)."""
+
+    def __init__(self, page) -> None:
+        self.in_flight: set = set()
+        page.on("request", lambda r: self.in_flight.add(r))
+        page.on("requestfinished", lambda r: self.in_flight.discard(r))
+        page.on("requestfailed", lambda r: self.in_flight.discard(r))
+
+
+def settle(page, requests: Requests, ready: str = DRAWN, timeout_s: float = 30) -> None:
+    """Wait until the page is `ready` (drawn, or `LOADED`) and none of its requests is
+    unanswered,
+    then until the page's queued tasks (the reports of a violated content security
+    policy among them) have run: what waiting for 0.5 s without traffic (Playwright's
+    "networkidle") was for, without the half second."""
+    page.wait_for_load_state("load")
+    page.wait_for_function(ready, timeout=timeout_s * 1000, polling=50)
+    deadline = time.monotonic() + timeout_s
+    while requests.in_flight and time.monotonic() < deadline:
+        page.wait_for_timeout(20)  # lets Playwright deliver the requests' events
+    assert not requests.in_flight, [r.url for r in requests.in_flight]
+    page.evaluate("() => new Promise(done => requestAnimationFrame(() => setTimeout(done, 0)))")

@@ -4,7 +4,7 @@ shown as text, never run, and no page breaks its content security policy."""
 import contextlib
 
 from budgets import services
-from tests.browser import BROWSER_MARKS, sign_in
+from tests.browser import BROWSER_MARKS, LOADED, Requests, settle, sign_in
 from tests.factories import ClusterFactory
 
 pytestmark = BROWSER_MARKS
@@ -20,9 +20,10 @@ document.addEventListener('securitypolicyviolation', e => window.__csp.push(
 """
 
 
-def visit(page, url: str) -> list[str]:
+def visit(page, requests: Requests, url: str) -> list[str]:
+    """The violations the page reports once it is loaded and its requests answered."""
     page.goto(url)
-    page.wait_for_load_state("networkidle")
+    settle(page, requests, LOADED)
     return page.evaluate("window.__csp")
 
 
@@ -42,29 +43,30 @@ def test_user_text_is_escaped_and_every_page_keeps_to_the_csp(tree, live_server,
         lambda m: console_csp.append(m.text) if "Content Security Policy" in m.text else None,
     )
     page.add_init_script(CSP_LISTENER)
+    requests = Requests(page)
     base = live_server.url
-    violations = {"/accounts/login/": visit(page, f"{base}/accounts/login/")}
+    violations = {"/accounts/login/": visit(page, requests, f"{base}/accounts/login/")}
     sign_in(page, base, "lead-a")
 
-    violations["/budgets/"] = visit(page, f"{base}/budgets/")
+    violations["/budgets/"] = visit(page, requests, f"{base}/budgets/")
     expect(page.locator("table")).to_contain_text(HOSTILE_NAME)
 
-    violations["/budgets/history/"] = visit(page, f"{base}/budgets/history/")
+    violations["/budgets/history/"] = visit(page, requests, f"{base}/budgets/history/")
     expect(page.locator("article.event").first).to_contain_text(HOSTILE_REASON)
 
     edit = f"/budgets/nodes/{tree.node('prog-a').pk}/edit/"
-    violations[edit] = visit(page, base + edit)
+    violations[edit] = visit(page, requests, base + edit)
     page.fill("input[aria-label='weight of a1']", "30")  # htmx preview under the CSP
     expect(page.locator("#preview table.preview")).to_contain_text("org/prog-a/a1")
     violations[edit] += page.evaluate("window.__csp")
 
-    violations["/dashboards/"] = visit(page, f"{base}/dashboards/")
+    violations["/dashboards/"] = visit(page, requests, f"{base}/dashboards/")
     expect(page.locator("#fairshare table.fairshare")).to_contain_text(HOSTILE_NAME)
     violations["/dashboards/"] += page.evaluate("window.__csp")
-    violations["/me/"] = visit(page, f"{base}/me/")
+    violations["/me/"] = visit(page, requests, f"{base}/me/")
 
     for url in ["/planner/", "/planner/training-heavy/", "/api/docs/"]:
-        violations[url] = visit(page, base + url)
+        violations[url] = visit(page, requests, base + url)
     expect(page.locator(".swagger-ui .info")).to_contain_text("Allot API")
 
     assert dialogs == []
@@ -148,8 +150,9 @@ def test_every_page_of_the_url_conf_keeps_to_the_csp(tree, live_server, page, ad
 
     page.on("request", record)
     page.add_init_script(CSP_LISTENER)
+    requests = Requests(page)
     base = live_server.url
-    violations = {"/accounts/login/": visit(page, f"{base}/accounts/login/")}
+    violations = {"/accounts/login/": visit(page, requests, f"{base}/accounts/login/")}
     sign_in(page, base, admin_user.username)
 
     routes = url_conf_routes()
@@ -164,7 +167,7 @@ def test_every_page_of_the_url_conf_keeps_to_the_csp(tree, live_server, page, ad
         if name in NOT_PAGES or name in FRAGMENTS or name in later or name == "login":
             continue
         url = reverse(name, kwargs={p: args[p] for p in params})
-        violations[url] = visit(page, base + url)
+        violations[url] = visit(page, requests, base + url)
         if name == "budgets:edit":
             page.fill("input[aria-label='weight of a2']", "90")
             expect(page.locator("#preview table.preview")).to_contain_text("org/prog-a/a2")
@@ -174,11 +177,11 @@ def test_every_page_of_the_url_conf_keeps_to_the_csp(tree, live_server, page, ad
             violations[url] += page.evaluate("window.__csp")
         elif name == "dashboards:dashboard":
             expect(page.locator("#waits h2")).to_be_visible()
-            page.wait_for_load_state("networkidle")
+            settle(page, requests, LOADED)
             violations[url] += page.evaluate("window.__csp")
     preview = Preview.objects.latest("pk")
     url = reverse("scheduler:whatif-status", kwargs={"preview_id": preview.pk})
-    violations[url] = visit(page, base + url)
+    violations[url] = visit(page, requests, base + url)
     expect(page.locator("table.whatif-result")).to_contain_text("org/prog-a/a2")
 
     admin_lists = {
@@ -186,7 +189,7 @@ def test_every_page_of_the_url_conf_keeps_to_the_csp(tree, live_server, page, ad
     }
     for name in ["admin:index", *sorted(admin_lists)]:
         url = reverse(name)
-        violations[url] = visit(page, base + url)
+        violations[url] = visit(page, requests, base + url)
 
     assert {url: v for url, v in violations.items() if v} == {}
     # every page and fragment of the URL conf was requested under the listener

@@ -34,7 +34,7 @@ from scheduler.models import (
     JobState,
     UtilizationSample,
 )
-from tests.browser import BROWSER_MARKS, CHROMIUM, LAUNCH_ARGS, sign_in
+from tests.browser import BROWSER_MARKS, CHROMIUM, DRAWN, LAUNCH_ARGS, sign_in
 from tests.dashboards import data
 from tests.factories import AttemptFactory, ClusterFactory, HostFactory, JobFactory
 from tests.support.jobs import seed_jobs
@@ -87,20 +87,6 @@ PAGE_CHECKS = """
   });
   return out;
 }
-"""
-
-# The page is drawn: loaded, the parts htmx loads after the page (the dashboards'
-# sections) swapped in, each chart's div drawn by Plotly (dashboards.js, planner.js,
-# whatif.js), and Swagger UI (which fetches the schema after load) lists its operations.
-DRAWN = """
-() => document.readyState === "complete"
-  && !document.querySelector(".htmx-request, .htmx-swapping, .htmx-settling")
-  && Array.from(document.querySelectorAll("[hx-trigger='load']"))
-       .every(function (el) { return !el.textContent.includes("Loading\u2026"); })
-  && Array.from(document.querySelectorAll(".chart[data-figure], .heatmap, .whatif-chart"))
-       .every(function (div) { return div.classList.contains("js-plotly-plot"); })
-  && (!document.getElementById("swagger-ui")
-      || document.querySelector("#swagger-ui .opblock, #swagger-ui .errors-wrapper") !== null)
 """
 
 
