@@ -27,6 +27,7 @@ from budgets.services._common import (
     _new_event,
 )
 from config.errors import NotFound, PermissionDenied, ValidationFailed
+from config.plainsql import fetch_all
 
 
 def parse_tree_document(data: Any) -> rules.TreeDocument:
@@ -40,51 +41,120 @@ def parse_tree_document(data: Any) -> rules.TreeDocument:
         raise ValidationFailed(str(exc).replace("\n", "; "), field=field) from None
 
 
+def _people_named(document: rules.TreeDocument) -> list[str]:
+    """Every user name the document gives roles to, once each, in the order the writer
+    meets them (depth first, managers before members)."""
+    names: dict[str, None] = {}
+    stack = [document]
+    while stack:
+        item = stack.pop()
+        names.update(dict.fromkeys(item.managers))
+        names.update(dict.fromkeys(item.members))
+        stack.extend(reversed(item.children))
+    return list(names)
+
+
+def _next_node_ids(count: int) -> list[int]:
+    """`count` new node ids from the table's sequence, ascending (what `count` inserts
+    one by one would have taken)."""
+    table = BudgetNode._meta.db_table
+    sql = "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) ORDER BY 1"
+    return [node_id for (node_id,) in fetch_all(sql, [table, count])]
+
+
+def _node_kind(item: rules.TreeDocument, parent: BudgetNode | None) -> str:
+    if parent is None:
+        return NodeKind.ORGANISATION
+    return NodeKind.PROGRAM if item.children else NodeKind.PROJECT
+
+
 class _TreeWriter:
     """Writes a parsed document's nodes and roles under the tree lock, remembering the
-    nodes it touched (with their weight before) and how many roles it added."""
+    nodes it touched (with their weight before) and how many roles it added.
 
-    def __init__(self) -> None:
-        self.user_model = get_user_model()
-        self.users: dict[str, Any] = {}
+    The tree as it was (`before`, read under the lock) finds the existing nodes; a node
+    that is not there is new, and so is everything below it: a new subtree is written
+    with one insert of its nodes (ids taken in depth-first order, as one insert per
+    node would) and one of its roles. Users are looked up, and the missing ones created,
+    in one statement each. The history rows are those the row-by-row writes made."""
+
+    def __init__(self, document: rules.TreeDocument, before: TreeIndex) -> None:
+        self.users = self._users(_people_named(document))
+        self.existing = {(n.parent_id, n.name): n for n in before.nodes.values()}
         self.touched: list[tuple[BudgetNode, Decimal | None]] = []
         self.roles_added = 0
 
-    def user(self, username: str):
-        """The user of that name, created without a usable password if new."""
-        if username not in self.users:
-            found = self.user_model.objects.filter(username=username).first()
-            if found is None:
-                found = self.user_model(username=username)
-                found.set_unusable_password()
-                found.save()
-            self.users[username] = found
-        return self.users[username]
+    @staticmethod
+    def _users(names: list[str]) -> dict[str, Any]:
+        """The users of those names; the new ones created without a usable password."""
+        user_model = get_user_model()
+        users = {u.get_username(): u for u in user_model.objects.filter(username__in=names)}
+        new = []
+        for username in names:
+            if username not in users:
+                users[username] = user_model(username=username)
+                users[username].set_unusable_password()
+                new.append(users[username])
+        user_model.objects.bulk_create(new)
+        return users
+
+    def _roles(self, item: rules.TreeDocument) -> list[tuple[Any, str]]:
+        """(user, role) of each role the document gives on `item`, once each."""
+        pairs = {
+            (username, role): None
+            for role, people in ((Role.MANAGER, item.managers), (Role.MEMBER, item.members))
+            for username in people
+        }
+        return [(self.users[username], role) for username, role in pairs]
 
     def upsert(self, item: rules.TreeDocument, parent: BudgetNode | None) -> BudgetNode:
         """Create or update `item` under `parent` (matched by name), then its subtree."""
-        if item.children:
-            kind = NodeKind.ORGANISATION if parent is None else NodeKind.PROGRAM
-        else:
-            kind = NodeKind.ORGANISATION if parent is None else NodeKind.PROJECT
-        node = BudgetNode.objects.filter(parent=parent, name=item.name).first()
-        old_weight = node.weight if node else None
+        node = self.existing.get((parent.pk if parent else None, item.name))
         if node is None:
-            node = BudgetNode(parent=parent, name=item.name, slug=name_slug(item.name))
-        node.kind = kind
+            return self._create(item, parent)
+        old_weight = node.weight
+        node.kind = _node_kind(item, parent)
         if item.weight is not None:
             node.weight = item.weight
         node.save()
         self.touched.append((node, old_weight))
-        for role, people in ((Role.MANAGER, item.managers), (Role.MEMBER, item.members)):
-            for username in people:
-                _, created = Membership.objects.get_or_create(
-                    user=self.user(username), node=node, role=role
-                )
-                self.roles_added += created
+        for user, role in self._roles(item):
+            _, created = Membership.objects.get_or_create(user=user, node=node, role=role)
+            self.roles_added += created
         for child in item.children:
             self.upsert(child, node)
         return node
+
+    def _create(self, item: rules.TreeDocument, parent: BudgetNode | None) -> BudgetNode:
+        """Create `item` and its whole subtree (none of it exists: `item` is new)."""
+        node_ids = iter(_next_node_ids(_count(item)))
+        nodes: list[BudgetNode] = []
+        roles: list[Membership] = []
+        stack = [(item, parent)]
+        while stack:
+            current, above = stack.pop()
+            node = BudgetNode(
+                pk=next(node_ids),
+                parent=above,
+                name=current.name,
+                slug=name_slug(current.name),
+                kind=_node_kind(current, above),
+            )
+            if current.weight is not None:
+                node.weight = current.weight
+            nodes.append(node)
+            roles.extend(Membership(user=u, node=node, role=r) for u, r in self._roles(current))
+            stack.extend((child, node) for child in reversed(current.children))
+        BudgetNode.objects.bulk_create(nodes)
+        Membership.objects.bulk_create(roles)
+        self.touched.extend((node, None) for node in nodes)
+        self.roles_added += len(roles)
+        return nodes[0]
+
+
+def _count(item: rules.TreeDocument) -> int:
+    """How many nodes `item`'s subtree has, itself included."""
+    return 1 + sum(_count(child) for child in item.children)
 
 
 def _changed_nodes(
@@ -121,8 +191,8 @@ def budget_tree_import(
         state = _lock_tree()
         before = tree_index()
         before_paths = {node_id: before.path(node_id) for node_id in before.nodes}
-        writer = _TreeWriter()
         with pghistory.context(actor=_actor_name(actor), reason=reason):
+            writer = _TreeWriter(document, before)
             root = writer.upsert(document, None)
         after = tree_index()
         changed = _changed_nodes(writer.touched, before, before_paths, after)
