@@ -4,10 +4,12 @@ printable and bounded, role changes are governance events checked under the tree
 import threading
 
 import pytest
+from django.apps import apps
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from budgets import services
-from budgets.models import BudgetEvent, EventKind, Membership
+from budgets.models import BudgetEvent, BudgetNode, EventKind, Membership
 from config.errors import NothingToChange, PermissionDenied
 from tests.factories import EXAMPLE_TREE
 
@@ -153,6 +155,59 @@ def test_importing_the_same_tree_again_records_nothing(tree):
     before = events()
     services.budget_tree_import(data=EXAMPLE_TREE)
     assert events() == before
+
+
+def test_an_imported_subtree_is_written_depth_first_with_its_history_and_roles(tree):
+    """A re-import that adds a program with two projects (a new subtree, written at
+    once): ids in the document's depth-first order, each node's and each role's insert
+    in the history under the import's reason, a name given twice one role, known users
+    reused, and an audit item for each new node."""
+    users = get_user_model().objects.count()
+    services.budget_tree_import(
+        data={
+            "name": "org",
+            "children": [
+                {
+                    "name": "prog-c",
+                    "weight": 20,
+                    "managers": ["lead-c", "lead-c", "ceo"],
+                    "children": [
+                        {"name": "c2", "weight": 3, "members": ["ann"]},
+                        {"name": "c1", "weight": 1, "members": ["cat"]},
+                    ],
+                }
+            ],
+        },
+        reason="Program C",
+    )
+    new = [tree.node(name) for name in ("prog-c", "c2", "c1")]
+    assert [n.pk for n in new] == sorted(n.pk for n in new)
+    assert [n.parent_id for n in new] == [tree.node("org").pk, new[0].pk, new[0].pk]
+    assert [n.kind for n in new] == ["program", "project", "project"]
+    assert get_user_model().objects.count() == users + 2  # lead-c and cat
+    roles = Membership.objects.filter(node__in=new).order_by("pk")
+    assert [(m.user.username, m.node.name, m.role) for m in roles] == [
+        ("lead-c", "prog-c", "manager"),
+        ("ceo", "prog-c", "manager"),
+        ("ann", "c2", "member"),
+        ("cat", "c1", "member"),
+    ]
+    node_history = apps.get_model("budgets", "BudgetNodeEvent").objects.filter(pgh_obj__in=new)
+    role_history = apps.get_model("budgets", "MembershipEvent").objects.filter(pgh_obj__in=roles)
+    assert [e.pgh_obj_id for e in node_history.order_by("pgh_id")] == [n.pk for n in new]
+    assert [e.pgh_obj_id for e in role_history.order_by("pgh_id")] == [m.pk for m in roles]
+    for event in [*node_history, *role_history]:
+        assert event.pgh_label == "insert"
+        assert event.pgh_context.metadata["reason"] == "Program C"
+    imported = BudgetEvent.objects.filter(kind=EventKind.IMPORTED).latest("pk")
+    items = imported.items.filter(old_weight__isnull=True).order_by("pk")
+    assert [(i.node_path, i.new_weight) for i in items] == [
+        ("org/prog-c", 20),
+        ("org/prog-c/c2", 3),
+        ("org/prog-c/c1", 1),
+    ]
+    assert items[0].new_entitled_share == pytest.approx(20 / 120)
+    assert BudgetNode.objects.count() == 9
 
 
 @pytest.mark.django_db(transaction=True)
