@@ -346,16 +346,27 @@ class LocalSlurm:
         for name in self.node_names:
             if not self._alive(f"state/slurmd-{name}.pid"):
                 self.start_slurmd(name)
-        self._run("scancel", "--user=root", check=False)
-        others = self._run("squeue", "--noheader", "--format=%A", check=False).stdout.split()
-        if others:  # jobs sbatch'd as other users (governed sbatch tests)
-            self._run("scancel", *sorted(set(others)), check=False)
+        self._cancel_every_job(timeout_s)
         out = self._run("sinfo", "-h", "-N", "-o", "%N %T", check=False).stdout
         for line in out.splitlines():
             node, _, state = line.partition(" ")
             if any(word in state for word in ("drain", "down", "fail")):
                 self._run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
         self.wait_nodes_idle(timeout_s=timeout_s)
+
+    def _cancel_every_job(self, timeout_s: float) -> None:
+        """Cancel jobs until squeue lists none: a job completing when it is cancelled
+        (a requeue in progress, as a preemption test leaves one) comes back pending
+        and held, and the next test's cycle would find it (polled, not slept)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._run("scancel", "--user=root", check=False)
+            left = self._run("squeue", "--noheader", "--format=%A", check=False).stdout.split()
+            if not left or time.monotonic() > deadline:
+                return
+            # jobs sbatch'd as other users (governed sbatch tests), or one requeued
+            self._run("scancel", *sorted(set(left)), check=False)
+            time.sleep(0.2)
 
     def stop(self, *, remove: bool = False) -> None:
         """Stop every slurmd (their jobs' processes too), slurmctld and munged; only the
