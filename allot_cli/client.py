@@ -266,9 +266,9 @@ class Api:
         self.url = conf.url
         self.base = f"{conf.url}/api/v1/"
         self.headers = headers
-        self.plain = _plain_http(self.base)
-        self.opener = None if self.plain else _opener(self.base)
-        self.http_client = _http_client(self.plain)
+        plain = _plain_http(self.base)
+        self.opener = None if plain else _opener(self.base)  # None: http.client directly
+        self.http_client = _http_client(plain)
 
     def send(
         self, method: str, path: str, *, query: str, body: bytes | None, headers: dict[str, str]
@@ -315,7 +315,6 @@ class Api:
         """The decoded JSON answer; raises CliError. `retry` for requests that are safe
         to repeat (reads, and submissions carrying an Idempotency-Key)."""
         http_client = self.http_client
-
         query = _query(params or {})
         body = None if json_body is None else json.dumps(json_body).encode()
         attempts = RETRIES if retry else 1

@@ -33,7 +33,7 @@ import math
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
@@ -228,6 +228,12 @@ class TreeDocument:
     managers: tuple[str, ...] = ()
     members: tuple[str, ...] = ()
     usage: float | None = None
+
+    def walk(self) -> Iterator[TreeDocument]:
+        """This node and every node below it, depth first, parents before children."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
 
 
 @dataclass

@@ -65,6 +65,13 @@ def fetch_one(sql: str, params: Sequence[Any]) -> tuple | None:
         return cursor.fetchone()
 
 
+def next_ids(model: type[Model], count: int) -> list[int]:
+    """`count` ids taken from `model`'s table sequence, ascending: the ids `count` inserts
+    one by one would have taken, for rows created in bulk with their ids set."""
+    sql = "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) ORDER BY 1"
+    return [row_id for (row_id,) in fetch_all(sql, [model._meta.db_table, count])]
+
+
 def fetch_all(sql: str, params: Sequence[Any], *, native_times: bool = False) -> list[tuple]:
     """The rows of `sql`. `native_times`: timestamptz columns through psycopg's own (C)
     loader, not Django's (a Python subclass of psycopg's Python loader, some

@@ -27,7 +27,7 @@ from budgets.services._common import (
     _new_event,
 )
 from config.errors import NotFound, PermissionDenied, ValidationFailed
-from config.plainsql import fetch_all
+from config.plainsql import next_ids
 
 
 def parse_tree_document(data: Any) -> rules.TreeDocument:
@@ -44,22 +44,8 @@ def parse_tree_document(data: Any) -> rules.TreeDocument:
 def _people_named(document: rules.TreeDocument) -> list[str]:
     """Every user name the document gives roles to, once each, in the order the writer
     meets them (depth first, managers before members)."""
-    names: dict[str, None] = {}
-    stack = [document]
-    while stack:
-        item = stack.pop()
-        names.update(dict.fromkeys(item.managers))
-        names.update(dict.fromkeys(item.members))
-        stack.extend(reversed(item.children))
-    return list(names)
-
-
-def _next_node_ids(count: int) -> list[int]:
-    """`count` new node ids from the table's sequence, ascending (what `count` inserts
-    one by one would have taken)."""
-    table = BudgetNode._meta.db_table
-    sql = "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) ORDER BY 1"
-    return [node_id for (node_id,) in fetch_all(sql, [table, count])]
+    names = (name for item in document.walk() for name in (*item.managers, *item.members))
+    return list(dict.fromkeys(names))
 
 
 def _node_kind(item: rules.TreeDocument, parent: BudgetNode | None) -> str:
@@ -127,7 +113,7 @@ class _TreeWriter:
 
     def _create(self, item: rules.TreeDocument, parent: BudgetNode | None) -> BudgetNode:
         """Create `item` and its whole subtree (none of it exists: `item` is new)."""
-        node_ids = iter(_next_node_ids(_count(item)))
+        node_ids = iter(next_ids(BudgetNode, sum(1 for _ in item.walk())))
         nodes: list[BudgetNode] = []
         roles: list[Membership] = []
         stack = [(item, parent)]
@@ -150,11 +136,6 @@ class _TreeWriter:
         self.touched.extend((node, None) for node in nodes)
         self.roles_added += len(roles)
         return nodes[0]
-
-
-def _count(item: rules.TreeDocument) -> int:
-    """How many nodes `item`'s subtree has, itself included."""
-    return 1 + sum(_count(child) for child in item.children)
 
 
 def _changed_nodes(

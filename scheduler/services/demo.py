@@ -28,13 +28,14 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from budgets.models import BudgetNode, Membership
 from budgets.selectors import tree_index
 from budgets.services import budget_tree_export
 from config.errors import ApplicationError
+from config.plainsql import next_ids
 from ledger.accounting import EndReason
 from ledger.periods import report_end
 from ledger.services import rollups_refresh
@@ -252,7 +253,7 @@ def _backfill_trace(root, cluster, index, projects, days):
     hosts = _host_gpus(cluster)
     rows = organisation_rows(DEMO_SEED, shares, sum(hosts.values()), days * DAY_S)
     rows.sort(key=lambda r: r.submit_s)
-    ids = _reserved_job_ids(len(rows))
+    ids = next_ids(Job, len(rows))
     trace = [_trace_job(str(pk), r) for pk, r in zip(ids, rows, strict=True)]
     # A job whose utilization profile never leaves 0 (hung) is recorded idle from its
     # start, and a preview replays it so (`idle_after_s`): it is played so too.
@@ -284,16 +285,6 @@ def _never_busy(job: TraceJob) -> bool:
         HUNG,
         IDLE,
     )
-
-
-def _reserved_job_ids(count: int) -> list[int]:
-    """`count` ids taken from the `Job` table's sequence, in order (stored jobs get them)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
-            [Job._meta.db_table, count],
-        )
-        return sorted(row[0] for row in cursor.fetchall())
 
 
 def _trace_job(job_id: str, row: TraceRow) -> TraceJob:
@@ -329,7 +320,7 @@ def _store_history(
     and events; those still running or waiting at the end (only with a `handover`) as
     running and pending jobs. Returns the counts and the start requests of the open runs
     (`paths`: the projects' tree paths by node id, as the live cycle names them).
-    `own_ids`: the trace's job ids are the ids the rows take (`_reserved_job_ids`)."""
+    `own_ids`: the trace's job ids are the ids the rows take (`config.plainsql.next_ids`)."""
     submitters = _submitters(projects)
     kept = [
         job_id
