@@ -118,11 +118,10 @@ class Reservations:
         # GPUs of under-served projects' work past its protection that short jobs may
         # still take on the reserve this cycle
         self.under_budget = 0
-        # whether short jobs on the reserve leave other projects' floor jobs alone; the
-        # wait past which one takes under-served work beyond the budget; its block order
-        self.spares_floor = False
-        self.take_after = INF
-        self.fewest_gpus = False
+        # the reserve's rule this cycle: whether short jobs on it leave other projects'
+        # floor jobs alone, the wait past which one takes under-served work beyond the
+        # budget, its block order
+        self.short_rule = ShortReserveRule()
 
     def usable(self) -> bool:
         """Whether a reserved host has free GPUs that some job could still be allowed."""
@@ -236,6 +235,7 @@ class Reservations:
         within = set(hosts)
         fs = self.fair_share
         leaf, lf, root = fs.tree.leaf_index, fs.lf, len(fs.lf)
+        rule = self.short_rule
         skipped_own = False
         for h in hosts:
             if gpus[h] < p:
@@ -258,15 +258,15 @@ class Reservations:
                         continue
                     if any(hh not in within for hh, _ in u.host_masks):
                         continue
-                    if u.floor and self.spares_floor and u.project != short.project:
+                    if u.floor and rule.spares_floor and u.project != short.project:
                         continue
                     if (
                         lf[leaf.get(u.project, root)] > 1.0
                         and self.under_budget < p
-                        and self.now - short.submit_s < self.take_after
+                        and self.now - short.submit_s < rule.take_after_s
                     ):
                         # a job that has waited longer may still take it
-                        skipped_own = skipped_own or self.take_after < INF
+                        skipped_own = skipped_own or rule.take_after_s < INF
                         continue
                 on.append((u, mu))
             if not on:
@@ -276,9 +276,9 @@ class Reservations:
                 taken = [u for u in chosen if u.allocated]
                 under = [u.gpus for u in taken if lf[leaf.get(u.project, root)] > 1.0]
                 key = (
-                    sum(under) if self.fewest_gpus else len(under),
-                    0 if self.fewest_gpus else len(taken),
-                    0 if self.fewest_gpus else -min([u.rank for u in taken], default=0),
+                    sum(under) if rule.fewest_gpus else len(under),
+                    0 if rule.fewest_gpus else len(taken),
+                    0 if rule.fewest_gpus else -min([u.rank for u in taken], default=0),
                     sum(u.lost for u in chosen),
                     len(chosen),
                     free_left,
@@ -480,8 +480,7 @@ class Reservations:
         c = self.cluster
         if (count <= 0 and not rule.auto) or not c.healthy_by_size:
             return
-        self.spares_floor = rule.spares_floor
-        self.take_after, self.fewest_gpus = rule.take_after_s, rule.fewest_gpus
+        self.short_rule = rule
         loads = self._short_loads(short_s, pending, rule)
         chosen = self._short_hosts(count, loads, rule.auto, rule.idle_share)
         if chosen and rule.auto:
