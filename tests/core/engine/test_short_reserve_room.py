@@ -228,25 +228,35 @@ def test_a_demand_window_leaves_an_old_backlog_out_of_the_short_jobs_budget():
     assert len(plan(fresh, Policy(short_reserve_demand_window_s=30 * 60.0), NOW).starts) == 16
 
 
-def test_the_demand_window_and_sparing_the_floor_keep_every_contract():
+def _contracts_hold(policy: Policy, *, one_host_open: bool = False) -> Counter[str]:
+    """Over crowded snapshots with short jobs: no protected job stopped, no GPU given
+    twice, short-reserve stops only for a short job that starts on a held host
+    (check_plan), no long work placed on a held host; `one_host_open`: one host of the
+    largest size stays open to long work (never a job made impossible). The cases seen."""
     seen: Counter[str] = Counter()
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
     @given(crowded_with_short_jobs())
     def check(case: tuple[Snapshot, int]) -> None:
         s, _ = case
-        policy = Policy(
-            max_min_runtime_s=CAP,
-            short_job_max_s=SHORT,
-            short_reserve_demand_window_s=30 * 60.0,
-            short_reserve_spares_floor=True,
-        )
-        # no protected job stopped, no GPU given twice, short-reserve stops only for a
-        # short job that starts on a held host (check_plan)
         out = check_plan(s, seen, policy)
-        long_work_off_held_hosts(s, out)
+        held = long_work_off_held_hosts(s, out)
+        if one_host_open and held:
+            size = max(h.gpus for h in s.hosts if h.healthy)
+            assert len(held) < sum(1 for h in s.hosts if h.healthy and h.gpus == size)
 
     check()
+    return seen
+
+
+def test_the_demand_window_and_sparing_the_floor_keep_every_contract():
+    policy = Policy(
+        max_min_runtime_s=CAP,
+        short_job_max_s=SHORT,
+        short_reserve_demand_window_s=30 * 60.0,
+        short_reserve_spares_floor=True,
+    )
+    seen = _contracts_hold(policy)
     assert seen["stop short_reserve"] >= 5, dict(seen)
 
 
@@ -272,48 +282,12 @@ def test_a_short_job_that_waited_past_the_take_after_bound_goes_beyond_the_budge
 
 
 def test_the_take_after_bound_the_fewest_gpus_order_and_room_now_keep_every_contract():
-    seen: Counter[str] = Counter()
-
-    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(crowded_with_short_jobs())
-    def check(case: tuple[Snapshot, int]) -> None:
-        s, _ = case
-        policy = Policy(
-            max_min_runtime_s=CAP,
-            short_job_max_s=SHORT,
-            short_reserve_take_after_s=0.0,
-            short_reserve_fewest_gpus=True,
-            short_reserve_room_now=True,
-        )
-        # no protected job stopped, no GPU given twice, short-reserve stops only for a
-        # short job that starts on a held host (check_plan)
-        out = check_plan(s, seen, policy)
-        held = long_work_off_held_hosts(s, out)
-        if held:
-            # never a job made impossible: one host stays open to long work
-            size = max(h.gpus for h in s.hosts if h.healthy)
-            assert len(held) < sum(1 for h in s.hosts if h.healthy and h.gpus == size)
-
-    check()
+    policy = Policy(
+        max_min_runtime_s=CAP,
+        short_job_max_s=SHORT,
+        short_reserve_take_after_s=0.0,
+        short_reserve_fewest_gpus=True,
+        short_reserve_room_now=True,
+    )
+    seen = _contracts_hold(policy, one_host_open=True)
     assert seen["stop short_reserve"] >= 5, dict(seen)
-
-
-def test_with_room_now_the_reserve_holds_a_host_a_short_job_can_start_on_at_once():
-    # h0-h59 run a's trainers past their protection; h60-h63 run trainers whose
-    # protection ends in 5 min. By default (`short_reserve_room_now`) the reserve holds a
-    # host the debug job starts on now; the earlier rule (room_now off) counts both as
-    # room within the short limit and holds the highest index (h63), where it waits 5 min
-    busy = _full(60, NOW - 2 * H) + [
-        run(
-            job(f"t{i}", "a", 8, minrt=H, submit=i), f"h{i}", tuple(range(8)), started=NOW - 55 * 60
-        )
-        for i in range(60, 64)
-    ]
-    debug = job("debug", "b", 1, minrt=5 * 60, submit=NOW)
-    s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1), usage={"a": 500 * H, "b": 1000 * H})
-    earlier = plan(s, Policy(short_reserve_room_now=False), NOW)
-    assert earlier.short_reserve == ("h63",) and not earlier.starts
-    out = plan(s, Policy(), NOW)
-    assert out.short_reserve == ("h59",)
-    assert started_on(out) == {"debug": {"h59"}}
-    assert [x.workload_id for x in out.stops] == ["t59"]
