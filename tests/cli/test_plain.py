@@ -16,6 +16,11 @@ TEXT = st.text(alphabet=" abcXYZ019:-_/.…", max_size=30) | st.text(
     alphabet=" abcXYZ019:-_/.…[é\t", max_size=30
 )
 HEADER = st.text(alphabet="ABCDEFGHIJ_", min_size=1, max_size=9)
+# each property compares ours with rich's on many draws (capsys and monkeypatch are
+# function-scoped: reset by each test's own reads, not per draw)
+AGAINST_RICH = settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @pytest.fixture(autouse=True)
@@ -31,9 +36,7 @@ def printed(capsys, write) -> tuple[object, str]:
     return result, capsys.readouterr().out
 
 
-@settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@AGAINST_RICH
 @given(
     columns=st.lists(HEADER, min_size=1, max_size=6, unique=True),
     data=st.data(),
@@ -57,9 +60,7 @@ def test_a_plain_table_is_what_rich_prints(capsys, monkeypatch, columns, data, t
     assert not done or ours == theirs
 
 
-@settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@AGAINST_RICH
 @given(text=TEXT | st.just("Queue of gpu: 3 pending, as of the cycle at 2026-12-05 14:09:03 CET"))
 def test_a_plain_line_is_what_rich_prints(capsys, monkeypatch, text):
     monkeypatch.setenv("COLUMNS", "40")
@@ -68,9 +69,7 @@ def test_a_plain_line_is_what_rich_prints(capsys, monkeypatch, text):
     assert not done or ours == theirs
 
 
-@settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@AGAINST_RICH
 @given(text=TEXT | st.just("error: --state: state must be one of pending, running, all"))
 def test_a_plain_error_line_is_what_rich_prints_on_standard_error(capsys, monkeypatch, text):
     monkeypatch.setenv("COLUMNS", "40")
