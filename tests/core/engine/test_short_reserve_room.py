@@ -291,3 +291,24 @@ def test_the_take_after_bound_the_fewest_gpus_order_and_room_now_keep_every_cont
     )
     seen = _contracts_hold(policy, one_host_open=True)
     assert seen["stop short_reserve"] >= 5, dict(seen)
+
+
+def test_with_room_now_the_reserve_holds_a_host_a_short_job_can_start_on_at_once():
+    # h0-h59 run a's trainers past their protection; h60-h63 run trainers whose
+    # protection ends in 5 min. By default (`short_reserve_room_now`) the reserve holds a
+    # host the debug job starts on now; the earlier rule (room_now off) counts both as
+    # room within the short limit and holds the highest index (h63), where it waits 5 min
+    busy = _full(60, NOW - 2 * H) + [
+        run(
+            job(f"t{i}", "a", 8, minrt=H, submit=i), f"h{i}", tuple(range(8)), started=NOW - 55 * 60
+        )
+        for i in range(60, 64)
+    ]
+    debug = job("debug", "b", 1, minrt=5 * 60, submit=NOW)
+    s = snap(hosts(64), busy, pending(debug), tree(a=1, b=1), usage={"a": 500 * H, "b": 1000 * H})
+    earlier = plan(s, Policy(short_reserve_room_now=False), NOW)
+    assert earlier.short_reserve == ("h63",) and not earlier.starts
+    out = plan(s, Policy(), NOW)
+    assert out.short_reserve == ("h59",)
+    assert started_on(out) == {"debug": {"h59"}}
+    assert [x.workload_id for x in out.stops] == ["t59"]
