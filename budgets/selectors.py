@@ -253,6 +253,16 @@ def ensure_node(node_id: int, *, field: str = "node") -> None:
         raise ValidationFailed(f"There is no budget node with id {node_id}.", field=field)
 
 
+def membership_list(*, node_id: int | None = None) -> QuerySet[Membership]:
+    """Roles on nodes, by node, role and user name (a total order: one role of a user
+    per node), on one node where `node_id` is given (an unknown one: ValidationFailed)."""
+    qs = Membership.objects.select_related("user").order_by("node_id", "role", "user__username")
+    if node_id is not None:
+        ensure_node(node_id)
+        qs = qs.filter(node_id=node_id)
+    return qs
+
+
 def budget_event_list(
     *,
     node_id: int | None = None,

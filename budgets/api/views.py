@@ -9,7 +9,6 @@ from rest_framework.views import APIView
 
 from budgets import selectors, services
 from budgets.api import serializers as s
-from budgets.models import Membership
 from config.api_fields import refuse_any_field
 from config.api_schema import error_response, paginated
 from config.errors import NotFound
@@ -164,19 +163,16 @@ class BudgetChangeCancelApi(APIView):
 
 class MembershipListApi(APIView):
     @extend_schema(
-        parameters=[s.MembershipFilter],
-        responses=s.MembershipOutput(many=True),
-        summary="Memberships",
+        parameters=[s.MembershipFilter, *PAGE_PARAMETERS],
+        responses=paginated(s.MembershipOutput, "PaginatedMembershipList"),
+        summary="Memberships, by node, role and user name",
     )
     def get(self, request):
         filters = read_query(s.MembershipFilter, request.query_params).validated_data
-        memberships = Membership.objects.select_related("user").order_by(
-            "node_id", "role", "user__username"
-        )
-        if filters.get("node"):
-            selectors.ensure_node(filters["node"])
-            memberships = memberships.filter(node_id=filters["node"])
-        return Response(s.MembershipOutput(memberships, many=True).data)
+        memberships = selectors.membership_list(node_id=filters.get("node"))
+        paginator = Pagination()
+        page = paginator.paginate_queryset(memberships, request, view=self)
+        return paginator.get_paginated_response(s.MembershipOutput(page, many=True).data)
 
     @extend_schema(
         request=s.MembershipInput, responses={201: s.MembershipOutput}, summary="Give a user a role"

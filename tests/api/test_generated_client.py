@@ -108,7 +108,7 @@ def _check_reads(api) -> tuple:
     prog_a = next(c for c in root.children if c.name == "prog-a")
     a1 = next(c for c in prog_a.children if c.name == "a1")
     assert a1.children is not None or a1.kind.value == "project"
-    assert {m.user for m in memberships_list.sync(client=api)} >= {"ann", "lead-a"}
+    assert {m.user for m in memberships_list.sync(client=api).results} >= {"ann", "lead-a"}
     assert len(nodes_list.sync(client=api)) == 6
     return prog_a, a1
 

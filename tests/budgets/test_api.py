@@ -329,7 +329,7 @@ def test_membership_endpoints(tree, api_client):
     )
     assert bad_role.status_code == 400 and bad_role.json()["field"] == "role"
     assert not Membership.objects.filter(user__username="bob", role="boss").exists()
-    rows = api_client.get(f"/api/v1/memberships/?node={a1.pk}").json()
+    rows = api_client.get(f"/api/v1/memberships/?node={a1.pk}").json()["results"]
     assert sorted((r["user"], r["role"]) for r in rows) == [
         ("ann", "member"),
         ("bob", "member"),
@@ -398,8 +398,75 @@ def test_bad_query_parameters_are_400_naming_the_parameter(tree, api_client, url
 
 def test_memberships_filter_by_node(tree, api_client):
     as_user(api_client, tree.user("bob"))
-    rows = api_client.get(f"/api/v1/memberships/?node={tree.node('a1').pk}").json()
+    rows = api_client.get(f"/api/v1/memberships/?node={tree.node('a1').pk}").json()["results"]
     assert sorted((r["user"], r["role"]) for r in rows) == [("ann", "member"), ("pi-a1", "manager")]
+
+
+def test_memberships_are_paginated_like_every_list(tree, api_client):
+    """The list took no `limit` or `offset` (it answered every row as a plain array); it
+    pages as the other lists do: `{count, next, previous, results}`, by node, role and
+    user name, `next` carrying `limit` and `offset`."""
+    as_user(api_client, tree.user("bob"))
+    every = list(
+        Membership.objects.order_by("node_id", "role", "user__username").values_list(
+            "user__username", "node_id", "role"
+        )
+    )
+    assert len(every) == 6  # the example tree's roles
+    first = api_client.get("/api/v1/memberships/", {"limit": 2})
+    assert first.status_code == 200
+    body = first.json()
+    assert set(body) == {"count", "next", "previous", "results"}
+    assert body["count"] == 6 and body["previous"] is None
+    assert [(r["user"], r["node"], r["role"]) for r in body["results"]] == every[:2]
+    assert body["next"] == "http://testserver/api/v1/memberships/?limit=2&offset=2"
+    seen, url = [], "/api/v1/memberships/?limit=2"
+    while url:
+        page = api_client.get(url).json()
+        seen += [(r["user"], r["node"], r["role"]) for r in page["results"]]
+        url = page["next"]
+    assert seen == every
+    last = api_client.get("/api/v1/memberships/", {"limit": 2, "offset": 4}).json()
+    assert last["next"] is None
+    assert last["previous"] == "http://testserver/api/v1/memberships/?limit=2&offset=2"
+    a1 = tree.node("a1").pk
+    filtered = api_client.get("/api/v1/memberships/", {"node": a1, "limit": 1}).json()
+    assert filtered["count"] == 2 and [r["user"] for r in filtered["results"]] == ["pi-a1"]
+    assert filtered["next"] == f"http://testserver/api/v1/memberships/?limit=1&node={a1}&offset=1"
+    assert len(api_client.get("/api/v1/memberships/").json()["results"]) == 6  # default 100
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "says"),
+    [
+        ("limit=0", "limit", "limit must be a whole number from 1 to 1000, got '0'."),
+        ("limit=1001", "limit", "limit must be a whole number from 1 to 1000, got '1001'."),
+        ("limit=abc", "limit", "limit must be a whole number from 1 to 1000, got 'abc'."),
+        ("offset=-1", "offset", "offset must be a whole number from 0 to 1000000000"),
+    ],
+)
+def test_memberships_bad_page_is_a_400_naming_the_parameter(tree, api_client, query, field, says):
+    as_user(api_client, tree.user("bob"))
+    response = api_client.get(f"/api/v1/memberships/?{query}")
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert (body["code"], body["field"]) == ("invalid", field) and says in body["detail"]
+    assert "results" not in body
+
+
+def test_the_schema_documents_the_memberships_page(tree, api_client):
+    as_user(api_client, tree.user("bob"))
+    schema = api_client.get("/api/schema/?format=json").json()
+    operation = schema["paths"]["/api/v1/memberships/"]["get"]
+    assert {p["name"] for p in operation["parameters"]} == {"node", "limit", "offset"}
+    ok = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert ok == {"$ref": "#/components/schemas/PaginatedMembershipList"}
+    page = schema["components"]["schemas"]["PaginatedMembershipList"]
+    assert set(page["properties"]) == {"count", "next", "previous", "results"}
+    assert page["properties"]["results"]["items"] == {
+        "$ref": "#/components/schemas/MembershipOutput"
+    }
+    assert "400" in operation["responses"]
 
 
 def test_the_api_reads_json_only_so_an_empty_form_field_never_becomes_a_default(tree, api_client):

@@ -34,8 +34,8 @@ def api_as(user) -> APIClient:
 
 @pytest.mark.parametrize(
     "path",
-    ["/api/v1/jobs/", "/api/v1/hosts/", "/api/v1/budget-changes/", "/api/v1/usage/",
-     "/api/v1/occupancy/?cluster=gpu", "/api/v1/waits/?cluster=gpu", "/api/v1/queue/?cluster=gpu"],
+    ["/api/v1/jobs/", "/api/v1/hosts/", "/api/v1/budget-changes/", "/api/v1/memberships/",
+     "/api/v1/usage/", "/api/v1/occupancy/?cluster=gpu", "/api/v1/waits/?cluster=gpu", "/api/v1/queue/?cluster=gpu"],
 )  # fmt: skip
 @pytest.mark.parametrize(
     ("query", "field"),
