@@ -6,6 +6,7 @@ routes (`scheduler.views.whatif`): `budgets` imports nothing of the scheduler.""
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 
 from django.contrib import messages
@@ -78,65 +79,101 @@ def _preview_rows(index: selectors.TreeIndex, edits: dict[int, Decimal]) -> list
     return rows
 
 
-# The API field a service's refusal names -> the edit form's label for it
-FORM_LABELS = {"effective_at": "Effective at"}
+# The edit form's own fields, by the API field a service's refusal names, with the labels
+# the form shows; a weight the service refuses is `changes[i].weight` (or `.node`), the
+# i-th change the page sent, which is one child's field `weight-<id>` (`_form_field`).
+FORM_LABELS = {"reason": "Reason", "effective_at": "Effective at"}
+CHANGE_FIELD = re.compile(r"changes\[(\d+)\]\.(?:node|weight)")
 
 
-def _in_page_words(exc: ApplicationError) -> str:
-    """A service's refusal as the edit page says it: the form's label where the message
-    names the API's field ("effective_at 2020-01-01... is in the past; ... (leave
-    effective_at out)" read as API-speak beside a field labelled "Effective at")."""
-    field = getattr(exc, "field", None)
-    label = FORM_LABELS.get(field or "")
-    if field is None or label is None:
-        return exc.message
-    return exc.message.replace(f"leave {field} out", f"leave {label} empty").replace(field, label)
+def _form_field(api_field: str | None, changes: list[dict]) -> str | None:
+    """The form field a service's refusal of `api_field` is shown beside, or None where
+    it is about the whole form (a stale version, a node, no field)."""
+    if api_field in FORM_LABELS:
+        return api_field
+    match = CHANGE_FIELD.fullmatch(api_field or "")
+    if match and int(match[1]) < len(changes):
+        return f"weight-{changes[int(match[1])]['node']}"
+    return None
+
+
+def _field_labels(children) -> dict[str, str]:
+    """Every field of the edit form with its label, in the form's order."""
+    return {**{f"weight-{c.pk}": f"Weight of {c.name}" for c in children}, **FORM_LABELS}
+
+
+def _edit_form(
+    request: HttpRequest, context: dict, field_errors: dict[str, str], *, status: int = 200
+) -> HttpResponse:
+    """The edit page with each refused field's reason beside it, and above the form a
+    summary naming each such field by its label."""
+    labels = _field_labels(context["children"])
+    context["fields"] = [
+        {
+            "child": c,
+            "name": f"weight-{c.pk}",
+            "value": request.POST.get(f"weight-{c.pk}", weight_text(c.weight)),
+            "error": field_errors.get(f"weight-{c.pk}"),
+        }
+        for c in context["children"]
+    ]
+    context["field_errors"] = field_errors
+    context["error_summary"] = [
+        {"field": name, "label": label, "message": field_errors[name]}
+        for name, label in labels.items()
+        if name in field_errors
+    ]
+    return render(request, "budgets/edit.html", context, status=status)
 
 
 @participant_required
 @require_http_methods(["GET", "POST"])
 def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
+    """The weights under a node. A refused submission is answered 400 (409 for a stale
+    form, 403 outside the user's subtree) with the form as typed and each reason beside
+    its field."""
     try:
         context = weight_form_context(request, node_id)
     except PermissionDenied as exc:
         return render(request, "403.html", {"message": exc.message}, status=403)
+    # `errors` is the live preview's list (budgets/_preview.html); the page shows them
+    # beside the fields instead
     context.update(version=selectors.tree_version(), preview=[], errors={}, form_error=None)
-    context["fields"] = [
-        {"child": c, "value": request.POST.get(f"weight-{c.pk}", weight_text(c.weight))}
-        for c in context["children"]
-    ]
-    if request.method == "POST":
-        edits, errors, changes = posted_weights(request, context["children"])
-        context.update(
-            errors=errors, preview=_preview_rows(context["index"], edits), posted=request.POST
+    if request.method != "POST":
+        return _edit_form(request, context, {})
+    edits, weight_errors, changes = posted_weights(request, context["children"])
+    field_errors = {f"weight-{pk}": message for pk, message in weight_errors.items()}
+    context.update(preview=_preview_rows(context["index"], edits), posted=request.POST)
+    effective_at = None
+    raw_effective = request.POST.get("effective_at", "").strip()
+    if raw_effective:
+        try:  # the form's local time is UTC
+            effective_at = read_time(raw_effective)
+        except ValueError as exc:  # month 13 too (was a 500)
+            field_errors["effective_at"] = str(exc)
+    if field_errors:
+        return _edit_form(request, context, field_errors, status=400)
+    if not changes:
+        context["form_error"] = "No weight was changed."
+        return _edit_form(request, context, field_errors, status=400)
+    base = request.POST.get("base_version")
+    try:
+        services.budget_change_create(
+            actor=request.user,
+            reason=request.POST.get("reason", ""),
+            changes=changes,
+            effective_at=effective_at,
+            base_version=int(base) if base and is_id_text(base) else None,
         )
-        effective_at = None
-        raw_effective = request.POST.get("effective_at", "").strip()
-        if raw_effective:
-            try:  # the form's local time is UTC
-                effective_at = read_time(raw_effective)
-            except ValueError as exc:  # month 13 too (was a 500)
-                context["form_error"] = f"Effective time: {exc}"
-        if not errors and context["form_error"] is None:
-            if not changes:
-                context["form_error"] = "No weight was changed."
-            else:
-                base = request.POST.get("base_version")
-                try:
-                    services.budget_change_create(
-                        actor=request.user,
-                        reason=request.POST.get("reason", ""),
-                        changes=changes,
-                        effective_at=effective_at,
-                        base_version=int(base) if base and is_id_text(base) else None,
-                    )
-                except ApplicationError as exc:
-                    context["form_error"] = _in_page_words(exc)
-                    return render(request, "budgets/edit.html", context, status=exc.status_code)
-                messages.success(request, f"Budget change for '{context['path']}' saved.")
-                return redirect("budgets:history")
-        return render(request, "budgets/edit.html", context, status=400)
-    return render(request, "budgets/edit.html", context)
+    except ApplicationError as exc:
+        field = _form_field(exc.field, changes)
+        if field is None:
+            context["form_error"] = exc.message
+        else:
+            field_errors[field] = exc.message
+        return _edit_form(request, context, field_errors, status=exc.status_code)
+    messages.success(request, f"Budget change for '{context['path']}' saved.")
+    return redirect("budgets:history")
 
 
 @participant_required

@@ -190,22 +190,24 @@ MAX_SCHEDULE_AHEAD = dt.timedelta(days=730)
 
 def _check_effective_at(effective_at: dt.datetime, now: dt.datetime) -> None:
     """A change's effective time: aware, not backdated, at most MAX_SCHEDULE_AHEAD ahead
-    (ValidationFailed naming `effective_at` otherwise)."""
+    (ValidationFailed naming `effective_at` otherwise). The messages do not name the
+    field: the API's error names it in `field`, and the edit page shows the message
+    beside the field its label names."""
     if timezone.is_naive(effective_at):
         raise ValidationFailed(
-            "effective_at needs a time zone (e.g. 2026-12-01T09:00:00Z).", field="effective_at"
+            "The time needs a time zone (e.g. 2026-12-01T09:00:00Z).", field="effective_at"
         )
     if effective_at < now - PAST_TOLERANCE:
         # the ledger rebuilds past hours from the effective times (`shares_as_of`): a
         # backdated record would rewrite them, and say what never was in force
         raise ValidationFailed(
-            f"effective_at {effective_at.isoformat()} is in the past; a change takes effect "
-            "now (leave effective_at out) or at a future time.",
+            f"{effective_at.isoformat()} is in the past: give no time for a change that "
+            "takes effect now, or a future time.",
             field="effective_at",
         )
     if effective_at > now + MAX_SCHEDULE_AHEAD:
         raise ValidationFailed(
-            f"effective_at {effective_at.isoformat()} is more than "
+            f"{effective_at.isoformat()} is more than "
             f"{MAX_SCHEDULE_AHEAD.days} days ahead; a change may be scheduled up to "
             f"{(now + MAX_SCHEDULE_AHEAD):%Y-%m-%d}.",
             field="effective_at",

@@ -1,6 +1,7 @@
 """A real browser (Debian's chromium driven by Playwright): a manager edits a weight,
 sees the live preview, saves with a reason and finds the change in the history."""
 
+from budgets.models import BudgetEvent, BudgetNode
 from tests.browser import BROWSER_MARKS, sign_in
 
 pytestmark = BROWSER_MARKS
@@ -54,3 +55,60 @@ def test_the_tree_header_reads_on_a_phone(tree, live_server, page):
     )
     assert max(heights) <= 3 * line, (heights, line)  # a title and the cluster's line
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+
+
+def test_a_refused_save_shows_each_reason_beside_its_field_and_no_console_error(
+    tree, live_server, page
+):
+    """The server answers a refused save 400 with the form as typed and each reason
+    beside its field. The page logs no console error of its own: Chromium reports every
+    4xx answer in the console itself ("Failed to load resource: ... 400"), whatever a
+    page does (a fetch() answered 400 is reported so too), so that one line, for the
+    refused form's own answer, is the only one allowed."""
+    from playwright.sync_api import expect
+
+    tree.user("lead-a")
+    a1 = tree.node("a1")
+    edit_url = f"{live_server.url}/budgets/nodes/{tree.node('prog-a').pk}/edit/"
+    console: list[tuple[str, str, str]] = []
+    page.on("console", lambda m: console.append((m.type, m.text, m.location.get("url", ""))))
+    page.on("pageerror", lambda e: console.append(("pageerror", str(e), "")))
+    answers: list[int] = []
+    page.on(
+        "response",
+        lambda r: answers.append(r.status) if r.request.is_navigation_request() else None,
+    )
+    sign_in(page, live_server.url, "lead-a")
+    page.goto(edit_url)
+    page.wait_for_load_state("load")
+
+    page.fill("input[aria-label='weight of a1']", "forty")
+    page.fill("textarea[name=reason]", "Quarterly review")
+    page.click("button:has-text('Save change')")
+    weight_error = page.locator(f"td:has(#field-weight-{a1.pk}) #error-weight-{a1.pk}")
+    expect(weight_error).to_contain_text("not a number")
+    expect(page.locator(f"#field-weight-{a1.pk}")).to_have_attribute("aria-invalid", "true")
+    expect(page.locator(f"#field-weight-{a1.pk}")).to_have_value("forty")  # as typed
+    expect(page.locator(".error-summary")).to_contain_text("Weight of a1: ")
+
+    page.wait_for_load_state("load")
+    page.fill("input[aria-label='weight of a1']", "40")
+    page.fill("input[name=effective_at]", "2020-01-01T10:00")
+    page.click("button:has-text('Save change')")
+    time_error = page.locator("label:has(#field-effective_at) #error-effective_at")
+    expect(time_error).to_have_text(
+        "2020-01-01T10:00:00+00:00 is in the past: give no time for a change that takes "
+        "effect now, or a future time."
+    )
+    expect(page.locator(".error-summary")).to_contain_text("Effective at: 2020-01-01T10:00")
+    expect(page.locator(f"#error-weight-{a1.pk}")).to_have_count(0)  # fixed: no longer marked
+    page.wait_for_load_state("load")
+
+    assert answers.count(400) == 2, answers  # both refusals were answered 400
+    chromiums_own = (
+        "error",
+        "Failed to load resource: the server responded with a status of 400 (Bad Request)",
+        edit_url,
+    )
+    assert [c for c in console if c[0] in ("error", "pageerror")] == [chromiums_own] * 2
+    assert BudgetNode.objects.get(pk=a1.pk).weight == 70 and BudgetEvent.objects.count() == 1

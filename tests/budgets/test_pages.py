@@ -113,6 +113,11 @@ def test_stale_form_is_a_conflict(tree, client):
     assert (
         response.status_code == 409 and "changed since you loaded it" in response.content.decode()
     )
+    # about the whole form: above it, no field marked
+    assert "changed since you loaded it" in response.context["form_error"]
+    assert response.context["field_errors"] == {} and 'aria-invalid="true"' not in (
+        response.content.decode()
+    )
 
 
 def test_history_page_filters(tree, client):
@@ -273,7 +278,8 @@ def test_history_good_and_blank_filters_still_filter(client, tree):
         # in the page's words, not the API's field name (was "(leave effective_at out)")
         (
             "2020-01-01T10:00",
-            "is in the past; a change takes effect now (leave Effective at empty)",
+            "2020-01-01T10:00:00+00:00 is in the past: give no time for a change that takes "
+            "effect now, or a future time.",
         ),
     ],
 )
@@ -292,7 +298,85 @@ def test_an_effective_time_that_is_no_time_or_too_far_is_refused_and_nothing_rec
             "effective_at": effective_at,
         },
     )
-    assert response.status_code == 400 and says in response.content.decode()
-    assert "effective_at " not in response.content.decode()
+    html = response.content.decode()
+    assert response.status_code == 400 and says in html
+    assert "effective_at " not in html
+    # beside the field it is about, and named by the field's label above the form
+    (error,) = response.context["field_errors"].items()
+    assert error[0] == "effective_at" and says in error[1]
+    assert f'<span class="field-error" id="error-effective_at">{escape(error[1])}</span>' in html
+    assert f'<a href="#field-effective_at">Effective at</a>: {escape(error[1])}' in html
     assert BudgetEvent.objects.count() == events and not ScheduledChange.objects.exists()
     assert BudgetNode.objects.get(pk=a1.pk).weight == 70
+
+
+@pytest.mark.parametrize(
+    ("typed", "field", "label", "says"),
+    [
+        ({"a1": "forty", "reason": "r"}, "weight-{a1}", "Weight of a1", "not a number"),
+        ({"a1": "-2", "reason": "r"}, "weight-{a1}", "Weight of a1", "negative"),
+        ({"a1": "40", "reason": "   "}, "reason", "Reason", "reason is required"),
+        (
+            {"a1": "40", "reason": "r", "effective_at": "2020-01-01T10:00"},
+            "effective_at",
+            "Effective at",
+            "is in the past",
+        ),
+        (
+            {"a1": "40", "reason": "r", "effective_at": "2026-13-01T09:00"},
+            "effective_at",
+            "Effective at",
+            "Not an ISO 8601 time",
+        ),
+    ],
+)
+def test_a_refused_field_is_marked_with_its_reason_beside_it(
+    tree, client, typed, field, label, says
+):
+    """A refusal was one line above the form (a weight's in the preview's box), in the
+    API's words where a service refused it; now each refused field carries its reason,
+    and the summary above the form names the field by its label."""
+    client.force_login(tree.user("lead-a"))
+    a1, a2 = tree.node("a1"), tree.node("a2")
+    field = field.format(a1=a1.pk)
+    body = {f"weight-{a1.pk}": typed.pop("a1"), f"weight-{a2.pk}": "30", **typed}
+    response = client.post(f"/budgets/nodes/{tree.node('prog-a').pk}/edit/", body)
+    assert response.status_code == 400
+    errors = response.context["field_errors"]
+    assert list(errors) == [field] and says in errors[field]
+    assert response.context["error_summary"] == [
+        {"field": field, "label": label, "message": errors[field]}
+    ]
+    assert response.context["form_error"] is None
+    html = response.content.decode()
+    assert f'aria-describedby="error-{field}"' in html
+    assert f'<span class="field-error" id="error-{field}">{escape(errors[field])}</span>' in html
+    assert f'<a href="#field-{field}">{label}</a>: {escape(errors[field])}' in html
+    assert html.count('aria-invalid="true"') == 1  # only the refused field is marked
+    assert BudgetNode.objects.get(pk=a1.pk).weight == 70
+    assert BudgetEvent.objects.count() == 1  # the import only
+
+
+def test_a_service_refusal_names_the_forms_field_through_an_explicit_mapping():
+    """`budgets.views._form_field`: the API field a service names -> the edit form's field
+    (the label comes from the form's labels), instead of rewriting the message's words."""
+    from budgets.views import _field_labels, _form_field
+
+    changes = [{"node": 5, "weight": "1"}, {"node": 7, "weight": "2"}]
+    assert _form_field("effective_at", changes) == "effective_at"
+    assert _form_field("reason", changes) == "reason"
+    assert _form_field("changes[1].weight", changes) == "weight-7"
+    assert _form_field("changes[0].node", changes) == "weight-5"
+    for whole_form in ("changes[2].weight", "changes", "base_version", "node", "", None):
+        assert _form_field(whole_form, changes) is None, whole_form
+
+    class Child:
+        def __init__(self, pk: int, name: str):
+            self.pk, self.name = pk, name
+
+    assert _field_labels([Child(5, "a1"), Child(7, "a2")]) == {
+        "weight-5": "Weight of a1",
+        "weight-7": "Weight of a2",
+        "reason": "Reason",
+        "effective_at": "Effective at",
+    }
