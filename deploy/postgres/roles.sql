@@ -7,9 +7,11 @@
 -- owner: owns the database, its schema and every table; migrations run as it
 --        (ALLOT_MIGRATE_DATABASE_URL, allot-migrate.service).
 -- app:   what the web and worker processes connect as (DATABASE_URL). It owns nothing, so
---        it cannot ALTER TABLE ... DISABLE TRIGGER, drop a trigger or truncate; on the
---        audited tables it may only read and add rows (ops/dbroles.py grants that after
---        every migration), so even pgtrigger.ignore cannot let it rewrite the audit trail.
+--        it cannot ALTER TABLE ... DISABLE TRIGGER, drop or replace a trigger or its
+--        function, or truncate; on the audited tables it may only read and add rows
+--        (ops/dbroles.py grants that after every migration, and makes pgtrigger.ignore
+--        the owner's alone), and it may not create temporary tables, which could shadow
+--        the history tables the triggers write to.
 \set ON_ERROR_STOP on
 
 CREATE ROLE :"owner" LOGIN PASSWORD :'owner_password'
@@ -18,7 +20,7 @@ CREATE ROLE :"app" LOGIN PASSWORD :'app_password'
     NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS;
 CREATE DATABASE :"dbname" OWNER :"owner";
 REVOKE ALL ON DATABASE :"dbname" FROM PUBLIC;
-GRANT CONNECT, TEMPORARY ON DATABASE :"dbname" TO :"app";
+GRANT CONNECT ON DATABASE :"dbname" TO :"app";
 
 \connect :"dbname"
 -- The schema is the owner's; the runtime role uses it and creates nothing in it.

@@ -13,6 +13,8 @@ from budgets import services
 from tests.support.postgres import conninfo, pg_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
+# how the append-only triggers refuse: pgtrigger's Protect, ops/migrations/0002's
+REFUSED = (psycopg.errors.RaiseException, psycopg.errors.InsufficientPrivilege)
 
 
 def _protected_tables(conn) -> list[str]:
@@ -94,13 +96,16 @@ def test_dump_and_restore_keep_the_audit_history_intact_and_append_only(tmp_path
                     " WHERE table_name = %s ORDER BY ordinal_position LIMIT 1",
                     (table,),
                 ).fetchone()  # `id`, or `pgh_id` for a history table
+                rewrite = f'UPDATE "{table}" SET "{column}" = "{column}"'
+                if table == "pghistory_context":  # its rows may gain metadata keys, no more
+                    rewrite = "UPDATE pghistory_context SET metadata = '{}'"
                 for statement in (
-                    f'UPDATE "{table}" SET "{column}" = "{column}"',
+                    rewrite,
                     f'DELETE FROM "{table}"',
                 ):
                     if not after.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone():
                         continue  # an empty table: the statement touches no row
-                    with pytest.raises(psycopg.errors.RaiseException), after.transaction():
+                    with pytest.raises(REFUSED), after.transaction():
                         after.execute(statement)
             assert len(_audit_rows(after)) == len(_audit_rows(before))
     finally:

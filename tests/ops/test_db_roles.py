@@ -55,9 +55,10 @@ def _manage(database_url: str, *args: str, **env: str) -> str:
     return done.stdout
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def roles_database():
-    """A database made by deploy/postgres/roles.sql: (owner, app, dbname); dropped after."""
+    """A database made by deploy/postgres/roles.sql, migrated as the owner and written to
+    by the application as the runtime role: (owner, app, dbname); dropped after."""
     psql = shutil.which("psql")
     if psql is None:
         pytest.skip("psql (postgresql-client) is not installed")
@@ -72,6 +73,9 @@ def roles_database():
         capture_output=True,
     )
     try:
+        _manage(_url(owner, dbname), "migrate", "--noinput", ALLOT_DB_RUNTIME_ROLE=app)
+        # the application's own writes work as the runtime role (tree, weight change, history)
+        assert "wrote 40" in _manage(_url(app, dbname), "shell", "-c", APP_WRITES)
         yield owner, app, dbname
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
@@ -97,10 +101,6 @@ def _audit(conn: psycopg.Connection) -> list[tuple]:
 
 def test_the_runtime_role_cannot_disable_the_triggers_or_rewrite_audit_rows(roles_database):
     owner, app, dbname = roles_database
-    _manage(_url(owner, dbname), "migrate", "--noinput", ALLOT_DB_RUNTIME_ROLE=app)
-    # the application's own writes work as the runtime role (tree, weight change, history)
-    assert "wrote 40" in _manage(_url(app, dbname), "shell", "-c", APP_WRITES)
-
     with psycopg.connect(_url(app, dbname)) as conn:
         conn.autocommit = True
         before = _audit(conn)
@@ -121,7 +121,10 @@ def test_the_runtime_role_cannot_disable_the_triggers_or_rewrite_audit_rows(role
             assert "permission denied" in _refused(conn, f"DELETE FROM {table}")
             assert "permission denied" in _refused(conn, f"TRUNCATE {table}")
         # asking django-pgtrigger to skip the triggers does not help: no UPDATE privilege
-        conn.execute("SET pgtrigger.ignore = '{budgets_budgetevent:" + trigger + "}'")
+        # (both formats pgtrigger has used: the trigger's name, and table:name)
+        conn.execute(
+            "SET pgtrigger.ignore = '{" + trigger + ",budgets_budgetevent:" + trigger + "}'"
+        )
         assert "permission denied" in _refused(conn, "UPDATE budgets_budgetevent SET reason = 'x'")
         assert "permission denied" in _refused(conn, "SET session_replication_role = replica")
         assert "permission denied" in _refused(conn, "CREATE TABLE public.sneaky (id int)")
@@ -129,3 +132,141 @@ def test_the_runtime_role_cannot_disable_the_triggers_or_rewrite_audit_rows(role
         assert _audit(conn) == before
         # what it may do: change the rows the application changes
         conn.execute("UPDATE budgets_budgetnode SET weight = weight WHERE name = 'a1'")
+
+
+# the row-history triggers behind the audit of authority, budget nodes and memberships:
+# (tracked table, history table)
+HISTORY = (
+    ("auth_user", "accounts_userauthorityevent"),
+    ("budgets_budgetnode", "budgets_budgetnodeevent"),
+    ("budgets_membership", "budgets_membershipevent"),
+)
+# one change of each tracked table that its history trigger records
+TRACKED_CHANGES = {
+    "auth_user": "UPDATE auth_user SET is_superuser = NOT is_superuser WHERE username = 'ann'",
+    "budgets_budgetnode": "UPDATE budgets_budgetnode SET weight = weight + 1 WHERE name = 'b1'",
+    "budgets_membership": (
+        "UPDATE budgets_membership SET role = CASE role WHEN 'member' THEN 'manager' "
+        "ELSE 'member' END WHERE user_id = (SELECT id FROM auth_user WHERE username = 'bob')"
+    ),
+}
+
+
+def _count(conn: psycopg.Connection, table: str) -> int:
+    return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def _trigger_names(conn: psycopg.Connection, table: str) -> list[str]:
+    rows = conn.execute(
+        "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal",
+        [table],
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+@pytest.mark.parametrize(("tracked", "history"), HISTORY)
+def test_the_runtime_role_cannot_skip_a_history_trigger_with_pgtrigger_ignore(
+    roles_database, tracked, history
+):
+    """Issue 30/32: `SET LOCAL pgtrigger.ignore` named the history trigger and the change
+    went unrecorded (a user made superuser with no authority event). Now the setting is
+    honoured for the owner of the tables only: the change is recorded all the same."""
+    owner, app, dbname = roles_database
+    with psycopg.connect(_url(app, dbname)) as conn:
+        names = _trigger_names(conn, tracked)
+        assert names, f"no trigger on {tracked}"
+        ignored = ",".join(names + [f"{tracked}:{name}" for name in names])
+        before = _count(conn, history)
+        with conn.transaction():
+            conn.execute("SELECT set_config('pgtrigger.ignore', %s, true)", ["{" + ignored + "}"])
+            changed = conn.execute(TRACKED_CHANGES[tracked]).rowcount
+        assert changed == 1
+        assert _count(conn, history) == before + 1, f"{tracked} changed without a {history} row"
+
+
+def test_the_owner_may_still_ask_pgtrigger_to_skip_a_trigger(roles_database):
+    """pgtrigger.ignore keeps working for the role that owns the tables (migrations)."""
+    owner, app, dbname = roles_database
+    with psycopg.connect(_url(owner, dbname)) as conn:
+        names = _trigger_names(conn, "budgets_budgetnode")
+        before = _count(conn, "budgets_budgetnodeevent")
+        with conn.transaction():
+            conn.execute(
+                "SELECT set_config('pgtrigger.ignore', %s, true)", ["{" + ",".join(names) + "}"]
+            )
+            conn.execute(TRACKED_CHANGES["budgets_budgetnode"])
+        assert _count(conn, "budgets_budgetnodeevent") == before
+
+
+def test_the_runtime_role_cannot_shadow_a_history_table_with_a_temporary_one(roles_database):
+    """The history triggers insert into their table by its unqualified name, and a session's
+    temporary table of that name comes first: the runtime role may not create one."""
+    owner, app, dbname = roles_database
+    with psycopg.connect(_url(app, dbname)) as conn:
+        conn.autocommit = True
+        before = _count(conn, "public.accounts_userauthorityevent")
+        try:
+            conn.execute(
+                "CREATE TEMPORARY TABLE accounts_userauthorityevent "
+                "(LIKE public.accounts_userauthorityevent INCLUDING ALL)"
+            )
+        except errors.InsufficientPrivilege as refused:
+            assert "temporary" in str(refused)
+        conn.execute(TRACKED_CHANGES["auth_user"])
+        assert _count(conn, "public.accounts_userauthorityevent") == before + 1
+
+
+CONTEXT_WRITES = """
+import pghistory
+from budgets.models import BudgetNode
+node = BudgetNode.objects.get(name="a2")
+with pghistory.context(actor="ceo", reason="first") as context:
+    node.weight += 1
+    node.save()
+    pghistory.context(ticket="T-1")  # pghistory adds to the context: an upsert of its row
+    node.weight += 1
+    node.save()
+print("context", context.id)
+"""
+
+
+def test_the_runtime_role_cannot_delete_or_rewrite_history_context(roles_database):
+    """pghistory_context holds who made each recorded change of nodes, memberships and
+    authority: the runtime role adds rows and adds keys to a row's metadata (as pghistory
+    does), and can neither delete a row nor change what it says."""
+    owner, app, dbname = roles_database
+    out = _manage(_url(app, dbname), "shell", "-c", CONTEXT_WRITES)
+    context_id = out.split("context ", 1)[1].split()[0]
+    with psycopg.connect(_url(app, dbname)) as conn:
+        conn.autocommit = True
+        metadata = conn.execute(
+            "SELECT metadata FROM pghistory_context WHERE id = %s", [context_id]
+        ).fetchone()[0]
+        assert metadata == {"actor": "ceo", "reason": "first", "ticket": "T-1"}
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM budgets_budgetnodeevent WHERE pgh_context_id = %s",
+                [context_id],
+            ).fetchone()[0]
+            == 2
+        )
+        before = conn.execute("SELECT id, metadata FROM pghistory_context ORDER BY id").fetchall()
+        assert _refused(conn, "DELETE FROM pghistory_context")
+        assert _refused(conn, "TRUNCATE pghistory_context")
+        assert _refused(
+            conn,
+            "UPDATE pghistory_context SET metadata = jsonb_set(metadata, '{actor}', '\"nobody\"')",
+        )
+        assert _refused(conn, "UPDATE pghistory_context SET metadata = '{}'")
+        assert _refused(conn, "UPDATE pghistory_context SET created_at = now()")
+        assert _refused(
+            conn, f"UPDATE pghistory_context SET id = gen_random_uuid() WHERE id = '{context_id}'"
+        )
+        # pgtrigger.ignore is no way around it either
+        with pytest.raises(errors.InsufficientPrivilege), conn.transaction():
+            conn.execute("SELECT set_config('pgtrigger.ignore', '{x}', true)")
+            conn.execute("UPDATE pghistory_context SET metadata = '{}'")
+        assert (
+            conn.execute("SELECT id, metadata FROM pghistory_context ORDER BY id").fetchall()
+            == before
+        )
