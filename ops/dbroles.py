@@ -11,7 +11,8 @@ gives the runtime role exactly what the application needs:
   and user authority): SELECT and INSERT only, so no UPDATE or DELETE reaches them;
 - `pghistory_context` (who made each recorded change): SELECT, INSERT and UPDATE of
   `metadata` and `updated_at` only, for pghistory's upsert; its append-only trigger
-  (ops/migrations/0002) lets an update only add keys to the metadata;
+  (ops/migrations/0002_history_context_append_only.py) lets an update only add keys
+  to the metadata;
 - `django_migrations`: SELECT only;
 - USAGE, SELECT, UPDATE on the sequences;
 and never TRUNCATE, REFERENCES or TRIGGER, nor TEMPORARY on the database: the history

@@ -13,7 +13,8 @@ from budgets import services
 from tests.support.postgres import conninfo, pg_tool
 
 pytestmark = pytest.mark.django_db(transaction=True)
-# how the append-only triggers refuse: pgtrigger's Protect, ops/migrations/0002's
+# how the append-only triggers refuse: pgtrigger's Protect, and pghistory_context's
+# (ops/migrations/0002_history_context_append_only.py)
 REFUSED = (psycopg.errors.RaiseException, psycopg.errors.InsufficientPrivilege)
 
 
