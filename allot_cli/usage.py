@@ -102,7 +102,8 @@ def shares(ctx: Context, cluster: str | None = None, as_json: bool = False) -> N
         render.print_json(answer)
         return
     render.line(
-        f"Fair share on {answer.get('cluster_name', '?')} (RAW USAGE in GPU-hours), "
+        f"Fair share on {answer.get('cluster_name', '?')} (RAW USAGE in GPU-hours "
+        f"{answer.get('usage_window', 'over the usage window')}), "
         + render.cycle_as_of(answer.get("as_of"), from_cycle=answer.get("from_cycle", True)),
         markup=False,
     )

@@ -198,7 +198,12 @@ def fairshare_now(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -
                 ),
             }
         )
-    return {"as_of": answer["as_of"], "from_cycle": answer["from_cycle"], "rows": rows}
+    return {
+        "as_of": answer["as_of"],
+        "from_cycle": answer["from_cycle"],
+        "usage_window": answer["usage_window"],
+        "rows": rows,
+    }
 
 
 def fairshare_sentence(

@@ -275,7 +275,8 @@ class FairshareNodeOutput(serializers.Serializer):
     entitled_share = serializers.FloatField(help_text="Entitled share: its share of the cluster")
     raw_usage = serializers.FloatField(
         help_text="Usage: charged GPU-hours in the cluster's usage window ending at `as_of` "
-        "(the window the last cycle read)"
+        "(the window the last cycle read); with a half-life, decayed usage (each GPU-second "
+        "weighted by its age): `usage_window` says which"
     )
     norm_usage = serializers.FloatField(help_text="Its part of the whole cluster's usage")
     effective_usage = serializers.FloatField(
@@ -312,6 +313,11 @@ class FairshareOutput(serializers.Serializer):
     )
     cycle = serializers.IntegerField(
         allow_null=True, help_text="The id of that cycle's record (null before the first)"
+    )
+    usage_window = serializers.CharField(
+        help_text="The window `raw_usage` is measured over, in the words of the queue's "
+        "reasons: 'over 7 days', or with a half-life 'over a decayed window (half-life "
+        "2.0 h)'"
     )
     nodes = FairshareNodeOutput(many=True, help_text="Every node, depth first, the root first")
 

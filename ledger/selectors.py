@@ -21,6 +21,7 @@ from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.functions import Least, TruncDay
 from django.utils import timezone
 
+from allot_common.figures import usage_window_text
 from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
@@ -374,6 +375,7 @@ def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> di
         "as_of": at,
         "from_cycle": stamp is not None,
         "cycle": stamp.cycle_id if stamp else None,
+        "usage_window": usage_window_text(cluster.lookback_s, cluster.half_life_s),
     }
     tree = engine_tree(index)
     if tree is None:

@@ -31,14 +31,15 @@ def write_queue(
     """Store the explained queue. The entries are rewritten only when they changed
     since this worker's last write and no other worker wrote since (10,000 entries are
     megabytes of JSON); the cycle lock keeps writes of one cluster apart."""
-    standing = project_standing(cycle_plan.project_order, entitled_shares(cs.snapshot.tree))
+    entitled = entitled_shares(cs.snapshot.tree)
+    standing = project_standing(cycle_plan.project_order, entitled)
     columns = queue_columns(
         cs, cycle_plan, deferred, grace_s=ctx.cluster.grace_s, standing=standing
     )
     text = json.dumps(columns, separators=(",", ":"))
-    # each project's fair-share factor as the queue shows it (0 without entitlement)
+    # each project's fair-share factor as the queue shows it (null without entitlement)
     order = [
-        [cs.node_id(p), round(standing[p][1], 6)]
+        [cs.node_id(p), round(standing[p][1], 6) if entitled.get(p, 0.0) > 0.0 else None]
         for p, _ in cycle_plan.project_order
         if cs.node_id(p)
     ]
@@ -64,9 +65,12 @@ def queue_columns(
     `QueueSnapshot.entries` (columns): first the jobs that wait for the jobs they
     preempted to exit (they start next), then the engine's queue. `deferred` are this
     cycle's starts held back for that reason. `standing`: `project_standing` of the
-    plan (computed when not given)."""
+    plan (computed when not given). A project without entitlement (weight 0 on its
+    path) has no fair-share factor and no rank (glossary: rank): both are stored empty
+    and read back as null, as API `fairshare/` gives them."""
+    entitled = entitled_shares(cs.snapshot.tree)
     if standing is None:
-        standing = project_standing(cycle_plan.project_order, entitled_shares(cs.snapshot.tree))
+        standing = project_standing(cycle_plan.project_order, entitled)
     blocks = [*_waiting_blocks(cs, standing, deferred, grace_s), *cycle_plan.queue.blocks]
     if not blocks:
         return {**dict.fromkeys(QUEUE_COLUMNS, ""), "reasons": []}
@@ -86,8 +90,9 @@ def queue_columns(
         first = seen.get(b.project, 0)
         seen[b.project] = first + n
         positions.extend(map(str, range(first + 1, first + n + 1)))
-        ranks.extend(repeat(str(b.project_rank), n))
-        metrics.extend(repeat(str(round(b.metric, 6)), n))
+        ranked = entitled.get(b.project, 0.0) > 0.0
+        ranks.extend(repeat(str(b.project_rank) if ranked else "", n))
+        metrics.extend(repeat(str(round(b.metric, 6)) if ranked else "", n))
         texts = (b.reason,) if isinstance(b.reason, str) else b.reason
         ids = [reasons.setdefault(t, str(len(reasons))) for t in texts]
         reason_ids.extend(repeat(ids[0], n) if isinstance(b.reason, str) else ids)

@@ -262,8 +262,11 @@ def estimate_position(*, job: Job) -> dict[str, Any]:
     bucket.insert(at, workload)
     snapshot = dataclasses.replace(cs.snapshot, pending=pending)
     result = plan(snapshot, cs.policy, cs.now)
-    standing = project_standing(result.project_order, entitled_shares(snapshot.tree))
-    factor = standing[project][1] if project in standing else None  # as the queue shows it
+    entitled = entitled_shares(snapshot.tree)
+    standing = project_standing(result.project_order, entitled)
+    # as the queue shows it: no factor for a project without entitlement
+    ranked = entitled.get(project, 0.0) > 0.0
+    factor = standing[project][1] if ranked and project in standing else None
     ahead = len(cs.waiting)  # jobs waiting for their victims start first
     if any(s.workload_id == DRY_RUN_ID for s in result.starts):
         return {
@@ -284,7 +287,7 @@ def estimate_position(*, job: Job) -> dict[str, Any]:
                 "position": ahead + entry.position,
                 "project_position": project_position,
                 "queue_length": ahead + len(result.queue),
-                "fairshare_factor": entry.metric,
+                "fairshare_factor": entry.metric if ranked else None,
                 "reason": entry.reason,
             }
     return {

@@ -8,6 +8,9 @@ give one dict per waiting job:
     {"job": id, "project": node id, "position": n, "project_position": n,
      "project_rank": n, "metric": f, "reason": "..."}
 
+(`project_rank` and `metric`, the fair-share factor, are None for a project without
+entitlement: it has neither.)
+
 in start order (position 1 starts next).
 
 A request that needs a few entries of a long queue (a job's place, a page of 50) reads
@@ -32,7 +35,7 @@ from scheduler.models import QueueSnapshot
 from scheduler.process_state import process_state
 
 COLUMNS = ("job", "project", "project_position", "project_rank", "metric", "reason")
-_INTS = ("job", "project_position", "project_rank", "reason")
+_INTS = ("job", "project_position", "reason")
 
 
 def queue_snapshot(*, cluster_id: int) -> QueueSnapshot | None:
@@ -68,7 +71,9 @@ def _column(entries: Mapping[str, Any], name: str, start: int = 0, stop: int | N
     if name in _INTS:
         return list(map(int, values))
     if name == "metric":
-        return list(map(float, values))
+        return [float(v) if v else None for v in values]
+    if name == "project_rank":
+        return [int(v) if v else None for v in values]
     return [int(v) if v else None for v in values]  # project node ids
 
 
@@ -151,14 +156,14 @@ class StoredQueue:
 
     def _row(self, i: int) -> dict:
         c = self.columns
-        project = c["project"][i]
+        project, rank, metric = c["project"][i], c["project_rank"][i], c["metric"][i]
         return {
             "job": int(c["job"][i]),
             "project": int(project) if project else None,
             "position": i + 1,
             "project_position": int(c["project_position"][i]),
-            "project_rank": int(c["project_rank"][i]),
-            "metric": float(c["metric"][i]),
+            "project_rank": int(rank) if rank else None,
+            "metric": float(metric) if metric else None,
             "reason": self.reasons[int(c["reason"][i])],
         }
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from allot_common.figures import usage_window_text
 from scheduler import adapters
-from scheduler.models import Job, JobState
+from scheduler.models import Cluster, Job, JobState
 from tests.factories import ClusterFactory, HostFactory
 from tests.roles import token_for
 from tests.support.cli import Cli
@@ -275,11 +276,23 @@ def test_shares_like_sshare(ann):
     result = ann("shares")
     assert result.returncode == 0, result.stderr
     assert "Fair share on gpu" in result.stdout and "LEVEL" in result.stdout  # LEVEL_FS, 2 lines
-    assert "(RAW USAGE in GPU-hours)" in result.stdout  # sshare's RawUsage is TRES-seconds
+    # sshare's RawUsage is TRES-seconds; the window in the queue reasons' words
+    assert "(RAW USAGE in GPU-hours over 7 days)" in result.stdout
     a1 = next(line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["a1"])
     assert a1[6:8] == ["inf", "1.00"], a1  # no usage yet; the factor with 2 decimals, as the page
     nodes = json.loads(ann("shares", "--json").stdout)["nodes"]
     assert {n["name"] for n in nodes} >= {"org", "prog-a", "a1", "a2", "b1"}
+
+
+def test_shares_says_when_usage_is_decayed(ann):
+    """With a half-life, RAW USAGE is decayed usage: the title says so in the words the
+    queue reasons and the fair-share dashboard use (allot_common.figures)."""
+    Cluster.objects.filter(name="gpu").update(half_life_s=7200)
+    result = ann("shares")
+    assert result.returncode == 0, result.stderr
+    said = usage_window_text(7 * 86400, 7200)
+    assert said == "over a decayed window (half-life 2.0 h)"
+    assert f"(RAW USAGE in GPU-hours {said})" in " ".join(result.stdout.split())
 
 
 def test_usage_per_project(ann, tree):

@@ -7,7 +7,10 @@ import datetime as dt
 
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
 
+from allot_cli import render
+from allot_common.figures import usage_window_text
 from budgets import services
 from budgets.models import BudgetEvent
 from scheduler.core.engine.explain import STANDING
@@ -16,6 +19,14 @@ from scheduler.selectors.queue import iter_entries, queue_snapshot
 from scheduler.selectors.standing import job_standings
 
 pytestmark = pytest.mark.django_db
+
+
+def queue_page_factor(live, job) -> str:
+    """The FS column `allot queue` shows for a job (render.factor of the API's field)."""
+    client = APIClient()
+    client.force_authenticate(live.tree.user("ceo"))
+    rows = client.get("/api/v1/queue/", {"cluster": live.cluster.name}).json()["results"]
+    return render.factor(next(r for r in rows if r["job"] == job.pk)["fairshare_factor"])
 
 
 def _fill_and_wait(live, project: str = "a1"):
@@ -57,13 +68,24 @@ def test_a_project_without_entitlement_has_no_rank_and_is_not_counted(live):
     entries = {
         e["job"]: e for e in iter_entries(queue_snapshot(cluster_id=live.cluster.pk).entries)
     }
+    client = APIClient()
+    client.force_authenticate(live.tree.user("ceo"))
+    queue = client.get("/api/v1/queue/", {"cluster": live.cluster.name}).json()["results"]
+    rows = {row["job"]: row for row in queue}
+    fairshare = client.get("/api/v1/fairshare/", {"cluster": live.cluster.name}).json()
+    b1 = next(n for n in fairshare["nodes"] if n["path"] == "org/prog-b/b1")
+    assert b1["fairshare"] is None and b1["rank"] is None
     for job in (free_b1, budget_b1):
         info = job_queue_info(live.job(job))
         assert "no entitlement" in info["reason"]
         assert "rank" not in info["reason"]
-        assert info["fairshare_factor"] == 0.0
-        assert entries[job.pk]["project_rank"] == 3  # after the two ranked projects
+        # no factor and no rank, as API `fairshare/` says (not a factor 0 and a rank 3)
+        assert info["fairshare_factor"] is None
+        assert entries[job.pk]["project_rank"] is None and entries[job.pk]["metric"] is None
+        assert rows[job.pk]["project_rank"] is None and rows[job.pk]["fairshare_factor"] is None
+        assert queue_page_factor(live, job) == "-"
     assert entries[waiting.pk]["project_rank"] == 1
+    assert rows[waiting.pk]["project_rank"] == 1 and rows[waiting.pk]["fairshare_factor"] >= 0
 
 
 def test_a_weight_change_in_the_window_is_told_in_the_reason(live):
@@ -106,3 +128,24 @@ def test_a_change_before_the_window_is_not_told(live):
     assert BudgetEvent.objects.get(reason="long ago").effective_at < live.now - dt.timedelta(days=7)
     waiting = _fill_and_wait(live, "a1")
     assert "weight changed" not in job_queue_info(live.job(waiting))["reason"]
+
+
+def test_a_decayed_window_is_named_alike_on_every_surface(live):
+    """With a half-life, usage is decayed usage: the queue reason, API `fairshare/`
+    (`usage_window`, beside `raw_usage`) and the fair-share dashboard say so in the same
+    words, from one function (`allot_common.figures.usage_window_text`); the dashboard
+    once said "usage over its 7-day window"."""
+    live.cluster.half_life_s = 7200
+    live.cluster.save(update_fields=["half_life_s"])
+    job = _fill_and_wait(live)
+    said = usage_window_text(live.cluster.lookback_s, 7200)
+    assert said == "over a decayed window (half-life 2.0 h)"
+    assert f"{STANDING} {said}" in job_queue_info(job)["reason"]
+    client = APIClient()
+    client.force_login(live.tree.user("ceo"))
+    answer = client.get("/api/v1/fairshare/", {"cluster": live.cluster.name}).json()
+    assert answer["usage_window"] == said
+    page = client.get(
+        "/dashboards/fairshare/", {"cluster": live.cluster.pk, "days": 7}
+    ).content.decode()
+    assert f"usage {said}," in page and "-day window" not in page

@@ -374,7 +374,11 @@ class QueueRowOutput(serializers.Serializer):
     project_position = serializers.IntegerField(
         help_text="Queue position among its project's waiting jobs"
     )
-    project_rank = serializers.IntegerField(help_text="The project's rank in fair-share order")
+    project_rank = serializers.IntegerField(
+        allow_null=True,
+        help_text="The project's rank in fair-share order; null for a project without "
+        "entitlement (weight 0 on its path), which is not ranked",
+    )
     job = serializers.IntegerField()
     name = serializers.CharField(allow_blank=True)
     project = serializers.IntegerField(allow_null=True)
@@ -388,7 +392,12 @@ class QueueRowOutput(serializers.Serializer):
         allow_blank=True, help_text="The job's state now (the queue is the last cycle's)"
     )
     queued_at = serializers.DateTimeField(allow_null=True)
-    fairshare_factor = serializers.FloatField(source="metric")
+    fairshare_factor = serializers.FloatField(
+        source="metric",
+        allow_null=True,
+        help_text="The project's fair-share factor (0..1) that orders the queue; null for "
+        "a project without entitlement",
+    )
     reason = serializers.CharField()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from allot_common.figures import hours_text, usage_window_text
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
 from scheduler.core.engine.runs import protection_s
@@ -41,13 +42,6 @@ INF = math.inf
 # 142% of its entitled share over 7 days"): readers (the job page's blockers) find the
 # budget part of a reason by them.
 STANDING = "of its entitled share"
-
-
-def hours_text(s: float) -> str:
-    """A duration in minutes below an hour, else in hours: '45 min', '2.5 h'."""
-    if s < 3600:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
 
 
 def limit_text(s: float) -> str:
@@ -135,11 +129,8 @@ class FairShareReasons:
         return 100.0 * (self.usage.get(proj, 0.0) + extra) / denom if denom > 0 else INF
 
     def window(self) -> str:
-        """The usage window in words ("over 7 days")."""
-        if self.policy.half_life_s:
-            return f"over a decayed window (half-life {hours_text(self.policy.half_life_s)})"
-        days = self.policy.lookback_s / 86400
-        return f"over {days:g} day{'s' if days != 1 else ''}"
+        """The usage window in words ("over 7 days"), as every surface says it."""
+        return usage_window_text(self.policy.lookback_s, self.policy.half_life_s)
 
     def project(self, proj: str, r: int) -> str:
         """Where a project stands (order index `r`); the same for the whole cycle, so

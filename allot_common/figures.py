@@ -1,0 +1,60 @@
+"""How a figure is written, the same on every surface: the pages (template filters), the
+API's texts (queue reasons, explained changes) and the `allot` CLI.
+
+Plain Python (no Django, no server code, no CLI code; import-linter contract in
+pyproject.toml), so the server and the CLI format a share, a ratio, an empty value and
+the usage window with the same function.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+# The one mark of "no value" (no ratio without entitlement, no factor, unknown) on every
+# page and in the CLI. An en dash is one terminal cell like "-" (rich and wcwidth count
+# it as one), so the CLI's tables keep their widths.
+EMPTY = "–"
+
+# A share (among siblings, entitled) is a percentage with this many decimals everywhere,
+# so 12.5% reads "12.50%" on every page and in the CLI (not "12%" here and "12.5%" there).
+SHARE_DECIMALS = 2
+# A ratio (GPU utilization, a delivery ratio): 0.953 -> "95.3%".
+PERCENT_DECIMALS = 1
+
+
+def share_text(fraction: float | Decimal | None) -> str:
+    """A share: 0.125 -> '12.50%'; None -> EMPTY."""
+    if fraction is None:
+        return EMPTY
+    return f"{float(fraction) * 100:.{SHARE_DECIMALS}f}%"
+
+
+def share_change_text(delta: float | Decimal) -> str:
+    """A change of a share, signed, in the same digits: 0.025 -> '+2.50%'."""
+    text = share_text(delta)
+    return text if text.startswith("-") or float(delta) == 0 else "+" + text
+
+
+def percent_text(value: float | Decimal | None) -> str:
+    """A ratio: 0.953 -> '95.3%'; None -> EMPTY."""
+    if value is None:
+        return EMPTY
+    return f"{float(value) * 100:.{PERCENT_DECIMALS}f}%"
+
+
+def hours_text(s: float) -> str:
+    """A duration in minutes below an hour, else in hours: '45 min', '2.5 h'."""
+    if s < 3600:
+        return f"{s / 60:.0f} min"
+    return f"{s / 3600:.1f} h"
+
+
+def usage_window_text(lookback_s: float, half_life_s: float | None) -> str:
+    """The window a project's usage is measured over, in words, as every surface says it
+    (queue reasons, the fair-share dashboard, API `fairshare/` `usage_window`, `allot
+    shares`): 'over 7 days', or with a half-life 'over a decayed window (half-life
+    2.0 h)' (docs/concepts.md#usage)."""
+    if half_life_s:
+        return f"over a decayed window (half-life {hours_text(half_life_s)})"
+    days = lookback_s / 86400
+    return f"over {days:g} day{'s' if days != 1 else ''}"
