@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any
 
 from allot_cli import plain
+from allot_common.figures import EMPTY, percent_text, share_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -58,7 +60,7 @@ def print_json(data: Any) -> None:
 def seconds(value: float | int | None) -> str:
     """900 -> 15m, 5400 -> 1h30m, 0 -> 0."""
     if value is None:
-        return "-"
+        return EMPTY
     value = int(value)
     if value == 0:
         return "0"
@@ -75,8 +77,39 @@ def when(value: str | None, *, seconds: bool = False) -> str:
     """An API time in the local zone, with the zone: '2026-12-05 14:09 CET'."""
     moment = _moment(value)
     if moment is None:
-        return value or "-"
+        return value or EMPTY
     return moment.strftime("%Y-%m-%d %H:%M:%S %Z" if seconds else "%Y-%m-%d %H:%M %Z")
+
+
+# A time the server writes into a reason or a blocker: '2026-12-05 10:04 UTC',
+# '10:04:05 UTC' (queue reasons, explained budget changes, a stop's grace period).
+UTC_TIME = re.compile(r"\b(?:(\d{4}-\d{2}-\d{2}) )?(\d{2}:\d{2}(?::\d{2})?) UTC\b")
+
+
+def local_times(text: str, now: dt.datetime | None = None) -> str:
+    """A reason's or a blocker's UTC times in the local zone, as every other time the
+    CLI shows ('2026-12-05 10:04 UTC' -> '2026-12-05 11:04 CET'); a time without a date
+    is taken on the day that puts it nearest `now`."""
+    if "UTC" not in text:
+        return text
+    now = now or dt.datetime.now(dt.UTC)
+
+    def local(match: re.Match[str]) -> str:
+        day, clock = match.groups()
+        shape = "%H:%M:%S" if clock.count(":") == 2 else "%H:%M"
+        moment = dt.datetime.strptime(clock, shape).time()
+        if day:
+            at = dt.datetime.combine(dt.date.fromisoformat(day), moment, dt.UTC)
+        else:
+            days = (now.date() + dt.timedelta(days=d) for d in (-1, 0, 1))
+            at = min(
+                (dt.datetime.combine(d, moment, dt.UTC) for d in days),
+                key=lambda c: abs((c - now).total_seconds()),
+            )
+        shown = at.astimezone()
+        return shown.strftime(f"%Y-%m-%d {shape} %Z" if day else f"{shape} %Z")
+
+    return UTC_TIME.sub(local, text)
 
 
 def zone() -> str:
@@ -89,9 +122,9 @@ def step_start(value: str | None, step: str) -> str:
     an hour step the local hour ('11-28 14:00'; the zone is in the header, the year in
     the title's window)."""
     if step == "day":
-        return (value or "-")[:10]
+        return (value or EMPTY)[:10]
     moment = _moment(value)
-    return moment.strftime("%m-%d %H:%M") if moment else (value or "-")
+    return moment.strftime("%m-%d %H:%M") if moment else (value or EMPTY)
 
 
 def fixed(value: Any, digits: int) -> str:
@@ -104,13 +137,13 @@ def fixed(value: Any, digits: int) -> str:
 
 def gpu_hours(value: Any) -> str:
     """GPU-hours with one decimal, as the pages show them: 4162.3."""
-    return "-" if value is None else fixed(value, 1)
+    return EMPTY if value is None else fixed(value, 1)
 
 
 def factor(value: Any) -> str:
     """A fair-share factor or level FS with two decimals, as the fair-share dashboard
     shows it: 0.125 -> '0.13'."""
-    return "-" if value is None else fixed(value, 2)
+    return EMPTY if value is None else fixed(value, 2)
 
 
 def report_window(start: str | None, end: str) -> str:
@@ -134,7 +167,7 @@ def ago(value: str | None, now: dt.datetime | None = None) -> str:
     """An API time as how long ago or how far ahead it is: '12 s ago', 'in 3 h 10 min'."""
     moment = _moment(value)
     if moment is None:
-        return value or "-"
+        return value or EMPTY
     delta = (moment - (now or dt.datetime.now(dt.UTC))).total_seconds()
     if abs(delta) < 45:
         return "now"
@@ -146,7 +179,7 @@ def since(value: str | None, now: dt.datetime | None = None) -> str:
     ahead of the clock): the WAITED column, where 'now' would read as no answer."""
     moment = _moment(value)
     if moment is None:
-        return value or "-"
+        return value or EMPTY
     return span(max(0.0, ((now or dt.datetime.now(dt.UTC)) - moment).total_seconds()))
 
 
@@ -186,24 +219,14 @@ def tail(text: str | None, limit: int = 24) -> str:
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
-SHARE_DECIMALS = 2  # as budgets.shares.SHARE_DECIMALS: a share shows the same digits everywhere
-
-
 def share(value: Any) -> str:
-    """A share (fraction) as the pages show it: 0.125 -> '12.50%'; None -> '-'."""
-    if value is None:
-        return "-"
-    return f"{float(value) * 100:.{SHARE_DECIMALS}f}%"
-
-
-PERCENT_DECIMALS = 1  # as the pages' `percent` filter (dashboards/templatetags/dashboards.py)
+    """A share (fraction) as the pages show it: 0.125 -> '12.50%'; None -> '–'."""
+    return share_text(value)
 
 
 def percent(value: Any) -> str:
     """A ratio (GPU utilization, a delivery ratio) as the pages show it: 0.953 -> '95.3%'."""
-    if value is None:
-        return "-"
-    return f"{float(value) * 100:.{PERCENT_DECIMALS}f}%"
+    return percent_text(value)
 
 
 def known_percent(value: Any) -> str:
@@ -213,7 +236,7 @@ def known_percent(value: Any) -> str:
 
 def number(value: Any) -> str:
     if value is None:
-        return "-"
+        return EMPTY
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
     return str(value)
@@ -247,9 +270,10 @@ def table(
     """A table that keeps one line per row on a narrow terminal: every column keeps its
     values whole except those in `wrap` (folded over lines: long text worth reading
     whole), `crop` (cut with an ellipsis to what the terminal leaves them) and
-    `crop_left` (paths, cut from the left as `tail` does: their end names them)."""
+    `crop_left` (paths, cut from the left as `tail` does: their end names them). A
+    text cell's UTC times (a reason's, a blocker's) are shown local (`local_times`)."""
     crop = (*crop, *crop_left)
-    cells = [[number(v) if not isinstance(v, str) else v for v in row] for row in rows]
+    cells = [[number(v) if not isinstance(v, str) else local_times(v) for v in row] for row in rows]
     widths = [
         max([len(line) for line in column.splitlines()] + [len(r[i]) for r in cells])
         for i, column in enumerate(columns)
@@ -293,11 +317,12 @@ def _rich_table(
 
 
 def pairs(items: Sequence[tuple[str, Any]]) -> None:
+    """Key/value lines (`allot show`); a value's UTC times are shown local."""
     from rich.table import Table  # here, not at the top: start-up time (module docstring)
 
     t = Table(box=None, show_header=False, pad_edge=False)
     t.add_column(style="bold")
     t.add_column(overflow="fold")
     for key, value in items:
-        t.add_row(key, number(value) if not isinstance(value, str) else value)
+        t.add_row(key, number(value) if not isinstance(value, str) else local_times(value))
     out().print(t)

@@ -154,7 +154,8 @@ def _print_estimate(answer: dict) -> None:
         render.line(
             f"It would wait at position {estimate['position']} of {estimate['queue_length']} "
             f"({estimate['project_position']} in its project; fair-share factor "
-            f"{render.factor(estimate['fairshare_factor'])}): {estimate['reason']}"
+            f"{render.factor(estimate['fairshare_factor'])}): "
+            + render.local_times(estimate["reason"])
         )
     else:
-        render.line(estimate["reason"])
+        render.line(render.local_times(estimate["reason"]))

@@ -36,7 +36,7 @@ def usage(
     as_json: bool = False,
 ) -> None:
     """GPU-hours per project and step: delivered, unallocated, demand, demand-capped
-    entitlement, and the GPU utilization of its runs (unknown: '-'), over whole hours
+    entitlement, and the GPU utilization of its runs ("unknown" where none was measured), over whole hours
     that are over (by default the last 7 days of complete hours)."""
     head, rows = api(ctx).get_all_with_head(
         "usage/", cluster=cluster, project=project, since=since, until=until, step=step
@@ -137,7 +137,7 @@ def _share_name(node: dict[str, Any]) -> str:
 
 def _share_cell(node: dict[str, Any], column: str) -> str:
     """One figure of the fair-share table in the dashboard's format (usage in GPU-hours
-    with one decimal, level FS and factor with two); '-' where there is none, and for
+    with one decimal, level FS and factor with two); '–' where there is none, and for
     a node without entitlement."""
     value = node.get(column)
     if column in SHARE_FRACTIONS:
@@ -145,7 +145,7 @@ def _share_cell(node: dict[str, Any], column: str) -> str:
     if column == "level_fs" and node.get("level_fs_infinite"):
         return "inf"
     if value is None or (_no_entitlement(node) and column in ("level_fs", "fairshare")):
-        return "-"
+        return render.EMPTY
     if column == "raw_usage":
         return render.gpu_hours(value)
     if column in ("level_fs", "fairshare"):

@@ -1,6 +1,7 @@
 """Share arithmetic of the database tree: a thin layer over the one budget-tree module
 (`budgets.rules`), which the engine, the simulator and the reports use
-too, plus how weights are shown on pages.
+too, plus how weights are shown on pages (a share's format is `allot_common.figures`,
+shared with the CLI).
 
 share among siblings = weight / sum of sibling weights (0 when all are 0);
 entitled share       = product of shares along the path from the root.
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from decimal import Decimal
 
+from allot_common.figures import SHARE_DECIMALS, share_change_text, share_text
 from budgets.rules import NodeShare, shares_by_id, weight_number
 
 __all__ = [
@@ -23,11 +25,6 @@ __all__ = [
     "weight_number",
     "weight_text",
 ]
-
-# A share (among siblings, entitled) is shown as a percentage with this many decimals on
-# every page, so 12.5% reads "12.50%" everywhere (not "12%" on one page and "12.5%" on
-# another); the CLI (`allot_cli.render.share`) writes the same digits.
-SHARE_DECIMALS = 2
 
 
 def compute_shares(
@@ -50,16 +47,3 @@ def shares_with_edits(
 def weight_text(weight: Decimal) -> str:
     """A weight without trailing zeros or exponent: 50.0000 -> '50', 2.5000 -> '2.5'."""
     return f"{Decimal(weight).normalize():f}"
-
-
-def share_text(fraction: float | Decimal | None) -> str:
-    """A share as every page shows it: 0.125 -> '12.50%'; None -> '–'."""
-    if fraction is None:
-        return "–"
-    return f"{float(fraction) * 100:.{SHARE_DECIMALS}f}%"
-
-
-def share_change_text(delta: float | Decimal) -> str:
-    """A change of a share, signed, in the same digits: 0.025 -> '+2.50%'."""
-    text = share_text(delta)
-    return text if text.startswith("-") or float(delta) == 0 else "+" + text

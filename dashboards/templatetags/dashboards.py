@@ -2,7 +2,7 @@
 
 from django import template
 
-from budgets.shares import share_text
+from allot_common.figures import percent_text, share_text
 from scheduler.core.engine import rule_label as _rule_label
 
 register = template.Library()
@@ -10,10 +10,8 @@ register = template.Library()
 
 @register.filter
 def percent(value) -> str:
-    """0.953 -> '95.3%'; None -> '–'."""
-    if value is None:
-        return "–"
-    return f"{float(value) * 100:.1f}%"
+    """0.953 -> '95.3%'; None -> '–' (allot_common.figures, as the CLI writes it)."""
+    return percent_text(value)
 
 
 @register.filter

@@ -5,16 +5,19 @@ everywhere, never "12%" on one page and "12.5%" on another."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from django.template.defaultfilters import floatformat
 
 from allot_cli import render
+from allot_common import figures
 from budgets import services
 from budgets.shares import share_change_text, share_text
 from dashboards.templatetags.dashboards import percent
 
 pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 FRACTIONS = [0.0, 0.125, 0.225, 1 / 3, 0.35, 0.0004, 1.0]
 
@@ -46,6 +49,26 @@ def test_share_text_and_its_change():
     assert share_text(0.125) == "12.50%" and share_text(0.225) == "22.50%"
     assert share_text(None) == "–"
     assert share_change_text(0.025) == "+2.50%" and share_change_text(-0.025) == "-2.50%"
+
+
+def test_one_format_and_one_empty_mark_on_every_surface():
+    """The server and the CLI format with the same functions (allot_common.figures), and
+    a missing value reads the same en dash on a page and in the CLI (it once was "–" on
+    the pages and "-" in the CLI)."""
+    assert render.share(None) == share_text(None) == percent(None) == figures.EMPTY == "–"
+    assert render.percent(None) == render.factor(None) == render.gpu_hours(None) == "–"
+    assert render.seconds(None) == render.when(None) == render.number(None) == "–"
+    assert share_text is figures.share_text and share_change_text is figures.share_change_text
+    # one terminal cell, as "-": the CLI's tables keep their widths
+    from rich.cells import cell_len
+
+    assert cell_len(figures.EMPTY) == 1
+    servers = [ROOT / "budgets" / "shares.py", ROOT / "dashboards" / "templatetags"]
+    clients = [ROOT / "allot_cli" / "render.py"]
+    for path in [*servers, *clients]:
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for file in files:  # no second share or percent format
+            assert not re.search(r"\* 100:\.", file.read_text()), file
 
 
 def _eighth(tree):

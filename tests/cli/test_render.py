@@ -1,6 +1,7 @@
 """The CLI's wording of times (allot_cli/render.py): what a researcher reads in a column."""
 
 import datetime as dt
+import time
 
 import pytest
 
@@ -25,7 +26,7 @@ def test_a_wait_reads_as_a_span_even_under_a_minute():
 def test_the_waited_column_never_says_now():
     queued = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)).isoformat()
     assert waited(queued) in {"5 s", "6 s", "7 s"}
-    assert waited(None) == "-"
+    assert waited(None) == "–"
 
 
 def test_show_words_an_overtaken_estimate_as_the_job_page_does():
@@ -79,3 +80,41 @@ def test_queue_long_keeps_every_job_id_and_reason_whole(capsys, monkeypatch, col
     else:
         rows = [line.split()[:2] for line in lines if line[:1].isdigit()]
         assert rows == [["1", "1210"], ["2", "1211"]]
+
+
+def test_reasons_and_blockers_show_their_utc_times_in_the_local_zone(monkeypatch):
+    """A queue reason or blocker carries UTC times ('... at 2026-12-05 10:04 UTC',
+    '... ends at 23:59:30 UTC'); the CLI shows them local, as its other times."""
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    try:
+        now = dt.datetime(2026, 12, 6, 0, 5, tzinfo=dt.UTC)
+        text = "a1's weight changed 70 -> 30 at 2026-12-05 10:04 UTC by lead-a"
+        assert render.local_times(text, now) == (
+            "a1's weight changed 70 -> 30 at 2026-12-05 11:04 CET by lead-a"
+        )
+        # no date: the day nearest now (yesterday's 23:59:30 UTC, today's 00:59:30 CET)
+        grace = "stop grace period ends at 23:59:30 UTC); their GPUs"
+        assert (
+            render.local_times(grace, now) == "stop grace period ends at 00:59:30 CET); their GPUs"
+        )
+        assert render.local_times("no time here", now) == "no time here"
+        assert render.local_times("DAY (UTC)", now) == "DAY (UTC)"
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_a_table_and_a_panel_show_reasons_in_local_time(monkeypatch, capsys):
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    monkeypatch.setenv("COLUMNS", "200")
+    time.tzset()
+    try:
+        reason = "waiting: a1's weight changed 70 -> 30 at 2026-12-05 10:04 UTC by lead-a"
+        render.table(["#", "WHY"], [[1, reason]], wrap=("WHY",))
+        render.pairs([("reason", reason)])
+        out = capsys.readouterr().out
+        assert "11:04 CET" in out and "UTC" not in out
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

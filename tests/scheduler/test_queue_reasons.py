@@ -83,7 +83,7 @@ def test_a_project_without_entitlement_has_no_rank_and_is_not_counted(live):
         assert info["fairshare_factor"] is None
         assert entries[job.pk]["project_rank"] is None and entries[job.pk]["metric"] is None
         assert rows[job.pk]["project_rank"] is None and rows[job.pk]["fairshare_factor"] is None
-        assert queue_page_factor(live, job) == "-"
+        assert queue_page_factor(live, job) == "–"
     assert entries[waiting.pk]["project_rank"] == 1
     assert rows[waiting.pk]["project_rank"] == 1 and rows[waiting.pk]["fairshare_factor"] >= 0
 
