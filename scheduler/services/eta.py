@@ -23,8 +23,8 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from django.core.cache import cache
+from django.utils import timezone
 
-from budgets.models import BudgetEvent, EventKind
 from budgets.selectors import tree_index
 from scheduler.core.sim.eta import (
     CALIBRATION_KEEP,
@@ -41,6 +41,7 @@ from scheduler.core.sim.eta import (
 )
 from scheduler.cycle_requests import request_eta_refresh
 from scheduler.models import Attempt, Cluster, Job, JobState
+from scheduler.selectors.budget_changes import standing_change_notes
 from scheduler.selectors.eta import (
     ARRIVAL_PERIODS,
     ARRIVAL_WINDOW_S,
@@ -146,6 +147,7 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
     first_before = before[3].get("first", {}) if before else {}
     facts["first"] = _first_estimates(first_before, fresh_estimates, cs.now)
     widening = range_widening(_calibration(cluster.pk, first_before, facts["first"]))
+    change_notes = _change_notes(cs, before[3] if before else None, facts)
     for wid, raw in fresh_estimates.items():
         est = widened(raw, cs.now, widening)
         previous = _from_dict(shown_before.get(wid))
@@ -157,7 +159,13 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
                 "at": _iso(cs.now),
                 "previous_start": _iso(previous.start),
                 "because": _move_cause(
-                    before[3], facts, wid, shown, fresh_estimates, previous.start
+                    before[3],
+                    facts,
+                    wid,
+                    shown,
+                    fresh_estimates,
+                    previous.start,
+                    change_notes.get(wid),
                 ),
             }
         elif wid in shown_before:  # the last explained move stays until the next one
@@ -293,27 +301,27 @@ def _facts(cs: ClusterSnapshot) -> dict[str, Any]:
     }
 
 
-def _budget_change_text(since: float) -> str:
-    """The budget decisions applied after `since` (epoch s), in a sentence."""
-    events = list(
-        BudgetEvent.objects.filter(
-            kind__in=[EventKind.APPLIED, EventKind.IMPORTED, EventKind.STRUCTURE],
-            effective_at__gt=dt.datetime.fromtimestamp(since, tz=dt.UTC),
-        )
-        .prefetch_related("items")
-        .order_by("-effective_at", "-pk")[:3]
+def _change_notes(
+    cs: ClusterSnapshot, before: dict[str, Any] | None, now: dict[str, Any]
+) -> dict[str, str]:
+    """Pending job id -> the explained budget change (`standing_change_notes`, the queue
+    reasons' words) that moved its project's entitled share since the answer that saw
+    `before`; none when the tree did not change. A change that left a job's project's
+    share as it was is no cause of its move."""
+    if before is None or now["tree_version"] == before.get("tree_version", now["tree_version"]):
+        return {}
+    project_of = {
+        w.id: node_id
+        for project, ws in cs.snapshot.pending.items()
+        if (node_id := cs.node_id(project)) is not None
+        for w in ws
+    }
+    notes = standing_change_notes(
+        project_ids=set(project_of.values()),
+        since=dt.datetime.fromtimestamp(before["at"], tz=dt.UTC),
+        until=timezone.now(),
     )
-    changes = [
-        f"{item.node_path} weight {item.old_weight.normalize():f} -> {item.new_weight.normalize():f}"
-        for event in events
-        for item in event.items.all()
-        if item.old_weight is not None
-        and item.new_weight is not None
-        and item.old_weight != item.new_weight
-    ]
-    who = sorted({e.actor_name or "system" for e in events})
-    detail = f": {', '.join(changes[:3])}" if changes else ""
-    return f"the budgets changed{detail} (by {', '.join(who) or 'a manager'})"
+    return {wid: notes[pid] for wid, pid in project_of.items() if pid in notes}
 
 
 def _move_cause(
@@ -323,15 +331,17 @@ def _move_cause(
     shown: Estimate,
     estimates: dict[str, Estimate],
     previous_start: float,
+    change_note: str | None = None,
 ) -> str:
     """Why job `wid`'s shown start moved beyond its range since the answer that saw
-    `before` (at `previous_start`): a budget change either way; later, a host down or
+    `before` (at `previous_start`): a budget change that moved its project's entitled
+    share (`change_note`, in the queue reasons' words) either way; later, a host down or
     jobs submitted since that start first; sooner, a host back; else running jobs that
     end later or sooner than forecast. A cause that can only delay a job never explains
     a start that came closer (a job page once said "moved from 13:02: 2 jobs submitted
     since start before it" of an estimate that moved to 12:04)."""
-    if now["tree_version"] != before.get("tree_version", now["tree_version"]):
-        return _budget_change_text(before["at"])
+    if change_note and now["tree_version"] != before.get("tree_version", now["tree_version"]):
+        return change_note
     assert shown.start is not None
     if shown.start < previous_start:
         if now["hosts_healthy"] > before.get("hosts_healthy", now["hosts_healthy"]):

@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from budgets.services import budget_change_create
 from scheduler.selectors import eta as eta_selectors
+from scheduler.selectors.budget_changes import standing_change_notes
 from scheduler.selectors.eta import job_eta
 from scheduler.services.eta import cluster_etas
 from tests.factories import AttemptFactory, ClusterFactory, HostFactory
@@ -80,14 +81,36 @@ def test_a_move_after_a_budget_change_names_the_change_and_who_made_it(cluster, 
     shown = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]
     moved = shown["moved"]
     assert moved["previous_start"] == _iso(previous)
-    assert "the budgets changed" in moved["because"] and "-> 40" in moved["because"]
-    assert "a1" in moved["because"] and "ceo" in moved["because"]
+    # in the queue reasons' words, from the same function
+    note = standing_change_notes(
+        project_ids=[job.project_id],
+        since=dt.datetime.fromtimestamp(before, tz=dt.UTC),
+        until=timezone.now(),
+    )[job.project_id]
+    assert moved["because"] == note
+    assert note.startswith("a1's weight changed 70 -> 40 at ") and " by ceo " in note
     assert cache.get(f"eta:{cluster.pk}")[3]["tree_version"] == seen["tree_version"] + 1
     # the next answer, with nothing new, keeps the explanation: a start of "now" follows
     # the clock by seconds, which is no move to explain
     again = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]
     assert again["moved"] == moved
     assert _epoch(again["start"]) - _epoch(shown["start"]) < 60
+
+
+def test_a_budget_change_that_leaves_the_jobs_share_alone_is_not_its_cause(cluster, tree):
+    """b1 (prog-b's only child) changes weight: the tree's version moves, a1's entitled
+    share does not, so the a1 job's move is not explained by that change."""
+    job = _submit(cluster, tree)
+    cluster_etas(cluster=cluster, fresh=True)
+    _pretend_shown_before(cluster, job, 5, at=time.time())
+    budget_change_create(
+        actor=tree.user("ceo"),
+        reason="b1 grows alone",
+        changes=[{"node": tree.node("b1").pk, "weight": 5}],
+    )
+    moved = cluster_etas(cluster=cluster, fresh=True)[str(job.pk)]["moved"]
+    assert moved is not None
+    assert "weight changed" not in moved["because"] and "b1" not in moved["because"]
 
 
 # A start shown a day ago that is now "now" moved later; one shown days ahead that is now

@@ -207,7 +207,9 @@ class EtaMoveOutput(serializers.Serializer):
     at = serializers.DateTimeField(help_text="When the estimate moved")
     previous_start = serializers.DateTimeField(help_text="The estimated start shown before")
     because = serializers.CharField(
-        help_text="Why: the budgets changed (which weights, by whom); for a later start, a "
+        help_text="Why: a budget change that moved its project's entitled share, in the "
+        "queue reasons' words (\"a1's weight changed 70 -> 30 at ... by ...\"); for a later "
+        "start, a "
         "host went down, jobs submitted since start before it, or running jobs ending later "
         "than forecast; for a sooner start, a host came back, or jobs ahead leaving the queue "
         "or running jobs ending sooner than forecast"
