@@ -70,7 +70,7 @@ def usage(
                 r.get("project_path", ""),
                 *(
                     render.gpu_hours(r.get(f"{k}_gpu_h"))
-                    for k in ("delivered", "unallocated", "demand", "entitled")
+                    for k in ("delivered", "unallocated", "demand", "capped_entitled")
                 ),
                 render.known_percent(r.get("utilization")),
             ]

@@ -17,6 +17,13 @@ from config.clock import EARLIEST, LATEST, NOT_A_TIME, read_time
 from config.errors import ValidationFailed
 
 
+@extend_schema_field({"type": "number", "format": "double", "deprecated": True})
+class DeprecatedFloatField(serializers.FloatField):
+    """A figure kept under its old name for one API version after a rename, marked
+    `deprecated` in the schema so that a generated client says so instead of breaking
+    silently when the alias goes. Its help text names the new field."""
+
+
 class TextField(serializers.CharField):
     """A CharField that accepts only a JSON string."""
 

@@ -234,7 +234,7 @@ def delivery_csv(data: dict[str, Any]) -> list[list[Any]]:
     rows: list[list[Any]] = [
         [
             "project",
-            "entitled_gpu_h",
+            "capped_entitled_gpu_h",
             "delivered_gpu_h",
             "ratio",
             "demand_gpu_h",
@@ -257,7 +257,7 @@ def delivery_csv(data: dict[str, Any]) -> list[list[Any]]:
 
 def delivery_over_time_csv(data: dict[str, Any]) -> list[list[Any]]:
     rows: list[list[Any]] = [
-        ["step_start", "entitled_gpu_h", "delivered_gpu_h", "cumulative_gpu_h"]
+        ["step_start", "capped_entitled_gpu_h", "delivered_gpu_h", "cumulative_gpu_h"]
     ]
     for i, at in enumerate(data["steps"]):
         rows.append(

@@ -222,7 +222,14 @@ def me(request: HttpRequest) -> HttpResponse:
     projects = selectors.my_projects(user=request.user, span=span)
     if request.GET.get("format") == "csv":
         rows: list[list[Any]] = [
-            ["project", "cluster", "entitled_gpu_h", "delivered_gpu_h", "ratio", "demand_gpu_h"]
+            [
+                "project",
+                "cluster",
+                "capped_entitled_gpu_h",
+                "delivered_gpu_h",
+                "ratio",
+                "demand_gpu_h",
+            ]
         ]
         for p in projects:
             for c in p["clusters"]:

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from budgets.selectors import tree_index
-from config.api_fields import ChoiceField, InputSerializer, TimeField
+from config.api_fields import ChoiceField, DeprecatedFloatField, InputSerializer, TimeField
 from config.api_schema import ErrorSerializer, paginated
 from config.pagination import PAGE_PARAMETERS, Pagination
 from config.query import read_query
@@ -154,13 +154,18 @@ class UsageRowOutput(serializers.Serializer):
     demand_gpu_h = serializers.FloatField(
         help_text="Demand: GPU-time of its allocated jobs present (pending or running)"
     )
-    entitled_gpu_h = serializers.FloatField(
+    capped_entitled_gpu_h = serializers.FloatField(
+        source="entitled_gpu_h",
         help_text="Demand-capped entitlement: entitled share x healthy capacity, capped by "
-        "its demand, hour by hour"
+        "its demand, hour by hour (not the budget tree's uncapped entitled GPU-hours)",
+    )
+    entitled_gpu_h = DeprecatedFloatField(
+        help_text="Deprecated: the same figure as `capped_entitled_gpu_h` under its old name, "
+        "kept for one API version (v1) and removed after; read `capped_entitled_gpu_h`"
     )
     delivered_gpu_h = serializers.FloatField(
         help_text="Delivered GPU-hours: GPU-time of its allocated runs, what the ledger "
-        "charged it; compare with entitled"
+        "charged it; compare with capped_entitled_gpu_h"
     )
     within_entitlement_gpu_h = serializers.FloatField(
         help_text="Allocated within entitlement: the part delivered within the entitlement, "
@@ -191,8 +196,8 @@ class UsageApi(APIView):
         UsageRowOutput,
         name="PaginatedUsageList",
         operation_id="usage_list",
-        summary="GPU-hours per project and step: allocated, unallocated, demand, entitled, "
-        "delivered, measured and utilized (GPU utilization)",
+        summary="GPU-hours per project and step: allocated, unallocated, demand, "
+        "demand-capped entitlement, delivered, measured and utilized (GPU utilization)",
     )
     def get(self, request):
         query = validated(UsageQuery, request)

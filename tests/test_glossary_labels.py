@@ -108,7 +108,7 @@ API_FIELDS = {
     "delivered_gpu_h": "delivered-gpu-hours",
     "unallocated_gpu_h": "unallocated-gpu-hours",
     "demand_gpu_h": "demand",
-    "entitled_gpu_h": "demand-capped-entitlement",
+    "capped_entitled_gpu_h": "demand-capped-entitlement",
     "within_entitlement_gpu_h": "allocated-within-entitlement",
     "capacity_gpu_h": "capacity",
     "healthy_gpu_h": "healthy-capacity",
@@ -479,3 +479,62 @@ def test_no_chart_names_the_demand_capped_entitlement_entitled():
         for m in re.findall(r"(?i)delivered\b[^<\"]{0,20}\b(?:vs|and) entitled", path.read_text())
     }
     assert not said, f"chart headings with an ambiguous entitlement name: {said}"
+
+
+# --- "entitled GPU-hours" is the budget tree's uncapped figure, and only that ------------
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MD_LINK = re.compile(r"\[([^\]]+)\]\(([^)]*#(?:demand-capped-entitlement|entitled-gpu-hours))\)")
+
+
+def test_the_demand_capped_entitlement_is_never_called_entitled_gpu_hours():
+    """The delivery figures' entitlement (capped by demand, hour by hour) is
+    `capped_entitled_gpu_h` / "demand-capped entitlement" (CLI CAPPED ENT) in the API,
+    its CSVs, the what-if preview and the docs; "entitled GPU-hours" is the tree page's
+    uncapped figure. `entitled_gpu_h` survives only as API `usage/`'s deprecated alias."""
+    # the API: a field of that old name is the deprecated alias, nothing else
+    for path in SERIALIZERS:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Assign)
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id == "entitled_gpu_h"
+            ):
+                assert ast.unparse(node.value.func) == "DeprecatedFloatField", path.name
+    # the CSV downloads and the preview's per-project figures
+    from dashboards import charts
+    from scheduler.core.sim import whatif
+
+    assert "capped_entitled_gpu_h" in charts.delivery_csv({"projects": []})[0]
+    over_time = {"steps": [], "entitled": [], "delivered": [], "cumulative": []}
+    assert "capped_entitled_gpu_h" in charts.delivery_over_time_csv(over_time)[0]
+    assert "capped_entitled_gpu_h" in whatif._FIGURES and "entitled_gpu_h" not in whatif._FIGURES
+    views = (ROOT / "dashboards" / "views.py").read_text()
+    assert '"entitled_gpu_h",' not in views  # /me/'s CSV header
+    # the pages: the uncapped label only on the tree page
+    uncapped = {label for label, anchor in FIGURES.items() if anchor == "entitled-gpu-hours"}
+    assert {f for label in uncapped for f in _template_labels().get(label, ())} == {"tree.html"}
+    # the docs: a link to either entry says its own name
+    wrong = [
+        f"{doc.name}: [{text}]({target})"
+        for doc in DOCS
+        for text, target in MD_LINK.findall(doc.read_text())
+        if ("capped" in text.lower()) != target.endswith("#demand-capped-entitlement")
+    ]
+    assert not wrong, wrong
+
+
+def test_the_deprecated_alias_is_marked_in_the_schema():
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    rows = [
+        s["properties"]
+        for s in schema["components"]["schemas"].values()
+        if "capped_entitled_gpu_h" in s.get("properties", {})
+    ]
+    assert rows, "no schema carries capped_entitled_gpu_h"
+    for properties in rows:
+        assert properties["entitled_gpu_h"].get("deprecated") is True
+        assert "capped_entitled_gpu_h" in properties["entitled_gpu_h"]["description"]
+        assert not properties["capped_entitled_gpu_h"].get("deprecated")

@@ -11,17 +11,17 @@ OLD_TO_NEW = {
 }
 
 
-def renamed_rows(result):
+def renamed_rows(result, old_to_new=OLD_TO_NEW):
     """The result with each project row's old keys renamed (a new key already there
-    wins); None when nothing changed."""
+    wins); None when nothing changed. Migration 0015 renames its keys with it too."""
     if not isinstance(result, dict) or not isinstance(result.get("projects"), list):
         return None
     changed = False
     rows = []
     for row in result["projects"]:
-        if isinstance(row, dict) and any(old in row for old in OLD_TO_NEW):
+        if isinstance(row, dict) and any(old in row for old in old_to_new):
             row = dict(row)
-            for old, new in OLD_TO_NEW.items():
+            for old, new in old_to_new.items():
                 if old in row:
                     value = row.pop(old)
                     row.setdefault(new, value)
@@ -30,11 +30,11 @@ def renamed_rows(result):
     return {**result, "projects": rows} if changed else None
 
 
-def rename_preview_keys(apps, schema_editor):
+def rename_preview_keys(apps, schema_editor, old_to_new=OLD_TO_NEW):
     Preview = apps.get_model("scheduler", "Preview")
     stale = Preview.objects.filter(result__isnull=False).only("pk", "result")
     for preview in stale.iterator(chunk_size=200):
-        result = renamed_rows(preview.result)
+        result = renamed_rows(preview.result, old_to_new)
         if result is not None:
             Preview.objects.filter(pk=preview.pk).update(result=result)
 

@@ -360,7 +360,7 @@ def preview_compute(
     for row in rows:
         rec = recorded.get(row["project"], {})
         row["delivered_gpu_h_recorded"] = rec.get("delivered_gpu_h", 0.0)
-        row["entitled_gpu_h_recorded"] = rec.get("entitled_gpu_h", 0.0)
+        row["capped_entitled_gpu_h_recorded"] = rec.get("entitled_gpu_h", 0.0)
         row["ratio_recorded"] = rec.get("ratio")
     fid = fidelity(
         {r["project"]: r["delivered_gpu_h_recorded"] for r in rows},

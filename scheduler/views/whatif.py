@@ -55,8 +55,8 @@ def _whatif_context(preview) -> dict:
         "recorded": [r.get("delivered_gpu_h_recorded") for r in rows],
         "before": [r["delivered_gpu_h_before"] for r in rows],
         "after": [r["delivered_gpu_h_after"] for r in rows],
-        "entitled_before": [r.get("entitled_gpu_h_before") for r in rows],
-        "entitled_after": [r.get("entitled_gpu_h_after") for r in rows],
+        "entitled_before": [r.get("capped_entitled_gpu_h_before") for r in rows],
+        "entitled_after": [r.get("capped_entitled_gpu_h_after") for r in rows],
         "days": preview.window_days,
     }
     return {

@@ -140,7 +140,7 @@ def test_delivery_table_ratio_count_and_subtree_first(client, tree):
         )
     )
     assert len(by_day) in (7, 8)
-    assert sum(float(r["entitled_gpu_h"]) for r in by_day) == pytest.approx(100)
+    assert sum(float(r["capped_entitled_gpu_h"]) for r in by_day) == pytest.approx(100)
     assert float(by_day[-1]["cumulative_gpu_h"]) == pytest.approx(-10)
 
 
@@ -296,7 +296,7 @@ def test_me_lists_my_jobs_pending_first_with_links(client, tree):
         {
             "project": "org/prog-a/a1",
             "cluster": "h100",
-            "entitled_gpu_h": "48.0",
+            "capped_entitled_gpu_h": "48.0",
             "delivered_gpu_h": "24.0",
             "ratio": "0.5",
             "demand_gpu_h": "72.0",

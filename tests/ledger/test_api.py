@@ -144,7 +144,7 @@ def test_usage_per_hour_equals_the_raw_attempts(api, refreshed, tree):
     # a1 was above its entitlement in hour 0 (borrowed), a2 got nothing of what it asked
     a1, a2 = tree.node("a1"), tree.node("a2")
     assert got[(a1.pk, 0)]["delivered_gpu_h"] > got[(a1.pk, 0)]["within_entitlement_gpu_h"]
-    assert got[(a2.pk, 1)]["entitled_gpu_h"] > 0 and got[(a2.pk, 1)]["delivered_gpu_h"] == 0
+    assert got[(a2.pk, 1)]["capped_entitled_gpu_h"] > 0 and got[(a2.pk, 1)]["delivered_gpu_h"] == 0
 
 
 def test_usage_per_day_sums_the_hours_and_filters_by_node(api, refreshed, tree):

@@ -177,7 +177,8 @@ def test_reporting_figures_end_at_the_last_complete_hour_on_every_surface(world,
     for row in body["results"]:
         sums = api.setdefault(row["project_path"], {"delivered_gpu_h": 0.0, "entitled_gpu_h": 0.0})
         sums["delivered_gpu_h"] += row["delivered_gpu_h"]
-        sums["entitled_gpu_h"] += row["entitled_gpu_h"]
+        sums["entitled_gpu_h"] += row["capped_entitled_gpu_h"]
+        assert row["entitled_gpu_h"] == row["capped_entitled_gpu_h"]  # the deprecated alias
 
     since, until = preview_window(lv.now, 7)
     assert (since, until) == (period.since, period.until)

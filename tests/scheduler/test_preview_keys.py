@@ -10,7 +10,7 @@ import pytest
 from django.apps import apps
 
 from scheduler.models import Preview, PreviewState
-from scheduler.views.whatif import _whatif_row
+from scheduler.views.whatif import _whatif_context, _whatif_row
 from tests.factories import ClusterFactory
 
 pytestmark = pytest.mark.django_db
@@ -55,3 +55,36 @@ def test_a_new_key_wins_and_results_without_rows_are_left_alone():
     assert migration.renamed_rows({"projects": [{"p90_replay_wait_s_after": 1.0}]}) is None
     both = {"projects": [{"p90_wait_s_after": 9.0, "p90_replay_wait_s_after": 1.0}]}
     assert migration.renamed_rows(both) == {"projects": [{"p90_replay_wait_s_after": 1.0}]}
+
+
+capped = importlib.import_module("scheduler.migrations.0015_capped_entitled_preview_keys")
+
+
+def test_the_capped_entitlement_keys_are_renamed(tree):
+    """`entitled_gpu_h_*` became `capped_entitled_gpu_h_*` (the demand-capped
+    entitlement, not the tree's entitled GPU-hours): stored previews keep their figures
+    and the what-if chart finds them."""
+    old = _stored(
+        tree,
+        [
+            {
+                "project": "org/prog-a/a1",
+                "delivered_gpu_h_before": 1.0,
+                "delivered_gpu_h_after": 2.0,
+                "entitled_gpu_h_before": 3.0,
+                "entitled_gpu_h_after": 4.0,
+                "entitled_gpu_h_recorded": 5.0,
+            }
+        ],
+    )
+    capped.rename_preview_keys(apps, None)
+    old.refresh_from_db()
+    (row,) = old.result["projects"]
+    assert not any(k.startswith("entitled_gpu_h") for k in row)
+    assert (
+        row["capped_entitled_gpu_h_before"],
+        row["capped_entitled_gpu_h_after"],
+        row["capped_entitled_gpu_h_recorded"],
+    ) == (3.0, 4.0, 5.0)
+    chart = _whatif_context(old)["chart"]
+    assert (chart["entitled_before"], chart["entitled_after"]) == ([3.0], [4.0])

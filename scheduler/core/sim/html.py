@@ -96,7 +96,7 @@ def chart_data(result: SimResult, report: Mapping[str, Any]) -> dict[str, Any]:
         "delivery": {
             "projects": list(projects),
             "delivered": [p["delivered_gpu_h"] for p in projects.values()],
-            "entitled": [p["entitled_gpu_h"] for p in projects.values()],
+            "entitled": [p["capped_entitled_gpu_h"] for p in projects.values()],
         },
         "waits": {
             "kinds": list(kinds),

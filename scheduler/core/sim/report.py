@@ -320,7 +320,7 @@ def _window_figures(run: _Run, start_s: float, end_s: float) -> dict[str, Any]:
             "projects": {
                 name: {
                     "entitled_share": run.shares.get(name, 0.0),
-                    "entitled_gpu_h": pe.entitled_gpu_h,
+                    "capped_entitled_gpu_h": pe.entitled_gpu_h,
                     "delivered_gpu_h": pe.delivered_gpu_h,
                     "ratio": pe.ratio,
                     "ratio_hourly": pe.ratio_hourly,

@@ -165,7 +165,7 @@ def summarise(
         out[name] = {
             "entitled_share": shares.get(name, 0.0),
             "delivered_gpu_h": pe.delivered_gpu_h,
-            "entitled_gpu_h": pe.entitled_gpu_h,
+            "capped_entitled_gpu_h": pe.entitled_gpu_h,
             "ratio": pe.ratio,
             "p90_replay_wait_s": percentile(w, 90) if w else None,
             "idle_gpu_h": idle.get(name, 0.0),
@@ -291,7 +291,7 @@ def _rows(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str,
 _FIGURES = (
     "entitled_share",
     "delivered_gpu_h",
-    "entitled_gpu_h",
+    "capped_entitled_gpu_h",
     "ratio",
     "p90_replay_wait_s",
     "idle_gpu_h",

@@ -121,7 +121,7 @@ def test_report_has_every_key_of_the_issue() -> None:
     assert set(rep["entitlement"]) == {
         "overall", "worst", "worst_project", "projects_at_95", "projects",
     }  # fmt: skip
-    assert {"entitled_gpu_h", "delivered_gpu_h", "ratio", "ratio_hourly"} <= set(
+    assert {"capped_entitled_gpu_h", "delivered_gpu_h", "ratio", "ratio_hourly"} <= set(
         rep["entitlement"]["projects"]["A"]
     )
     assert set(rep["wait_per_start_s"]) == {"all", "by_kind", "by_class"}
@@ -165,10 +165,10 @@ def test_entitlement_capped_by_demand_hour_by_hour() -> None:
     """
     ent = build_report(occupancy_result(), TREE)["entitlement"]
     a, b = ent["projects"]["A"], ent["projects"]["B"]
-    assert a["entitled_gpu_h"] == pytest.approx(26)
+    assert a["capped_entitled_gpu_h"] == pytest.approx(26)
     assert a["delivered_gpu_h"] == pytest.approx(28)
     assert a["ratio"] == pytest.approx(28 / 26) and a["ratio_hourly"] == pytest.approx(1.0)
-    assert b["entitled_gpu_h"] == pytest.approx(10)
+    assert b["capped_entitled_gpu_h"] == pytest.approx(10)
     assert b["delivered_gpu_h"] == pytest.approx(6)
     assert b["ratio"] == pytest.approx(0.6) and b["ratio_hourly"] == pytest.approx(0.6)
     assert ent["overall"] == pytest.approx(32 / 36)
@@ -322,4 +322,4 @@ def test_jobs_submitted_after_the_cut_off_are_not_counted() -> None:
     res.jobs.append(JobOutcome("late", "A", "training", 8, 3600, 5 * H, JobState.PENDING))
     rep = build_report(res, TREE)
     assert rep["jobs"]["submitted"] == 4 and rep["jobs"]["pending_at_end"] == 1
-    assert rep["entitlement"]["projects"]["A"]["entitled_gpu_h"] == pytest.approx(26)
+    assert rep["entitlement"]["projects"]["A"]["capped_entitled_gpu_h"] == pytest.approx(26)
