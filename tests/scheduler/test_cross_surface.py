@@ -335,7 +335,8 @@ def _check_shares(cli: Cli, lv, root) -> None:
 
 def _dashboard_format(node: dict, column: str) -> str:
     """A fair-share figure as the dashboard writes it (usage in GPU-hours with one
-    decimal, level FS and factor with two, none: '-'; the CLI's infinite level FS 'inf')."""
+    decimal, level FS and factor with two, none: '–' as on the page; the CLI's infinite
+    level FS 'inf')."""
     value = node[column]
     if column in SHARE_FRACTIONS and value is not None:
         return share_text(value)
@@ -343,7 +344,7 @@ def _dashboard_format(node: dict, column: str) -> str:
     if column == "level_fs" and node["level_fs_infinite"]:
         return "inf"
     if value is None or (unentitled and column in ("level_fs", "fairshare")):
-        return "-"
+        return "–"
     if column == "raw_usage":
         return floatformat(value, 1)  # the dashboard's own filters
     if column in ("level_fs", "fairshare"):
