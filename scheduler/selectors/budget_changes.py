@@ -9,7 +9,8 @@ usage window the standing is read over, the reason says so, from the budget hist
 
 Only applied changes that moved the project's own entitled share count (an item of
 the event names the project: its weight, a sibling's or an ancestor's changed); the
-latest one is told, with how many earlier ones the window holds.
+latest one is told, with how many earlier ones the window holds. The ETA's "moved ...
+because" tells a budget change with the same notes (`scheduler/services/eta.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import NamedTuple
 from django.db import connection
 from django.utils import timezone
 
+from allot_common.figures import EMPTY
 from budgets.models import BudgetEvent, BudgetEventItem, EventKind
 from budgets.shares import share_text, weight_text
 from scheduler.core.engine.explain import STANDING
@@ -118,4 +120,4 @@ def _name(path: str) -> str:
 
 
 def _weight(value) -> str:
-    return "–" if value is None else weight_text(value)
+    return EMPTY if value is None else weight_text(value)
