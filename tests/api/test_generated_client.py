@@ -17,7 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from budgets.models import Membership
+from scheduler.models import JobState
 from tests.api.openapi_check import SchemaChecker
+from tests.dashboards.data import attempt, cluster_hours, hour_ago, job, project_hours
 from tests.factories import ClusterFactory, HostFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,15 +52,17 @@ def generate_and_install(schema: dict, tmp: Path) -> None:
     importlib.invalidate_caches()
 
 
-def test_a_generated_client_runs_the_whole_scenario(live_server, tree, tmp_path):
+def test_a_generated_client_runs_the_whole_scenario(mid_hour, live_server, tree, tmp_path):
+    """`mid_hour` first: every row, the tree's import included, is stamped by one clock."""
     cluster = ClusterFactory(name="gpu", host_count=2, gpus_per_host=8)
     for i in range(2):
         HostFactory(cluster=cluster, name=f"node{i}", gpus=8)
     tree.user("lead-a")  # manages prog-a (a1, a2); password "pw"
+    history = seed_history(cluster, tree)
     schema = httpx.get(f"{live_server.url}/api/schema/?format=json").json()
     generate_and_install(schema, tmp_path)
     try:
-        run_scenario(live_server.url, schema, tree)
+        run_scenario(live_server.url, schema, tree, history)
     finally:
         sys.path.remove(str(tmp_path / "site"))
         for name in [
@@ -66,13 +71,39 @@ def test_a_generated_client_runs_the_whole_scenario(live_server, tree, tmp_path)
             del sys.modules[name]
 
 
-def run_scenario(base_url: str, schema: dict, tree) -> None:
+def seed_history(cluster, tree) -> dict[str, set]:
+    """Ledger hours and started jobs enough for every reporting list to span several pages
+    of two (the mid-hour clock keeps their hours in the default window); the keys of the
+    rows each list must return: occupancy by hour, usage under prog-a by (hour, project
+    id), waits by (hour, kind), and the ids of the jobs (all ended, none in the queue)."""
+    cluster_hours(cluster, 5, within_entitlement_gpu_h=4.0)
+    a1, a2, b1 = tree.node("a1"), tree.node("a2"), tree.node("b1")
+    for project in (a1, a2, b1):  # b1 is outside prog-a: the usage walk leaves it out
+        project_hours(cluster, project, 3, allocated_gpu_h=2.0, demand_gpu_h=3.0)
+    ann = tree.user("ann")
+    started = [("training", 1), ("training", 2), ("training", 3), ("debug", 1), ("debug", 2)]
+    jobs = set()
+    for kind, hours in started:
+        at = hour_ago(hours) + dt.timedelta(minutes=10)
+        done = job(cluster, a1, ann, kind=kind, state=JobState.SUCCEEDED,
+                   submitted_at=at - dt.timedelta(minutes=5))  # fmt: skip
+        attempt(done, started_at=at, ended_at=at + dt.timedelta(minutes=20))
+        jobs.add(done.pk)
+    return {
+        "occupancy": {hour_ago(h) for h in range(1, 6)},
+        "usage": {(hour_ago(h), p.pk) for h in range(1, 4) for p in (a1, a2)},
+        "waits": {(hour_ago(h), kind) for kind, h in started},
+        "jobs": jobs,
+    }
+
+
+def run_scenario(base_url: str, schema: dict, tree, history: dict[str, set]) -> None:
     """The whole scenario through the generated functions, every response validated."""
     checker = SchemaChecker(schema, base_url)
     api = _sign_in(base_url, checker)
     prog_a, a1 = _check_reads(api)
     submitted = _check_submit(api)
-    _check_lists(api, submitted)
+    _check_lists(api, submitted, history)
     _check_budget_changes(api, prog_a, a1)
     _check_cancel(api, submitted[0])
     _check_error(api, a1)
@@ -108,7 +139,9 @@ def _check_reads(api) -> tuple:
     prog_a = next(c for c in root.children if c.name == "prog-a")
     a1 = next(c for c in prog_a.children if c.name == "a1")
     assert a1.children is not None or a1.kind.value == "project"
-    assert {m.user for m in memberships_list.sync(client=api).results} >= {"ann", "lead-a"}
+    memberships = _walk(api, memberships_list)
+    assert len(memberships) == Membership.objects.count() > 4  # more than two pages
+    assert {m.user for m in memberships} >= {"ann", "lead-a"}
     assert len(nodes_list.sync(client=api)) == 6
     return prog_a, a1
 
@@ -138,19 +171,26 @@ def _check_submit(api) -> list[int]:
 
 
 def _walk(api, operation, **query) -> list:
-    """Every row of a list operation, page by page (two a page) to its last page."""
-    rows, offset = [], 0
+    """Every row of a list operation, page by page (two a page) to its last page, each
+    page's `count` the same; no row returned twice (compared by its whole content)."""
+    rows, offset, counts = [], 0, set()
     while True:
         page = operation.sync(client=api, limit=2, offset=offset, **query)
         rows += page.results
+        counts.add(page.count)
         if page.next_ is None:
-            return rows
+            break
+        assert len(page.results) == 2, (operation.__name__, offset, page)
         offset += 2
+    assert counts == {len(rows)}, (operation.__name__, counts, len(rows))
+    contents = [json.dumps(row.to_dict(), sort_keys=True) for row in rows]
+    assert len(set(contents)) == len(contents), (operation.__name__, contents)
+    return rows
 
 
-def _check_lists(api, submitted: list[int]) -> None:
-    """Every list to its last page (the jobs are those `submitted`): jobs, hosts, queue,
-    usage, occupancy, waits; and the fair-share nodes."""
+def _check_lists(api, submitted: list[int], history: dict[str, set]) -> None:
+    """Every list to its last page, its rows those written (`submitted` and `history`,
+    `seed_history`): jobs, hosts, queue, usage, occupancy, waits; and the fair-share nodes."""
     from allot_client.api.v1 import (
         fairshare_retrieve,
         hosts_list,
@@ -161,12 +201,17 @@ def _check_lists(api, submitted: list[int]) -> None:
         waits_list,
     )  # fmt: skip
 
-    assert sorted(j.id for j in _walk(api, jobs_list, cluster="gpu")) == sorted(submitted)
+    jobs = _walk(api, jobs_list, cluster="gpu")
+    assert sorted(j.id for j in jobs) == sorted([*submitted, *history["jobs"]])
     assert len(_walk(api, hosts_list, cluster="gpu")) == 2
     _walk(api, queue_list, cluster="gpu")
-    _walk(api, usage_list, cluster="gpu", project="org/prog-a")
-    _walk(api, occupancy_list, cluster="gpu")
-    _walk(api, waits_list, cluster="gpu")
+    usage = _walk(api, usage_list, cluster="gpu", project="org/prog-a")
+    assert [(u.start, u.project) for u in usage] == sorted(history["usage"])
+    occupancy = _walk(api, occupancy_list, cluster="gpu")
+    assert [o.start for o in occupancy] == sorted(history["occupancy"])
+    waits = _walk(api, waits_list, cluster="gpu")
+    assert [(w.at, w.kind) for w in waits] == sorted(history["waits"])
+    assert {w.jobs for w in waits} == {1}
     shares = fairshare_retrieve.sync(client=api, cluster="gpu")
     assert {n.path for n in shares.nodes} >= {"org/prog-a/a1"}
 
