@@ -313,7 +313,12 @@ def test_redis_down_submissions_succeed_and_cycles_resume(
         timeout_s=30,
         what="the cycle in flight",
     )
-    time.sleep(2)
+    # the worker has lost its broker (it is retrying) before anything is submitted
+    wait_until(
+        lambda: worker.log().count("Trying again in") > retries_before,
+        timeout_s=60,
+        what="the worker to notice that Redis is gone",
+    )
     during = [submit() for _ in range(3)]  # no error reaches the submitter
     ticks = 0
 

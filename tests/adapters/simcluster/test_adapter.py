@@ -375,7 +375,9 @@ def test_beyond_the_count_the_oldest_ended_jobs_are_forgotten(simcluster, sim_co
             adapter.start(request(f"a-{i}", ("h000", (i,)), run_for_s=1))
             wait_for(lambda i=i: job_of(adapter, f"a-{i}").ended)
             time.sleep(0.01)  # distinct end times
-        time.sleep(1.1)  # ends are forgotten at most once a second
+        wait_for(  # ends are forgotten at most once a second: poll for it
+            lambda: len(adapter.jobs()) <= 2, what="the ended jobs beyond max_ended=2 forgotten"
+        )
         assert sorted(j.attempt_id for j in adapter.jobs()) == ["a-2", "a-3"]
 
 
