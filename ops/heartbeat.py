@@ -1,6 +1,7 @@
 """Heartbeats of the scheduling processes, written by the processes themselves every
-ALLOT_HEARTBEAT_S seconds (`ops.models.Heartbeat`; `/healthz` and the page banner read
-them through `ops.selectors.scheduling_health`).
+ALLOT_HEARTBEAT_S seconds, or more often when a cluster cycles faster
+(`ops.selectors.heartbeat_interval_s`) (`ops.models.Heartbeat`; `/healthz` and the page
+banner read them through `ops.selectors.scheduling_health`).
 
 - beat: `HeartbeatScheduler`, Celery beat's scheduler (CELERY_BEAT_SCHEDULER), beats from
   its own loop, so the row ages when beat stops (not when a worker stops);
@@ -24,6 +25,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from ops import selectors
 from ops.models import ProcessKind
 from ops.services import heartbeat_record, heartbeats_prune
 
@@ -32,7 +34,13 @@ BEAT_NAME = "beat"
 
 
 def heartbeat_interval_s() -> float:
-    return float(settings.ALLOT_HEARTBEAT_S)
+    """ALLOT_HEARTBEAT_S, or less when a cluster cycles faster (ops.selectors)."""
+    try:
+        return selectors.heartbeat_interval_s()
+    except Exception as exc:  # the database restarting: beat on, at the configured pace
+        log.warning("could not read the clusters' cycle periods: %s", exc)
+        connection.close()
+        return float(settings.ALLOT_HEARTBEAT_S)
 
 
 def _beat(kind: str, name: str, started_at) -> bool:
@@ -48,7 +56,7 @@ def _beat(kind: str, name: str, started_at) -> bool:
 
 class HeartbeatScheduler(PersistentScheduler):
     """Celery beat's persistent scheduler that also records beat's heartbeat (and prunes
-    the rows of workers gone for a day) at least every ALLOT_HEARTBEAT_S seconds."""
+    the rows of workers gone for a day) at least every `heartbeat_interval_s()`."""
 
     def __init__(self, *args, **kwargs) -> None:
         self._next_beat = 0.0

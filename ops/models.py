@@ -13,7 +13,8 @@ class ProcessKind(models.TextChoices):
 
 class Heartbeat(models.Model):
     """The last sign of life of a scheduling process: beat (one row) or a worker (one row
-    per worker name). Written every ALLOT_HEARTBEAT_S seconds by the process itself."""
+    per worker name). Written by the process itself every `ops.selectors.heartbeat_interval_s()`
+    (ALLOT_HEARTBEAT_S, less when a cluster cycles faster)."""
 
     kind = models.CharField(max_length=20, choices=ProcessKind.choices)
     name = models.CharField(max_length=200)  # the worker's node name; "beat"

@@ -5,6 +5,8 @@ metrics share. A cluster is stale when it had no cycle that read it for
 ALLOT_STALE_CYCLES (3) cycle periods; the cause named is the first of:
 - `paused`: scheduling is paused on this database (after a restore: ops.services);
 - `beat`: beat's heartbeat is older than 3 heartbeat periods (nothing asks for cycles);
+  the period follows the shortest cycle period (`heartbeat_interval_s`), so a dead beat
+  is named before any cluster it stops can go stale;
 - `worker`: no worker's heartbeat is that fresh (nothing runs them);
 - `cluster adapter`: the cluster's recent cycles could not read it (the error is shown);
 - `cycles`: beat and a worker are alive, yet no cycle ran (failing or queued behind
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Max
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from ops.models import Heartbeat, ProcessKind, SchedulingGate
@@ -58,14 +60,44 @@ def scheduling_paused() -> str:
     return ""
 
 
+HEARTBEAT_MISSES = 3  # heartbeats missed before a process counts as stale
+MIN_HEARTBEAT_S = 0.25
+
+
+def cycle_period_s(cycle_s: float) -> float:
+    """A cluster's cycle period as beat keeps it: beat looks every ALLOT_CYCLE_TICK_S."""
+    return max(float(cycle_s), float(settings.ALLOT_CYCLE_TICK_S))
+
+
 def stale_after_s(cycle_s: float) -> float:
     """How old a cluster's last cycle may be before it counts as stale."""
-    tick = float(settings.ALLOT_CYCLE_TICK_S)
-    return float(settings.ALLOT_STALE_CYCLES) * max(float(cycle_s), tick)
+    return float(settings.ALLOT_STALE_CYCLES) * cycle_period_s(cycle_s)
 
 
-def heartbeat_stale_after_s() -> float:
-    return 3 * max(float(settings.ALLOT_HEARTBEAT_S), float(settings.ALLOT_CYCLE_TICK_S))
+def heartbeat_interval_s(shortest_cycle_s: float | None = None) -> float:
+    """How often beat and the workers record their heartbeat: ALLOT_HEARTBEAT_S, or less
+    on a cluster cycling faster, so that a dead beat is named before a cluster it stops
+    goes stale. Beat dies at T with its last heartbeat at or before T, and the cluster's
+    last cycle started after T - (cycle_s + tick) (beat would have asked for another);
+    the cluster is stale STALE_CYCLES periods after that cycle, beat HEARTBEAT_MISSES
+    intervals after its heartbeat: so the interval is at most ((STALE_CYCLES - 1) x
+    period - tick) / HEARTBEAT_MISSES for the shortest period (2 x 2 s - 2 s) / 3 = 0.67 s
+    for a 1 s cluster with the defaults; 5 s, the default, for 10 s clusters).
+    `shortest_cycle_s`: the shortest `cycle_s` of the clusters (read when not given)."""
+    interval = float(settings.ALLOT_HEARTBEAT_S)
+    if shortest_cycle_s is None:
+        shortest_cycle_s = Cluster.objects.aggregate(shortest=Min("cycle_s"))["shortest"]
+    if shortest_cycle_s is not None:
+        period = cycle_period_s(shortest_cycle_s)
+        stale_cycles, tick = float(settings.ALLOT_STALE_CYCLES), float(settings.ALLOT_CYCLE_TICK_S)
+        bound = ((stale_cycles - 1) * period - tick) / HEARTBEAT_MISSES
+        interval = min(interval, max(bound, MIN_HEARTBEAT_S))
+    return interval
+
+
+def heartbeat_stale_after_s(shortest_cycle_s: float | None = None) -> float:
+    """How old a heartbeat may be before its process counts as stale."""
+    return HEARTBEAT_MISSES * heartbeat_interval_s(shortest_cycle_s)
 
 
 @dataclass(frozen=True)
@@ -86,6 +118,7 @@ class SchedulingHealth:
     paused: str
     beat_age_s: float | None
     worker_ages_s: dict[str, float]
+    heartbeat_stale_after_s: float
     clusters: list[ClusterHealth] = field(default_factory=list)
 
     def as_dict(self) -> dict:
@@ -95,7 +128,7 @@ class SchedulingHealth:
             "paused": self.paused,
             "beat_age_s": self.beat_age_s,
             "workers": self.worker_ages_s,
-            "heartbeat_stale_after_s": heartbeat_stale_after_s(),
+            "heartbeat_stale_after_s": self.heartbeat_stale_after_s,
             "clusters": {
                 c.name: {
                     "last_cycle_age_s": c.last_cycle_age_s,
@@ -167,7 +200,8 @@ def scheduling_health(*, now: dt.datetime | None = None) -> SchedulingHealth:
     beats = list(Heartbeat.objects.values_list("kind", "name", "seen_at"))
     beat_at = max((at for kind, _, at in beats if kind == ProcessKind.BEAT), default=None)
     workers = {name: _age(now, at) for kind, name, at in beats if kind == ProcessKind.WORKER}
-    fresh = heartbeat_stale_after_s()
+    clusters = list(Cluster.objects.annotate(last=Max("cycles__started_at")).order_by("name"))
+    fresh = heartbeat_stale_after_s(min((c.cycle_s for c in clusters), default=None))
     stale: list[str] = []
     if paused:
         stale.append("paused")
@@ -176,7 +210,6 @@ def scheduling_health(*, now: dt.datetime | None = None) -> SchedulingHealth:
         stale.append("beat")
     if not any(age <= fresh for age in workers.values()):
         stale.append("worker")
-    clusters = list(Cluster.objects.annotate(last=Max("cycles__started_at")).order_by("name"))
     window = max((stale_after_s(c.cycle_s) for c in clusters), default=0.0)
     recent: dict[int, list[tuple]] = {}
     rows = CycleRecord.objects.filter(started_at__gte=now - dt.timedelta(seconds=window))
@@ -200,5 +233,6 @@ def scheduling_health(*, now: dt.datetime | None = None) -> SchedulingHealth:
         paused=paused,
         beat_age_s=beat_age,
         worker_ages_s=workers,
+        heartbeat_stale_after_s=fresh,
         clusters=health,
     )

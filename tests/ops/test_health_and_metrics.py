@@ -65,6 +65,40 @@ def test_healthz_is_503_naming_beat_when_its_heartbeat_is_stale(client, scheduli
     assert h100_health["stale"] is True and h100_health["cause"] == "beat"
 
 
+@pytest.mark.parametrize("cycle_s", [1, 2, 3, 5, 10])
+def test_a_dead_beat_is_named_before_any_cluster_it_stops_goes_stale(settings, cycle_s):
+    """Default settings (no heartbeat override): beat dies at `killed`, its last heartbeat
+    that moment (the latest it can be), the cluster's last cycle as early as beat allows
+    (`cycle_s` + one tick before). From the death to 3 cycle periods later, whenever
+    anything is stale, beat is named first; and it is named within 3 cycle periods."""
+    from ops.heartbeat import heartbeat_interval_s as beats_every_s
+    from ops.selectors import cycle_period_s, scheduling_health
+
+    defaults = (
+        settings.ALLOT_HEARTBEAT_S,
+        settings.ALLOT_CYCLE_TICK_S,
+        settings.ALLOT_STALE_CYCLES,
+    )
+    assert defaults == (5.0, 2.0, 3.0)
+    cluster = ClusterFactory(name="fast", cycle_s=cycle_s)
+    period = cycle_period_s(cycle_s)
+    assert beats_every_s() <= 5.0 and (cycle_s < 10 or beats_every_s() == 5.0)
+    killed = timezone.now()
+    heartbeat_record(kind="beat", name="beat", host="test", started_at=killed, now=killed)
+    heartbeat_record(kind="worker", name="w1@host", host="test", started_at=killed)
+    last = killed - dt.timedelta(seconds=cycle_s + settings.ALLOT_CYCLE_TICK_S)
+    CycleRecord.objects.create(cluster=cluster, started_at=last, errors=[])
+    named_at = None
+    for tenth in range(int(30 * period) + 1):  # every 0.1 s up to 3 periods after the death
+        now = killed + dt.timedelta(seconds=tenth / 10)
+        health = scheduling_health(now=now)
+        Heartbeat.objects.filter(kind="worker").update(seen_at=now)  # the worker lives on
+        if health.stale:
+            assert health.stale[0] == "beat", (tenth / 10, health.stale)
+            named_at = named_at or tenth / 10
+    assert named_at is not None and named_at <= 3 * period
+
+
 def test_a_submission_does_not_make_healthz_ok_while_beat_is_dead(client, scheduling):
     """A cycle asked for by a submission is recent, yet beat stays named."""
     beat("beat", "beat", age_s=120)
