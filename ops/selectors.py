@@ -206,7 +206,7 @@ def scheduling_health(*, now: dt.datetime | None = None) -> SchedulingHealth:
     if paused:
         stale.append("paused")
     beat_age = _age(now, beat_at)
-    if beat_age is None or beat_age > fresh:
+    if beat_at is None or (now - beat_at).total_seconds() > fresh:  # unrounded, as cycles'
         stale.append("beat")
     if not any(age <= fresh for age in workers.values()):
         stale.append("worker")
