@@ -19,7 +19,12 @@ PostgreSQL's nor this load generator's share counts) divided by the requests:
 - `submit_cpu_ms`: `POST /api/v1/jobs/`, one job, with an Idempotency-Key;
 - `job_get_cpu_ms`: `GET /api/v1/jobs/{id}/`; `queue_cpu_ms`: `GET /api/v1/queue/?cluster=bench&limit=50`;
 - `job_page_cpu_ms`: `/jobs/{id}/`; `tree_page_cpu_ms`: `/budgets/`;
-- `dashboard_cpu_ms`: `/dashboards/?days=7&step=hour`;
+- `dashboard_cpu_ms`: what a browser asks for to show `/dashboards/?days=7&step=hour`: the
+  page plus the chart requests it names (`hx-get` with `hx-trigger="load"`: occupancy,
+  efficiency, delivery, fair share, waits), read from the page itself; the sum, and each
+  part in `dashboard_parts_cpu_ms` (`page` and each chart by its section id). The
+  database holds a week of ledger hours (cluster and project rows for every complete
+  hour), so the charts draw a week, as on a cluster that has run one;
 - `queue_page_cpu_ms`: the cluster queue page (`/clusters/<id>/queue/`: 50 pending jobs
   with their ETAs and 50 running ones); `queue_page_deep_cpu_ms`: its pending page 150
   (jobs 7,451-7,500); `queue_page_project_cpu_ms`: filtered to `org/prog-a` (half the
@@ -31,9 +36,11 @@ PostgreSQL's nor this load generator's share counts) divided by the requests:
 from __future__ import annotations
 
 import argparse
+import html
 import http.client
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -89,6 +96,26 @@ for _ in range({CYCLES}):
     worker.run(cluster_id=cluster.pk, now=memory.now, adapter=memory)
     memory.advance(1)
 cluster_etas(cluster=cluster, fresh=True)
+# A week of ledger hours (what the rollups would have written), for the dashboards' charts.
+import datetime as dt
+from budgets.models import BudgetNode
+from ledger.models import ClusterHour, ProjectHour
+last = timezone.now().replace(minute=0, second=0, microsecond=0)
+leaves = list(BudgetNode.objects.filter(kind="project").order_by("pk"))
+cluster_rows, project_rows = [], []
+for h in range(1, 7 * 24 + 1):
+    hour = last - dt.timedelta(hours=h)
+    used = 1024.0 * (0.5 + 0.4 * ((h % 24) / 24))
+    cluster_rows.append(ClusterHour(cluster=cluster, hour=hour, capacity_gpu_h=1024.0,
+        healthy_gpu_h=1024.0, within_entitlement_gpu_h=used * 0.9, borrowed_gpu_h=used * 0.1,
+        unallocated_gpu_h=0.0, idle_demand_gpu_h=0.0, idle_gpu_h=1024.0 - used,
+        draining_gpu_h=0.0, down_gpu_h=0.0, computed_at=timezone.now()))
+    for leaf in leaves:
+        project_rows.append(ProjectHour(cluster=cluster, project=leaf, hour=hour,
+            allocated_gpu_h=used / len(leaves), demand_gpu_h=1.5 * used / len(leaves),
+            entitled_gpu_h=1024.0 / len(leaves)))
+ClusterHour.objects.bulk_create(cluster_rows)
+ProjectHour.objects.bulk_create(project_rows, batch_size=1000)
 session = import_module(settings.SESSION_ENGINE).SessionStore()
 session[SESSION_KEY] = str(admin.pk)
 session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
@@ -100,6 +127,8 @@ job = pending[pending.count() // 2]  # a pending job: its queue place and ETA ar
 print(token_create(user=user, name="bench")[1], session.session_key, job.pk, running, pending.count(),
       cluster.pk)
 """
+
+DASHBOARD = "/dashboards/?days=7&step=hour"
 
 BODY = {
     "project": "org/prog-a/p01",
@@ -115,14 +144,29 @@ BODY = {
 
 def request(port: int, method: str, path: str, headers: dict, body: bytes | None = None) -> int:
     """One request on its own connection (gunicorn's sync workers close each); the status."""
+    return fetch(port, method, path, headers, body)[0]
+
+
+def fetch(
+    port: int, method: str, path: str, headers: dict, body: bytes | None = None
+) -> tuple[int, bytes]:
+    """One request on its own connection; the status and the body."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
         conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
-        response.read()
-        return response.status
+        return response.status, response.read()
     finally:
         conn.close()
+
+
+LOADED_PART = re.compile(r'id="([\w-]+)"\s+hx-get="([^"]+)"\s+hx-trigger="load"')
+
+
+def loaded_parts(page: str) -> dict[str, str]:
+    """The requests a page makes as soon as it loads (htmx `hx-trigger="load"`), by the id
+    of the element that asks: {id: path}."""
+    return {part: html.unescape(path) for part, path in LOADED_PART.findall(page)}
 
 
 def main() -> None:
@@ -150,7 +194,7 @@ def main() -> None:
             "queue_cpu_ms": ("GET", "/api/v1/queue/?cluster=bench&limit=50", api),
             "job_page_cpu_ms": ("GET", f"/jobs/{job_id}/", page),
             "tree_page_cpu_ms": ("GET", "/budgets/", page),
-            "dashboard_cpu_ms": ("GET", "/dashboards/?days=7&step=hour", page),
+            "dashboard_cpu_ms": ("GET", DASHBOARD, page),
             "queue_page_cpu_ms": ("GET", f"/clusters/{cluster_id}/queue/", page),
             "queue_page_deep_cpu_ms": (
                 "GET",
@@ -166,6 +210,15 @@ def main() -> None:
         result: dict = {}
         statuses: dict = {}
         with gunicorn(env, ROOT / "var" / "cost" / "gunicorn.log") as server:
+            status, body = fetch(args.port, "GET", DASHBOARD, page)
+            charts = loaded_parts(body.decode())
+            if status != 200 or len(charts) != 5:
+                sys.exit(f"{DASHBOARD} answered {status} naming the charts {charts}")
+            dashboard_parts = {"dashboard_page": ("GET", DASHBOARD, page)} | {
+                f"dashboard_{chart}": ("GET", path, page) for chart, path in charts.items()
+            }
+            del kinds["dashboard_cpu_ms"]
+            kinds = {**dashboard_parts, **kinds}
             for key, (method, path, headers) in kinds.items():
 
                 def send(method=method, path=path, headers=headers) -> int:
@@ -187,6 +240,12 @@ def main() -> None:
                 statuses[key] = {str(s): answers.count(s) for s in sorted(set(answers))}
                 if any(s >= 300 for s in answers):
                     sys.exit(f"{method} {path} answered {statuses[key]}; see var/cost/gunicorn.log")
+            parts = {k.removeprefix("dashboard_"): result.pop(k) for k in dashboard_parts}
+            result = {
+                "dashboard_cpu_ms": round(sum(parts.values()), 2),
+                "dashboard_parts_cpu_ms": parts,
+                **result,
+            }
             result["requests_per_s"] = throughput(
                 args.port, f"/api/v1/jobs/{job_id}/", api, args.seconds
             )
