@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.db import connection
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
@@ -232,19 +233,43 @@ def policy_now(*, cluster: Cluster) -> dict[str, Any]:
     }
 
 
+# Each cycle's unused held GPUs count for the time until the cluster's next cycle, at
+# most the cluster's cycle period (`short_reserve_cost`); the last one until now.
+_RESERVE_COST_SQL = """
+    SELECT COALESCE(SUM(unused * LEAST(GREATEST(EXTRACT(EPOCH FROM
+               COALESCE(next_at, %(now)s) - started_at), 0), %(period)s)), 0),
+           COALESCE(SUM(starts), 0)
+    FROM (SELECT short_reserve_unused_gpus AS unused, short_reserve_starts AS starts,
+                 started_at, LEAD(started_at) OVER (ORDER BY started_at, id) AS next_at
+          FROM {cycle} WHERE cluster_id = %(cluster)s AND started_at >= %(since)s) c
+"""
+
+
 def short_reserve_cost(*, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
     """The short-job reserve's cost and benefit over the last `RESERVE_WINDOW` (7 days),
     from the cycle records (docs/concepts.md, short-job-reserve-cost):
     `reserve_cost_gpu_h`, the GPU-hours of held GPUs that no short job used while longer
-    allocated work waited (each cycle's count over the cluster's cycle period), and
-    `short_waits_saved`, the short jobs started on held hosts while that work waited.
-    One query."""
-    since = (now or timezone.now()) - RESERVE_WINDOW
-    sums = CycleRecord.objects.filter(cluster=cluster, started_at__gte=since).aggregate(
-        unused=Sum("short_reserve_unused_gpus"), starts=Sum("short_reserve_starts")
-    )
+    allocated work waited, and `short_waits_saved`, the short jobs started on held hosts
+    while that work waited. One query.
+
+    A cycle's unused GPUs stay so until the next cycle decides again, so each cycle counts
+    for the real time until the cluster's next one (the last: until `now`). Submissions,
+    cancels and host changes run extra cycles between the periodic ones, so counting each
+    cycle as a whole period (`cycle_s`) overcounted. The time is capped at the cycle
+    period: beat runs a cycle at least that often, so a longer gap is an outage (no worker,
+    the lock held, scheduling paused) in which the reserve decided nothing, and its cost
+    there would be the outage's. The cap also keeps the figure at most what a cycle per
+    period would give."""
+    at = now or timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _RESERVE_COST_SQL.format(cycle=connection.ops.quote_name(CycleRecord._meta.db_table)),
+            {"cluster": cluster.pk, "since": at - RESERVE_WINDOW, "now": at,
+             "period": float(cluster.cycle_s)},
+        )  # fmt: skip
+        gpu_s, starts = cursor.fetchone()
     return {
-        "reserve_cost_gpu_h": round((sums["unused"] or 0) * cluster.cycle_s / 3600.0, 2),
-        "short_waits_saved": sums["starts"] or 0,
+        "reserve_cost_gpu_h": round(float(gpu_s) / 3600.0, 2),
+        "short_waits_saved": int(starts),
         "window_days": RESERVE_WINDOW.days,
     }

@@ -21,6 +21,7 @@ from config.errors import NotFound, PermissionDenied, ValidationFailed
 from scheduler.core.engine.types import Policy
 from scheduler.core.sim.model import SimConfig
 from scheduler.models import Cluster, ClusterPolicyEvent, CycleRecord, HostHealth, QueueSnapshot
+from scheduler.selectors.now import short_reserve_cost
 from scheduler.selectors.translate import policy_for_cluster
 from scheduler.services.clusters import (
     POLICY_FIELDS,
@@ -355,6 +356,39 @@ def test_the_detail_shows_what_the_short_job_reserve_holds_and_cost_over_7_days(
         "reserve_cost_gpu_h": 6.0,  # 360 cycles x 6 GPUs x 10 s
         "short_waits_saved": 2,
     }
+
+
+def test_the_reserve_cost_weights_each_cycle_by_the_time_until_the_next(cluster):
+    """Submits, cancels and host changes run cycles between the periodic ones: a cycle's
+    unused held GPUs count until the next cycle, at most the cycle period (a longer gap is
+    an outage), the last one until now (docs/concepts.md#short-job-reserve-cost)."""
+    cluster.cycle_s = 300
+    cluster.save()
+    now = timezone.now().replace(microsecond=0)
+    cycles = [  # (seconds before now, unused GPUs, short starts)
+        (8 * 86400, 80, 5),  # outside the 7 days
+        (3600, 40, 0),  # 120 s to the next: 40 x 120 = 4,800 GPU-s
+        (3480, 60, 0),  # 180 s: 60 x 180 = 10,800
+        (3300, 20, 0),  # 1,800 s, capped at the 300 s period: 20 x 300 = 6,000
+        (1500, 0, 1),  # nothing unused: 0
+        (1320, 50, 0),  # 120 s: 50 x 120 = 6,000
+        (1200, 10, 0),  # 960 s, capped: 10 x 300 = 3,000
+        (240, 30, 2),  # the last, 240 s until now: 30 x 240 = 7,200
+    ]
+    for ago, unused, starts in cycles:
+        CycleRecord.objects.create(
+            cluster=cluster, started_at=now - dt.timedelta(seconds=ago),
+            short_reserve_gpus=80, short_reserve_unused_gpus=unused, short_reserve_starts=starts,
+        )  # fmt: skip
+    # 37,800 GPU-s = 10.5 GPU-h (a whole period per cycle would say 210 x 300 s = 17.5)
+    assert short_reserve_cost(cluster=cluster, now=now) == {
+        "reserve_cost_gpu_h": 10.5,
+        "short_waits_saved": 3,
+        "window_days": 7,
+    }
+    # asked 100 s later, the last cycle counts its whole period: + 30 x 60 s = 0.5 GPU-h
+    later = short_reserve_cost(cluster=cluster, now=now + dt.timedelta(seconds=100))
+    assert later["reserve_cost_gpu_h"] == 11.0
 
 
 def test_staff_change_the_policy_and_the_detail_shows_the_change(cluster, ops):
