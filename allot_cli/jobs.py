@@ -1,5 +1,5 @@
-"""`allot show` (one job: its state, queue place and why, estimated start, blockers,
-attempts and events) and `allot cancel` (like scancel)."""
+"""`allot show` (one job: its state, its run's protection end and GPU utilization,
+queue place and why, estimated start, blockers, attempts and events) and `allot cancel` (like scancel)."""
 
 import sys
 from typing import Any
@@ -22,7 +22,7 @@ def show(ctx: Context, job_id: int, as_json: bool = False) -> None:
     if as_json:
         render.print_json(job)
         return
-    render.pairs(_job_facts(job) + _queue_facts(job) + _eta_facts(job))
+    render.pairs(_job_facts(job) + _run_facts(job) + _queue_facts(job) + _eta_facts(job))
     if job.get("blockers"):
         render.table(
             ["#", "KIND", "WHY"],
@@ -64,6 +64,27 @@ def _job_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
         items += [(k, spec[k]) for k in ("image", "command") if spec.get(k)]
         if spec.get("env"):
             items.append(("env", " ".join(f"{k}={v}" for k, v in spec["env"].items())))
+    return items
+
+
+HOLDS_GPUS = ("starting", "running", "stopping")  # a job with an open attempt
+
+
+def _run_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Its current run's protection end and its GPU utilization, as the job page says
+    them (the utilization once it started; docs/concepts.md#protection, #utilization)."""
+    items: list[tuple[str, Any]] = []
+    until = job.get("protected_until")
+    if until:
+        items.append(("protected until", f"{render.when(until)} ({render.ago(until)})"))
+    elif job["state"] in HOLDS_GPUS and not job["allocated"]:
+        items.append(("protected until", "never (unallocated)"))
+    if job.get("first_started_at"):
+        used = job["utilization"]
+        text = render.known_percent(used["utilization"])
+        if used["utilization"] is None:
+            text += " (no GPU metrics read for its GPUs yet)"
+        items.append(("GPU utilization", text))
     return items
 
 

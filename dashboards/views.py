@@ -18,6 +18,7 @@ from config.access import participant_required
 from config.errors import ApplicationError
 from dashboards import charts, selectors
 from ledger import selectors as ledger_selectors
+from scheduler.selectors.protection import jobs_protected_until
 from scheduler.selectors.standing import job_standings
 from scheduler.selectors.utilization import jobs_utilization
 from scheduler.services.eta import eta_refresh_request
@@ -247,8 +248,15 @@ def me(request: HttpRequest) -> HttpResponse:
     eta_refresh_request(jobs=jobs.object_list)
     standings = job_standings(jobs.object_list)
     used = jobs_utilization(job.pk for job in jobs.object_list)
+    protected = jobs_protected_until(jobs.object_list)
     rows = [
-        {"job": job, "standing": standings.get(job.pk), "utilization": used.get(job.pk)}
+        {
+            "job": job,
+            "standing": standings.get(job.pk),
+            "utilization": used.get(job.pk),
+            "holds_gpus": job.pk in protected,
+            "protected_until": protected.get(job.pk),
+        }
         for job in jobs
     ]
     return render(

@@ -206,6 +206,8 @@ SHOW_FIGURES = {
     "estimate moved": "eta",
     "reservation-only estimate": "eta",
     "min runtime": "allocated-job",
+    "protected until": "protection",
+    "GPU utilization": "utilization",
 }
 # `allot show` labels that name a thing or a time, not a figure
 SHOW_NOT_FIGURES = {
@@ -348,7 +350,7 @@ def test_no_label_is_both_a_figure_and_not_one():
     assert not set(CLI_FIGURES) & CLI_NOT_FIGURES
 
 
-SHOW_LABEL = re.compile(r"^[a-z][a-z -]*$")
+SHOW_LABEL = re.compile(r"^(GPU )?[a-z][a-z -]*$")  # lower case but for an acronym
 
 
 def _show_labels() -> set[str]:
@@ -373,12 +375,28 @@ def _entries() -> dict[str, str]:
 
 def test_every_allot_show_label_is_a_glossary_figure_or_not_a_figure():
     labels = _show_labels()
-    assert {"queue position", "estimated start"} <= labels  # the scan reads them
+    assert {"queue position", "estimated start", "GPU utilization"} <= labels  # the scan reads them
     unknown = labels - set(SHOW_FIGURES) - SHOW_NOT_FIGURES
     assert not unknown, f"allot show labels without a glossary entry: {sorted(unknown)}"
 
 
-@pytest.mark.parametrize("mapping", [API_FIELDS, SHOW_FIGURES], ids=["api", "show"])
+# API time fields that are figures of the glossary (the number scan above does not see
+# them) -> glossary anchor
+API_TIME_FIELDS = {"protected_until": "protection"}
+
+
+def test_the_api_time_figures_are_served():
+    found: set[str] = set()
+    for path in SERIALIZERS:
+        found |= set(
+            re.findall(r"^\s+(\w+) = serializers\.DateTimeField\(", path.read_text(), re.M)
+        )
+    assert set(API_TIME_FIELDS) <= found
+
+
+@pytest.mark.parametrize(
+    "mapping", [API_FIELDS, SHOW_FIGURES, API_TIME_FIELDS], ids=["api", "show", "api-times"]
+)
 def test_the_glossary_entry_names_the_field_or_the_label(mapping):
     """An API field and an `allot show` label appear in the entry they map to, so the
     glossary says where each figure is shown under which name."""
@@ -389,7 +407,7 @@ def test_the_glossary_entry_names_the_field_or_the_label(mapping):
     missing = {
         label: anchor
         for label, anchor in mapping.items()
-        if not re.search(rf"(?<![a-z_]){re.escape(label)}(?![a-z_])", entries[anchor])
+        if not re.search(rf"(?<![a-z_]){re.escape(label.lower())}(?![a-z_])", entries[anchor])
     }
     assert not missing, f"not named in their glossary entry: {missing}"
 

@@ -28,6 +28,7 @@ from scheduler.selectors import eta as eta_selectors
 from scheduler.selectors import jobs as selectors
 from scheduler.selectors.clusters import gpus_in_use, resolve_cluster
 from scheduler.selectors.now import sbatch_refusals, short_reserve_now
+from scheduler.selectors.protection import job_protected_until
 from scheduler.selectors.utilization import job_utilization, metrics_settings
 from scheduler.services import clusters as cluster_services
 from scheduler.services import eta as eta_services
@@ -232,6 +233,7 @@ def _job_detail_body(request, job: Job) -> dict:
     body = _rows(request, [job])[0]
     attempts = selectors.job_attempts(job)
     body["attempts"] = s.AttemptOutput(attempts, many=True).data if attempts else []
+    body["protected_until"] = job_protected_until(job, attempts)
     body["utilization"] = utilization_body(job_utilization(attempts))
     body["events"] = selectors.job_events(job)
     body["queue"] = selectors.job_queue_info(job)

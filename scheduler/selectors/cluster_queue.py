@@ -5,7 +5,8 @@ Everything a row shows comes from the selectors the job page and the API use: po
 reason and fair-share factor from the cluster's last explained queue (`queue_page`, the
 API's queue), the estimated start from the cached ETAs (`etas_for_page`, the job page's
 answer), a running job's protection end from the engine's one rule
-(`scheduler.core.engine.runs.protected_until`). Who may read it is the API queue's rule
+(`scheduler.selectors.protection`, which calls
+`scheduler.core.engine.runs.protected_until`). Who may read it is the API queue's rule
 (`budgets.permissions.is_participant`, checked by the view's gate). A page reads the same
 number of rows whatever the queue's length (tests/test_query_counts.py).
 """
@@ -13,19 +14,17 @@ number of rows whatever the queue's length (tests/test_query_counts.py).
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models.functions import Coalesce
 
 from config.errors import ValidationFailed
-from scheduler.core.engine.runs import protected_until
-from scheduler.models import ACTIVE_STATES, Attempt, Cluster, Job
+from scheduler.models import ACTIVE_STATES, Attempt, Cluster
 from scheduler.selectors.eta import CachedJobEtas, etas_for_page
 from scheduler.selectors.jobs import project_paths, projects_at_or_below, queue_page
+from scheduler.selectors.protection import protection_end_at
 from scheduler.selectors.queue import last_cycle, stored_queue
-from scheduler.selectors.translate import running_holder, workload
 
 PAGE_SIZE = 50
 STATES = ("all", "pending", "running")  # like `squeue -t`
@@ -214,32 +213,6 @@ def _running_row(attempt: Attempt, project_path: str, cap: float) -> dict[str, A
         "protected_until": protection_end_at(attempt, job, started, cap),
         "stopping": attempt.stop_requested_at is not None,
     }
-
-
-def protection_end_at(
-    attempt: Attempt, job: Job, started: dt.datetime, cap: float
-) -> dt.datetime | None:
-    """When the run's protection ends (docs/concepts.md#protection): the engine's rule
-    on the stored run; None for unallocated work, which is never protected."""
-    work = workload(
-        job_id=job.pk,
-        project="",
-        gpus=attempt.gpus,
-        submit_s=job.submitted_at.timestamp(),
-        min_runtime_s=job.min_runtime_s,
-        resumable=job.resumable,
-        priority=job.priority,
-        kind=job.kind,
-    )
-    holder = running_holder(
-        work,
-        (),
-        started_s=started.timestamp(),
-        allocated=attempt.allocated,
-        last_checkpoint_s=None,
-    )
-    until = protected_until(holder, cap)
-    return None if until == float("-inf") else dt.datetime.fromtimestamp(until, dt.UTC)
 
 
 def cluster_queue(

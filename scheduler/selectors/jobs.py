@@ -26,6 +26,7 @@ from scheduler.core.engine import entitled_shares, plan, project_standing
 from scheduler.core.engine.explain import STANDING, hours_text
 from scheduler.core.engine.runs import protection_end
 from scheduler.models import (
+    ACTIVE_STATES,
     Attempt,
     Cluster,
     ClusterPolicyEvent,
@@ -40,6 +41,7 @@ from scheduler.selectors.budget_changes import cluster_change_notes, with_change
 from scheduler.selectors.clusters import cluster_counts
 from scheduler.selectors.eta import CachedJobEtas, job_eta_for_page
 from scheduler.selectors.job_reads import job_attempts, job_detail, job_events
+from scheduler.selectors.protection import job_protected_until
 from scheduler.selectors.queue import StoredQueue, stored_queue
 from scheduler.selectors.snapshot import cluster_snapshot
 from scheduler.selectors.translate import job_workload
@@ -527,7 +529,8 @@ def job_page(
 ) -> dict[str, Any] | None:
     """What the job page shows `actor`: the job (`job`, as `job_detail` reads it, or
     the one with `job_id`), its attempts and events, its place in the queue and its
-    blockers; the spec only if `actor` may read it. `current_etas`: as `job_eta` takes
+    blockers, and while it holds GPUs its run's protection end (`protected_until`); the
+    spec only if `actor` may read it. `current_etas`: as `job_eta` takes
     them (what `eta_refresh_request` answered)."""
     job = job if job is not None else job_detail(job_id=job_id or 0)
     if job is None:
@@ -543,6 +546,8 @@ def job_page(
         "blockers": job_blockers(job, queue),
         "eta": job_eta_for_page(job=job, current=current_etas),
         "attempts": attempts,
+        "holds_gpus": job.state in ACTIVE_STATES,
+        "protected_until": job_protected_until(job, attempts),
         "events": job_events(job),
         "utilization": job_utilization(attempts),
         "utilization_points": sparkline(attempt_series(a.pk for a in attempts)),

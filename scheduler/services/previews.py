@@ -40,8 +40,8 @@ from scheduler.models import (
     Preview,
     PreviewState,
 )
-from scheduler.selectors.cluster_queue import protection_end_at
 from scheduler.selectors.clusters import resolve_cluster
+from scheduler.selectors.protection import protection_end_at
 from scheduler.selectors.translate import engine_tree, policy_for_cluster
 from scheduler.selectors.utilization import idle_after_by_attempt
 

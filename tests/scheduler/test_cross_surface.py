@@ -34,7 +34,7 @@ from ledger.selectors import (
 )
 from ledger.services import rollups_refresh
 from scheduler.core.engine import RULE_LABELS, StopReason, stop_rule
-from scheduler.models import JobEvent, QueueSnapshot
+from scheduler.models import JobEvent, QueueSnapshot, UtilizationSample
 from scheduler.selectors.jobs import job_page
 from scheduler.selectors.queue import last_cycle
 from scheduler.services.previews import preview_window
@@ -398,3 +398,100 @@ def test_a_preemption_rule_has_one_name_and_one_label_everywhere(live, live_serv
     shown = cli("show", str(stopped.job_id))
     assert shown.returncode == 0, shown.stderr
     assert f"{label}: {_words(stopped.reason)}" in _words(shown.stdout)
+
+
+def _row_of(page: str, job_pk: int) -> str:
+    """The My jobs row of job `job_pk` in the page's HTML."""
+    start = page.index(f'<a href="/jobs/{job_pk}/">{job_pk}</a>')
+    return page[start : page.index("</tr>", start)]
+
+
+def _protected_cell(row: str) -> str:
+    return re.search(r'data-label="Protected until">(.*?)</td>', row, re.S)[1]
+
+
+@pytest.mark.django_db(transaction=True)  # the live server's thread reads the committed rows
+def test_a_running_jobs_protection_end_and_utilization_read_the_same_everywhere(
+    live, live_server, tmp_path
+):
+    """glossary: protection, utilization. A running allocated job's protection end
+    (its run's start + min(min runtime, the cluster's cap), worked out here by hand)
+    reads the same on the job API, the job page, My jobs and `allot show`, as does its
+    GPU utilization; a pending job shows no protection end and an unallocated running job
+    "never (unallocated)" (the API: null for both)."""
+    allocated = live.submit("a2", gpus=8, min_runtime_s=2 * 3600, duration_s=6 * 3600)
+    capped = live.submit("a2", gpus=8, min_runtime_s=5 * 3600, duration_s=6 * 3600)
+    free = live.submit("a1", gpus=8, min_runtime_s=0, duration_s=6 * 3600)
+    live.cluster.max_min_runtime_s = 3 * 3600  # lowered below what `capped` asked for
+    live.cluster.save()
+    live.cycle()
+    live.cycle(advance_s=60)  # the cluster confirms the runs started
+    pending = live.submit("a1", gpus=32, min_runtime_s=600)
+    started = {job.pk: live.job(job).attempts.get().started_at for job in (allocated, capped, free)}
+    assert all(started.values())
+    expected = {
+        allocated.pk: started[allocated.pk] + dt.timedelta(hours=2),
+        capped.pk: started[capped.pk] + dt.timedelta(hours=3),  # the cap, not 5 h
+    }
+    attempt = live.job(allocated).attempts.get()
+    UtilizationSample.objects.create(
+        attempt=attempt, cluster=live.cluster, start=started[allocated.pk],
+        end=started[allocated.pk] + dt.timedelta(seconds=60), samples=4, mean_pct=95.3,
+        max_pct=99.0, known_s=60.0,
+    )  # fmt: skip
+    root = SuperUserFactory(username="root")
+    api = APIClient()
+    api.force_authenticate(root)
+    pages = APIClient()
+    pages.force_login(root)
+    mine = APIClient()
+    mine.force_login(live.user)  # the submitter: My jobs lists their jobs
+    my_jobs = mine.get("/me/").content.decode()
+    cli = Cli(live_server.url, tmp_path, token_for(root))
+    cli.env["COLUMNS"] = "1000"
+
+    for job in (allocated, capped, free, pending):
+        until = expected.get(job.pk)
+        body = api.get(f"/api/v1/jobs/{job.pk}/").json()
+        page = job_page(actor=root, job_id=job.pk)
+        html_page = pages.get(f"/jobs/{job.pk}/").content.decode()
+        row = _row_of(my_jobs, job.pk)
+        shown = cli("show", str(job.pk))
+        assert shown.returncode == 0, shown.stderr
+        lines = {
+            line.split("  ", 1)[0].strip(): _words(line.split("  ", 1)[1])
+            for line in shown.stdout.splitlines()
+            if "  " in line.strip()
+        }
+        assert page["protected_until"] == until
+        if until is not None:  # a running allocated job: the same time on every surface
+            stamp = until.isoformat().replace("+00:00", "Z")
+            assert dt.datetime.fromisoformat(body["protected_until"]) == until
+            assert re.search(
+                rf'<th>Protected until</th><td><time datetime="{re.escape(stamp)}"', html_page
+            )
+            assert _protected_cell(row).startswith(f'<time datetime="{stamp}"')
+            assert lines["protected until"].startswith(render.when(until.isoformat()) + " (in ")
+            continue
+        assert body["protected_until"] is None
+        if job is free:  # running, never protected
+            assert (
+                '<th>Protected until</th><td><span class="muted">never (unallocated)' in html_page
+            )
+            assert "never (unallocated)" in _protected_cell(row)
+            assert lines["protected until"] == "never (unallocated)"
+        else:  # pending: no protection end anywhere
+            assert "Protected until</th>" not in html_page
+            assert _protected_cell(row) == "–"
+            assert "protected until" not in lines
+
+    # GPU utilization: the page's label and figure in `allot show`
+    body = api.get(f"/api/v1/jobs/{allocated.pk}/").json()
+    assert body["utilization"]["utilization"] == pytest.approx(0.953)
+    html_page = pages.get(f"/jobs/{allocated.pk}/").content.decode()
+    assert "<th>GPU utilization</th><td>95.3%" in html_page
+    shown = cli("show", str(allocated.pk)).stdout
+    assert re.search(r"^GPU utilization +95\.3% *$", shown, re.M), shown
+    unknown = cli("show", str(capped.pk)).stdout
+    assert re.search(r"^GPU utilization +unknown \(no GPU metrics", unknown, re.M), unknown
+    assert "GPU utilization" not in cli("show", str(pending.pk)).stdout  # never started

@@ -296,6 +296,13 @@ class JobUtilizationOutput(serializers.Serializer):
 
 class JobDetailOutput(JobOutput):
     attempts = AttemptOutput(many=True)
+    protected_until = serializers.DateTimeField(
+        allow_null=True,
+        help_text="Protected until: when the protection of the job's current run ends (its "
+        "start + min(min runtime, the cluster's `max_min_runtime_s`); before then no other "
+        "job may preempt it); null when the job holds no GPUs (not starting, running or "
+        "stopping) or is unallocated, which is never protected (docs/concepts.md#protection)",
+    )
     utilization = JobUtilizationOutput(
         help_text="The job's GPU utilization over its life (docs/concepts.md#utilization)"
     )
