@@ -410,6 +410,17 @@ def _protected_cell(row: str) -> str:
     return re.search(r'data-label="Protected until">(.*?)</td>', row, re.S)[1]
 
 
+def _show_lines(cli: Cli, job_pk: int) -> dict[str, str]:
+    """`allot show <job>`'s labelled lines: label -> value."""
+    shown = cli("show", str(job_pk))
+    assert shown.returncode == 0, shown.stderr
+    return {
+        line.split("  ", 1)[0].strip(): _words(line.split("  ", 1)[1])
+        for line in shown.stdout.splitlines()
+        if "  " in line.strip()
+    }
+
+
 @pytest.mark.django_db(transaction=True)  # the live server's thread reads the committed rows
 def test_a_running_jobs_protection_end_and_utilization_read_the_same_everywhere(
     live, live_server, tmp_path
@@ -433,12 +444,6 @@ def test_a_running_jobs_protection_end_and_utilization_read_the_same_everywhere(
         allocated.pk: started[allocated.pk] + dt.timedelta(hours=2),
         capped.pk: started[capped.pk] + dt.timedelta(hours=3),  # the cap, not 5 h
     }
-    attempt = live.job(allocated).attempts.get()
-    UtilizationSample.objects.create(
-        attempt=attempt, cluster=live.cluster, start=started[allocated.pk],
-        end=started[allocated.pk] + dt.timedelta(seconds=60), samples=4, mean_pct=95.3,
-        max_pct=99.0, known_s=60.0,
-    )  # fmt: skip
     root = SuperUserFactory(username="root")
     api = APIClient()
     api.force_authenticate(root)
@@ -453,17 +458,9 @@ def test_a_running_jobs_protection_end_and_utilization_read_the_same_everywhere(
     for job in (allocated, capped, free, pending):
         until = expected.get(job.pk)
         body = api.get(f"/api/v1/jobs/{job.pk}/").json()
-        page = job_page(actor=root, job_id=job.pk)
         html_page = pages.get(f"/jobs/{job.pk}/").content.decode()
-        row = _row_of(my_jobs, job.pk)
-        shown = cli("show", str(job.pk))
-        assert shown.returncode == 0, shown.stderr
-        lines = {
-            line.split("  ", 1)[0].strip(): _words(line.split("  ", 1)[1])
-            for line in shown.stdout.splitlines()
-            if "  " in line.strip()
-        }
-        assert page["protected_until"] == until
+        row, lines = _row_of(my_jobs, job.pk), _show_lines(cli, job.pk)
+        assert job_page(actor=root, job_id=job.pk)["protected_until"] == until
         if until is not None:  # a running allocated job: the same time on every surface
             stamp = until.isoformat().replace("+00:00", "Z")
             assert dt.datetime.fromisoformat(body["protected_until"]) == until
@@ -484,14 +481,24 @@ def test_a_running_jobs_protection_end_and_utilization_read_the_same_everywhere(
             assert "Protected until</th>" not in html_page
             assert _protected_cell(row) == "–"
             assert "protected until" not in lines
+    _check_show_utilization(cli, api, pages, live, (allocated, capped, pending))
 
-    # GPU utilization: the page's label and figure in `allot show`
-    body = api.get(f"/api/v1/jobs/{allocated.pk}/").json()
+
+def _check_show_utilization(cli: Cli, api, pages, live, jobs) -> None:
+    """`allot show` gives the job page's GPU utilization under its label: a measured
+    figure as the page rounds it, "unknown" without metrics, nothing before a start."""
+    measured, unmeasured, pending = jobs
+    attempt = live.job(measured).attempts.get()
+    UtilizationSample.objects.create(
+        attempt=attempt, cluster=live.cluster, start=attempt.started_at,
+        end=attempt.started_at + dt.timedelta(seconds=60), samples=4, mean_pct=95.3,
+        max_pct=99.0, known_s=60.0,
+    )  # fmt: skip
+    body = api.get(f"/api/v1/jobs/{measured.pk}/").json()
     assert body["utilization"]["utilization"] == pytest.approx(0.953)
-    html_page = pages.get(f"/jobs/{allocated.pk}/").content.decode()
-    assert "<th>GPU utilization</th><td>95.3%" in html_page
-    shown = cli("show", str(allocated.pk)).stdout
-    assert re.search(r"^GPU utilization +95\.3% *$", shown, re.M), shown
-    unknown = cli("show", str(capped.pk)).stdout
-    assert re.search(r"^GPU utilization +unknown \(no GPU metrics", unknown, re.M), unknown
-    assert "GPU utilization" not in cli("show", str(pending.pk)).stdout  # never started
+    assert (
+        "<th>GPU utilization</th><td>95.3%" in pages.get(f"/jobs/{measured.pk}/").content.decode()
+    )
+    assert _show_lines(cli, measured.pk)["GPU utilization"] == "95.3%"
+    assert _show_lines(cli, unmeasured.pk)["GPU utilization"].startswith("unknown (no GPU metrics")
+    assert "GPU utilization" not in _show_lines(cli, pending.pk)  # never started
