@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import tomllib
 from pathlib import Path
 
 import grimp
@@ -512,6 +513,59 @@ def test_the_circle_scan_finds_a_circle():
     graph.add_import(importer="c", imported="a")
     graph.add_import(importer="c", imported="d")
     assert import_cycles(graph) == [["a", "b", "c"]]
+
+
+# --- Every module that writes is in the layers contract ----------------------------------
+# The contract (pyproject.toml) only checks the modules it names: a module of an app that
+# imports the services (or the live cycle beside them) but is named in no layer could be
+# imported by a selector or a model, and lint-imports would pass (issue 23:
+# scheduler.cycle). The modules that only read may stay outside it.
+LAYERS_CONTRACT = "Layers point one way"
+WRITING_LAYERS = {"services", "cycle"}
+
+
+def layers_contract() -> tuple[list[str], list[set[str]]]:
+    """(containers, the modules of each layer, top first) of the layers contract."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = [c for c in config["contracts"] if c["name"].startswith(LAYERS_CONTRACT)]
+    layers = [set(re.findall(r"\(?(\w+)\)?", layer)) for layer in contract["layers"]]
+    return contract["containers"], layers
+
+
+def unlayered_writers(graph, containers: list[str], layered: set[str]) -> list[str]:
+    """'importer -> imported' for each module of a container that is in no layer and
+    imports a writing layer's module directly."""
+    found = []
+    for module in sorted(graph.modules):
+        parts = module.split(".")
+        if len(parts) < 2 or parts[0] not in containers or parts[1] in layered:
+            continue
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            names = imported.split(".")
+            if len(names) > 1 and names[0] in containers and names[1] in WRITING_LAYERS:
+                found.append(f"{module} -> {imported}")
+    return found
+
+
+def test_every_module_that_imports_the_services_is_in_the_layers_contract():
+    containers, layers = layers_contract()
+    assert {"cycle", "services"} <= layers[1] and "process_state" in layers[-1]
+    found = unlayered_writers(grimp.build_graph(*PROJECT), containers, set().union(*layers))
+    assert not found, (
+        "name these modules in a layer of the layers contract (pyproject.toml):\n"
+        + "\n".join(found)
+    )
+
+
+def test_the_writer_scan_finds_an_unlayered_module_that_imports_the_services():
+    graph = grimp.ImportGraph()
+    for module in ("app.services", "app.cycle.apply", "app.helpers", "app.views", "app.reads"):
+        graph.add_module(module)
+    graph.add_import(importer="app.helpers", imported="app.cycle.apply")
+    graph.add_import(importer="app.views", imported="app.services")
+    graph.add_import(importer="app.reads", imported="app.views")
+    layered = {"services", "cycle", "views"}
+    assert unlayered_writers(graph, ["app"], layered) == ["app.helpers -> app.cycle.apply"]
 
 
 # --- Selectors never write ------------------------------------------------------------
