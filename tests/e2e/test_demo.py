@@ -411,15 +411,14 @@ def test_a_preview_replays_the_backfilled_history_as_it_was_played(demo_org_real
     )
     rows = {r["project"]: r for r in result["projects"]}
     assert len(rows) >= 5 and result["not_reproduced"]["carried"] == 0
-    # Exact in a process of its own (every job-id, node, user, host and attempt sequence
-    # start tried); in ~3 of 5 full parallel runs on 2026-12-06 one project replayed off
-    # (post-training +1.06%, tokenizers +6.7%; the failure showed no other project), from
-    # state a test before it in the same worker leaves (cause open). Per project the bound is
-    # the preview's fidelity target (issue 22: 10%); the total is held to 1%, which the
-    # bug this test was written for broke (jobs played and not stored: 253 against 261).
+    # Exact, whatever ran before in the process: an idle point of a job (the back-fill
+    # takes it from the job's profile, the preview from the recorded utilization, and
+    # the two differ, e.g. a short interactive run records 0%) once brought a replay
+    # cycle of its own with idle reclaim off, so which job names (ids) were hung or
+    # short moved the replay's cycles: one project drifted 1-7% in ~3 of 5 parallel runs.
     for name, row in rows.items():
         recorded, replayed = row["delivered_gpu_h_recorded"], row["delivered_gpu_h_before"] or 0.0
-        assert replayed == pytest.approx(recorded, rel=0.10, abs=1.0), name
+        assert replayed == pytest.approx(recorded, rel=1e-6, abs=0.01), name
     total_recorded = sum(r["delivered_gpu_h_recorded"] for r in rows.values())
     total_replayed = sum(r["delivered_gpu_h_before"] or 0.0 for r in rows.values())
     assert total_replayed == pytest.approx(total_recorded, rel=0.01)

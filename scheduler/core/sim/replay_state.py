@@ -5,10 +5,11 @@ the event heap, usage, and the starts, stops, releases and checkpoints that chan
 them. `scheduler.core.sim.replay` plays the events and runs the cycles on top of it.
 
 Idle work (`TraceJob.idle_after_s`): a run's GPUs go idle once it has run that long
-(each run: a restarted job works that long again first). An `_IDLE` event at that
-instant marks the running work idle (`RunningWorkload.idle_since_s`) for the engine;
-with the simulator's `idle_reclaim` on, an `_IDLE_DUE` event follows once it has been
-idle for `idle_reclaim_after_s`, so that a cycle sees it reclaimable at once.
+(each run: a restarted job works that long again first). With the simulator's
+`idle_reclaim` on, an `_IDLE` event at that instant marks the running work idle
+(`RunningWorkload.idle_since_s`) for the engine and an `_IDLE_DUE` event follows once
+it has been idle for `idle_reclaim_after_s`, so that a cycle sees it reclaimable at
+once; with it off no event is played (the engine would not read the mark).
 """
 
 from __future__ import annotations
@@ -415,8 +416,12 @@ class ReplayState:
             self._push(expire_at, _EXPIRE, idx, j.token)
         if j.wl.resumable and self.ckpt > 0 and self.ckpt < need:
             heapq.heappush(self.ckpt_heap, (started + self.ckpt, idx, j.token))
+        # With idle reclaim off the engine never reads an idle mark, and an event would
+        # only bring a cycle of its own: a replay whose idle points differ (a preview
+        # reads them from the recorded utilization, the back-fill from the profile)
+        # would be cycled at other instants and drift from the history it replays.
         idle_after = j.spec.idle_after_s
-        if idle_after is not None and 0.0 <= idle_after < need:
+        if self.config.idle_reclaim and idle_after is not None and 0.0 <= idle_after < need:
             self._push(max(now, started + idle_after), _IDLE, idx, j.token)
 
     def _resume_running(self, now: float) -> None:
