@@ -24,6 +24,7 @@ from scheduler.core.engine.explain import FairShareReasons, hours_text, limit_te
 from scheduler.core.engine.fairshare import FairShare
 from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
+from scheduler.core.engine.reserve_room import BlockKey, HostRooms
 from scheduler.core.engine.runs import idle_reclaimable, protection_end
 from scheduler.core.engine.share_floor import FloorRule
 from scheduler.core.engine.short_reserve import (
@@ -122,6 +123,7 @@ class Reservations:
         # floor jobs alone, the wait past which one takes under-served work beyond the
         # budget, its block order
         self.short_rule = ShortReserveRule()
+        self._rooms: HostRooms | None = None  # the reserved hosts' blocks, kept per host
 
     def usable(self) -> bool:
         """Whether a reserved host has free GPUs that some job could still be allowed."""
@@ -193,9 +195,10 @@ class Reservations:
             # also take allocated work past its protection (else a reserve whose hosts
             # run long work that no one may preempt there holds nothing)
             short = rj is _SHORT_JOBS
-            found, skipped_own = self._backfill_block(sh.block, mine, w if short else None)
+            found = self._backfill_block(sh.block, mine, w if short else None)
             if found is None:
-                if not skipped_own:  # else another project's job may still find room
+                # unless another project's job may still find room
+                if not self._passed_over(sh.block, mine, w if short else None):
                     self.failed_block[k] = sh.block
                 continue
             h, s, victims = found
@@ -217,77 +220,173 @@ class Reservations:
 
     def _backfill_block(
         self, p: int, hosts: list[int], short: Workload | None = None
-    ) -> tuple[tuple[int, int, list[Victim]] | None, bool]:
+    ) -> tuple[int, int, list[Victim]] | None:
         """Cheapest aligned p-block of free GPUs and unallocated jobs (for a `short` job
         on the short-job reserve, also allocated jobs past their protection that run on
-        `hosts` alone, but none of its own project at its priority or above) on `hosts`:
-        fewest victims of under-served projects (`fewest_gpus`: fewest GPUs of them, then
-        straight to lost work), then fewest allocated victims, then those of the lowest
-        ranked projects, then least lost work, then fewest victims, then fewest free GPUs
-        left (tighter fit). Also says whether work of the short job's own project, or
-        under-served work a job that waited longer may take, was passed over (then the
-        block may exist for another job)."""
-        by_host = self.victims().by_host
-        c = self.cluster
-        free, gpus = c.free, c.gpus
-        best_key: tuple[int, int, int, float, int, int, int, int] | None = None
-        best: tuple[int, int, list[Victim]] | None = None
+        `hosts` alone, but none of its own project at its priority or above: see
+        `_open_victims`) on `hosts`: fewest victims of under-served projects
+        (`fewest_gpus`: fewest GPUs of them, then straight to lost work), then fewest
+        allocated victims, then those of the lowest ranked projects, then least lost
+        work, then fewest victims, then fewest free GPUs left (tighter fit).
+
+        The blocks come from `HostRooms` (kept per host while it does not change), each
+        host's best first: a host's blocks are checked only while their bound (their key
+        without under-served victims) is below the best key found."""
+        rooms = self._host_rooms()
+        gpus = self.cluster.gpus
         within = set(hosts)
+        best_key: BlockKey | None = None
+        best: tuple[int, int, list[Victim]] | None = None
+        for h in hosts:
+            if gpus[h] < p:
+                continue
+            room = rooms.room(h, p)
+            if not room.exact:
+                on, _ = self._open_victims(h, p, short, within)
+                for key, chosen in self._keyed_blocks(h, p, on):
+                    if best_key is None or key < best_key:
+                        best_key, best = key, (h, key[7], chosen)
+                continue
+            opened = -1  # whether the job may take a candidate on h (-1: not asked yet)
+            for bound, chosen, taken in room.blocks:
+                if best_key is not None and bound >= best_key:
+                    break  # every later block's key is at least its bound
+                under = self._under_served(taken, p, short, within)
+                if under < 0:
+                    continue
+                if not chosen:  # free GPUs alone: a host counts only with a candidate
+                    if opened < 0:
+                        opened = 1 if self._open_victims(h, p, short, within)[0] else 0
+                    if not opened:
+                        continue
+                key = (under, bound[1], bound[2], bound[3], bound[4], bound[5], h, bound[7])
+                if best_key is None or key < best_key:
+                    best_key, best = key, (h, bound[7], chosen)
+        return best
+
+    def _host_rooms(self) -> HostRooms:
+        """The cycle's kept blocks (new when the candidates or the rule's order change)."""
+        by_host = self.victims().by_host
+        fewest = self.short_rule.fewest_gpus
+        rooms = self._rooms
+        if rooms is None or rooms.by_host is not by_host or rooms.fewest_gpus != fewest:
+            rooms = self._rooms = HostRooms(
+                self.cluster, by_host, fewest, self.fair_share.tree.leaf_index
+            )
+        return rooms
+
+    def _under_served(
+        self, taken: list[Victim], p: int, short: Workload | None, within: set[int]
+    ) -> int:
+        """For a block of `p` GPUs whose allocated victims are `taken`: their under-served
+        work (GPUs with `fewest_gpus`, else jobs), or -1 when the job (`short`, None:
+        not a short job on the short-job reserve) may not take one of them there (the
+        rule of `_open_victims`)."""
+        if not taken:
+            return 0
+        if short is None:
+            return -1
+        fs = self.fair_share
+        leaf, lf, root = fs.tree.leaf_index, fs.lf, len(fs.lf)
+        rule = self.short_rule
+        tight = self.under_budget < p and self.now - short.submit_s < rule.take_after_s
+        under = 0
+        for u in taken:
+            if u.project == short.project and u.priority >= short.priority:
+                return -1
+            if any(hh not in within for hh, _ in u.host_masks):
+                return -1
+            if u.floor and rule.spares_floor and u.project != short.project:
+                return -1
+            if lf[leaf.get(u.project, root)] > 1.0:
+                if tight:
+                    return -1
+                under += u.gpus if rule.fewest_gpus else 1
+        return under
+
+    def _open_victims(
+        self, h: int, p: int, short: Workload | None, within: set[int]
+    ) -> tuple[list[tuple[Victim, int]], bool]:
+        """The live candidates on host `h` (with their masks) that a job (`short`, None:
+        not a short job on the short-job reserve) may take for a `p`-block on the hosts
+        `within`, and whether it passed over work of its own project, or under-served
+        work a job that waited longer may take (then the block may exist for another
+        job).
+
+        Allocated work only for a short job, only if it runs on `within` alone (a gang
+        that spans other hosts is not stopped for a short job), its project has had at
+        least its share among its siblings (level fair share <= 1) or the cycle's budget
+        for under-served projects' work (`short_reserve.under_served_budget`) still
+        holds the block, and it is not the short job's own project's at the same
+        priority or above (that would only trade one job for another)."""
         fs = self.fair_share
         leaf, lf, root = fs.tree.leaf_index, fs.lf, len(fs.lf)
         rule = self.short_rule
         skipped_own = False
-        for h in hosts:
-            if gpus[h] < p:
+        on = []
+        for u, mu in self.victims().by_host.get(h, ()):
+            if not u.alive:
                 continue
-            # allocated work only if it runs on `hosts` alone (a gang that spans other
-            # hosts is not stopped for a short job), its project has had at least its
-            # share among its siblings (level fair share <= 1) or the cycle's budget for
-            # under-served projects' work (`short_reserve.under_served_budget`) still
-            # holds the block, and it is not the short job's own project's at the same
-            # priority or above (that would only trade one job for another)
-            on = []
-            for u, mu in by_host.get(h, ()):
-                if not u.alive:
+            if u.allocated:
+                if short is None:
                     continue
-                if u.allocated:
-                    if short is None:
-                        continue
-                    if u.project == short.project and u.priority >= short.priority:
-                        skipped_own = True
-                        continue
-                    if any(hh not in within for hh, _ in u.host_masks):
-                        continue
-                    if u.floor and rule.spares_floor and u.project != short.project:
-                        continue
-                    if (
-                        lf[leaf.get(u.project, root)] > 1.0
-                        and self.under_budget < p
-                        and self.now - short.submit_s < rule.take_after_s
-                    ):
-                        # a job that has waited longer may still take it
-                        skipped_own = skipped_own or rule.take_after_s < INF
-                        continue
-                on.append((u, mu))
-            if not on:
-                continue
-            free_left = free[h].bit_count()
-            for s, chosen in blocks_in_room(free[h], on, gpus[h], p):
-                taken = [u for u in chosen if u.allocated]
-                under = [u.gpus for u in taken if lf[leaf.get(u.project, root)] > 1.0]
-                key = (
-                    sum(under) if rule.fewest_gpus else len(under),
-                    0 if rule.fewest_gpus else len(taken),
-                    0 if rule.fewest_gpus else -min([u.rank for u in taken], default=0),
-                    sum(u.lost for u in chosen),
-                    len(chosen),
-                    free_left,
-                    h,
-                    s,
-                )
-                if best_key is None or key < best_key:
-                    best_key, best = key, (h, s, chosen)
-        return best, skipped_own
+                if u.project == short.project and u.priority >= short.priority:
+                    skipped_own = True
+                    continue
+                if any(hh not in within for hh, _ in u.host_masks):
+                    continue
+                if u.floor and rule.spares_floor and u.project != short.project:
+                    continue
+                if (
+                    lf[leaf.get(u.project, root)] > 1.0
+                    and self.under_budget < p
+                    and self.now - short.submit_s < rule.take_after_s
+                ):
+                    # a job that has waited longer may still take it
+                    skipped_own = skipped_own or rule.take_after_s < INF
+                    continue
+            on.append((u, mu))
+        return on, skipped_own
+
+    def _keyed_blocks(
+        self, h: int, p: int, on: list[tuple[Victim, int]]
+    ) -> list[tuple[BlockKey, list[Victim]]]:
+        """The aligned `p`-blocks of host `h` that free GPUs and the candidates `on`
+        cover, with their keys (see `_backfill_block`); none when `on` is empty."""
+        if not on:
+            return []
+        c = self.cluster
+        fs = self.fair_share
+        leaf, lf, root = fs.tree.leaf_index, fs.lf, len(fs.lf)
+        fewest = self.short_rule.fewest_gpus
+        free_left = c.free[h].bit_count()
+        out: list[tuple[BlockKey, list[Victim]]] = []
+        for s, chosen in blocks_in_room(c.free[h], on, c.gpus[h], p):
+            taken = [u for u in chosen if u.allocated]
+            under = [u.gpus for u in taken if lf[leaf.get(u.project, root)] > 1.0]
+            key: BlockKey = (
+                sum(under) if fewest else len(under),
+                0 if fewest else len(taken),
+                0 if fewest else -min([u.rank for u in taken], default=0),
+                sum(u.lost for u in chosen),
+                len(chosen),
+                free_left,
+                h,
+                s,
+            )
+            out.append((key, chosen))
+        return out
+
+    def _passed_over(self, p: int, hosts: list[int], short: Workload | None) -> bool:
+        """Whether a search for a `p`-block on `hosts` passed over work of the short
+        job's own project, or under-served work a job that waited longer may take
+        (`_open_victims`): then the block may exist for another job."""
+        gpus, within = self.cluster.gpus, set(hosts)
+        skipped = False
+        for h in hosts:
+            if gpus[h] >= p:
+                skipped = self._open_victims(h, p, short, within)[1] or skipped
+        return skipped
 
     def _takes_under_served(self, victims: Sequence[Victim]) -> bool:
         """Whether `victims` hold allocated work of an under-served project."""

@@ -202,10 +202,14 @@ class VictimIndex:
         return islice(victims, first, None)
 
     def mark_stopped(self, victims: Sequence[Victim]) -> None:
-        """Victims stopped by this cycle stay in the lists, marked dead."""
+        """Victims stopped by this cycle stay in the lists, marked dead (a change of
+        each of their hosts: `ClusterState.host_changes`)."""
         self._dead += len(victims)
+        changes = self.cluster.host_changes
         for v in victims:
             v.alive = False
+            for h, _ in v.host_masks:
+                changes[h] += 1
 
     def coverable_hosts(self) -> dict[int, int]:
         """Hosts (-> GPUs) that free GPUs plus all candidates could empty.
