@@ -228,10 +228,10 @@ class ClusterState:
         self.free_gpus = 0  # free GPUs on healthy hosts (reserved ones included)
         self.reserved: dict[int, int] = {}  # host -> reservation number
         self.version = 0  # bumped on every change of free GPUs or reservations
-        # per host: bumped on every change of its free GPUs or of the candidates that run
-        # on it (`take`, `release`, `VictimIndex.mark_stopped`), so that what a search
-        # derived from a host holds until its count moves
-        self.host_changes: list[int] = []
+        # the hosts whose free GPUs or candidates changed, once per change, in order
+        # (`take`, `release`, `VictimIndex.mark_stopped`): what a search derived from a
+        # host holds until the host is logged again
+        self.changed_hosts: list[int] = []
         self.touched: set[int] = set()  # hosts that got new work this cycle
         self.runs: list[RunInfo] = []
         self.candidates: list[RunInfo] = []  # past protection, on healthy hosts only
@@ -266,7 +266,6 @@ class ClusterState:
         if not all(self.healthy):
             self.on_unhealthy = [c for c in runs if not c.on_healthy_hosts]
         self.free = free  # owned by this cycle: the memo keeps a copy
-        self.host_changes = [0] * len(free)
         self.free_gpus = free_gpus
         index = self.index
         for h in compress(range(len(free)), free):  # only hosts with free GPUs (a few)
@@ -417,7 +416,7 @@ class ClusterState:
     def release(self, h: int, m: int) -> None:
         """GPUs `m` of host `h` become free (a stop)."""
         self.version += 1
-        self.host_changes[h] += 1
+        self.changed_hosts.append(h)
         self.free_gpus += (m & ~self.free[h]).bit_count()
         f = self.free[h] | m
         self.free[h] = f
@@ -427,7 +426,7 @@ class ClusterState:
     def take(self, h: int, m: int) -> None:
         """GPUs `m` of host `h` get new work (a start)."""
         self.version += 1
-        self.host_changes[h] += 1
+        self.changed_hosts.append(h)
         self.free_gpus -= (m & self.free[h]).bit_count()
         f = self.free[h] & ~m
         self.free[h] = f

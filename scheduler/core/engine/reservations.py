@@ -229,80 +229,83 @@ class Reservations:
         allocated victims, then those of the lowest ranked projects, then least lost
         work, then fewest victims, then fewest free GPUs left (tighter fit).
 
-        The blocks come from `HostRooms` (kept per host while it does not change), each
-        host's best first: a host's blocks are checked only while their bound (their key
-        without under-served victims) is below the best key found."""
-        rooms = self._host_rooms()
-        gpus = self.cluster.gpus
+        The blocks come from `HostRooms` (kept per host while it does not change): the
+        hosts are read by their lowest key while it is below the best found, and each
+        host's blocks up to the first the job may take (`_may_take`)."""
+        order = self._host_rooms().order(hosts, p)
         within = set(hosts)
         best_key: BlockKey | None = None
         best: tuple[int, int, list[Victim]] | None = None
-        for h in hosts:
-            if gpus[h] < p:
-                continue
-            room = rooms.room(h, p)
-            if not room.exact:
+        if order.inexact:
+            for h in hosts:
+                if h not in order.inexact:
+                    continue
                 on, _ = self._open_victims(h, p, short, within)
                 for key, chosen in self._keyed_blocks(h, p, on):
                     if best_key is None or key < best_key:
                         best_key, best = key, (h, key[7], chosen)
-                continue
+        rooms = order.rooms
+        for first in order.firsts:
+            if best_key is not None and first >= best_key:
+                break  # every later host's blocks have larger keys
+            h = first[6]
             opened = -1  # whether the job may take a candidate on h (-1: not asked yet)
-            for bound, chosen, taken in room.blocks:
-                if best_key is not None and bound >= best_key:
-                    break  # every later block's key is at least its bound
-                under = self._under_served(taken, p, short, within)
-                if under < 0:
+            for key, chosen, taken in rooms[h].blocks:
+                if best_key is not None and key >= best_key:
+                    break  # every later block of the host has a larger key
+                if not self._may_take(taken, p, short, within):
                     continue
                 if not chosen:  # free GPUs alone: a host counts only with a candidate
                     if opened < 0:
                         opened = 1 if self._open_victims(h, p, short, within)[0] else 0
                     if not opened:
                         continue
-                key = (under, bound[1], bound[2], bound[3], bound[4], bound[5], h, bound[7])
-                if best_key is None or key < best_key:
-                    best_key, best = key, (h, bound[7], chosen)
+                best_key, best = key, (h, key[7], chosen)
+                break  # the host's best block this job may take
         return best
 
     def _host_rooms(self) -> HostRooms:
-        """The cycle's kept blocks (new when the candidates or the rule's order change)."""
+        """The cycle's kept blocks (new when the candidates, the rule's order or the
+        level fair shares change)."""
         by_host = self.victims().by_host
         fewest = self.short_rule.fewest_gpus
+        fs = self.fair_share
         rooms = self._rooms
-        if rooms is None or rooms.by_host is not by_host or rooms.fewest_gpus != fewest:
+        if (
+            rooms is None
+            or rooms.by_host is not by_host
+            or rooms.fewest_gpus != fewest
+            or rooms.lf is not fs.lf
+        ):
             rooms = self._rooms = HostRooms(
-                self.cluster, by_host, fewest, self.fair_share.tree.leaf_index
+                self.cluster, by_host, fewest, fs.lf, fs.tree.leaf_index
             )
         return rooms
 
-    def _under_served(
+    def _may_take(
         self, taken: list[Victim], p: int, short: Workload | None, within: set[int]
-    ) -> int:
-        """For a block of `p` GPUs whose allocated victims are `taken`: their under-served
-        work (GPUs with `fewest_gpus`, else jobs), or -1 when the job (`short`, None:
-        not a short job on the short-job reserve) may not take one of them there (the
-        rule of `_open_victims`)."""
+    ) -> bool:
+        """Whether a job (`short`, None: not a short job on the short-job reserve) may
+        take all of `taken`, the allocated victims of a `p`-block on the hosts `within`
+        (the rule of `_open_victims`)."""
         if not taken:
-            return 0
+            return True
         if short is None:
-            return -1
+            return False
         fs = self.fair_share
         leaf, lf, root = fs.tree.leaf_index, fs.lf, len(fs.lf)
         rule = self.short_rule
         tight = self.under_budget < p and self.now - short.submit_s < rule.take_after_s
-        under = 0
         for u in taken:
             if u.project == short.project and u.priority >= short.priority:
-                return -1
+                return False
             if any(hh not in within for hh, _ in u.host_masks):
-                return -1
+                return False
             if u.floor and rule.spares_floor and u.project != short.project:
-                return -1
-            if lf[leaf.get(u.project, root)] > 1.0:
-                if tight:
-                    return -1
-                under += u.gpus if rule.fewest_gpus else 1
-        return under
+                return False
+            if tight and lf[leaf.get(u.project, root)] > 1.0:
+                return False
+        return True
 
     def _open_victims(
         self, h: int, p: int, short: Workload | None, within: set[int]

@@ -203,13 +203,13 @@ class VictimIndex:
 
     def mark_stopped(self, victims: Sequence[Victim]) -> None:
         """Victims stopped by this cycle stay in the lists, marked dead (a change of
-        each of their hosts: `ClusterState.host_changes`)."""
+        each of their hosts: `ClusterState.changed_hosts`)."""
         self._dead += len(victims)
-        changes = self.cluster.host_changes
+        changed = self.cluster.changed_hosts
         for v in victims:
             v.alive = False
             for h, _ in v.host_masks:
-                changes[h] += 1
+                changed.append(h)
 
     def coverable_hosts(self) -> dict[int, int]:
         """Hosts (-> GPUs) that free GPUs plus all candidates could empty.
