@@ -511,9 +511,10 @@ class FairShareCycle:
         res = self.reservations
         victims = self.victims()
         reserved = c.reserved
+        by_host = victims.by_host  # hosts without such work of its project give nothing
         hosts = {
-            h: on
-            for h, on in victims.by_host.items()
+            h: by_host[h]
+            for h in victims.own_hosts(w.project)
             if reserved.get(h, res.short_k) == res.short_k
         }
         short_s = min(self.policy.short_job_max_s, self.cap)

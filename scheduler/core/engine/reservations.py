@@ -24,7 +24,7 @@ from scheduler.core.engine.explain import FairShareReasons, hours_text, limit_te
 from scheduler.core.engine.fairshare import FairShare
 from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
-from scheduler.core.engine.reserve_room import BlockKey, HostRooms
+from scheduler.core.engine.reserve_room import FreeHosts, HostRooms, TakeRule
 from scheduler.core.engine.runs import idle_reclaimable, protection_end
 from scheduler.core.engine.share_floor import FloorRule
 from scheduler.core.engine.short_reserve import (
@@ -35,7 +35,6 @@ from scheduler.core.engine.short_reserve import (
     under_served_budget,
 )
 from scheduler.core.engine.types import Placement, Reservation, Workload
-from scheduler.core.engine.victims import blocks_in_room
 
 __all__ = ["HeldHosts", "Reservations"]
 
@@ -124,6 +123,9 @@ class Reservations:
         # budget, its block order
         self.short_rule = ShortReserveRule()
         self._rooms: HostRooms | None = None  # the reserved hosts' blocks, kept per host
+        # reservation -> its hosts still held for it (one list while `reserved` is
+        # unchanged), and those of them with free GPUs
+        self._mine: dict[int, tuple[list[int], FreeHosts]] = {}
 
     def usable(self) -> bool:
         """Whether a reserved host has free GPUs that some job could still be allowed."""
@@ -185,8 +187,12 @@ class Reservations:
             rj = held.job
             if not (r > held.rank or (w.project == rj.project and w.priority < rj.priority)):
                 continue
-            mine = [h for h in held.hosts if self.cluster.reserved.get(h) == k]
-            pls = self.placer.place_reserved(w, sh, mine)
+            got = self._mine.get(k)
+            if got is None:
+                mine = [h for h in held.hosts if self.cluster.reserved.get(h) == k]
+                got = self._mine[k] = (mine, FreeHosts(self.cluster, mine))
+            mine, with_free = got
+            pls = self.placer.place_reserved(w, sh, with_free.now())
             if pls is not None:
                 return pls, []
             if not sh.block or sh.block >= self.failed_block.get(k, _NO_BOUND):
@@ -195,10 +201,9 @@ class Reservations:
             # also take allocated work past its protection (else a reserve whose hosts
             # run long work that no one may preempt there holds nothing)
             short = rj is _SHORT_JOBS
-            found = self._backfill_block(sh.block, mine, w if short else None)
+            found, skipped_own = self._backfill_block(sh.block, mine, w if short else None)
             if found is None:
-                # unless another project's job may still find room
-                if not self._passed_over(sh.block, mine, w if short else None):
+                if not skipped_own:  # else another project's job may still find room
                     self.failed_block[k] = sh.block
                 continue
             h, s, victims = found
@@ -220,53 +225,35 @@ class Reservations:
 
     def _backfill_block(
         self, p: int, hosts: list[int], short: Workload | None = None
-    ) -> tuple[int, int, list[Victim]] | None:
+    ) -> tuple[tuple[int, int, list[Victim]] | None, bool]:
         """Cheapest aligned p-block of free GPUs and unallocated jobs (for a `short` job
         on the short-job reserve, also allocated jobs past their protection that run on
-        `hosts` alone, but none of its own project at its priority or above: see
-        `_open_victims`) on `hosts`: fewest victims of under-served projects
+        `hosts` alone, but none of its own project at its priority or above:
+        `reserve_room.open_victims`) on `hosts`: fewest victims of under-served projects
         (`fewest_gpus`: fewest GPUs of them, then straight to lost work), then fewest
         allocated victims, then those of the lowest ranked projects, then least lost
-        work, then fewest victims, then fewest free GPUs left (tighter fit).
-
-        The blocks come from `HostRooms` (kept per host while it does not change): the
-        hosts are read by their lowest key while it is below the best found, and each
-        host's blocks up to the first the job may take (`_may_take`)."""
-        order = self._host_rooms().order(hosts, p)
-        within = set(hosts)
-        best_key: BlockKey | None = None
-        best: tuple[int, int, list[Victim]] | None = None
-        if order.inexact:
-            for h in hosts:
-                if h not in order.inexact:
-                    continue
-                on, _ = self._open_victims(h, p, short, within)
-                for key, chosen in self._keyed_blocks(h, p, on):
-                    if best_key is None or key < best_key:
-                        best_key, best = key, (h, key[7], chosen)
-        rooms = order.rooms
-        for first in order.firsts:
-            if best_key is not None and first >= best_key:
-                break  # every later host's blocks have larger keys
-            h = first[6]
-            opened = -1  # whether the job may take a candidate on h (-1: not asked yet)
-            for key, chosen, taken in rooms[h].blocks:
-                if best_key is not None and key >= best_key:
-                    break  # every later block of the host has a larger key
-                if not self._may_take(taken, p, short, within):
-                    continue
-                if not chosen:  # free GPUs alone: a host counts only with a candidate
-                    if opened < 0:
-                        opened = 1 if self._open_victims(h, p, short, within)[0] else 0
-                    if not opened:
-                        continue
-                best_key, best = key, (h, key[7], chosen)
-                break  # the host's best block this job may take
-        return best
+        work, then fewest victims, then fewest free GPUs left (tighter fit). Without
+        one, also whether work of the short job's own project, or under-served work a
+        job that waited longer may take, was passed over (then the block may exist for
+        another job); False when one is found."""
+        rule = self.short_rule
+        take = TakeRule(
+            short,
+            short is not None
+            and self.under_budget < p
+            and self.now - short.submit_s < rule.take_after_s,
+            rule.spares_floor,
+            rule.take_after_s,
+            self.fair_share.lf,
+            self.fair_share.tree.leaf_index,
+        )
+        rooms = self._host_rooms()
+        found = rooms.cheapest(hosts, p, take)
+        return found, found is None and rooms.passed_over(hosts, p, take)
 
     def _host_rooms(self) -> HostRooms:
-        """The cycle's kept blocks (new when the candidates, the rule's order or the
-        level fair shares change)."""
+        """The cycle's kept blocks of reserved hosts (new when the candidates, the
+        rule's order or the level fair shares change)."""
         by_host = self.victims().by_host
         fewest = self.short_rule.fewest_gpus
         fs = self.fair_share
@@ -281,115 +268,6 @@ class Reservations:
                 self.cluster, by_host, fewest, fs.lf, fs.tree.leaf_index
             )
         return rooms
-
-    def _may_take(
-        self, taken: list[Victim], p: int, short: Workload | None, within: set[int]
-    ) -> bool:
-        """Whether a job (`short`, None: not a short job on the short-job reserve) may
-        take all of `taken`, the allocated victims of a `p`-block on the hosts `within`
-        (the rule of `_open_victims`)."""
-        if not taken:
-            return True
-        if short is None:
-            return False
-        fs = self.fair_share
-        leaf, lf, root = fs.tree.leaf_index, fs.lf, len(fs.lf)
-        rule = self.short_rule
-        tight = self.under_budget < p and self.now - short.submit_s < rule.take_after_s
-        for u in taken:
-            if u.project == short.project and u.priority >= short.priority:
-                return False
-            if any(hh not in within for hh, _ in u.host_masks):
-                return False
-            if u.floor and rule.spares_floor and u.project != short.project:
-                return False
-            if tight and lf[leaf.get(u.project, root)] > 1.0:
-                return False
-        return True
-
-    def _open_victims(
-        self, h: int, p: int, short: Workload | None, within: set[int]
-    ) -> tuple[list[tuple[Victim, int]], bool]:
-        """The live candidates on host `h` (with their masks) that a job (`short`, None:
-        not a short job on the short-job reserve) may take for a `p`-block on the hosts
-        `within`, and whether it passed over work of its own project, or under-served
-        work a job that waited longer may take (then the block may exist for another
-        job).
-
-        Allocated work only for a short job, only if it runs on `within` alone (a gang
-        that spans other hosts is not stopped for a short job), its project has had at
-        least its share among its siblings (level fair share <= 1) or the cycle's budget
-        for under-served projects' work (`short_reserve.under_served_budget`) still
-        holds the block, and it is not the short job's own project's at the same
-        priority or above (that would only trade one job for another)."""
-        fs = self.fair_share
-        leaf, lf, root = fs.tree.leaf_index, fs.lf, len(fs.lf)
-        rule = self.short_rule
-        skipped_own = False
-        on = []
-        for u, mu in self.victims().by_host.get(h, ()):
-            if not u.alive:
-                continue
-            if u.allocated:
-                if short is None:
-                    continue
-                if u.project == short.project and u.priority >= short.priority:
-                    skipped_own = True
-                    continue
-                if any(hh not in within for hh, _ in u.host_masks):
-                    continue
-                if u.floor and rule.spares_floor and u.project != short.project:
-                    continue
-                if (
-                    lf[leaf.get(u.project, root)] > 1.0
-                    and self.under_budget < p
-                    and self.now - short.submit_s < rule.take_after_s
-                ):
-                    # a job that has waited longer may still take it
-                    skipped_own = skipped_own or rule.take_after_s < INF
-                    continue
-            on.append((u, mu))
-        return on, skipped_own
-
-    def _keyed_blocks(
-        self, h: int, p: int, on: list[tuple[Victim, int]]
-    ) -> list[tuple[BlockKey, list[Victim]]]:
-        """The aligned `p`-blocks of host `h` that free GPUs and the candidates `on`
-        cover, with their keys (see `_backfill_block`); none when `on` is empty."""
-        if not on:
-            return []
-        c = self.cluster
-        fs = self.fair_share
-        leaf, lf, root = fs.tree.leaf_index, fs.lf, len(fs.lf)
-        fewest = self.short_rule.fewest_gpus
-        free_left = c.free[h].bit_count()
-        out: list[tuple[BlockKey, list[Victim]]] = []
-        for s, chosen in blocks_in_room(c.free[h], on, c.gpus[h], p):
-            taken = [u for u in chosen if u.allocated]
-            under = [u.gpus for u in taken if lf[leaf.get(u.project, root)] > 1.0]
-            key: BlockKey = (
-                sum(under) if fewest else len(under),
-                0 if fewest else len(taken),
-                0 if fewest else -min([u.rank for u in taken], default=0),
-                sum(u.lost for u in chosen),
-                len(chosen),
-                free_left,
-                h,
-                s,
-            )
-            out.append((key, chosen))
-        return out
-
-    def _passed_over(self, p: int, hosts: list[int], short: Workload | None) -> bool:
-        """Whether a search for a `p`-block on `hosts` passed over work of the short
-        job's own project, or under-served work a job that waited longer may take
-        (`_open_victims`): then the block may exist for another job."""
-        gpus, within = self.cluster.gpus, set(hosts)
-        skipped = False
-        for h in hosts:
-            if gpus[h] >= p:
-                skipped = self._open_victims(h, p, short, within)[1] or skipped
-        return skipped
 
     def _takes_under_served(self, victims: Sequence[Victim]) -> bool:
         """Whether `victims` hold allocated work of an under-served project."""
@@ -508,6 +386,7 @@ class Reservations:
         k = len(self.held)
         self.held.append(HeldHosts(w, r, usable_at, chosen))
         c.version += 1
+        self._mine.clear()
         for h in chosen:
             c.reserved[h] = k
             c.index.set(h, 0)
@@ -694,6 +573,7 @@ class Reservations:
     def release_all(self) -> None:
         """Open the reserved hosts to unallocated work (phase 2 of the cycle)."""
         c = self.cluster
+        self._mine.clear()
         for h in list(c.reserved):
             del c.reserved[h]
             c.index.set(h, c.free[h])

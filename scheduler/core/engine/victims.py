@@ -185,6 +185,7 @@ class VictimIndex:
         self._first_alive = 0  # victims before it in `_cheapest_first` are all stopped
         self._coverable: dict[int, int] | None = None
         self._largest_room: dict[int, int] = {}
+        self._own_hosts: dict[str, list[int]] | None = None
 
     def cheapest_first(self) -> Iterator[Victim]:
         """The candidates cheapest first, from the first one not stopped (the cheapest
@@ -247,6 +248,21 @@ class VictimIndex:
                     room |= mu
             largest = self._largest_room[h] = self.cluster.largest_block(h, room)
         return largest
+
+    def own_hosts(self, project: str) -> list[int]:
+        """The hosts (in `by_host` order) where `project` has allocated candidates that
+        run on that host alone, stopped ones included (a superset for the cycle: built
+        once)."""
+        own = self._own_hosts
+        if own is None:
+            own = self._own_hosts = {}
+            for h, on in self.by_host.items():
+                for u, _ in on:
+                    if u.allocated and len(u.host_masks) == 1:
+                        hosts = own.setdefault(u.project, [])
+                        if not hosts or hosts[-1] != h:
+                            hosts.append(h)
+        return own.get(project, [])
 
     def enough_coverable(self, sh: Shape) -> bool:
         """Whether enough hosts could be emptied for a whole-host job (upper bound)."""
