@@ -126,6 +126,7 @@ class Reservations:
         # reservation -> its hosts still held for it (one list while `reserved` is
         # unchanged), and those of them with free GPUs
         self._mine: dict[int, tuple[list[int], FreeHosts]] = {}
+        self._held_free: list[FreeHosts] = []  # per reservation, its hosts with free GPUs
 
     def usable(self) -> bool:
         """Whether a reserved host has free GPUs that some job could still be allowed."""
@@ -134,8 +135,10 @@ class Reservations:
             return False
         if self._usable[1] == c.version:
             return self._usable[0]
-        free = c.free
-        ok = any(r.usable_at < INF and any(free[h] for h in r.hosts) for r in self.held)
+        held_free = self._held_free
+        for k in range(len(held_free), len(self.held)):
+            held_free.append(FreeHosts(c, self.held[k].hosts))
+        ok = any(r.usable_at < INF and held_free[k].has_free() for k, r in enumerate(self.held))
         self._usable = (ok, c.version)
         return ok
 

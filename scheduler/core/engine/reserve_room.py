@@ -342,6 +342,20 @@ class FreeHosts:
         a host twice)."""
         if len(self.position) != len(self.hosts):
             return self.hosts
+        self._follow()
+        hosts = self.hosts
+        return [hosts[i] for i in self.free_at]
+
+    def has_free(self) -> bool:
+        """Whether a host of the list has free GPUs now."""
+        if len(self.position) != len(self.hosts):
+            free = self.cluster.free
+            return any(free[h] for h in self.hosts)
+        self._follow()
+        return bool(self.free_at)
+
+    def _follow(self) -> None:
+        """Apply the hosts changed since the last read."""
         c = self.cluster
         log, free_at = c.changed_hosts, self.free_at
         if self.logged < len(log):
@@ -356,8 +370,6 @@ class FreeHosts:
                 elif not c.free[h] and listed:
                     del free_at[j]
             self.logged = len(log)
-        hosts = self.hosts
-        return [hosts[i] for i in free_at]
 
 
 def _key(block: RoomBlock) -> BlockKey:
