@@ -62,9 +62,12 @@ def test_the_now_page_shows_each_cluster_as_it_is(
     Host.objects.filter(cluster=live.cluster, name="node02").update(
         health="draining", health_reason="ECC errors", health_changed_at=timezone.now()
     )
+    # the next cycle, one period (cycle_s = 10 s) after the second: the reserve's cost
+    # counts each cycle's unused GPUs until the next cycle, at most a period
+    second = CycleRecord.objects.filter(cluster=live.cluster).latest("started_at")
     CycleRecord.objects.create(
-        cluster=live.cluster, started_at=timezone.now() + dt.timedelta(seconds=5), duration_ms=5.0,
-        errors=["adapter unreachable: refused"],
+        cluster=live.cluster, started_at=second.started_at + dt.timedelta(seconds=10),
+        duration_ms=5.0, errors=["adapter unreachable: refused"],
     )  # fmt: skip
     now = cluster_now(cluster=live.cluster, actor=None)
     assert now["running_gpus"] == 25 and now["running_jobs"] == 4  # the short job started
