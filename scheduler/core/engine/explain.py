@@ -16,6 +16,7 @@ from allot_common.figures import hours_text, usage_window_text
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
 from scheduler.core.engine.runs import protection_s
+from scheduler.core.engine.short_reserve import PendingIds
 from scheduler.core.engine.types import (
     ExplainedQueue,
     Placement,
@@ -235,9 +236,12 @@ def fair_share_queue(
     cluster: ClusterState,
     decisions: Decisions,
     short_reserve_note: str = "",
+    pending_ids: Mapping[str, PendingIds] | None = None,
 ) -> ExplainedQueue:
     """The waiting queue: allocated jobs by project order, then unallocated ones
-    (`short_reserve_note` tells allocated jobs which hosts the short-job reserve holds).
+    (`short_reserve_note` tells allocated jobs which hosts the short-job reserve holds;
+    `pending_ids`: the projects' ids already read, as `short_reserve.pending_short`
+    reads them with the short jobs, so that 100,000 jobs are not read twice).
 
     Built per project: one `QueueBlock` with one shared reason string for all of a
     project's waiting jobs of a phase (positions are consecutive), their ids split out
@@ -248,7 +252,7 @@ def fair_share_queue(
     touched = decisions.noted_projects | decisions.started_projects
     full_note = "" if cluster.index.any_free() else "; no free GPUs"
     good = cluster.layout.runnable_sizes()
-    split: dict[str, tuple[list[str], list[str], bool]] = {}
+    split: dict[str, PendingIds] = dict(pending_ids) if pending_ids else {}
     for allocated_phase in (True, False):
         for r, proj in enumerate(order):
             lst = pending.get(proj)
@@ -287,7 +291,7 @@ def fair_share_queue(
     return ExplainedQueue(blocks)
 
 
-def _split_ids(lst: Sequence[Workload], good: set[int]) -> tuple[list[str], list[str], bool]:
+def _split_ids(lst: Sequence[Workload], good: set[int]) -> PendingIds:
     """The ids of a project's allocated and of its unallocated waiting jobs, in order,
     and whether every job has a size the cluster can run. One pass that reads each job
     once: the queue of a large cluster holds 100,000 jobs, and reading them is what

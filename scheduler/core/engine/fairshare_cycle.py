@@ -168,6 +168,7 @@ class FairShareCycle:
                 self.cluster,
                 self.decisions,
                 self.reservations.short_reserve_note,
+                self.reservations.pending_ids,
             )
             if self.policy.explain_queue
             else NO_QUEUE

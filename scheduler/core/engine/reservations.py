@@ -28,6 +28,7 @@ from scheduler.core.engine.reserve_room import FreeHosts, HostRooms, TakeRule
 from scheduler.core.engine.runs import idle_reclaimable, protection_end
 from scheduler.core.engine.share_floor import FloorRule
 from scheduler.core.engine.short_reserve import (
+    PendingIds,
     ShortReserveRule,
     host_loads,
     hosts_with_room,
@@ -115,6 +116,9 @@ class Reservations:
         self.short_k = -1  # the short-job reserve's index in `held` (-1: none)
         # the waiting short jobs that fit a held host, per project (in its order)
         self.short_waiting: dict[str, list[Workload]] = {}
+        # the explained queue's ids per project, read with the short jobs (empty when
+        # the queue is not explained or the reserve did not read the pending jobs)
+        self.pending_ids: dict[str, PendingIds] = {}
         # GPUs of under-served projects' work past its protection that short jobs may
         # still take on the reserve this cycle
         self.under_budget = 0
@@ -492,8 +496,14 @@ class Reservations:
         # allocated job when the cap itself is that short); read per job, so as a bound
         # on its min runtime
         short_limit = INF if self.cap <= short_s else short_s
-        widest, waiting_gpus, self.short_waiting, waiting_allocated = pending_short(
-            short_limit, size, pending, self.now - rule.demand_window_s
+        widest, waiting_gpus, self.short_waiting, waiting_allocated, self.pending_ids = (
+            pending_short(
+                short_limit,
+                size,
+                pending,
+                self.now - rule.demand_window_s,
+                c.layout.runnable_sizes() if self.reasons.policy.explain_queue else None,
+            )
         )
         late = self.now + max(short_s, rule.release_s if rule.release_s < INF else 0.0)
         running_gpus, long_gpus, late_gpus, has_longer, blocked, running_allocated = host_loads(
