@@ -276,8 +276,10 @@ def fair_share_queue(
                     f"{full_note}"
                 )
             text: str | list[str] = base
-            if proj in touched or not ids_of[2]:
+            if not ids_of[2]:
                 ids, text = _job_reasons(lst, allocated_phase, base, decisions, cluster.shape)
+            elif proj in touched:
+                ids, text = _noted_reasons(ids, base, decisions)
             ranked = proj in reasons.standing_rank
             blocks.append(
                 QueueBlock(
@@ -328,6 +330,23 @@ def _job_reasons(
         if extra is None:
             extra = shape(w.gpus).reason or None
         ids.append(w.id)
+        texts.append(f"{base}; {extra}" if extra else base)
+    return ids, texts
+
+
+def _noted_reasons(
+    phase_ids: Sequence[str], base: str, decisions: Decisions
+) -> tuple[list[str], list[str]]:
+    """`_job_reasons` for a project whose every job has a size the cluster can run (no
+    job has a size's reason): read from its ids alone, not from its jobs."""
+    ids: list[str] = []
+    texts: list[str] = []
+    started, notes = decisions.started, decisions.notes
+    for i in phase_ids:
+        if i in started:
+            continue
+        extra = notes.get(i)
+        ids.append(i)
         texts.append(f"{base}; {extra}" if extra else base)
     return ids, texts
 
