@@ -1,16 +1,14 @@
 """Plotly figures (built server-side, drawn by static/js/dashboards.js) and CSV rows of
 the dashboards' data. One function per figure; each returns the figure as plain JSON
-data for `json_script`, and `*_csv` the same numbers as rows."""
+data for `json_script` (Plotly's figure schema, {"data": [traces], "layout": {...}},
+written as dicts: plotly.py's graph objects cost most of a chart request's CPU), and
+`*_csv` the same numbers as rows."""
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections import defaultdict
 from typing import Any
-
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from config.clock import span_text
 from dashboards.selectors import BUCKET_LABELS
@@ -26,6 +24,62 @@ BUCKET_COLOURS = {
     "draining_gpu_h": "#f5a524",
     "down_gpu_h": "#5c6677",
 }
+_AXIS_LOOK = {
+    "automargin": True,
+    "gridcolor": "white",
+    "linecolor": "white",
+    "ticks": "",
+    "title": {"standoff": 15},
+    "zerolinecolor": "white",
+    "zerolinewidth": 2,
+}
+# plotly.py's default template ("plotly": grey plot area, white grid, its colorway and font
+# colour), the parts that bars and lines on x/y axes use; plotly.js applies it from
+# layout.template, so the charts look as they did when plotly.py built them, at a seventh
+# of the bytes. tests/dashboards/test_charts.py checks it against plotly.io.templates.
+TEMPLATE: dict[str, Any] = {
+    "data": {
+        "bar": [
+            {
+                "error_x": {"color": "#2a3f5f"},
+                "error_y": {"color": "#2a3f5f"},
+                "marker": {
+                    "line": {"color": "#E5ECF6", "width": 0.5},
+                    "pattern": {"fillmode": "overlay", "size": 10, "solidity": 0.2},
+                },
+                "type": "bar",
+            }
+        ],
+        "scatter": [
+            {"fillpattern": {"fillmode": "overlay", "size": 10, "solidity": 0.2}, "type": "scatter"}
+        ],
+    },
+    "layout": {
+        "annotationdefaults": {"arrowcolor": "#2a3f5f", "arrowhead": 0, "arrowwidth": 1},
+        "autotypenumbers": "strict",
+        "colorway": [
+            "#636efa",
+            "#EF553B",
+            "#00cc96",
+            "#ab63fa",
+            "#FFA15A",
+            "#19d3f3",
+            "#FF6692",
+            "#B6E880",
+            "#FF97FF",
+            "#FECB52",
+        ],
+        "font": {"color": "#2a3f5f"},
+        "hoverlabel": {"align": "left"},
+        "hovermode": "closest",
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "#E5ECF6",
+        "shapedefaults": {"line": {"color": "#2a3f5f"}},
+        "title": {"x": 0.05},
+        "xaxis": _AXIS_LOOK,
+        "yaxis": _AXIS_LOOK,
+    },
+}
 # Every chart: legend above the plot (it pushes the margin instead of covering labels),
 # axes that grow their margins to fit their tick labels, titled axes.
 LAYOUT = {
@@ -35,7 +89,6 @@ LAYOUT = {
     "hovermode": "x unified",
     "font": {"size": 12},
 }
-AXIS = {"automargin": True, "title": {"standoff": 8}}
 MAX_DELIVERY_BARS = 40
 LABEL_CHARS = 28  # longer project paths are shortened on axes (the tables have them whole)
 NARROW_LABEL_CHARS = 16  # on a phone, only a project's own name, at most this long
@@ -44,8 +97,14 @@ MIN_WAIT_MIN = 1 / 60  # a wait under a second is drawn at one second on the log
 PARTIAL_FILL = "rgba(246, 247, 249, 0.7)"
 
 
-def _plain(figure: go.Figure) -> dict[str, Any]:
-    return json.loads(figure.to_json())
+def _figure(data: list[dict[str, Any]], **layout: Any) -> dict[str, Any]:
+    """A figure of these traces: the common LAYOUT, then `layout`, in plotly's template."""
+    return {"data": data, "layout": {**LAYOUT, **layout, "template": TEMPLATE}}
+
+
+def _axis(title: str, **settings: Any) -> dict[str, Any]:
+    """A titled axis that grows its margin to fit its tick labels."""
+    return {"automargin": True, "title": {"standoff": 8, "text": title}, **settings}
 
 
 def _iso(steps) -> list[str]:
@@ -127,32 +186,30 @@ def _mark_partial(
 def occupancy_figure(
     data: dict[str, Any], *, step: str = "hour", partial: list | None = None
 ) -> dict[str, Any]:
-    """Stacked bars of the buckets, each bar spanning its step, partial steps shaded.
-    The figure is built by plotly without its arrays, which are put in afterwards:
-    plotly's validation of 90 days x 24 hours x 7 traces would cost more than reading
-    them."""
+    """Stacked bars of the buckets, each bar spanning its step, partial steps shaded."""
     period_ms = int(STEPS[step].total_seconds() * 1000)
-    figure = go.Figure(
-        [
-            go.Bar(
-                name=label,
-                marker_color=BUCKET_COLOURS[bucket],
-                hovertemplate="%{y:.1f} GPU-h",
-                xperiod=period_ms,
-                xperiodalignment="middle",
-            )
-            for bucket, label in BUCKET_LABELS.items()
-        ]
-    )
-    figure.update_layout(barmode="stack", bargap=0, **LAYOUT)
-    figure.update_xaxes(title_text=step_title(step), **AXIS)
-    figure.update_yaxes(title_text=f"GPU-hours per {step}", **AXIS)
-    plain = _plain(figure)
     x = _iso(data["steps"])
-    for trace, bucket in zip(plain["data"], BUCKET_LABELS, strict=True):
-        trace["x"], trace["y"] = x, data["series"][bucket]
-    _mark_partial(plain["layout"], partial or [])
-    return plain
+    figure = _figure(
+        [
+            {
+                "type": "bar",
+                "name": label,
+                "marker": {"color": BUCKET_COLOURS[bucket]},
+                "hovertemplate": "%{y:.1f} GPU-h",
+                "xperiod": period_ms,
+                "xperiodalignment": "middle",
+                "x": x,
+                "y": data["series"][bucket],
+            }
+            for bucket, label in BUCKET_LABELS.items()
+        ],
+        barmode="stack",
+        bargap=0,
+        xaxis=_axis(step_title(step)),
+        yaxis=_axis(f"GPU-hours per {step}"),
+    )
+    _mark_partial(figure["layout"], partial or [])
+    return figure
 
 
 def occupancy_csv(data: dict[str, Any]) -> list[list[Any]]:
@@ -172,62 +229,78 @@ def delivery_figures(
     (-), each on its own axis."""
     shown = data["projects"][:MAX_DELIVERY_BARS]
     paths = [p["path"] for p in shown]
-    bars = go.Figure(
+    bars = _figure(
         [
-            go.Bar(
-                y=paths,
-                x=[p[key] for p in shown],
-                name=name,
-                orientation="h",
-                marker_color=colour,
-                hovertemplate="%{x:,.1f} GPU-h",
-            )
+            {
+                "type": "bar",
+                "y": paths,
+                "x": [p[key] for p in shown],
+                "name": name,
+                "orientation": "h",
+                "marker": {"color": colour},
+                "hovertemplate": "%{x:,.1f} GPU-h",
+            }
             for name, key, colour in (
                 ("Demand-capped entitlement", "entitled_gpu_h", "#c9ced6"),
                 ("Delivered", "delivered_gpu_h", "#2457c5"),
             )
-        ]
+        ],
+        barmode="group",
+        hovermode="y unified",
+        height=max(260, 90 + 34 * len(shown)),
+        xaxis=_axis("GPU-hours in the period", rangemode="tozero"),
+        yaxis=_axis(
+            "Project",
+            autorange="reversed",
+            tickmode="array",
+            tickvals=paths,
+            ticktext=[short_label(p) for p in paths],
+        ),
     )
-    bars.update_layout(barmode="group", **{**LAYOUT, "hovermode": "y unified"})
-    bars.update_layout(height=max(260, 90 + 34 * len(shown)))
-    bars.update_xaxes(title_text="GPU-hours in the period", rangemode="tozero", **AXIS)
-    bars.update_yaxes(
-        title_text="Project",
-        autorange="reversed",
-        tickmode="array",
-        tickvals=paths,
-        ticktext=[short_label(p) for p in paths],
-        **AXIS,
-    )
-    over_time = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4],
-                              vertical_spacing=0.08)  # fmt: skip
-    over_time.add_trace(
-        go.Scatter(name="Demand-capped entitlement", line_color="#8a94a6"), row=1, col=1
-    )
-    over_time.add_trace(go.Scatter(name="Delivered", line_color="#2457c5"), row=1, col=1)
-    over_time.add_trace(
-        go.Bar(name="Cumulative credit (+) / debt (−)", marker_color="#e5484d"), row=2, col=1
-    )
-    over_time.update_layout(bargap=0, **{**LAYOUT, "height": 420})
-    over_time.update_xaxes(title_text=step_title(step), row=2, col=1, **AXIS)
-    over_time.update_yaxes(title_text=f"GPU-hours per {step}", row=1, col=1, **AXIS)
-    over_time.update_yaxes(title_text="Cumulative GPU-hours", row=2, col=1, **AXIS)
-    over_time.update_yaxes(zeroline=True, zerolinecolor="#5c6677", tickformat=",.0f")
-    over_time_plain = _plain(over_time)  # arrays added after plotly (see occupancy_figure)
     x = _iso(data["steps"])
-    for trace, key in zip(
-        over_time_plain["data"], ("entitled", "delivered", "cumulative"), strict=True
-    ):
-        trace["x"], trace["y"] = x, data[key]
-    _mark_partial(over_time_plain["layout"], partial or [], xref="x2")
-    # the shared x axis: ticks and title on the lower plot only
-    over_time_plain["layout"]["xaxis"]["showticklabels"] = False
-    bars_plain = narrow(
-        _plain(bars),
-        yaxis__ticktext=[leaf_label(p) for p in paths],
-        xaxis__title__text="GPU-hours",
+    # two plots on one shared x axis (what plotly's make_subplots(rows=2, shared_xaxes=True,
+    # row_heights=[0.6, 0.4], vertical_spacing=0.08) lays out): ticks and title below only
+    cumulative = {"zeroline": True, "zerolinecolor": "#5c6677", "tickformat": ",.0f"}
+    over_time = _figure(
+        [
+            {
+                "type": "scatter",
+                "name": "Demand-capped entitlement",
+                "line": {"color": "#8a94a6"},
+                "x": x,
+                "y": data["entitled"],
+                "xaxis": "x",
+                "yaxis": "y",
+            },
+            {
+                "type": "scatter",
+                "name": "Delivered",
+                "line": {"color": "#2457c5"},
+                "x": x,
+                "y": data["delivered"],
+                "xaxis": "x",
+                "yaxis": "y",
+            },
+            {
+                "type": "bar",
+                "name": "Cumulative credit (+) / debt (−)",
+                "marker": {"color": "#e5484d"},
+                "x": x,
+                "y": data["cumulative"],
+                "xaxis": "x2",
+                "yaxis": "y2",
+            },
+        ],
+        bargap=0,
+        height=420,
+        xaxis={"anchor": "y", "domain": [0.0, 1.0], "matches": "x2", "showticklabels": False},
+        xaxis2=_axis(step_title(step), anchor="y2", domain=[0.0, 1.0]),
+        yaxis=_axis(f"GPU-hours per {step}", anchor="x", domain=[0.448, 1.0], **cumulative),
+        yaxis2=_axis("Cumulative GPU-hours", anchor="x2", domain=[0.0, 0.368], **cumulative),
     )
-    return {"bars": bars_plain, "over_time": over_time_plain}
+    _mark_partial(over_time["layout"], partial or [], xref="x2")
+    narrow(bars, yaxis__ticktext=[leaf_label(p) for p in paths], xaxis__title__text="GPU-hours")
+    return {"bars": bars, "over_time": over_time}
 
 
 def delivery_csv(data: dict[str, Any]) -> list[list[Any]]:
@@ -285,50 +358,53 @@ def waits_figures(
         ):
             minutes = [r[key] / 60 for r in rows]
             traces.append(
-                go.Scatter(
-                    x=x,
-                    y=[max(m, MIN_WAIT_MIN) for m in minutes],
-                    customdata=[span_text(r[key]) for r in rows],
-                    hovertemplate="%{customdata}",
-                    name=f"{kind.capitalize()}: {name}",
-                    mode=mode,
-                    line=line,
-                )
+                {
+                    "type": "scatter",
+                    "x": x,
+                    "y": [max(m, MIN_WAIT_MIN) for m in minutes],
+                    "customdata": [span_text(r[key]) for r in rows],
+                    "hovertemplate": "%{customdata}",
+                    "name": f"{kind.capitalize()}: {name}",
+                    "mode": mode,
+                    "line": line,
+                }
             )
-    wait_fig = go.Figure(traces)
-    wait_fig.update_layout(**{**LAYOUT, "height": 400})
-    wait_fig.update_xaxes(title_text=step_title(step), **AXIS)
-    wait_fig.update_yaxes(
-        title_text="Wait (log scale; under 1 s drawn at 1 s)",
-        type="log",
-        # about a decade apart, so no two labels meet however tall the chart
-        tickvals=[1 / 60, 1 / 6, 1, 10, 60, 600, 5760, 57600],
-        ticktext=["1 s", "10 s", "1 min", "10 min", "1 h", "10 h", "4 d", "40 d"],
-        **AXIS,
+    wait_fig = _figure(
+        traces,
+        height=400,
+        xaxis=_axis(step_title(step)),
+        yaxis=_axis(
+            "Wait (log scale; under 1 s drawn at 1 s)",
+            type="log",
+            # about a decade apart, so no two labels meet however tall the chart
+            tickvals=[1 / 60, 1 / 6, 1, 10, 60, 600, 5760, 57600],
+            ticktext=["1 s", "10 s", "1 min", "10 min", "1 h", "10 h", "4 d", "40 d"],
+        ),
     )
     by_rule: dict[str, list[dict]] = defaultdict(list)
     for row in preemptions:
         by_rule[row["rule"]].append(row)
-    pre_fig = go.Figure(
+    period_ms = int(STEPS[step].total_seconds() * 1000)
+    pre_fig = _figure(
         [
-            go.Bar(
-                x=[r["at"].isoformat() for r in rows],
-                y=[r["count"] for r in rows],
-                name=rule_label(rule),
-                xperiod=int(STEPS[step].total_seconds() * 1000),
-                xperiodalignment="middle",
-                width=int(STEPS[step].total_seconds() * 1000 * 0.9),
-            )
+            {
+                "type": "bar",
+                "x": [r["at"].isoformat() for r in rows],
+                "y": [r["count"] for r in rows],
+                "name": rule_label(rule),
+                "xperiod": period_ms,
+                "xperiodalignment": "middle",
+                "width": int(period_ms * 0.9),
+            }
             for rule, rows in sorted(by_rule.items())
-        ]
+        ],
+        barmode="stack",
+        xaxis=_axis(step_title(step)),
+        yaxis=_axis(f"Preemptions per {step}", rangemode="tozero"),
     )
-    pre_fig.update_layout(barmode="stack", **LAYOUT)
-    pre_fig.update_xaxes(title_text=step_title(step), **AXIS)
-    pre_fig.update_yaxes(title_text=f"Preemptions per {step}", rangemode="tozero", **AXIS)
-    waits_plain, pre_plain = _plain(wait_fig), _plain(pre_fig)
-    _mark_partial(waits_plain["layout"], partial or [])
-    _mark_partial(pre_plain["layout"], partial or [])
-    return {"waits": waits_plain, "preemptions": pre_plain}
+    _mark_partial(wait_fig["layout"], partial or [])
+    _mark_partial(pre_fig["layout"], partial or [])
+    return {"waits": wait_fig, "preemptions": pre_fig}
 
 
 def waits_csv(waits: list[dict]) -> list[list[Any]]:
@@ -406,26 +482,30 @@ def my_projects_figure(projects: list[dict]) -> dict[str, Any] | None:
             delivered.append(c["delivered_gpu_h"])
     if not labels:
         return None
-    figure = go.Figure(
+    bar = {"type": "bar", "y": labels, "orientation": "h", "hovertemplate": "%{x:,.1f} GPU-h"}
+    figure = _figure(
         [
-            go.Bar(y=labels, x=entitled, name="Demand-capped entitlement", marker_color="#c9ced6",
-                   orientation="h", hovertemplate="%{x:,.1f} GPU-h"),
-            go.Bar(y=labels, x=delivered, name="Delivered", marker_color="#2457c5",
-                   orientation="h", hovertemplate="%{x:,.1f} GPU-h"),
-        ]
-    )  # fmt: skip
-    figure.update_layout(barmode="group", **{**LAYOUT, "hovermode": "y unified"})
-    figure.update_layout(height=max(240, 90 + 34 * len(labels)))
-    figure.update_xaxes(title_text="GPU-hours, last 7 days", rangemode="tozero", **AXIS)
-    figure.update_yaxes(
-        title_text="Project @ cluster" if len(clusters) > 1 else f"Project ({clusters.pop()})",
-        autorange="reversed",
-        tickmode="array",
-        tickvals=labels,
-        ticktext=short,
-        **AXIS,
+            {
+                **bar,
+                "x": entitled,
+                "name": "Demand-capped entitlement",
+                "marker": {"color": "#c9ced6"},
+            },
+            {**bar, "x": delivered, "name": "Delivered", "marker": {"color": "#2457c5"}},
+        ],
+        barmode="group",
+        hovermode="y unified",
+        height=max(240, 90 + 34 * len(labels)),
+        xaxis=_axis("GPU-hours, last 7 days", rangemode="tozero"),
+        yaxis=_axis(
+            "Project @ cluster" if len(clusters) > 1 else f"Project ({clusters.pop()})",
+            autorange="reversed",
+            tickmode="array",
+            tickvals=labels,
+            ticktext=short,
+        ),
     )
-    return narrow(_plain(figure), yaxis__ticktext=leaf, xaxis__title__text="GPU-h, 7 days")
+    return narrow(figure, yaxis__ticktext=leaf, xaxis__title__text="GPU-h, 7 days")
 
 
 PYRAMID_LABELS = {
@@ -446,27 +526,25 @@ def pyramid_figure(
     data: dict[str, Any], *, step: str = "hour", partial: list | None = None
 ) -> dict[str, Any]:
     """The four pyramid figures per step as lines (percent; a gap where undefined)."""
-    figure = go.Figure(
-        [
-            go.Scatter(
-                name=label,
-                mode="lines+markers",
-                line={"color": PYRAMID_COLOURS[key]},
-                hovertemplate="%{y:.1f}%",
-            )
-            for key, label in PYRAMID_LABELS.items()
-        ]
-    )
-    figure.update_layout(**LAYOUT)
-    figure.update_xaxes(title_text=step_title(step), **AXIS)
-    figure.update_yaxes(title_text="% (of the level below)", range=[0, 105], **AXIS)
-    plain = _plain(figure)
     x = _iso(data["steps"])
-    for trace, key in zip(plain["data"], PYRAMID_LABELS, strict=True):
-        trace["x"] = x
-        trace["y"] = [None if v is None else round(v * 100, 2) for v in data["series"][key]]
-    _mark_partial(plain["layout"], partial or [])
-    return plain
+    figure = _figure(
+        [
+            {
+                "type": "scatter",
+                "name": label,
+                "mode": "lines+markers",
+                "line": {"color": PYRAMID_COLOURS[key]},
+                "hovertemplate": "%{y:.1f}%",
+                "x": x,
+                "y": [None if v is None else round(v * 100, 2) for v in data["series"][key]],
+            }
+            for key, label in PYRAMID_LABELS.items()
+        ],
+        xaxis=_axis(step_title(step)),
+        yaxis=_axis("% (of the level below)", range=[0, 105]),
+    )
+    _mark_partial(figure["layout"], partial or [])
+    return figure
 
 
 def efficiency_csv(projects: list[dict]) -> list[list[Any]]:
