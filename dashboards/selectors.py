@@ -432,8 +432,9 @@ def _projects_under(index: TreeIndex, node_ids: Iterable[int]) -> set[int]:
     return projects
 
 
-def my_project_ids(user) -> set[int]:
+def my_project_ids(user, index: TreeIndex | None = None) -> set[int]:
     """The projects the user is a member or manager of (directly or through a node
-    they manage): the rows a table marks as theirs."""
-    index = tree_index()
+    they manage): the rows a table marks as theirs. `index`: the budget tree, when the
+    caller has read it already."""
+    index = index or tree_index()
     return _projects_under(index, permissions.my_projects(user, index))

@@ -14,6 +14,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 
+from budgets.selectors import tree_index
 from config.access import participant_required
 from config.errors import ApplicationError
 from dashboards import charts, selectors
@@ -184,8 +185,9 @@ def _waits(request: HttpRequest, period: ledger_selectors.Period) -> HttpRespons
 
 def _efficiency(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
     pyramid = ledger_selectors.pyramid(period, viewer=request.user)
+    index = tree_index()  # read once for both
     projects = ledger_selectors.efficiency(
-        period, viewer=request.user, mine=selectors.my_project_ids(request.user)
+        period, viewer=request.user, mine=selectors.my_project_ids(request.user, index), index=index
     )
     if request.GET.get("format") == "csv":
         return csv_response(

@@ -256,12 +256,15 @@ def _pyramid_figure(name: str, sums: dict[str, Any]) -> float | None:
     return utilization(v("utilized_gpu_h"), v("measured_gpu_h"))
 
 
-def efficiency(period: Period, *, viewer, mine: set[int] | None = None) -> list[dict[str, Any]]:
+def efficiency(
+    period: Period, *, viewer, mine: set[int] | None = None, index: TreeIndex | None = None
+) -> list[dict[str, Any]]:
     """Per project of the cluster with runs in the period: GPU-hours held (allocated
     and unallocated runs), measured and utilized GPU-hours, its utilization and
-    effective GPU-hours (None: unknown), lowest utilization first (unknown last)."""
+    effective GPU-hours (None: unknown), lowest utilization first (unknown last).
+    `index`: the budget tree, when the caller has read it already."""
     ensure_reader(viewer)
-    index = tree_index()
+    index = index or tree_index()
     rows = (
         ProjectHour.objects.filter(
             cluster=period.cluster, hour__gte=period.since, hour__lt=period.until

@@ -72,6 +72,25 @@ def test_clusters_and_the_tree_read_plainly_are_the_orms(tree):
     assert tree_version() >= 0
 
 
+@pytest.mark.django_db
+def test_a_cluster_named_by_digits_is_read_in_one_statement_its_name_first():
+    """The dashboards' chart requests name their cluster by id: one statement finds it,
+    and a cluster whose name is those digits still wins over the one with that id."""
+    from config.errors import NotFound
+    from tests.factories import ClusterFactory
+
+    first = ClusterFactory(name="h100")
+    named = ClusterFactory(name=str(first.pk))
+    with CaptureQueriesContext(connection) as queries:
+        assert resolve_cluster(str(named.pk), missing=NotFound).pk == named.pk
+    assert len(queries) == 1
+    assert resolve_cluster(str(first.pk)).pk == named.pk  # the name "<first.pk>" wins
+    with pytest.raises(NotFound):
+        resolve_cluster(str(named.pk + 1000), missing=NotFound)
+    with pytest.raises(NotFound):
+        resolve_cluster("9" * 30, missing=NotFound)  # beyond bigint: no error from the database
+
+
 def directives(header: str) -> set[str]:
     return {part.strip() for part in header.split(";")}
 
