@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from django.core.cache import cache
 from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.functions import Least, TruncDay
 from django.utils import timezone
@@ -351,6 +352,29 @@ def usage_rows(
 # --- fair share -------------------------------------------------------------------------
 
 
+WINDOW_USAGE_CACHE_S = 600
+
+
+def _cycle_window_usage(cluster: Cluster, at: dt.datetime) -> dict[int, float]:
+    """`window_usage` as of a cycle's time `at`, computed once per cycle (by the first
+    read after it; the fair-share chart, API and CLI read it on every request, and it
+    scans every run in the window). A new cycle, lookback or half-life is a new key."""
+    key = (
+        f"ledger:window-usage:{cluster.pk}:{at.isoformat()}:{cluster.lookback_s}:"
+        f"{cluster.half_life_s}"
+    )
+    cached = cache.get(key)
+    if cached is None:
+        cached = window_usage(
+            cluster_id=cluster.pk,
+            now=at,
+            lookback_s=cluster.lookback_s,
+            half_life_s=cluster.half_life_s,
+        )
+        cache.set(key, cached, WINDOW_USAGE_CACHE_S)
+    return cached
+
+
 def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
     """`sshare -l` for a cluster as of its last scheduling cycle: every node of the
     budget tree (depth first, the root first) with raw shares (its weight), norm shares
@@ -383,12 +407,14 @@ def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> di
     tree = engine_tree(index)
     if tree is None:
         return {**answer, "nodes": []}
-    usage_by_node = window_usage(
-        cluster_id=cluster.pk,
-        now=at,
-        lookback_s=cluster.lookback_s,
-        half_life_s=cluster.half_life_s,
-    )
+    usage_by_node = _cycle_window_usage(cluster, at) if stamp else None
+    if usage_by_node is None:
+        usage_by_node = window_usage(
+            cluster_id=cluster.pk,
+            now=at,
+            lookback_s=cluster.lookback_s,
+            half_life_s=cluster.half_life_s,
+        )
     usage = {index.path(n): v for n, v in usage_by_node.items() if n in index.nodes}
     computed = fair_tree(tree, usage)
     figures = computed["nodes"]

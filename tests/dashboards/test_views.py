@@ -8,6 +8,8 @@ import datetime as dt
 import io
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -265,6 +267,32 @@ def test_fair_share_now_reads_the_window_usage(client, tree):
         client.get(reverse("dashboards:fairshare"), {"cluster": "h100", "format": "csv"})
     )
     assert {r["node"] for r in csv_rows} >= {"org/prog-a", "org/prog-a/a1", "org/prog-b/b1"}
+
+
+def test_fair_share_as_of_a_cycle_reads_the_runs_once_per_cycle(tree):
+    """The window usage as of a cycle is computed by the first read after it and kept:
+    a second read does not scan the runs again; the next cycle reads them anew."""
+    cluster = ClusterFactory(name="h100")
+    ann = tree.user("ann")
+    j = data.job(
+        cluster, tree.node("a1"), ann, submitted_at=data.hour_ago(3), state=JobState.RUNNING
+    )
+    data.attempt(j, started_at=timezone.now() - dt.timedelta(hours=2))
+    at = timezone.now().replace(microsecond=0)
+    snapshot = QueueSnapshot.objects.create(cluster=cluster, computed_at=at)
+
+    def usage() -> float:
+        rows = selectors.fairshare_now(viewer=ann, cluster=cluster)["rows"]
+        return {r["path"]: r for r in rows}["org/prog-a/a1"]["usage_gpu_h"]
+
+    first = usage()
+    assert first == pytest.approx(2, rel=0.05)
+    with CaptureQueriesContext(connection) as queries:
+        assert usage() == first
+    assert queries and not any("scheduler_attempt" in q["sql"] for q in queries)
+    snapshot.computed_at = at + dt.timedelta(hours=1)
+    snapshot.save()
+    assert usage() == pytest.approx(3, rel=0.05)
 
 
 def test_csv_cells_that_look_like_formulas_are_quoted(client, tree):
