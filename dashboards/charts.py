@@ -257,6 +257,16 @@ def delivery_figures(
             ticktext=[short_label(p) for p in paths],
         ),
     )
+    over_time = _delivery_over_time(data, step, partial or [])
+    narrow(bars, yaxis__ticktext=[leaf_label(p) for p in paths], xaxis__title__text="GPU-hours")
+    return {"bars": bars, "over_time": over_time}
+
+
+def _delivery_over_time(
+    data: dict[str, Any], step: str, partial: list[tuple[dt.datetime, dt.datetime]]
+) -> dict[str, Any]:
+    """All projects' delivered and entitled GPU-hours per step above their cumulative
+    credit or debt."""
     x = _iso(data["steps"])
     # two plots on one shared x axis (what plotly's make_subplots(rows=2, shared_xaxes=True,
     # row_heights=[0.6, 0.4], vertical_spacing=0.08) lays out): ticks and title below only
@@ -298,9 +308,8 @@ def delivery_figures(
         yaxis=_axis(f"GPU-hours per {step}", anchor="x", domain=[0.448, 1.0], **cumulative),
         yaxis2=_axis("Cumulative GPU-hours", anchor="x2", domain=[0.0, 0.368], **cumulative),
     )
-    _mark_partial(over_time["layout"], partial or [], xref="x2")
-    narrow(bars, yaxis__ticktext=[leaf_label(p) for p in paths], xaxis__title__text="GPU-hours")
-    return {"bars": bars, "over_time": over_time}
+    _mark_partial(over_time["layout"], partial, xref="x2")
+    return over_time
 
 
 def delivery_csv(data: dict[str, Any]) -> list[list[Any]]:
