@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.core.cache import cache
@@ -154,9 +154,32 @@ def occupancy_rows(period: Period, *, viewer) -> QuerySet:
     return by_step(ClusterHour.objects.filter(cluster=period.cluster), period, [], OCCUPANCY_FIELDS)
 
 
+# The rollups change at most hourly: the charts' sums per period are kept this long, so
+# every load of the dashboards (and each of its viewers) does not sum the rows again.
+LEDGER_SUMS_CACHE_S = 300
+
+
+def _memo(name: str, period: Period, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`compute()` for the cluster and period, kept LEDGER_SUMS_CACHE_S in the cache."""
+    key = (
+        f"ledger:{name}:{period.cluster.pk}:{period.since.isoformat()}:"
+        f"{period.until.isoformat()}:{period.step}"
+    )
+    found = cache.get(key)
+    if found is None:
+        found = compute()
+        cache.set(key, found, LEDGER_SUMS_CACHE_S)
+    return found
+
+
 def occupancy(period: Period, *, viewer) -> dict[str, Any]:
     """The cluster's GPU-hours per step (every step, 0 without rows) in the occupancy
-    buckets, and the headline shares over the whole period."""
+    buckets, and the headline shares over the whole period (kept LEDGER_SUMS_CACHE_S)."""
+    ensure_reader(viewer)
+    return _memo("occupancy", period, lambda: _occupancy(period, viewer=viewer))
+
+
+def _occupancy(period: Period, *, viewer) -> dict[str, Any]:
     found = {row["step"]: row for row in occupancy_rows(period, viewer=viewer)}
     steps = step_starts(period)
     series: dict[str, list[float]] = {f: [] for f in OCCUPANCY_FIELDS}
@@ -198,8 +221,13 @@ PYRAMID = ("availability", "occupancy", "impact", "utilization")
 def pyramid(period: Period, *, viewer) -> dict[str, Any]:
     """The cluster's efficiency pyramid per step and over the period: availability,
     occupancy, impact and utilization (docs/concepts.md#the-efficiency-pyramid), each
-    None where undefined (no capacity, nothing entitled, nothing measured)."""
+    None where undefined (no capacity, nothing entitled, nothing measured). Kept
+    LEDGER_SUMS_CACHE_S."""
     ensure_reader(viewer)
+    return _memo("pyramid", period, lambda: _pyramid(period))
+
+
+def _pyramid(period: Period) -> dict[str, Any]:
     cluster_rows = {
         r["step"]: r
         for r in by_step(

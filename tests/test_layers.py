@@ -590,6 +590,9 @@ SELECTOR_WRITES_ALLOWED = {
     # a read-through memo of an expensive aggregate (DELIVERY_CACHE_S), recomputed from
     # the rollups when it expires: no state of its own
     "dashboards/selectors.py cache.set",
+    # likewise (LEDGER_SUMS_CACHE_S: occupancy and pyramid sums; the window usage as of
+    # a cycle, recomputed from the runs for the next cycle)
+    "ledger/selectors.py cache.set",
 }
 
 
