@@ -16,7 +16,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.core.cache import cache
 from django.db import connection
 from django.db.models import (
     Case,
@@ -35,6 +34,7 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.models import NodeKind
 from budgets.selectors import TreeIndex, tree_index
+from config.cache import kept
 from ledger import selectors as ledger_selectors
 from ledger.accounting import delivery_ratio
 from ledger.models import ProjectHour
@@ -129,35 +129,43 @@ def _delivery_sums(
         f"dashboards:delivery:{period.cluster.pk}:{period.since.isoformat()}:"
         f"{period.until.isoformat()}:{period.step}"
     )
-    cached = cache.get(key)
-    if cached is not None:
-        return cached
-    step_sql = "date_trunc('day', hour AT TIME ZONE 'UTC')" if period.step == "day" else "hour"
-    sql = f"""
-        SELECT project_id, {step_sql} AS step, GROUPING(project_id) AS by_step,
-               SUM(entitled_gpu_h), SUM(allocated_gpu_h), SUM(demand_gpu_h),
-               SUM(unallocated_gpu_h)
-        FROM {ProjectHour._meta.db_table}
-        WHERE cluster_id = %s AND hour >= %s AND hour < %s
-        GROUP BY GROUPING SETS ((project_id), ({step_sql}))
-    """  # noqa: S608 (no user input in the text: table name and a fixed expression)
-    by_project: dict[int, tuple[float, ...]] = {}
-    by_step: dict[dt.datetime, tuple[float, float]] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [period.cluster.pk, period.since, period.until])
-        for project_id, step, grouped_by_step, entitled, delivered, demand, unallocated in cursor:
-            if grouped_by_step:
-                at = step if step.tzinfo else step.replace(tzinfo=dt.UTC)
-                by_step[at] = (entitled or 0.0, delivered or 0.0)
-            else:
-                by_project[project_id] = (
-                    entitled or 0.0,
-                    delivered or 0.0,
-                    demand or 0.0,
-                    unallocated or 0.0,
-                )
-    cache.set(key, (by_project, by_step), DELIVERY_CACHE_S)
-    return by_project, by_step
+
+    def compute() -> tuple[dict[int, tuple[float, ...]], dict[dt.datetime, tuple[float, float]]]:
+        step_sql = "date_trunc('day', hour AT TIME ZONE 'UTC')" if period.step == "day" else "hour"
+        sql = f"""
+            SELECT project_id, {step_sql} AS step, GROUPING(project_id) AS by_step,
+                   SUM(entitled_gpu_h), SUM(allocated_gpu_h), SUM(demand_gpu_h),
+                   SUM(unallocated_gpu_h)
+            FROM {ProjectHour._meta.db_table}
+            WHERE cluster_id = %s AND hour >= %s AND hour < %s
+            GROUP BY GROUPING SETS ((project_id), ({step_sql}))
+        """  # noqa: S608 (no user input in the text: table name and a fixed expression)
+        by_project: dict[int, tuple[float, ...]] = {}
+        by_step: dict[dt.datetime, tuple[float, float]] = {}
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [period.cluster.pk, period.since, period.until])
+            for (
+                project_id,
+                step,
+                grouped_by_step,
+                entitled,
+                delivered,
+                demand,
+                unallocated,
+            ) in cursor:
+                if grouped_by_step:
+                    at = step if step.tzinfo else step.replace(tzinfo=dt.UTC)
+                    by_step[at] = (entitled or 0.0, delivered or 0.0)
+                else:
+                    by_project[project_id] = (
+                        entitled or 0.0,
+                        delivered or 0.0,
+                        demand or 0.0,
+                        unallocated or 0.0,
+                    )
+        return by_project, by_step
+
+    return kept(key, compute, DELIVERY_CACHE_S)
 
 
 # --- fair share now -----------------------------------------------------------------

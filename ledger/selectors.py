@@ -17,7 +17,6 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.core.cache import cache
 from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.functions import Least, TruncDay
 from django.utils import timezone
@@ -25,6 +24,7 @@ from django.utils import timezone
 from allot_common.figures import usage_window_text
 from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
+from config.cache import kept
 from config.errors import ApplicationError, NotFound, PermissionDenied, ValidationFailed
 from ledger import pyramid as pyramid_figures
 from ledger.accounting import delivery_ratio
@@ -165,11 +165,7 @@ def _memo(name: str, period: Period, compute: Callable[[], dict[str, Any]]) -> d
         f"ledger:{name}:{period.cluster.pk}:{period.since.isoformat()}:"
         f"{period.until.isoformat()}:{period.step}"
     )
-    found = cache.get(key)
-    if found is None:
-        found = compute()
-        cache.set(key, found, LEDGER_SUMS_CACHE_S)
-    return found
+    return kept(key, compute, LEDGER_SUMS_CACHE_S)
 
 
 def occupancy(period: Period, *, viewer) -> dict[str, Any]:
@@ -391,16 +387,16 @@ def _cycle_window_usage(cluster: Cluster, at: dt.datetime) -> dict[int, float]:
         f"ledger:window-usage:{cluster.pk}:{at.isoformat()}:{cluster.lookback_s}:"
         f"{cluster.half_life_s}"
     )
-    cached = cache.get(key)
-    if cached is None:
-        cached = window_usage(
+    return kept(
+        key,
+        lambda: window_usage(
             cluster_id=cluster.pk,
             now=at,
             lookback_s=cluster.lookback_s,
             half_life_s=cluster.half_life_s,
-        )
-        cache.set(key, cached, WINDOW_USAGE_CACHE_S)
-    return cached
+        ),
+        WINDOW_USAGE_CACHE_S,
+    )
 
 
 def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
