@@ -126,6 +126,9 @@ class Reservations:
         # floor jobs alone, the wait past which one takes under-served work beyond the
         # budget, its block order
         self.short_rule = ShortReserveRule()
+        # min runtimes up to this make a job short: the reserve never takes such a job
+        # (set with the reserve, `_short_loads`)
+        self.short_limit = INF
         self._rooms: HostRooms | None = None  # the reserved hosts' blocks, kept per host
         # reservation -> its hosts still held for it (one list while `reserved` is
         # unchanged), and those of them with free GPUs
@@ -251,6 +254,7 @@ class Reservations:
             and self.now - short.submit_s < rule.take_after_s,
             rule.spares_floor,
             rule.take_after_s,
+            self.short_limit,
             self.fair_share.lf,
             self.fair_share.tree.leaf_index,
         )
@@ -496,6 +500,7 @@ class Reservations:
         # allocated job when the cap itself is that short); read per job, so as a bound
         # on its min runtime
         short_limit = INF if self.cap <= short_s else short_s
+        self.short_limit = short_limit
         widest, waiting_gpus, self.short_waiting, waiting_allocated, self.pending_ids = (
             pending_short(
                 short_limit,

@@ -55,12 +55,15 @@ class TakeRule(NamedTuple):
     """What one search may take: `short`, the short job on the short-job reserve (None:
     any other search, which takes no allocated work); `tight`, whether the cycle's budget for under-served work no longer holds the block
     and the job has not waited `take_after_s`; the reserve's `spares_floor` and
-    `take_after_s`; the level fair shares `lf` and the projects' node indices."""
+    `take_after_s`; `short_limit`, the min runtime up to which a job is short (never
+    taken: short jobs taking each other past their protection would take turns
+    forever); the level fair shares `lf` and the projects' node indices."""
 
     short: Workload | None
     tight: bool
     spares_floor: bool
     take_after_s: float
+    short_limit: float
     lf: list[float]
     leaf_index: dict[str, int]
 
@@ -77,7 +80,7 @@ def open_victims(
     spans other hosts is not stopped for a short job), its project has had at least its
     share among its siblings (level fair share <= 1) or the search is not `tight`, and
     it is not the short job's own project's at the same priority or above (that would
-    only trade one job for another)."""
+    only trade one job for another), nor a short job (`TakeRule.short_limit`)."""
     short, lf, leaf = take.short, take.lf, take.leaf_index
     root = len(lf)
     skipped_own = False
@@ -92,6 +95,8 @@ def open_victims(
                 skipped_own = True
                 continue
             if any(hh not in within for hh, _ in u.host_masks):
+                continue
+            if u.run.workload.min_runtime_s <= take.short_limit:
                 continue
             if u.floor and take.spares_floor and u.project != short.project:
                 continue
@@ -116,6 +121,8 @@ def may_take(taken: list[Victim], take: TakeRule, within: set[int]) -> bool:
         if u.project == short.project and u.priority >= short.priority:
             return False
         if any(hh not in within for hh, _ in u.host_masks):
+            return False
+        if u.run.workload.min_runtime_s <= take.short_limit:
             return False
         if u.floor and take.spares_floor and u.project != short.project:
             return False

@@ -132,6 +132,7 @@ def test_kept_blocks_answer_every_search_as_a_scan_of_every_host(s: Snapshot, da
             data.draw(st.booleans()),
             data.draw(st.booleans()),
             data.draw(st.sampled_from([15.0, float("inf")])),
+            data.draw(st.sampled_from([900.0, 3600.0])),  # the short limit
             fs.lf,
             fs.tree.leaf_index,
         )
