@@ -64,7 +64,8 @@ REQUIRE_ALL = os.environ.get("ALLOT_REQUIRE_ALL", "") not in ("", "0")
 # built once per worker (`measured`), so it runs on one worker too. So do the modules whose
 # tests share work kept for the process (`functools.cache`): the plan-hash recording's six
 # simulator runs, each read by two tests (spread over workers, each worker ran them
-# again), and the layer checks' parsed sources of the project.
+# again), the layer checks' parsed sources of the project, and the database roles'
+# migrated database.
 XDIST_GROUPS = {
     "tests/adapters/slurm/test_cycle.py": "slurm-1",
     "tests/adapters/slurm/test_adapter.py": "slurm-1",
@@ -76,6 +77,8 @@ XDIST_GROUPS = {
     "tests/test_query_counts.py": "query-counts",
     "tests/core/engine/test_plan_hash.py": "plan-hash",
     "tests/test_layers.py": "layers",
+    # one migrate and one set of roles (`roles`, module scope) for all of its tests
+    "tests/ops/test_db_roles.py": "db-roles",
 }
 # A fixture naming a per-worker resource -> the prefix of the groups its tests must be in.
 GROUPED_FIXTURES = {"slurm_cluster": "slurm-"}
