@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
+
+from scheduler.core.sim.model import TraceJob
 
 HEADER = "job_id,project,user,submit_s,gpus,duration_s,min_runtime_s,resumable,priority,kind"
 TREE = {
@@ -34,3 +37,25 @@ def scenario(tmp_path: Path, rows: list[str] | None = None, tree: dict | None = 
         "--trace", str(tmp_path / "trace.csv"),
         "--out", str(tmp_path / "report.json"),
     ]  # fmt: skip
+
+
+def busy_trace(seed: int, jobs: int = 80, hours: float = 6.0) -> list[TraceJob]:
+    """`jobs` random jobs of projects a and b submitted over `hours` (1-8 GPUs, 0.2-3 h
+    each, min runtime 0 or 600 s, half resumable, training or interactive): about twice
+    what 3 hosts of 8 GPUs run in that time."""
+    rng = random.Random(seed)
+    return [
+        TraceJob(
+            f"j{i}",
+            rng.choice("ab"),
+            "u",
+            rng.uniform(0, hours * 3600.0),
+            rng.choice((1, 2, 4, 8)),
+            rng.uniform(0.2 * 3600.0, 3 * 3600.0),
+            rng.choice((0.0, 600.0)),
+            rng.random() < 0.5,
+            0,
+            rng.choice(("training", "interactive")),
+        )
+        for i in range(jobs)
+    ]

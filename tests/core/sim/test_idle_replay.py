@@ -16,6 +16,7 @@ from scheduler.core.sim.io import InputError, load_trace
 from scheduler.core.sim.model import ClusterSpec, HostSpec, JobState, SimConfig, TraceJob
 from scheduler.core.sim.replay import simulate
 from scheduler.core.sim.report import build_report
+from tests.support.sim import busy_trace
 
 H = 3600.0
 TREE = BudgetNode("org", children=(BudgetNode("a", 1.0), BudgetNode("b", 1.0)))
@@ -50,23 +51,9 @@ def test_off_the_idle_pattern_changes_nothing() -> None:
 
 @pytest.mark.parametrize("seed", range(5))
 def test_off_idle_points_anywhere_leave_a_busy_replay_as_it_was(seed: int) -> None:
-    rng = random.Random(seed)
     cluster = ClusterSpec("c", tuple(HostSpec(f"h{i}", 8) for i in range(3)))
-    jobs = [
-        TraceJob(
-            f"j{i}",
-            rng.choice("ab"),
-            "u",
-            rng.uniform(0, 6 * H),
-            rng.choice((1, 2, 4, 8)),
-            rng.uniform(0.2 * H, 3 * H),
-            rng.choice((0.0, 600.0)),
-            rng.random() < 0.5,
-            0,
-            rng.choice(("training", "interactive")),
-        )
-        for i in range(80)
-    ]
+    jobs = busy_trace(seed)
+    rng = random.Random(seed)
     idle = [replace(j, idle_after_s=rng.choice((None, 0.0, rng.uniform(0, H)))) for j in jobs]
     plain, marked = (simulate(cluster, TREE, t, SimConfig()) for t in (jobs, idle))
     assert [(iv.job_id, iv.start_s, iv.end_s) for iv in marked.intervals] == [

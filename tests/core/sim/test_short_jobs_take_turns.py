@@ -7,43 +7,21 @@ hosts ran for 2,298 simulated hours with 52,148 reserve preemptions (found by
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from scheduler.core.engine.types import BudgetNode, Policy
-from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig, TraceJob
+from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig
 from scheduler.core.sim.replay import simulate
+from tests.support.sim import busy_trace
 
 H = 3600.0
 TREE = BudgetNode("org", children=(BudgetNode("a", 1.0), BudgetNode("b", 1.0)))
 SHORT_LIMIT = Policy().short_job_max_s
 
 
-def _busy_trace(seed: int) -> list[TraceJob]:
-    """80 jobs over 6 hours on 24 GPUs, half of them short by their min runtime (600 s)
-    but running 0.2-3 hours."""
-    rng = random.Random(seed)
-    return [
-        TraceJob(
-            f"j{i}",
-            rng.choice("ab"),
-            "u",
-            rng.uniform(0, 6 * H),
-            rng.choice((1, 2, 4, 8)),
-            rng.uniform(0.2 * H, 3 * H),
-            rng.choice((0.0, 600.0)),
-            rng.random() < 0.5,
-            0,
-            rng.choice(("training", "interactive")),
-        )
-        for i in range(80)
-    ]
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_short_jobs_never_take_each_other_on_the_reserve(seed: int) -> None:
-    jobs = _busy_trace(seed)
+    jobs = busy_trace(seed)
     cluster = ClusterSpec("c", tuple(HostSpec(f"h{i}", 8) for i in range(3)))
     result = simulate(cluster, TREE, jobs, SimConfig())
     min_runtime = {j.job_id: j.min_runtime_s for j in jobs}
