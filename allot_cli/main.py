@@ -13,6 +13,7 @@ stack are imported only when a command prints or asks the server (render.py, cli
 
 from __future__ import annotations
 
+import os
 import sys
 
 from allot_cli import clusters, jobs, login, queue, render, submit, usage
@@ -46,9 +47,15 @@ def main(argv: list[str] | None = None) -> None:
     """Console entry point: run a command; report a failure as one line and an exit code."""
     try:
         run(parser(), argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last flush
     except CliError as exc:
         render.error(f"error: {exc}")
         sys.exit(exc.code)
     except (EOFError, KeyboardInterrupt):  # as typer (click) ended a call cut short
         print("\nAborted!", file=sys.stderr)
         sys.exit(1)
+    except BrokenPipeError:
+        # the reader left (`allot queue | head`): stop quietly, as other Unix tools do;
+        # stdout goes to /dev/null so the interpreter's own flush at exit cannot fail too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)  # 128 + SIGPIPE, the shell's code for a tool a pipe ended

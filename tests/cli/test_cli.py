@@ -5,6 +5,7 @@ hosts; errors name the flag and field, exit code 2 for bad input, 1 otherwise.""
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 import sys
@@ -380,3 +381,23 @@ def test_each_call_loads_only_what_it_needs(ann):
         assert done.returncode == code, done.stderr
         assert done.stderr.strip().splitlines()[-1] == loads, args
     assert done.stderr.startswith("error: --state: state must be one of pending, running, all")
+
+
+def test_a_reader_that_leaves_early_ends_the_call_quietly(ann):
+    """`allot clusters | head`: the pipe is closed before the table is written; the call
+    ends with the shell's SIGPIPE code and no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to the pipe now fails (EPIPE)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "allot_cli", "clusters"],
+            env=ann.env,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode == 141
