@@ -93,43 +93,34 @@ def pending_short(
     widest = short = allocated = 0
     found: dict[str, list[Workload]] = {}
     split: dict[str, PendingIds] = {}
+    keep_ids = runnable is not None
+    sizes: set[int] = runnable if runnable is not None else set()
     for proj, jobs in pending.items():
         # one loop that reads each job once: 100,000 jobs are scattered in memory, and
         # reaching them (not the arithmetic) is what costs; a pass per figure took twice
         # as long, and the queue's own pass as long again
         mine: list[Workload] = []
-        if runnable is None:
-            for w in jobs:
-                gpus = w.gpus
-                if gpus > widest:
-                    widest = gpus
-                min_runtime = w.min_runtime_s
-                if min_runtime > 0:
-                    if w.submit_s >= since:
-                        allocated += gpus
-                    if min_runtime <= short_limit and gpus <= size:
-                        mine.append(w)
-                        short += gpus
-        else:
-            with_min: list[str] = []
-            without_min: list[str] = []
-            all_runnable = True
-            for w in jobs:
-                gpus = w.gpus
-                if gpus > widest:
-                    widest = gpus
-                if gpus not in runnable:
-                    all_runnable = False
-                min_runtime = w.min_runtime_s
-                if min_runtime > 0:
+        with_min: list[str] = []
+        without_min: list[str] = []
+        all_runnable = True
+        for w in jobs:
+            gpus = w.gpus
+            if gpus > widest:
+                widest = gpus
+            if keep_ids and gpus not in sizes:
+                all_runnable = False
+            min_runtime = w.min_runtime_s
+            if min_runtime > 0:
+                if keep_ids:
                     with_min.append(w.id)
-                    if w.submit_s >= since:
-                        allocated += gpus
-                    if min_runtime <= short_limit and gpus <= size:
-                        mine.append(w)
-                        short += gpus
-                else:
-                    without_min.append(w.id)
+                if w.submit_s >= since:
+                    allocated += gpus
+                if min_runtime <= short_limit and gpus <= size:
+                    mine.append(w)
+                    short += gpus
+            elif keep_ids:
+                without_min.append(w.id)
+        if keep_ids:
             split[proj] = (with_min, without_min, all_runnable)
         if mine:
             found[proj] = mine
