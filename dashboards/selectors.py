@@ -34,7 +34,6 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.models import NodeKind
 from budgets.selectors import TreeIndex, tree_index
-from config.cache import kept
 from ledger import selectors as ledger_selectors
 from ledger.accounting import delivery_ratio
 from ledger.models import ProjectHour
@@ -51,7 +50,6 @@ from scheduler.models import (
 )
 from scheduler.selectors.standing import start_order
 
-DELIVERY_CACHE_S = 300
 GOOD_RATIO = 0.95  # a project "got what its budget promised" at >= 95% (SPEC 1.6)
 BUCKET_LABELS = {
     "within_entitlement_gpu_h": "Allocated within entitlement",
@@ -117,55 +115,46 @@ def delivery(period: Period, *, user, index: TreeIndex | None = None) -> dict[st
     }
 
 
-def _delivery_sums(
-    period: Period,
-) -> tuple[dict[int, tuple[float, ...]], dict[dt.datetime, tuple[float, float]]]:
+DeliverySums = tuple[dict[int, tuple[float, ...]], dict[dt.datetime, tuple[float, float]]]
+
+
+def _delivery_sums(period: Period) -> DeliverySums:
     """Sums of the period's ProjectHour rows per project (entitled, delivered, demand,
     unallocated) and per step (entitled, delivered), in one scan (GROUPING SETS).
 
-    Cached for DELIVERY_CACHE_S per cluster and period: paging through the table or a
-    second viewer does not scan the rows again (the rollups change at most hourly)."""
-    key = (
-        f"dashboards:delivery:{period.cluster.pk}:{period.since.isoformat()}:"
-        f"{period.until.isoformat()}:{period.step}"
-    )
+    Kept per cluster and period (`ledger.selectors.kept_for_period`): paging through
+    the table or a second viewer does not scan the rows again (the rollups change at
+    most hourly)."""
+    return ledger_selectors.kept_for_period("delivery", period, lambda: _scan_delivery(period))
 
-    def compute() -> tuple[dict[int, tuple[float, ...]], dict[dt.datetime, tuple[float, float]]]:
-        step_sql = "date_trunc('day', hour AT TIME ZONE 'UTC')" if period.step == "day" else "hour"
-        sql = f"""
-            SELECT project_id, {step_sql} AS step, GROUPING(project_id) AS by_step,
-                   SUM(entitled_gpu_h), SUM(allocated_gpu_h), SUM(demand_gpu_h),
-                   SUM(unallocated_gpu_h)
-            FROM {ProjectHour._meta.db_table}
-            WHERE cluster_id = %s AND hour >= %s AND hour < %s
-            GROUP BY GROUPING SETS ((project_id), ({step_sql}))
-        """  # noqa: S608 (no user input in the text: table name and a fixed expression)
-        by_project: dict[int, tuple[float, ...]] = {}
-        by_step: dict[dt.datetime, tuple[float, float]] = {}
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [period.cluster.pk, period.since, period.until])
-            for (
-                project_id,
-                step,
-                grouped_by_step,
-                entitled,
-                delivered,
-                demand,
-                unallocated,
-            ) in cursor:
-                if grouped_by_step:
-                    at = step if step.tzinfo else step.replace(tzinfo=dt.UTC)
-                    by_step[at] = (entitled or 0.0, delivered or 0.0)
-                else:
-                    by_project[project_id] = (
-                        entitled or 0.0,
-                        delivered or 0.0,
-                        demand or 0.0,
-                        unallocated or 0.0,
-                    )
-        return by_project, by_step
 
-    return kept(key, compute, DELIVERY_CACHE_S)
+def _scan_delivery(period: Period) -> DeliverySums:
+    """`_delivery_sums` read from the rows."""
+    step_sql = "date_trunc('day', hour AT TIME ZONE 'UTC')" if period.step == "day" else "hour"
+    sql = f"""
+        SELECT project_id, {step_sql} AS step, GROUPING(project_id) AS by_step,
+               SUM(entitled_gpu_h), SUM(allocated_gpu_h), SUM(demand_gpu_h),
+               SUM(unallocated_gpu_h)
+        FROM {ProjectHour._meta.db_table}
+        WHERE cluster_id = %s AND hour >= %s AND hour < %s
+        GROUP BY GROUPING SETS ((project_id), ({step_sql}))
+    """  # noqa: S608 (no user input in the text: table name and a fixed expression)
+    by_project: dict[int, tuple[float, ...]] = {}
+    by_step: dict[dt.datetime, tuple[float, float]] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [period.cluster.pk, period.since, period.until])
+        for project_id, step, grouped_by_step, entitled, delivered, demand, unallocated in cursor:
+            if grouped_by_step:
+                at = step if step.tzinfo else step.replace(tzinfo=dt.UTC)
+                by_step[at] = (entitled or 0.0, delivered or 0.0)
+            else:
+                by_project[project_id] = (
+                    entitled or 0.0,
+                    delivered or 0.0,
+                    demand or 0.0,
+                    unallocated or 0.0,
+                )
+    return by_project, by_step
 
 
 # --- fair share now -----------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.functions import Least, TruncDay
@@ -154,13 +154,16 @@ def occupancy_rows(period: Period, *, viewer) -> QuerySet:
     return by_step(ClusterHour.objects.filter(cluster=period.cluster), period, [], OCCUPANCY_FIELDS)
 
 
+T = TypeVar("T")
+
 # The rollups change at most hourly: the charts' sums per period are kept this long, so
 # every load of the dashboards (and each of its viewers) does not sum the rows again.
 LEDGER_SUMS_CACHE_S = 300
 
 
-def _memo(name: str, period: Period, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """`compute()` for the cluster and period, kept LEDGER_SUMS_CACHE_S in the cache."""
+def kept_for_period(name: str, period: Period, compute: Callable[[], T]) -> T:
+    """`compute()` for the cluster and period (`name`: which sums), kept
+    LEDGER_SUMS_CACHE_S in the cache (`config.cache.kept`)."""
     key = (
         f"ledger:{name}:{period.cluster.pk}:{period.since.isoformat()}:"
         f"{period.until.isoformat()}:{period.step}"
@@ -172,7 +175,7 @@ def occupancy(period: Period, *, viewer) -> dict[str, Any]:
     """The cluster's GPU-hours per step (every step, 0 without rows) in the occupancy
     buckets, and the headline shares over the whole period (kept LEDGER_SUMS_CACHE_S)."""
     ensure_reader(viewer)
-    return _memo("occupancy", period, lambda: _occupancy(period, viewer=viewer))
+    return kept_for_period("occupancy", period, lambda: _occupancy(period, viewer=viewer))
 
 
 def _occupancy(period: Period, *, viewer) -> dict[str, Any]:
@@ -220,7 +223,7 @@ def pyramid(period: Period, *, viewer) -> dict[str, Any]:
     None where undefined (no capacity, nothing entitled, nothing measured). Kept
     LEDGER_SUMS_CACHE_S."""
     ensure_reader(viewer)
-    return _memo("pyramid", period, lambda: _pyramid(period))
+    return kept_for_period("pyramid", period, lambda: _pyramid(period))
 
 
 def _pyramid(period: Period) -> dict[str, Any]:
