@@ -16,6 +16,7 @@ ALLOT_STALE_CYCLES (3) cycle periods; the cause named is the first of:
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -42,6 +43,24 @@ def database_identity() -> str:
         cursor.execute(IDENTITY_SQL)
         system_id, timeline, oid = cursor.fetchone()
     return f"system {system_id} timeline {timeline} database {oid}"
+
+
+def cycle_sequence_value() -> int:
+    """The last cycle id this database gave (its sequence: deleting cycle records does
+    not lower it; only a restore does)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT last_value FROM pg_sequences "
+            "WHERE format('%%I.%%I', schemaname, sequencename) = pg_get_serial_sequence(%s, 'id')",
+            [CycleRecord._meta.db_table],
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def high_water_key(identity: str) -> str:
+    """The Redis key of the highest cycle id a database (by its identity) gave."""
+    return "allot:cycle-high-water:" + hashlib.sha1(identity.encode()).hexdigest()[:16]
 
 
 def scheduling_paused() -> str:

@@ -30,7 +30,7 @@ import logging
 from celery import Task, shared_task
 from django.conf import settings
 
-from ops.services import scheduling_gate_check
+from ops.services import cycle_high_water_record, scheduling_gate_check
 from scheduler.cycle.beat import clusters_due, cycle_records_prune
 from scheduler.cycle.worker import CycleWorker
 from scheduler.cycle_requests import ETA_QUEUED_KEY, QUEUED_KEY, enqueue_cycle
@@ -70,6 +70,7 @@ def run_cycle(self: CycleTask, cluster_id: int) -> dict | None:
     record = self.worker.run(cluster_id=cluster_id)
     if record is None:
         return None
+    cycle_high_water_record(record.pk)
     return {"cycle": record.pk, "starts": record.starts, "stops": record.stops}
 
 
