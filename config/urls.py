@@ -1,13 +1,11 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import (
-    SpectacularAPIView,
-    SpectacularSwaggerSplitView,
-)
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from accounts.views import SignInView
 from config import access
+from config.schema_view import SchemaView
 from ops import views as ops_views
 
 urlpatterns = [
@@ -27,7 +25,7 @@ urlpatterns = [
     path("healthz/web", ops_views.healthz_web, name="healthz-web"),
     path("favicon.ico", ops_views.favicon, name="favicon"),
     path("metrics", ops_views.metrics, name="metrics"),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", SchemaView.as_view(), name="schema"),
     # The split view serves its script as a file, so the CSP needs no inline script.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
 ]

@@ -377,7 +377,8 @@ SPECTACULAR_SETTINGS = {
     # PATCH body keeps its required fields (e.g. `reason`).
     "COMPONENT_SPLIT_PATCH": False,
     # The contract a generated client lives on (config.api_schema.postprocess): OAS 3.1,
-    # one operationId style, headers, closed request bodies, a bearer scheme.
+    # one operationId style, headers, closed request bodies, a bearer scheme; served as
+    # OpenAPI 3.0.3 too, converted from it, with `?oas=3.0` (config.schema_view, config.oas30).
     "OAS_VERSION": "3.1.0",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
