@@ -84,11 +84,14 @@ def _part(node: Any) -> Any:
     return out
 
 
-def schema_to_oas30(schema: JSON) -> JSON:
-    """One Schema Object (and its subschemas) in OpenAPI 3.0's dialect."""
+def schema_to_oas30(schema: Any) -> Any:
+    """One Schema Object (and its subschemas) in OpenAPI 3.0's dialect (a boolean schema
+    of 3.1, which 3.0 has only as `additionalProperties`, stays as it is)."""
+    if not isinstance(schema, dict):
+        return schema
     out = {key: value for key, value in schema.items() if key not in DROPPED_KEYWORDS}
     for key in SUBSCHEMA:
-        if isinstance(out.get(key), dict):
+        if key in out:
             out[key] = schema_to_oas30(out[key])
     for key in SUBSCHEMA_LISTS:
         if isinstance(out.get(key), list):

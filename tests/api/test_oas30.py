@@ -52,8 +52,11 @@ def schema_objects(document: dict):
 
     def schemas(schema, where):
         yield where, schema
+        if not isinstance(schema, dict):
+            return
         for key in ("items", "not", "additionalProperties"):
-            if isinstance(schema.get(key), dict):
+            closed = key == "additionalProperties" and isinstance(schema.get(key), bool)
+            if key in schema and not closed:
                 yield from schemas(schema[key], f"{where}/{key}")
         for key in ("allOf", "oneOf", "anyOf"):
             for i, branch in enumerate(schema.get(key, [])):
@@ -97,6 +100,9 @@ def constructs_of_31(document: dict) -> list[str]:
         if key not in COMPONENT_KEYS_30
     ]
     for where, schema in schema_objects(document):
+        if not isinstance(schema, dict):  # a boolean schema (3.0: `additionalProperties` only)
+            found.append(f"{where}: {json.dumps(schema)}")
+            continue
         found += [
             f"{where}/{key}"
             for key in schema
@@ -266,6 +272,8 @@ def test_every_construct_of_31_the_conversion_knows_becomes_30():
         {"type": "array", "prefixItems": [{"type": "integer"}]},
         {"type": "object", "patternProperties": {"^x": {"type": "string"}}},
         {"if": {"type": "string"}, "then": {"minLength": 1}},
+        {"type": "object", "properties": {"never": False}},
+        {"type": "array", "items": True},
     ],
 )
 def test_a_construct_of_31_the_conversion_does_not_know_is_found(schema):
