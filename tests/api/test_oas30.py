@@ -188,14 +188,20 @@ def test_a_client_generator_reads_the_30_document_without_a_warning(documents, t
 
 
 def test_the_yaml_schema_and_an_unknown_oas_version(api_client):
-    yaml = api_client.get("/api/schema/", {"oas": "3.0", "format": "yaml"})
+    """The YAML default (or `format=yaml`) for the schema; an error in the JSON error
+    shape whatever the format asked, as on every operation."""
+    yaml = api_client.get("/api/schema/", {"oas": "3.0"})
     assert yaml.status_code == 200 and b"openapi: 3.0.3" in yaml.content
-    for version in ("2.0", "3.1.0", ""):
-        refused = api_client.get("/api/schema/", {"oas": version, "format": "json"})
+    for version, fmt in (("2.0", {}), ("3.1.0", {"format": "yaml"}), ("", {"format": "json"})):
+        refused = api_client.get("/api/schema/", {"oas": version, **fmt})
         assert refused.status_code == 400, (version, refused.content)
+        assert refused["Content-Type"] == "application/json"
         body = refused.json()
         assert body["code"] == "invalid" and body["field"] == "oas"
         assert "3.1, 3.0" in body["detail"]
+    bad_token = api_client.get("/api/schema/", HTTP_AUTHORIZATION="Token nope")
+    assert bad_token.status_code == 401 and bad_token["Content-Type"] == "application/json"
+    assert bad_token.json()["code"] == "authentication_failed"
 
 
 # ---------------------------------------------------------------- the conversion
