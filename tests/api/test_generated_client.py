@@ -1,7 +1,8 @@
 """Issue 29's acceptance: a client generated from the served schema with
 openapi-python-client (`--fail-on-warning`), installed into a temporary directory
 offline, runs the whole scenario through its generated functions only, and every
-response validates against the schema (openapi-core, OAS 3.1, formats included)."""
+response validates against the schema (openapi-core, OAS 3.1, formats included) and against
+its OpenAPI 3.0.3 form (`?oas=3.0`, config.oas30; strict OAS 3.0) alike."""
 
 from __future__ import annotations
 
@@ -60,9 +61,10 @@ def test_a_generated_client_runs_the_whole_scenario(mid_hour, live_server, tree,
     tree.user("lead-a")  # manages prog-a (a1, a2); password "pw"
     history = seed_history(cluster, tree)
     schema = httpx.get(f"{live_server.url}/api/schema/?format=json").json()
+    schema_30 = httpx.get(f"{live_server.url}/api/schema/?format=json&oas=3.0").json()
     generate_and_install(schema, tmp_path)
     try:
-        run_scenario(live_server.url, schema, tree, history)
+        run_scenario(live_server.url, schema, tree, history, schema_30)
     finally:
         sys.path.remove(str(tmp_path / "site"))
         for name in [
@@ -97,10 +99,13 @@ def seed_history(cluster, tree) -> dict[str, set]:
     }
 
 
-def run_scenario(base_url: str, schema: dict, tree, history: dict[str, set]) -> None:
-    """The whole scenario through the generated functions, every response validated."""
-    checker = SchemaChecker(schema, base_url)
-    api = _sign_in(base_url, checker)
+def run_scenario(
+    base_url: str, schema: dict, tree, history: dict[str, set], schema_30: dict
+) -> None:
+    """The whole scenario through the generated functions, every response validated
+    against `schema` (3.1) and `schema_30` (its 3.0 form)."""
+    checker, checker_30 = SchemaChecker(schema, base_url), SchemaChecker(schema_30, base_url)
+    api = _sign_in(base_url, [checker, checker_30])
     prog_a, a1 = _check_reads(api)
     submitted = _check_submit(api)
     _check_lists(api, submitted, history)
@@ -109,15 +114,16 @@ def run_scenario(base_url: str, schema: dict, tree, history: dict[str, set]) -> 
     _check_error(api, a1)
     operations = {re.sub(r"/\d+/", "/{id}/", exchange) for exchange in checker.checked}
     assert len(operations) == 20, sorted(operations)  # each one's every response validated
+    assert checker_30.checked == checker.checked  # ... by the 3.0 document too
 
 
-def _sign_in(base_url: str, checker: SchemaChecker):
-    """A client signed in as lead-a, its responses checked against the schema."""
+def _sign_in(base_url: str, checkers: list[SchemaChecker]):
+    """A client signed in as lead-a, its responses checked against the schemas."""
     from allot_client import AuthenticatedClient, Client
     from allot_client.api.v1 import auth_token_create
     from allot_client.models import TokenCreateInputRequest
 
-    hooks = {"event_hooks": {"response": [checker.check]}}
+    hooks = {"event_hooks": {"response": [checker.check for checker in checkers]}}
     anonymous = Client(base_url=base_url, httpx_args=hooks, raise_on_unexpected_status=True)
     signed_in = auth_token_create.sync_detailed(
         client=anonymous, body=TokenCreateInputRequest(username="lead-a", password="pw")
