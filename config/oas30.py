@@ -1,7 +1,7 @@
 """The contract as OpenAPI 3.0.3, for the tools that read only 3.0 (client generators,
 gateways): converted from the one OpenAPI 3.1 document drf-spectacular makes
 (config.api_schema.postprocess), never generated a second way. `/api/schema/?oas=3.0`
-serves it (config.api_schema.SchemaView).
+serves it (config.schema_view.SchemaView).
 
 What 3.1 says that 3.0 cannot, and what it becomes here:
 
@@ -16,7 +16,9 @@ What 3.1 says that 3.0 cannot, and what it becomes here:
   acts only beside `type`, and the referenced object refuses null in `allOf`;
 - `const: v` -> `enum: [v]`; `examples: [...]` -> `example` (the first); a numeric
   `exclusiveMinimum`/`exclusiveMaximum` -> `minimum`/`maximum` with the boolean;
-  `contentEncoding: base64` -> `format: byte`, `contentMediaType` -> `format: binary`;
+  `contentEncoding: base64` -> `format: byte`, `contentMediaType:
+  application/octet-stream` -> `format: binary` (the reverse of the 3.1 migration; any
+  other content keyword, an annotation that validates nothing, is dropped);
 - `$ref` beside other keywords (3.0 ignores them) -> `allOf: [{$ref}]` beside them;
 - `$schema`, `$id`, `$comment`, `jsonSchemaDialect` and `webhooks` (3.0 has none) are
   dropped; a license's `identifier` becomes its SPDX `url`, an info `summary` the first
@@ -141,9 +143,9 @@ def _keywords(schema: JSON) -> JSON:
                 del out[exclusive]  # the inclusive bound is the stricter one
             else:
                 out[bound], out[exclusive] = value, True
-    if out.pop("contentEncoding", None) == "base64":
+    encoding, media = out.pop("contentEncoding", None), out.pop("contentMediaType", None)
+    if encoding == "base64":
         out.setdefault("format", "byte")
-    if "contentMediaType" in out:
-        del out["contentMediaType"]
+    elif media == "application/octet-stream":
         out.setdefault("format", "binary")
     return out

@@ -5,7 +5,8 @@ Both documents pass openapi-spec-validator for their version; the 3.0 document h
 construct of 3.1 (a walk of every Schema Object with 3.0's own keywords: a construct
 drf-spectacular starts to emit that the conversion does not handle fails it); strict
 3.0 and 3.1 validators (openapi-core, formats included) accept real responses with null
-where a reference is nullable and with a value there."""
+where a reference is nullable and with a value there; openapi-python-client generates a
+client from the 3.0 document without a warning."""
 
 from __future__ import annotations
 
@@ -238,6 +239,7 @@ def test_every_construct_of_31_the_conversion_knows_becomes_30():
                 "bounded": {"type": "integer", "minimum": 5, "exclusiveMinimum": 0},
                 "blob": {"type": "string", "contentEncoding": "base64"},
                 "file": {"type": "string", "contentMediaType": "application/octet-stream"},
+                "text": {"type": "string", "contentMediaType": "text/csv"},
                 "ref": {"$ref": "#/components/schemas/S", "description": "itself"},
                 "union": {"oneOf": [{"type": "number"}, {"type": "null"}]},
                 "only": {"type": ["integer"]},
@@ -263,6 +265,7 @@ def test_every_construct_of_31_the_conversion_knows_becomes_30():
                                    "maximum": 1, "exclusiveMaximum": True}  # fmt: skip
     assert properties["bounded"] == {"type": "integer", "minimum": 5}
     assert properties["blob"]["format"] == "byte" and properties["file"]["format"] == "binary"
+    assert properties["text"] == {"type": "string"}
     assert properties["ref"] == {"allOf": [{"$ref": "#/components/schemas/S"}], "description": "itself"}  # fmt: skip
     assert properties["union"]["oneOf"][1] == {"type": "object", "nullable": True, "enum": [None]}
     assert properties["only"] == {"type": "integer"}
