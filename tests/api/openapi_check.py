@@ -7,7 +7,11 @@ generated client hides it in `additional_properties`)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
@@ -109,3 +113,23 @@ class SchemaChecker:
                 documented = responses.get(str(status)) or responses["default"]
                 return documented["content"]["application/json"]["schema"]
         raise AssertionError(f"no documented path for {request.path}")
+
+
+OPENAPI_BIN = Path(sys.executable).parent
+CLIENT_CONFIG = "project_name_override: allot-client\npackage_name_override: allot_client\n"
+
+
+def generate_client(schema: dict, tmp: Path, *, meta: str, output: str) -> Path:
+    """Generate a Python client from `schema` with openapi-python-client
+    (`--fail-on-warning`) into `tmp/output`; returns that folder."""
+    (tmp / "schema.json").write_text(json.dumps(schema))
+    (tmp / "config.yaml").write_text(CLIENT_CONFIG)
+    env = {**os.environ, "PATH": f"{OPENAPI_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    generated = subprocess.run(
+        [str(OPENAPI_BIN / "openapi-python-client"), "generate", "--path", "schema.json",
+         "--config", "config.yaml", "--meta", meta, "--output-path", output,
+         "--fail-on-warning"],
+        cwd=tmp, env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert generated.returncode == 0, generated.stdout + generated.stderr
+    return tmp / output

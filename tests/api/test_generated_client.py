@@ -20,33 +20,22 @@ import pytest
 
 from budgets.models import Membership
 from scheduler.models import JobState
-from tests.api.openapi_check import SchemaChecker
+from tests.api.openapi_check import OPENAPI_BIN, SchemaChecker, generate_client
 from tests.dashboards.data import attempt, cluster_hours, hour_ago, job, project_hours
 from tests.factories import ClusterFactory, HostFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BIN = Path(sys.executable).parent
-CONFIG = "project_name_override: allot-client\npackage_name_override: allot_client\n"
-
 
 def generate_and_install(schema: dict, tmp: Path) -> None:
     """Generate the client package and pip-install it (no index, no dependencies: httpx,
     attrs and python-dateutil are in the project's environment) into `tmp/site`."""
-    (tmp / "schema.json").write_text(json.dumps(schema))
-    (tmp / "config.yaml").write_text(CONFIG)
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    generated = subprocess.run(
-        [str(BIN / "openapi-python-client"), "generate", "--path", "schema.json",
-         "--config", "config.yaml", "--meta", "setup", "--output-path", "allot-client",
-         "--fail-on-warning"],
-        cwd=tmp, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert generated.returncode == 0, generated.stdout + generated.stderr
+    package = generate_client(schema, tmp, meta="setup", output="allot-client")
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
-         "--no-build-isolation", "--target", str(tmp / "site"), str(tmp / "allot-client")],
-        env=env, capture_output=True, text=True, timeout=300, check=False,
+         "--no-build-isolation", "--target", str(tmp / "site"), str(package)],
+        env={**os.environ, "PATH": f"{OPENAPI_BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
+        capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert installed.returncode == 0, installed.stdout + installed.stderr
     sys.path.insert(0, str(tmp / "site"))

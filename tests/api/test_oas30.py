@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
 
 import httpx
 import pytest
@@ -23,8 +21,7 @@ from openapi_spec_validator import OpenAPIV30SpecValidator, OpenAPIV31SpecValida
 from rest_framework.test import APIClient
 
 from config.oas30 import schema_to_oas30, to_oas30
-from tests.api.openapi_check import SchemaChecker
-from tests.api.test_generated_client import BIN, CONFIG
+from tests.api.openapi_check import SchemaChecker, generate_client
 from tests.factories import ClusterFactory, SuperUserFactory
 
 pytestmark = pytest.mark.django_db
@@ -173,17 +170,8 @@ def test_a_client_generator_reads_the_30_document_without_a_warning(documents, t
     """openapi-python-client reads 3.0 as well: from the 3.0 document (no install, no
     scenario: tests/api/test_generated_client.py runs one on 3.1) every nullable
     reference is typed `X | None`."""
-    (tmp_path / "schema.json").write_text(json.dumps(documents["3.0"]))
-    (tmp_path / "config.yaml").write_text(CONFIG)
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    generated = subprocess.run(
-        [str(BIN / "openapi-python-client"), "generate", "--path", "schema.json",
-         "--config", "config.yaml", "--meta", "none", "--output-path", "client",
-         "--fail-on-warning"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert generated.returncode == 0, generated.stdout + generated.stderr
-    models = tmp_path / "client" / "models"
+    client = generate_client(documents["3.0"], tmp_path, meta="none", output="client")
+    models = client / "models"
     assert "eta: EtaOutput | None" in (models / "job_detail_output.py").read_text()
     assert "last_cycle: LastCycleOutput | None" in (models / "cluster_output.py").read_text()
 
