@@ -38,7 +38,7 @@ Plain Python (no Django), so it can be tested and benchmarked on its own. Module
 """
 
 from scheduler.adapters.slurm.adapter import SlurmAdapter, adapter_for_cluster
-from scheduler.adapters.slurm.client import CallStats, SlurmClient, SubmitOptions
+from scheduler.adapters.slurm.client import CallStats, CommentWrites, SlurmClient, SubmitOptions
 from scheduler.adapters.slurm.parsing import (
     ABANDONED_MARK,
     COMMENT_PREFIX,
@@ -53,6 +53,7 @@ from scheduler.adapters.slurm.parsing import (
     parse_index_list,
     parse_show_job,
     placements_of,
+    scontrol_word,
 )
 from scheduler.adapters.slurm.script import SCRIPT_TEMPLATE, job_script
 
@@ -62,6 +63,7 @@ __all__ = [
     "SCRIPT_TEMPLATE",
     "STOP_MARK",
     "CallStats",
+    "CommentWrites",
     "SlurmAdapter",
     "SlurmClient",
     "SlurmTimeout",
@@ -77,4 +79,5 @@ __all__ = [
     "parse_index_list",
     "parse_show_job",
     "placements_of",
+    "scontrol_word",
 ]

@@ -4,6 +4,7 @@ docstring for the mapping)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from scheduler.adapters.base import (
@@ -14,7 +15,7 @@ from scheduler.adapters.base import (
     HostHealthState,
     StartRequest,
 )
-from scheduler.adapters.slurm.client import SlurmClient, SubmitOptions
+from scheduler.adapters.slurm.client import CommentWrites, SlurmClient, SubmitOptions
 from scheduler.adapters.slurm.governed import (
     GovernedJob,
     SlurmRecord,
@@ -296,9 +297,10 @@ class SlurmAdapter:
         """{Slurm id: record} of every governed job slurmctld still knows."""
         return governed_records(self._governed_raw())
 
-    def annotate(self, slurm_id: str, comment: str) -> None:
-        """Write Allot's answer in the job's comment (`squeue -o "%i %k"`)."""
-        self.client.update_job(slurm_id, comment=comment)
+    def annotate(self, comments: Mapping[str, str]) -> CommentWrites:
+        """Write Allot's answers {Slurm id: text} in the jobs' comments (`squeue -o
+        "%i %k"`), all with one scontrol (`SlurmClient.set_comments`)."""
+        return self.client.set_comments(comments)
 
     def refuse(self, slurm_id: str, comment: str) -> None:
         """Cancel a governed job Allot cannot adopt, the reason in its comment."""

@@ -7,20 +7,27 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from scheduler.adapters.base import AdapterError, AdapterUnavailable
 from scheduler.adapters.slurm.parsing import (
+    ACTIVE_SLURM_STATES,
     ALREADY_OVER_MARKERS,
     PERMANENT_MARKERS,
+    SLURM_ID_RE,
     UNREACHABLE_MARKERS,
     SlurmTimeout,
+    comment_update_line,
     parse_attempt_comment,
     parse_show_job,
+    scontrol_word,
 )
+
+# scontrol reading commands from stdin (readline): no site key bindings, C locale
+SCONTROL_STDIN_ENV = {"INPUTRC": "/dev/null", "LC_ALL": "C"}
 
 
 @dataclass
@@ -37,6 +44,34 @@ class CallStats:
         entry = self.by_command.setdefault(command, [0, 0.0])
         entry[0] += 1
         entry[1] += seconds
+
+
+@dataclass(frozen=True, slots=True)
+class CommentWrites:
+    """What a batch of comment writes did, by Slurm id."""
+
+    written: tuple[str, ...] = ()
+    gone: tuple[str, ...] = ()  # Slurm no longer knows the job (it ended meanwhile)
+    failed: Mapping[str, str] = field(default_factory=dict)  # {Slurm id: the error}
+
+
+def sorted_writes(
+    wanted: Mapping[str, str], shown: Mapping[str, tuple[str, str]], error: str
+) -> CommentWrites:
+    """Which of a failed batch's comments hold: `shown` is {Slurm id: (state, comment)}
+    as squeue lists them after it; a job it no longer lists, or lists ended, is gone."""
+    written: list[str] = []
+    gone: list[str] = []
+    failed: dict[str, str] = {}
+    for slurm_id, text in wanted.items():
+        state, comment = shown.get(slurm_id, ("", ""))
+        if state not in ACTIVE_SLURM_STATES:
+            gone.append(slurm_id)
+        elif comment == scontrol_word(text):
+            written.append(slurm_id)
+        else:
+            failed[slurm_id] = error
+    return CommentWrites(tuple(written), tuple(gone), failed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +124,11 @@ class SlurmClient:
         stdin: str | None = None,
         timeout_s: float | None = None,
         ok_markers: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> str:
         """Run one Slurm command; its stdout, or an error as the class docstring says.
-        `ok_markers`: error messages that count as success (idempotent requests)."""
+        `ok_markers`: error messages that count as success (idempotent requests);
+        `env`: variables set for this command only."""
         if self.slurm_conf and not Path(self.slurm_conf).is_file():
             raise AdapterUnavailable(f"Slurm configuration {self.slurm_conf} not found")
         command = [self._binary(args[0]), *args[1:]]
@@ -99,7 +136,12 @@ class SlurmClient:
         t0 = time.perf_counter()
         try:
             proc = subprocess.run(
-                command, input=stdin, capture_output=True, text=True, timeout=timeout, env=self._env
+                command,
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                env={**self._env, **env} if env else self._env,
             )
         except FileNotFoundError as exc:
             raise AdapterUnavailable(
@@ -272,6 +314,33 @@ class SlurmClient:
     def update_job(self, job_id: str, **fields: str) -> None:
         pairs = [f"{key}={value}" for key, value in fields.items()]
         self.run("scontrol", "update", f"jobid={job_id}", *pairs, ok_markers=ALREADY_OVER_MARKERS)
+
+    def set_comments(self, comments: Mapping[str, str]) -> CommentWrites:
+        """Write the comments {Slurm id: text} with one `scontrol` that reads an `update`
+        per line from stdin (each text as `scontrol_word` makes it safe there). A line
+        that fails (its job ended meanwhile) does not stop the others; when any failed,
+        one `squeue` tells which held (a job that ended is gone, as for `update_job`).
+        A timeout or an unreachable slurmctld is raised."""
+        bad = {i: "not a Slurm job id" for i in comments if not SLURM_ID_RE.fullmatch(i)}
+        wanted = {i: text for i, text in comments.items() if i not in bad}
+        if not wanted:
+            return CommentWrites(failed=bad)
+        lines = "".join(comment_update_line(i, text) for i, text in wanted.items())
+        try:
+            self.run("scontrol", stdin=lines, env=SCONTROL_STDIN_ENV)
+        except (AdapterUnavailable, SlurmTimeout):
+            raise
+        except AdapterError as exc:
+            result = sorted_writes(wanted, self.comments(), str(exc))
+            return CommentWrites(result.written, result.gone, {**result.failed, **bad})
+        return CommentWrites(written=tuple(wanted), failed=bad)
+
+    def comments(self) -> dict[str, tuple[str, str]]:
+        """{Slurm id: (state, comment)} of every job slurmctld knows (an array's tasks
+        each)."""
+        out = self.run("squeue", "--noheader", "--states=all", "--array", "--format=%i|%T|%k")
+        rows = (line.split("|", 2) for line in out.splitlines() if line.count("|") >= 2)
+        return {job_id.strip(): (state.strip(), comment) for job_id, state, comment in rows}
 
     def signal(self, job_id: str, signal: str = "TERM") -> None:
         """`scancel --signal=SIG --batch`: the batch script (and its trap) gets it."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +34,12 @@ ATTEMPT_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,100}$")
 COMMENT_RE = re.compile(
     r"^allot-attempt:(?P<id>[A-Za-z0-9._-]+)(?:,stop-by:(?P<stop>\d+))?(?P<abandoned>,abandoned)?"
 )
+# a Slurm job as scontrol names it: "123", an array task "122_3"
+SLURM_ID_RE = re.compile(r"[0-9]+(?:_[0-9]+)?")  # fullmatch
+# slurmctld refuses a comment over 1024 bytes
+COMMENT_MAX_BYTES = 1000
+NO_BREAK_SPACE = "\u00a0"
+TYPOGRAPHIC_QUOTES = str.maketrans({'"': "\u201d", "'": "\u2019"})
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 GRES_GPU_RE = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:(\d+)")
 GRES_IDX_RE = re.compile(r"^gpu(?::[^:(]+)?(?::\d+)?\(IDX:([^)]*)\)")
@@ -117,6 +124,28 @@ def attempt_comment(attempt_id: str, *, stop_by: int | None = None, abandoned: b
         + (f"{STOP_MARK}{stop_by}" if stop_by is not None else "")
         + (ABANDONED_MARK if abandoned else "")
     )
+
+
+def scontrol_word(text: str, *, max_bytes: int = COMMENT_MAX_BYTES) -> str:
+    """`text` as one word of a command line that scontrol reads from stdin.
+
+    scontrol splits such a line at ASCII white space and keeps quote characters in
+    the value (`Comment="a b"` stores the quotes; there is no escape), so white space
+    becomes one no-break space (U+00A0, shown as a space), `"` and `'` typographic
+    quotes, and control characters are dropped; cut to `max_bytes` of UTF-8."""
+    words = (
+        "".join(ch for ch in word if unicodedata.category(ch) != "Cc")
+        for word in text.translate(TYPOGRAPHIC_QUOTES).split()
+    )
+    encoded = NO_BREAK_SPACE.join(w for w in words if w).encode("utf-8", "replace")
+    return encoded[:max_bytes].decode("utf-8", "ignore")
+
+
+def comment_update_line(slurm_id: str, text: str) -> str:
+    """One `scontrol update` of a job's comment, as a line of scontrol's stdin."""
+    if not SLURM_ID_RE.fullmatch(slurm_id):
+        raise ValueError(f"{slurm_id!r} is no Slurm job id")
+    return f"update JobId={slurm_id} Comment={scontrol_word(text)}\n"
 
 
 def gpus_in_gres(gres: str | None) -> int:

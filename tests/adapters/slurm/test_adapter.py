@@ -18,8 +18,11 @@ from scheduler.adapters.base import (
 from scheduler.adapters.slurm import (
     SlurmAdapter,
     SlurmClient,
+    SubmitOptions,
     parse_attempt_comment,
+    scontrol_word,
 )
+from scheduler.adapters.slurm.parsing import TYPOGRAPHIC_QUOTES
 from tests.adapters.slurm.conftest import TimingOutClient, start_request, wait_for, wait_until
 
 S = ClusterJobState
@@ -293,3 +296,38 @@ def test_the_version_and_call_times_are_reported(client):
     assert "22." in client.version() or "slurm" in client.version()
     assert client.stats.calls >= 1 and client.stats.seconds > 0
     assert Path(client.slurm_conf).is_file()
+
+
+def test_one_scontrol_writes_every_comment_of_a_batch_whatever_the_text_or_a_job_that_ended(
+    adapter, client, slurm
+):
+    held = SubmitOptions(
+        name="comments", comment="x", nodelist=["gpu02"], gpus_per_node=1, gpus_total=1
+    )
+    ids = [client.submit("#!/bin/bash\nsleep 300\n", held) for _ in range(4)]
+    ended = ids.pop()
+    client.cancel(ended)
+    never = str(int(ended) + 100_000)  # a job Slurm never had (or has purged)
+    texts = {
+        ids[0]: 'allot-job:1 #1 waiting: project "a1" is over its share ETA 2026-12-06 18:00',
+        ids[1]: "it's ünïcödé → 東京\twith  tabs, 'quotes' and = signs",
+        ids[2]: "plain",
+    }
+    before = client.stats.by_command.get("scontrol", [0])[0]
+    writes = adapter.annotate({ids[0]: texts[ids[0]], ended: "too late", **texts, never: "no"})
+    assert client.stats.by_command["scontrol"][0] == before + 1  # one process for all
+    assert sorted(writes.written) == sorted(texts)
+    assert sorted(writes.gone) == sorted([ended, never]) and writes.failed == {}
+    shown = client.comments()  # squeue
+    for slurm_id, text in texts.items():
+        assert shown[slurm_id] == ("PENDING", scontrol_word(text))
+        assert shown[slurm_id][1].split() == text.translate(TYPOGRAPHIC_QUOTES).split()
+        out = subprocess.run(
+            ["scontrol", "show", "job", slurm_id],
+            env=slurm.client_env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert f"Comment={scontrol_word(text)}" in [line.strip(" ") for line in out.splitlines()]
+    assert shown[ended] == ("CANCELLED", "x")  # left as it was

@@ -21,6 +21,7 @@ from rest_framework.test import APIClient
 
 from budgets.models import Membership, Role
 from ledger.selectors import window_usage
+from scheduler.adapters.slurm import scontrol_word
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -100,7 +101,9 @@ def test_an_array_is_one_allot_array_and_a_waiting_job_shows_allot_s_answer(gov)
     }
     assert list(shown) == [waiting.spec["slurm_job_id"]]
     comment = shown[waiting.spec["slurm_job_id"]]
-    assert comment.startswith(f"allot-job:{waiting.pk} #1 "), comment
+    # spaces are no-break spaces there (one scontrol writes every comment, see scontrol_word)
+    assert comment == scontrol_word(waiting.slurm_adoption.comment)
+    assert comment.split()[:2] == [f"allot-job:{waiting.pk}", "#1"], comment
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,10 @@ from scheduler.adapters.slurm import (
     job_script,
     parse_attempt_comment,
     parse_show_job,
+    scontrol_word,
 )
+from scheduler.adapters.slurm.client import sorted_writes
+from scheduler.adapters.slurm.parsing import comment_update_line
 from tests.adapters.slurm.conftest import start_request
 
 S = ClusterJobState
@@ -176,3 +179,47 @@ def test_the_job_script_quotes_what_it_is_given_and_traps_a_graceful_stop():
     assert "bash -c 'echo '\"'\"'two words'\"'\"'' &" in listed
     with pytest.raises(AdapterError, match="environment variable"):
         job_script(start_request("a", {"gpu01": 1}, spec={"env": {"BAD NAME": "x"}}))
+
+
+# -- comments written with one scontrol (its commands read from stdin) ---------------------
+
+
+def test_a_comment_is_one_scontrol_word_that_reads_like_the_text():
+    text = 'allot-job:7 #3 waiting: "a1"\tis  over it\'s share\x1b[0m ETA 2026-12-06 18:00'
+    word = scontrol_word(text)
+    # scontrol splits at ASCII white space and stores quote characters as they are
+    assert not any(ch in word for ch in " \t\n\"'") and "\x1b" not in word
+    assert word.split() == [
+        "allot-job:7",
+        "#3",
+        "waiting:",
+        "\u201da1\u201d",
+        "is",
+        "over",
+        "it\u2019s",
+        "share[0m",
+        "ETA",
+        "2026-12-06",
+        "18:00",
+    ]
+    assert scontrol_word("ünïcödé → 東京") == "ünïcödé\u00a0→\u00a0東京"
+
+
+def test_a_comment_is_cut_to_slurms_limit_on_a_character_boundary():
+    word = scontrol_word("é" * 700)  # 1,400 bytes of UTF-8
+    assert word == "é" * 500 and len(word.encode()) == 1000
+
+
+def test_an_update_line_names_a_slurm_job_id_or_nothing():
+    assert comment_update_line("122_3", "a b") == "update JobId=122_3 Comment=a\u00a0b\n"
+    for bad in ("12\nupdate JobId=13 Comment=x", "12 13", "", "x1"):
+        with pytest.raises(ValueError):
+            comment_update_line(bad, "a")
+
+
+def test_after_a_failed_batch_squeue_tells_what_held_what_is_gone_and_what_failed():
+    wanted = {"1": "a b", "2": "c", "3": "d", "4": "e"}
+    shown = {"1": ("PENDING", "a\u00a0b"), "2": ("CANCELLED", "old"), "4": ("PENDING", "old")}
+    writes = sorted_writes(wanted, shown, "scontrol: Access/permission denied")
+    assert writes.written == ("1",) and writes.gone == ("2", "3")
+    assert writes.failed == {"4": "scontrol: Access/permission denied"}
