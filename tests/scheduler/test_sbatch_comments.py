@@ -67,3 +67,20 @@ def test_changed_answers_go_in_one_batch_and_a_failed_one_is_written_again():
     governed_sync(cluster=cluster, adapter=slurm, now=timezone.now())
     assert len(slurm.batches) == 2  # nothing changed: no write at all
     assert SlurmAdoption.objects.get(slurm_job_id="13").comment == batch["13"]
+
+
+def test_a_job_without_an_answer_yet_is_written_before_a_stale_one(monkeypatch):
+    monkeypatch.setattr("scheduler.services.slurm_adoption.MAX_COMMENT_WRITES", 1)
+    cluster = ClusterFactory()
+    for slurm_id, comment in (("11", "allot-job:1 #1 stale"), ("12", "")):
+        SlurmAdoption.objects.create(
+            cluster=cluster,
+            slurm_job_id=slurm_id,
+            job=JobFactory(cluster=cluster),
+            at=timezone.now(),
+            comment=comment,
+        )
+    slurm = Comments(["11", "12"])
+    governed_sync(cluster=cluster, adapter=slurm, now=timezone.now())
+    governed_sync(cluster=cluster, adapter=slurm, now=timezone.now())
+    assert [list(batch) for batch in slurm.batches] == [["12"], ["11"]]
