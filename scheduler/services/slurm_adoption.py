@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import transaction
+from django.db import connection, transaction
 
 from config.errors import ApplicationError
 from scheduler.adapters.slurm.adapter import SLURM_JOB_KEY
@@ -216,7 +216,11 @@ def governed_sync(*, cluster: Cluster, adapter: Any, now: dt.datetime) -> Adopti
     MAX_COMMENT_WRITES per cycle: first those of jobs that have no answer yet, then
     front of the queue first (every position behind a start changes)."""
     counts = AdoptionCounts()
-    rows = list(SlurmAdoption.objects.filter(cluster=cluster, open=True).select_related("job"))
+    rows = list(
+        SlurmAdoption.objects.filter(cluster=cluster, open=True)
+        .select_related("job")
+        .only("slurm_job_id", "refused", "comment", "job", "job__state")
+    )
     if not rows:
         return counts
     records = adapter.governed_records()
@@ -295,13 +299,27 @@ def _write_answers(adapter: Any, changed: dict[str, tuple[SlurmAdoption, str]]) 
             len(result.failed),
             *first,
         )
-    told = []
-    for slurm_id in (*result.written, *result.gone):
-        row, comment = changed[slurm_id]
-        row.comment = comment
-        told.append(row)
-    SlurmAdoption.objects.bulk_update(told, ["comment"], batch_size=500)
+    told = [changed[slurm_id] for slurm_id in (*result.written, *result.gone)]
+    _record_comments([(row.pk, comment) for row, comment in told])
     return len(told)
+
+
+# one statement for a cycle's comments (bulk_update's CASE took ~0.5 ms a row)
+_RECORD_COMMENTS_SQL = (
+    "UPDATE {table} AS a SET comment = v.comment"
+    " FROM unnest(%s::bigint[], %s::text[]) AS v(id, comment) WHERE a.id = v.id"
+)
+
+
+def _record_comments(comments: list[tuple[int, str]]) -> None:
+    """Store the comments [(row pk, comment)] Slurm took."""
+    if not comments:
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _RECORD_COMMENTS_SQL.format(table=SlurmAdoption._meta.db_table),
+            [[pk for pk, _ in comments], [comment for _, comment in comments]],
+        )
 
 
 def _cancel_pending(job: Job, row: SlurmAdoption, lost: bool, now: dt.datetime) -> None:

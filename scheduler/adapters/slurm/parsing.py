@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +39,12 @@ SLURM_ID_RE = re.compile(r"[0-9]+(?:_[0-9]+)?")  # fullmatch
 COMMENT_MAX_BYTES = 1000
 NO_BREAK_SPACE = "\u00a0"
 TYPOGRAPHIC_QUOTES = str.maketrans({'"': "\u201d", "'": "\u2019"})
+# quotes typographic, control characters (Unicode's Cc: C0, DEL, C1) dropped; white
+# space among them is split on before this applies
+_WORD_CHARS = {
+    **TYPOGRAPHIC_QUOTES,
+    **{code: None for code in (*range(0x20), *range(0x7F, 0xA0))},
+}
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 GRES_GPU_RE = re.compile(r"(?:^|,)gpu(?::[^:,()]+)?:(\d+)")
 GRES_IDX_RE = re.compile(r"^gpu(?::[^:(]+)?(?::\d+)?\(IDX:([^)]*)\)")
@@ -133,10 +138,7 @@ def scontrol_word(text: str, *, max_bytes: int = COMMENT_MAX_BYTES) -> str:
     the value (`Comment="a b"` stores the quotes; there is no escape), so white space
     becomes one no-break space (U+00A0, shown as a space), `"` and `'` typographic
     quotes, and control characters are dropped; cut to `max_bytes` of UTF-8."""
-    words = (
-        "".join(ch for ch in word if unicodedata.category(ch) != "Cc")
-        for word in text.translate(TYPOGRAPHIC_QUOTES).split()
-    )
+    words = (word.translate(_WORD_CHARS) for word in text.split())
     encoded = NO_BREAK_SPACE.join(w for w in words if w).encode("utf-8", "replace")
     return encoded[:max_bytes].decode("utf-8", "ignore")
 
