@@ -48,9 +48,9 @@ log = logging.getLogger(__name__)
 DEFAULT_MIN_RUNTIME_S = 3600
 # jobs adopted per cycle at most (~16 ms each on the loaded 2-core machine)
 MAX_ADOPT_PER_CYCLE = 250
-# comments written per cycle at most (one scontrol for all of them, 0.5-1 ms each on
-# the loaded 2-core machine: a queue whose positions all shift stays under ~0.5 s)
-MAX_COMMENT_WRITES = 500
+# comments written per cycle at most, in one scontrol (0.4-3 ms each on the shared
+# 2-core machine): as many as a cycle adopts, so each new job is answered in its cycle
+MAX_COMMENT_WRITES = MAX_ADOPT_PER_CYCLE
 ENDED_IN_SLURM = {"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"}
 
 
