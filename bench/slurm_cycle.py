@@ -15,8 +15,10 @@ of the whole cycle.
 Allot's job_submit.lua; `--pending` jobs are sbatch'd there (held and tagged by the
 plugin, as root, to the 20 projects' accounts), then cycles run until every one is
 adopted (250 per cycle at most; the first starts what fits), then one more confirms
-the starts and one is steady. Reported: the adoption rate (jobs adopted per second of
-the cycles' adopt phases) and each cycle's figures.
+the starts, then cycles run until one writes no comment (every waiting job's answer
+current; at most 15): that one is the steady cycle, the ones before it settling.
+Reported: the adoption rate (jobs adopted per second of the cycles' adopt phases) and
+each cycle's figures.
 
 Needs root (the daemons run as root) and Slurm installed (`make slurm`). Runs in a
 throwaway database (`test_<DATABASE_URL name>_slurmbench`), created and dropped.
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
     from scheduler.adapters.slurm_local import LocalSlurm
 
 GPU_MIX = [(1, 0.5), (2, 0.25), (4, 0.15), (8, 0.10)]
+# governed sbatch: cycles after the confirming one, until one writes no comment
+MAX_SETTLING = 15
 
 
 def tree_document(programs: int = 4, projects: int = 5) -> dict:
@@ -257,7 +261,12 @@ def run_sbatch(pending: int, seed: int, slurm_conf: str | None) -> dict:
         cycles = []  # until every job is adopted, then a confirming and a steady one
         while len(cycles) < 20 and Job.objects.filter(cluster=cluster).count() < pending:
             cycles.append(one_cycle(cluster, worker))
-        cycles += [one_cycle(cluster, worker) for _ in range(2)]
+        cycles.append(one_cycle(cluster, worker))  # confirms the starts
+        # then cycles until one writes no comment (the waiting jobs' answers all current)
+        settling = [one_cycle(cluster, worker)]
+        while len(settling) < MAX_SETTLING and "scontrol" in settling[-1]["slurm_ms_by_command"]:
+            settling.append(one_cycle(cluster, worker))
+        cycles.append(settling[-1])
         adopt_ms = sum(c["phases_ms"].get("adopt", 0.0) for c in cycles)
         adopted = SlurmAdoption.objects.filter(cluster=cluster, job__isnull=False).count()
         running = Attempt.objects.filter(cluster=cluster).exclude(state=AttemptState.ENDED)
@@ -278,6 +287,10 @@ def run_sbatch(pending: int, seed: int, slurm_conf: str | None) -> dict:
             "cycle_1_adopt_and_start": cycles[0],
             "adopting_cycles_wall_ms": [c["wall_ms"] for c in cycles[:-2]],
             "cycle_confirms": cycles[-2],
+            "settling_cycles_wall_ms": [c["wall_ms"] for c in settling[:-1]],
+            "settling_cycles_scontrol_ms": [
+                c["slurm_ms_by_command"]["scontrol"]["ms"] for c in settling[:-1]
+            ],
             "cycle_steady": cycles[-1],
             "allot_jobs": Job.objects.filter(cluster=cluster).count(),
             "gpus_in_use": sum(a.gpus for a in running),
