@@ -3,8 +3,9 @@ nine roles gets, and whether the request changes the tables it touches.
 
 docs/api.md's "The table" (under "Who may do what") is these rows in words (budgets/permissions.py
 is the rules in code). tests/security/test_permissions.py walks every row for every
-role, checks the status, and checks by a fingerprint of the tables that a refusal (and a
-read) changed nothing and that a success of a write changed them. Every API operation of
+role, checks the status, and checks by each table's row count and digest that a refusal,
+an invalid request and a read changed no table, and that a success of a write changed
+exactly the tables its row names (`tables`), no other. Every API operation of
 the schema and every page of the URL configuration must have a row, so a new endpoint
 lands with its rows. Placeholders such as `{a1}` are filled from the test's context.
 """
@@ -40,9 +41,12 @@ class Row:
     path: str
     expected: dict[str, int]  # role -> status
     body: dict = field(default_factory=dict)
-    # which roles' successful requests change the fingerprinted tables (None: every
-    # role that gets a 2xx/3xx on a write; reads never change anything)
+    # which roles' requests change the tables (None: every role that gets a 2xx/3xx on a
+    # write; reads never change anything)
     changes: frozenset[str] | None = None
+    # the tables (by name) those requests change, exactly; every other table, and every
+    # table on a read, a refusal or an invalid request, is left as it was
+    tables: frozenset[str] = frozenset()
 
     @property
     def key(self) -> str:
@@ -79,7 +83,33 @@ def admin_view(staff: int) -> dict[str, int]:
     return allowed(200, {"superuser"}, anonymous=302, refused=302) | {"staff": staff}
 
 
-NEVER = frozenset()
+NEVER: frozenset[str] = frozenset()
+
+# The tables each kind of write changes, exactly (by table name; every other table of the
+# database must stay as it was). The audit trail is part of each: a change of the tree is a
+# budget event with an item per node whose share moves, a job's change a job event, a
+# host's or a cluster's its own event table; a tracked row's insert or update is also a
+# django-pghistory event with its context (pghistory records inserts and updates, so a
+# removed role leaves its budget event, not a membership event).
+# a node added, renamed or reweighted (the tree's version moves)
+TREE_WRITE = frozenset({
+    "budgets_budgetnode", "budgets_budgetnodeevent", "budgets_treestate",
+    "budgets_budgetevent", "budgets_budgeteventitem", "pghistory_context",
+})  # fmt: skip
+ROLE_GRANTED = frozenset({
+    "budgets_membership", "budgets_membershipevent",
+    "budgets_budgetevent", "budgets_budgeteventitem", "pghistory_context",
+})  # fmt: skip
+ROLE_REMOVED = frozenset({"budgets_membership", "budgets_budgetevent", "budgets_budgeteventitem"})
+SCHEDULED_CANCELLED = frozenset({"budgets_scheduledchange", "budgets_budgetevent"})
+TOKENS = frozenset({"accounts_apitoken"})
+JOB_WRITE = frozenset({"scheduler_job", "scheduler_jobevent"})  # submitted, or pending cancelled
+RUNNING_JOB_CANCELLED = JOB_WRITE | {"scheduler_attempt"}  # the attempt is asked to stop
+POLICY = frozenset({"scheduler_cluster", "scheduler_clusterpolicyevent"})
+METRICS_SOURCE = frozenset({"scheduler_clustermetrics", "scheduler_clusterpolicyevent"})
+HOST_HEALTH = frozenset({"scheduler_host", "scheduler_hostevent"})
+PREVIEW = frozenset({"scheduler_preview"})
+SIGN_OUT = frozenset({"django_session"})
 
 ROWS: list[Row] = [
     # the budget tree, shares, history, memberships: participants read
@@ -95,30 +125,35 @@ ROWS: list[Row] = [
         "/api/v1/nodes/",
         allowed(201, GOVERN_A),
         {"parent": "{prog_a}", "name": "a3", "reason": "r"},
+        tables=TREE_WRITE,
     ),  # fmt: skip
     Row(
         "patch",
         "/api/v1/nodes/{a1}/",
         allowed(200, GOVERN_A),
         {"name": "a1-renamed", "reason": "r"},
+        tables=TREE_WRITE,
     ),  # fmt: skip
     Row(
         "post",
         "/api/v1/budget-changes/",
         allowed(201, GOVERN_A),
         {"reason": "r", "changes": [{"node": "{a1}", "weight": 5}]},
+        tables=TREE_WRITE,
     ),  # fmt: skip
     Row(
         "post",
         "/api/v1/budget-changes/",
         allowed(201, {"other_manager", "head", "superuser"}),
         {"reason": "r", "changes": [{"node": "{b1}", "weight": 5}]},
+        tables=TREE_WRITE,
     ),  # fmt: skip
     Row(
         "post",
         "/api/v1/budget-changes/{scheduled}/cancel/",
         allowed(201, GOVERN_A),
         {"reason": "r"},
+        tables=SCHEDULED_CANCELLED,
     ),  # fmt: skip
     # roles: members by a manager of the project or above, managers by a manager above
     Row(
@@ -126,55 +161,95 @@ ROWS: list[Row] = [
         "/api/v1/memberships/",
         allowed(201, MANAGE_A1),
         {"user": "bob", "node": "{a1}", "role": "member"},
+        tables=ROLE_GRANTED,
     ),  # fmt: skip
     Row(
         "post",
         "/api/v1/memberships/",
         allowed(201, GOVERN_A),
         {"user": "bob", "node": "{a1}", "role": "manager"},
+        tables=ROLE_GRANTED,
     ),  # fmt: skip
     Row(
         "post",
         "/api/v1/memberships/",
         allowed(201, {"other_manager", "head", "superuser"}),
         {"user": "bob", "node": "{b1}", "role": "member"},
+        tables=ROLE_GRANTED,
     ),  # fmt: skip
     Row(
         "post",
         "/api/v1/memberships/",
         allowed(201, {"other_manager", "head", "superuser"}),
         {"user": "bob", "node": "{b1}", "role": "manager"},
+        tables=ROLE_GRANTED,
     ),  # fmt: skip
-    Row("delete", "/api/v1/memberships/{ann_a1}/", allowed(204, MANAGE_A1)),
-    Row("delete", "/api/v1/memberships/{pi_a1}/", allowed(204, GOVERN_A)),
+    Row("delete", "/api/v1/memberships/{ann_a1}/", allowed(204, MANAGE_A1), tables=ROLE_REMOVED),
+    Row("delete", "/api/v1/memberships/{pi_a1}/", allowed(204, GOVERN_A), tables=ROLE_REMOVED),
     # tokens: a password gives one; each user sees and revokes only their own
-    Row("post", "/api/v1/auth/token/", public(), {"username": "bob", "password": "pw"}),
+    Row(
+        "post",
+        "/api/v1/auth/token/",
+        public(),
+        {"username": "bob", "password": "pw"},
+        tables=TOKENS,
+    ),  # fmt: skip
     Row("get", "/api/v1/auth/tokens/", signed_in()),
-    Row("delete", "/api/v1/auth/tokens/", signed_in(204), changes=frozenset({"head"})),
-    Row("delete", "/api/v1/auth/tokens/{ceo_token}/", {**signed_in(404), "head": 204}),
+    Row(  # only ceo holds a token
+        "delete",
+        "/api/v1/auth/tokens/",
+        signed_in(204),
+        changes=frozenset({"head"}),
+        tables=TOKENS,
+    ),  # fmt: skip
+    Row(
+        "delete",
+        "/api/v1/auth/tokens/{ceo_token}/",
+        {**signed_in(404), "head": 204},
+        tables=TOKENS,
+    ),  # fmt: skip
     # jobs: participants read (specs: submitter, managers of the project or above,
     # staff); members and managers of the project or above submit; the submitter, those
-    # managers and staff cancel. {job} is ann's in a1, {job_a2} bob's in a2.
+    # managers and staff cancel. {job} is ann's in a1, {job_a2} bob's in a2 (pending).
     Row("get", "/api/v1/jobs/", readers()),
     Row(
         "post",
         "/api/v1/jobs/",
         allowed(201, MANAGE_A1 | {"member"}),
         {"project": "{a1}", "cluster": "gpu", "gpus": 1, "min_runtime_s": 0},
+        tables=JOB_WRITE,
     ),  # fmt: skip
     Row(
         "post",
         "/api/v1/jobs/",
         allowed(201, {"other_manager", "head", "superuser"}),
         {"project": "{b1}", "cluster": "gpu", "gpus": 1, "min_runtime_s": 0},
+        tables=JOB_WRITE,
     ),  # fmt: skip
     Row("get", "/api/v1/jobs/{job}/", readers()),
-    Row("post", "/api/v1/jobs/{job}/cancel/", allowed(200, MANAGE_A1 | {"member", "staff"})),
-    Row("post", "/api/v1/jobs/{job_a2}/cancel/", allowed(200, GOVERN_A | {"staff"})),
+    Row(
+        "post",
+        "/api/v1/jobs/{job}/cancel/",
+        allowed(200, MANAGE_A1 | {"member", "staff"}),
+        tables=JOB_WRITE,
+    ),  # fmt: skip
+    Row(  # ann's, running in a1: its attempt is asked to stop
+        "post",
+        "/api/v1/jobs/{job_running}/cancel/",
+        allowed(200, MANAGE_A1 | {"member", "staff"}),
+        tables=RUNNING_JOB_CANCELLED,
+    ),  # fmt: skip
+    Row(
+        "post",
+        "/api/v1/jobs/{job_a2}/cancel/",
+        allowed(200, GOVERN_A | {"staff"}),
+        tables=JOB_WRITE,
+    ),  # fmt: skip
     Row(
         "post",
         "/api/v1/jobs/{job_b1}/cancel/",
         allowed(200, {"other_manager", "head", "staff", "superuser"}),
+        tables=JOB_WRITE,
     ),  # fmt: skip
     Row("get", "/api/v1/queue/?cluster=gpu", readers()),
     Row("get", "/api/v1/waits/?cluster=gpu", readers()),
@@ -184,7 +259,11 @@ ROWS: list[Row] = [
     Row("get", "/api/v1/clusters/", readers()),
     Row("get", "/api/v1/clusters/{cluster}/", readers()),
     Row(
-        "patch", "/api/v1/clusters/{cluster}/", allowed(200, STAFF), {"cycle_s": 5, "reason": "r"}
+        "patch",
+        "/api/v1/clusters/{cluster}/",
+        allowed(200, STAFF),
+        {"cycle_s": 5, "reason": "r"},
+        tables=POLICY,
     ),  # fmt: skip
     # where its GPU metrics are read: staff, like the policy (the service decides)
     Row(
@@ -197,11 +276,16 @@ ROWS: list[Row] = [
             "bearer_token": "t",
             "reason": "r",
         },
+        tables=METRICS_SOURCE,
     ),  # fmt: skip
     Row("get", "/api/v1/hosts/", readers()),
     Row("get", "/api/v1/hosts/{host}/", readers()),
     Row(
-        "patch", "/api/v1/hosts/{host}/", allowed(200, STAFF), {"health": "draining", "reason": "r"}
+        "patch",
+        "/api/v1/hosts/{host}/",
+        allowed(200, STAFF),
+        {"health": "draining", "reason": "r"},
+        tables=HOST_HEALTH,
     ),  # fmt: skip
     # what-if previews: whoever may change the weights under the node, and its requester
     Row(
@@ -209,12 +293,14 @@ ROWS: list[Row] = [
         "/api/v1/previews/",
         allowed(201, GOVERN_A),
         {"node": "{prog_a}", "cluster": "gpu", "weights": [{"node": "{a1}", "weight": 3}]},
+        tables=PREVIEW,
     ),  # fmt: skip
     Row(
         "post",
         "/api/v1/previews/",
         allowed(201, {"other_manager", "head", "superuser"}),
         {"node": "{prog_b}", "cluster": "gpu", "weights": [{"node": "{b1}", "weight": 3}]},
+        tables=PREVIEW,
     ),  # fmt: skip
     Row("get", "/api/v1/previews/{preview}/", allowed(200, GOVERN_A)),
     # public and operators' endpoints
@@ -228,7 +314,8 @@ ROWS: list[Row] = [
     # pages: participants; the edit form where you govern every child
     Row("get", "/", public(302)),  # to /budgets/; without a role to /me/ (test_side_doors)
     Row("get", "/accounts/login/", public()),
-    Row("post", "/accounts/logout/", public(302), changes=NEVER),
+    # the session of a signed-in role ends
+    Row("post", "/accounts/logout/", public(302), changes=frozenset(SIGNED_IN), tables=SIGN_OUT),
     Row("get", "/budgets/", readers(anonymous=302)),
     Row("get", "/budgets/history/", readers(anonymous=302)),
     Row("get", "/budgets/nodes/{prog_a}/edit/", allowed(200, GOVERN_A, anonymous=302)),
@@ -244,6 +331,7 @@ ROWS: list[Row] = [
         allowed(200, GOVERN_A, anonymous=302),
         {"cluster": "gpu", "weight-{a1}": "3", "weight-{a2}": "30"},
         frozenset(GOVERN_A),
+        tables=PREVIEW,
     ),  # fmt: skip
     Row("get", "/budgets/whatif/{preview}/", allowed(200, GOVERN_A, anonymous=302)),
     Row(
@@ -252,6 +340,7 @@ ROWS: list[Row] = [
         allowed(302, GOVERN_A, anonymous=302),
         {"reason": "r"},
         frozenset(GOVERN_A),
+        tables=SCHEDULED_CANCELLED,
     ),  # fmt: skip
     Row("get", "/planner/", readers(anonymous=302)),
     Row("get", "/planner/{scenario}/", readers(anonymous=302)),
@@ -307,6 +396,7 @@ ROWS: list[Row] = [
         allowed(302, {"superuser"}, anonymous=302, refused=302) | {"staff": 403},
         {"action": "remove_roles", "_selected_action": "{ann_a1}"},
         frozenset({"superuser"}),
+        tables=ROLE_REMOVED,
     ),  # fmt: skip
 ]
 
