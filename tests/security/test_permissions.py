@@ -114,6 +114,18 @@ def changed(before: Digests, after: Digests) -> dict[str, str]:
     }
 
 
+def running_job(tree, cluster, submit: dict, now) -> Job:
+    """Ann's job in a1, running on node00 (its attempt is what a cancel asks to stop)."""
+    job = job_submit(actor=tree.user("ann"), project="org/prog-a/a1", **submit).jobs[0]
+    AttemptFactory(
+        job=job, attempt_id="a-run", cluster=cluster, gpus=1, created_at=now,
+        started_at=now, placements=[{"host": "node00", "gpu_indices": [0]}],
+    )  # fmt: skip
+    job_transition(job=job, to_state=JobState.STARTING, reason="starting")
+    job_transition(job=job, to_state=JobState.RUNNING, reason="running")
+    return job
+
+
 def context(tree) -> dict[str, object]:
     """Objects the rows refer to, by placeholder name."""
     UserFactory(username="bob")
@@ -143,13 +155,7 @@ def context(tree) -> dict[str, object]:
         **submit,
     ).jobs[0]  # fmt: skip
     now = timezone.now()
-    running = job_submit(actor=tree.user("ann"), project="org/prog-a/a1", **submit).jobs[0]
-    AttemptFactory(
-        job=running, attempt_id="a-run", cluster=cluster, gpus=1, created_at=now,
-        started_at=now, placements=[{"host": "node00", "gpu_indices": [0]}],
-    )  # fmt: skip
-    job_transition(job=running, to_state=JobState.STARTING, reason="starting")
-    job_transition(job=running, to_state=JobState.RUNNING, reason="running")
+    running = running_job(tree, cluster, submit, now)
     attempt = AttemptFactory(
         job=keyed, number=1, attempt_id="a-1", cluster=cluster, project=keyed.project,
         gpus=1, allocated=False, state=AttemptState.ENDED, created_at=now, ended_at=now,
