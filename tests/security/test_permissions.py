@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import weakref
 from types import ModuleType
 
 import pytest
@@ -74,7 +73,6 @@ METHODS = {"get", "post", "put", "patch", "delete"}
 # are written by the beat and the workers, which do not run here; the caches are Redis.
 # So a request that writes a table no row names is caught wherever it writes.
 DIGESTS_STATEMENT = "allot_matrix_digests"
-_prepared: weakref.WeakSet = weakref.WeakSet()  # the connections that hold the statement
 
 Digests = dict[str, tuple[int, str]]
 
@@ -93,14 +91,13 @@ def digests_sql(tables: list[str]) -> str:
 
 def digests() -> Digests:
     """Every table's row count and digest. The statement is prepared once per database
-    connection: parsing and planning its ~45 parts cost more than running it (a call
-    4.4 -> 1.2 ms)."""
-    connection.ensure_connection()
+    session (asked of the server: a new connection, or a DEALLOCATE, prepares it again):
+    parsing and planning its ~45 parts cost more than running it (a call 4.4 -> 1.2 ms)."""
     with connection.cursor() as cursor:
-        if connection.connection not in _prepared:
+        cursor.execute("SELECT 1 FROM pg_prepared_statements WHERE name = %s", [DIGESTS_STATEMENT])
+        if cursor.fetchone() is None:
             tables = sorted(connection.introspection.table_names(cursor))
             cursor.execute(f"PREPARE {DIGESTS_STATEMENT} AS {digests_sql(tables)}")
-            _prepared.add(connection.connection)
         cursor.execute(f"EXECUTE {DIGESTS_STATEMENT}")
         return {table: (count, digest) for table, count, digest in cursor.fetchall()}
 
