@@ -148,6 +148,21 @@ ROWS: list[Row] = [
         {"reason": "r", "changes": [{"node": "{b1}", "weight": 5}]},
         tables=TREE_WRITE,
     ),  # fmt: skip
+    # one change under each program: only a manager of both may (no partial write)
+    Row(
+        "post",
+        "/api/v1/budget-changes/",
+        allowed(201, {"head", "superuser"}),
+        {"reason": "r", "changes": [{"node": "{a1}", "weight": 5}, {"node": "{b1}", "weight": 5}]},
+        tables=TREE_WRITE,
+    ),  # fmt: skip
+    # invalid once let through (a sibling's name): refused and nothing written
+    Row(
+        "patch",
+        "/api/v1/nodes/{a1}/",
+        allowed(400, GOVERN_A),
+        {"name": "a2", "reason": "r"},
+    ),  # fmt: skip
     Row(
         "post",
         "/api/v1/budget-changes/{scheduled}/cancel/",
@@ -183,6 +198,13 @@ ROWS: list[Row] = [
         allowed(201, {"other_manager", "head", "superuser"}),
         {"user": "bob", "node": "{b1}", "role": "manager"},
         tables=ROLE_GRANTED,
+    ),  # fmt: skip
+    # invalid once let through (ann is already a member of a1)
+    Row(
+        "post",
+        "/api/v1/memberships/",
+        allowed(400, MANAGE_A1),
+        {"user": "ann", "node": "{a1}", "role": "member"},
     ),  # fmt: skip
     Row("delete", "/api/v1/memberships/{ann_a1}/", allowed(204, MANAGE_A1), tables=ROLE_REMOVED),
     Row("delete", "/api/v1/memberships/{pi_a1}/", allowed(204, GOVERN_A), tables=ROLE_REMOVED),
