@@ -131,7 +131,7 @@ def context(tree) -> dict[str, object]:
     SuperUserFactory(username="root")
     for name in USERS.values():
         if name:
-            tree.user(name)  # a usable password, set before any fingerprint
+            tree.user(name)  # a usable password, set before any digest
     scheduled = services.budget_change_create(
         actor=tree.user("ceo"),
         reason="later",
