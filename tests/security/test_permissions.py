@@ -8,9 +8,9 @@ table, misses its audit row or writes nothing) show the walk reports each.
 
 One test per row: its objects are made once, each role is signed in, and each role's
 request runs in a savepoint that is rolled back, so every role starts from the same
-tables (digested once per row). Every API operation of
-the schema, every page of the URL configuration and every model of the admin must have
-a row (`missing_rows`); a URL configuration with one more endpoint proves it."""
+tables (digested once per row). Every API operation of the schema, every page of the URL
+configuration and every model of the admin must have a row (`missing_rows`); a URL
+configuration with one more endpoint proves it."""
 
 from __future__ import annotations
 
