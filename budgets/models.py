@@ -25,7 +25,7 @@ class Role(models.TextChoices):
     MEMBER = "member", "Member"
 
 
-@pghistory.track()
+@pghistory.track(pghistory.InsertEvent(), pghistory.UpdateEvent(), pghistory.DeleteEvent())
 class BudgetNode(TreeNode):
     """A node of the org -> program -> project tree. Only projects (leaves) own work.
 
@@ -65,7 +65,7 @@ class BudgetNode(TreeNode):
         return self.name
 
 
-@pghistory.track()
+@pghistory.track(pghistory.InsertEvent(), pghistory.UpdateEvent(), pghistory.DeleteEvent())
 class Membership(models.Model):
     """A user's role on a node: managers govern the subtree below, members use a project."""
 

@@ -88,9 +88,8 @@ NEVER: frozenset[str] = frozenset()
 # The tables each kind of write changes, exactly (by table name; every other table of the
 # database must stay as it was). The audit trail is part of each: a change of the tree is a
 # budget event with an item per node whose share moves, a job's change a job event, a
-# host's or a cluster's its own event table; a tracked row's insert or update is also a
-# django-pghistory event with its context (pghistory records inserts and updates, so a
-# removed role leaves its budget event, not a membership event).
+# host's or a cluster's its own event table; a tracked row's insert, update or delete is
+# also a django-pghistory event with its context.
 # a node added, renamed or reweighted (the tree's version moves)
 TREE_WRITE = frozenset({
     "budgets_budgetnode", "budgets_budgetnodeevent", "budgets_treestate",
@@ -100,7 +99,7 @@ ROLE_GRANTED = frozenset({
     "budgets_membership", "budgets_membershipevent",
     "budgets_budgetevent", "budgets_budgeteventitem", "pghistory_context",
 })  # fmt: skip
-ROLE_REMOVED = frozenset({"budgets_membership", "budgets_budgetevent", "budgets_budgeteventitem"})
+ROLE_REMOVED = ROLE_GRANTED  # the same tables: the row goes, its history records the delete
 SCHEDULED_CANCELLED = frozenset({"budgets_scheduledchange", "budgets_budgetevent"})
 TOKENS = frozenset({"accounts_apitoken"})
 JOB_WRITE = frozenset({"scheduler_job", "scheduler_jobevent"})  # submitted, or pending cancelled
