@@ -20,9 +20,10 @@ PostgreSQL's nor this load generator's share counts) divided by the requests:
 - `job_get_cpu_ms`: `GET /api/v1/jobs/{id}/`; `queue_cpu_ms`: `GET /api/v1/queue/?cluster=bench&limit=50`;
 - `job_page_cpu_ms`: `/jobs/{id}/`; `tree_page_cpu_ms`: `/budgets/`;
 - `dashboard_cpu_ms`: what a browser asks for to show `/dashboards/?days=7&step=hour`: the
-  page plus the chart requests it names (`hx-get` with `hx-trigger="load"`: occupancy,
-  efficiency, delivery, fair share, waits), read from the page itself; the sum, and each
-  part in `dashboard_parts_cpu_ms` (`page` and each chart by its section id). The
+  page plus every request it makes as it loads (`hx-get` with `hx-trigger="load"`), read
+  from the page itself (none since the page holds its charts: occupancy, efficiency,
+  delivery, fair share, waits); the sum, and each part in `dashboard_parts_cpu_ms` (`page`
+  and each such request by the id of the element that makes it). The
   database holds a week of ledger hours (cluster and project rows for every complete
   hour), so the charts draw a week, as on a cluster that has run one;
 - `queue_page_cpu_ms`: the cluster queue page (`/clusters/<id>/queue/`: 50 pending jobs
@@ -31,6 +32,7 @@ PostgreSQL's nor this load generator's share counts) divided by the requests:
   jobs).
 
 `requests_per_s`: `GET /api/v1/jobs/{id}/` from 4 client threads for `--seconds`.
+`--only dashboard queue_page` measures only the kinds whose keys start so.
 """
 
 from __future__ import annotations
@@ -177,6 +179,12 @@ def main() -> None:
     parser.add_argument(
         "--keep", action="store_true", help="keep the database `<name>_cost` (to profile it)"
     )
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="KIND",
+        help="measure only these kinds (JSON keys or their starts: `dashboard`, `queue_page`)",
+    )
     args = parser.parse_args()
     with fresh_database("cost", keep=args.keep) as database_url:
         env = production_env(database_url, port=args.port, workers=2, var_dir=ROOT / "var" / "cost")
@@ -212,13 +220,16 @@ def main() -> None:
         with gunicorn(env, ROOT / "var" / "cost" / "gunicorn.log") as server:
             status, body = fetch(args.port, "GET", DASHBOARD, page)
             charts = loaded_parts(body.decode())
-            if status != 200 or len(charts) != 5:
-                sys.exit(f"{DASHBOARD} answered {status} naming the charts {charts}")
+            figures = body.decode().count('class="chart" data-figure=')
+            if status != 200 or not (charts or figures):
+                sys.exit(f"{DASHBOARD} answered {status} with no chart and naming none")
             dashboard_parts = {"dashboard_page": ("GET", DASHBOARD, page)} | {
                 f"dashboard_{chart}": ("GET", path, page) for chart, path in charts.items()
             }
             del kinds["dashboard_cpu_ms"]
             kinds = {**dashboard_parts, **kinds}
+            if args.only:
+                kinds = {k: v for k, v in kinds.items() if k.startswith(tuple(args.only))}
             for key, (method, path, headers) in kinds.items():
 
                 def send(method=method, path=path, headers=headers) -> int:
@@ -240,15 +251,19 @@ def main() -> None:
                 statuses[key] = {str(s): answers.count(s) for s in sorted(set(answers))}
                 if any(s >= 300 for s in answers):
                     sys.exit(f"{method} {path} answered {statuses[key]}; see var/cost/gunicorn.log")
-            parts = {k.removeprefix("dashboard_"): result.pop(k) for k in dashboard_parts}
-            result = {
-                "dashboard_cpu_ms": round(sum(parts.values()), 2),
-                "dashboard_parts_cpu_ms": parts,
-                **result,
+            parts = {
+                k.removeprefix("dashboard_"): result.pop(k) for k in dashboard_parts if k in result
             }
-            result["requests_per_s"] = throughput(
-                args.port, f"/api/v1/jobs/{job_id}/", api, args.seconds
-            )
+            if parts:
+                result = {
+                    "dashboard_cpu_ms": round(sum(parts.values()), 2),
+                    "dashboard_parts_cpu_ms": parts,
+                    **result,
+                }
+            if not args.only or "requests_per_s".startswith(tuple(args.only)):
+                result["requests_per_s"] = throughput(
+                    args.port, f"/api/v1/jobs/{job_id}/", api, args.seconds
+                )
     result.update(
         statuses=statuses,
         requests_per_kind=args.requests,

@@ -160,14 +160,16 @@ def _scan_delivery(period: Period) -> DeliverySums:
 # --- fair share now -----------------------------------------------------------------
 
 
-def fairshare_now(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
+def fairshare_now(
+    *, viewer, cluster: Cluster, now: dt.datetime | None = None, index: TreeIndex | None = None
+) -> dict[str, Any]:
     """As of the cluster's last scheduling cycle (`as_of`, `from_cycle`: the ledger's
     `fairshare`), `rows`: each node of the budget tree below the root (depth first) with
     its entitled share, window usage (GPU-hours, as that cycle read it), level fair share
     (S / U) and fair-share factor (the ledger's `sshare -l` rows), and what that means
-    for its jobs."""
+    for its jobs. `index`: the budget tree, when the caller has read it already."""
     rows = []
-    answer = ledger_selectors.fairshare(viewer=viewer, cluster=cluster, now=now)
+    answer = ledger_selectors.fairshare(viewer=viewer, cluster=cluster, now=now, index=index)
     nodes = answer["nodes"]
     ranked = sum(1 for n in nodes if n["rank"] is not None)
     for node in nodes:

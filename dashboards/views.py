@@ -4,7 +4,9 @@ and a researcher's own page. Thin: parse the period, call selectors, render."""
 from __future__ import annotations
 
 import csv
+import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -12,9 +14,10 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
 from django.utils import timezone
 
-from budgets.selectors import tree_index
+from budgets.selectors import TreeIndex, tree_index
 from config.access import participant_required
 from config.errors import ApplicationError
 from dashboards import charts, selectors
@@ -66,14 +69,190 @@ def _error(request: HttpRequest, error: ApplicationError) -> HttpResponse:
     )
 
 
-def _partial(name: str, build: Callable[[HttpRequest, ledger_selectors.Period], HttpResponse]):
-    """A chart's partial view: parses the period, renders or answers CSV."""
+# --- the charts: each one's template, context and CSV downloads --------------------------
+
+Tree = Callable[[], TreeIndex]  # the budget tree, read at most once per answer
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A section of the dashboards: `context(request, period, tree)` is what `template`
+    shows; `csv(request, period, tree, format)` answers a CSV download (None for another
+    `format`). `tree()` reads the budget tree once for all the charts of an answer. The
+    page shows every chart; each also has its own URL (the tables' pages, CSV)."""
+
+    template: str
+    context: Callable[[HttpRequest, ledger_selectors.Period, Tree], dict[str, Any]]
+    csv: Callable[[HttpRequest, ledger_selectors.Period, Tree, str], HttpResponse | None]
+
+
+def _occupancy_context(
+    request: HttpRequest, period: ledger_selectors.Period, tree: Tree
+) -> dict[str, Any]:
+    data = ledger_selectors.occupancy(period, viewer=request.user)
+    return {
+        "period": period,
+        "data": data,
+        "figure": charts.occupancy_figure(
+            data, step=period.step, partial=charts.partial_steps(period, timezone.now())
+        ),
+        "query": _query(period),
+    }
+
+
+def _occupancy_csv(
+    request: HttpRequest, period: ledger_selectors.Period, tree: Tree, fmt: str
+) -> HttpResponse | None:
+    if fmt != "csv":
+        return None
+    data = ledger_selectors.occupancy(period, viewer=request.user)
+    return csv_response(charts.occupancy_csv(data), f"occupancy-{period.cluster.name}.csv")
+
+
+def _delivery_context(
+    request: HttpRequest, period: ledger_selectors.Period, tree: Tree
+) -> dict[str, Any]:
+    data = selectors.delivery(period, user=request.user, index=tree())
+    page = Paginator(data["projects"], TABLE_PAGE_SIZE).get_page(request.GET.get("page"))
+    return {
+        "period": period,
+        "data": data,
+        "figures": charts.delivery_figures(
+            data, step=period.step, partial=charts.partial_steps(period, timezone.now())
+        ),
+        "page": page,
+        "query": _query(period),
+        "good_ratio": selectors.GOOD_RATIO,
+        "max_bars": charts.MAX_DELIVERY_BARS,
+    }
+
+
+def _delivery_csv(
+    request: HttpRequest, period: ledger_selectors.Period, tree: Tree, fmt: str
+) -> HttpResponse | None:
+    if fmt not in ("csv", "csv-time"):
+        return None
+    data = selectors.delivery(period, user=request.user, index=tree())
+    if fmt == "csv":
+        return csv_response(charts.delivery_csv(data), f"delivery-{period.cluster.name}.csv")
+    return csv_response(
+        charts.delivery_over_time_csv(data), f"delivery-over-time-{period.cluster.name}.csv"
+    )
+
+
+def _fairshare_context(
+    request: HttpRequest, period: ledger_selectors.Period, tree: Tree
+) -> dict[str, Any]:
+    # as of the cluster's last cycle: the queue's figures, its time beside them
+    board = selectors.fairshare_now(viewer=request.user, cluster=period.cluster, index=tree())
+    return {"period": period, "query": _query(period), **board}
+
+
+def _fairshare_csv(
+    request: HttpRequest, period: ledger_selectors.Period, tree: Tree, fmt: str
+) -> HttpResponse | None:
+    if fmt != "csv":
+        return None
+    board = selectors.fairshare_now(viewer=request.user, cluster=period.cluster, index=tree())
+    return csv_response(charts.fairshare_csv(board["rows"]), f"fairshare-{period.cluster.name}.csv")
+
+
+def _waits_context(
+    request: HttpRequest, period: ledger_selectors.Period, tree: Tree
+) -> dict[str, Any]:
+    waits = selectors.wait_rows(period)
+    preemptions = selectors.preemption_rows(period)
+    return {
+        "period": period,
+        "waits": waits,
+        "preemptions": preemptions,
+        "drains": selectors.drain_rows(period),
+        "figures": charts.waits_figures(
+            waits,
+            preemptions,
+            step=period.step,
+            partial=charts.partial_steps(period, timezone.now()),
+        ),
+        "query": _query(period),
+    }
+
+
+def _waits_csv(
+    request: HttpRequest, period: ledger_selectors.Period, tree: Tree, fmt: str
+) -> HttpResponse | None:
+    name = period.cluster.name
+    if fmt == "csv":
+        return csv_response(charts.waits_csv(selectors.wait_rows(period)), f"waits-{name}.csv")
+    if fmt == "csv-preemptions":
+        return csv_response(
+            charts.preemptions_csv(selectors.preemption_rows(period)), f"preemptions-{name}.csv"
+        )
+    if fmt == "csv-drains":
+        return csv_response(charts.drains_csv(selectors.drain_rows(period)), f"drains-{name}.csv")
+    return None
+
+
+def _efficiency_context(
+    request: HttpRequest, period: ledger_selectors.Period, tree: Tree
+) -> dict[str, Any]:
+    pyramid = ledger_selectors.pyramid(period, viewer=request.user)
+    page = Paginator(_efficiency_projects(request, period, tree), TABLE_PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    return {
+        "period": period,
+        "pyramid": pyramid,
+        "page": page,
+        "figure": charts.pyramid_figure(
+            pyramid, step=period.step, partial=charts.partial_steps(period, timezone.now())
+        ),
+        "query": _query(period),
+    }
+
+
+def _efficiency_projects(
+    request: HttpRequest, period: ledger_selectors.Period, tree: Tree
+) -> list[dict[str, Any]]:
+    index = tree()
+    return ledger_selectors.efficiency(
+        period, viewer=request.user, mine=selectors.my_project_ids(request.user, index), index=index
+    )
+
+
+def _efficiency_csv(
+    request: HttpRequest, period: ledger_selectors.Period, tree: Tree, fmt: str
+) -> HttpResponse | None:
+    if fmt != "csv":
+        return None
+    return csv_response(
+        charts.efficiency_csv(_efficiency_projects(request, period, tree)),
+        f"efficiency-{period.cluster.name}.csv",
+    )
+
+
+# In the page's order (the section ids are the names).
+CHARTS = {
+    "occupancy": Chart("dashboards/_occupancy.html", _occupancy_context, _occupancy_csv),
+    "efficiency": Chart("dashboards/_efficiency.html", _efficiency_context, _efficiency_csv),
+    "delivery": Chart("dashboards/_delivery.html", _delivery_context, _delivery_csv),
+    "fairshare": Chart("dashboards/_fairshare.html", _fairshare_context, _fairshare_csv),
+    "waits": Chart("dashboards/_waits.html", _waits_context, _waits_csv),
+}
+
+
+def _partial(name: str) -> Callable[[HttpRequest], HttpResponse]:
+    """A chart's own view (a table's other pages, CSV): parses the period, then answers
+    the CSV that `format` asks for or renders the chart's section."""
+    chart = CHARTS[name]
 
     @participant_required
     def view(request: HttpRequest) -> HttpResponse:
         try:
             period = ledger_selectors.resolve_period(**_period_args(request))
-            return build(request, period)
+            fmt = request.GET.get("format")
+            tree = functools.cache(tree_index)
+            answer = chart.csv(request, period, tree, fmt) if fmt else None
+            return answer or render(request, chart.template, chart.context(request, period, tree))
         except ApplicationError as error:
             return _error(request, error)
 
@@ -83,6 +262,8 @@ def _partial(name: str, build: Callable[[HttpRequest, ledger_selectors.Period], 
 
 @participant_required
 def dashboard(request: HttpRequest) -> HttpResponse:
+    """The page with every chart in it, as one answer (the charts' own URLs serve their
+    tables' other pages and the CSV downloads)."""
     clusters = selectors.cluster_list()
     context: dict[str, Any] = {"clusters": clusters, "days_choices": ledger_selectors.DAYS_CHOICES}
     if clusters:
@@ -91,129 +272,29 @@ def dashboard(request: HttpRequest) -> HttpResponse:
         except ApplicationError as error:
             context["error"] = error.message
             return render(request, "dashboards/dashboard.html", context, status=error.status_code)
-        context.update(period=period, query=_query(period))
+        tree = functools.cache(tree_index)
+        sections = [
+            (name, _section(request, chart, period, tree)) for name, chart in CHARTS.items()
+        ]
+        context.update(period=period, query=_query(period), sections=sections)
     return render(request, "dashboards/dashboard.html", context)
 
 
-def _occupancy(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
-    data = ledger_selectors.occupancy(period, viewer=request.user)
-    if request.GET.get("format") == "csv":
-        return csv_response(charts.occupancy_csv(data), f"occupancy-{period.cluster.name}.csv")
-    return render(
-        request,
-        "dashboards/_occupancy.html",
-        {
-            "period": period,
-            "data": data,
-            "figure": charts.occupancy_figure(
-                data, step=period.step, partial=charts.partial_steps(period, timezone.now())
-            ),
-            "query": _query(period),
-        },
-    )
+def _section(
+    request: HttpRequest, chart: Chart, period: ledger_selectors.Period, tree: Tree
+) -> str:
+    """A chart's section as its own URL renders it (an error in its place)."""
+    try:
+        return render_to_string(chart.template, chart.context(request, period, tree))
+    except ApplicationError as error:
+        return render_to_string("dashboards/_error.html", {"message": error.message})
 
 
-def _delivery(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
-    data = selectors.delivery(period, user=request.user)
-    fmt = request.GET.get("format")
-    if fmt == "csv":
-        return csv_response(charts.delivery_csv(data), f"delivery-{period.cluster.name}.csv")
-    if fmt == "csv-time":
-        return csv_response(
-            charts.delivery_over_time_csv(data), f"delivery-over-time-{period.cluster.name}.csv"
-        )
-    page = Paginator(data["projects"], TABLE_PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(
-        request,
-        "dashboards/_delivery.html",
-        {
-            "period": period,
-            "data": data,
-            "figures": charts.delivery_figures(
-                data, step=period.step, partial=charts.partial_steps(period, timezone.now())
-            ),
-            "page": page,
-            "query": _query(period),
-            "good_ratio": selectors.GOOD_RATIO,
-            "max_bars": charts.MAX_DELIVERY_BARS,
-        },
-    )
-
-
-def _fairshare(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
-    # as of the cluster's last cycle: the queue's figures, its time beside them
-    board = selectors.fairshare_now(viewer=request.user, cluster=period.cluster)
-    rows = board["rows"]
-    if request.GET.get("format") == "csv":
-        return csv_response(charts.fairshare_csv(rows), f"fairshare-{period.cluster.name}.csv")
-    return render(
-        request,
-        "dashboards/_fairshare.html",
-        {"period": period, "query": _query(period), **board},
-    )
-
-
-def _waits(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
-    waits = selectors.wait_rows(period)
-    preemptions = selectors.preemption_rows(period)
-    drains = selectors.drain_rows(period)
-    fmt, name = request.GET.get("format"), period.cluster.name
-    if fmt == "csv":
-        return csv_response(charts.waits_csv(waits), f"waits-{name}.csv")
-    if fmt == "csv-preemptions":
-        return csv_response(charts.preemptions_csv(preemptions), f"preemptions-{name}.csv")
-    if fmt == "csv-drains":
-        return csv_response(charts.drains_csv(drains), f"drains-{name}.csv")
-    return render(
-        request,
-        "dashboards/_waits.html",
-        {
-            "period": period,
-            "waits": waits,
-            "preemptions": preemptions,
-            "drains": drains,
-            "figures": charts.waits_figures(
-                waits,
-                preemptions,
-                step=period.step,
-                partial=charts.partial_steps(period, timezone.now()),
-            ),
-            "query": _query(period),
-        },
-    )
-
-
-def _efficiency(request: HttpRequest, period: ledger_selectors.Period) -> HttpResponse:
-    pyramid = ledger_selectors.pyramid(period, viewer=request.user)
-    index = tree_index()  # read once for both
-    projects = ledger_selectors.efficiency(
-        period, viewer=request.user, mine=selectors.my_project_ids(request.user, index), index=index
-    )
-    if request.GET.get("format") == "csv":
-        return csv_response(
-            charts.efficiency_csv(projects), f"efficiency-{period.cluster.name}.csv"
-        )
-    page = Paginator(projects, TABLE_PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(
-        request,
-        "dashboards/_efficiency.html",
-        {
-            "period": period,
-            "pyramid": pyramid,
-            "page": page,
-            "figure": charts.pyramid_figure(
-                pyramid, step=period.step, partial=charts.partial_steps(period, timezone.now())
-            ),
-            "query": _query(period),
-        },
-    )
-
-
-occupancy = _partial("occupancy", _occupancy)
-efficiency = _partial("efficiency", _efficiency)
-delivery = _partial("delivery", _delivery)
-fairshare = _partial("fairshare", _fairshare)
-waits = _partial("waits", _waits)
+occupancy = _partial("occupancy")
+efficiency = _partial("efficiency")
+delivery = _partial("delivery")
+fairshare = _partial("fairshare")
+waits = _partial("waits")
 
 
 @login_required

@@ -402,7 +402,9 @@ def _cycle_window_usage(cluster: Cluster, at: dt.datetime) -> dict[int, float]:
     )
 
 
-def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> dict[str, Any]:
+def fairshare(
+    *, viewer, cluster: Cluster, now: dt.datetime | None = None, index: TreeIndex | None = None
+) -> dict[str, Any]:
     """`sshare -l` for a cluster as of its last scheduling cycle: every node of the
     budget tree (depth first, the root first) with raw shares (its weight), norm shares
     (share among its siblings), entitled share (of the cluster), raw usage (GPU-hours in
@@ -418,11 +420,12 @@ def fairshare(*, viewer, cluster: Cluster, now: dt.datetime | None = None) -> di
 
     A node with no entitlement (its weight or an ancestor's is 0) has no factor and no
     rank: its jobs run only unallocated, on GPUs nobody else claims, so they are not
-    ranked among funded projects; ranks count the projects with an entitlement."""
+    ranked among funded projects; ranks count the projects with an entitlement.
+    `index`: the budget tree, when the caller has read it already."""
     ensure_reader(viewer)
     stamp = last_cycle(cluster_id=cluster.pk)
     at = stamp.at if stamp else (now or timezone.now())
-    index = tree_index()
+    index = index or tree_index()
     answer: dict[str, Any] = {
         "cluster": cluster.pk,
         "cluster_name": cluster.name,

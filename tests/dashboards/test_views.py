@@ -42,9 +42,12 @@ def test_everyone_signed_in_opens_the_dashboards(client, tree, username):
     client.force_login(tree.user(username))
     page = client.get(reverse("dashboards:dashboard"))
     assert page.status_code == 200
+    text = page.content.decode()
+    assert 'hx-trigger="load"' not in text  # the charts are in the page: one request
     for name in PARTIALS:
         url = reverse(f"dashboards:{name}")
-        assert f'hx-get="{url}?cluster={cluster.pk}' in page.content.decode()
+        assert f'<section class="card dash" id="{name}">' in text
+        assert f'href="{url}?cluster={cluster.pk}&amp;' in text  # its CSV, at its own URL
         assert client.get(url, {"cluster": cluster.pk}).status_code == 200
 
 
