@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
@@ -21,7 +20,6 @@ from django.db.models import (
     Case,
     F,
     IntegerField,
-    Min,
     OuterRef,
     Q,
     Subquery,
@@ -34,14 +32,16 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.models import NodeKind
 from budgets.selectors import TreeIndex, tree_index
+from config.plainsql import fetch_all
 from ledger import selectors as ledger_selectors
 from ledger.accounting import delivery_ratio
 from ledger.models import ProjectHour
-from ledger.selectors import Period, Span, step_key, step_starts
+from ledger.selectors import Period, Span, step_starts
 from scheduler.models import (
     ACTIVE_STATES,
     Attempt,
     Cluster,
+    Host,
     HostEvent,
     HostHealth,
     Job,
@@ -234,70 +234,81 @@ def fairshare_sentence(
 # --- waits, preemptions, drains -------------------------------------------------------
 
 
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """The q-quantile (0..1) with linear interpolation between closest ranks."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+def _step_sql(period: Period, column: str) -> str:
+    """The SQL of the start of the step (UTC, without a time zone) that `column` is in."""
+    unit = {"hour": "hour", "day": "day"}[period.step]  # the text is never the request's
+    return f"date_trunc('{unit}', {column} AT TIME ZONE 'UTC')"
+
+
+def _utc(at: dt.datetime) -> dt.datetime:
+    return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
 
 
 def wait_rows(period: Period) -> list[dict[str, Any]]:
     """p50/p90 wait (seconds) per step and job kind, of the jobs whose first attempt
-    started in the period: wait = first start - submission."""
-    firsts = (
-        Attempt.objects.filter(cluster=period.cluster, started_at__isnull=False)
-        .values("job_id", "job__kind", "job__submitted_at")
-        .annotate(first=Min("started_at"))
-        .filter(first__gte=period.since, first__lt=period.until)
-    )
-    waits: dict[tuple[dt.datetime, str], list[float]] = defaultdict(list)
-    for row in firsts:
-        wait_s = max((row["first"] - row["job__submitted_at"]).total_seconds(), 0.0)
-        waits[(step_key(row["first"], period), row["job__kind"])].append(wait_s)
+    started in the period: wait = first start - submission; the percentiles with linear
+    interpolation between ranks (PostgreSQL's `percentile_cont`: one row per step and
+    kind comes back, however many jobs started)."""
+    # A job's first start is before the period's end exactly when one of its attempts
+    # started before it (and then it is the earliest of those): the scan stops there.
+    sql = f"""
+        SELECT {_step_sql(period, "f.first")} AS at, j.kind, COUNT(*),
+               percentile_cont(0.5) WITHIN GROUP (ORDER BY w.wait_s),
+               percentile_cont(0.9) WITHIN GROUP (ORDER BY w.wait_s)
+        FROM (
+            SELECT job_id, MIN(started_at) AS first FROM {Attempt._meta.db_table}
+            WHERE cluster_id = %s AND started_at < %s
+            GROUP BY job_id HAVING MIN(started_at) >= %s
+        ) f
+        JOIN {Job._meta.db_table} j ON j.id = f.job_id
+        CROSS JOIN LATERAL (
+            SELECT GREATEST(EXTRACT(EPOCH FROM f.first - j.submitted_at)::float8, 0.0) AS wait_s
+        ) w
+        GROUP BY 1, 2
+    """  # noqa: S608 (no user input in the text: table names and the period's step)
+    rows = fetch_all(sql, [period.cluster.pk, period.until, period.since])
     return [
-        {
-            "at": at,
-            "kind": kind,
-            "jobs": len(values),
-            "p50_wait_s": percentile(values, 0.5),
-            "p90_wait_s": percentile(values, 0.9),
-        }
-        for (at, kind), values in sorted(waits.items())
+        {"at": _utc(at), "kind": kind, "jobs": jobs, "p50_wait_s": p50, "p90_wait_s": p90}
+        for at, kind, jobs, p50, p90 in sorted(rows, key=lambda r: (_utc(r[0]), r[1]))
     ]
 
 
 def preemption_rows(period: Period) -> list[dict[str, Any]]:
-    """Preemptions per step and rule (job events that name the rule that allowed them)."""
-    events = JobEvent.objects.filter(
-        job__cluster=period.cluster, at__gte=period.since, at__lt=period.until
-    ).exclude(rule="")
-    counts: dict[tuple[dt.datetime, str], int] = defaultdict(int)
-    for at, rule in events.values_list("at", "rule"):
-        counts[(step_key(at, period), rule)] += 1
-    return [{"at": at, "rule": rule, "count": n} for (at, rule), n in sorted(counts.items())]
+    """Preemptions per step and rule (job events that name the rule that allowed them),
+    counted by PostgreSQL."""
+    sql = f"""
+        SELECT {_step_sql(period, "e.at")} AS at, e.rule, COUNT(*)
+        FROM {JobEvent._meta.db_table} e JOIN {Job._meta.db_table} j ON j.id = e.job_id
+        WHERE j.cluster_id = %s AND e.at >= %s AND e.at < %s AND e.rule <> ''
+        GROUP BY 1, 2
+    """  # noqa: S608 (no user input in the text: table names and the period's step)
+    rows = fetch_all(sql, [period.cluster.pk, period.since, period.until])
+    return [
+        {"at": _utc(at), "rule": rule, "count": n}
+        for at, rule, n in sorted(rows, key=lambda r: (_utc(r[0]), r[1]))
+    ]
 
 
 def drain_rows(period: Period, *, now: dt.datetime | None = None) -> list[dict[str, Any]]:
     """Each drain that overlaps the period: host, start, end (None while it lasts),
     duration in hours and the reason."""
     at_now = now or timezone.now()
-    events = (
-        HostEvent.objects.filter(host__cluster=period.cluster, at__lt=period.until)
-        .select_related("host")
-        .order_by("host_id", "at", "id")
-    )
-    open_drains: dict[int, HostEvent] = {}
+    sql = f"""
+        SELECT e.host_id, h.name, e.at, e.to_health, e.reason, e.actor_name
+        FROM {HostEvent._meta.db_table} e JOIN {Host._meta.db_table} h ON h.id = e.host_id
+        WHERE h.cluster_id = %s AND e.at < %s
+        ORDER BY e.host_id, e.at, e.id
+    """  # noqa: S608 (no user input in the text: table names)
+    open_drains: dict[int, HostChange] = {}
     drains = []
-    for event in events:
-        started = open_drains.get(event.host_id)
-        if started is not None and event.to_health != HostHealth.DRAINING:
-            drains.append(_drain(started, event.at))
-            del open_drains[event.host_id]
-        if event.to_health == HostHealth.DRAINING and started is None:
-            open_drains[event.host_id] = event
+    for event in fetch_all(sql, [period.cluster.pk, period.until]):
+        host_id, at, to_health = event[0], event[2], event[3]
+        started = open_drains.get(host_id)
+        if started is not None and to_health != HostHealth.DRAINING:
+            drains.append(_drain(started, at))
+            del open_drains[host_id]
+        if to_health == HostHealth.DRAINING and started is None:
+            open_drains[host_id] = event
     drains.extend(_drain(e, None) for e in open_drains.values())
     kept = [d for d in drains if (d["ended_at"] or at_now) >= period.since]
     for d in kept:
@@ -306,13 +317,19 @@ def drain_rows(period: Period, *, now: dt.datetime | None = None) -> list[dict[s
     return kept
 
 
-def _drain(event: HostEvent, ended_at: dt.datetime | None) -> dict[str, Any]:
+# A host's health change as drain_rows reads it: host id, host name, at, to health,
+# reason, actor name.
+HostChange = tuple[int, str, dt.datetime, str, str, str]
+
+
+def _drain(event: HostChange, ended_at: dt.datetime | None) -> dict[str, Any]:
+    _, host, at, _, reason, actor = event
     return {
-        "host": event.host.name,
-        "started_at": event.at,
+        "host": host,
+        "started_at": at,
         "ended_at": ended_at,
-        "reason": event.reason,
-        "actor": event.actor_name,
+        "reason": reason,
+        "actor": actor,
     }
 
 

@@ -290,9 +290,37 @@ def efficiency(
     """Per project of the cluster with runs in the period: GPU-hours held (allocated
     and unallocated runs), measured and utilized GPU-hours, its utilization and
     effective GPU-hours (None: unknown), lowest utilization first (unknown last).
-    `index`: the budget tree, when the caller has read it already."""
+    `index`: the budget tree, when the caller has read it already. The sums are kept
+    LEDGER_SUMS_CACHE_S (`kept_for_period`)."""
     ensure_reader(viewer)
     index = index or tree_index()
+    out = []
+    for pid, allocated, unallocated, measured, utilized in kept_for_period(
+        "efficiency", period, lambda: _efficiency_sums(period)
+    ):
+        held = allocated + unallocated
+        if held <= 0.0 and not measured:
+            continue
+        share = utilization(utilized, measured)
+        out.append(
+            {
+                "id": pid,
+                "path": index.path(pid) if pid in index.nodes else str(pid),
+                "held_gpu_h": held,
+                "measured_gpu_h": measured,
+                "utilized_gpu_h": utilized,
+                "utilization": share,
+                "effective_gpu_h": effective_gpu_h(held, share),
+                "mine": mine is not None and pid in mine,
+            }
+        )
+    out.sort(key=lambda p: (p["utilization"] is None, p["utilization"] or 0.0, p["path"]))
+    return out
+
+
+def _efficiency_sums(period: Period) -> list[tuple[int, float, float, float, float]]:
+    """Per project with rows in the period: (id, allocated, unallocated, measured,
+    utilized GPU-hours), by id."""
     rows = (
         ProjectHour.objects.filter(
             cluster=period.cluster, hour__gte=period.since, hour__lt=period.until
@@ -306,27 +334,16 @@ def efficiency(
         )
         .order_by("project_id")
     )
-    out = []
-    for r in rows:
-        held = float(r["allocated"] or 0.0) + float(r["unallocated"] or 0.0)
-        if held <= 0.0 and not r["measured"]:
-            continue
-        share = utilization(float(r["utilized"] or 0.0), float(r["measured"] or 0.0))
-        pid = r["project_id"]
-        out.append(
-            {
-                "id": pid,
-                "path": index.path(pid) if pid in index.nodes else str(pid),
-                "held_gpu_h": held,
-                "measured_gpu_h": float(r["measured"] or 0.0),
-                "utilized_gpu_h": float(r["utilized"] or 0.0),
-                "utilization": share,
-                "effective_gpu_h": effective_gpu_h(held, share),
-                "mine": mine is not None and pid in mine,
-            }
+    return [
+        (
+            r["project_id"],
+            float(r["allocated"] or 0.0),
+            float(r["unallocated"] or 0.0),
+            float(r["measured"] or 0.0),
+            float(r["utilized"] or 0.0),
         )
-    out.sort(key=lambda p: (p["utilization"] is None, p["utilization"] or 0.0, p["path"]))
-    return out
+        for r in rows
+    ]
 
 
 # --- usage per project -----------------------------------------------------------------
