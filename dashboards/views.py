@@ -267,8 +267,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     clusters = selectors.cluster_list()
     context: dict[str, Any] = {"clusters": clusters, "days_choices": ledger_selectors.DAYS_CHOICES}
     if clusters:
+        args = _period_args(request)
+        if not args["cluster"]:
+            args["cluster"] = clusters[0]  # the first by name, as resolve_period picks it
         try:
-            period = ledger_selectors.resolve_period(**_period_args(request))
+            period = ledger_selectors.resolve_period(**args)
         except ApplicationError as error:
             context["error"] = error.message
             return render(request, "dashboards/dashboard.html", context, status=error.status_code)

@@ -97,7 +97,7 @@ def ensure_reader(viewer) -> None:
 
 def resolve_period(
     *,
-    cluster: str | int | None,
+    cluster: str | int | Cluster | None,
     days: str | int | None = None,
     since: str | dt.datetime | None = None,
     until: str | dt.datetime | None = None,
@@ -106,8 +106,11 @@ def resolve_period(
     missing: type[ApplicationError] = NotFound,
 ) -> Period:
     """The period a request asks for (see `resolve_span`). `cluster` is an id or a name
-    (the first cluster by name when missing); an unknown one raises `missing`."""
-    if cluster in (None, ""):
+    (the first cluster by name when missing), or the cluster itself when the caller has
+    read it; an unknown one raises `missing`."""
+    if isinstance(cluster, Cluster):
+        the_cluster = cluster
+    elif cluster in (None, ""):
         first = Cluster.objects.order_by("name").first()
         if first is None:
             raise missing("There are no clusters yet.", field="cluster")

@@ -31,6 +31,7 @@ from typing import Any
 
 from django.db import connection
 
+from config.plainsql import fetch_one
 from scheduler.models import QueueSnapshot
 from scheduler.process_state import process_state
 
@@ -55,13 +56,21 @@ class CycleStamp:
 def last_cycle(*, cluster_id: int) -> CycleStamp | None:
     """The time every scheduling figure of the cluster is as of (docs/concepts.md,
     "Windows"): the queue, its reasons, the fair-share dashboard, API `fairshare/` and
-    `allot shares`. None before the cluster's first successful cycle."""
-    row = (
-        QueueSnapshot.objects.filter(cluster_id=cluster_id)
-        .values_list("computed_at", "cycle_id")
-        .first()
+    `allot shares`. None before the cluster's first successful cycle. (A plain
+    statement, config.plainsql: the fair-share figures and the queue pages ask on
+    every request.)"""
+    meta = QueueSnapshot._meta
+    sql = _LAST_CYCLE_SQL.format(
+        at=meta.get_field("computed_at").column,
+        cycle=meta.get_field("cycle").column,
+        table=meta.db_table,
+        cluster=meta.get_field("cluster").column,
     )
+    row = fetch_one(sql, [cluster_id])
     return CycleStamp(at=row[0], cycle_id=row[1]) if row else None
+
+
+_LAST_CYCLE_SQL = 'SELECT "{at}", "{cycle}" FROM "{table}" WHERE "{cluster}" = %s'  # one at most
 
 
 def _column(entries: Mapping[str, Any], name: str, start: int = 0, stop: int | None = None) -> list:
