@@ -1,5 +1,6 @@
-"""Pages: the manager dashboards (one htmx partial per chart, each with a CSV download)
-and a researcher's own page. Thin: parse the period, call selectors, render."""
+"""Pages: the manager dashboards (every chart in the page; each also at its own URL, an
+htmx partial for its table's pages, with its CSV downloads) and a researcher's own
+page. Thin: parse the period, call selectors, render."""
 
 from __future__ import annotations
 
