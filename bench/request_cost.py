@@ -20,10 +20,11 @@ PostgreSQL's nor this load generator's share counts) divided by the requests:
 - `job_get_cpu_ms`: `GET /api/v1/jobs/{id}/`; `queue_cpu_ms`: `GET /api/v1/queue/?cluster=bench&limit=50`;
 - `job_page_cpu_ms`: `/jobs/{id}/`; `tree_page_cpu_ms`: `/budgets/`;
 - `dashboard_cpu_ms`: what a browser asks for to show `/dashboards/?days=7&step=hour`: the
-  page plus every request it makes as it loads (`hx-get` with `hx-trigger="load"`), read
-  from the page itself (none since the page holds its charts: occupancy, efficiency,
-  delivery, fair share, waits); the sum, and each part in `dashboard_parts_cpu_ms` (`page`
-  and each such request by the id of the element that makes it). The
+  page plus every request it makes as it is shown (`hx-get` triggered by `load`,
+  `revealed` or `intersect`), read from the page itself (none since the page holds its
+  charts: occupancy, efficiency, delivery, fair share, waits); the sum, and each part in
+  `dashboard_parts_cpu_ms` (`page` and each such request by the id of the element that
+  makes it). The
   database holds a week of ledger hours (cluster and project rows for every complete
   hour), so the charts draw a week, as on a cluster that has run one;
 - `queue_page_cpu_ms`: the cluster queue page (`/clusters/<id>/queue/`: 50 pending jobs
@@ -38,15 +39,14 @@ PostgreSQL's nor this load generator's share counts) divided by the requests:
 from __future__ import annotations
 
 import argparse
-import html
 import http.client
 import json
 import os
-import re
 import sys
 import threading
 import time
 import uuid
+from html.parser import HTMLParser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,13 +162,31 @@ def fetch(
         conn.close()
 
 
-LOADED_PART = re.compile(r'id="([\w-]+)"\s+hx-get="([^"]+)"\s+hx-trigger="load"')
+class _LoadedParts(HTMLParser):
+    """The elements of a page that htmx fetches without a click: `hx-get` with a trigger
+    that fires as the page loads or as it is scrolled into view (`load`, `load delay:1s`,
+    `revealed`, `intersect`); polls (`every 5s`) repeat a request, they do not show the page."""
+
+    EVENTS = {"load", "revealed", "intersect"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        path, trigger = found.get("hx-get"), found.get("hx-trigger") or ""
+        events = {t.split()[0] for t in trigger.split(",") if t.strip()}
+        if path and events & self.EVENTS:
+            self.parts[found.get("id") or f"{tag}-{len(self.parts) + 1}"] = path
 
 
 def loaded_parts(page: str) -> dict[str, str]:
-    """The requests a page makes as soon as it loads (htmx `hx-trigger="load"`), by the id
-    of the element that asks: {id: path}."""
-    return {part: html.unescape(path) for part, path in LOADED_PART.findall(page)}
+    """The requests a page makes as it is shown (`_LoadedParts`), by the id of the element
+    that asks: {id: path}."""
+    parser = _LoadedParts()
+    parser.feed(page)
+    return parser.parts
 
 
 def main() -> None:
