@@ -85,15 +85,12 @@ NOT_PAGES = {
     "metrics": "Prometheus text",
 }
 # Routes reached from a page rather than visited (htmx requests on the page, under the
-# page's listener): the name of the route and the page that requests it.
+# page's listener): the name of the route and the page that requests it. (The
+# dashboards' sections are in their page; their own URLs, which the tables' pagers
+# load, are visited like pages.)
 FRAGMENTS = {
     "budgets:preview": "budgets:edit",
     "scheduler:whatif": "budgets:edit",
-    "dashboards:occupancy": "dashboards:dashboard",
-    "dashboards:delivery": "dashboards:dashboard",
-    "dashboards:efficiency": "dashboards:dashboard",
-    "dashboards:fairshare": "dashboards:dashboard",
-    "dashboards:waits": "dashboards:dashboard",
     "schema": "api-docs",
 }
 
