@@ -432,7 +432,7 @@ def fairshare(
     effective usage (of its siblings' together: what Fair Tree compares), level FS (norm
     shares / effective usage; None with `level_fs_infinite` when it used nothing), the
     fair-share factor (Slurm's Fair Tree, the engine's own code) and, for projects, their
-    rank (1 goes first).
+    rank (1 goes first). `index`: the budget tree, when the caller has read it already.
 
     `as_of` is the cycle's time (the queue's `computed_at`, `scheduler.selectors.queue.
     last_cycle`), so the factor and rank are the queue's; before the first cycle (`cycle`
@@ -440,8 +440,7 @@ def fairshare(
 
     A node with no entitlement (its weight or an ancestor's is 0) has no factor and no
     rank: its jobs run only unallocated, on GPUs nobody else claims, so they are not
-    ranked among funded projects; ranks count the projects with an entitlement.
-    `index`: the budget tree, when the caller has read it already."""
+    ranked among funded projects; ranks count the projects with an entitlement."""
     ensure_reader(viewer)
     stamp = last_cycle(cluster_id=cluster.pk)
     at = stamp.at if stamp else (now or timezone.now())
