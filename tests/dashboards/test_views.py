@@ -51,6 +51,22 @@ def test_everyone_signed_in_opens_the_dashboards(client, tree, username):
         assert client.get(url, {"cluster": cluster.pk}).status_code == 200
 
 
+def test_the_page_holds_each_section_as_its_own_url_renders_it(client, tree, monkeypatch):
+    """One request shows every chart: each section of the page is, byte for byte, what
+    the chart's own URL (its tables' pager, its CSV links) answers for the same period."""
+    cluster = ClusterFactory(name="h100", host_count=8, gpus_per_host=8)
+    data.history(tree, cluster)  # every section with data: charts, tables, a drain
+    now = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: now)  # one clock for every answer
+    client.force_login(tree.user("lead-a"))
+    query = {"cluster": cluster.pk, "days": 7, "step": "hour"}
+    page = client.get(reverse("dashboards:dashboard"), query).content.decode()
+    for name in PARTIALS:
+        part = client.get(reverse(f"dashboards:{name}"), query).content.decode()
+        assert 'class="chart"' in part or name == "fairshare"
+        assert f'<section class="card dash" id="{name}">{part}</section>' in page
+
+
 def test_no_clusters_says_so(client, tree):
     client.force_login(tree.user("ann"))
     response = client.get(reverse("dashboards:dashboard"))
