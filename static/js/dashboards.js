@@ -1,6 +1,7 @@
 // Draws the dashboards' Plotly figures: each `.chart[data-figure]` div names the
 // json_script block that holds its figure (built server-side). htmx.onLoad runs for the
-// page and for every partial htmx swaps in (each chart has its own URL).
+// page (which holds every chart) and for every partial htmx swaps in (a table's pager
+// loads its section again from the chart's own URL).
 (function () {
   const NARROW_PX = 560;
   // A figure may carry layout.meta.narrow: {"yaxis.ticktext": [...], ...}, what it shows
