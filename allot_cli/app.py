@@ -148,8 +148,9 @@ def cluster_option(
 
 
 def _long_first(flags: tuple[str, ...]) -> tuple[str, ...]:
-    """Short flags first in the help (`-A, --project`), the long one names the value."""
-    return tuple(sorted(flags, key=len))
+    """Short flags first in the help (`-A, --project`), then the long ones in the order
+    given: the first names the value, sbatch's names for it follow."""
+    return tuple(sorted(flags, key=lambda flag: flag.startswith("--")))
 
 
 def run(parser: Parser, argv: list[str] | None = None) -> None:

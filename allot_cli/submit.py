@@ -23,11 +23,17 @@ from allot_cli.options import capped_min_runtime, cluster_row, duration_s
 def add_submit(commands: Any) -> Parser:
     parser = command(commands, submit, usage=" [args]...")
     argument(parser, "args", nargs="*", help="The command, after `--` (instead of --command).")
-    option(parser, "--project", "-A", help="Project path or id.", required=True)
+    # sbatch's own long names too: --account, --time-min, --job-name
+    option(
+        parser, "--project", "-A", "--account", help="Project path or id.", required=True,
+        dest="project",
+    )  # fmt: skip
     option(
         parser,
         "--min-runtime",
         "-t",
+        "--time-min",
+        dest="min_runtime",
         help="Protected runtime (15m, 2h, ...); 0 submits unallocated work (free, "
         "preemptible at any time).",
         required=True,
@@ -43,7 +49,7 @@ def add_submit(commands: Any) -> Parser:
     option(parser, "--array", "-a", help="Submit N identical jobs.", type=int, default=1)
     flag(parser, "--resumable", help="Resumes from a checkpoint when preempted.")
     option(parser, "--priority", help="Orders it among your project's jobs.", type=int, default=0)
-    option(parser, "--name", "-J", default="job")
+    option(parser, "--name", "-J", "--job-name", default="job", dest="name")
     option(
         parser,
         "--duration",

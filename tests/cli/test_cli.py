@@ -100,6 +100,16 @@ def test_submit_with_command_and_url_flags(ann, server):
     assert both.returncode == 2 and "either with --command or after --" in both.stderr
 
 
+def test_submit_takes_sbatchs_long_names(ann):
+    """`--account`, `--time-min` and `--job-name`, as a Slurm user types them."""
+    result = ann(
+        "submit", "--account", "org/prog-a/a1", "--time-min", "20m", "--job-name", "habit",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = Job.objects.get()
+    assert (job.project.name, job.min_runtime_s, job.name) == ("a1", 1200, "habit")
+
+
 def test_submit_an_array_as_json(ann):
     result = ann("submit", "-A", "org/prog-a/a1", "-t", "0", "--array", "5", "--json")
     assert result.returncode == 0, result.stderr
