@@ -4,6 +4,7 @@ reports (it is the truth about what runs), then resend stops and push drains."""
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Sequence
 
 from django.db import transaction
@@ -14,9 +15,12 @@ from scheduler.cycle.adapter_io import START_REFUSED, push_host_health, resend_s
 from scheduler.cycle.attempts import confirm_running, end_attempt, end_reason, start_confirm_s
 from scheduler.cycle.context import ClusterReport, CycleContext
 from scheduler.cycle.hosts import reconcile_hosts
+from scheduler.cycle.planned_gpus import moved_placements, reported_busy
 from scheduler.models import Attempt, AttemptEnd, AttemptState
 from scheduler.selectors.snapshot import OPEN_ATTEMPT_STATES, fetch_rows
 from scheduler.selectors.translate import foreign_holder
+
+log = logging.getLogger(__name__)
 
 
 def reconcile(ctx: CycleContext, report: ClusterReport) -> list:
@@ -25,7 +29,8 @@ def reconcile(ctx: CycleContext, report: ClusterReport) -> list:
     attempts Allot ended that still run) for the snapshot."""
     with transaction.atomic():
         pushes = reconcile_hosts(ctx, report.hosts)
-        stopping, open_ids = _reconcile_attempts(ctx, report.jobs)
+        stopping, open_ids, unplaced = _reconcile_attempts(ctx, report.jobs)
+        _keep_planned_apart(ctx, report, unplaced)
         holders, zombies = _outside_jobs(ctx, report.jobs, open_ids)
     push_host_health(ctx, pushes)
     resend_stops(ctx, stopping, zombies)
@@ -34,20 +39,24 @@ def reconcile(ctx: CycleContext, report: ClusterReport) -> list:
 
 def _reconcile_attempts(
     ctx: CycleContext, reported: Sequence[ClusterJob]
-) -> tuple[list[tuple[str, float]], set[str]]:
+) -> tuple[list[tuple[str, float]], set[str], list[int]]:
     """Apply what the cluster reports to every open attempt. Open attempts are read
     without locks first; only those the report changes are locked and updated.
-    Returns the stops to (re)send as (attempt id, grace seconds left) and the ids
-    of the attempts open before the reconcile."""
+    Returns the stops to (re)send as (attempt id, grace seconds left), the ids
+    of the attempts open before the reconcile and the pks of those the cluster had
+    not placed yet (no start time: their GPUs are the plan's)."""
     by_id = {cj.attempt_id: cj for cj in reported if cj.attempt_id}
     rows = Attempt.objects.filter(cluster=ctx.cluster, state__in=OPEN_ATTEMPT_STATES)
     todo: list[int] = []
     stopping: list[tuple[str, dt.datetime | None]] = []
     open_ids: set[str] = set()
+    unplaced: list[int] = []
     for pk, attempt_id, state, external_id, started_at, deadline in fetch_rows(
         rows.values_list("pk", "attempt_id", "state", "external_id", "started_at", "stop_deadline")
     ):
         open_ids.add(attempt_id)
+        if started_at is None:
+            unplaced.append(pk)
         if _needs_reconcile(state, external_id, started_at, by_id.get(attempt_id)):
             todo.append(pk)
         elif state == AttemptState.STOPPING:
@@ -67,7 +76,40 @@ def _reconcile_attempts(
     for attempt_id, deadline in stopping:
         left = (deadline - ctx.at).total_seconds() if deadline else ctx.cluster.grace_s
         stops.append((attempt_id, max(0.0, left)))
-    return stops, open_ids
+    return stops, open_ids, unplaced
+
+
+def _keep_planned_apart(ctx: CycleContext, report: ClusterReport, unplaced: list[int]) -> None:
+    """Move the planned GPUs of open attempts the cluster has not placed yet off the
+    GPUs it reports busy (`scheduler.cycle.planned_gpus`): the engine then sees a host
+    full whose jobs run on other GPUs than planned."""
+    if not unplaced:
+        return
+    planned = list(
+        Attempt.objects.filter(pk__in=unplaced, state__in=OPEN_ATTEMPT_STATES, started_at=None)
+        .order_by("pk")
+        .values_list("pk", "attempt_id", "placements")
+    )
+    if not planned:
+        return
+    mine = {attempt_id for _, attempt_id, _ in planned}
+    busy = reported_busy(
+        (p.host, p.gpu_indices)
+        for cj in report.jobs
+        if not cj.ended and cj.attempt_id not in mine
+        for p in cj.placements
+    )
+    if not busy:
+        return
+    moved = moved_placements(
+        [(pk, placements) for pk, _, placements in planned],
+        busy,
+        {h.name: h.gpus for h in report.hosts},
+    )
+    for pk, placements in moved.items():
+        Attempt.objects.filter(pk=pk).update(placements=placements)
+    if moved:
+        log.info("%d planned starts moved off GPUs the cluster gave others", len(moved))
 
 
 def _needs_reconcile(

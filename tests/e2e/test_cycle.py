@@ -462,3 +462,36 @@ def test_workers_taking_turns_on_a_cluster_store_the_queue_of_the_last_cycle(liv
     job_transition(job=live.job(second), to_state=JobState.CANCELLED, reason="cancelled")
     cycle(one)  # the same queue as this worker stored two cycles ago
     assert stored() == [first.pk]
+
+
+def test_a_start_the_cluster_placed_on_other_gpus_leaves_no_phantom_free_gpus(live):
+    """The cluster may run a start on other GPUs of its host than Allot planned (Slurm
+    takes the lowest free indices, in its own order). While another start on that host
+    still waits, its planned GPUs must move off those the cluster gave: otherwise the
+    two share GPUs in Allot's books, the GPUs left look free and a third job is
+    started on a full host (bench/slurm_cycle.py --mode sbatch saw 129-130 GPUs of 128
+    in use, the extra start waiting in Slurm for Resources)."""
+    for _ in range(3):  # three hosts full and running: the two starts share the fourth
+        live.submit("a1", gpus=8)
+    live.cycle()
+    live.memory.queue_starts = True
+    first, second = live.submit("a1", gpus=4), live.submit("a1", gpus=4)
+    live.cycle(advance_s=1)
+    planned = {j: Attempt.objects.get(job=j).placements for j in (first, second)}
+    assert planned[first][0]["host"] == planned[second][0]["host"]
+    # the cluster runs the second job on the GPUs planned for the first one
+    job = live.memory.running[Attempt.objects.get(job=second).attempt_id]
+    job.placements = (
+        ClusterPlacement(planned[first][0]["host"], (*planned[first][0]["gpu_indices"],)),
+    )
+    job.state, job.started_at = ClusterJobState.RUNNING, live.now
+    third = live.submit("a1", gpus=4)
+
+    live.cycle(advance_s=1)
+
+    assert Attempt.objects.get(job=second).state == AttemptState.RUNNING
+    moved = Attempt.objects.get(job=first)
+    assert moved.state == AttemptState.STARTING
+    assert moved.placements == planned[second]  # the GPUs the cluster left on that host
+    assert live.job(third).state == JobState.PENDING  # the cluster is full
+    assert_consistent(live.cluster)
