@@ -20,6 +20,13 @@ current; at most 15): that one is the steady cycle, the ones before it settling.
 Reported: the adoption rate (jobs adopted per second of the cycles' adopt phases) and
 each cycle's figures.
 
+At the end (both modes): `gpus_in_use`, the GPUs of Allot's attempts (api: RUNNING;
+sbatch: every open one, starting and stopping too), beside `gpus_allocated_in_slurm`,
+what Slurm reports its running jobs hold, and `gpus_shared_in_allot`, GPUs two open
+attempts hold in Allot's books (must be 0). `gpus_in_use` above the cluster's GPUs was
+a start on a host Allot believed had free GPUs (Slurm then kept it pending), fixed
+with `scheduler.cycle.planned_gpus`.
+
 Needs root (the daemons run as root) and Slurm installed (`make slurm`). Runs in a
 throwaway database (`test_<DATABASE_URL name>_slurmbench`), created and dropped.
 Usage: ``DATABASE_URL=... python bench/slurm_cycle.py [--pending 1000] [--seed 0]``
@@ -133,6 +140,30 @@ def one_cycle(cluster, worker) -> dict:
     return out
 
 
+def slurm_allocated_gpus(adapter) -> int:
+    """GPUs Slurm itself reports allocated (squeue's GPU indices of the jobs it runs),
+    to set beside `gpus_in_use`, Allot's count of its open attempts' GPUs."""
+    return sum(len(p.gpu_indices) for cj in adapter.jobs() if not cj.ended for p in cj.placements)
+
+
+def shared_gpus(cluster) -> int:
+    """GPUs (host, index) that two open attempts hold in Allot's books (0 unless the
+    GPUs Slurm gave and those Allot planned got mixed up: `scheduler.cycle.planned_gpus`)."""
+    from collections import Counter
+
+    from scheduler.models import Attempt, AttemptState
+
+    held = Counter(
+        (p["host"], i)
+        for placements in Attempt.objects.filter(cluster=cluster)
+        .exclude(state=AttemptState.ENDED)
+        .values_list("placements", flat=True)
+        for p in placements
+        for i in p["gpu_indices"]
+    )
+    return sum(1 for n in held.values() if n > 1)
+
+
 def local_cluster(slurm_conf: str | None) -> tuple[LocalSlurm | None, str]:
     """The cluster to drive: `slurm_conf`'s, or a local test cluster started (and
     returned, for the caller to stop) when none is given."""
@@ -193,6 +224,8 @@ def run(pending: int, seed: int, slurm_conf: str | None) -> dict:
             "cycle_3_steady": third,
             "running_attempts": started.filter(state=AttemptState.RUNNING).count(),
             "gpus_in_use": sum(a.gpus for a in started.filter(state=AttemptState.RUNNING)),
+            "gpus_allocated_in_slurm": slurm_allocated_gpus(adapter),
+            "gpus_shared_in_allot": shared_gpus(cluster),
         }
     finally:
         if local is not None:
@@ -294,6 +327,8 @@ def run_sbatch(pending: int, seed: int, slurm_conf: str | None) -> dict:
             "cycle_steady": cycles[-1],
             "allot_jobs": Job.objects.filter(cluster=cluster).count(),
             "gpus_in_use": sum(a.gpus for a in running),
+            "gpus_allocated_in_slurm": slurm_allocated_gpus(adapter_for_cluster(cluster)),
+            "gpus_shared_in_allot": shared_gpus(cluster),
             "waiting_comments_written": SlurmAdoption.objects.exclude(comment="").count(),
         }
     finally:
