@@ -8,7 +8,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 
 from ops.selectors import cycle_sequence_value, database_identity, high_water_key, scheduling_paused
@@ -88,3 +88,19 @@ def test_without_redis_the_cycle_runs_and_nothing_is_paused(unreachable, setting
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
     assert tasks.run_cycle(unreachable.pk) is not None
     assert scheduling_paused() == ""
+
+
+def test_an_operator_pauses_scheduling_and_the_reconcile_resumes_it(tree, make_simulated_cluster):
+    """`manage.py pause_scheduling` (before restoring a snapshot taken minutes ago, which
+    the cycle ids cannot tell apart), then `reconcile_restore`."""
+    cluster = make_simulated_cluster("held", hosts=1, gpus_per_host=8, cycle_s=1)
+    with pytest.raises(CommandError, match="--reason"):
+        call_command("pause_scheduling", "--reason", " ", stdout=io.StringIO())
+    assert scheduling_paused() == ""
+    out = io.StringIO()
+    call_command("pause_scheduling", "--reason", "restoring last night's snapshot", stdout=out)
+    assert "restoring last night's snapshot" in scheduling_paused()
+    assert "scheduling paused" in out.getvalue()
+    assert tasks.run_cycle(cluster.pk) is None
+    call_command("reconcile_restore", stdout=io.StringIO(), stderr=io.StringIO())
+    assert scheduling_paused() == "" and tasks.run_cycle(cluster.pk) is not None
