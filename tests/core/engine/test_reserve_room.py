@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.engine import (
-    BudgetNode,
     EngineState,
     Host,
     Placement,
@@ -26,17 +25,7 @@ from scheduler.core.engine.fairshare_cycle import FairShareCycle
 from scheduler.core.engine.preemption import apply_preemption
 from scheduler.core.engine.reserve_room import HostRooms, TakeRule, keyed_blocks, open_victims
 from scheduler.core.engine.victims import Victim
-
-H = 3600.0
-NOW = 100 * H
-PROJECTS = ["a", "b", "c", "d"]
-TREE = BudgetNode(
-    "r",
-    children=(
-        BudgetNode("X", 2, (BudgetNode("a", 1), BudgetNode("b", 3))),
-        BudgetNode("Y", 1, (BudgetNode("c", 1), BudgetNode("d", 1))),
-    ),
-)
+from tests.core.engine.crowded import NOW, PROJECTS, TREE, H
 
 
 @st.composite
