@@ -38,11 +38,20 @@ IDENTITY_SQL = (
 def database_identity() -> str:
     """This database's identity: the server's system identifier, its WAL timeline and
     the database's oid. A restore into a new database, a copy, a point-in-time recovery
-    and a promoted replica each give another one."""
+    and a promoted replica each give another one. Read once per database connection
+    (it cannot change under an open connection; a cycle's gate check and its high-water
+    record share it)."""
+    connection.ensure_connection()
+    raw = connection.connection
+    known = getattr(connection, "allot_identity", None)
+    if known is not None and known[0] is raw:
+        return known[1]
     with connection.cursor() as cursor:
         cursor.execute(IDENTITY_SQL)
         system_id, timeline, oid = cursor.fetchone()
-    return f"system {system_id} timeline {timeline} database {oid}"
+    identity = f"system {system_id} timeline {timeline} database {oid}"
+    connection.allot_identity = (raw, identity)
+    return identity
 
 
 def cycle_sequence_value() -> int:
