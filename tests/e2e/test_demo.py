@@ -344,7 +344,9 @@ def test_the_first_tick_submits_a_simulated_days_load_so_a_queue_waits_at_first_
 ):
     root, cluster = demo_org
     cache.delete(demo._LOAD_KEY)
-    now = timezone.now()
+    # a fixed clock: the load arrives in bursts (a sweep submits dozens at once), so half a
+    # simulated hour after some instants holds 20 or more arrivals (CI once met one)
+    now = dt.datetime(2026, 12, 6, 12, 20, tzinfo=dt.UTC)
     first = demo.demo_load_tick(now=now)
     # a second tick 30 s later only adds what arrives in those 30 s (half a simulated hour)
     later = demo.demo_load_tick(now=now + dt.timedelta(seconds=30))
