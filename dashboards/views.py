@@ -48,6 +48,12 @@ def _query(period: ledger_selectors.Period, **extra: Any) -> str:
     return urlencode(args)
 
 
+def _table_page(request: HttpRequest, chart: str, rows: list[Any]) -> Any:
+    """The page of a chart's table that `<chart>_page` asks for: each table pages on its
+    own, on the dashboards page as on the chart's own URL."""
+    return Paginator(rows, TABLE_PAGE_SIZE).get_page(request.GET.get(f"{chart}_page"))
+
+
 def _csv_cell(value: Any) -> Any:
     """User text that a spreadsheet would run as a formula is quoted (CSV injection)."""
     if isinstance(value, str) and value.startswith(CSV_FORMULA_START):
@@ -114,7 +120,7 @@ def _delivery_context(
     request: HttpRequest, period: ledger_selectors.Period, tree: Tree
 ) -> dict[str, Any]:
     data = selectors.delivery(period, user=request.user, index=tree())
-    page = Paginator(data["projects"], TABLE_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = _table_page(request, "delivery", data["projects"])
     return {
         "period": period,
         "data": data,
@@ -197,9 +203,7 @@ def _efficiency_context(
     request: HttpRequest, period: ledger_selectors.Period, tree: Tree
 ) -> dict[str, Any]:
     pyramid = ledger_selectors.pyramid(period, viewer=request.user)
-    page = Paginator(_efficiency_projects(request, period, tree), TABLE_PAGE_SIZE).get_page(
-        request.GET.get("page")
-    )
+    page = _table_page(request, "efficiency", _efficiency_projects(request, period, tree))
     return {
         "period": period,
         "pyramid": pyramid,

@@ -182,11 +182,18 @@ def test_delivery_table_is_paginated_and_keeps_long_names(client, tree):
     for node in nodes:
         data.project_hours(cluster, node, 1, entitled_gpu_h=1, allocated_gpu_h=1)
     client.force_login(tree.user("ann"))
-    page = client.get(reverse("dashboards:delivery"), {"cluster": "h100", "page": 3})
+    page = client.get(reverse("dashboards:delivery"), {"cluster": "h100", "delivery_page": 3})
     text = page.content.decode()
     assert "page 3 of 20 (1000 projects)" in text
     assert text.count('<td class="name">') == 50
     assert "1000 of 1000" in text
+    # on the dashboards page the parameter pages the delivery table only, and its links work
+    # without scripts (the whole page at the next page, scrolled to the table)
+    whole = client.get(reverse("dashboards:dashboard"), {"cluster": "h100", "delivery_page": 3})
+    text = whole.content.decode()
+    assert text.count("page 3 of ") == 1 and "page 3 of 20 (1000 projects)" in text
+    assert "delivery_page=4#delivery" in text and "efficiency_page=" not in text
+    assert "page 1 of 20 (1000 projects)" not in text  # no other table moved
 
 
 def test_waits_are_computed_from_attempts(client, api_client, tree):
