@@ -55,6 +55,26 @@ FLAGS = {
     "until": "--until",
 }
 
+# The other spellings a flag takes (sbatch's own names, short flags): an error names the
+# one the user typed.
+ALIASES = {
+    "--project": ("-A", "--account"),
+    "--min-runtime": ("-t", "--time-min"),
+    "--name": ("-J", "--job-name"),
+    "--gpus": ("-G",),
+    "--array": ("-a",),
+    "--env": ("-e",),
+}
+
+
+def as_typed(flag: str, argv: list[str] | None = None) -> str:
+    """`flag` as the command line spelled it (`--account` for `--project`), else `flag`."""
+    words = sys.argv[1:] if argv is None else argv
+    for spelling in ALIASES.get(flag, ()):
+        if any(w == spelling or w.startswith(spelling + "=") for w in words):
+            return spelling
+    return flag
+
 
 class CliError(Exception):
     """A failure to report to the user: `message` names the field; `code` is the exit code."""
@@ -73,12 +93,12 @@ class CliError(Exception):
 
     def __str__(self) -> str:
         if self.flag:
-            return f"{self.flag}: {self.message}"
+            return f"{as_typed(self.flag)}: {self.message}"
         if self.field:
             flag = FLAGS.get(self.field)
             if flag is None and self.field.startswith("spec.env."):
                 flag = "--env"
-            label = f"{flag} ({self.field})" if flag else self.field
+            label = f"{as_typed(flag)} ({self.field})" if flag else self.field
             return f"{label}: {self.message}"
         return self.message
 

@@ -108,6 +108,16 @@ def test_submit_takes_sbatchs_long_names(ann):
     assert result.returncode == 0, result.stderr
     job = Job.objects.get()
     assert (job.project.name, job.min_runtime_s, job.name) == ("a1", 1200, "habit")
+    # and an error names the flag as typed
+    unknown = ann("submit", "--account", "org/nope", "--time-min", "20m")
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: --account (project): "), (
+        unknown.stderr
+    )
+    too_long = ann("submit", "--account", "org/prog-a/a1", "--time-min=9h")
+    assert too_long.returncode == 2 and too_long.stderr.startswith(
+        "error: --time-min (min_runtime_s)"
+    )
+    assert Job.objects.count() == 1
 
 
 def test_submit_an_array_as_json(ann):
@@ -258,7 +268,7 @@ def test_queue_me_and_narrow_terminals(ann, server, tree, tmp_path):
 def test_a_min_runtime_over_the_cap_and_an_unknown_kind_say_what_is_allowed(ann):
     over = ann("submit", "-A", "org/prog-a/a1", "-t", "100h")
     assert over.returncode == 2
-    assert "--min-runtime (min_runtime_s)" in over.stderr
+    assert "-t (min_runtime_s)" in over.stderr  # the flag as typed
     assert "100h is 4 d 4 h" in over.stderr and "at most 8 h" in over.stderr
     assert "360000" not in over.stderr
     kind = ann("submit", "-A", "org/prog-a/a1", "-t", "10m", "--kind", "foo")
