@@ -169,9 +169,12 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # Scheduling cycles: beat looks every ALLOT_CYCLE_TICK_S seconds for clusters whose last
 # cycle is `Cluster.cycle_s` old; a STARTING attempt the cluster does not list counts
-# as failed after ALLOT_START_CONFIRM_S; cycle records are kept ALLOT_CYCLE_RETENTION_DAYS.
+# as failed after ALLOT_START_CONFIRM_S; one the cluster keeps waiting (Slurm: PENDING)
+# for ALLOT_START_TIMEOUT_S is taken back and its job requeued; cycle records are kept
+# ALLOT_CYCLE_RETENTION_DAYS.
 ALLOT_CYCLE_TICK_S = env.float("ALLOT_CYCLE_TICK_S", default=2.0)
 ALLOT_START_CONFIRM_S = env.float("ALLOT_START_CONFIRM_S", default=15.0)
+ALLOT_START_TIMEOUT_S = env.float("ALLOT_START_TIMEOUT_S", default=300.0)
 ALLOT_CYCLE_RETENTION_DAYS = env.int("ALLOT_CYCLE_RETENTION_DAYS", default=30)
 # Scheduling health (ops.selectors): beat and every worker record a heartbeat every
 # ALLOT_HEARTBEAT_S seconds; a cluster with no cycle for ALLOT_STALE_CYCLES of its cycle

@@ -16,6 +16,10 @@ The adapter is the truth about what runs (docs/architecture.md, the live cycle):
 - `stop(attempt_id, grace_s)` asks for a graceful stop (signal, then kill after the
   grace period); idempotent; the GPUs are free only once `jobs()` reports the end.
 - `set_host_health(host, health, reason)` drains a host in the cluster (or resumes it).
+- `withdraw(attempt_id) -> bool` (optional): take back a start the cluster keeps
+  waiting (the cycle's start timeout) so that it never runs; a job the cluster runs
+  already is left running (False). Idempotent. The cycle stops (no grace) the starts
+  of adapters without it.
 
 Implementations: `scheduler.adapters.simulated` (a separate process reached over HTTP,
 the default and what the demo and end-to-end tests use) and `scheduler.adapters.slurm`.

@@ -18,6 +18,9 @@ STOP_RESEND_S = 30.0
 # (it may still come); the reconcile tells them apart by these prefixes.
 START_REFUSED = "start refused: "
 START_ERROR = "start error: "
+# `Attempt.end_detail` of a STARTING attempt whose start the cycle is taking back (the
+# cluster kept it waiting past the start timeout, `scheduler.cycle.attempts`)
+START_WITHDRAWN = "start withdrawn: "
 
 
 def read_cluster(ctx: CycleContext) -> ClusterReport | None:
@@ -98,6 +101,21 @@ def send_start(ctx: CycleContext, request: StartRequest) -> tuple[ClusterJob | N
     except Exception as exc:
         ctx.error(f"start {request.attempt_id}", exc)
         return None, START_ERROR + str(exc)
+
+
+def send_withdraw(ctx: CycleContext, attempt_id: str) -> None:
+    """Take back a start the cluster has not run (`withdraw`: it never runs, or it runs
+    already and is kept; the next reconcile sees which). An adapter without `withdraw`
+    gets a stop with no grace (the simulated cluster never runs a job stopped while
+    starting)."""
+    withdraw = getattr(ctx.adapter, "withdraw", None)
+    try:
+        if withdraw is not None:
+            withdraw(attempt_id)
+        else:
+            ctx.adapter.stop(attempt_id, 0.0)
+    except Exception as exc:
+        ctx.error(f"withdraw {attempt_id}", exc)
 
 
 def runs(cj: ClusterJob) -> bool:

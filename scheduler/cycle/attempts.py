@@ -4,6 +4,7 @@ moves the job and records the event."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 
@@ -11,6 +12,7 @@ from django.conf import settings
 
 from scheduler.adapters import ClusterJob, ClusterJobState
 from scheduler.core.engine.runs import saved_work_s
+from scheduler.cycle.adapter_io import START_WITHDRAWN
 from scheduler.cycle.context import CycleContext
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Job, JobState
 from scheduler.selectors.translate import placements_to_json, policy_for_cluster
@@ -40,9 +42,45 @@ def start_confirm_s() -> float:
     return float(getattr(settings, "ALLOT_START_CONFIRM_S", 15.0))
 
 
+def start_timeout_s() -> float:
+    """How long the cluster may keep a start waiting (it lists the job, not running:
+    Slurm PENDING for Resources, a node Slurm drained after the plan) before the cycle
+    takes the start back and requeues the job (docs/architecture.md, start timeout)."""
+    return float(getattr(settings, "ALLOT_START_TIMEOUT_S", 300.0))
+
+
+def start_overdue(at: dt.datetime, created_at: dt.datetime, end_detail: str) -> bool:
+    """Whether a STARTING attempt the cluster still reports not running is past the
+    start timeout and not already being taken back."""
+    if withdrawing(end_detail):
+        return False
+    return (at - created_at).total_seconds() >= start_timeout_s()
+
+
+def withdrawing(end_detail: str) -> bool:
+    """Whether the cycle is taking the attempt's start back (`withdraw_start`)."""
+    return end_detail.startswith(START_WITHDRAWN)
+
+
+def withdraw_start(ctx: CycleContext, attempt: Attempt, cj: ClusterJob) -> None:
+    """Mark an overdue start to be taken back (the cycle then asks the adapter to
+    `withdraw` it). The attempt stays STARTING, its GPUs held, until the cluster
+    reports the outcome: the job stopped or gone (the attempt ends START_FAILED with
+    this detail and the job goes back to the queue), or running after all (it runs,
+    `confirm_running`): never ended while the cluster may still run it."""
+    waited = (ctx.at - attempt.created_at).total_seconds()
+    why = f" ({cj.detail})" if cj.detail else ""
+    attempt.end_detail = f"{START_WITHDRAWN}the cluster kept it waiting {waited:.0f} s{why}"[:1000]
+    attempt.save(update_fields=["end_detail"])
+    log.info("attempt %s: %s", attempt.attempt_id, attempt.end_detail)
+
+
 def confirm_running(ctx: CycleContext, attempt: Attempt, cj: ClusterJob) -> None:
-    """The cluster runs a STARTING attempt: RUNNING, with the GPUs it really gave."""
+    """The cluster runs a STARTING attempt: RUNNING, with the GPUs it really gave (a
+    start being taken back that ran first runs: the withdrawal is forgotten)."""
     changes: dict[str, object] = {"started_at": ctx.clamp(cj.started_at, attempt.created_at)}
+    if withdrawing(attempt.end_detail):
+        changes["end_detail"] = ""
     if cj.placements:
         changes["placements"] = placements_to_json(cj.placements)
     if cj.external_id:
@@ -146,6 +184,17 @@ def _job_steps(job: Job, target: str, end: str) -> list[str]:
             return steps[:n]
         state = step
     return steps
+
+
+def ended_withdrawn(attempt: Attempt, cj: ClusterJob) -> ClusterJob | None:
+    """The cluster's end of a start the cycle took back (stopped or cancelled while it
+    waited), without the start time Slurm gives a pending job it cancels: it never ran.
+    None for any other end (a job that ran and ended first ends as it did)."""
+    if not withdrawing(attempt.end_detail):
+        return None
+    if cj.state not in (ClusterJobState.STOPPED, ClusterJobState.CANCELLED):
+        return None
+    return dataclasses.replace(cj, started_at=None)
 
 
 def end_reason(attempt: Attempt, cj: ClusterJob) -> str:

@@ -11,8 +11,22 @@ from django.db import transaction
 
 from scheduler.adapters import ClusterJob, ClusterJobState
 from scheduler.core.engine import Placement
-from scheduler.cycle.adapter_io import START_REFUSED, push_host_health, resend_stops
-from scheduler.cycle.attempts import confirm_running, end_attempt, end_reason, start_confirm_s
+from scheduler.cycle.adapter_io import (
+    START_REFUSED,
+    push_host_health,
+    resend_stops,
+    send_withdraw,
+)
+from scheduler.cycle.attempts import (
+    confirm_running,
+    end_attempt,
+    end_reason,
+    ended_withdrawn,
+    start_confirm_s,
+    start_overdue,
+    withdraw_start,
+    withdrawing,
+)
 from scheduler.cycle.context import ClusterReport, CycleContext
 from scheduler.cycle.hosts import reconcile_hosts
 from scheduler.cycle.planned_gpus import moved_placements, reported_busy
@@ -25,42 +39,61 @@ log = logging.getLogger(__name__)
 
 def reconcile(ctx: CycleContext, report: ClusterReport) -> list:
     """Bring hosts and open attempts in line with the cluster (one transaction), then
-    resend stops and push drains. Returns the extra GPU holders (jobs outside Allot,
-    attempts Allot ended that still run) for the snapshot."""
+    resend stops, push drains and take back the starts the cluster kept waiting past
+    the start timeout. Returns the extra GPU holders (jobs outside Allot, attempts
+    Allot ended that still run) for the snapshot."""
     with transaction.atomic():
         pushes = reconcile_hosts(ctx, report.hosts)
-        stopping, open_ids, unplaced = _reconcile_attempts(ctx, report.jobs)
+        stopping, withdraws, open_ids, unplaced = _reconcile_attempts(ctx, report.jobs)
         _keep_planned_apart(ctx, report, unplaced)
         holders, zombies = _outside_jobs(ctx, report.jobs, open_ids)
     push_host_health(ctx, pushes)
     resend_stops(ctx, stopping, zombies)
+    for attempt_id in withdraws:
+        send_withdraw(ctx, attempt_id)
     return holders
 
 
 def _reconcile_attempts(
     ctx: CycleContext, reported: Sequence[ClusterJob]
-) -> tuple[list[tuple[str, float]], set[str], list[int]]:
+) -> tuple[list[tuple[str, float]], list[str], set[str], list[int]]:
     """Apply what the cluster reports to every open attempt. Open attempts are read
     without locks first; only those the report changes are locked and updated.
-    Returns the stops to (re)send as (attempt id, grace seconds left), the ids
-    of the attempts open before the reconcile and the pks of those the cluster had
-    not placed yet (no start time: their GPUs are the plan's)."""
+    Returns the stops to (re)send as (attempt id, grace seconds left), the starts to
+    take back (attempt ids: STARTING attempts being withdrawn the cluster still
+    reports waiting), the ids of the attempts open before the reconcile and the pks
+    of those the cluster had not placed yet (no start time: their GPUs are the
+    plan's)."""
     by_id = {cj.attempt_id: cj for cj in reported if cj.attempt_id}
     rows = Attempt.objects.filter(cluster=ctx.cluster, state__in=OPEN_ATTEMPT_STATES)
     todo: list[int] = []
     stopping: list[tuple[str, dt.datetime | None]] = []
+    withdraws: list[str] = []
     open_ids: set[str] = set()
     unplaced: list[int] = []
-    for pk, attempt_id, state, external_id, started_at, deadline in fetch_rows(
-        rows.values_list("pk", "attempt_id", "state", "external_id", "started_at", "stop_deadline")
+    for pk, attempt_id, state, external_id, started_at, deadline, created_at, detail in fetch_rows(
+        rows.values_list(
+            "pk",
+            "attempt_id",
+            "state",
+            "external_id",
+            "started_at",
+            "stop_deadline",
+            "created_at",
+            "end_detail",
+        )
     ):
         open_ids.add(attempt_id)
         if started_at is None:
             unplaced.append(pk)
-        if _needs_reconcile(state, external_id, started_at, by_id.get(attempt_id)):
+        cj = by_id.get(attempt_id)
+        overdue = state == AttemptState.STARTING and start_overdue(ctx.at, created_at, detail)
+        if _needs_reconcile(state, external_id, started_at, cj, overdue=overdue):
             todo.append(pk)
         elif state == AttemptState.STOPPING:
             stopping.append((attempt_id, deadline))
+        elif state == AttemptState.STARTING and withdrawing(detail) and _waits(cj):
+            withdraws.append(attempt_id)  # not taken back yet (a failed call, a crash)
     if todo:
         attempts = (
             Attempt.objects.select_for_update(of=("self", "job"))
@@ -72,11 +105,18 @@ def _reconcile_attempts(
             ctx.counts.reconciled += _reconcile_one(ctx, attempt, by_id.get(attempt.attempt_id))
             if attempt.state == AttemptState.STOPPING:
                 stopping.append((attempt.attempt_id, attempt.stop_deadline))
+            elif attempt.state == AttemptState.STARTING and withdrawing(attempt.end_detail):
+                withdraws.append(attempt.attempt_id)
     stops = []
     for attempt_id, deadline in stopping:
         left = (deadline - ctx.at).total_seconds() if deadline else ctx.cluster.grace_s
         stops.append((attempt_id, max(0.0, left)))
-    return stops, open_ids, unplaced
+    return stops, withdraws, open_ids, unplaced
+
+
+def _waits(cj: ClusterJob | None) -> bool:
+    """Whether the cluster reports the job accepted and not running (STARTING)."""
+    return cj is not None and cj.state == ClusterJobState.STARTING
 
 
 def _keep_planned_apart(ctx: CycleContext, report: ClusterReport, unplaced: list[int]) -> None:
@@ -113,15 +153,21 @@ def _keep_planned_apart(ctx: CycleContext, report: ClusterReport, unplaced: list
 
 
 def _needs_reconcile(
-    state: str, external_id: str, started_at: dt.datetime | None, cj: ClusterJob | None
+    state: str,
+    external_id: str,
+    started_at: dt.datetime | None,
+    cj: ClusterJob | None,
+    *,
+    overdue: bool = False,
 ) -> bool:
-    """Whether the cluster's report changes an open attempt (see `_reconcile_one`)."""
+    """Whether the cluster's report changes an open attempt (see `_reconcile_one`);
+    `overdue`: a STARTING attempt past the start timeout, not being taken back yet."""
     if cj is None or cj.ended:
         return True
     if cj.external_id and cj.external_id != external_id:
         return True
     if cj.state == ClusterJobState.STARTING:
-        return False
+        return overdue
     return state == AttemptState.STARTING or started_at is None
 
 
@@ -130,17 +176,29 @@ def _reconcile_one(ctx: CycleContext, attempt: Attempt, cj: ClusterJob | None) -
     if cj is None:
         return _reconcile_missing(ctx, attempt)
     if cj.ended:
-        end_attempt(ctx, attempt, end_reason(attempt, cj), cj.detail, cj=cj)
+        withdrawn = ended_withdrawn(attempt, cj)
+        if withdrawn is not None:  # the start the cycle took back: it never ran
+            end_attempt(ctx, attempt, AttemptEnd.START_FAILED, attempt.end_detail, cj=withdrawn)
+        else:
+            end_attempt(ctx, attempt, end_reason(attempt, cj), cj.detail, cj=cj)
         return True
     if cj.external_id and attempt.external_id != cj.external_id:
         attempt.external_id = cj.external_id
         attempt.save(update_fields=["external_id"])
-    if cj.state == ClusterJobState.STARTING or (
-        cj.state == ClusterJobState.STOPPING and cj.started_at is None
-    ):
-        # not running yet; stopping without a start: stopped while the cluster was
-        # still starting it, so it never ran (it ends without a start; the cycle's
-        # time stands in for a start only for a job the cluster runs)
+    if cj.state == ClusterJobState.STARTING:
+        # not running yet: past the start timeout the start is taken back (the
+        # adapter's `withdraw` after this transaction; the attempt ends once the
+        # cluster reports the job stopped or gone, or runs if it started first)
+        if attempt.state == AttemptState.STARTING and start_overdue(
+            ctx.at, attempt.created_at, attempt.end_detail
+        ):
+            withdraw_start(ctx, attempt, cj)
+            return True
+        return False
+    if cj.state == ClusterJobState.STOPPING and cj.started_at is None:
+        # stopping without a start: stopped while the cluster was still starting it,
+        # so it never ran (it ends without a start; the cycle's time stands in for a
+        # start only for a job the cluster runs)
         return False
     if attempt.state == AttemptState.STARTING:
         confirm_running(ctx, attempt, cj)
@@ -173,7 +231,9 @@ def _reconcile_missing(ctx: CycleContext, attempt: Attempt) -> bool:
 
 
 def _start_failed(ctx: CycleContext, attempt: Attempt) -> bool:
-    if attempt.end_detail.startswith(START_REFUSED):
+    """Whether a start the cluster does not list has failed: refused, taken back (the
+    cluster listed it waiting before), or not listed for `start_confirm_s`."""
+    if attempt.end_detail.startswith(START_REFUSED) or withdrawing(attempt.end_detail):
         return True
     return (ctx.at - attempt.created_at).total_seconds() >= start_confirm_s()
 

@@ -191,6 +191,94 @@ def test_a_start_error_is_healed_by_the_next_reconcile(live, settings):
     assert_consistent(live.cluster, live.memory)
 
 
+def test_a_start_the_cluster_keeps_waiting_past_the_timeout_goes_back_to_the_queue(live, settings):
+    settings.ALLOT_START_TIMEOUT_S = 120
+    job = live.submit(gpus=32, min_runtime_s=3600)  # the whole cluster
+    live.memory.queue_starts = True  # the cluster accepts the start but never runs it
+    live.cycle()
+    first = Attempt.objects.get(job=job)
+    live.memory.queue_starts = False
+
+    live.cycle(advance_s=60)  # waiting, within the timeout: left alone
+    first.refresh_from_db()
+    assert first.state == AttemptState.STARTING and live.memory.withdraw_calls == []
+
+    live.cycle(advance_s=61)  # past it: the start is taken back, the GPUs still held
+    first.refresh_from_db()
+    assert first.state == AttemptState.STARTING
+    assert first.end_detail == "start withdrawn: the cluster kept it waiting 121 s"
+    assert live.memory.withdraw_calls == [first.attempt_id]
+    assert live.job(job).state == JobState.STARTING
+
+    record = live.cycle(advance_s=1)  # stopped on the cluster: ended, requeued, restarted
+    assert record.errors == []
+    first.refresh_from_db()
+    assert (first.state, first.end_reason) == (AttemptState.ENDED, AttemptEnd.START_FAILED)
+    assert first.started_at is None  # it never ran: nothing charged, no min runtime owed
+    assert first.end_detail == "start withdrawn: the cluster kept it waiting 121 s"
+    requeued = JobEvent.objects.filter(job=job, to_state=JobState.PENDING).last()
+    assert requeued.reason == (
+        "attempt 1 could not be started: start withdrawn: the cluster kept it waiting 121 s"
+    )
+    second = Attempt.objects.get(job=job, number=2)  # the first one's GPUs are free again
+    assert second.state == AttemptState.RUNNING and second.gpus == 32
+    assert live.memory.start_calls == [first.attempt_id, second.attempt_id]
+    assert list(JobEvent.objects.filter(job=job).values_list("to_state", flat=True)) == [
+        "pending",
+        "starting",
+        "pending",
+        "starting",
+        "running",
+    ]
+    assert_consistent(live.cluster, live.memory)
+
+
+def test_a_start_that_runs_before_it_is_taken_back_keeps_running(live, settings):
+    """The cluster starts the job between the cycle's decision and its withdraw: the
+    withdraw leaves it running, and the attempt runs (never stopped, never doubled)."""
+    settings.ALLOT_START_TIMEOUT_S = 60
+    job = live.submit(gpus=8, min_runtime_s=3600)
+    live.memory.queue_starts = True
+    live.cycle()
+    live.memory.queue_starts = False
+    attempt = Attempt.objects.get(job=job)
+    withdraw = live.memory.withdraw
+
+    def runs_first(attempt_id: str) -> bool:
+        live.memory.run_queued(attempt_id)
+        return withdraw(attempt_id)
+
+    live.memory.withdraw = runs_first
+    live.cycle(advance_s=61)
+    assert live.memory.running[attempt.attempt_id].state == ClusterJobState.RUNNING
+    live.cycle(advance_s=1)
+    attempt.refresh_from_db()
+    assert attempt.state == AttemptState.RUNNING and attempt.end_detail == ""
+    assert attempt.started_at == live.now - dt.timedelta(seconds=1)
+    assert live.job(job).state == JobState.RUNNING
+    assert live.memory.stop_calls == [] and live.memory.start_calls == [attempt.attempt_id]
+    assert_consistent(live.cluster, live.memory)
+
+
+def test_a_start_taken_back_from_a_cluster_without_withdraw_is_stopped_without_grace(
+    live, settings
+):
+    settings.ALLOT_START_TIMEOUT_S = 60
+    job = live.submit(gpus=8)
+    live.memory.queue_starts = True
+    live.cycle()
+    live.memory.queue_starts = False
+    attempt = Attempt.objects.get(job=job)
+    live.memory.withdraw = None  # as the simulated cluster's adapter: no such verb
+    live.cycle(advance_s=61)
+    assert live.memory.stop_calls == [(attempt.attempt_id, 0.0)]
+    live.cycle(advance_s=1)
+    attempt.refresh_from_db()
+    assert (attempt.end_reason, attempt.started_at) == (AttemptEnd.START_FAILED, None)
+    assert Attempt.objects.get(job=job, number=2).state == AttemptState.RUNNING
+    assert_consistent(live.cluster, live.memory)
+
+
 class Crash(BaseException):
     """A worker dying mid-cycle (nothing after it runs, no handler catches it)."""
 

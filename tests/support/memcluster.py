@@ -53,6 +53,7 @@ class MemoryCluster:
     running: dict[str, _Job] = field(default_factory=dict)
     start_calls: list[str] = field(default_factory=list)
     stop_calls: list[tuple[str, float]] = field(default_factory=list)
+    withdraw_calls: list[str] = field(default_factory=list)
     health_calls: list[tuple[str, str, str]] = field(default_factory=list)
     foreign: list[ClusterJob] = field(default_factory=list)
     _busy: dict | None = None  # GPUs held, kept between starts; None: recompute
@@ -183,6 +184,24 @@ class MemoryCluster:
         if job.stop_at is None or at < job.stop_at:
             job.stop_at = at
         job.state = S.STOPPING
+
+    def run_queued(self, attempt_id: str) -> None:
+        """The cluster runs a start it kept waiting (`queue_starts`)."""
+        job = self.running[attempt_id]
+        job.state, job.started_at = S.RUNNING, self.now
+
+    def withdraw(self, attempt_id: str) -> bool:
+        """Take back a waiting start (it ends stopped, never run); a running one stays."""
+        self._check()
+        self.withdraw_calls.append(attempt_id)
+        job = self.running.get(attempt_id)
+        if job is None or _ended(job):
+            return True
+        if job.started_at is not None:
+            return False
+        self._busy = None
+        job.state, job.ended_at, job.detail = S.STOPPED, self.now, "withdrawn while waiting"
+        return True
 
     def set_host_health(self, host: str, health: HostHealthState, reason: str) -> None:
         self._check()

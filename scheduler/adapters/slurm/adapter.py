@@ -30,12 +30,15 @@ from scheduler.adapters.slurm.parsing import (
     attempt_comment,
     cluster_job_of,
     host_of,
+    is_governed_record,
     parse_attempt_comment,
 )
 from scheduler.adapters.slurm.script import job_script
 
 # `Job.spec` key of a job adopted from sbatch: its Slurm id (start releases that job)
 SLURM_JOB_KEY = "slurm_job_id"
+# Slurm states of a job that has not run yet (`withdraw` takes it back)
+PENDING_SLURM_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "RESV_DEL_HOLD"})
 
 
 class SlurmAdapter:
@@ -271,6 +274,37 @@ class SlurmAdapter:
                 self.client.signal(job_id, "TERM")
         if requeue or grace_s <= 0 or now >= stop_by:
             end(job_id, pending=False)
+
+    # -- withdraw --------------------------------------------------------------------
+    def withdraw(self, attempt_id: str) -> bool:
+        """Take back a start Slurm keeps pending (the cycle's start timeout): `scontrol
+        hold` first, which slurmctld refuses once the job runs (then it is left running
+        and False returned: the cycle sees it run), then the comment's stop-by mark
+        (stopped by Allot), then `scancel` for a job Allot submitted. An adopted sbatch
+        job is the researcher's: it stays held, never cancelled, and jobs() reports it
+        stopped; Allot starts it again later (`_start_governed`). True when the job will
+        not run (taken back, or Slurm no longer has it). Idempotent."""
+        job_id = self._lookup(attempt_id) or self._lookup(attempt_id, fresh=True)
+        if job_id is None:
+            return True
+        job = self.client.job(job_id)
+        if job is None or job["job_state"] not in ACTIVE_SLURM_STATES:
+            return True
+        if job["job_state"] not in PENDING_SLURM_STATES:
+            return False
+        try:
+            self.client.hold(job_id)
+        except AdapterError:
+            again = self.client.job(job_id)
+            if again is not None and again["job_state"] not in PENDING_SLURM_STATES:
+                return again["job_state"] not in ACTIVE_SLURM_STATES  # it started first
+            raise
+        _, stop_by, _ = parse_attempt_comment(job["comment"])
+        stamp = attempt_comment(attempt_id, stop_by=stop_by or int(time.time()))
+        self.client.update_job(job_id, comment=stamp)
+        if not is_governed_record(job):
+            self.client.cancel(job_id)
+        return True
 
     def _ender(self, job: dict[str, Any]) -> Any:
         """How a stop ends a job: `scancel`; a governed sbatch job sbatch'd with
