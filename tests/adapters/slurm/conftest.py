@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Callable
 
+import hostlist
 import pytest
 
 from scheduler.adapters.base import ClusterJob, ClusterPlacement, StartRequest
@@ -117,6 +118,24 @@ class TimingOutClient(SlurmClient):
     def submit(self, script: str, options: SubmitOptions) -> str:
         super().submit(script, options)
         raise SlurmTimeout("sbatch did not answer within 30 s")
+
+
+class DrainsBeforeRelease(SlurmClient):
+    """Slurm drains the nodes of the first job Allot releases just before the release
+    (in Slurm only, after Allot's plan): Slurm keeps that job PENDING."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.drained: list[str] = []
+
+    def release(self, job_id: str) -> None:
+        if not self.drained:
+            shown = self.job(job_id)
+            assert shown is not None and shown["required_nodes"], shown
+            self.drained = hostlist.expand_hostlist(shown["required_nodes"])
+            for node in self.drained:
+                self.update_node(node, "drain", "drained in Slurm after Allot's plan")
+        super().release(job_id)
 
 
 @pytest.fixture

@@ -331,3 +331,20 @@ def test_one_scontrol_writes_every_comment_of_a_batch_whatever_the_text_or_a_job
         ).stdout
         assert f"Comment={scontrol_word(text)}" in [line.strip(" ") for line in out.splitlines()]
     assert shown[ended] == ("CANCELLED", "x")  # left as it was
+
+
+def test_withdraw_takes_back_a_start_slurm_keeps_pending_and_leaves_a_running_one(adapter, client):
+    client.update_node("gpu07", "drain", "drained in Slurm only")  # after Allot's plan
+    waiting = adapter.start(start_request("t-21-0-wait", {"gpu07": 8}))
+    assert wait_for(adapter, "t-21-0-wait", lambda j: True).state == S.STARTING
+    assert adapter.withdraw("t-21-0-wait") is True
+    gone = wait_for(adapter, "t-21-0-wait", ended)
+    assert gone.state == S.STOPPED and gone.detail.startswith("stopped by Allot")
+    assert client.job(waiting.external_id)["job_state"] == "CANCELLED"  # Allot's own job
+    assert adapter.withdraw("t-21-0-wait") is True  # again: nothing more happens
+
+    adapter.start(start_request("t-21-1-runs", {"gpu08": 1}))
+    wait_for(adapter, "t-21-1-runs", running)
+    assert adapter.withdraw("t-21-1-runs") is False  # it runs already: left running
+    assert wait_for(adapter, "t-21-1-runs", lambda j: True).state == S.RUNNING
+    assert adapter.withdraw("t-21-unknown") is True  # a job Slurm never had

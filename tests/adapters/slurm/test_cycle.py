@@ -30,7 +30,7 @@ from scheduler.models import (
 )
 from scheduler.services.clusters import cluster_create
 from scheduler.tasks import run_cycle
-from tests.adapters.slurm.conftest import TimingOutClient
+from tests.adapters.slurm.conftest import DrainsBeforeRelease, TimingOutClient
 from tests.factories import SuperUserFactory, UserFactory
 from tests.support.live import assert_consistent
 
@@ -360,3 +360,40 @@ def test_a_job_cancelled_in_allot_is_stopped_gracefully_in_slurm(live, tmp_path)
     assert attempt.end_reason == AttemptEnd.CANCELLED and "stopped by Allot" in attempt.end_detail
     assert marker.read_text().strip() == "saved"  # SIGTERM reached the command's trap
     assert live.slurm_job(attempt)["job_state"] == "COMPLETED", attempt.end_detail
+
+
+def test_a_start_slurm_keeps_pending_is_cancelled_and_the_job_requeued_in_allot(live, settings):
+    """Slurm drains the node after Allot's plan: the released job stays PENDING in
+    Slurm. Past the start timeout the cycle takes the start back (scancel of Allot's
+    own Slurm job), the attempt ends start_failed, never run, and the job goes back to
+    Allot's queue and runs on the other node."""
+    settings.ALLOT_START_TIMEOUT_S = 0  # every wait is past it (set long again below)
+    job = live.submit("a1", gpus=8, command="sleep 1")
+    adapter = adapter_for_cluster(live.cluster)
+    adapter.client = DrainsBeforeRelease(slurm_conf=live.slurm.conf_path)
+    record = live.cycle(adapter)
+    assert (record.starts, record.errors) == (1, [])
+    first = Attempt.objects.get(job=job)
+    assert first.host_names == adapter.client.drained
+
+    record = live.cycle(adapter)  # Slurm keeps it pending: the start is taken back
+    assert record.errors == []
+    first.refresh_from_db()
+    assert first.state == AttemptState.STARTING
+    assert first.end_detail.startswith("start withdrawn: the cluster kept it waiting")
+    assert f"Slurm job {first.external_id} PENDING" in first.end_detail
+    settings.ALLOT_START_TIMEOUT_S = 3600  # the next start may take its time
+
+    live.cycles_until(lambda: Attempt.objects.get(pk=first.pk).state == AttemptState.ENDED)
+    first.refresh_from_db()
+    assert (first.end_reason, first.started_at) == (AttemptEnd.START_FAILED, None)
+    assert live.slurm_job(first)["job_state"] == "CANCELLED"
+    requeue = JobEvent.objects.get(job=job, from_state="starting", to_state="pending")
+    assert requeue.reason.startswith("attempt 1 could not be started: start withdrawn")
+
+    live.cycles_until(lambda: live.state(job) == JobState.SUCCEEDED)
+    second = Attempt.objects.get(job=job, number=2)
+    assert second.host_names != first.host_names and second.started_at is not None
+    path = list(JobEvent.objects.filter(job=job).values_list("to_state", flat=True))
+    assert path == ["pending", "starting", "pending", "starting", "running", "succeeded"]
+    assert_consistent(live.cluster)

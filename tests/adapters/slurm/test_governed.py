@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 
 from budgets.models import Membership, Role
 from ledger.selectors import window_usage
-from scheduler.adapters.slurm import scontrol_word
+from scheduler.adapters.slurm import adapter_for_cluster, scontrol_word
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -31,6 +31,8 @@ from scheduler.models import (
     JobState,
     SlurmAdoption,
 )
+from scheduler.tasks import run_cycle
+from tests.adapters.slurm.conftest import DrainsBeforeRelease
 from tests.adapters.slurm.governed import MEMBER, adopted
 from tests.support.live import assert_consistent
 
@@ -284,3 +286,53 @@ def test_a_waiting_job_slurm_forgets_is_cancelled_in_allot_as_lost(gov, slurm):
     gov.cycle()
     job.refresh_from_db()
     assert job.state == JobState.CANCELLED and job.state_reason.startswith("lost: ")
+
+
+def test_a_governed_start_slurm_keeps_pending_is_held_again_not_cancelled(gov, settings):
+    """Slurm drains the node after Allot's plan, so the released sbatch job stays
+    PENDING. Past the start timeout the cycle takes the start back: the researcher's
+    Slurm job is held again (never scancel'd), the attempt ends start_failed, never
+    run, and Allot starts the same Slurm job again later, where it runs."""
+    settings.ALLOT_START_TIMEOUT_S = 0  # every wait is past it (set long again below)
+    slurm_id = gov.sbatch(
+        "-p", "governed", "-A", "a1", "--gres=gpu:8", "--time-min=1", command="sleep 1"
+    )
+    adapter = adapter_for_cluster(gov.cluster)
+    adapter.client = DrainsBeforeRelease(slurm_conf=gov.slurm.conf_path)
+
+    def cycle():
+        record = run_cycle.worker.run(cluster_id=gov.cluster.pk, adapter=adapter)
+        assert record is not None and record.errors == [], record.errors
+        return record
+
+    cycle()  # adopted and started: released on the node Slurm then drains
+    job = adopted(slurm_id)
+    first = Attempt.objects.get(job=job)
+    assert first.host_names == adapter.client.drained
+    cycle()  # Slurm keeps it pending: the start is taken back
+    first.refresh_from_db()
+    assert first.end_detail.startswith("start withdrawn: the cluster kept it waiting")
+    settings.ALLOT_START_TIMEOUT_S = 3600  # the next start may take its time
+    raw = gov.raw(slurm_id)
+    assert raw["job_state"] == "PENDING" and raw["state_reason"].startswith("JobHeld")
+
+    for _ in range(100):
+        cycle()
+        first.refresh_from_db()
+        if first.state == AttemptState.ENDED:
+            break
+    assert (first.end_reason, first.started_at) == (AttemptEnd.START_FAILED, None)
+    requeue = JobEvent.objects.get(job=job, from_state="starting", to_state="pending")
+    assert requeue.reason.startswith("attempt 1 could not be started: start withdrawn")
+
+    for _ in range(200):
+        cycle()
+        job.refresh_from_db()
+        if job.state == JobState.SUCCEEDED:
+            break
+    assert job.state == JobState.SUCCEEDED, job.state_reason
+    second = Attempt.objects.get(job=job, number=2)
+    assert second.external_id == slurm_id  # the same Slurm job, never cancelled
+    assert second.host_names != first.host_names
+    assert gov.squeue()[slurm_id].startswith("COMPLETED")
+    assert_consistent(gov.cluster)
