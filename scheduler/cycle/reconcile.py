@@ -102,10 +102,15 @@ def _reconcile_attempts(
             .order_by("pk")
         )
         for attempt in attempts:
-            ctx.counts.reconciled += _reconcile_one(ctx, attempt, by_id.get(attempt.attempt_id))
+            cj = by_id.get(attempt.attempt_id)
+            ctx.counts.reconciled += _reconcile_one(ctx, attempt, cj)
             if attempt.state == AttemptState.STOPPING:
                 stopping.append((attempt.attempt_id, attempt.stop_deadline))
-            elif attempt.state == AttemptState.STARTING and withdrawing(attempt.end_detail):
+            elif (
+                attempt.state == AttemptState.STARTING
+                and withdrawing(attempt.end_detail)
+                and _waits(cj)
+            ):
                 withdraws.append(attempt.attempt_id)
     stops = []
     for attempt_id, deadline in stopping:
