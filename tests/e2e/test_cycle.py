@@ -8,7 +8,13 @@ import psycopg
 import pytest
 from django.db import connection
 
-from scheduler.adapters import ClusterJob, ClusterJobState, ClusterPlacement, HostHealthState
+from scheduler.adapters import (
+    AdapterError,
+    ClusterJob,
+    ClusterJobState,
+    ClusterPlacement,
+    HostHealthState,
+)
 from scheduler.cycle.hosts import ALLOT_REASON_PREFIX
 from scheduler.cycle.lock import CYCLE_LOCK_KEY
 from scheduler.cycle.worker import CycleWorker
@@ -257,6 +263,33 @@ def test_a_start_that_runs_before_it_is_taken_back_keeps_running(live, settings)
     assert attempt.started_at == live.now - dt.timedelta(seconds=1)
     assert live.job(job).state == JobState.RUNNING
     assert live.memory.stop_calls == [] and live.memory.start_calls == [attempt.attempt_id]
+    assert_consistent(live.cluster, live.memory)
+
+
+def test_a_withdraw_that_failed_is_sent_again_by_the_next_cycle(live, settings):
+    settings.ALLOT_START_TIMEOUT_S = 60
+    job = live.submit(gpus=8)
+    live.memory.queue_starts = True
+    live.cycle()
+    live.memory.queue_starts = False
+    attempt = Attempt.objects.get(job=job)
+    withdraw = live.memory.withdraw
+    calls: list[str] = []
+
+    def fails_once(attempt_id: str) -> bool:
+        calls.append(attempt_id)
+        if len(calls) == 1:
+            raise AdapterError("slurmctld busy")
+        return withdraw(attempt_id)
+
+    live.memory.withdraw = fails_once
+    record = live.cycle(advance_s=61)
+    assert any("slurmctld busy" in e for e in record.errors)
+    live.cycle(advance_s=1)  # still waiting on the cluster: taken back this time
+    live.cycle(advance_s=1)
+    attempt.refresh_from_db()
+    assert calls == [attempt.attempt_id, attempt.attempt_id]
+    assert (attempt.end_reason, attempt.started_at) == (AttemptEnd.START_FAILED, None)
     assert_consistent(live.cluster, live.memory)
 
 
