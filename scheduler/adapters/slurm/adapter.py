@@ -309,14 +309,21 @@ class SlurmAdapter:
     def _ender(self, job: dict[str, Any]) -> Any:
         """How a stop ends a job: `scancel`; a governed sbatch job sbatch'd with
         `--requeue` (resumable in Allot) is requeued held instead, to wait in Allot's
-        queue under its own Slurm id (`scontrol hold` while it never ran)."""
-        if not is_requeue_tagged(job.get("admin_comment")):
-            return lambda job_id, pending: self.client.cancel(job_id)
+        queue under its own Slurm id. A governed job that never ran is held, whatever
+        its flags: it is the researcher's and waits in Allot's queue again (a cancel in
+        Allot cancels it through the adoption sync, not here)."""
+        requeue = is_requeue_tagged(job.get("admin_comment"))
+        governed = requeue or is_governed_record(job)
 
-        def requeue_held(job_id: str, pending: bool) -> None:
-            self.client.hold(job_id) if pending else self.client.requeue_hold(job_id)
+        def end(job_id: str, pending: bool) -> None:
+            if pending and governed:
+                self.client.hold(job_id)
+            elif requeue:
+                self.client.requeue_hold(job_id)
+            else:
+                self.client.cancel(job_id)
 
-        return requeue_held
+        return end
 
     # -- governed sbatch ------------------------------------------------------------
     def _governed_raw(self) -> list[dict[str, Any]]:

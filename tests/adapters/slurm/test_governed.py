@@ -336,3 +336,32 @@ def test_a_governed_start_slurm_keeps_pending_is_held_again_not_cancelled(gov, s
     assert second.host_names != first.host_names
     assert gov.squeue()[slurm_id].startswith("COMPLETED")
     assert_consistent(gov.cluster)
+
+
+def test_a_governed_job_stopped_before_slurm_ran_it_is_held_not_cancelled(gov):
+    """A stop (a preemption's) of an adopted sbatch job Slurm still keeps pending, sbatch'd
+    without --requeue: the job never ran, so it is held in Slurm (the researcher's job,
+    never scancel'd) and the Allot job goes back to the queue, not to cancelled."""
+    slurm_id = gov.sbatch(
+        "-p", "governed", "-A", "a1", "--gres=gpu:8", "--time-min=1", command="sleep 1"
+    )
+    adapter = adapter_for_cluster(gov.cluster)
+    adapter.client = DrainsBeforeRelease(slurm_conf=gov.slurm.conf_path)
+    record = run_cycle.worker.run(cluster_id=gov.cluster.pk, adapter=adapter)
+    assert record is not None and record.errors == [], record.errors
+    job = adopted(slurm_id)
+    attempt = Attempt.objects.get(job=job)
+    assert gov.raw(slurm_id)["job_state"] == "PENDING"  # released on the node Slurm drained
+
+    adapter.stop(attempt.attempt_id, 60.0)
+    raw = gov.raw(slurm_id)
+    assert raw["job_state"] == "PENDING" and raw["state_reason"].startswith("JobHeld")
+    for _ in range(20):
+        run_cycle.worker.run(cluster_id=gov.cluster.pk, adapter=adapter)
+        attempt.refresh_from_db()
+        if attempt.state == AttemptState.ENDED:
+            break
+    assert attempt.state == AttemptState.ENDED and attempt.started_at is None
+    job.refresh_from_db()
+    assert job.state in (JobState.PENDING, JobState.STARTING, JobState.RUNNING), job.state
+    assert gov.squeue()[slurm_id].split("|")[0] != "CANCELLED"
