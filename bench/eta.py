@@ -46,6 +46,7 @@ if __package__ in (None, ""):
 
 from scheduler.core.engine.types import Snapshot, Workload  # noqa: E402
 from scheduler.core.sim.eta import (  # noqa: E402
+    RECENT,
     SPREAD,
     Estimate,
     RuntimeForecast,
@@ -254,6 +255,14 @@ def main(argv: list[str] | None = None) -> int:
         help="how far the middle run's runtime quantiles spread around the median "
         f"(default {SPREAD}, as the live service; 0: every job at its median)",
     )
+    ap.add_argument(
+        "--recent",
+        type=int,
+        default=RECENT,
+        help="a key's runtimes longer than a job's elapsed time that count, the most "
+        f"recently finished (default {RECENT}, as the live service; 0: all of them, the "
+        "forecast before 2026-12-06 evening)",
+    )
     ap.add_argument("--rows", default=None, help="also write every evaluated job as CSV here")
     ap.add_argument("--warmup-days", type=float, default=2.0)
     ap.add_argument(
@@ -377,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             (spec[d].project, spec[d].user, spec[d].kind, spec[d].gpus, spec[d].duration_s)
             for _, d in done[:n]
         )
-        forecast = RuntimeForecast(history)
+        forecast = RuntimeForecast(history, recent=args.recent or None)
         if args.oracle:
             forecast = _Oracle(spec)  # type: ignore[assignment]
         busy = None  # the latest start expects the same arrivals unless set below
@@ -465,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         f"latest: {args.high_arrivals}",
         "runtimes": "oracle" if args.oracle else "forecast",
         "runtime_spread": args.spread,
+        "runtime_recent": args.recent or None,
         "saved_work": args.saved_work,
         "range_calibrated": args.calibrate,
         "seed": args.seed,

@@ -59,7 +59,8 @@ def runtime_history(
 ) -> list[tuple[str, str, str, int, float]]:
     """(project path, submitter, kind, GPUs, runtime s) of the cluster's attempts that
     finished successfully in the last `HISTORY_DAYS` days of its clock (`speed`), and
-    started at `ran_since` or later when given."""
+    started at `ran_since` or later when given; in the order they finished (the
+    forecast counts a key's most recent runtimes: `RuntimeForecast`)."""
     attempts = Attempt.objects.filter(
         cluster_id=cluster_id,
         end_reason=AttemptEnd.SUCCEEDED,
@@ -82,7 +83,7 @@ def runtime_history(
         index = tree_index()
     paths: dict[int, str] = {}
     out = []
-    for project_id, user, kind, gpus, ended, started in rows:
+    for project_id, user, kind, gpus, ended, started in sorted(rows, key=lambda r: r[4]):
         path = paths.get(project_id)
         if path is None:
             path = paths[project_id] = index.path(project_id)

@@ -70,6 +70,23 @@ def test_running_jobs_are_forecast_from_the_runtimes_longer_than_their_elapsed_t
     assert f.remaining("a", "", "training", 1, 1000.0, 0.75) == 3000.0
 
 
+def test_a_running_job_is_forecast_from_the_key_s_most_recent_longer_runtimes() -> None:
+    """A project ran 3,600 s jobs for weeks, then a sweep of 5,500 s jobs: a job of the
+    key that has run 4,000 s is forecast from the last `recent` runtimes longer than that
+    (the sweep's), not from all of them (mostly the old regime's 10,000 s tail)."""
+    old = [("a", "", "training", 1, 3600.0)] * 300 + [("a", "", "training", 1, 10_000.0)] * 200
+    sweep = [("a", "", "training", 1, 5500.0)] * 50
+    f = RuntimeForecast(old + sweep, min_samples=20, recent=50)
+    assert f.remaining("a", "", "training", 1, 4000.0, 0.5) == 1500.0
+    # all of them: mostly the 10,000 s tail
+    assert (
+        RuntimeForecast(old + sweep, recent=None).remaining("a", "", "training", 1, 4000.0, 0.5)
+        == 6000.0
+    )
+    # a job that outlived the sweep: the last runtimes longer than its 6,000 s, the old tail
+    assert f.remaining("a", "", "training", 1, 6000.0, 0.5) == 4000.0
+
+
 def test_no_history_gives_a_default_runtime() -> None:
     f = RuntimeForecast([])
     assert len(f) == 0

@@ -68,6 +68,7 @@ from scheduler.core.sim.eta.ranges import (
 from scheduler.core.sim.eta.runtimes import (
     DEFAULT_RUNTIME_S,
     MIN_SAMPLES,
+    RECENT,
     Remaining,
     RuntimeForecast,
     spread_points,
@@ -85,6 +86,7 @@ __all__ = [
     "NOTICED_MOVE_S",
     "QUANTILES",
     "RANGE_COVERAGE",
+    "RECENT",
     "REL_STEP",
     "SPREAD",
     "Estimate",

@@ -8,11 +8,22 @@ import zlib
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
+from itertools import islice
 from statistics import NormalDist
 
 from scheduler.core.engine.types import Workload
 
 MIN_SAMPLES = 20  # a key needs this many runtimes before its quantiles are used
+# A job's runtime (a running job's: what remains) comes from its key's most recently
+# finished runtimes longer than its elapsed time (0 before it starts), at most this
+# many (None: all of them). A workload is not stationary: a project's sweeps come in
+# regimes (Philly's busiest project ran 1-GPU jobs of ~3,500, ~5,500 and ~10,500 s in
+# turn), and all of a key's runtimes longer than what a job has run mix the regimes of
+# weeks; the last ones are the current regime's. Taking a key's last K runtimes first
+# and conditioning after (tried before) left too few above a long elapsed time and fell
+# back to coarser keys: here the conditioning comes first. docs/benchmarks-history.md,
+# "2026-12-06 evening: the forecast from a key's recent runtimes".
+RECENT = 100
 DEFAULT_RUNTIME_S = 3600.0  # a cluster without any history
 _NORMAL = NormalDist()
 
@@ -28,21 +39,28 @@ def _keys(project: str, user: str, kind: str, gpus: int) -> tuple[Key, ...]:
 class RuntimeForecast:
     """Runtime quantiles from past runtimes (see the module docstring)."""
 
-    __slots__ = ("min_samples", "runtimes")
+    __slots__ = ("_recent", "min_samples", "order", "recent", "runtimes")
 
     def __init__(
         self,
         history: Iterable[tuple[str, str, str, int, float]] = (),
         min_samples: int = MIN_SAMPLES,
+        recent: int | None = RECENT,
     ) -> None:
-        """`history`: (project, user, kind, gpus, runtime seconds) of finished jobs."""
+        """`history`: (project, user, kind, gpus, runtime seconds) of finished jobs, in
+        the order they finished (oldest first). `recent`: how many of a key's runtimes
+        longer than a job's elapsed time count, the most recently finished (`RECENT`;
+        None: all)."""
         self.min_samples = max(1, int(min_samples))
+        self.recent = None if recent is None else max(self.min_samples, int(recent))
         lists: dict[Key, list[float]] = defaultdict(list)
         for project, user, kind, gpus, runtime in history:
             if runtime >= 0 and math.isfinite(runtime):
                 for key in _keys(project, user, kind, gpus):
                     lists[key].append(float(runtime))
+        self.order: dict[Key, list[float]] = dict(lists)
         self.runtimes: dict[Key, list[float]] = {k: sorted(v) for k, v in lists.items()}
+        self._recent: dict[tuple[Key, float], list[float]] = {}
 
     def __len__(self) -> int:
         return len(self.runtimes.get((4,), ()))
@@ -63,6 +81,8 @@ class RuntimeForecast:
             above = len(runs) - i
             if above < self.min_samples:
                 continue
+            if self.recent is not None and above > self.recent:
+                runs, i, above = self._last_above(key, elapsed), 0, self.recent
             pos = q * (above - 1)
             lo = math.floor(pos)
             hi = min(lo + 1, above - 1)
@@ -75,6 +95,16 @@ class RuntimeForecast:
         if elapsed <= 0:  # a few runtimes in all: their quantile beats a constant
             return runs[min(len(runs) - 1, int(q * len(runs)))]
         return scale_free
+
+    def _last_above(self, key: Key, elapsed: float) -> list[float]:
+        """The `recent` most recently finished runtimes of `key` longer than `elapsed`,
+        sorted (kept: the three forward runs ask for the same jobs)."""
+        found = self._recent.get((key, elapsed))
+        if found is None:
+            assert self.recent is not None
+            last = islice((r for r in reversed(self.order[key]) if r > elapsed), self.recent)
+            found = self._recent[(key, elapsed)] = sorted(last)
+        return found
 
 
 def _radical_inverse(k: int) -> float:
