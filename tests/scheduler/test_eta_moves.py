@@ -350,3 +350,17 @@ def _ended(job, number: int, started: dt.datetime, ran: dt.timedelta) -> None:
     attempt.ended_at = started + ran
     attempt.end_reason = "succeeded"
     attempt.save(update_fields=["ended_at", "end_reason"])
+
+
+def test_the_runtime_history_comes_in_the_order_the_attempts_finished(cluster, tree):
+    """The forecast counts a key's most recently finished runtimes (`RECENT`): the
+    history must say which those are, whatever order the database returns."""
+    job = _submit(cluster, tree)
+    start = timezone.now() - dt.timedelta(hours=5)
+    # started in this order, finished in the reverse one: 4 h, 3 h, 2 h, 1 h long
+    for k, hours in enumerate((4, 3, 2, 1)):
+        _ended(job, 10 + k, start + dt.timedelta(minutes=k), dt.timedelta(hours=hours))
+    runtimes = [
+        r[4] for r in eta_selectors.runtime_history(cluster_id=cluster.pk, now=timezone.now())
+    ]
+    assert runtimes == [3600.0, 7200.0, 10800.0, 14400.0]
