@@ -17,7 +17,9 @@ The snapshots are frozen for the garbage collector once built (`gc.freeze()`), a
 simulator freezes its inputs: a caller keeping large long-lived data should do the same
 (the engine itself leaves the collector alone).
 
-Usage: ``python bench/cycle.py [--repeat 50] [--seed 0] [--no-scale]``
+Usage: ``python bench/cycle.py [--repeat 50] [--seed 0] [--no-scale] [--scenario NAME]``
+(``--scenario`` runs only the named case's keys: live, burst, steady, modes or scale_10k;
+the JSON keeps the same shape, less the cases not run).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ HOSTS = 128
 GPUS = 8
 PENDING = 10_000
 RUNNING_TARGET = 800
+SCENARIOS = ("live", "burst", "steady", "modes", "scale_10k")
 
 
 def make_tree(
@@ -190,10 +193,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-scale", action="store_true", help="skip the scale_10k case")
+    ap.add_argument(
+        "--scenario",
+        choices=SCENARIOS,
+        action="append",
+        help="run only this case (repeatable); all of them when left out",
+    )
     args = ap.parse_args()
+    only = set(args.scenario or SCENARIOS)
+    if args.no_scale:
+        only.discard("scale_10k")
     live = make_snapshot(args.seed)
-    burst = make_snapshot(args.seed, mode="burst")
-    steady = make_snapshot(args.seed, mode="full")
+    burst = make_snapshot(args.seed, mode="burst") if "burst" in only else live
+    steady = make_snapshot(args.seed, mode="full") if "steady" in only else live
     # The snapshots live for the whole benchmark, as the simulator's inputs live for a
     # run: frozen, the garbage collector does not walk them at every collection (the
     # engine leaves the collector on; the simulator freezes its inputs the same way).
@@ -208,22 +220,30 @@ def main() -> None:
             "tree_levels": 3,
         },
         "targets_ms": {"median": 20, "p99": 50},
-        "live_explain_on": time_case(live, Policy(explain_queue=True), args.repeat),
-        "live_explain_off": time_case(live, Policy(explain_queue=False), args.repeat),
-        "live_explain_on_cold": time_case(
-            live, Policy(explain_queue=True), args.repeat, warm=False
-        ),
-        "burst_explain_on": time_case(burst, Policy(explain_queue=True), max(5, args.repeat // 5)),
-        "burst_explain_off": time_case(
-            burst, Policy(explain_queue=False), max(5, args.repeat // 5)
-        ),
-        "steady_full_explain_off": time_case(steady, Policy(explain_queue=False), args.repeat),
     }
-    for mode in ("fifo", "priority", "static"):
-        result[f"{mode}_explain_off"] = time_case(
-            live, Policy(explain_queue=False, mode=mode), args.repeat
+    if "live" in only:
+        result["live_explain_on"] = time_case(live, Policy(explain_queue=True), args.repeat)
+        result["live_explain_off"] = time_case(live, Policy(explain_queue=False), args.repeat)
+        result["live_explain_on_cold"] = time_case(
+            live, Policy(explain_queue=True), args.repeat, warm=False
         )
-    if not args.no_scale:
+    if "burst" in only:
+        result["burst_explain_on"] = time_case(
+            burst, Policy(explain_queue=True), max(5, args.repeat // 5)
+        )
+        result["burst_explain_off"] = time_case(
+            burst, Policy(explain_queue=False), max(5, args.repeat // 5)
+        )
+    if "steady" in only:
+        result["steady_full_explain_off"] = time_case(
+            steady, Policy(explain_queue=False), args.repeat
+        )
+    if "modes" in only:
+        for mode in ("fifo", "priority", "static"):
+            result[f"{mode}_explain_off"] = time_case(
+                live, Policy(explain_queue=False, mode=mode), args.repeat
+            )
+    if "scale_10k" in only:
         big = make_snapshot(
             args.seed,
             hosts_n=1250,
