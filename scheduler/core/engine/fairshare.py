@@ -372,6 +372,61 @@ def _lf(share: float, usage: float, parent_usage: float) -> float:
     return share * parent_usage / usage
 
 
+class _FairTreeWalk:
+    """The Fair Tree walk's state: the order and factors found so far, with the rank
+    the next leaf gets. A class, not a closure over `compute_fair_share`'s locals: a
+    recursive closure is a reference cycle, left to the garbage collector every cycle."""
+
+    def __init__(self, ct: CompiledTree, lf: list[float], seed: int, nleaves: int) -> None:
+        self.static_rank, self.static_children = ct.static_order(seed)
+        self.children = ct.children
+        self.names = ct.names
+        self.is_leaf = ct.is_leaf
+        self.lf = lf
+        self.by_lf = [-x for x in lf]  # sort key: the best served first
+        self.nleaves = nleaves
+        self.node_factor = [0.0] * len(lf)
+        self.order: list[str] = []
+        self.factor: dict[str, float] = {}
+        self.rank = nleaves
+        self.rnt = nleaves
+
+    def walk(self, sibs: list[int], tied_in: bool) -> None:
+        # `sibs` comes in static order; a stable sort by level fair-share completes it
+        lf, is_leaf, names = self.lf, self.is_leaf, self.names
+        sibs = sorted(sibs, key=self.by_lf.__getitem__)
+        m = len(sibs)
+        i = 0
+        prev = None
+        while i < m:
+            a = sibs[i]
+            tied = tied_in if i == 0 else lf[a] == prev
+            if is_leaf[a]:
+                if not tied:
+                    self.rank = self.rnt
+                f = self.rank / self.nleaves
+                self.node_factor[a] = f
+                self.factor[names[a]] = f
+                self.order.append(names[a])
+                self.rnt -= 1
+                i += 1
+            else:
+                j = i
+                while j + 1 < m and not is_leaf[sibs[j + 1]] and lf[sibs[j + 1]] == lf[a]:
+                    j += 1
+                if j == i:
+                    merged = self.static_children[a]
+                else:
+                    merged = []
+                    for b in sibs[i : j + 1]:
+                        merged.extend(self.children[b])
+                    merged.sort(key=self.static_rank.__getitem__)
+                if merged:
+                    self.walk(merged, tied)
+                i = j + 1
+            prev = lf[a]
+
+
 def compute_fair_share(
     tree: BudgetNode, usage: Mapping[str, float], seed: int = 0, memo: TreeMemo | None = None
 ) -> FairShare:
@@ -397,53 +452,11 @@ def compute_fair_share(
         up = u[parent[i]]
         ui = u[i]
         lf[i] = INF if ui <= 0.0 or up <= 0.0 else s * up / ui
-    static_rank, static_children = ct.static_order(seed)
-    by_lf = [-x for x in lf]  # sort key: the best served first
-    is_leaf = ct.is_leaf
     nleaves = len(ct.leaves)
-    node_factor = [0.0] * n
-    order: list[str] = []
-    factor: dict[str, float] = {}
-    rank = nleaves
-    rnt = nleaves
-
-    def walk(sibs: list[int], tied_in: bool) -> None:
-        # `sibs` comes in static order; a stable sort by level fair-share completes it
-        nonlocal rank, rnt
-        sibs = sorted(sibs, key=by_lf.__getitem__)
-        m = len(sibs)
-        i = 0
-        prev = None
-        while i < m:
-            a = sibs[i]
-            tied = tied_in if i == 0 else lf[a] == prev
-            if is_leaf[a]:
-                if not tied:
-                    rank = rnt
-                f = rank / nleaves
-                node_factor[a] = f
-                factor[names[a]] = f
-                order.append(names[a])
-                rnt -= 1
-                i += 1
-            else:
-                j = i
-                while j + 1 < m and not is_leaf[sibs[j + 1]] and lf[sibs[j + 1]] == lf[a]:
-                    j += 1
-                if j == i:
-                    merged = static_children[a]
-                else:
-                    merged = []
-                    for b in sibs[i : j + 1]:
-                        merged.extend(children[b])
-                    merged.sort(key=static_rank.__getitem__)
-                if merged:
-                    walk(merged, tied)
-                i = j + 1
-            prev = lf[a]
-
+    walk = _FairTreeWalk(ct, lf, seed, nleaves)
     if nleaves:
-        walk(static_children[0], False)
+        walk.walk(walk.static_children[0], False)
+    node_factor, order, factor = walk.node_factor, walk.order, walk.factor
     # An inner node's factor is that of its best leaf.
     for i in ct.postorder_inner:
         if children[i]:
