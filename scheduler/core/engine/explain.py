@@ -100,6 +100,9 @@ class FairShareReasons:
         self.cap = policy.max_min_runtime_s
         self.healthy_gpus = healthy_gpus
         self._project_texts: dict[tuple[str, int], str] = {}
+        # the usage window in words: the same for the whole cycle, quoted by every
+        # project's standing (2,000 projects on a large cluster)
+        self._window = usage_window_text(policy.lookback_s, policy.half_life_s)
         # The rank people see (glossary: rank); the engine's own order (`rank`) is
         # unchanged.
         self.queue_ranks, self.ranked = queue_ranks(order, entitled)
@@ -131,7 +134,7 @@ class FairShareReasons:
 
     def window(self) -> str:
         """The usage window in words ("over 7 days"), as every surface says it."""
-        return usage_window_text(self.policy.lookback_s, self.policy.half_life_s)
+        return self._window
 
     def project(self, proj: str, r: int) -> str:
         """Where a project stands (order index `r`); the same for the whole cycle, so
@@ -252,6 +255,9 @@ def fair_share_queue(
     touched = decisions.noted_projects | decisions.started_projects
     full_note = "" if cluster.index.any_free() else "; no free GPUs"
     good = cluster.layout.runnable_sizes()
+    # the notes every project's allocated jobs share, joined once: the short-job
+    # reserve's note names each of its hosts (about 9 KB on 1,250 hosts)
+    allocated_notes = full_note + short_reserve_note
     split: dict[str, PendingIds] = dict(pending_ids) if pending_ids else {}
     for allocated_phase in (True, False):
         for r, proj in enumerate(order):
@@ -265,7 +271,7 @@ def fair_share_queue(
                 ids = ids_of[0]
                 if not ids:
                     continue
-                base = reasons.waiting_allocated(proj, r, full_note + short_reserve_note)
+                base = reasons.waiting_allocated(proj, r, allocated_notes)
             else:
                 ids = ids_of[1]
                 if not ids:
@@ -275,7 +281,7 @@ def fair_share_queue(
                     f"job wants; queued after all allocated jobs ({reasons.rank_text(proj)})"
                     f"{full_note}"
                 )
-            text: str | list[str] = base
+            text: str | tuple[str, ...] = base
             if not ids_of[2]:
                 ids, text = _job_reasons(lst, allocated_phase, base, decisions, cluster.shape)
             elif proj in touched:
@@ -309,7 +315,7 @@ def _split_ids(lst: Sequence[Workload], good: set[int]) -> PendingIds:
             add_unallocated(w.id)
         if w.gpus not in good:
             runnable = False
-    return allocated, unallocated, runnable
+    return tuple(allocated), tuple(unallocated), runnable
 
 
 def _job_reasons(
@@ -318,7 +324,7 @@ def _job_reasons(
     base: str,
     decisions: Decisions,
     shape: Callable[[int], Shape],
-) -> tuple[list[str], list[str]]:
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Ids and reasons of a project's waiting jobs, each with its own note if any."""
     ids: list[str] = []
     texts: list[str] = []
@@ -331,12 +337,12 @@ def _job_reasons(
             extra = shape(w.gpus).reason or None
         ids.append(w.id)
         texts.append(f"{base}; {extra}" if extra else base)
-    return ids, texts
+    return tuple(ids), tuple(texts)
 
 
 def _noted_reasons(
     phase_ids: Sequence[str], base: str, decisions: Decisions
-) -> tuple[list[str], list[str]]:
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """`_job_reasons` for a project whose every job has a size the cluster can run (no
     job has a size's reason): read from its ids alone, not from its jobs."""
     ids: list[str] = []
@@ -348,7 +354,7 @@ def _noted_reasons(
         extra = notes.get(i)
         ids.append(i)
         texts.append(f"{base}; {extra}" if extra else base)
-    return ids, texts
+    return tuple(ids), tuple(texts)
 
 
 def baseline_queue(

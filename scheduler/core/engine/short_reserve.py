@@ -72,8 +72,10 @@ def hosts_with_room(
 
 # A project's waiting jobs as the explained queue lists them: the ids of its allocated
 # and of its unallocated jobs, in order, and whether every job has a size the cluster
-# can run
-PendingIds = tuple[list[str], list[str], bool]
+# can run. Tuples, not lists: a tuple of strings leaves the garbage collector's lists
+# at its first collection, so the 100,000 ids of a large queue, kept to the end of the
+# cycle and after it in the queue, are not walked by every later collection.
+PendingIds = tuple[tuple[str, ...], tuple[str, ...], bool]
 
 
 def pending_short(
@@ -121,7 +123,7 @@ def pending_short(
             elif keep_ids:
                 without_min.append(w.id)
         if keep_ids:
-            split[proj] = (with_min, without_min, all_runnable)
+            split[proj] = (tuple(with_min), tuple(without_min), all_runnable)
         if mine:
             found[proj] = mine
     return widest, short, found, allocated, split
