@@ -25,6 +25,7 @@ from scheduler.core.engine.types import (
     QueueEntry,
     StopReason,
     Workload,
+    queue_block,
 )
 from scheduler.core.engine.victims import IDLE, Victim
 
@@ -144,9 +145,12 @@ class FairShareReasons:
             if proj not in self.standing_rank:
                 text = f"project {proj} has no entitlement (weight 0 on its path)"
             else:
+                # the percentage formatted on its own: compiled, an f-string with a
+                # format spec formats every one of its parts through str.format
+                pct = f"{self.usage_relative_to_entitled_share(proj):.0f}"
                 text = (
-                    f"project {proj} is at {self.usage_relative_to_entitled_share(proj):.0f}% "
-                    f"{STANDING} {self.window()} ({self.rank_text(proj)})"
+                    f"project {proj} is at {pct}% {STANDING} {self.window()} "
+                    f"({self.rank_text(proj)})"
                 )
             self._project_texts[proj, r] = text
         return text
@@ -288,7 +292,7 @@ def fair_share_queue(
                 ids, text = _noted_reasons(ids, base, decisions)
             ranked = proj in reasons.standing_rank
             blocks.append(
-                QueueBlock(
+                queue_block(
                     proj,
                     reasons.queue_rank(proj),
                     factor.get(proj, 0.0) if ranked else 0.0,
