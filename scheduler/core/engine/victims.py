@@ -379,10 +379,15 @@ def blocks_in_room(
     avail = free
     for _, mu in on:
         avail |= mu
+    if p <= 0:
+        raise ValueError(f"block size {p}: must be positive")
     pmask = (1 << p) - 1
     out: list[tuple[int, list[Victim]]] = []
-    for s in range(0, host_gpus - p + 1, p):
+    s = 0
+    while s + p <= host_gpus:  # the block starts 0, p, 2p, ... (a while loop compiles
+        # to plain arithmetic; a range with a variable step is a Python object)
         bm = pmask << s
         if avail & bm == bm:
             out.append((s, [u for u, mu in on if mu & bm]))
+        s += p
     return out
