@@ -482,10 +482,9 @@ class Reservations:
         self.short_k = len(self.held)
         self._hold_hosts(_SHORT_JOBS, -1, chosen, self.now + short_s)
         self.decisions.short_reserve = tuple(c.hosts[h].name for h in sorted(chosen))
-        names = ", ".join(self.decisions.short_reserve)
         self.short_reserve_note = (
-            f"; {names} held for jobs with a min runtime of at most {limit_text(short_s)}"
-            " (short-job reserve)"
+            f"; {hosts_text(self.decisions.short_reserve)} held for jobs with a min runtime"
+            f" of at most {limit_text(short_s)} (short-job reserve)"
         )
 
     def _short_loads(
@@ -595,3 +594,16 @@ class Reservations:
         for h in list(c.reserved):
             del c.reserved[h]
             c.index.set(h, c.free[h])
+
+
+# A reason names at most this many hosts (every waiting job's reason carries the note:
+# 1,246 names on a 1,250-host cluster made each reason ~9 KB).
+NAMED_HOSTS = 6
+
+
+def hosts_text(names: Sequence[str]) -> str:
+    """`h1, h2` or, past NAMED_HOSTS, `h1, ..., h5 and 1,241 more hosts`."""
+    if len(names) <= NAMED_HOSTS:
+        return ", ".join(names)
+    shown = NAMED_HOSTS - 1
+    return f"{', '.join(names[:shown])} and {len(names) - shown:,} more hosts"

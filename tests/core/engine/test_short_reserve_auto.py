@@ -34,7 +34,10 @@ def held_hosts(out) -> set[str] | None:
     for entry in out.queue:
         m = _HELD.search(entry.reason)
         if m:
-            return set(m.group(1).split(", "))
+            named = set(m.group(1).split(", "))
+            if " more hosts" in m.group(1):  # a long list is cut: the plan has them all
+                return set(out.short_reserve)
+            return named
     return None
 
 
