@@ -240,3 +240,13 @@ def test_the_reserve_keeps_its_hosts_free_of_long_work_and_every_invariant_holds
     assert seen["short job started"] >= 50, dict(seen)
     assert seen["short job preempted backfill"] >= 10, dict(seen)
     assert seen["reserve shrunk for a wide job"] >= 10, dict(seen)
+
+
+def test_a_long_reserve_is_named_by_its_first_hosts_and_a_count():
+    from scheduler.core.engine.reservations import hosts_text
+
+    assert hosts_text(("h1", "h2")) == "h1, h2"
+    six = tuple(f"h{i}" for i in range(6))
+    assert hosts_text(six) == ", ".join(six)
+    many = tuple(f"h{i:04d}" for i in range(1246))
+    assert hosts_text(many) == "h0000, h0001, h0002, h0003, h0004 and 1,241 more hosts"
