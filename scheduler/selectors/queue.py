@@ -187,6 +187,13 @@ _READ_SQL = """
 """
 
 
+def kept_queue_version(*, cluster_id: int) -> tuple[str, str] | None:
+    """The version (`StoredQueue.version`) of the cluster's stored queue as this process
+    last read it (`stored_queue`), without a statement; None when it has not read one."""
+    kept = process_state().queue_copies.get((connection.settings_dict["NAME"], cluster_id))
+    return kept.version if kept is not None else None
+
+
 def stored_queue(*, cluster_id: int) -> StoredQueue | None:
     """The cluster's stored queue (None before its first successful cycle): this
     process's copy when the row is still the version it read, else read and kept."""

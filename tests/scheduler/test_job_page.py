@@ -5,8 +5,12 @@ import re
 import time
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from scheduler.models import Attempt, Cluster, Host, HostHealth, JobState
+from scheduler.selectors import jobs as jobs_selectors
 from scheduler.selectors.jobs import BLOCKER_ORDER, job_blockers
 from tests.factories import ClusterFactory, HostFactory
 from tests.support.live import submit_job
@@ -202,3 +206,63 @@ def test_an_ended_job_shows_no_estimate(job, tree, client):
     job.save(update_fields=["state"])
     client.force_login(tree.user("bob"))
     assert "Estimated start" not in client.get(f"/jobs/{job.pk}/").content.decode()
+
+
+def _capacity(job) -> tuple[list[dict], int]:
+    """The job's blockers and how many times the room statement ran for them."""
+    with CaptureQueriesContext(connection) as captured:
+        blockers = job_blockers(job)
+    return blockers, sum("WITH h AS" in q["sql"] for q in captured.captured_queries)
+
+
+@pytest.fixture
+def waiting(live):
+    """A 32-GPU job waiting on the live 4 x 8-GPU cluster behind an 8-GPU one that runs
+    (protected for an hour), after two cycles; the cluster's cycle period an hour."""
+    Cluster.objects.filter(pk=live.cluster.pk).update(cycle_s=3600)
+    live.submit("a2", gpus=8, min_runtime_s=3600, duration_s=7200)
+    live.cycle()
+    job = live.submit("a1", gpus=32, min_runtime_s=600)
+    live.cycle(advance_s=10)
+    job = live.job(job)
+    assert job.state == JobState.PENDING
+    return job
+
+
+def _drain_an_idle_host(live) -> None:
+    busy = {p["host"] for a in Attempt.objects.filter(cluster=live.cluster) for p in a.placements}
+    host = Host.objects.filter(cluster=live.cluster).exclude(name__in=busy).order_by("name")[0]
+    Host.objects.filter(pk=host.pk).update(health=HostHealth.DRAINING)
+
+
+def test_the_room_is_read_once_per_cycle_and_the_next_cycle_refreshes_it(live, waiting):
+    """A pending job's room (healthy GPUs, the hosts that fit, their free GPUs) is the
+    cluster's as of its last cycle, like its place in the queue: a process reads it once
+    per cycle and job size, and the next cycle's stored queue brings the change."""
+    first, reads = _capacity(waiting)
+    assert reads == 1
+    assert first[-1]["numbers"]["hosts_that_fit"] == 4
+    assert first[-1]["numbers"]["free_gpus_on_them"] == 24
+    _drain_an_idle_host(live)
+    again, reads = _capacity(waiting)
+    assert (again, reads) == (first, 0)  # kept: the same cycle
+    live.cycle(advance_s=10)
+    after, reads = _capacity(waiting)
+    assert reads == 1
+    assert after[0]["numbers"] == {"gpus": 32, "healthy_gpus": 24}
+    assert after[-1]["numbers"]["hosts_that_fit"] == 3
+    assert after[-1]["numbers"]["free_gpus_on_them"] == 16
+
+
+def test_a_kept_room_lives_at_most_a_cycle_period(live, waiting, monkeypatch):
+    """Cycles that store no queue (scheduling paused, a cluster that did not answer)
+    leave the stored queue as it was: the room is read again after the cluster's cycle
+    period all the same."""
+    first, _ = _capacity(waiting)
+    _drain_an_idle_host(live)
+    later = time.monotonic() + 3600
+    monkeypatch.setattr(jobs_selectors.time, "monotonic", lambda: later)
+    after, reads = _capacity(waiting)
+    assert reads == 1
+    assert after[0]["numbers"] == {"gpus": 32, "healthy_gpus": 24}
+    assert after[-1]["numbers"]["free_gpus_on_them"] == 16
