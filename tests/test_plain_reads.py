@@ -21,7 +21,7 @@ from accounts.authentication import BearerOrTokenAuthentication
 from accounts.services import token_create
 from budgets import permissions
 from budgets.models import BudgetNode, Membership
-from budgets.selectors import tree_index, tree_version
+from budgets.selectors import node_paths, tree_index, tree_version
 from config.csp import CSPMiddleware
 from config.plainsql import fetch_all
 from config.sessions import SessionStore
@@ -57,6 +57,12 @@ def test_a_job_read_plainly_is_the_orms_with_its_relations_and_attempts():
     assert [values(a) for a in job_attempts(plain)] == expected
     assert [a.attempt_id for a in job_attempts(plain)] == ["a", "b"]
     assert job_detail(job_id=job.pk + 1000) is None
+
+
+@pytest.mark.django_db
+def test_a_job_read_plainly_brings_its_projects_path_as_node_paths_gives_it(tree):
+    job = JobFactory(project=tree.node("a1"))
+    assert job_detail(job_id=job.pk).project_path == node_paths()[job.project_id] == "org/prog-a/a1"
 
 
 @pytest.mark.django_db

@@ -230,7 +230,7 @@ def utilization_body(figures: dict[str, Any]) -> dict[str, Any]:
 
 
 def _job_detail_body(request, job: Job) -> dict:
-    body = _rows(request, [job])[0]
+    body = _rows(request, [job], {job.project_id: job.project_path})[0]  # job_detail's
     attempts = selectors.job_attempts(job)
     body["attempts"] = s.AttemptOutput(attempts, many=True).data if attempts else []
     body["protected_until"] = job_protected_until(job, attempts)

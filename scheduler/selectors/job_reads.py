@@ -10,6 +10,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
+from budgets.selectors import slug_path
 from config.plainsql import columns, fetch_all, fetch_one, instance
 from scheduler.core.engine import rule_label
 from scheduler.models import Attempt, Cluster, Job, JobEvent
@@ -20,26 +21,41 @@ __all__ = ["job_attempts", "job_detail", "job_events"]
 @functools.cache
 def _job_detail_sql() -> str:
     user, project = get_user_model(), Job._meta.get_field("project").related_model
+    ancestors = _ANCESTORS_SQL.format(node=project._meta.db_table)
     return (
         f"SELECT {columns(Job, 'j')}, {columns(user, 'u')}, {columns(Cluster, 'c')}, "
-        f'{columns(project, "n")} FROM "{Job._meta.db_table}" j '
+        f'{columns(project, "n")}, {ancestors} FROM "{Job._meta.db_table}" j '
         f'INNER JOIN "{user._meta.db_table}" u ON u."{user._meta.pk.column}" = j."submitter_id" '
         f'INNER JOIN "{Cluster._meta.db_table}" c ON c."id" = j."cluster_id" '
         f'INNER JOIN "{project._meta.db_table}" n ON n."id" = j."project_id" WHERE j."id" = %s'
     )
 
 
+# The project's node and those above it, [id, parent id, slug] each: its path without
+# reading the whole tree in a statement of its own (`node_paths`).
+_ANCESTORS_SQL = """
+    (WITH RECURSIVE up(id, parent_id, slug) AS (
+        SELECT b.id, b.parent_id, b.slug FROM "{node}" b WHERE b.id = j."project_id"
+        UNION ALL
+        SELECT b.id, b.parent_id, b.slug FROM "{node}" b JOIN up ON b.id = up.parent_id)
+     SELECT json_agg(json_build_array(up.id, up.parent_id, up.slug)) FROM up)
+"""
+
+
 def job_detail(*, job_id: int) -> Job | None:
-    """One job with its submitter, cluster and project (`job_attempts`, `job_events`:
-    what it went through), in one plain statement (config.plainsql: every job read and
-    job page runs it)."""
+    """One job with its submitter, cluster and project, and its project's slug path
+    (`project_path`, as `node_paths` gives it) (`job_attempts`, `job_events`: what it went
+    through), in one plain statement (config.plainsql: every job read and job page runs
+    it)."""
     row = fetch_one(_job_detail_sql(), [job_id])
     if row is None:
         return None
     job, at = instance(Job, row)
     job.submitter, at = instance(get_user_model(), row, at)
     job.cluster, at = instance(Cluster, row, at)
-    job.project, _ = instance(Job._meta.get_field("project").related_model, row, at)
+    job.project, at = instance(Job._meta.get_field("project").related_model, row, at)
+    nodes = {node_id: (parent_id, slug) for node_id, parent_id, slug in row[at] or []}
+    job.project_path = slug_path(job.project_id, nodes.__getitem__) if nodes else ""
     return job
 
 

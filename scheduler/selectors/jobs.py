@@ -581,7 +581,8 @@ def job_page(
     job: Job | None = None,
     current_etas: dict[int, CachedJobEtas] | None = None,
 ) -> dict[str, Any] | None:
-    """What the job page shows `actor`: the job (`job`, as `job_detail` reads it, or
+    """What the job page shows `actor`: the job (`job`, as `job_detail` reads it, with
+    its `project_path`, or
     the one with `job_id`), its attempts and events, its place in the queue and its
     blockers, and while it holds GPUs its run's protection end (`protected_until`); the
     spec only if `actor` may read it. `current_etas`: as `job_eta` takes
@@ -594,7 +595,7 @@ def job_page(
     attempts = job_attempts(job)
     return {
         "job": job,
-        "project_path": project_paths().get(job.project_id, ""),
+        "project_path": job.project_path,  # job_detail's
         "spec_visible": spec_visible(actor, job, readable),
         "queue": queue,
         "blockers": job_blockers(job, queue),
