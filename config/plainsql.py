@@ -16,7 +16,7 @@ concrete field, in `Model._meta` order, through each field's own database conver
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connection
@@ -63,6 +63,13 @@ def fetch_one(sql: str, params: Sequence[Any]) -> tuple | None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone()
+
+
+def id_array(ids: Iterable[int]) -> str:
+    """`ids` as one PostgreSQL array literal, for `= ANY(%s::bigint[])`: a single text
+    parameter (psycopg quotes a list parameter element by element in Python: ~40 us for
+    the 50 ids of a queue page, a third of the statement's CPU)."""
+    return "{" + ",".join([str(int(i)) for i in ids]) + "}"
 
 
 def next_ids(model: type[Model], count: int) -> list[int]:

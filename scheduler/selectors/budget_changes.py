@@ -25,6 +25,7 @@ from django.utils import timezone
 from allot_common.figures import EMPTY
 from budgets.models import BudgetEvent, BudgetEventItem, EventKind
 from budgets.shares import share_text, weight_text
+from config.plainsql import id_array
 from scheduler.core.engine.explain import STANDING
 
 __all__ = ["cluster_change_notes", "standing_change_notes", "with_change_note"]
@@ -51,7 +52,8 @@ def standing_change_notes(
         return {}
     tables = {"item": BudgetEventItem._meta.db_table, "event": BudgetEvent._meta.db_table}
     with connection.cursor() as cursor:  # one plain statement: most requests find none
-        cursor.execute(_ITEMS_SQL.format(**tables), [wanted, EventKind.APPLIED, since, until])
+        params = [id_array(wanted), EventKind.APPLIED, since, until]
+        cursor.execute(_ITEMS_SQL.format(**tables), params)
         rows = cursor.fetchall()
     latest: dict[int, _Item] = {}
     earlier: dict[int, int] = {}
@@ -102,7 +104,7 @@ _ITEMS_SQL = """
     SELECT i.node_id, i.event_id, i.node_path, i.old_entitled_share, i.new_entitled_share,
            e.effective_at, e.actor_name
     FROM {item} i JOIN {event} e ON e.id = i.event_id
-    WHERE i.node_id = ANY(%s) AND e.kind = %s AND e.effective_at >= %s AND e.effective_at <= %s
+    WHERE i.node_id = ANY(%s::bigint[]) AND e.kind = %s AND e.effective_at >= %s AND e.effective_at <= %s
     ORDER BY e.effective_at DESC, i.event_id DESC
 """
 

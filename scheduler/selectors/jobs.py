@@ -23,7 +23,7 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.selectors import TreeIndex, node_paths, tree_index
 from config.errors import ValidationFailed
-from config.plainsql import fetch_all
+from config.plainsql import fetch_all, id_array
 from scheduler.core.engine import entitled_shares, plan, project_standing
 from scheduler.core.engine.explain import STANDING, hours_text
 from scheduler.core.engine.runs import protection_end
@@ -230,7 +230,7 @@ _QUEUE_JOBS_SQL = """
     SELECT j.id, u.{username}, j.name, j.gpus, j.kind, j.min_runtime_s, j.priority, j.state,
            j.queued_at
     FROM {job} j JOIN {user} u ON u.id = j.submitter_id
-    WHERE j.id = ANY(%s)
+    WHERE j.id = ANY(%s::bigint[])
 """
 
 
@@ -243,7 +243,7 @@ def _queue_jobs(job_ids: list[int]) -> dict[int, dict[str, Any]]:
     sql = _QUEUE_JOBS_SQL.format(
         job=Job._meta.db_table, user=user._meta.db_table, username=user.USERNAME_FIELD
     )
-    rows = fetch_all(sql, [list(job_ids)], native_times=True)
+    rows = fetch_all(sql, [id_array(job_ids)], native_times=True)
     return {
         pk: {
             "name": name,
