@@ -19,6 +19,7 @@ from budgets.permissions import roles_read_once
 from budgets.selectors import tree_index
 from config.api_fields import refuse_any_field
 from config.api_schema import ErrorSerializer, error_response, paginated
+from config.api_times import api_time
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS, Pagination
 from config.query import read_query
@@ -286,7 +287,7 @@ def queue_row(row: dict[str, Any]) -> dict[str, Any]:
         "min_runtime_s": row["min_runtime_s"],
         "priority": row["priority"],
         "state": row["state"],
-        "queued_at": row["queued_at"],
+        "queued_at": api_time(row["queued_at"]),  # as the encoder writes it, cheaper
         "fairshare_factor": row["metric"],
         "reason": row["reason"],
     }
