@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from scheduler.models import Attempt, Cluster, Host, HostHealth, JobState
-from scheduler.selectors import jobs as jobs_selectors
+from scheduler.selectors import room as room_selectors
 from scheduler.selectors.jobs import BLOCKER_ORDER, job_blockers
 from tests.factories import ClusterFactory, HostFactory
 from tests.support.live import submit_job
@@ -261,7 +261,7 @@ def test_a_kept_room_lives_at_most_a_cycle_period(live, waiting, monkeypatch):
     first, _ = _capacity(waiting)
     _drain_an_idle_host(live)
     later = time.monotonic() + 3600
-    monkeypatch.setattr(jobs_selectors.time, "monotonic", lambda: later)
+    monkeypatch.setattr(room_selectors.time, "monotonic", lambda: later)
     after, reads = _capacity(waiting)
     assert reads == 1
     assert after[0]["numbers"] == {"gpus": 32, "healthy_gpus": 24}

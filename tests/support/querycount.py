@@ -11,7 +11,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from scheduler.selectors.jobs import forget_rooms
+from scheduler.selectors.room import forget_rooms
 
 _LITERALS = re.compile(r"'[^']*'|\b\d+\b")
 
