@@ -393,3 +393,16 @@ def baseline_queue(
             )
         )
     return ExplainedQueue.of(out)
+
+
+# A reason names at most this many hosts (every waiting job's reason carries the note:
+# 1,246 names on a 1,250-host cluster made each reason ~9 KB).
+NAMED_HOSTS = 6
+
+
+def hosts_text(names: Sequence[str]) -> str:
+    """`h1, h2` or, past NAMED_HOSTS, `h1, ..., h5 and 1,241 more hosts`."""
+    if len(names) <= NAMED_HOSTS:
+        return ", ".join(names)
+    shown = NAMED_HOSTS - 1
+    return f"{', '.join(names[:shown])} and {len(names) - shown:,} more hosts"

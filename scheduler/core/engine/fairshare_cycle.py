@@ -43,6 +43,7 @@ from scheduler.core.engine.share_floor import FloorRule, floor_jobs
 from scheduler.core.engine.short_reserve import own_block, short_reserve_rule
 from scheduler.core.engine.state import EngineState
 from scheduler.core.engine.types import NO_QUEUE, CyclePlan, Placement, Policy, Snapshot, Workload
+from scheduler.core.engine.victims import VictimsWhenNeeded
 
 __all__ = ["FairShareCycle"]
 
@@ -56,53 +57,6 @@ _NO_SIZE = 1 << 30  # no block size failed yet
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'s' if n > 1 else ''}"
-
-
-class VictimsWhenNeeded:
-    """The cycle's preemption candidates (`VictimIndex`), built on the first call. The
-    cycle and its `Reservations` share this holder rather than a bound method of the
-    cycle, so that a cycle's objects hold no reference cycle: they are freed when `plan`
-    returns, not left to the garbage collector (whose full passes over a large
-    cluster's leftovers cost more than a tenth of the cycle)."""
-
-    def __init__(
-        self,
-        cluster: ClusterState,
-        stopped: set[str],
-        rank: dict[str, int],
-        now: float,
-        cap: float,
-        memo: dict[int, Victim],
-        idle_after: float | None,
-        floor: frozenset[str],
-    ) -> None:
-        self.cluster = cluster
-        self.stopped = stopped
-        self.rank = rank
-        self.now = now
-        self.cap = cap
-        self.memo = memo
-        self.idle_after = idle_after
-        self.floor = floor
-        self._index: VictimIndex | None = None
-
-    def __call__(self) -> VictimIndex:
-        v = self._index
-        if v is None:
-            c = self.cluster
-            v = self._index = VictimIndex(
-                c,
-                c.candidates,
-                self.stopped,
-                self.rank,
-                self.now,
-                self.cap,
-                self.memo,
-                4 * len(c.candidates) + 1024,
-                self.idle_after,
-                self.floor,
-            )
-        return v
 
 
 class FairShareCycle:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
-from scheduler.core.engine.explain import FairShareReasons, hours_text, limit_text
+from scheduler.core.engine.explain import FairShareReasons, hosts_text, hours_text, limit_text
 from scheduler.core.engine.fairshare import FairShare
 from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
@@ -594,16 +594,3 @@ class Reservations:
         for h in list(c.reserved):
             del c.reserved[h]
             c.index.set(h, c.free[h])
-
-
-# A reason names at most this many hosts (every waiting job's reason carries the note:
-# 1,246 names on a 1,250-host cluster made each reason ~9 KB).
-NAMED_HOSTS = 6
-
-
-def hosts_text(names: Sequence[str]) -> str:
-    """`h1, h2` or, past NAMED_HOSTS, `h1, ..., h5 and 1,241 more hosts`."""
-    if len(names) <= NAMED_HOSTS:
-        return ", ".join(names)
-    shown = NAMED_HOSTS - 1
-    return f"{', '.join(names[:shown])} and {len(names) - shown:,} more hosts"
