@@ -146,6 +146,13 @@ def test_a_backfilled_job_moves_after_each_run_as_the_live_cycle_moves_it(resuma
     assert job.state == states[-1] == events[-1].to_state
 
 
+# The demo load's tests run on a fixed clock: the load is seeded by the simulated day and
+# arrives in bursts (a sweep submits dozens at once), so what a tick submits depends on
+# the instant (CI met an instant whose half a simulated hour held 20 arrivals, and one
+# whose day was half short jobs)
+LOAD_CLOCK = dt.datetime(2026, 12, 6, 12, 20, tzinfo=dt.UTC)
+
+
 @pytest.fixture
 def demo_org(db, simcluster, monkeypatch):
     monkeypatch.setenv("ALLOT_SIMCLUSTER_URL", simcluster.url)
@@ -282,7 +289,7 @@ def test_a_handed_over_run_needs_what_the_simulator_had_left():
 def test_the_load_submits_the_organisations_kinds_and_respects_the_cap(demo_org, settings):
     root, cluster = demo_org
     cache.delete(demo._LOAD_KEY)
-    now = timezone.now()
+    now = LOAD_CLOCK
     demo.demo_load_tick(now=now)
     submitted = demo.demo_load_tick(now=now + dt.timedelta(minutes=10))
     assert submitted > 0
@@ -324,7 +331,7 @@ def test_the_demo_compresses_the_short_job_limit_as_it_compresses_min_runtimes(d
     assert cluster.short_job_max_s == 15 * 60 / demo.DEMO_SPEED == 15
     assert cluster.max_min_runtime_s == 8 * 3600 / demo.DEMO_SPEED
     cache.delete(demo._LOAD_KEY)
-    demo.demo_load_tick(now=timezone.now())
+    demo.demo_load_tick(now=LOAD_CLOCK)
     allocated = Job.objects.filter(cluster=cluster, min_runtime_s__gt=0)
     short = allocated.filter(min_runtime_s__lte=cluster.short_job_max_s).count()
     assert allocated.count() > 0 and short < allocated.count() / 2
@@ -344,9 +351,7 @@ def test_the_first_tick_submits_a_simulated_days_load_so_a_queue_waits_at_first_
 ):
     root, cluster = demo_org
     cache.delete(demo._LOAD_KEY)
-    # a fixed clock: the load arrives in bursts (a sweep submits dozens at once), so half a
-    # simulated hour after some instants holds 20 or more arrivals (CI once met one)
-    now = dt.datetime(2026, 12, 6, 12, 20, tzinfo=dt.UTC)
+    now = LOAD_CLOCK
     first = demo.demo_load_tick(now=now)
     # a second tick 30 s later only adds what arrives in those 30 s (half a simulated hour)
     later = demo.demo_load_tick(now=now + dt.timedelta(seconds=30))
