@@ -184,17 +184,7 @@ def test_a_start_error_is_healed_by_the_next_reconcile(live, settings):
     live.cycle(advance_s=15)  # failed back to the queue, then started again
     first.refresh_from_db()
     assert (first.state, first.end_reason) == (AttemptState.ENDED, AttemptEnd.START_FAILED)
-    second = Attempt.objects.get(job=job, number=2)
-    assert second.state == AttemptState.RUNNING
-    assert live.memory.start_calls == [first.attempt_id, second.attempt_id]
-    assert list(JobEvent.objects.filter(job=job).values_list("to_state", flat=True)) == [
-        "pending",
-        "starting",
-        "pending",
-        "starting",
-        "running",
-    ]
-    assert_consistent(live.cluster, live.memory)
+    assert_started_again(live, job, first)
 
 
 def test_a_start_the_cluster_keeps_waiting_past_the_timeout_goes_back_to_the_queue(live, settings):
@@ -226,17 +216,8 @@ def test_a_start_the_cluster_keeps_waiting_past_the_timeout_goes_back_to_the_que
     assert requeued.reason == (
         "attempt 1 could not be started: start withdrawn: the cluster kept it waiting 121 s"
     )
-    second = Attempt.objects.get(job=job, number=2)  # the first one's GPUs are free again
-    assert second.state == AttemptState.RUNNING and second.gpus == 32
-    assert live.memory.start_calls == [first.attempt_id, second.attempt_id]
-    assert list(JobEvent.objects.filter(job=job).values_list("to_state", flat=True)) == [
-        "pending",
-        "starting",
-        "pending",
-        "starting",
-        "running",
-    ]
-    assert_consistent(live.cluster, live.memory)
+    second = assert_started_again(live, job, first)
+    assert second.gpus == 32  # the first one's GPUs are free again
 
 
 def test_a_start_that_runs_before_it_is_taken_back_keeps_running(live, settings):
@@ -616,3 +597,19 @@ def test_a_start_the_cluster_placed_on_other_gpus_leaves_no_phantom_free_gpus(li
     assert moved.placements == planned[second]  # the GPUs the cluster left on that host
     assert live.job(third).state == JobState.PENDING  # the cluster is full
     assert_consistent(live.cluster)
+
+
+def assert_started_again(live, job, first) -> Attempt:
+    """The job's second attempt runs after its first never started (one requeue)."""
+    second = Attempt.objects.get(job=job, number=2)
+    assert second.state == AttemptState.RUNNING
+    assert live.memory.start_calls == [first.attempt_id, second.attempt_id]
+    assert list(JobEvent.objects.filter(job=job).values_list("to_state", flat=True)) == [
+        "pending",
+        "starting",
+        "pending",
+        "starting",
+        "running",
+    ]
+    assert_consistent(live.cluster, live.memory)
+    return second
