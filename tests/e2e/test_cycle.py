@@ -189,11 +189,7 @@ def test_a_start_error_is_healed_by_the_next_reconcile(live, settings):
 
 def test_a_start_the_cluster_keeps_waiting_past_the_timeout_goes_back_to_the_queue(live, settings):
     settings.ALLOT_START_TIMEOUT_S = 120
-    job = live.submit(gpus=32, min_runtime_s=3600)  # the whole cluster
-    live.memory.queue_starts = True  # the cluster accepts the start but never runs it
-    live.cycle()
-    first = Attempt.objects.get(job=job)
-    live.memory.queue_starts = False
+    job, first = start_kept_waiting(live, gpus=32, min_runtime_s=3600)  # the whole cluster
 
     live.cycle(advance_s=60)  # waiting, within the timeout: left alone
     first.refresh_from_db()
@@ -224,11 +220,7 @@ def test_a_start_that_runs_before_it_is_taken_back_keeps_running(live, settings)
     """The cluster starts the job between the cycle's decision and its withdraw: the
     withdraw leaves it running, and the attempt runs (never stopped, never doubled)."""
     settings.ALLOT_START_TIMEOUT_S = 60
-    job = live.submit(gpus=8, min_runtime_s=3600)
-    live.memory.queue_starts = True
-    live.cycle()
-    live.memory.queue_starts = False
-    attempt = Attempt.objects.get(job=job)
+    job, attempt = start_kept_waiting(live, gpus=8, min_runtime_s=3600)
     withdraw = live.memory.withdraw
 
     def runs_first(attempt_id: str) -> bool:
@@ -249,11 +241,7 @@ def test_a_start_that_runs_before_it_is_taken_back_keeps_running(live, settings)
 
 def test_a_withdraw_that_failed_is_sent_again_by_the_next_cycle(live, settings):
     settings.ALLOT_START_TIMEOUT_S = 60
-    job = live.submit(gpus=8)
-    live.memory.queue_starts = True
-    live.cycle()
-    live.memory.queue_starts = False
-    attempt = Attempt.objects.get(job=job)
+    job, attempt = start_kept_waiting(live, gpus=8)
     withdraw = live.memory.withdraw
     calls: list[str] = []
 
@@ -278,11 +266,7 @@ def test_a_start_taken_back_from_a_cluster_without_withdraw_is_stopped_without_g
     live, settings
 ):
     settings.ALLOT_START_TIMEOUT_S = 60
-    job = live.submit(gpus=8)
-    live.memory.queue_starts = True
-    live.cycle()
-    live.memory.queue_starts = False
-    attempt = Attempt.objects.get(job=job)
+    job, attempt = start_kept_waiting(live, gpus=8)
     live.memory.withdraw = None  # as the simulated cluster's adapter: no such verb
     live.cycle(advance_s=61)
     assert live.memory.stop_calls == [(attempt.attempt_id, 0.0)]
@@ -613,3 +597,13 @@ def assert_started_again(live, job, first) -> Attempt:
     ]
     assert_consistent(live.cluster, live.memory)
     return second
+
+
+def start_kept_waiting(live, **job) -> tuple[Job, Attempt]:
+    """A job submitted and started on a cluster that accepts the start but never runs it
+    (it reports the job waiting, as Slurm does a PENDING job): the job and its attempt."""
+    submitted = live.submit(**job)
+    live.memory.queue_starts = True
+    live.cycle()
+    live.memory.queue_starts = False
+    return submitted, Attempt.objects.get(job=submitted)

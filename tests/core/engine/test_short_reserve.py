@@ -11,6 +11,7 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 
 from scheduler.core.engine import Policy, Snapshot, StopReason
+from scheduler.core.engine.explain import hosts_text
 from tests.core.engine.crowded import (
     CAP,
     NOW,
@@ -243,8 +244,6 @@ def test_the_reserve_keeps_its_hosts_free_of_long_work_and_every_invariant_holds
 
 
 def test_a_long_reserve_is_named_by_its_first_hosts_and_a_count():
-    from scheduler.core.engine.explain import hosts_text
-
     assert hosts_text(("h1", "h2")) == "h1, h2"
     six = tuple(f"h{i}" for i in range(6))
     assert hosts_text(six) == ", ".join(six)
