@@ -252,14 +252,10 @@ class SlurmAdapter:
     def stop(self, attempt_id: str, grace_s: float) -> None:
         """Graceful stop: stamp the deadline, SIGTERM the batch script; `scancel` once
         the grace period is over. Idempotent; a job Slurm no longer has is left alone."""
-        job_id = self._lookup(attempt_id)
-        if job_id is None:
-            job_id = self._lookup(attempt_id, fresh=True)
-        if job_id is None:
+        found = self._active_job(attempt_id)
+        if found is None:
             return
-        job = self.client.job(job_id)
-        if job is None or job["job_state"] not in ACTIVE_SLURM_STATES:
-            return
+        job_id, job = found
         _, stop_by, _ = parse_attempt_comment(job["comment"])
         now = time.time()
         end = self._ender(job)
@@ -284,12 +280,10 @@ class SlurmAdapter:
         job is the researcher's: it stays held, never cancelled, and jobs() reports it
         stopped; Allot starts it again later (`_start_governed`). True when the job will
         not run (taken back, or Slurm no longer has it). Idempotent."""
-        job_id = self._lookup(attempt_id) or self._lookup(attempt_id, fresh=True)
-        if job_id is None:
+        found = self._active_job(attempt_id)
+        if found is None:
             return True
-        job = self.client.job(job_id)
-        if job is None or job["job_state"] not in ACTIVE_SLURM_STATES:
-            return True
+        job_id, job = found
         if job["job_state"] not in PENDING_SLURM_STATES:
             return False
         try:
@@ -305,6 +299,16 @@ class SlurmAdapter:
         if not is_governed_record(job):
             self.client.cancel(job_id)
         return True
+
+    def _active_job(self, attempt_id: str) -> tuple[str, dict[str, Any]] | None:
+        """(Slurm id, job) of the attempt's job while Slurm has it active, else None."""
+        job_id = self._lookup(attempt_id) or self._lookup(attempt_id, fresh=True)
+        if job_id is None:
+            return None
+        job = self.client.job(job_id)
+        if job is None or job["job_state"] not in ACTIVE_SLURM_STATES:
+            return None
+        return job_id, job
 
     def _ender(self, job: dict[str, Any]) -> Any:
         """How a stop ends a job: `scancel`; a governed sbatch job sbatch'd with
