@@ -175,6 +175,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 ALLOT_CYCLE_TICK_S = env.float("ALLOT_CYCLE_TICK_S", default=2.0)
 ALLOT_START_CONFIRM_S = env.float("ALLOT_START_CONFIRM_S", default=15.0)
 ALLOT_START_TIMEOUT_S = env.float("ALLOT_START_TIMEOUT_S", default=300.0)
+# A job whose start was taken back is kept off the hosts the cluster refused it on for
+# ALLOT_REFUSAL_AVOID_S, doubled with each refusal there up to ALLOT_REFUSAL_AVOID_MAX_S
+# (scheduler.core.refusals).
+ALLOT_REFUSAL_AVOID_S = env.float("ALLOT_REFUSAL_AVOID_S", default=900.0)
+ALLOT_REFUSAL_AVOID_MAX_S = env.float("ALLOT_REFUSAL_AVOID_MAX_S", default=14400.0)
 ALLOT_CYCLE_RETENTION_DAYS = env.int("ALLOT_CYCLE_RETENTION_DAYS", default=30)
 # Scheduling health (ops.selectors): beat and every worker record a heartbeat every
 # ALLOT_HEARTBEAT_S seconds; a cluster with no cycle for ALLOT_STALE_CYCLES of its cycle

@@ -93,6 +93,9 @@ class ClusterHost:
     gpus: int
     health: HostHealthState = HostHealthState.HEALTHY
     reason: str = ""
+    # the cluster's own word for a state in which it may keep new jobs waiting there
+    # (Slurm: "IDLE+RESERVED", "MIXED+MAINT"); empty when it takes work as usual
+    state: str = ""
 
 
 @dataclass(frozen=True, slots=True)

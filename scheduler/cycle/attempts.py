@@ -14,6 +14,7 @@ from scheduler.adapters import ClusterJob, ClusterJobState
 from scheduler.core.engine.runs import saved_work_s
 from scheduler.cycle.adapter_io import START_WITHDRAWN
 from scheduler.cycle.context import CycleContext
+from scheduler.cycle.refusals import kept_off_note
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Job, JobState
 from scheduler.selectors.translate import placements_to_json, policy_for_cluster
 from scheduler.services.transitions import (
@@ -70,7 +71,11 @@ def withdraw_start(ctx: CycleContext, attempt: Attempt, cj: ClusterJob) -> None:
     `confirm_running`): never ended while the cluster may still run it."""
     waited = (ctx.at - attempt.created_at).total_seconds()
     why = f" ({cj.detail})" if cj.detail else ""
-    attempt.end_detail = f"{START_WITHDRAWN}the cluster kept it waiting {waited:.0f} s{why}"[:1000]
+    hosts = tuple(attempt.host_names)
+    states = [f"{h} in the cluster: {ctx.host_states[h]}" for h in hosts if ctx.host_states.get(h)]
+    why += f"; {', '.join(states)}" if states else ""
+    detail = f"{START_WITHDRAWN}the cluster kept it waiting {waited:.0f} s{why}"
+    attempt.end_detail = (detail + kept_off_note(ctx, attempt.job_id, hosts, detail))[:1000]
     attempt.save(update_fields=["end_detail"])
     log.info("attempt %s: %s", attempt.attempt_id, attempt.end_detail)
 

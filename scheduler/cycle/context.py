@@ -63,6 +63,9 @@ class CycleContext:
         self.counts = Counts()
         self.record: CycleRecord | None = None
         self.phases: dict[str, float] = {}  # milliseconds per phase of the cycle
+        # host -> the cluster's own word for its state when it may keep starts waiting
+        # there (Slurm: "IDLE+RESERVED"), from this cycle's read
+        self.host_states: dict[str, str] = {}
 
     def __str__(self) -> str:
         return str(self.record.pk) if self.record is not None else ""

@@ -72,6 +72,8 @@ def queue_columns(
     if standing is None:
         standing = project_standing(cycle_plan.project_order, entitled)
     blocks = [*_waiting_blocks(cs, standing, deferred, grace_s), *cycle_plan.queue.blocks]
+    if cs.refused:
+        blocks = [_with_refusals(b, cs.refused) for b in blocks]
     if not blocks:
         return {**dict.fromkeys(QUEUE_COLUMNS, ""), "reasons": []}
 
@@ -100,6 +102,20 @@ def queue_columns(
         **{name: ",".join(values) for name, values in columns.items()},
         "reasons": list(reasons),
     }
+
+
+def _with_refusals(block: QueueBlock, refused: Mapping[str, str]) -> QueueBlock:
+    """`block` with the refusal sentence added to the reason of its jobs kept off
+    hosts that refused them (one reason per job then)."""
+    if not any(wid in refused for wid in block.workload_ids):
+        return block
+    n = len(block.workload_ids)
+    texts = (block.reason,) * n if isinstance(block.reason, str) else tuple(block.reason)
+    reasons = tuple(
+        f"{text}; {refused[wid]}" if wid in refused else text
+        for wid, text in zip(block.workload_ids, texts, strict=True)
+    )
+    return block._replace(reason=reasons)
 
 
 def _waiting_blocks(

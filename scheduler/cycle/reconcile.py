@@ -42,6 +42,7 @@ def reconcile(ctx: CycleContext, report: ClusterReport) -> list:
     resend stops, push drains and take back the starts the cluster kept waiting past
     the start timeout. Returns the extra GPU holders (jobs outside Allot, attempts
     Allot ended that still run) for the snapshot."""
+    ctx.host_states = {h.name: h.state for h in report.hosts if h.state}
     with transaction.atomic():
         pushes = reconcile_hosts(ctx, report.hosts)
         stopping, withdraws, open_ids, unplaced = _reconcile_attempts(ctx, report.jobs)

@@ -110,6 +110,9 @@ class ClusterSnapshot:
     stopping: frozenset[str]  # workload ids whose attempt is already stopping
     # pending workload held out of the plan -> ids of its victims still stopping
     waiting: Mapping[str, tuple[str, ...]]
+    # pending workload kept off hosts that refused it (`Snapshot.avoid`) -> the
+    # sentence its queue reason gets (`scheduler.core.refusals.avoid_texts`)
+    refused: Mapping[str, str] = field(default_factory=dict)
 
     @staticmethod
     def job_id(workload_id: str) -> int:
@@ -336,6 +339,8 @@ def cluster_snapshot(
     holders: Sequence[RunningWorkload] = (),
     cache: SnapshotCache | None = None,
     idle: Collection[int] = frozenset(),
+    avoid: Mapping[str, frozenset[str]] | None = None,
+    refused: Mapping[str, str] | None = None,
 ) -> ClusterSnapshot:
     """The engine's view of `cluster` at `now` (default: the current time).
 
@@ -344,7 +349,9 @@ def cluster_snapshot(
     repeatedly passes the same `cache` each time (see `SnapshotCache`). `idle`: ids of
     running attempts whose GPUs stayed below the cluster's `idle_threshold_pct` for its
     `idle_reclaim_after_s` (`scheduler.selectors.utilization.idle_attempt_ids`): the
-    engine sees them idle for that long (`RunningWorkload.idle_since_s`)."""
+    engine sees them idle for that long (`RunningWorkload.idle_since_s`). `avoid`: the
+    hosts each pending workload is kept off (`Snapshot.avoid`), `refused` the sentence
+    its queue reason gets for it (`scheduler.cycle.refusals`)."""
     cache = cache if cache is not None else SnapshotCache()
     at = now or timezone.now()
     now_s = at.timestamp()
@@ -368,6 +375,7 @@ def cluster_snapshot(
         pending=pending,
         tree=tree,
         usage=usage,
+        avoid=avoid or {},
     )
     return ClusterSnapshot(
         cluster_id=cluster.pk,
@@ -380,4 +388,5 @@ def cluster_snapshot(
         attempt_ids=attempt_ids,
         stopping=frozenset(stopping),
         waiting={wid: tuple(victims[wid]) for wid in held},
+        refused=refused or {},
     )

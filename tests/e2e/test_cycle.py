@@ -198,20 +198,30 @@ def test_a_start_the_cluster_keeps_waiting_past_the_timeout_goes_back_to_the_que
     live.cycle(advance_s=61)  # past it: the start is taken back, the GPUs still held
     first.refresh_from_db()
     assert first.state == AttemptState.STARTING
-    assert first.end_detail == "start withdrawn: the cluster kept it waiting 121 s"
+    until = (live.now + dt.timedelta(seconds=900)).strftime("%H:%M")
+    detail = (
+        "start withdrawn: the cluster kept it waiting 121 s; kept off node00, node01, "
+        f"node02, node03 until {until} UTC (refused there 1 time)"
+    )
+    assert first.end_detail == detail
     assert live.memory.withdraw_calls == [first.attempt_id]
     assert live.job(job).state == JobState.STARTING
 
-    record = live.cycle(advance_s=1)  # stopped on the cluster: ended, requeued, restarted
+    record = live.cycle(advance_s=1)  # stopped on the cluster: ended, requeued
     assert record.errors == []
     first.refresh_from_db()
     assert (first.state, first.end_reason) == (AttemptState.ENDED, AttemptEnd.START_FAILED)
     assert first.started_at is None  # it never ran: nothing charged, no min runtime owed
-    assert first.end_detail == "start withdrawn: the cluster kept it waiting 121 s"
+    assert first.end_detail == detail
     requeued = JobEvent.objects.filter(job=job, to_state=JobState.PENDING).last()
-    assert requeued.reason == (
-        "attempt 1 could not be started: start withdrawn: the cluster kept it waiting 121 s"
-    )
+    assert requeued.reason == f"attempt 1 could not be started: {detail}"
+    # kept off the hosts that refused it (all of them) for the shortest window, 15 min
+    assert live.job(job).state == JobState.PENDING
+    (entry,) = iter_entries(QueueSnapshot.objects.get(cluster=live.cluster).entries)
+    assert "not placed on node00, node01, node02, node03 before" in entry["reason"]
+    live.cycle(advance_s=900 - 2)
+    assert live.job(job).state == JobState.PENDING
+    live.cycle(advance_s=1)  # the window is over: started again
     second = assert_started_again(live, job, first)
     assert second.gpus == 32  # the first one's GPUs are free again
 

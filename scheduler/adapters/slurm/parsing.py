@@ -108,6 +108,10 @@ DOWN_NODE_STATES = {"down", "future", "unknown"}
 # keeps a silent node's jobs until SlurmdTimeout, when it marks the node DOWN itself.
 DOWN_NODE_FLAGS = {"POWERED_DOWN", "POWER_DOWN", "POWERING_DOWN"}
 DRAIN_NODE_FLAGS = {"DRAIN", "FAIL"}
+# node states and flags in which Slurm starts jobs as usual (others are named to the
+# user when a start waits there: RESERVED, MAINT, ...)
+PLAIN_NODE_STATES = {"idle", "mixed", "allocated"}
+QUIET_NODE_FLAGS = {"COMPLETING", "NOT_RESPONDING"}
 
 
 class SlurmTimeout(AdapterError):
@@ -288,7 +292,12 @@ def _map_state(
     ):
         if stopped_by_allot and is_governed_record(job) and reason.startswith(REQUEUE_HELD):
             return s.STOPPED, f"requeued and held by Allot ({what})"
-        return s.STARTING, f"{what} ({reason})" if reason and reason != "None" else what
+        # squeue's %R: "ReqNodeNotAvail, May be reserved for other job" (JSON's
+        # state_description) says more than its code "ReqNodeNotAvail"
+        said = str(job.get("state_description") or "").strip() or reason
+        if reason and reason != "None" and reason not in said:
+            said = f"{reason}: {said}"
+        return s.STARTING, f"{what} ({said})" if said and said != "None" else what
     if slurm_state in ("RUNNING", "SUSPENDED", "STOPPED", "RESIZING", "SIGNALING"):
         return (s.STOPPING if stopped_by_allot else s.RUNNING), what
     if slurm_state in ("COMPLETING", "STAGE_OUT"):
@@ -335,7 +344,9 @@ def host_of(node: Mapping[str, Any]) -> ClusterHost | None:
     else:
         health = HostHealthState.HEALTHY
         reason = ""
-    return ClusterHost(name=node["name"], gpus=gpus, health=health, reason=reason)
+    notable = state not in PLAIN_NODE_STATES or flags - QUIET_NODE_FLAGS
+    word = "+".join([state.upper(), *sorted(flags)]) if notable else ""
+    return ClusterHost(name=node["name"], gpus=gpus, health=health, reason=reason, state=word)
 
 
 def parse_show_job(text: str) -> dict[str, Any]:

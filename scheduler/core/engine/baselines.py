@@ -98,7 +98,7 @@ class BaselineCycle:
         self.cluster = cluster
         self.decisions = decisions
         self.entitled = compile_tree(snapshot.tree, state.trees).entitled_by_key
-        self.placer = Placer(cluster, decisions, pack_by_project=False)
+        self.placer = Placer(cluster, decisions, pack_by_project=False, avoid=snapshot.avoid)
         self.static_limits: dict[str, int] = {}
         self._candidates: list[RunInfo] = []
         self._victims: VictimIndex | None = None
@@ -249,6 +249,8 @@ class BaselineCycle:
             victims = self._victim_index()
             search = search_block if sh.block else search_whole_hosts
             found = search(victims, sh, None, 0, lambda: 0)
+            if found is not None and self.placer.avoids(w, [h for h, _ in found[0]]):
+                found = None  # only on a host the cluster refused it on: it waits
             if found is not None:
                 hosts, stopped = found
                 pls = apply_preemption(

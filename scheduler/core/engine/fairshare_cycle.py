@@ -100,7 +100,7 @@ class FairShareCycle:
         self.work = PreemptibleWork(
             cluster.candidates, decisions.stopped, self.rank, now, self.idle_after
         )
-        self.placer = Placer(cluster, decisions, pack_by_project=True)
+        self.placer = Placer(cluster, decisions, pack_by_project=True, avoid=snapshot.avoid)
         self._victims = VictimsWhenNeeded(
             cluster,
             decisions.stopped,
@@ -309,10 +309,14 @@ class FairShareCycle:
         if possible:
             self.searches_left -= 1
             found = self._search(w, sh, proj, threshold, total_charge)
-            if found is not None:
+            # a block only on a host the cluster refused `w` on: `w` waits; the
+            # failure is its own, not remembered for jobs of its size
+            refused = found is not None and self.placer.avoids(w, [h for h, _ in found[0]])
+            if found is not None and not refused:
                 self._start_by_preemption(w, sh, r, found, charge)
                 return _NEXT_JOB
-            self._remember_failure(proj, sh, w.priority, can_own, threshold())
+            if not refused:
+                self._remember_failure(proj, sh, w.priority, can_own, threshold())
         self._cannot_start(w, sh, r, total_charge, possible)
         if (
             self.searches_left <= 0

@@ -16,7 +16,7 @@ simulator's replay, which resumes the runs going on at its start by the same rul
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from scheduler.core.engine.blocks import FreeIndex, Shape
 from scheduler.core.engine.cluster import UNALLOCATED, ClusterState, Decisions, HostLayout
@@ -68,14 +68,51 @@ def place_on_free(
 class Placer:
     """Places jobs on the cycle's free GPUs."""
 
-    def __init__(self, cluster: ClusterState, decisions: Decisions, pack_by_project: bool) -> None:
+    def __init__(
+        self,
+        cluster: ClusterState,
+        decisions: Decisions,
+        pack_by_project: bool,
+        avoid: Mapping[str, frozenset[str]] | None = None,
+    ) -> None:
         self.cluster = cluster
         self.decisions = decisions
         self.pack_by_project = pack_by_project
         self._host_projects: list[dict[str, int]] | None = None
+        # workload id -> indices of the hosts it must not be placed on (`Snapshot.avoid`)
+        self.avoid: dict[str, list[int]] = {}
+        index = cluster.host_index
+        for wid, names in (avoid or {}).items():
+            hosts = sorted(index[n] for n in names if n in index)
+            if hosts:
+                self.avoid[wid] = hosts
+
+    def avoided(self, w: Workload) -> list[int]:
+        """The hosts `w` must not be placed on (the cluster refused it there)."""
+        return self.avoid.get(w.id, []) if self.avoid else []
+
+    def avoids(self, w: Workload, hosts: Iterable[int]) -> bool:
+        """Whether any of `hosts` is one `w` must not be placed on."""
+        avoided = self.avoided(w)
+        return bool(avoided) and any(h in avoided for h in hosts)
 
     def place_free(self, w: Workload, sh: Shape) -> tuple[Placement, ...] | None:
-        """Placements for `w` in free, unreserved GPUs (best fit), or None."""
+        """Placements for `w` in free, unreserved GPUs (best fit), or None; never on a
+        host `w` must avoid (hidden from the free index while it is placed)."""
+        avoided = self.avoided(w)
+        if not avoided:
+            return self._place_free(w, sh)
+        index = self.cluster.index
+        hidden = [(h, index.free[h]) for h in avoided if index.free[h]]
+        for h, _ in hidden:
+            index.set(h, 0)
+        try:
+            return self._place_free(w, sh)
+        finally:
+            for h, mask in hidden:
+                index.set(h, mask)
+
+    def _place_free(self, w: Workload, sh: Shape) -> tuple[Placement, ...] | None:
         c = self.cluster
         h = block_host(c.index, sh)
         if h >= 0:
@@ -137,10 +174,12 @@ class Placer:
         c = self.cluster
         free = c.free
         best = -1
+        avoided = self.avoided(w)
         for h in hosts:
             f = free[h]
             if (
                 f
+                and h not in avoided
                 and c.largest_block(h, f) >= sh.block
                 and (best < 0 or f.bit_count() < free[best].bit_count())
             ):

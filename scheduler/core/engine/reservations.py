@@ -296,6 +296,8 @@ class Reservations:
         usable_at = self._usable_times(w, charge)
         for h in self.cluster.touched:
             usable_at[h] = INF  # new work of projects ranked above
+        for h in self.placer.avoided(w):
+            usable_at[h] = INF  # the cluster refused `w` there
         for size, n in sh.whole or [(sh.block, 1)]:
             chosen = self._soonest_hosts(size, n, usable_at)
             if chosen is not None:

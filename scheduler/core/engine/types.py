@@ -110,6 +110,9 @@ class Snapshot:
     `worked` maps a workload id to the work it saved in earlier runs, seconds (a
     requeued job's, before its current run or wait); missing: none. The engine does not
     read it; the ETA's runtime forecast counts it as time already run.
+    `avoid` maps a workload id to the hosts it must not be placed on (the cluster
+    refused to start it there: `scheduler.core.refusals`); missing: none. The engine
+    neither starts it there nor preempts or reserves there for it.
     """
 
     hosts: Sequence[Host]
@@ -118,6 +121,7 @@ class Snapshot:
     tree: BudgetNode
     usage: Mapping[str, float] = field(default_factory=dict)
     worked: Mapping[str, float] = field(default_factory=dict)
+    avoid: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,6 +138,42 @@ class DrainsBeforeRelease(SlurmClient):
         super().release(job_id)
 
 
+class ReservesBeforeRelease(SlurmClient):
+    """Slurm's administrator puts the nodes of the first job Allot releases under a
+    maintenance reservation just before the release (after Allot's plan): Slurm keeps
+    that job PENDING (ReqNodeNotAvail) while its nodes look idle in sinfo, so nothing in
+    Allot's reading of hosts changes. `end()` deletes the reservation."""
+
+    NAME = "allot-test-maint"
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.reserved: list[str] = []
+
+    def release(self, job_id: str) -> None:
+        if not self.reserved:
+            shown = self.job(job_id)
+            assert shown is not None and shown["required_nodes"], shown
+            nodes = hostlist.expand_hostlist(shown["required_nodes"])
+            self.run(
+                "scontrol",
+                "create",
+                "reservation",
+                f"reservationname={self.NAME}",
+                "starttime=now",
+                "duration=120",
+                f"nodes={','.join(nodes)}",
+                "flags=maint,ignore_jobs",  # a job of the test before may be completing
+                "users=root",
+            )
+            self.reserved = nodes
+        super().release(job_id)
+
+    def end(self) -> None:
+        if self.reserved:
+            self.run("scontrol", "delete", f"reservationname={self.NAME}")
+
+
 @pytest.fixture
 def gov(tree, slurm, tmp_path) -> Governed:
     return Governed(tree, slurm, tmp_path)

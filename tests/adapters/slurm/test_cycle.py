@@ -30,7 +30,12 @@ from scheduler.models import (
 )
 from scheduler.services.clusters import cluster_create
 from scheduler.tasks import run_cycle
-from tests.adapters.slurm.conftest import DrainsBeforeRelease, TimingOutClient
+from tests.adapters.slurm.conftest import (
+    DrainsBeforeRelease,
+    ReservesBeforeRelease,
+    TimingOutClient,
+    wait_until,
+)
 from tests.factories import SuperUserFactory, UserFactory
 from tests.support.live import assert_consistent
 
@@ -396,4 +401,49 @@ def test_a_start_slurm_keeps_pending_is_cancelled_and_the_job_requeued_in_allot(
     assert second.host_names != first.host_names and second.started_at is not None
     path = list(JobEvent.objects.filter(job=job).values_list("to_state", flat=True))
     assert path == ["pending", "starting", "pending", "starting", "running", "succeeded"]
+    assert_consistent(live.cluster)
+
+
+def test_a_node_slurm_refuses_is_not_planned_again_and_the_job_is_told_why(live, settings):
+    """Slurm's administrator reserves the planned node for maintenance after Allot's
+    plan: Slurm keeps the released job PENDING (ReqNodeNotAvail) while the node looks
+    idle, so Allot's hosts do not change. Past the start timeout the start is taken
+    back with Slurm's reason, and the job is kept off that node: it runs on the other
+    one (before, it was planned on the refused node again, and taken back again every
+    start timeout, for as long as the reservation lasted)."""
+    settings.ALLOT_START_TIMEOUT_S = 0
+    job = live.submit("a1", gpus=8, command="sleep 1")
+    adapter = adapter_for_cluster(live.cluster)
+    adapter.client = ReservesBeforeRelease(slurm_conf=live.slurm.conf_path)
+    try:
+        record = live.cycle(adapter)
+        assert (record.starts, record.errors) == (1, [])
+        first = Attempt.objects.get(job=job)
+        (refused,) = adapter.client.reserved
+        assert first.host_names == [refused]
+        wait_until(  # Slurm's scheduler has looked at it (300 s would be past that)
+            lambda: any(
+                (j.get("comment") or "").endswith(first.attempt_id)
+                and j.get("state_reason") not in (None, "", "None")
+                for j in live.client.jobs()
+            ),
+            what="Slurm's reason for keeping the job pending",
+        )
+
+        record = live.cycle(adapter)  # Slurm keeps it pending: taken back
+        assert record.errors == []
+        first.refresh_from_db()
+        assert "ReqNodeNotAvail" in first.end_detail, first.end_detail
+        assert f"kept off {refused} until" in first.end_detail
+        settings.ALLOT_START_TIMEOUT_S = 20  # a second refusal would show in the test's time
+
+        live.cycles_until(lambda: Attempt.objects.get(pk=first.pk).state == AttemptState.ENDED)
+        requeue = JobEvent.objects.get(job=job, from_state="starting", to_state="pending")
+        assert "ReqNodeNotAvail" in requeue.reason and f"kept off {refused}" in requeue.reason
+        live.cycles_until(lambda: live.state(job) == JobState.SUCCEEDED)
+    finally:
+        adapter.client.end()
+    hosts = [a.host_names for a in Attempt.objects.filter(job=job).order_by("number")]
+    assert hosts[0] == [refused] and all(h != [refused] for h in hosts[1:]), hosts
+    assert len(hosts) == 2, hosts
     assert_consistent(live.cluster)

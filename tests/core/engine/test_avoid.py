@@ -1,0 +1,59 @@
+"""`Snapshot.avoid`: a job the cluster refused to start on a host is never placed,
+preempted for or reserved there again while it is kept off it (scheduler.core.refusals)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from .helpers import cycle, hosts, job, pending, run, snap, tree
+
+
+@pytest.mark.parametrize("mode", ["fairshare", "fifo", "priority"])
+def test_a_job_kept_off_its_best_fit_host_starts_on_another(mode):
+    t = tree(a=1)
+    busy = run(job("r", "a", 4), "h0", (0, 1, 2, 3), 0.0)  # h0 is the best fit for 4 GPUs
+    s = snap(hosts(2), [busy], pending(job("j", "a", 4)), t)
+    (start,) = cycle(s, mode=mode).starts
+    assert start.placements[0].host == "h0"
+    (start,) = cycle(dataclasses.replace(s, avoid={"j": frozenset({"h0"})}), mode=mode).starts
+    assert start.workload_id == "j"
+    assert start.placements[0].host == "h1"
+
+
+def test_a_job_kept_off_the_only_free_host_waits_and_the_next_one_starts_there():
+    t = tree(a=1)
+    busy = run(job("r", "a", 8), "h1", tuple(range(8)), 0.0)
+    p = pending(job("j", "a", 2, submit=1), job("k", "a", 2, submit=2))
+    s = snap(hosts(2), [busy], p, t, usage={})
+    out = cycle(dataclasses.replace(s, avoid={"j": frozenset({"h0"})}))
+    assert [(st.workload_id, st.placements[0].host) for st in out.starts] == [("k", "h0")]
+    assert not out.stops
+
+
+def test_no_preemption_for_a_job_on_a_host_it_is_kept_off():
+    # b runs unallocated work on h0 (preemptible at once by allocated work); j of
+    # project a would take it, but is kept off h0: nothing is stopped for it
+    t = tree(a=1, b=1)
+    victim = run(job("v", "b", 8, minrt=0.0), "h0", tuple(range(8)), 0.0)
+    s = snap(hosts(1), [victim], pending(job("j", "a", 8)), t)
+    out = cycle(s)
+    assert [st.workload_id for st in out.stops] == ["v"]
+    out = cycle(dataclasses.replace(s, avoid={"j": frozenset({"h0"})}))
+    assert not out.stops
+    assert not out.starts
+
+
+def test_an_unknown_host_in_avoid_is_ignored():
+    t = tree(a=1)
+    s = snap(hosts(1), [], pending(job("j", "a", 1)), t)
+    (start,) = cycle(dataclasses.replace(s, avoid={"j": frozenset({"gone"})})).starts
+    assert start.placements[0].host == "h0"
+
+
+def test_the_plan_is_unchanged_without_avoid():
+    t = tree(a=1, b=2)
+    p = pending(*(job(f"j{i}", "ab"[i % 2], 1 + i % 4, submit=i) for i in range(12)))
+    s = snap(hosts(3), [], p, t)
+    assert cycle(s) == cycle(dataclasses.replace(s, avoid={}))
