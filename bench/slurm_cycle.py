@@ -18,7 +18,9 @@ adopted (250 per cycle at most; the first starts what fits), then one more confi
 the starts, then cycles run until one writes no comment (every waiting job's answer
 current; at most 15): that one is the steady cycle, the ones before it settling.
 Reported: the adoption rate (jobs adopted per second of the cycles' adopt phases) and
-each cycle's figures.
+each cycle's figures, with the comments it wrote; then `steady_cycles_with_etas`: six
+more cycles 20 s apart, each after an ETA refresh (the ETAs and shares in the answers
+drift with the clock), and the comments each wrote.
 
 At the end (both modes): `gpus_in_use`, the GPUs of Allot's attempts (api: RUNNING;
 sbatch: every open one, starting and stopping too), beside `gpus_allocated_in_slurm`,
@@ -55,6 +57,9 @@ if TYPE_CHECKING:
 GPU_MIX = [(1, 0.5), (2, 0.25), (4, 0.15), (8, 0.10)]
 # governed sbatch: cycles after the confirming one, until one writes no comment
 MAX_SETTLING = 15
+# then cycles of the standing queue, with ETAs refreshed before each (`steady_cycles`)
+STEADY_CYCLES = 6
+STEADY_PAUSE_S = 20.0
 
 
 def tree_document(programs: int = 4, projects: int = 5) -> dict:
@@ -114,6 +119,14 @@ def one_cycle(cluster, worker) -> dict:
     from scheduler.adapters.slurm import adapter_for_cluster
 
     adapter = adapter_for_cluster(cluster)
+    written: list[int] = []
+    annotate = adapter.annotate
+
+    def counted(comments):  # the waiting jobs' comments the cycle writes in Slurm
+        written.append(len(comments))
+        return annotate(comments)
+
+    adapter.annotate = counted
     t = time.perf_counter()
     record = worker.run(cluster_id=cluster.pk, adapter=adapter)
     wall_s = time.perf_counter() - t
@@ -133,6 +146,7 @@ def one_cycle(cluster, worker) -> dict:
             for k, (n, s) in sorted(stats.by_command.items())
         },
         "phases_ms": getattr(record, "phases_ms", {}),
+        "comments_written": sum(written),
     }
     if record.starts:
         out["starts_per_s_of_slurm_time"] = round(record.starts / slurm_start_s, 1)
@@ -300,6 +314,7 @@ def run_sbatch(pending: int, seed: int, slurm_conf: str | None) -> dict:
         while len(settling) < MAX_SETTLING and "scontrol" in settling[-1]["slurm_ms_by_command"]:
             settling.append(one_cycle(cluster, worker))
         cycles.append(settling[-1])
+        steady = steady_cycles(cluster, worker)
         adopt_ms = sum(c["phases_ms"].get("adopt", 0.0) for c in cycles)
         adopted = SlurmAdoption.objects.filter(cluster=cluster, job__isnull=False).count()
         running = Attempt.objects.filter(cluster=cluster).exclude(state=AttemptState.ENDED)
@@ -325,6 +340,13 @@ def run_sbatch(pending: int, seed: int, slurm_conf: str | None) -> dict:
                 c["slurm_ms_by_command"]["scontrol"]["ms"] for c in settling[:-1]
             ],
             "cycle_steady": cycles[-1],
+            "steady_cycles_with_etas": {
+                "cycles": len(steady),
+                "pause_s": STEADY_PAUSE_S,
+                "comments_written": [c["comments_written"] for c in steady],
+                "starts_stops": [(c["starts"], c["stops"]) for c in steady],
+                "wall_ms": [c["wall_ms"] for c in steady],
+            },
             "allot_jobs": Job.objects.filter(cluster=cluster).count(),
             "gpus_in_use": sum(a.gpus for a in running),
             "gpus_allocated_in_slurm": slurm_allocated_gpus(adapter_for_cluster(cluster)),
@@ -334,6 +356,21 @@ def run_sbatch(pending: int, seed: int, slurm_conf: str | None) -> dict:
     finally:
         if local is not None:
             local.stop(remove=True)
+
+
+def steady_cycles(cluster, worker) -> list[dict]:
+    """STEADY_CYCLES cycles STEADY_PAUSE_S apart on the wall clock after the queue
+    settled, each after an ETA refresh (as the worker's `refresh_etas` task runs in
+    production): what a standing queue costs in comment writes per cycle, its answers
+    carrying ETAs and shares that drift with the clock."""
+    from scheduler.services.eta import cluster_etas
+
+    out = []
+    for _ in range(STEADY_CYCLES):
+        time.sleep(STEADY_PAUSE_S)
+        cluster_etas(cluster=cluster, fresh=True)
+        out.append(one_cycle(cluster, worker))
+    return out
 
 
 def main() -> None:

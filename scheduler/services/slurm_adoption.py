@@ -35,7 +35,12 @@ from django.db import connection, transaction
 
 from config.errors import ApplicationError
 from scheduler.adapters.slurm.adapter import SLURM_JOB_KEY
-from scheduler.adapters.slurm.governed import GovernedJob, refused_comment, waiting_comment
+from scheduler.adapters.slurm.governed import (
+    GovernedJob,
+    comment_news,
+    refused_comment,
+    waiting_comment,
+)
 from scheduler.models import TERMINAL_STATES, Cluster, Job, JobState, SlurmAdoption
 from scheduler.selectors.eta import cached_etas
 from scheduler.selectors.queue import iter_entries, queue_snapshot
@@ -247,7 +252,7 @@ def governed_sync(*, cluster: Cluster, adapter: Any, now: dt.datetime) -> Adopti
             elif record.held:
                 waiting.append(row)
     waiting.sort(key=lambda r: (bool(r.comment), answers.get(r.job_id, (1 << 30,))[0]))
-    counts.comments = _write_answers(adapter, _changed_answers(waiting, answers))
+    counts.comments = _write_answers(adapter, _changed_answers(waiting, answers, now))
     if closed:
         SlurmAdoption.objects.filter(pk__in=closed).update(open=False)
     return counts
@@ -266,17 +271,18 @@ def _queue_answers(cluster: Cluster) -> dict[int, tuple[int, str, str]]:
 
 
 def _changed_answers(
-    rows: list[SlurmAdoption], answers: dict[int, tuple[int, str, str]]
+    rows: list[SlurmAdoption], answers: dict[int, tuple[int, str, str]], now: dt.datetime
 ) -> dict[str, tuple[SlurmAdoption, str]]:
-    """{Slurm id: (row, answer)} of the first MAX_COMMENT_WRITES rows whose answer is not
-    the comment last written."""
+    """{Slurm id: (row, answer)} of the first MAX_COMMENT_WRITES rows whose answer tells
+    the job's owner something the comment last written does not (`comment_news`: a
+    share or an ETA that only drifted is not rewritten)."""
     out: dict[str, tuple[SlurmAdoption, str]] = {}
     for row in rows:
         if len(out) >= MAX_COMMENT_WRITES:
             break
         position, reason, eta = answers.get(row.job_id, (None, "waiting for the next cycle", ""))
         comment = waiting_comment(row.job_id, position, reason, eta)
-        if comment != row.comment:
+        if comment_news(row.comment, comment, now):
             out[row.slurm_job_id] = (row, comment)
     return out
 

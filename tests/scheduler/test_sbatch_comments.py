@@ -6,13 +6,14 @@ not write is written again by a later cycle. The adapter here is an in-memory st
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 
 import pytest
 from django.utils import timezone
 
 from scheduler.adapters.slurm import CommentWrites
-from scheduler.adapters.slurm.governed import SlurmRecord
+from scheduler.adapters.slurm.governed import SlurmRecord, waiting_comment
 from scheduler.models import SlurmAdoption
 from scheduler.services.slurm_adoption import governed_sync
 from tests.factories import ClusterFactory, JobFactory
@@ -84,3 +85,32 @@ def test_a_job_without_an_answer_yet_is_written_before_a_stale_one(monkeypatch):
     governed_sync(cluster=cluster, adapter=slurm, now=timezone.now())
     governed_sync(cluster=cluster, adapter=slurm, now=timezone.now())
     assert [list(batch) for batch in slurm.batches] == [["12"], ["11"]]
+
+
+def test_an_answer_that_only_drifted_is_not_written_again(monkeypatch):
+    """A standing queue: the share and ETA in a waiting job's answer move a little every
+    cycle; what Slurm shows stays until its reader would learn something."""
+    cluster = ClusterFactory()
+    job = JobFactory(cluster=cluster)
+    eta = timezone.now() + dt.timedelta(hours=2)
+    shown = waiting_comment(
+        job.pk, 1, "waiting: project a1 is at 40% of its share", f"{eta:%Y-%m-%d %H:%M}"
+    )
+    SlurmAdoption.objects.create(
+        cluster=cluster, slurm_job_id="11", job=job, at=timezone.now(), comment=shown
+    )
+    answer = {"reason": "waiting: project a1 is at 41% of its share", "eta": eta}
+
+    def answers(_cluster):
+        when = f"{answer['eta']:%Y-%m-%d %H:%M}"
+        return {job.pk: (1, answer["reason"], when)}
+
+    monkeypatch.setattr("scheduler.services.slurm_adoption._queue_answers", answers)
+    slurm = Comments(["11"])
+    answer["eta"] = eta + dt.timedelta(minutes=3)
+    governed_sync(cluster=cluster, adapter=slurm, now=timezone.now())
+    assert slurm.batches == []
+    answer["eta"] = eta + dt.timedelta(minutes=30)
+    governed_sync(cluster=cluster, adapter=slurm, now=timezone.now())
+    ((written,),) = (list(b.values()) for b in slurm.batches)
+    assert written.endswith(f"ETA {answer['eta']:%Y-%m-%d %H:%M}") and "41%" in written

@@ -152,6 +152,62 @@ def waiting_comment(job_id: int, position: int | None, reason: str, eta: str) ->
     return " ".join(" ".join(parts).split())[:400]
 
 
+# A waiting comment, read back: job, position, reason, ETA (`waiting_comment`)
+_WAITING_RE = re.compile(
+    r"^allot-job:(?P<job>\d+)(?: #(?P<position>\d+))?(?P<reason>.*?)"
+    r"(?: ETA (?P<eta>\d{4}-\d\d-\d\d \d\d:\d\d))?$"
+)
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?(%?)")
+# What moves a waiting comment's reader: a share that moved by this many points (the
+# usage of a project's running jobs moves it a little every cycle), an ETA that moved
+# by more than ETA_STEP_S and ETA_SHARE of the wait left (a forecast is no closer).
+PERCENT_STEP = 5.0
+ETA_STEP_S = 300.0
+ETA_SHARE = 0.1
+
+
+def comment_news(old: str, new: str, now: dt.datetime) -> bool:
+    """Whether the waiting comment `new` tells the job's owner something that `old`,
+    the one Slurm shows, does not: another job or position, a reason in other words or
+    with other counts, a share moved by PERCENT_STEP points, an ETA moved by more than
+    ETA_STEP_S and ETA_SHARE of the wait left, or one that has passed. A queue that
+    stands still costs no writes, however often its cycles run."""
+    if old == new:
+        return False
+    a, b = _WAITING_RE.match(old), _WAITING_RE.match(new)
+    if a is None or b is None:
+        return True
+    if (a["job"], a["position"]) != (b["job"], b["position"]):
+        return True
+    return _reason_news(a["reason"], b["reason"]) or _eta_news(a["eta"], b["eta"], now)
+
+
+def _reason_news(old: str, new: str) -> bool:
+    if _NUMBER_RE.sub("#", old) != _NUMBER_RE.sub("#", new):
+        return True
+    for x, y in zip(_NUMBER_RE.finditer(old), _NUMBER_RE.finditer(new), strict=True):
+        if x.group(1) != y.group(1):
+            return True
+        if not x.group(1):  # a count, a rank, a time of day: exact
+            if x.group() != y.group():
+                return True
+        elif abs(float(x.group()[:-1]) - float(y.group()[:-1])) >= PERCENT_STEP:
+            return True
+    return False
+
+
+def _eta_news(old: str | None, new: str | None, now: dt.datetime) -> bool:
+    if old is None or new is None:
+        return old != new
+    shown, then = (dt.datetime.fromisoformat(t).replace(tzinfo=dt.UTC) for t in (old, new))
+    if shown == then:
+        return False
+    if shown <= now:
+        return True  # the ETA shown has passed
+    left = max(0.0, (then - now).total_seconds())
+    return abs((then - shown).total_seconds()) > max(ETA_STEP_S, ETA_SHARE * left)
+
+
 def refused_comment(reason: str) -> str:
     return f"{REFUSED_PREFIX} {' '.join(reason.split())}"[:400]
 

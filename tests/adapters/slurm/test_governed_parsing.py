@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from scheduler.adapters.base import ClusterJobState
 from scheduler.adapters.slurm import cluster_job_of
 from scheduler.adapters.slurm.governed import (
+    comment_news,
     governed_candidates,
     governed_records,
     gpus_of,
@@ -92,3 +95,33 @@ def test_the_waiting_comment_says_position_reason_and_eta():
     text = waiting_comment(12, 3, "waiting:  over its share", "2026-12-05 16:40")
     assert text == "allot-job:12 #3 waiting: over its share ETA 2026-12-05 16:40"
     assert waiting_comment(12, None, "", "") == "allot-job:12"
+
+
+NOW = dt.datetime(2026, 12, 5, 16, 0, tzinfo=dt.UTC)
+SHARE = "waiting: project a1 is at {}% of its entitled share over 7 days (fair-share rank 3 of 20)"
+
+
+def answer(position=3, pct="40", eta="2026-12-05 18:00", job=12) -> str:
+    return waiting_comment(job, position, SHARE.format(pct), eta)
+
+
+def test_a_comment_is_rewritten_only_when_its_reader_learns_something():
+    shown = answer()
+    assert not comment_news(shown, shown, NOW)
+    # drift: a share a few points off, an ETA a few minutes or a tenth of the wait off
+    assert not comment_news(shown, answer(pct="43"), NOW)
+    assert not comment_news(shown, answer(eta="2026-12-05 18:04"), NOW)
+    assert not comment_news(shown, answer(eta="2026-12-05 18:11"), NOW)  # 2 h left: 12 min
+    # news: another job or position, a share 5 points off, counts, words, an ETA moved
+    assert comment_news("", shown, NOW)
+    assert comment_news(shown, answer(job=13), NOW)
+    assert comment_news(shown, answer(position=2), NOW)
+    assert comment_news(shown, answer(pct="45"), NOW)
+    assert comment_news(shown, shown.replace("rank 3", "rank 4"), NOW)
+    assert comment_news(shown, shown.replace("waiting:", "held:"), NOW)
+    assert comment_news(shown, answer(eta="2026-12-05 18:20"), NOW)
+    assert comment_news(shown, answer(eta=""), NOW)
+    assert comment_news(answer(eta=""), shown, NOW)
+    # an ETA that has passed is corrected however little the new one moved
+    late = NOW + dt.timedelta(hours=2, minutes=1)
+    assert comment_news(shown, answer(eta="2026-12-05 18:02"), late)
