@@ -18,8 +18,8 @@ adopted (250 per cycle at most; the first starts what fits), then one more confi
 the starts, then cycles run until one writes no comment (every waiting job's answer
 current; at most 15): that one is the steady cycle, the ones before it settling.
 Reported: the adoption rate (jobs adopted per second of the cycles' adopt phases) and
-each cycle's figures, with the comments it wrote; then `steady_cycles_with_etas`: six
-more cycles 20 s apart, each after an ETA refresh (the ETAs and shares in the answers
+each cycle's figures, with the comments it wrote; then `steady_cycles_with_etas`: ten
+more cycles 15 s apart, each after an ETA refresh (the ETAs and shares in the answers
 drift with the clock), and the comments each wrote.
 
 At the end (both modes): `gpus_in_use`, the GPUs of Allot's attempts (api: RUNNING;
@@ -58,8 +58,8 @@ GPU_MIX = [(1, 0.5), (2, 0.25), (4, 0.15), (8, 0.10)]
 # governed sbatch: cycles after the confirming one, until one writes no comment
 MAX_SETTLING = 15
 # then cycles of the standing queue, with ETAs refreshed before each (`steady_cycles`)
-STEADY_CYCLES = 6
-STEADY_PAUSE_S = 20.0
+STEADY_CYCLES = 10
+STEADY_PAUSE_S = 15.0
 
 
 def tree_document(programs: int = 4, projects: int = 5) -> dict:

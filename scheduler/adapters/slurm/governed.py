@@ -140,16 +140,18 @@ def governed_records(jobs: Iterable[Mapping[str, Any]]) -> dict[str, SlurmRecord
     return out
 
 
+WAITING_MAX = 400
+
+
 def waiting_comment(job_id: int, position: int | None, reason: str, eta: str) -> str:
-    """What `squeue -o "%i %k"` shows of an adopted job waiting in Allot's queue."""
-    parts = [f"{WAITING_PREFIX}{job_id}"]
-    if position is not None:
-        parts.append(f"#{position}")
-    if reason:
-        parts.append(reason)
-    if eta:
-        parts.append(f"ETA {eta}")
-    return " ".join(" ".join(parts).split())[:400]
+    """What `squeue -o "%i %k"` shows of an adopted job waiting in Allot's queue, at
+    most WAITING_MAX characters: a long reason is cut, never the ETA after it."""
+    head = f"{WAITING_PREFIX}{job_id}" + (f" #{position}" if position is not None else "")
+    tail = f" ETA {' '.join(eta.split())}" if eta else ""
+    words = " ".join(reason.split())
+    room = WAITING_MAX - len(head) - len(tail) - 1
+    body = f" {words[: max(0, room)].rstrip()}" if words and room > 0 else ""
+    return f"{head}{body}{tail}"[:WAITING_MAX]
 
 
 # A waiting comment, read back: job, position, reason, ETA (`waiting_comment`)
@@ -159,27 +161,41 @@ _WAITING_RE = re.compile(
 )
 _NUMBER_RE = re.compile(r"\d+(?:\.\d+)?(%?)")
 # What moves a waiting comment's reader: a share that moved by this many points (the
-# usage of a project's running jobs moves it a little every cycle), an ETA that moved
-# by more than ETA_STEP_S and ETA_SHARE of the wait left (a forecast is no closer).
+# usage of a project's running jobs moves it a little every cycle), a place in the
+# queue among the first POSITION_EXACT or moved by a tenth, an ETA that moved by more
+# than ETA_STEP_S and ETA_SHARE of the wait left (a forecast is no closer).
 PERCENT_STEP = 5.0
+POSITION_EXACT = 10
 ETA_STEP_S = 300.0
 ETA_SHARE = 0.1
 
 
 def comment_news(old: str, new: str, now: dt.datetime) -> bool:
     """Whether the waiting comment `new` tells the job's owner something that `old`,
-    the one Slurm shows, does not: another job or position, a reason in other words or
-    with other counts, a share moved by PERCENT_STEP points, an ETA moved by more than
-    ETA_STEP_S and ETA_SHARE of the wait left, or one that has passed. A queue that
-    stands still costs no writes, however often its cycles run."""
+    the one Slurm shows, does not: another job, another place (`_position_news`), a
+    reason in other words or with other counts, a share moved by PERCENT_STEP points,
+    an ETA where none was shown, one moved by more than ETA_STEP_S and ETA_SHARE of the
+    wait left, or one shown that has passed. A queue that stands still costs no writes,
+    however often its cycles run."""
     if old == new:
         return False
     a, b = _WAITING_RE.match(old), _WAITING_RE.match(new)
     if a is None or b is None:
         return True
-    if (a["job"], a["position"]) != (b["job"], b["position"]):
+    if a["job"] != b["job"] or _position_news(a["position"], b["position"]):
         return True
     return _reason_news(a["reason"], b["reason"]) or _eta_news(a["eta"], b["eta"], now)
+
+
+def _position_news(old: str | None, new: str | None) -> bool:
+    """Another place among the first POSITION_EXACT, or one moved by a tenth (#409 and
+    #406 tell the same: far back, a start ahead shifts every job behind it by one)."""
+    if old is None or new is None:
+        return old != new
+    was, now = int(old), int(new)
+    if was == now:
+        return False
+    return min(was, now) <= POSITION_EXACT or abs(was - now) >= max(1, was // 10)
 
 
 def _reason_news(old: str, new: str) -> bool:
@@ -197,13 +213,16 @@ def _reason_news(old: str, new: str) -> bool:
 
 
 def _eta_news(old: str | None, new: str | None, now: dt.datetime) -> bool:
-    if old is None or new is None:
-        return old != new
-    shown, then = (dt.datetime.fromisoformat(t).replace(tzinfo=dt.UTC) for t in (old, new))
-    if shown == then:
-        return False
+    """An ETA where none was shown is news; none where one was is not (the forecast
+    leaves out some jobs some of the time), unless the one shown has passed."""
+    if old is None:
+        return new is not None
+    shown = dt.datetime.fromisoformat(old).replace(tzinfo=dt.UTC)
     if shown <= now:
-        return True  # the ETA shown has passed
+        return new != old  # the ETA shown has passed: corrected, or taken away
+    if new is None or new == old:
+        return False
+    then = dt.datetime.fromisoformat(new).replace(tzinfo=dt.UTC)
     left = max(0.0, (then - now).total_seconds())
     return abs((then - shown).total_seconds()) > max(ETA_STEP_S, ETA_SHARE * left)
 

@@ -95,6 +95,8 @@ def test_the_waiting_comment_says_position_reason_and_eta():
     text = waiting_comment(12, 3, "waiting:  over its share", "2026-12-05 16:40")
     assert text == "allot-job:12 #3 waiting: over its share ETA 2026-12-05 16:40"
     assert waiting_comment(12, None, "", "") == "allot-job:12"
+    long = waiting_comment(12, 3, "waiting: " + "x" * 500, "2026-12-05 16:40")
+    assert len(long) == 400 and long.endswith(" ETA 2026-12-05 16:40")  # the reason is cut
 
 
 NOW = dt.datetime(2026, 12, 5, 16, 0, tzinfo=dt.UTC)
@@ -116,12 +118,17 @@ def test_a_comment_is_rewritten_only_when_its_reader_learns_something():
     assert comment_news("", shown, NOW)
     assert comment_news(shown, answer(job=13), NOW)
     assert comment_news(shown, answer(position=2), NOW)
+    assert comment_news(answer(position=11), answer(position=10), NOW)  # the first ten
+    assert not comment_news(answer(position=409), answer(position=406), NOW)  # far back
+    assert comment_news(answer(position=409), answer(position=368), NOW)  # a tenth
     assert comment_news(shown, answer(pct="45"), NOW)
     assert comment_news(shown, shown.replace("rank 3", "rank 4"), NOW)
     assert comment_news(shown, shown.replace("waiting:", "held:"), NOW)
     assert comment_news(shown, answer(eta="2026-12-05 18:20"), NOW)
-    assert comment_news(shown, answer(eta=""), NOW)
     assert comment_news(answer(eta=""), shown, NOW)
-    # an ETA that has passed is corrected however little the new one moved
+    # no ETA this time (the forecast leaves some jobs out at times): the one shown stands
+    assert not comment_news(shown, answer(eta=""), NOW)
+    # an ETA that has passed is corrected however little the new one moved, or taken away
     late = NOW + dt.timedelta(hours=2, minutes=1)
     assert comment_news(shown, answer(eta="2026-12-05 18:02"), late)
+    assert comment_news(shown, answer(eta=""), late)
