@@ -123,3 +123,14 @@ class AttemptFactory(factory.django.DjangoModelFactory):
     allocated = True
     created_at = factory.SelfAttribute("job.submitted_at")
     state = "running"
+
+    @classmethod
+    def _create(cls, model_class, *args, **kwargs):
+        """Saved, and counted by its job as the cycle counts a start (`attempt_count`,
+        at least `number`: a job read skips the attempts of a job that has none)."""
+        attempt = super()._create(model_class, *args, **kwargs)
+        job = attempt.job
+        if job.attempt_count < attempt.number:
+            type(job).objects.filter(pk=job.pk).update(attempt_count=attempt.number)
+            job.attempt_count = attempt.number
+        return attempt

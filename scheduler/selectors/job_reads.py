@@ -60,7 +60,10 @@ def job_detail(*, job_id: int) -> Job | None:
 
 
 def job_attempts(job: Job) -> list[Attempt]:
-    """The job's attempts, first first."""
+    """The job's attempts, first first; no statement for a job that never started
+    (`attempt_count`, raised with each attempt created: most pending jobs)."""
+    if job.attempt_count == 0:
+        return []
     sql = (
         f'SELECT {columns(Attempt, "a")} FROM "{Attempt._meta.db_table}" a '
         'WHERE a."job_id" = %s ORDER BY a."number"'
