@@ -237,8 +237,11 @@ def _job_detail_body(request, job: Job) -> dict:
     body["protected_until"] = job_protected_until(job, attempts)
     body["utilization"] = utilization_body(job_utilization(attempts))
     body["events"] = selectors.job_events(job)
-    body["queue"] = selectors.job_queue_info(job)
-    current = eta_services.eta_refresh_request(jobs=[job])
+    stored = selectors.job_stored_queue(job)  # with the last cycle the ETA check needs
+    body["queue"] = selectors.queue_info_in(job, stored)
+    current = eta_services.eta_refresh_request(
+        jobs=[job], last_cycles={job.cluster_id: stored.last_cycle_id} if stored else None
+    )
     body["eta"] = eta_selectors.job_eta(job=job, current=current)
     body["blockers"] = selectors.job_blockers(job, body["queue"])
     return body

@@ -218,13 +218,20 @@ def _no_estimate(method: str) -> dict[str, Any]:
 CachedJobEtas = tuple[int, float, dict[int, dict[str, Any] | None]]
 
 
-def current_job_etas(*, cluster_id: int, job_ids: Iterable[int]) -> CachedJobEtas | None:
+def current_job_etas(
+    *, cluster_id: int, job_ids: Iterable[int], last_cycle: int | None = None
+) -> CachedJobEtas | None:
     """The cached ETAs of `job_ids` (`cached_job_etas`, one cache read) when they are
     current: the answer exists, is not older than the cluster's last cycle and knows
     every one of them. None otherwise: then a worker should compute fresh ones
-    (`scheduler.services.eta.eta_refresh_request` asks; a read never does)."""
+    (`scheduler.services.eta.eta_refresh_request` asks; a read never does).
+    `last_cycle`: the cluster's last cycle id when the caller read it already in this
+    request (`StoredQueue.last_cycle_id`), else read here (`last_cycle_id`)."""
     cached = cached_job_etas(cluster_id, job_ids)
-    if cached is None or not is_current(cached, last_cycle_id(cluster_id), time.time()):
+    if cached is None:
+        return None
+    cycle_id = last_cycle if last_cycle is not None else last_cycle_id(cluster_id)
+    if not is_current(cached, cycle_id, time.time()):
         return None
     return None if any(eta is None for eta in cached[2].values()) else cached
 

@@ -103,14 +103,27 @@ def project_paths(index: TreeIndex | None = None) -> dict[int, str]:
 # ---------------------------------------------------------------- the queue
 
 
+def job_stored_queue(job: Job) -> StoredQueue | None:
+    """The stored queue of a pending job's cluster (`stored_queue`, one statement, with
+    the cluster's last cycle); None for a job that is not pending (no statement) or
+    before the cluster's first cycle."""
+    if job.state != JobState.PENDING:
+        return None
+    return stored_queue(cluster_id=job.cluster_id)
+
+
 def job_queue_info(job: Job) -> dict[str, Any] | None:
     """Where a pending job stands in its cluster's last explained queue: position
     overall and within its project, the project's fair-share factor and the reason it
     waits. None for a job that is not pending; for a pending job the last cycle has not
     seen yet, the position is null and the reason says so."""
+    return queue_info_in(job, job_stored_queue(job))
+
+
+def queue_info_in(job: Job, stored: StoredQueue | None) -> dict[str, Any] | None:
+    """`job_queue_info` in the stored queue `job_stored_queue` answered for `job`."""
     if job.state != JobState.PENDING:
         return None
-    stored = stored_queue(cluster_id=job.cluster_id)
     entry = stored.entry(job.pk) if stored else None
     if entry is None:
         return {
@@ -442,18 +455,21 @@ def job_page(
     job_id: int | None = None,
     job: Job | None = None,
     current_etas: dict[int, CachedJobEtas] | None = None,
+    stored: StoredQueue | None = None,
+    stored_read: bool = False,
 ) -> dict[str, Any] | None:
     """What the job page shows `actor`: the job (`job`, as `job_detail` reads it, with
     its `project_path`, or
     the one with `job_id`), its attempts and events, its place in the queue and its
     blockers, and while it holds GPUs its run's protection end (`protected_until`); the
     spec only if `actor` may read it. `current_etas`: as `job_eta` takes
-    them (what `eta_refresh_request` answered)."""
+    them (what `eta_refresh_request` answered); `stored` with `stored_read`: what
+    `job_stored_queue` answered for `job`, the caller having read it (else read here)."""
     job = job if job is not None else job_detail(job_id=job_id or 0)
     if job is None:
         return None
     readable = spec_readable_projects(actor)
-    queue = job_queue_info(job)
+    queue = queue_info_in(job, stored if stored_read else job_stored_queue(job))
     attempts = job_attempts(job)
     return {
         "job": job,

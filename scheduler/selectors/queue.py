@@ -32,7 +32,7 @@ from typing import Any
 from django.db import connection
 
 from config.plainsql import fetch_one
-from scheduler.models import QueueSnapshot
+from scheduler.models import CycleRecord, QueueSnapshot
 from scheduler.process_state import process_state
 
 COLUMNS = ("job", "project", "project_position", "project_rank", "metric", "reason")
@@ -143,6 +143,10 @@ class StoredQueue:
     columns: dict[str, list[str]]
     reasons: list[str]
     index: dict[int, int]  # job id -> 0-based place
+    # The cluster's last cycle (its CycleRecord id, 0 before the first) when this copy
+    # was handed out: read in the same statement, for the ETA's freshness check
+    # (`scheduler.selectors.eta.current_job_etas`) of a request that reads both.
+    last_cycle_id: int = 0
 
     @property
     def length(self) -> int:
@@ -178,12 +182,15 @@ class StoredQueue:
 
 
 # One statement either way: the columns, and the queue itself only when this process
-# does not hold that version of the row already.
+# does not hold that version of the row already; with the cluster's last cycle (as
+# `scheduler.selectors.eta.last_cycle_id` reads it).
 _READ_SQL = """
     SELECT xmin::text, ctid::text, cycle_id, computed_at,
            CASE WHEN xmin::text = %s AND ctid::text = %s THEN NULL ELSE entries::text END,
-           CASE WHEN xmin::text = %s AND ctid::text = %s THEN NULL ELSE project_order::text END
-    FROM {table} WHERE cluster_id = %s
+           CASE WHEN xmin::text = %s AND ctid::text = %s THEN NULL ELSE project_order::text END,
+           (SELECT c.id FROM {cycles} c WHERE c.cluster_id = q.cluster_id
+            ORDER BY c.started_at DESC, c.id DESC LIMIT 1)
+    FROM {table} q WHERE q.cluster_id = %s
 """
 
 
@@ -196,21 +203,24 @@ def kept_queue_version(*, cluster_id: int) -> tuple[str, str] | None:
 
 def stored_queue(*, cluster_id: int) -> StoredQueue | None:
     """The cluster's stored queue (None before its first successful cycle): this
-    process's copy when the row is still the version it read, else read and kept."""
+    process's copy when the row is still the version it read, else read and kept; its
+    `last_cycle_id` read now."""
     state = process_state()
     key = (connection.settings_dict["NAME"], cluster_id)
     kept: StoredQueue | None = state.queue_copies.get(key)
     version = kept.version if kept is not None else ("", "")
     with connection.cursor() as cursor:
         cursor.execute(
-            _READ_SQL.format(table=QueueSnapshot._meta.db_table), [*version, *version, cluster_id]
+            _READ_SQL.format(table=QueueSnapshot._meta.db_table, cycles=CycleRecord._meta.db_table),
+            [*version, *version, cluster_id],
         )
         row = cursor.fetchone()
     if row is None:
         return None
+    last_cycle = row[6] or 0
     if kept is not None and kept.version == (row[0], row[1]):
-        return kept
-    xmin, ctid, cycle_id, computed_at, entries_text, order_text = row
+        return kept if kept.last_cycle_id == last_cycle else _with_last_cycle(kept, last_cycle)
+    xmin, ctid, cycle_id, computed_at, entries_text, order_text = row[:6]
     entries = json.loads(entries_text) if entries_text else {}
     entries = entries if isinstance(entries, dict) else {}
     jobs = entries.get("job") or ""
@@ -223,7 +233,13 @@ def stored_queue(*, cluster_id: int) -> StoredQueue | None:
         columns=columns,
         reasons=list(entries.get("reasons") or []),
         index={int(j): i for i, j in enumerate(columns["job"])},
+        last_cycle_id=last_cycle,
     )
     with state.queue_copies_lock:
         state.queue_copies[key] = copy
     return copy
+
+
+def _with_last_cycle(kept: StoredQueue, last_cycle: int) -> StoredQueue:
+    """`kept` with another last cycle (the parsed columns shared, not copied)."""
+    return dataclasses.replace(kept, last_cycle_id=last_cycle)

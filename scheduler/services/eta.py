@@ -19,7 +19,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from django.core.cache import cache
@@ -64,31 +64,41 @@ from scheduler.selectors.snapshot import ClusterSnapshot, cluster_snapshot
 log = logging.getLogger(__name__)
 
 
-def eta_refresh_request(*, jobs: Iterable[Job]) -> dict[int, CachedJobEtas]:
+def eta_refresh_request(
+    *, jobs: Iterable[Job], last_cycles: Mapping[int, int] | None = None
+) -> dict[int, CachedJobEtas]:
     """Queue an ETA refresh for each cluster of the pending `jobs` whose cached answer is
     stale or misses one of them; never raises (without Redis no ETA until it returns).
     Answers with the cached answers it found current (cluster id -> the answer for its
     pending `jobs`): the caller reads their ETAs there (`job_eta(current=)`) instead of
-    reading the cache a second time."""
+    reading the cache a second time. `last_cycles`: cluster id -> its last cycle id,
+    where the caller read it in this request already (`StoredQueue.last_cycle_id`)."""
     by_cluster: dict[int, list[int]] = defaultdict(list)
     for job in jobs:
         if job.state == JobState.PENDING:
             by_cluster[job.cluster_id].append(job.pk)
     current: dict[int, CachedJobEtas] = {}
     for cluster_id, job_ids in by_cluster.items():
-        found = cluster_eta_refresh_request(cluster_id=cluster_id, job_ids=job_ids)
+        found = cluster_eta_refresh_request(
+            cluster_id=cluster_id,
+            job_ids=job_ids,
+            last_cycle=(last_cycles or {}).get(cluster_id),
+        )
         if found is not None:
             current[cluster_id] = found
     return current
 
 
-def cluster_eta_refresh_request(*, cluster_id: int, job_ids: list[int]) -> CachedJobEtas | None:
+def cluster_eta_refresh_request(
+    *, cluster_id: int, job_ids: list[int], last_cycle: int | None = None
+) -> CachedJobEtas | None:
     """Queue an ETA refresh of the cluster when its cached answer is stale or misses one
     of its pending jobs `job_ids` (a page of the cluster's queue); never raises. The
-    cached answer for `job_ids` when it is current (nothing queued), else None."""
+    cached answer for `job_ids` when it is current (nothing queued), else None.
+    `last_cycle`: the cluster's last cycle id if the caller read it already."""
     if not job_ids:
         return None
-    found = current_job_etas(cluster_id=cluster_id, job_ids=job_ids)
+    found = current_job_etas(cluster_id=cluster_id, job_ids=job_ids, last_cycle=last_cycle)
     if found is None:
         request_eta_refresh(cluster_id)
     return found

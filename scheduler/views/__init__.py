@@ -12,7 +12,7 @@ from config.access import participant_required
 from scheduler.core.planner import load_scenario, run_mode
 from scheduler.core.planner.views_data import heatmap_data, list_scenarios, step_text
 from scheduler.selectors.jobs import job_detail as job_detail_selector
-from scheduler.selectors.jobs import job_page
+from scheduler.selectors.jobs import job_page, job_stored_queue
 from scheduler.selectors.now import clusters_now
 from scheduler.services.eta import eta_refresh_request
 
@@ -72,8 +72,13 @@ def _job_page(request: HttpRequest, job_id: int) -> dict:
     job = job_detail_selector(job_id=job_id)
     if job is None:
         raise Http404(f"No job {job_id}")
-    current = eta_refresh_request(jobs=[job])
-    return job_page(actor=request.user, job=job, current_etas=current)
+    stored = job_stored_queue(job)  # with the last cycle the ETA check needs
+    current = eta_refresh_request(
+        jobs=[job], last_cycles={job.cluster_id: stored.last_cycle_id} if stored else None
+    )
+    return job_page(
+        actor=request.user, job=job, current_etas=current, stored=stored, stored_read=True
+    )
 
 
 NOW_REFRESH_S = 10

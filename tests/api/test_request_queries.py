@@ -79,3 +79,29 @@ def test_a_role_changed_between_requests_counts_at_once(world):
     assert client.post("/api/v1/jobs/", job_body(), format="json").status_code == 201
     Membership.objects.filter(user=bob).delete()
     assert client.get("/api/v1/jobs/").status_code == 403
+
+
+def test_a_pending_jobs_read_is_five_statements(live):
+    """`GET /api/v1/jobs/{id}/` of a waiting job with cached ETAs: the token with the
+    user's roles, the job, its events, the stored queue with the cluster's last cycle
+    (the ETA's freshness check reads it there) and the budget-change notes; no attempts
+    statement for a job that never started; no health-check statement on the
+    connection."""
+    from scheduler.services.eta import cluster_etas
+
+    for _ in range(4):
+        live.submit("a2", gpus=8, min_runtime_s=3600, duration_s=7200)
+    live.cycle()
+    waiting = live.submit("a1", gpus=8)
+    live.cycle(advance_s=60)
+    cluster_etas(cluster=live.cluster, fresh=True)
+    client = token_client(live.user)
+    client.get(f"/api/v1/jobs/{waiting.pk}/")  # per-process copies (the stored queue)
+
+    response, sql = statements(lambda: client.get(f"/api/v1/jobs/{waiting.pk}/"))
+    body = response.json()
+    assert response.status_code == 200 and body["state"] == "pending"
+    assert body["queue"]["position"] == 1 and body["eta"]["method"] == "forward-simulation"
+    assert len(sql) == 5, sql
+    assert not any('FROM "scheduler_attempt" a WHERE' in q for q in sql)
+    assert sum("scheduler_cyclerecord" in q for q in sql) == 1  # inside the queue's statement
