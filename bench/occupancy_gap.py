@@ -18,8 +18,8 @@ every `--step` seconds (a GPU counts on a healthy host only), prints one JSON li
   were repacked onto as few hosts as possible, for free), ``idle_repacked_contracts``
   (the same moving only jobs that may move: unallocated, or allocated, resumable and
   past their min runtime), and ``drain_idle`` (idle GPU-time on a host in the stretch
-  before a whole-host job starts there, the host never full in it, as a share of the
-  capacity from that day on).
+  before a whole-host job starts there, the host partly used all along, as a share of
+  the capacity from that day on).
 
 Usage: python bench/occupancy_gap.py [--scenario ai2-month] [--seeds 9] [--step 300]
        [--from-day 6] [--data DIR]
@@ -171,7 +171,7 @@ def fragmentation(
 
 def drain_idle(result: SimResult, from_s: float) -> float:
     """Idle GPU-time on each host of a whole-host start in the stretch before it in which
-    the host was healthy and never full (from `from_s` on), as a share of the capacity
+    the host was healthy and partly used (from `from_s` on), as a share of the capacity
     from then."""
     bad = unhealthy_windows(result.cluster)
     per_host = {h.name: h.gpus for h in result.cluster.hosts}
@@ -201,7 +201,7 @@ def drain_idle(result: SimResult, from_s: float) -> float:
             t_end = v.start_s
             while (
                 i >= 0
-                and s[i][1] < per_host[h] - 1e-9
+                and 0 < s[i][1] < per_host[h] - 1e-9
                 and not any(a < t_end and s[i][0] < b for a, b in bad.get(h, ()))
             ):
                 total += (per_host[h] - s[i][1]) * (t_end - max(s[i][0], from_s))
