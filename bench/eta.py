@@ -107,6 +107,9 @@ class _Oracle:
     def remaining(self, project, user, kind, gpus, elapsed, q):  # noqa: ANN001, ANN201
         return max(0.0, self.spec[user].duration_s - elapsed)  # `user` carries the job id
 
+    def with_running(self, running):  # noqa: ANN001, ANN201
+        return self
+
 
 def full_queue(n_pending: int, seed: int, spread: float = SPREAD) -> dict:
     """What the live service computes per cluster and cycle: the ETA of every pending

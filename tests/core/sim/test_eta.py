@@ -3,6 +3,7 @@ the engine, the backfill-style baseline, and the replay's probe that the bench u
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -85,6 +86,64 @@ def test_a_running_job_is_forecast_from_the_key_s_most_recent_longer_runtimes() 
     )
     # a job that outlived the sweep: the last runtimes longer than its 6,000 s, the old tail
     assert f.remaining("a", "", "training", 1, 6000.0, 0.5) == 4000.0
+
+
+def test_runs_still_going_count_as_runtimes_at_least_that_long() -> None:
+    """A young key: its 20 short runs (100 s) ended, its 40 long ones are still going
+    after 5,000 s. From the ended runs alone a new job runs 100 s; with the runs going
+    now as censored runtimes (Kaplan-Meier) two in three of its runs last past 5,000 s,
+    so its median lies beyond them (the scale-free tail: 5,000 x 2/3 / 0.5 s)."""
+    history = [("a", "", "training", 1, 100.0)] * 20
+    going = [("a", "", "training", 1, 5000.0)] * 40
+    ended_only = RuntimeForecast(history, min_samples=20)
+    f = ended_only.with_running(going)
+    assert ended_only.remaining("a", "", "training", 1, 0.0, 0.5) == 100.0
+    assert f.remaining("a", "", "training", 1, 0.0, 0.5) == pytest.approx(5000.0 * (2 / 3) / 0.5)
+    # a third of the runs end at 100 s: the 25th percentile still does
+    assert f.remaining("a", "", "training", 1, 0.0, 0.25) == 100.0
+    # the forecast it came from is unchanged
+    assert ended_only.remaining("a", "", "training", 1, 0.0, 0.5) == 100.0
+
+
+def test_a_long_history_moves_little_with_a_few_runs_going() -> None:
+    history = [("a", "", "training", 1, float(s)) for s in range(100, 10_100, 100)]  # 100
+    f = RuntimeForecast(history, min_samples=20)
+    going = f.with_running([("a", "", "training", 1, 9000.0)] * 3)
+    # a running job at 2,000 s: the ended runs past it, 81 of them; 3 more at risk
+    before = f.remaining("a", "", "training", 1, 2000.0, 0.5)
+    after = going.remaining("a", "", "training", 1, 2000.0, 0.5)
+    assert before <= after <= before + 200.0
+
+
+def test_a_run_going_shorter_than_the_elapsed_time_changes_nothing() -> None:
+    history = [("a", "", "training", 1, float(s)) for s in range(1, 101)]
+    f = RuntimeForecast(history, min_samples=10)
+    g = f.with_running([("a", "", "training", 1, 50.0)] * 10)
+    assert g.remaining("a", "", "training", 1, 80.0, 0.5) == f.remaining(
+        "a", "", "training", 1, 80.0, 0.5
+    )
+
+
+def test_the_estimate_counts_the_snapshot_s_running_jobs_as_runs_going() -> None:
+    """`estimate` hands the forecast the running jobs' elapsed times (with the work a
+    requeued job saved), as the live service and the bench both call it."""
+    seen: list[list[tuple[str, str, str, int, float]]] = []
+
+    class Spy(RuntimeForecast):
+        def with_running(self, running):  # type: ignore[no-untyped-def]
+            seen.append(list(running))
+            return super().with_running(seen[-1])
+
+    snap = _one_host_held_by_one_job()
+    snap = Snapshot(
+        hosts=snap.hosts,
+        running=snap.running,
+        pending=snap.pending,
+        tree=snap.tree,
+        worked={"r1": 500.0},
+    )
+    estimate(snap, Policy(), 1000.0, Spy([]), users={"r1": "ann"})
+    assert seen == [[("a", "ann", "", 8, 1500.0)]]
 
 
 def test_no_history_gives_a_default_runtime() -> None:

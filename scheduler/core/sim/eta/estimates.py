@@ -28,6 +28,23 @@ QUANTILES = (0.1, 0.5, 0.9)
 SPREAD = 0.5
 
 
+def going_now(
+    snapshot: Snapshot, now: float, users: Mapping[str, str]
+) -> list[tuple[str, str, str, int, float]]:
+    """(project, user, kind, gpus, elapsed seconds) of the snapshot's running jobs, the
+    elapsed time counted as the forward run counts it (with the work saved earlier)."""
+    return [
+        (
+            rw.workload.project,
+            users.get(rw.workload.id, ""),
+            rw.workload.kind,
+            rw.workload.gpus,
+            max(0.0, now - rw.started_s) + snapshot.worked.get(rw.workload.id, 0.0),
+        )
+        for rw in snapshot.running
+    ]
+
+
 def estimate(
     snapshot: Snapshot,
     policy: Policy,
@@ -55,8 +72,10 @@ def estimate(
     (`spread_quantiles`; 0: every job at it); the low and high runs put every job at
     theirs, so the range still spans runtimes that are all short or all long.
     `points`: the running jobs' points of the spread sequence to keep (`spread_points`:
-    a caller that estimates again and again passes the last ones); None: afresh."""
+    a caller that estimates again and again passes the last ones); None: afresh.
+    The snapshot's running jobs join `forecast` as runs still going (`with_running`)."""
     who = users or {}
+    forecast = forecast.with_running(going_now(snapshot, now, who))
 
     def runtime_at(q: float) -> Remaining:
         def remaining(w: Workload, elapsed: float) -> float:

@@ -7,7 +7,8 @@ import math
 import zlib
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from copy import copy
 from itertools import islice
 from statistics import NormalDist
 
@@ -29,6 +30,9 @@ _NORMAL = NormalDist()
 
 Key = tuple[object, ...]
 Remaining = Callable[[Workload, float], float]
+# (times, survival after each, the last observation, the survival there): `_km_curve`
+Curve = tuple[list[float], list[float], float, float]
+Job = tuple[str, str, str, int, float]  # (project, user, kind, gpus, seconds)
 
 
 def _keys(project: str, user: str, kind: str, gpus: int) -> tuple[Key, ...]:
@@ -36,10 +40,54 @@ def _keys(project: str, user: str, kind: str, gpus: int) -> tuple[Key, ...]:
     return ((0, project, user, kind, gpus), (1, project, kind), (2, kind, gpus), (3, kind), (4,))
 
 
+def _by_key(jobs: Iterable[Job]) -> dict[Key, list[float]]:
+    """The finite, non-negative seconds of `jobs` under each of their keys, in order."""
+    lists: dict[Key, list[float]] = defaultdict(list)
+    for project, user, kind, gpus, seconds in jobs:
+        if seconds >= 0 and math.isfinite(seconds):
+            for key in _keys(project, user, kind, gpus):
+                lists[key].append(float(seconds))
+    return dict(lists)
+
+
+def _km_curve(ends: Sequence[float], censored: Sequence[float], first: int = 0) -> Curve:
+    """Kaplan-Meier survival over runtimes that ended (`ends`) and runs still going that
+    have lasted `censored[first:]` so far (both sorted): a run still going counts as at
+    risk until its elapsed time, then leaves without ending."""
+    total = len(ends) + len(censored) - first
+    times: list[float] = []
+    survival: list[float] = []
+    s, i, j = 1.0, 0, first
+    while i < len(ends):
+        t = ends[i]
+        while j < len(censored) and censored[j] < t:
+            j += 1
+        at_risk = total - i - (j - first)
+        d = 1
+        while i + d < len(ends) and ends[i + d] == t:
+            d += 1
+        s *= 1.0 - d / at_risk
+        times.append(t)
+        survival.append(s)
+        i += d
+    last = max(ends[-1] if ends else 0.0, censored[-1] if len(censored) > first else 0.0)
+    return times, survival, last, s
+
+
+def _curve_quantile(curve: Curve, q: float) -> float:
+    """The q-quantile of a `_km_curve`: the first time its survival falls to 1 - q;
+    past the last observation, the scale-free tail from there (P(R > x) = S * last / x)."""
+    times, survival, last, s = curve
+    for t, st in zip(times, survival, strict=True):
+        if st <= 1.0 - q + 1e-12:
+            return t
+    return last * s / (1.0 - q) if q < 1.0 else math.inf
+
+
 class RuntimeForecast:
     """Runtime quantiles from past runtimes (see the module docstring)."""
 
-    __slots__ = ("_recent", "min_samples", "order", "recent", "runtimes")
+    __slots__ = ("_curves", "_recent", "censored", "min_samples", "order", "recent", "runtimes")
 
     def __init__(
         self,
@@ -53,24 +101,38 @@ class RuntimeForecast:
         None: all)."""
         self.min_samples = max(1, int(min_samples))
         self.recent = None if recent is None else max(self.min_samples, int(recent))
-        lists: dict[Key, list[float]] = defaultdict(list)
-        for project, user, kind, gpus, runtime in history:
-            if runtime >= 0 and math.isfinite(runtime):
-                for key in _keys(project, user, kind, gpus):
-                    lists[key].append(float(runtime))
-        self.order: dict[Key, list[float]] = dict(lists)
-        self.runtimes: dict[Key, list[float]] = {k: sorted(v) for k, v in lists.items()}
+        self.order: dict[Key, list[float]] = _by_key(history)
+        self.runtimes: dict[Key, list[float]] = {k: sorted(v) for k, v in self.order.items()}
+        self.censored: dict[Key, list[float]] = {}
         self._recent: dict[tuple[Key, float], list[float]] = {}
+        self._curves: dict[tuple[Key, float], Curve] = {}
 
     def __len__(self) -> int:
         return len(self.runtimes.get((4,), ()))
+
+    def with_running(self, running: Iterable[Job]) -> RuntimeForecast:
+        """This forecast with the runs going now, (project, user, kind, gpus, elapsed
+        seconds), as censored observations: each lasts at least what it has run.
+
+        The history holds only runs that ended, so it under-counts the long ones: on a
+        young cluster (or a key whose long runs have not ended yet) most of those are
+        still running, and runtimes from the ended ones alone freed their GPUs far too
+        early (Philly's first two weeks: estimates early by a median factor of 1.5).
+        Kaplan-Meier over both corrects this by as much as the key's runs going now
+        weigh against its ended ones: on a key with a long history it changes little.
+        docs/benchmarks-history.md, "the jobs running now as censored runtimes"."""
+        out = copy(self)
+        out.censored = {k: sorted(v) for k, v in _by_key(running).items()}
+        out._curves = {}
+        return out
 
     def remaining(
         self, project: str, user: str, kind: str, gpus: int, elapsed: float, q: float
     ) -> float:
         """The q-quantile of the time still to run for a job that has run `elapsed`
         seconds (0 for a job not started): from the finest key with at least
-        `min_samples` runtimes longer than `elapsed`, else the scale-free rule."""
+        `min_samples` runtimes longer than `elapsed` (with its runs going now longer
+        than that, `with_running`), else the scale-free rule."""
         elapsed = max(0.0, float(elapsed))
         q = min(max(q, 0.0), 1.0)
         for key in _keys(project, user, kind, gpus):
@@ -83,6 +145,8 @@ class RuntimeForecast:
                 continue
             if self.recent is not None and above > self.recent:
                 runs, i, above = self._last_above(key, elapsed), 0, self.recent
+            if self._going_above(key, elapsed):
+                return max(0.0, _curve_quantile(self._curve(key, elapsed, runs, i), q) - elapsed)
             pos = q * (above - 1)
             lo = math.floor(pos)
             hi = min(lo + 1, above - 1)
@@ -95,6 +159,22 @@ class RuntimeForecast:
         if elapsed <= 0:  # a few runtimes in all: their quantile beats a constant
             return runs[min(len(runs) - 1, int(q * len(runs)))]
         return scale_free
+
+    def _going_above(self, key: Key, elapsed: float) -> bool:
+        """Whether some of `key`'s runs going now have run longer than `elapsed`."""
+        going = self.censored.get(key)
+        return going is not None and going[-1] > elapsed
+
+    def _curve(self, key: Key, elapsed: float, runs: list[float], i: int) -> Curve:
+        """The survival of `key`'s runs past `elapsed`: `runs[i:]` (its runtimes longer
+        than that, as `remaining` picked them) and its runs going now past it (kept: the
+        three forward runs ask for the same jobs)."""
+        found = self._curves.get((key, elapsed))
+        if found is None:
+            going = self.censored[key]
+            first = bisect_right(going, elapsed)
+            found = self._curves[(key, elapsed)] = _km_curve(runs[i:], going, first)
+        return found
 
     def _last_above(self, key: Key, elapsed: float) -> list[float]:
         """The `recent` most recently finished runtimes of `key` longer than `elapsed`,
