@@ -111,6 +111,14 @@ class _Oracle:
         return self
 
 
+class _EndedOnly(RuntimeForecast):
+    """`--no-censored`: the forecast from the runs that ended alone (before 2026-12-06
+    night), for comparison."""
+
+    def with_running(self, running: object) -> RuntimeForecast:
+        return self
+
+
 def full_queue(n_pending: int, seed: int, spread: float = SPREAD) -> dict:
     """What the live service computes per cluster and cycle: the ETA of every pending
     job of a 1,024-GPU cluster (128 x 8, every GPU busy) with `n_pending` queued in 20
@@ -266,6 +274,14 @@ def main(argv: list[str] | None = None) -> int:
         f"recently finished (default {RECENT}, as the live service; 0: all of them, the "
         "forecast before 2026-12-06 evening)",
     )
+    ap.add_argument(
+        "--censored",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="count the jobs running at the estimate as runs going (censored runtimes, "
+        "as the live service; --no-censored: the forecast from ended runs alone, before "
+        "2026-12-06 night)",
+    )
     ap.add_argument("--rows", default=None, help="also write every evaluated job as CSV here")
     ap.add_argument("--warmup-days", type=float, default=2.0)
     ap.add_argument(
@@ -389,7 +405,9 @@ def main(argv: list[str] | None = None) -> int:
             (spec[d].project, spec[d].user, spec[d].kind, spec[d].gpus, spec[d].duration_s)
             for _, d in done[:n]
         )
-        forecast = RuntimeForecast(history, recent=args.recent or None)
+        forecast = (RuntimeForecast if args.censored else _EndedOnly)(
+            history, recent=args.recent or None
+        )
         if args.oracle:
             forecast = _Oracle(spec)  # type: ignore[assignment]
         busy = None  # the latest start expects the same arrivals unless set below
@@ -478,6 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         "runtimes": "oracle" if args.oracle else "forecast",
         "runtime_spread": args.spread,
         "runtime_recent": args.recent or None,
+        "runtime_censored": args.censored,
         "saved_work": args.saved_work,
         "range_calibrated": args.calibrate,
         "seed": args.seed,
