@@ -8,6 +8,10 @@ simulation of the current state through the same engine `plan()` (pure Python).
   time); when history has too few such runtimes, the remaining time follows the
   scale-free rule of heavy-tailed runtimes (P(R > x | R > e) = e / x): the q-quantile
   of what remains is e * q / (1 - q), i.e. the median job runs as long again.
+  The jobs running now count too, as runs that last at least what they have run
+  (censored runtimes, Kaplan-Meier: `RuntimeForecast.with_running`, which `estimate`
+  calls with the snapshot's running jobs): the runs that ended alone under-count the
+  long ones wherever those have not ended yet (a young cluster, a key's long sweep).
   The elapsed time of a requeued job counts the work it saved in earlier runs when the
   caller supplies it (`Snapshot.worked`; the replay's probe does, the live service does
   not: its runtimes are per attempt). Measured (`bench/eta.py --saved-work all`): better
