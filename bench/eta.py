@@ -119,7 +119,7 @@ class _EndedOnly(RuntimeForecast):
         return self
 
 
-def full_queue(n_pending: int, seed: int, spread: float = SPREAD) -> dict:
+def full_queue(n_pending: int, seed: int, spread: float = SPREAD, censored: bool = True) -> dict:
     """What the live service computes per cluster and cycle: the ETA of every pending
     job of a 1,024-GPU cluster (128 x 8, every GPU busy) with `n_pending` queued in 20
     projects, from 5,000 past runtimes."""
@@ -168,7 +168,7 @@ def full_queue(n_pending: int, seed: int, spread: float = SPREAD) -> dict:
         for _ in range(5000)
     ]
     t0 = time.perf_counter()
-    forecast = RuntimeForecast(history)
+    forecast = (RuntimeForecast if censored else _EndedOnly)(history)
     est = estimate(snap, policy_for(SimConfig()), 0.0, forecast, spread=spread)
     ms = 1000 * (time.perf_counter() - t0)
     return {
@@ -315,7 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     wall0 = time.perf_counter()
     if args.full_queue:
-        print(json.dumps(full_queue(args.full_queue, args.seed, args.spread), indent=1))
+        print(
+            json.dumps(full_queue(args.full_queue, args.seed, args.spread, args.censored), indent=1)
+        )
         return 0
 
     with tempfile.TemporaryDirectory() as tmp:
