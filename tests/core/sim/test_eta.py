@@ -3,6 +3,8 @@ the engine, the backfill-style baseline, and the replay's probe that the bench u
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -135,13 +137,7 @@ def test_the_estimate_counts_the_snapshot_s_running_jobs_as_runs_going() -> None
             return super().with_running(seen[-1])
 
     snap = _one_host_held_by_one_job()
-    snap = Snapshot(
-        hosts=snap.hosts,
-        running=snap.running,
-        pending=snap.pending,
-        tree=snap.tree,
-        worked={"r1": 500.0},
-    )
+    snap = dataclasses.replace(snap, worked={"r1": 500.0})
     estimate(snap, Policy(), 1000.0, Spy([]), users={"r1": "ann"})
     assert seen == [[("a", "ann", "", 8, 1500.0)]]
 
@@ -183,13 +179,7 @@ def test_a_restarted_job_is_forecast_from_all_the_work_it_has_done() -> None:
     """A requeued job restarted at 0 s that saved 2000 s in earlier runs has 1000 s
     left of its 3000 s, not 3000 s (`Snapshot.worked`); a requeued pending job too."""
     snap = _one_host_held_by_one_job()
-    restarted = Snapshot(
-        hosts=snap.hosts,
-        running=snap.running,
-        pending=snap.pending,
-        tree=snap.tree,
-        worked={"r1": 2000.0},
-    )
+    restarted = dataclasses.replace(snap, worked={"r1": 2000.0})
     assert forward_starts(snap, Policy(), 0.0, fixed(3000.0)) == {"j1": 3000.0}
     assert forward_starts(restarted, Policy(), 0.0, fixed(3000.0)) == {"j1": 1000.0}
     first, second = job("q1", "a", 8, submit=0.0), job("q2", "a", 8, submit=5.0)
