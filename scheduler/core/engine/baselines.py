@@ -249,7 +249,7 @@ class BaselineCycle:
             victims = self._victim_index()
             search = search_block if sh.block else search_whole_hosts
             found = search(victims, sh, None, 0, lambda: 0)
-            if found is not None and self.placer.avoids(w, [h for h, _ in found[0]]):
+            if found is not None and self.placer.avoids(w, found[0]):
                 found = None  # only on a host the cluster refused it on: it waits
             if found is not None:
                 hosts, stopped = found

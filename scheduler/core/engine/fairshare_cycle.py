@@ -311,7 +311,7 @@ class FairShareCycle:
             found = self._search(w, sh, proj, threshold, total_charge)
             # a block only on a host the cluster refused `w` on: `w` waits; the
             # failure is its own, not remembered for jobs of its size
-            refused = found is not None and self.placer.avoids(w, [h for h, _ in found[0]])
+            refused = found is not None and self.placer.avoids(w, found[0])
             if found is not None and not refused:
                 self._start_by_preemption(w, sh, r, found, charge)
                 return _NEXT_JOB
