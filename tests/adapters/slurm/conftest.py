@@ -120,57 +120,62 @@ class TimingOutClient(SlurmClient):
         raise SlurmTimeout("sbatch did not answer within 30 s")
 
 
-class DrainsBeforeRelease(SlurmClient):
-    """Slurm drains the nodes of the first job Allot releases just before the release
-    (in Slurm only, after Allot's plan): Slurm keeps that job PENDING."""
+class ActsBeforeFirstRelease(SlurmClient):
+    """A Slurm client that, just before Allot's first release, changes the nodes Allot
+    planned that job on (in Slurm only, after Allot's plan) through `act_on`."""
 
     def __init__(self, **kw) -> None:
         super().__init__(**kw)
-        self.drained: list[str] = []
+        self.acted_on: list[str] = []
 
     def release(self, job_id: str) -> None:
-        if not self.drained:
+        if not self.acted_on:
             shown = self.job(job_id)
             assert shown is not None and shown["required_nodes"], shown
-            self.drained = hostlist.expand_hostlist(shown["required_nodes"])
-            for node in self.drained:
-                self.update_node(node, "drain", "drained in Slurm after Allot's plan")
+            self.acted_on = hostlist.expand_hostlist(shown["required_nodes"])
+            self.act_on(self.acted_on)
         super().release(job_id)
 
+    def act_on(self, nodes: list[str]) -> None:
+        raise NotImplementedError
 
-class ReservesBeforeRelease(SlurmClient):
+
+class DrainsBeforeRelease(ActsBeforeFirstRelease):
+    """Slurm drains the nodes of the first job Allot releases just before the release:
+    Slurm keeps that job PENDING."""
+
+    @property
+    def drained(self) -> list[str]:
+        return self.acted_on
+
+    def act_on(self, nodes: list[str]) -> None:
+        for node in nodes:
+            self.update_node(node, "drain", "drained in Slurm after Allot's plan")
+
+
+class ReservesBeforeRelease(ActsBeforeFirstRelease):
     """Slurm's administrator puts the nodes of the first job Allot releases under a
-    maintenance reservation just before the release (after Allot's plan): Slurm keeps
-    that job PENDING (ReqNodeNotAvail) while its nodes look idle in sinfo, so nothing in
-    Allot's reading of hosts changes. `end()` deletes the reservation."""
+    maintenance reservation just before the release: Slurm keeps that job PENDING
+    (ReqNodeNotAvail) while its nodes look idle in sinfo, so nothing in Allot's reading
+    of hosts changes. `end()` deletes the reservation."""
 
     NAME = "allot-test-maint"
 
-    def __init__(self, **kw) -> None:
-        super().__init__(**kw)
-        self.reserved: list[str] = []
-
-    def release(self, job_id: str) -> None:
-        if not self.reserved:
-            shown = self.job(job_id)
-            assert shown is not None and shown["required_nodes"], shown
-            nodes = hostlist.expand_hostlist(shown["required_nodes"])
-            self.run(
-                "scontrol",
-                "create",
-                "reservation",
-                f"reservationname={self.NAME}",
-                "starttime=now",
-                "duration=120",
-                f"nodes={','.join(nodes)}",
-                "flags=maint,ignore_jobs",  # a job of the test before may be completing
-                "users=root",
-            )
-            self.reserved = nodes
-        super().release(job_id)
+    def act_on(self, nodes: list[str]) -> None:
+        self.run(
+            "scontrol",
+            "create",
+            "reservation",
+            f"reservationname={self.NAME}",
+            "starttime=now",
+            "duration=120",
+            f"nodes={','.join(nodes)}",
+            "flags=maint,ignore_jobs",  # a job of the test before may be completing
+            "users=root",
+        )
 
     def end(self) -> None:
-        if self.reserved:
+        if self.acted_on:
             self.run("scontrol", "delete", f"reservationname={self.NAME}")
 
 

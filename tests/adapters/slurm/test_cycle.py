@@ -419,7 +419,7 @@ def test_a_node_slurm_refuses_is_not_planned_again_and_the_job_is_told_why(live,
         record = live.cycle(adapter)
         assert (record.starts, record.errors) == (1, [])
         first = Attempt.objects.get(job=job)
-        (refused,) = adapter.client.reserved
+        (refused,) = adapter.client.acted_on
         assert first.host_names == [refused]
         wait_until(  # Slurm's scheduler has looked at it (300 s would be past that)
             lambda: any(
