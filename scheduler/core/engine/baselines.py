@@ -248,9 +248,7 @@ class BaselineCycle:
         if pls is None and preemptible_gpus > 0:
             victims = self._victim_index()
             search = search_block if sh.block else search_whole_hosts
-            found = search(victims, sh, None, 0, lambda: 0)
-            if found is not None and self.placer.avoids(w, found[0]):
-                found = None  # only on a host the cluster refused it on: it waits
+            found = search(victims, sh, None, 0, lambda: 0, avoid=self.placer.avoided(w))
             if found is not None:
                 hosts, stopped = found
                 pls = apply_preemption(

@@ -309,13 +309,12 @@ class FairShareCycle:
         if possible:
             self.searches_left -= 1
             found = self._search(w, sh, proj, threshold, total_charge)
-            # a block only on a host the cluster refused `w` on: `w` waits; the
-            # failure is its own, not remembered for jobs of its size
-            refused = found is not None and self.placer.avoids(w, found[0])
-            if found is not None and not refused:
+            if found is not None:
                 self._start_by_preemption(w, sh, r, found, charge)
                 return _NEXT_JOB
-            if not refused:
+            # a job kept off some hosts fails for its own reason: not remembered for
+            # every job of its size
+            if not self.placer.avoided(w):
                 self._remember_failure(proj, sh, w.priority, can_own, threshold())
         self._cannot_start(w, sh, r, total_charge, possible)
         if (
@@ -402,7 +401,14 @@ class FairShareCycle:
         search = search_block if sh.block else search_whole_hosts
         mine = self.reasons.usage_relative_to_entitled_share(proj, total_charge)
         return search(
-            self.victims(), sh, proj, w.priority, threshold, beats, FloorRule(self.reasons, mine)
+            self.victims(),
+            sh,
+            proj,
+            w.priority,
+            threshold,
+            beats,
+            FloorRule(self.reasons, mine),
+            self.placer.avoided(w),
         )
 
     def _start_by_preemption(

@@ -91,12 +91,6 @@ class Placer:
         """The hosts `w` must not be placed on (the cluster refused it there)."""
         return self.avoid.get(w.id, []) if self.avoid else []
 
-    def avoids(self, w: Workload, blocks: Iterable[tuple[int, int]]) -> bool:
-        """Whether any of a search's (host, GPU mask) `blocks` is on a host `w` must not
-        be placed on."""
-        avoided = self.avoided(w)
-        return bool(avoided) and any(h in avoided for h, _ in blocks)
-
     def place_free(self, w: Workload, sh: Shape) -> tuple[Placement, ...] | None:
         """Placements for `w` in free, unreserved GPUs (best fit), or None; never on a
         host `w` must avoid (hidden from the free index while it is placed)."""

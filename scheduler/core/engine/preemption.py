@@ -23,7 +23,7 @@ The candidates (`Victim`, `VictimIndex`, `PreemptibleWork`) are
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
@@ -183,6 +183,7 @@ def search_block(
     threshold_fn: Callable[[], int],
     beats: StillAbove | None = None,
     floor_rule: FloorRule | None = None,
+    avoid: Sequence[int] = (),
 ) -> SearchResult:
     """Cheapest aligned block of one host for a single-host job of shape `sh`.
 
@@ -190,11 +191,13 @@ def search_block(
     victim alone costs at least the best block found (costs add up, so no later block
     can be cheaper). A block must contain the visited victim. `threshold_fn` gives the
     lowest order index of a project the preemptor may still outrank; `beats` whether
-    it outranks a project after the preemption (None: any)."""
+    it outranks a project after the preemption (None: any). No block lies on a host in
+    `avoid` (hosts the cluster refused the job on) nor on a reserved host."""
     allowed = _Allowed(project, priority, victims.rank, threshold_fn, beats, floor_rule)
     verdicts, outranks = allowed.verdicts, allowed.outranks
     c = victims.cluster
-    gpus, reserved, free = c.gpus, c.reserved, c.free
+    gpus, free = c.gpus, c.free
+    reserved = _closed_hosts(c.reserved, avoid)
     largest_room = victims.largest_room
     p = sh.block
     best_key: _BlockKey | None = None
@@ -251,6 +254,16 @@ def search_block(
                 best_key, best = found[0], ([(h, found[1])], found[2])
                 best_allocated, best_unallocated, best_idle = best_key[:3]
     return best
+
+
+def _closed_hosts(reserved: dict[int, int], avoid: Sequence[int]) -> dict[int, int]:
+    """The hosts a search must not use: the reserved ones, and those in `avoid`."""
+    if not avoid:
+        return reserved
+    closed = dict(reserved)
+    for h in avoid:
+        closed.setdefault(h, -1)
+    return closed
 
 
 _Room = tuple[int, list[tuple[Victim, int]]]
@@ -373,19 +386,24 @@ def search_whole_hosts(
     threshold_fn: Callable[[], int],
     beats: StillAbove | None = None,
     floor_rule: FloorRule | None = None,
+    avoid: Sequence[int] = (),
 ) -> SearchResult:
     """Cheapest whole hosts for a job of shape `sh` (all of them, or None): free hosts
-    first, then hosts whose every job is an allowed victim, by lost work."""
+    first, then hosts whose every job is an allowed victim, by lost work; never a host
+    in `avoid` (hosts the cluster refused the job on)."""
     allowed = _Allowed(project, priority, victims.rank, threshold_fn, beats, floor_rule)
     c = victims.cluster
-    gpus, reserved, free, full = c.gpus, c.reserved, c.free, c.full
+    gpus, free, full = c.gpus, c.free, c.full
+    reserved = _closed_hosts(c.reserved, avoid)
     # Only hosts that all candidates together could empty can be emptied by the
     # allowed ones (a subset): the per-cycle coverable map prunes the rest.
     cov = victims.coverable_hosts()
     by_host = victims.by_host
     for size, n in sh.whole:
         cand: list[tuple[tuple[float, float, float, int, int], int, list[Victim]]] = [
-            ((0.0, 0.0, 0.0, 0, h), h, []) for h in c.index.whole.get(size, {})
+            ((0.0, 0.0, 0.0, 0, h), h, [])
+            for h in c.index.whole.get(size, {})
+            if h not in reserved  # free whole hosts are never reserved; maybe avoided
         ]
         for h in cov:
             if h in reserved or gpus[h] != size:

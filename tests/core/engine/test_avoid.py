@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from .helpers import cycle, hosts, job, pending, run, snap, tree
+from .helpers import H, cycle, hosts, job, pending, run, snap, tree
 
 
 @pytest.mark.parametrize("mode", ["fairshare", "fifo", "priority"])
@@ -57,3 +57,20 @@ def test_the_plan_is_unchanged_without_avoid():
     p = pending(*(job(f"j{i}", "ab"[i % 2], 1 + i % 4, submit=i) for i in range(12)))
     s = snap(hosts(3), [], p, t)
     assert cycle(s) == cycle(dataclasses.replace(s, avoid={}))
+
+
+@pytest.mark.parametrize("mode", ["fairshare", "priority"])
+def test_a_job_kept_off_the_cheapest_preemption_host_preempts_on_the_next_cheapest(mode):
+    # b runs unallocated work on both hosts; v0 on h0 has run for less time (the
+    # cheapest to stop), v1 on h1 longer. j, kept off h0, preempts v1 on h1 instead
+    # of waiting, and is never placed on h0 (b is over its 4-GPU limit in both).
+    t = tree(a=3, b=1)
+    v0 = run(job("v0", "b", 8, minrt=0.0), "h0", tuple(range(8)), 99 * H)
+    v1 = run(job("v1", "b", 8, minrt=0.0), "h1", tuple(range(8)), 0.0)
+    s = snap(hosts(2), [v0, v1], pending(job("j", "a", 8)), t)
+    out = cycle(s, mode=mode)
+    assert [st.workload_id for st in out.stops] == ["v0"]
+    out = cycle(dataclasses.replace(s, avoid={"j": frozenset({"h0"})}), mode=mode)
+    assert [st.workload_id for st in out.stops] == ["v1"]
+    (start,) = out.starts
+    assert (start.workload_id, start.placements[0].host) == ("j", "h1")
