@@ -399,17 +399,11 @@ class FairShareCycle:
         pidx = self.known.get(proj)
         beats = None if pidx is None else self.fair_share.still_above(pidx, total_charge)
         search = search_block if sh.block else search_whole_hosts
-        mine = self.reasons.usage_relative_to_entitled_share(proj, total_charge)
-        return search(
-            self.victims(),
-            sh,
-            proj,
-            w.priority,
-            threshold,
-            beats,
-            FloorRule(self.reasons, mine),
-            self.placer.avoided(w),
+        floor = FloorRule(
+            self.reasons, self.reasons.usage_relative_to_entitled_share(proj, total_charge)
         )
+        avoid = self.placer.avoided(w)
+        return search(self.victims(), sh, proj, w.priority, threshold, beats, floor, avoid)
 
     def _start_by_preemption(
         self,
