@@ -50,7 +50,7 @@ def _job_facts(job: dict[str, Any]) -> list[tuple[str, Any]]:
         ("kind", job["kind"]),
         (
             "min runtime",
-            render.seconds(job["min_runtime_s"])
+            render.runtime(job["min_runtime_s"])
             + (" (allocated)" if job["allocated"] else " (unallocated)"),
         ),
         ("resumable", "yes" if job["resumable"] else "no"),

@@ -60,7 +60,7 @@ def print_pending(name: str, page: dict[str, Any], *, me: bool, long: bool) -> N
             r["submitter"],
             r["project_path"],
             r["gpus"],
-            render.seconds(r["min_runtime_s"]),
+            render.runtime(r["min_runtime_s"]),
             waited(r["queued_at"]),
             *(
                 [r["name"], r["kind"], r["priority"], render.factor(r["fairshare_factor"])]
@@ -108,7 +108,7 @@ def print_running(name: str, page: dict[str, Any], *, me: bool) -> None:
                 r["submitter"],
                 r["project_path"],
                 r["gpus"],
-                render.seconds(r["min_runtime_s"]),
+                render.runtime(r["min_runtime_s"]),
                 r["state"],
                 render.ago(r["first_started_at"]),
             ]

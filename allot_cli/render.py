@@ -16,7 +16,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any
 
 from allot_cli import plain
-from allot_common.figures import EMPTY, percent_text, share_text
+from allot_common.figures import EMPTY, percent_text, runtime_text, share_text, span_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -184,18 +184,13 @@ def since(value: str | None, now: dt.datetime | None = None) -> str:
 
 
 def span(value: float) -> str:
-    """Seconds as people say them: 3 h 10 min, 12 min, 2 d 4 h, 40 s."""
-    s = int(round(abs(value)))
-    if s < 60:
-        return f"{s} s"
-    minutes = s // 60
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
+    """Seconds as people say them: 3 h 10 min, 12 min, 2 d 4 h, 40 s (the pages' words)."""
+    return span_text(value)
+
+
+def runtime(value: float | int | None) -> str:
+    """A minimum runtime, exactly, as the pages write it: 235 -> 3 min 55 s."""
+    return EMPTY if value is None else runtime_text(value)
 
 
 def _moment(value: str | None) -> dt.datetime | None:

@@ -129,7 +129,7 @@ def _env(items: list[str]) -> dict[str, str]:
 def _print_submitted(answer: dict) -> None:
     jobs = answer["jobs"]
     first = jobs[0]
-    runtime = render.seconds(first["min_runtime_s"])
+    runtime = render.runtime(first["min_runtime_s"])
     what = f"{render.plural(first['gpus'], 'GPU')}, min runtime {runtime}, " + (
         "allocated" if first["allocated"] else "unallocated (free, preemptible)"
     )

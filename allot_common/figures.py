@@ -63,6 +63,39 @@ def fixed_text(value: float | int | Decimal | None, decimals: int) -> str:
     return format(rounded if rounded else abs(rounded), "f")
 
 
+def span_text(seconds: float) -> str:
+    """A duration for people, the same on the pages, in the API's texts and in the CLI:
+    its two largest units, the smaller one rounded down: 3 h 10 min, 12 min, 2 d 4 h,
+    40 s (docs/concepts.md, "How pages show them"). For a time relative to now and for a
+    span read off a clock (a wait, an age); a duration someone set is `runtime_text`."""
+    s = int(round(abs(seconds)))
+    if s < 60:
+        return f"{s} s"
+    minutes = s // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+def runtime_text(seconds: float) -> str:
+    """A duration someone set (a job's minimum runtime, the protection it gives), exactly:
+    every unit that is not zero, largest first, in `span_text`'s words: 235 -> '3 min
+    55 s' (never '3 min' on one surface, '4 min' in a reason and '3m55s' in the CLI),
+    5400 -> '1 h 30 min', 0 -> '0' (docs/concepts.md#protection)."""
+    s = int(round(abs(seconds)))
+    minutes, secs = divmod(s, 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    parts = [
+        f"{n} {unit}" for n, unit in ((days, "d"), (hours, "h"), (minutes, "min"), (secs, "s")) if n
+    ]
+    return " ".join(parts) or "0"
+
+
 def hours_text(s: float) -> str:
     """A duration in minutes below an hour, else in hours: '45 min', '2.5 h'."""
     if s < 3600:

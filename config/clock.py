@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+from allot_common.figures import span_text
+
+__all__ = ["relative_text", "read_time", "span_text"]
+
 NOW_S = 45  # closer than this to now reads "now"
 # The times any input may name (a query's `since`, a scheduled change's `effective_at`):
 # outside them a period would overflow near year 1 or 9999, and nothing the product
@@ -38,21 +42,6 @@ def read_time(value: str | dt.datetime) -> dt.datetime:
     if not EARLIEST <= at <= LATEST:
         raise ValueError(OUT_OF_RANGE)
     return at
-
-
-def span_text(seconds: float) -> str:
-    """A duration for people: 3 h 10 min, 12 min, 2 d 4 h, 40 s."""
-    s = int(round(abs(seconds)))
-    if s < 60:
-        return f"{s} s"
-    minutes = s // 60
-    if minutes < 60:
-        return f"{minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
-    days, hours = divmod(hours, 24)
-    return f"{days} d {hours} h" if hours else f"{days} d"
 
 
 def relative_text(at: dt.datetime, now: dt.datetime) -> str:

@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString
 
+from allot_common.figures import runtime_text
 from config.clock import relative_text, span_text
 
 register = template.Library()
@@ -40,6 +41,12 @@ def moment(at: dt.datetime | None, relative: bool = True, seconds: bool = False)
 def duration(seconds: float | int | None) -> str:
     """Seconds as '3 h 10 min'; '–' for none."""
     return "–" if seconds is None else span_text(float(seconds))
+
+
+@register.filter
+def runtime(seconds: float | int | None) -> str:
+    """A minimum runtime exactly, as the CLI and the reasons write it: '3 min 55 s'."""
+    return "–" if seconds is None else runtime_text(float(seconds))
 
 
 @register.simple_tag

@@ -15,12 +15,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
+from allot_common.figures import runtime_text
 from budgets import permissions
 from budgets.selectors import TreeIndex, node_paths, tree_index
 from config.errors import ValidationFailed
 from config.plainsql import fetch_all, id_array
 from scheduler.core.engine import entitled_shares, plan, project_standing
-from scheduler.core.engine.explain import STANDING, hours_text
+from scheduler.core.engine.explain import STANDING
 from scheduler.models import (
     ACTIVE_STATES,
     Cluster,
@@ -432,8 +433,8 @@ def _capacity_blocker(job: Job, room: Room, info: dict[str, Any]) -> dict[str, A
     if held_for_short:
         text += (
             f"; up to {held_for_short} host{'s are' if held_for_short != 1 else ' is'} held for "
-            f"jobs with a min runtime of at most {hours_text(cluster.short_job_max_s)} "
-            f"(short-job reserve), and this job's is {hours_text(job.min_runtime_s)}"
+            f"jobs with a min runtime of at most {runtime_text(cluster.short_job_max_s)} "
+            f"(short-job reserve), and this job's is {runtime_text(job.min_runtime_s)}"
         )
     return {
         "kind": "capacity",

@@ -108,7 +108,7 @@ def test_a_long_job_is_told_about_the_short_job_reserve(job):
     assert capacity["numbers"]["hosts_held_for_short_jobs"] == 1
     assert (
         "up to 1 host is held for jobs with a min runtime of at most 10 min (short-job "
-        "reserve), and this job's is 1.0 h" in capacity["text"]
+        "reserve), and this job's is 1 h" in capacity["text"]
     )
     job.min_runtime_s = 600
     job.save(update_fields=["min_runtime_s"])

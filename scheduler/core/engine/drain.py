@@ -7,8 +7,8 @@ hence ready for repair.
 
 from __future__ import annotations
 
+from allot_common.figures import runtime_text
 from scheduler.core.engine.cluster import ClusterState, Decisions
-from scheduler.core.engine.explain import hours_text
 from scheduler.core.engine.runs import protected_until, protection_s
 from scheduler.core.engine.types import HostReady, StopReason
 
@@ -29,7 +29,7 @@ def drain(cluster: ClusterState, decisions: Decisions, cap: float, now: float) -
             if rw.allocated:
                 why = (
                     f"drained: host {', '.join(bad_hosts)} is unhealthy and the job's "
-                    f"{hours_text(protection_s(w, cap))} protected minimum runtime is over"
+                    f"{runtime_text(protection_s(w, cap))} protected minimum runtime is over"
                 )
             else:
                 why = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from allot_common.figures import hours_text, usage_window_text
+from allot_common.figures import hours_text, runtime_text, usage_window_text
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
 from scheduler.core.engine.runs import protection_s
@@ -159,7 +159,7 @@ class FairShareReasons:
         """Why `w` started, where, and what protects it."""
         where = ", ".join(f"{p.host}[{p.gpu_indices[0]}-{p.gpu_indices[-1]}]" for p in pls)
         if w.min_runtime_s > 0:
-            prot = f"protected for {hours_text(protection_s(w, self.cap))}"
+            prot = f"protected for {runtime_text(protection_s(w, self.cap))}"
         else:
             prot = "unallocated: free of charge, preemptible at any time"
         return f"started on {where} using {how}; {self.project(w.project, r)}; {prot}"

@@ -60,12 +60,12 @@ JOBS = 800
 # fair-share recording from before both: the old behaviour, two settings away, decides
 # exactly as it did.
 EXPECTED = {
-    "fairshare": "2aef2800000e4252892fe1b6c71a2bea61c7647f6e7278661b656aee864410c5",
-    "fairshare-decay": "3fdcb0d1e4511b1d3c6d5194e06228bafd0c6a025111e1ecb4e6ba641e515f15",
-    "fairshare-reserve-off": "d560776c1ca3d5b91d3f73f2a7972458386d1c62e32cdd381e68b36a67bf6d82",
-    "fifo": "0530bfde1ab3d6d9dcec9205379a6f53b48f3161a3b11f993146574eb8607212",
-    "priority": "d50140296c93f6faa2b6eb2aaa85a9d64d4e926d60509c4d288feeca94831f95",
-    "static": "a511e70ce789ae26ed68eab8fdc7355f2476dd506febeb2bdb1e019759bfe736",
+    "fairshare": "9bfaa867ea0fe14dd05e873f6ecfe907cad520379c66cd8c0fdc32187feca285",
+    "fairshare-decay": "52d2a4a2883560694dc4b8c6209d9fd2e07d7e095ec8b72c98df7da75b72f6dc",
+    "fairshare-reserve-off": "5213d9d95a757c7295a8ecc38b577ad904d96415a8c471508d6c1659051eb9ac",
+    "fifo": "02a1800f2466346389ed6a03fcdcf0789f2c6788357b044f523be81ff1f796ec",
+    "priority": "0e6e7579863616d15735cd6f55df999549dd8d6cbd86c526bd6f43e57cdbf89d",
+    "static": "ec45611c64973d98d2d3358e7a48025eff6711cf1af84e7d8fd0e35ead26908b",
 }
 
 
