@@ -26,7 +26,7 @@ def share_text(fraction: float | Decimal | None) -> str:
     """A share: 0.125 -> '12.50%'; None -> EMPTY."""
     if fraction is None:
         return EMPTY
-    return f"{float(fraction) * 100:.{SHARE_DECIMALS}f}%"
+    return _percent(fraction, SHARE_DECIMALS)
 
 
 def share_change_text(delta: float | Decimal) -> str:
@@ -39,7 +39,15 @@ def percent_text(value: float | Decimal | None) -> str:
     """A ratio: 0.953 -> '95.3%'; None -> EMPTY."""
     if value is None:
         return EMPTY
-    return f"{float(value) * 100:.{PERCENT_DECIMALS}f}%"
+    return _percent(value, PERCENT_DECIMALS)
+
+
+def _percent(fraction: float | Decimal, decimals: int) -> str:
+    """A fraction as a percentage rounded half up, as GPU-hours and factors are
+    (`fixed_text`): 0.15625 -> '15.63%' (the binary float's own rounding wrote '15.62%'
+    while the API gave 0.15625). Scaled in decimal, so 0.145 is 14.5, not 14.499..."""
+    exact = fraction if isinstance(fraction, Decimal) else Decimal(repr(float(fraction)))
+    return fixed_text(exact * 100, decimals) + "%"
 
 
 _PLACES = [Decimal(1).scaleb(-n) for n in range(7)]

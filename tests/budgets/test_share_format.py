@@ -5,6 +5,7 @@ everywhere, never "12%" on one page and "12.5%" on another."""
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,21 @@ def test_the_cli_rounds_gpu_hours_and_factors_as_the_pages_do(value):
     `allot usage` / `allot shares` / `allot show` as on the pages' `floatformat`."""
     assert render.gpu_hours(value) == floatformat(value, 1)
     assert render.factor(value) == floatformat(value, 2)
+
+
+# shares a weight change gives (25 of 160, 5 of 160) and ratios on a tie
+HALVES = [0.15625, 0.03125, 0.00125, 0.145, 0.5, 0.98765]
+
+
+@pytest.mark.parametrize("fraction", HALVES)
+def test_a_share_and_a_ratio_round_half_up_as_gpu_hours_and_factors_do(fraction):
+    """The what-if preview and the edit preview once read 25 of 160 as "15.62%" (the
+    binary float's rounding) while the API gave 0.15625 and every GPU-hour figure on the
+    same pages rounds half up (`floatformat`): one rounding for every figure."""
+    scaled = Decimal(repr(fraction)) * 100
+    assert share_text(fraction) == floatformat(scaled, 2) + "%" == render.share(fraction)
+    assert percent(fraction) == floatformat(scaled, 1) + "%" == render.percent(fraction)
+    assert share_text(25 / 160) == "15.63%" and share_text(5 / 160) == "3.13%"
 
 
 def test_share_text_and_its_change():
