@@ -11,6 +11,9 @@ from allot_common.figures import span_text
 __all__ = ["relative_text", "read_time", "span_text"]
 
 NOW_S = 45  # closer than this to now reads "now"
+# ... for a time written to the second (a cycle's): a cycle 40 s old is "40 s ago", not
+# "now" beside a banner that says no cycle ran for more than 15 s (static/js/time.js too)
+NOW_SECONDS_S = 5
 # The times any input may name (a query's `since`, a scheduled change's `effective_at`):
 # outside them a period would overflow near year 1 or 9999, and nothing the product
 # records lies there.
@@ -44,9 +47,10 @@ def read_time(value: str | dt.datetime) -> dt.datetime:
     return at
 
 
-def relative_text(at: dt.datetime, now: dt.datetime) -> str:
-    """'in 3 h 10 min', '12 min ago' or 'now'."""
+def relative_text(at: dt.datetime, now: dt.datetime, *, seconds: bool = False) -> str:
+    """'in 3 h 10 min', '12 min ago' or 'now' (closer than NOW_S; NOW_SECONDS_S for a
+    time written to the second)."""
     delta = (at - now).total_seconds()
-    if abs(delta) < NOW_S:
+    if abs(delta) < (NOW_SECONDS_S if seconds else NOW_S):
         return "now"
     return f"in {span_text(delta)}" if delta > 0 else f"{span_text(delta)} ago"

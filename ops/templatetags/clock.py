@@ -26,7 +26,7 @@ def moment(at: dt.datetime | None, relative: bool = True, seconds: bool = False)
         return SafeString("–")
     utc = at.astimezone(dt.UTC)
     text = utc.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M") + " UTC"
-    rel = relative_text(utc, timezone.now()) if relative else ""
+    rel = relative_text(utc, timezone.now(), seconds=seconds) if relative else ""
     return format_html(
         '<time datetime="{}" data-local="{}"{}>{}{}</time>',
         utc.isoformat().replace("+00:00", "Z"),

@@ -20,9 +20,11 @@
     const days = Math.floor(hours / 24); hours = hours % 24;
     return hours ? days + " d " + hours + " h" : days + " d";
   }
-  function relative(date) {
+  // "now" within 45 s; within 5 s for a time written to the second (a cycle's), as
+  // config/clock.py's relative_text (NOW_S, NOW_SECONDS_S)
+  function relative(date, toTheSecond) {
     const delta = (date.getTime() - Date.now()) / 1000;
-    if (Math.abs(delta) < 45) { return "now"; }
+    if (Math.abs(delta) < (toTheSecond ? 5 : 45)) { return "now"; }
     return delta > 0 ? "in " + span(delta) : span(delta) + " ago";
   }
   function show(el) {
@@ -33,7 +35,7 @@
     if (el.dataset.local === "seconds") { text += ":" + pad(date.getSeconds()); }
     const zone = zoneName(date);
     if (zone) { text += " " + zone; }
-    if (el.dataset.relative) { text += " (" + relative(date) + ")"; }
+    if (el.dataset.relative) { text += " (" + relative(date, el.dataset.local === "seconds") + ")"; }
     el.textContent = text;
     el.title = date.toISOString().replace(".000Z", "Z").replace("T", " ") + " (UTC)";
   }

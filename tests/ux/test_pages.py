@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import re
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -17,7 +18,7 @@ from allot_cli import render
 from budgets.demo import DEMO_PASSWORD, DEMO_ROOT
 from budgets.permissions import is_operator
 from budgets.services import budget_tree_import
-from config.clock import relative_text, span_text
+from config.clock import NOW_S, NOW_SECONDS_S, relative_text, span_text
 from scheduler.models import CycleRecord, Host
 from scheduler.selectors.now import cluster_now, policy_now, short_reserve_now
 from scheduler.selectors.translate import policy_for_cluster
@@ -26,6 +27,7 @@ from tests.roles import token_for
 from tests.support.cli import Cli
 
 pytestmark = pytest.mark.django_db
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
@@ -224,3 +226,18 @@ def test_favicon_and_the_way_back_from_swagger(client):
     docs = client.get("/api/docs/").content.decode()
     assert "Back to the app" in docs and 'href="/dashboards/"' in docs
     assert "favicon.svg" in docs
+
+
+def test_a_cycle_time_the_banner_calls_stalled_never_reads_now():
+    """A page showed "as of the cycle at 01:39:34 UTC (now)" under the banner "no cycle
+    for more than 15 s": a time written to the second reads "now" only within
+    NOW_SECONDS_S, in the page's text and in static/js/time.js alike."""
+    now = dt.datetime(2026, 12, 5, 12, 0, tzinfo=dt.UTC)
+    forty = now - dt.timedelta(seconds=40)
+    assert relative_text(forty, now, seconds=True) == "40 s ago"
+    assert relative_text(forty, now) == "now"  # a time to the minute keeps its 45 s
+    assert relative_text(now - dt.timedelta(seconds=3), now, seconds=True) == "now"
+    script = (ROOT / "static" / "js" / "time.js").read_text()
+    assert re.search(rf"toTheSecond \? {NOW_SECONDS_S} : {NOW_S}\b", script)
+    # the shortest stale limit (three cycle periods of a 5 s demo cycle) is past it
+    assert NOW_SECONDS_S < 3 * 5
