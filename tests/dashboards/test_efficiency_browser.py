@@ -75,5 +75,11 @@ def test_pyramid_efficiency_and_job_utilization(tree, live_server, page, viewpor
     expect(row.locator("svg.sparkline polyline")).to_be_visible()
     expect(page.locator("tr", has_text="Effective GPU-h")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    # the facts fit: a 300-px sparkline beside an unfolded label once made the table
+    # scroll inside itself on a phone, every value cut at the right edge
+    facts = page.locator("table.facts")
+    assert facts.evaluate("t => t.scrollWidth <= t.clientWidth"), facts.evaluate(
+        "t => [t.scrollWidth, t.clientWidth]"
+    )
     assert page.evaluate("window.__csp") == []
     page.screenshot(path=str(SCREENSHOTS / f"job-utilization-{viewport}.png"), full_page=True)
