@@ -57,6 +57,27 @@ def test_the_tree_header_reads_on_a_phone(tree, live_server, page):
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
 
 
+def test_the_weight_form_fits_a_phone(tree, live_server, page):
+    """The edit form's inputs were 20 characters wide by default: on a phone its table
+    scrolled inside itself with every weight input cut at the right edge."""
+    from playwright.sync_api import expect
+
+    from tests.factories import BudgetNodeFactory
+
+    # a child with the demo's longest unbreakable project name beside a1 and a2
+    BudgetNodeFactory(name="pretraining", parent=tree.node("prog-a"), weight=25)
+    page.set_viewport_size({"width": 390, "height": 844})
+    tree.user("lead-a")
+    sign_in(page, live_server.url, "lead-a")
+    page.goto(f"{live_server.url}/budgets/nodes/{tree.node('prog-a').pk}/edit/")
+    form = page.locator("#edit-form table")
+    expect(form.locator("input.weight").first).to_be_visible()
+
+    assert form.evaluate("t => t.scrollWidth <= t.clientWidth"), form.evaluate(
+        "t => [t.scrollWidth, t.clientWidth]"
+    )
+
+
 def test_a_refused_save_shows_each_reason_beside_its_field_and_no_console_error(
     tree, live_server, page
 ):
