@@ -6,6 +6,7 @@ from typing import Any
 from allot_cli import render
 from allot_cli.app import Context, Parser, api, cluster_option, command, json_flag, option
 from allot_cli.options import only_cluster
+from allot_common.figures import delivery_ratio
 
 
 def add_usage(commands: Any) -> Parser:
@@ -76,6 +77,50 @@ def usage(
             ]
             for r in rows
         ),
+        crop_left=("PROJECT",),
+    )
+    _period_totals(rows, one)
+
+
+# the figures `allot usage` adds up over the period, as the delivery dashboard shows them
+TOTALED = ("delivered", "capped_entitled", "demand", "unallocated")
+
+
+def _period_totals(rows: list[dict[str, Any]], one: bool) -> None:
+    """Per project over the whole period: the delivery dashboard's row (delivered,
+    demand-capped entitlement and the delivery ratio of the two, "Entitlement delivered",
+    docs/concepts.md#delivery-ratio), so the CLI reads the figure the pages lead with."""
+    totals: dict[tuple[str, str], dict[str, float]] = {}
+    for r in rows:
+        key = (r.get("cluster_name", ""), r.get("project_path", ""))
+        sums = totals.setdefault(key, dict.fromkeys(TOTALED, 0.0))
+        for k in TOTALED:
+            sums[k] += r.get(f"{k}_gpu_h") or 0.0
+    if not totals:
+        return
+    render.table(
+        [
+            *([] if one else ["CLUSTER"]),
+            "PROJECT",
+            "DELIVERED",
+            "CAPPED ENT",
+            "ENT DELIVERED",
+            "DEMAND",
+            "UNALLOC",
+        ],
+        (
+            [
+                *([] if one else [cluster]),
+                path,
+                render.gpu_hours(t["delivered"]),
+                render.gpu_hours(t["capped_entitled"]),
+                render.percent(delivery_ratio(t["delivered"], t["capped_entitled"])),
+                render.gpu_hours(t["demand"]),
+                render.gpu_hours(t["unallocated"]),
+            ]
+            for (cluster, path), t in sorted(totals.items())
+        ),
+        title="over the period",
         crop_left=("PROJECT",),
     )
 

@@ -71,6 +71,14 @@ def fixed_text(value: float | int | Decimal | None, decimals: int) -> str:
     return format(rounded if rounded else abs(rounded), "f")
 
 
+def delivery_ratio(delivered_gpu_h: float, entitled_gpu_h: float) -> float | None:
+    """The delivery ratio of docs/concepts.md: delivered GPU-hours / demand-capped
+    entitlement, not capped; None for a project entitled to nothing. The one function
+    behind every surface that shows it (dashboards, /me/, the metric, the simulator
+    report, the what-if preview, `allot usage`'s period totals)."""
+    return delivered_gpu_h / entitled_gpu_h if entitled_gpu_h > 1e-9 else None
+
+
 def span_text(seconds: float) -> str:
     """A duration for people, the same on the pages, in the API's texts and in the CLI:
     its two largest units, the smaller one rounded down: 3 h 10 min, 12 min, 2 d 4 h,

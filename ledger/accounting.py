@@ -38,6 +38,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from allot_common.figures import delivery_ratio
+
 HOUR_S = 3600.0
 
 __all__ = [
@@ -266,14 +268,6 @@ def entitlement_summary(
         projects_at_95=sum(1 for r, _ in rated if r >= threshold - 1e-12),
         projects=projects,
     )
-
-
-def delivery_ratio(delivered_gpu_h: float, entitled_gpu_h: float) -> float | None:
-    """The delivery ratio of docs/concepts.md: delivered GPU-hours / demand-capped
-    entitlement, not capped; None for a project entitled to nothing. The one function
-    behind every surface that shows it (dashboards, /me/, the metric, the simulator
-    report, the what-if preview)."""
-    return delivered_gpu_h / entitled_gpu_h if entitled_gpu_h > 1e-9 else None
 
 
 @dataclass(frozen=True, slots=True)

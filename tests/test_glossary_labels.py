@@ -176,6 +176,7 @@ CLI_FIGURES = {
     "UNALLOC": "unallocated-gpu-hours",
     "DEMAND": "demand",
     "CAPPED ENT": "demand-capped-entitlement",
+    "ENT DELIVERED": "delivery-ratio",
     "GPU UTIL": "utilization",
     "RAW SHARES": "weight",
     "NORM SHARES": "share-among-siblings",

@@ -329,8 +329,18 @@ def test_usage_per_project(ann, tree):
     result = ann("usage", "--project", "org/prog-a/a1", "--step", "hour")
     assert result.returncode == 0, result.stderr
     assert "DELIVERED" in result.stdout and " ALLOC " not in result.stdout
-    lines = [line for line in result.stdout.splitlines() if "org/prog-a/a1" in line]
+    steps, period = result.stdout.split("over the period")
+    lines = [line for line in steps.splitlines() if "org/prog-a/a1" in line]
     assert len(lines) == 3 and "org/prog-b" not in result.stdout
+    # the period's row: 3 x 3.5 delivered of 3 x 2.0 entitled, the dashboard's ratio
+    assert period.splitlines()[2].split() == [
+        "org/prog-a/a1",
+        "10.5",
+        "6.0",
+        "175.0%",
+        "0.0",
+        "0.0",
+    ]
     assert "GPU UTIL" in result.stdout and all(
         "50.0%" in line and "50.00%" not in line for line in lines
     )

@@ -21,6 +21,7 @@ from budgets.selectors import tree_index
 from budgets.shares import share_text
 from dashboards.charts import rule_label
 from dashboards.selectors import delivery, fairshare_now, my_projects
+from dashboards.templatetags.dashboards import percent
 from ledger.models import ProjectHour
 from ledger.selectors import (
     entitlement_ratios,
@@ -308,6 +309,29 @@ def _check_usage(cli: Cli, lv, root) -> None:
         for name, value in figures.items():
             # each day's row is rounded to 0.1 GPU-h
             assert value == pytest.approx(board[path][name], abs=0.05 * days + 1e-9), (path, name)
+    _check_usage_totals(used.stdout, board)
+
+
+def _check_usage_totals(stdout: str, board: dict) -> None:
+    """`allot usage`'s "over the period" table: each project's row of the delivery
+    dashboard with its digits, the delivery ratio ("Entitlement delivered") included,
+    which the CLI once did not show at all."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == "over the period")
+    assert lines[start + 1].split() == [
+        "PROJECT", "DELIVERED", "CAPPED", "ENT", "ENT", "DELIVERED", "DEMAND", "UNALLOC"
+    ]  # fmt: skip
+    totals = {cells[0]: cells[1:] for line in lines[start + 2 :] if (cells := line.split())}
+    assert set(totals) == set(board)
+    for path, cells in totals.items():
+        row = board[path]
+        assert cells == [
+            floatformat(row["delivered_gpu_h"], 1),
+            floatformat(row["entitled_gpu_h"], 1),
+            percent(row["ratio"]),
+            floatformat(row["demand_gpu_h"], 1),
+            floatformat(row["unallocated_gpu_h"], 1),
+        ], path
 
 
 def _check_shares(cli: Cli, lv, root) -> None:
