@@ -79,6 +79,8 @@ XDIST_GROUPS = {
     "tests/test_layers.py": "layers",
     # one migrate and one set of roles (`roles`, module scope) for all of its tests
     "tests/ops/test_db_roles.py": "db-roles",
+    # the rows' objects and sign-ins made once (`world`, module scope) for all its rows
+    "tests/security/test_permissions.py": "permissions",
 }
 # A fixture naming a per-worker resource -> the prefix of the groups its tests must be in.
 GROUPED_FIXTURES = {"slurm_cluster": "slurm-"}
