@@ -135,11 +135,12 @@ def run_history(tree, history, reserve: int, seen: Counter[str]) -> None:
 
     def cycle(adapter=None):
         record = worker.run(cluster_id=cluster.pk, now=memory.now, adapter=adapter or memory)
-        assert_consistent(cluster, memory)
+        states = assert_consistent(cluster, memory)
         # the hosts the cycle's plan held (what short_reserve_now reads back from the
         # last planned cycle's record; read here from the record itself, no query)
         if record is not None and record.short_reserve_hosts:
             reached.add("short-job reserve holding hosts")
+        return states  # every job of the example's cluster, as the check read them
 
     cycle()
     for submissions, op in history:
@@ -208,13 +209,12 @@ def _heal_until_all_end(cluster, memory, jobs: list[Job], cycle, cancelled: set[
     for i in range(4):
         memory.recover_host(f"node{i:02d}")
         set_health(cluster, i, HostHealth.HEALTHY)
-    ids = [j.pk for j in jobs]
     for _ in range(180):  # the adaptive short-job reserve may hold a host up to 30 min
         memory.advance(60)
-        cycle()
-        if not Job.objects.filter(pk__in=ids).exclude(state__in=TERMINAL).exists():
+        states = cycle()  # the cluster is the example's own: its jobs are `jobs`
+        if set(states.values()) <= TERMINAL:
             break
-    states = dict(Job.objects.filter(pk__in=ids).values_list("pk", "state"))
+    assert set(states) == {j.pk for j in jobs}
     assert all(s in TERMINAL for s in states.values()), states
     assert {pk: states[pk] for pk in cancelled} == dict.fromkeys(cancelled, JobState.CANCELLED)
 

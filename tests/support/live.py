@@ -64,11 +64,12 @@ def submit_job(
     return Job.objects.get(pk=result.jobs[0].pk)
 
 
-def assert_consistent(cluster: Cluster, memory: MemoryCluster | None = None) -> None:
+def assert_consistent(cluster: Cluster, memory: MemoryCluster | None = None) -> dict[int, str]:
     """The invariants a cycle must keep: at most one open attempt per job, open
     attempts never share a GPU, a job holds GPUs exactly when it has an open attempt,
     and the cluster ran every attempt at most once. Two queries of the columns checked
-    (the property tests run it after every cycle)."""
+    (the property tests run it after every cycle). Returns the state of every job of
+    the cluster, by id, as checked."""
     attempts = list(
         Attempt.objects.filter(cluster=cluster).values_list(
             "attempt_id", "job_id", "state", "placements"
@@ -85,7 +86,8 @@ def assert_consistent(cluster: Cluster, memory: MemoryCluster | None = None) -> 
                 assert key not in gpus, f"GPU {key} given to {gpus.get(key)} and {attempt_id}"
                 gpus[key] = attempt_id
     active = {JobState.STARTING, JobState.RUNNING, JobState.STOPPING}
-    for pk, state in Job.objects.filter(cluster=cluster).values_list("pk", "state"):
+    states = dict(Job.objects.filter(cluster=cluster).values_list("pk", "state"))
+    for pk, state in states.items():
         assert (state in active) == (pk in per_job), (pk, state)
     if memory is not None:
         # the cluster runs each job at most once at a time, and only Allot's attempts
@@ -93,6 +95,7 @@ def assert_consistent(cluster: Cluster, memory: MemoryCluster | None = None) -> 
         alive = [a for a, j in memory.running.items() if j.ended_at is None]
         assert set(memory.running) <= set(job_of)
         assert max(Counter(job_of[a] for a in alive).values(), default=0) <= 1
+    return states
 
 
 @dataclass
