@@ -32,6 +32,7 @@ pytest_plugins = [
     "tests.support.flush",
     "tests.support.nodelay",
     "tests.support.static",
+    "tests.support.bytecode",
 ]
 
 # Hypothesis's explain phase traces every line the test runs after a failure; on the
