@@ -9,6 +9,9 @@ from tests.factories import ClusterFactory
 
 pytestmark = BROWSER_MARKS
 
+# A planner scenario whose full (CP-SAT) plan is solved in ~0.3 s, not at the page's 2 s
+# limit: the planner page's template and scripts do not depend on the scenario.
+QUICK_SCENARIO = "mixed-control"
 HOSTILE_NAME = '<img src=x onerror="alert(1)">'  # node names may not contain '/'
 HOSTILE_REASON = '<script>alert(2)</script> budget "review"'
 
@@ -65,7 +68,9 @@ def test_user_text_is_escaped_and_every_page_keeps_to_the_csp(tree, live_server,
     violations["/dashboards/"] += page.evaluate("window.__csp")
     violations["/me/"] = visit(page, requests, f"{base}/me/")
 
-    for url in ["/planner/", "/planner/training-heavy/", "/api/docs/"]:
+    # a scenario the page's solver settles in well under its 2 s limit (training-heavy
+    # ran it to the limit on both cores): the page and its scripts are the same
+    for url in ["/planner/", f"/planner/{QUICK_SCENARIO}/", "/api/docs/"]:
         violations[url] = visit(page, requests, base + url)
     expect(page.locator(".swagger-ui .info")).to_contain_text("Allot API")
 
@@ -156,7 +161,7 @@ def test_every_page_of_the_url_conf_keeps_to_the_csp(tree, live_server, page, ad
     args = {
         "node_id": tree.node("prog-a").pk,
         "job_id": job.pk,
-        "name": "training-heavy",
+        "name": QUICK_SCENARIO,
         "cluster_id": cluster.pk,
     }
     later = {"scheduler:whatif-status"}  # needs the preview the edit page starts
