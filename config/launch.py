@@ -1,8 +1,9 @@
 """`make run`: start the simulated cluster, migrate, seed the demo organisation, then run
-the web app, a Celery worker and Celery beat until Ctrl-C. Embedded PostgreSQL and Redis
-start when no URLs are set.
+the web app, two Celery workers (the cycles' queue, and the "background" queue of
+previews and ETA refreshes, so that a preview never holds up a cycle) and Celery beat
+until Ctrl-C. Embedded PostgreSQL and Redis start when no URLs are set.
 
-Every child is watched: when the web server, the worker, beat or the simulated cluster
+Every child is watched: when the web server, a worker, beat or the simulated cluster
 exits on its own, the others are stopped and `make run` exits with status 1 naming it
 (and its exit status), instead of serving pages while nothing schedules. State (the
 embedded servers', beat's schedule, the simulated cluster's) lives under ALLOT_VAR_DIR.
@@ -75,9 +76,10 @@ def main() -> int:
     python = sys.executable
     celery = [python, "-m", "celery", "-A", "config"]
     children += [
+        Child("the Celery worker", subprocess.Popen(_worker(celery, "celery", port), env=env)),
         Child(
-            "the Celery worker",
-            subprocess.Popen([*celery, "worker", "--pool=solo", "-n", f"run-{port}@%h"], env=env),
+            "the background worker",
+            subprocess.Popen(_worker(celery, settings.BACKGROUND_QUEUE, port), env=env),
         ),
         Child("Celery beat", subprocess.Popen([*celery, "beat"], env=env)),
         Child(
@@ -96,6 +98,13 @@ def main() -> int:
         flush=True,
     )
     return _watch(children, embedded=embedded_db or embedded_redis)
+
+
+def _worker(celery: list[str], queue: str, port: str) -> list[str]:
+    """A solo worker consuming `queue` only: "celery" (cycles, short tasks) or
+    "background" (previews, ETA refreshes, ...), so a long task never delays a cycle."""
+    name = "run" if queue == "celery" else queue
+    return [*celery, "worker", "--pool=solo", "-Q", queue, "-n", f"{name}-{port}@%h"]
 
 
 def _watch(children: list[Child], *, embedded: bool) -> int:

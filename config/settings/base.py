@@ -170,6 +170,23 @@ ALLOT_DB_RUNTIME_ROLE = env("ALLOT_DB_RUNTIME_ROLE", default="")
 
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Two queues: "celery" (the default) holds the scheduling cycles and the short periodic
+# tasks; "background" holds the tasks that may take seconds to minutes (a what-if
+# preview replays 14 days, an ETA refresh simulates the queue, a utilization collection
+# reads Prometheus, the rollups and the cycle-record pruning scan hours of rows). A solo
+# worker runs one task at a time: on a worker of both queues a preview holds up the
+# cycles behind it, so `make run` and production run a worker of their own for
+# "background" (docs/operations.md#queues). A worker of both queues still runs them all.
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+BACKGROUND_QUEUE = "background"
+BACKGROUND_TASKS = (
+    "scheduler.preview_run",
+    "scheduler.refresh_etas",
+    "scheduler.collect_utilization",
+    "scheduler.prune_cycle_records",
+    "ledger.refresh_recent_rollups",
+)
+CELERY_TASK_ROUTES = {name: {"queue": BACKGROUND_QUEUE} for name in BACKGROUND_TASKS}
 # Scheduling cycles: beat looks every ALLOT_CYCLE_TICK_S seconds for clusters whose last
 # cycle is `Cluster.cycle_s` old; a STARTING attempt the cluster does not list counts
 # as failed after ALLOT_START_CONFIRM_S; one the cluster keeps waiting (Slurm: PENDING)

@@ -72,6 +72,7 @@ def test_every_unit_runs_its_process_through_allot_run_which_execs_it():
     assert {role for role, _ in roles} == {
         "web",
         "worker",
+        "background",
         "beat",
         "migrate",
         "simcluster",

@@ -11,8 +11,14 @@ import pytest
 
 from config import launch
 
-# the names `make run` gives its four children (config/launch.py)
-NAMES = ["the web server", "the Celery worker", "Celery beat", "the simulated cluster"]
+# the names `make run` gives its five children (config/launch.py)
+NAMES = [
+    "the web server",
+    "the Celery worker",
+    "the background worker",
+    "Celery beat",
+    "the simulated cluster",
+]
 
 
 @pytest.mark.parametrize("dies", NAMES)

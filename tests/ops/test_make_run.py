@@ -1,6 +1,7 @@
 """`make run` (config/launch.py) with its state outside the repository: beat starts and
-cycles run; when the web server, the worker, beat or the simulated cluster dies, it stops
-everything and exits non-zero naming the process."""
+cycles run; when the web server, a worker, beat or the simulated cluster dies, it stops
+everything and exits non-zero naming the process; a busy background worker (a what-if
+preview) does not hold up the cycles."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis as redis_lib
+from celery import Celery
+from django.conf import settings
 
 from scheduler.models import CycleRecord
 from scheduler.services.clusters import cluster_create
@@ -26,7 +30,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 # what each child's command line contains, and the name `make run` reports
 CHILDREN = {
     "web": ("runserver", "the web server"),
-    "worker": (" worker ", "the Celery worker"),
+    "worker": ("-Q celery ", "the Celery worker"),
+    "background": ("-Q background ", "the background worker"),
     "beat": (" beat", "Celery beat"),
     "simcluster": ("scheduler.adapters.simcluster", "the simulated cluster"),
 }
@@ -78,7 +83,8 @@ def make_run(tmp_path):
     try:
         wait_until(
             lambda: (
-                b"Allot is running" in log_path.read_bytes() and len(_children(launch.pid)) == 4
+                b"Allot is running" in log_path.read_bytes()
+                and len(_children(launch.pid)) == len(CHILDREN)
             ),
             timeout_s=120,
             what=f"make run to start; see {log_path}",
@@ -94,7 +100,7 @@ def make_run(tmp_path):
 # Beat (the process whose death went unnoticed) and the worker are killed under a real
 # `make run`; the web server and the simulated cluster are watched by the same loop
 # (`_watch`), checked for every name with stand-in processes in test_launch_watch.py.
-@pytest.mark.parametrize("dies", ["beat", "worker"])
+@pytest.mark.parametrize("dies", ["beat", "worker", "background"])
 def test_make_run_exits_non_zero_naming_the_process_that_died(make_run, dies):
     launch, env, var_dir, log_path = make_run
     cluster = cluster_create(
@@ -115,6 +121,44 @@ def test_make_run_exits_non_zero_naming_the_process_that_died(make_run, dies):
     output = log_path.read_text(errors="replace")
     assert f"Allot: {name} exited (status -9)" in output
     assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]  # all stopped
+
+
+def test_cycles_go_on_while_the_background_worker_is_busy(make_run):
+    """The background worker stopped (SIGSTOP: as busy as with a 30-s preview): the
+    previews and ETA refreshes asked for wait in its queue, and cycles still run."""
+    launch, env, _var_dir, log_path = make_run
+    cluster = cluster_create(
+        name="run", hosts=1, gpus_per_host=8, cycle_s=1, adapter_url=env["ALLOT_SIMCLUSTER_URL"]
+    )
+    wait_until(
+        lambda: CycleRecord.objects.filter(cluster=cluster).exists(),
+        timeout_s=60,
+        what=f"a first cycle; see {log_path}",
+    )
+    marker, _name = CHILDREN["background"]
+    (busy,) = [pid for pid, cmd in _children(launch.pid).items() if marker in cmd]
+    os.kill(busy, signal.SIGSTOP)
+    try:
+        broker = redis_lib.Redis.from_url(env["REDIS_URL"])
+        with Celery("allot", broker=env["REDIS_URL"]) as app:
+            app.conf.task_routes = settings.CELERY_TASK_ROUTES
+            for name in ("scheduler.preview_run", "scheduler.refresh_etas"):
+                app.send_task(name, (0,))
+        # waiting for the busy worker (which holds one, prefetched, or beat's tasks)
+        assert broker.llen(settings.BACKGROUND_QUEUE) >= 1
+        seen = CycleRecord.objects.filter(cluster=cluster).count()
+        wait_until(
+            lambda: CycleRecord.objects.filter(cluster=cluster).count() >= seen + 3,
+            timeout_s=30,
+            what=f"cycles while the background worker is busy; see {log_path}",
+        )
+    finally:
+        os.kill(busy, signal.SIGCONT)
+    wait_until(
+        lambda: broker.llen(settings.BACKGROUND_QUEUE) == 0,
+        timeout_s=60,
+        what=f"the background worker to take its tasks once free; see {log_path}",
+    )
 
 
 def test_a_database_that_does_not_exist_stops_make_run_with_a_message(tmp_path):

@@ -106,6 +106,7 @@ class WorkerProcess:
             "config",
             "worker",
             "--pool=solo",
+            "--queues=celery,background",
             "--without-heartbeat",
             "--without-gossip",
             "--without-mingle",
