@@ -273,7 +273,9 @@ class FairshareNodeOutput(serializers.Serializer):
     name = serializers.CharField()
     kind = serializers.CharField(help_text="organisation, program or project")
     depth = serializers.IntegerField(help_text="0 for the root")
-    raw_shares = serializers.FloatField(help_text="Its weight")
+    raw_shares = serializers.FloatField(
+        allow_null=True, help_text="Its weight; null for the root, which has none"
+    )
     norm_shares = serializers.FloatField(
         allow_null=True, help_text="Its share among its siblings (1 for the root)"
     )

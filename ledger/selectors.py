@@ -487,7 +487,7 @@ def fairshare(
                 "name": node.name,
                 "kind": node.kind,
                 "depth": depth,
-                "raw_shares": float(node.weight),
+                "raw_shares": float(node.weight) if depth else None,  # the root has none
                 "norm_shares": fig.get("norm_shares") if depth else 1.0,
                 "entitled_share": entitled,
                 "raw_usage": used_s / 3600.0,

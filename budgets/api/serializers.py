@@ -31,7 +31,12 @@ class NodeOutput(serializers.Serializer):
     kind = serializers.CharField()
     parent = serializers.IntegerField(allow_null=True)
     path = serializers.CharField()
-    weight = serializers.DecimalField(max_digits=14, decimal_places=4)
+    weight = serializers.DecimalField(
+        max_digits=14,
+        decimal_places=4,
+        allow_null=True,
+        help_text="Weight among its siblings; null for the root, which has none",
+    )
     share = serializers.FloatField(help_text="Share among siblings: weight / siblings' weights")
     entitled_share = serializers.FloatField(help_text="Entitled share: its share of every cluster")
     managers = serializers.ListField(child=serializers.CharField())

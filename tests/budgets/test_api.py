@@ -92,6 +92,17 @@ def test_every_signed_in_user_reads_nodes_and_tree(tree, api_client):
     assert "id" in prog_a and prog_a["weight"] == "50"
 
 
+def test_the_root_has_no_weight_on_the_api(tree, api_client):
+    """docs/concepts.md gives weights to the nodes below the root: the API says null for
+    the root (the tree page shows '–'), never the stored 1.0000."""
+    as_user(api_client, tree.user("bob"))
+    root = next(n for n in api_client.get("/api/v1/nodes/").json() if n["parent"] is None)
+    assert root["weight"] is None and root["entitled_share"] == 1.0
+    assert api_client.get(f"/api/v1/nodes/{root['id']}/").json()["weight"] is None
+    body = api_client.get("/api/v1/tree/").json()["tree"]
+    assert "weight" not in body and body["children"][0]["weight"] == "50"  # import format
+
+
 def test_budget_change_created_returns_the_stored_event(tree, api_client):
     as_user(api_client, tree.user("lead-a"))
     version = api_client.get("/api/v1/tree/").json()["version"]

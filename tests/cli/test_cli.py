@@ -301,6 +301,8 @@ def test_shares_like_sshare(ann):
     assert "(RAW USAGE in GPU-hours over 7 days)" in result.stdout
     a1 = next(line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["a1"])
     assert a1[6:8] == ["inf", "1.00"], a1  # no usage yet; the factor with 2 decimals, as the page
+    org = next(line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["org"])
+    assert org[1] == "–", org  # the root has no weight: RAW SHARES as the tree page shows it
     nodes = json.loads(ann("shares", "--json").stdout)["nodes"]
     assert {n["name"] for n in nodes} >= {"org", "prog-a", "a1", "a2", "b1"}
 

@@ -228,6 +228,7 @@ def test_fairshare_is_sshare_for_every_node(api, refreshed, tree):
     body = api.get("/api/v1/fairshare/", {"cluster": cluster.name}).json()
     nodes = {n["path"]: n for n in body["nodes"]}
     assert list(nodes)[0] == "org" and nodes["org"]["depth"] == 0
+    assert nodes["org"]["raw_shares"] is None  # the root has no weight (docs/concepts.md)
     assert set(nodes) == {"org", "org/prog-a", "org/prog-a/a1", "org/prog-a/a2",
                           "org/prog-b", "org/prog-b/b1"}  # fmt: skip
     a1, a2, prog_a = nodes["org/prog-a/a1"], nodes["org/prog-a/a2"], nodes["org/prog-a"]
