@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from scheduler.models import UtilizationSample
+from scheduler.models import AttemptEnd, AttemptState, JobEvent, UtilizationSample
 from tests.browser import BROWSER_MARKS, sign_in
 from tests.dashboards import data
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory
@@ -26,15 +26,49 @@ document.addEventListener('securitypolicyviolation', e => window.__csp.push(
 """
 
 
+HOSTS = [f"h01{n:02d}" for n in range(1, 9)]  # a 64-GPU job: eight hosts listed
+
+
+# Every table of the page whose content is wider than the table (it scrolls inside itself,
+# its right edge cut): {heading or class: [scrollWidth, clientWidth]}.
+TABLE_WIDTHS = """
+() => Object.fromEntries(Array.from(document.querySelectorAll("main table")).map(function (t, n) {
+  let head = t.previousElementSibling;
+  while (head && !/^H[1-3]$/.test(head.tagName)) { head = head.previousElementSibling; }
+  return [(t.className || (head ? head.textContent.trim() : "table")) + "#" + n,
+          [t.scrollWidth, t.clientWidth]];
+}))
+"""
+
+
 def _job_with_utilization(tree, cluster):
+    """A running 64-GPU job on eight hosts, after a first attempt that failed, with the
+    events a cycle writes (their reasons name the hosts)."""
     start = timezone.now() - dt.timedelta(hours=1)
     user = tree.user("lead-a")
     job = JobFactory(
-        cluster=cluster, project=tree.node("a1"), submitter=user, gpus=2, first_started_at=start
+        cluster=cluster, project=tree.node("a1"), submitter=user, gpus=64, first_started_at=start
     )
-    attempt = AttemptFactory(
-        job=job, placements=[{"host": "node00", "gpu_indices": [0, 1]}], started_at=start
-    )
+    placements = [{"host": h, "gpu_indices": list(range(8))} for h in HOSTS]
+    AttemptFactory(
+        job=job, number=1, placements=placements, state=AttemptState.ENDED,
+        started_at=start - dt.timedelta(minutes=20), ended_at=start - dt.timedelta(minutes=5),
+        end_reason=AttemptEnd.FAILED, end_detail="exit code 137 (killed: out of memory)",
+    )  # fmt: skip
+    attempt = AttemptFactory(job=job, number=2, placements=placements, started_at=start)
+    hosts = "h01[01-08]"
+    for at, (before, after, reason) in zip(
+        (start - dt.timedelta(minutes=20), start - dt.timedelta(minutes=5), start),
+        (
+            ("pending", "running", f"started on {hosts} (64 GPUs): a1 at 12% of its share"),
+            ("running", "pending", "attempt 1 failed: exit code 137 (killed: out of memory)"),
+            ("pending", "running", f"started on {hosts} (64 GPUs): protected for 4 min 56 s"),
+        ),
+        strict=True,
+    ):
+        JobEvent.objects.create(
+            job=job, at=at, from_state=before, to_state=after, reason=reason, attempt=attempt
+        )
     for m in range(40):
         UtilizationSample.objects.create(
             attempt=attempt, cluster=cluster, start=start + dt.timedelta(minutes=m),
@@ -75,11 +109,10 @@ def test_pyramid_efficiency_and_job_utilization(tree, live_server, page, viewpor
     expect(row.locator("svg.sparkline polyline")).to_be_visible()
     expect(page.locator("tr", has_text="Effective GPU-h")).to_be_visible()
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    # the facts fit: a 300-px sparkline beside an unfolded label once made the table
-    # scroll inside itself on a phone, every value cut at the right edge
-    facts = page.locator("table.facts")
-    assert facts.evaluate("t => t.scrollWidth <= t.clientWidth"), facts.evaluate(
-        "t => [t.scrollWidth, t.clientWidth]"
-    )
+    # every table fits: a 300-px sparkline beside an unfolded label once made the facts
+    # scroll inside themselves on a phone, every value cut at the right edge; the
+    # attempts' and events' times and host lists made theirs 16 px too wide
+    widths = page.evaluate(TABLE_WIDTHS)
+    assert len(widths) == 4 and all(w <= room for w, room in widths.values()), widths
     assert page.evaluate("window.__csp") == []
     page.screenshot(path=str(SCREENSHOTS / f"job-utilization-{viewport}.png"), full_page=True)
