@@ -16,6 +16,7 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 
 from budgets.selectors import TreeIndex, tree_index
@@ -247,7 +248,8 @@ CHARTS = {
 
 def _partial(name: str) -> Callable[[HttpRequest], HttpResponse]:
     """A chart's own view (a table's other pages, CSV): parses the period, then answers
-    the CSV that `format` asks for or renders the chart's section."""
+    the CSV that `format` asks for, the chart's section to htmx, or the section in the
+    site's page to a browser that opened the URL itself (unstyled, times in UTC, else)."""
     chart = CHARTS[name]
 
     @participant_required
@@ -257,12 +259,25 @@ def _partial(name: str) -> Callable[[HttpRequest], HttpResponse]:
             fmt = request.GET.get("format")
             tree = functools.cache(tree_index)
             answer = chart.csv(request, period, tree, fmt) if fmt else None
-            return answer or render(request, chart.template, chart.context(request, period, tree))
+            if answer is not None:
+                return answer
+            context = chart.context(request, period, tree)
+            if request.headers.get("HX-Request"):
+                return render(request, chart.template, context)
+            return render(request, "dashboards/section_page.html", _page_of(name, period, context))
         except ApplicationError as error:
             return _error(request, error)
 
     view.__name__ = name
     return view
+
+
+def _page_of(name: str, period: ledger_selectors.Period, context: dict) -> dict:
+    """The context of a section shown on a page of its own: the section's, the template
+    to include and a link to every section of the period on the dashboards page."""
+    url = f"{reverse('dashboards:dashboard')}?{_query(period)}#{name}"
+    return {**context, "section_name": name, "section_template": CHARTS[name].template,
+            "dashboards_url": url, "period": period}  # fmt: skip
 
 
 @participant_required

@@ -62,7 +62,9 @@ def test_the_page_holds_each_section_as_its_own_url_renders_it(client, tree, mon
     query = {"cluster": cluster.pk, "days": 7, "step": "hour"}
     page = client.get(reverse("dashboards:dashboard"), query).content.decode()
     for name in PARTIALS:
-        part = client.get(reverse(f"dashboards:{name}"), query).content.decode()
+        part = client.get(
+            reverse(f"dashboards:{name}"), query, HTTP_HX_REQUEST="true"
+        ).content.decode()  # as the pager asks for it (a browser gets the whole page)
         assert 'class="chart"' in part or name == "fairshare"
         assert f'<section class="card dash" id="{name}">{part}</section>' in page
 
@@ -421,3 +423,22 @@ def test_each_window_shows_where_it_ends(client, tree):
     shown = fairshare[fairshare.index('class="cycle-at"') :]
     assert "as of the cycle at " in fairshare
     assert f'<time datetime="{at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")}"' in shown
+
+
+@pytest.mark.parametrize("name", ["fairshare", "occupancy", "waits"])
+def test_a_section_opened_at_its_own_url_is_a_whole_page(client, tree, name):
+    """A section's URL opened in the browser (a link, a new tab) answers the site's page
+    with the section in it, styled and with times in the viewer's zone (time.js), and a
+    link to every section; htmx asks the same URL for the section alone."""
+    cluster = ClusterFactory(name="h100")
+    QueueSnapshot.objects.create(cluster=cluster, computed_at=timezone.now())
+    client.force_login(tree.user("ceo"))
+    url = reverse(f"dashboards:{name}")
+    page = client.get(url, {"cluster": "h100", "days": 7}).content.decode()
+    assert page.lstrip().lower().startswith("<!doctype html>") and "css/allot.css" in page
+    assert "js/time.js" in page and f'<section class="card dash" id="{name}">' in page
+    assert f'href="/dashboards/?cluster={cluster.pk}&amp;days=7&amp;step=' in page
+    assert f"#{name}" in page
+    part = client.get(url, {"cluster": "h100"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "<html" not in part and "css/allot.css" not in part
+    assert part.lstrip().startswith("<h2>")
