@@ -157,7 +157,7 @@ class FairShareReasons:
 
     def start(self, w: Workload, r: int, pls: tuple[Placement, ...], how: str) -> str:
         """Why `w` started, where, and what protects it."""
-        where = ", ".join(f"{p.host}[{p.gpu_indices[0]}-{p.gpu_indices[-1]}]" for p in pls)
+        where = ", ".join(placement_text(p) for p in pls)
         if w.min_runtime_s > 0:
             prot = f"protected for {runtime_text(protection_s(w, self.cap))}"
         else:
@@ -398,6 +398,13 @@ def baseline_queue(
 # A reason names at most this many hosts (every waiting job's reason carries the note:
 # 1,246 names on a 1,250-host cluster made each reason ~9 KB).
 NAMED_HOSTS = 6
+
+
+def placement_text(p: Placement) -> str:
+    """A placement's host and GPUs: `h0106[6]` for one GPU, `h0106[0-7]` for a block
+    (blocks are contiguous)."""
+    first, last = p.gpu_indices[0], p.gpu_indices[-1]
+    return f"{p.host}[{first}]" if first == last else f"{p.host}[{first}-{last}]"
 
 
 def hosts_text(names: Sequence[str]) -> str:

@@ -93,3 +93,13 @@ def test_no_gpu_is_given_twice_when_the_cluster_fills():
         assert not g & seen
         seen |= g
     assert len(seen) == sum(w.gpus for w in jobs if any(s.workload_id == w.id for s in out.starts))
+
+
+def test_start_reasons_name_a_single_gpu_without_a_range():
+    """'h0[3]' for one GPU, 'h0[0-1]' for several: never the range 'h0[3-3]'."""
+    out = cycle(
+        snap(hosts(1), [], pending(job("j3", "a", 3), job("j1", "a", 1, submit=1)), tree(a=1))
+    )
+    reasons = {s.workload_id: s.reason for s in out.starts}
+    assert reasons["j1"].startswith("started on h0[3] using "), reasons["j1"]
+    assert reasons["j3"].startswith("started on h0[0-2] using "), reasons["j3"]

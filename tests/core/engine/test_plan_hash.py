@@ -58,11 +58,13 @@ JOBS = 800
 # now; the block whose under-served victims hold the fewest GPUs first).
 # `fairshare-reserve-off` (`short_reserve_auto=False`, `share_floor=False`) is the
 # fair-share recording from before both: the old behaviour, two settings away, decides
-# exactly as it did.
+# exactly as it did. The three fair-share digests were recorded again when a start reason
+# named one GPU as `h0106[6]` instead of `h0106[6-6]` (reason text only: every summary,
+# each decision, stayed as it was).
 EXPECTED = {
-    "fairshare": "9bfaa867ea0fe14dd05e873f6ecfe907cad520379c66cd8c0fdc32187feca285",
-    "fairshare-decay": "52d2a4a2883560694dc4b8c6209d9fd2e07d7e095ec8b72c98df7da75b72f6dc",
-    "fairshare-reserve-off": "5213d9d95a757c7295a8ecc38b577ad904d96415a8c471508d6c1659051eb9ac",
+    "fairshare": "0147d786a7d2b54f063f1bedbb43f6a962d32c7d024fd32022fcd1004533858c",
+    "fairshare-decay": "44903a6ed779a16f4a57c657e9d00c2a2326bce6a61268be5609f137ad641689",
+    "fairshare-reserve-off": "0edd01dbc0fb85d2cf73cdcaf50689750fcb66e81d50976c555e8616d761ae49",
     "fifo": "02a1800f2466346389ed6a03fcdcf0789f2c6788357b044f523be81ff1f796ec",
     "priority": "0e6e7579863616d15735cd6f55df999549dd8d6cbd86c526bd6f43e57cdbf89d",
     "static": "ec45611c64973d98d2d3358e7a48025eff6711cf1af84e7d8fd0e35ead26908b",
