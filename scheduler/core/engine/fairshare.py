@@ -16,7 +16,8 @@ of the leaves (projects). Ties follow Slurm's rules: tied leaves get the same ra
 tied inner nodes have their children merged into one list before sorting; a leaf tied
 with a sibling inner node gets the rank of that node's best leaf (leaves sort before
 inner nodes at equal LF). The Slurm-style fair-share factor of a leaf is
-rank / number of leaves, 1.0 for the best. Remaining ties in the queue order are
+rank / number of leaves with an entitlement, 1.0 for the best; a leaf without one (a
+weight of 0 on its path) takes no rank and gets 0. Remaining ties in the queue order are
 broken by a seeded, process-independent hash of the node path.
 """
 
@@ -382,6 +383,7 @@ class _FairTreeWalk:
         self.children = ct.children
         self.names = ct.names
         self.is_leaf = ct.is_leaf
+        self.entitled = ct.entitled
         self.lf = lf
         self.by_lf = [-x for x in lf]  # sort key: the best served first
         self.nleaves = nleaves
@@ -402,13 +404,16 @@ class _FairTreeWalk:
             a = sibs[i]
             tied = tied_in if i == 0 else lf[a] == prev
             if is_leaf[a]:
-                if not tied:
-                    self.rank = self.rnt
-                f = self.rank / self.nleaves
+                if self.entitled[a] > 0.0:
+                    if not tied:
+                        self.rank = self.rnt
+                    f = self.rank / self.nleaves
+                    self.rnt -= 1
+                else:
+                    f = 0.0  # no entitlement: no place among the factors
                 self.node_factor[a] = f
                 self.factor[names[a]] = f
                 self.order.append(names[a])
-                self.rnt -= 1
                 i += 1
             else:
                 j = i
@@ -452,9 +457,12 @@ def compute_fair_share(
         up = u[parent[i]]
         ui = u[i]
         lf[i] = INF if ui <= 0.0 or up <= 0.0 else s * up / ui
-    nleaves = len(ct.leaves)
-    walk = _FairTreeWalk(ct, lf, seed, nleaves)
-    if nleaves:
+    # the factors number the projects with an entitlement (rank / their count); one
+    # without (a weight of 0 on its path) keeps its place in the order but no factor
+    entitled = ct.entitled
+    nleaves = sum(1 for i in ct.leaves if entitled[i] > 0.0)
+    walk = _FairTreeWalk(ct, lf, seed, max(nleaves, 1))
+    if ct.leaves:
         walk.walk(walk.static_children[0], False)
     node_factor, order, factor = walk.node_factor, walk.order, walk.factor
     # An inner node's factor is that of its best leaf.

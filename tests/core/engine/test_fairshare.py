@@ -65,7 +65,26 @@ def test_zero_weight_ranks_last_even_with_zero_usage():
     res = fair_tree(t, {"a": 1e6, "b": 5.0})
     assert res["order"] == ["b", "a", "z"]
     assert res["nodes"]["z"]["level_fs"] == 0.0
-    assert res["nodes"]["z"]["fairshare"] == pytest.approx(1 / 3)
+    # no entitlement, no factor: the entitled projects number 1/2 and 2/2
+    assert res["nodes"]["z"]["fairshare"] == 0.0
+    assert res["nodes"]["b"]["fairshare"] == pytest.approx(1.0)
+    assert res["nodes"]["a"]["fairshare"] == pytest.approx(0.5)
+
+
+def test_a_zero_weight_project_early_in_the_order_leaves_no_gap_in_the_factors():
+    # P is served first (little usage), so its zero-weight sandbox z comes second in
+    # the order; the entitled projects still read 1, 2/3, 1/3 (as their ranks 1-3 of 3)
+    t = BudgetNode(
+        "r",
+        children=(
+            BudgetNode("P", 1, children=(BudgetNode("z", 0), BudgetNode("p1", 1))),
+            BudgetNode("Q", 1, children=(BudgetNode("q1", 1), BudgetNode("q2", 1))),
+        ),
+    )
+    res = fair_tree(t, {"p1": 1.0, "q1": 10.0, "q2": 100.0})
+    assert res["order"] == ["p1", "z", "q1", "q2"]
+    f = {p: res["nodes"][f"{'P' if p[0] in 'pz' else 'Q'}/{p}"]["fairshare"] for p in res["order"]}
+    assert f == pytest.approx({"p1": 1.0, "z": 0.0, "q1": 2 / 3, "q2": 1 / 3})
 
 
 def test_tied_leaves_share_a_rank():

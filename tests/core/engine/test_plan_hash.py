@@ -62,9 +62,9 @@ JOBS = 800
 # named one GPU as `h0106[6]` instead of `h0106[6-6]` (reason text only: every summary,
 # each decision, stayed as it was).
 EXPECTED = {
-    "fairshare": "0147d786a7d2b54f063f1bedbb43f6a962d32c7d024fd32022fcd1004533858c",
-    "fairshare-decay": "44903a6ed779a16f4a57c657e9d00c2a2326bce6a61268be5609f137ad641689",
-    "fairshare-reserve-off": "0edd01dbc0fb85d2cf73cdcaf50689750fcb66e81d50976c555e8616d761ae49",
+    "fairshare": "300b373e797a3e0fd50a7301ff7f4654113aa2a9c9e90620b739a99d4b02da29",
+    "fairshare-decay": "15db965b3c42c589c23ed8830eacc7885e32e3c9e5b7800d853ff565a3579b25",
+    "fairshare-reserve-off": "b2826f82e8811cd9744cffbd503d04357cbf7d46c8170314e7b429eeecb68920",
     "fifo": "02a1800f2466346389ed6a03fcdcf0789f2c6788357b044f523be81ff1f796ec",
     "priority": "0e6e7579863616d15735cd6f55df999549dd8d6cbd86c526bd6f43e57cdbf89d",
     "static": "ec45611c64973d98d2d3358e7a48025eff6711cf1af84e7d8fd0e35ead26908b",
