@@ -32,11 +32,19 @@ __all__ = ["cluster_change_notes", "standing_change_notes", "with_change_note"]
 
 
 def cluster_change_notes(
-    *, lookback_s: int, as_of: dt.datetime | None, project_ids: Iterable[int]
+    *,
+    lookback_s: int,
+    as_of: dt.datetime | None,
+    project_ids: Iterable[int],
+    any_change: bool = True,
 ) -> dict[int, str]:
     """The notes for a cluster's queue computed at `as_of`: changes from the start of
     its usage window (`as_of` - look-back) until now (a change after the cycle moves the
-    standing at the next one, and is told already)."""
+    standing at the next one, and is told already). `any_change=False`: the caller knows
+    that no applied change falls in that window (`StoredQueue.budget_changed`, read
+    with the queue), so there is none to tell and no statement runs."""
+    if not any_change:
+        return {}
     now = timezone.now()
     start = (as_of or now) - dt.timedelta(seconds=lookback_s)
     return standing_change_notes(project_ids=project_ids, since=start, until=now)

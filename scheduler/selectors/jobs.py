@@ -136,7 +136,10 @@ def queue_info_in(job: Job, stored: StoredQueue | None) -> dict[str, Any] | None
             "computed_at": stored.computed_at if stored else None,
         }
     notes = cluster_change_notes(
-        lookback_s=job.cluster.lookback_s, as_of=stored.computed_at, project_ids=[job.project_id]
+        lookback_s=job.cluster.lookback_s,
+        as_of=stored.computed_at,
+        project_ids=[job.project_id],
+        any_change=stored.budget_changed,
     )
     return {
         "position": entry["position"],
@@ -199,6 +202,7 @@ def queue_page(
         lookback_s=cluster.lookback_s,
         as_of=snap.computed_at,
         project_ids={e["project"] for e in entries if e["project"] is not None},
+        any_change=snap.budget_changed,
     )
     rows = []
     for entry in entries:

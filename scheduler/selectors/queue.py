@@ -31,8 +31,9 @@ from typing import Any
 
 from django.db import connection
 
+from budgets.models import BudgetEvent, EventKind
 from config.plainsql import fetch_one
-from scheduler.models import CycleRecord, QueueSnapshot
+from scheduler.models import Cluster, CycleRecord, QueueSnapshot
 from scheduler.process_state import process_state
 
 COLUMNS = ("job", "project", "project_position", "project_rank", "metric", "reason")
@@ -147,6 +148,12 @@ class StoredQueue:
     # was handed out: read in the same statement, for the ETA's freshness check
     # (`scheduler.selectors.eta.current_job_etas`) of a request that reads both.
     last_cycle_id: int = 0
+    # Whether an applied budget change's effective time falls in the usage window of
+    # this queue (from `computed_at` - the cluster's look-back on): read in the same
+    # statement when handed out. False means no reason has a change note to add
+    # (`scheduler.selectors.budget_changes.cluster_change_notes` answers nothing), so a
+    # request skips that statement.
+    budget_changed: bool = True
 
     @property
     def length(self) -> int:
@@ -183,13 +190,18 @@ class StoredQueue:
 
 # One statement either way: the columns, and the queue itself only when this process
 # does not hold that version of the row already; with the cluster's last cycle (as
-# `scheduler.selectors.eta.last_cycle_id` reads it).
+# `scheduler.selectors.eta.last_cycle_id` reads it) and whether an applied budget change
+# falls in the queue's usage window (`StoredQueue.budget_changed`: the change notes'
+# statement, `cluster_change_notes`, looks from the same start on).
 _READ_SQL = """
     SELECT xmin::text, ctid::text, cycle_id, computed_at,
            CASE WHEN xmin::text = %s AND ctid::text = %s THEN NULL ELSE entries::text END,
            CASE WHEN xmin::text = %s AND ctid::text = %s THEN NULL ELSE project_order::text END,
            (SELECT c.id FROM {cycles} c WHERE c.cluster_id = q.cluster_id
-            ORDER BY c.started_at DESC, c.id DESC LIMIT 1)
+            ORDER BY c.started_at DESC, c.id DESC LIMIT 1),
+           EXISTS (SELECT 1 FROM {events} e WHERE e.kind = %s AND e.effective_at >=
+                   q.computed_at - (SELECT k.lookback_s FROM {clusters} k
+                                    WHERE k.id = q.cluster_id) * interval '1 second')
     FROM {table} q WHERE q.cluster_id = %s
 """
 
@@ -209,17 +221,22 @@ def stored_queue(*, cluster_id: int) -> StoredQueue | None:
     key = (connection.settings_dict["NAME"], cluster_id)
     kept: StoredQueue | None = state.queue_copies.get(key)
     version = kept.version if kept is not None else ("", "")
+    sql = _READ_SQL.format(
+        table=QueueSnapshot._meta.db_table,
+        cycles=CycleRecord._meta.db_table,
+        events=BudgetEvent._meta.db_table,
+        clusters=Cluster._meta.db_table,
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            _READ_SQL.format(table=QueueSnapshot._meta.db_table, cycles=CycleRecord._meta.db_table),
-            [*version, *version, cluster_id],
-        )
+        cursor.execute(sql, [*version, *version, EventKind.APPLIED, cluster_id])
         row = cursor.fetchone()
     if row is None:
         return None
-    last_cycle = row[6] or 0
+    last_cycle, changed = row[6] or 0, row[7]
     if kept is not None and kept.version == (row[0], row[1]):
-        return kept if kept.last_cycle_id == last_cycle else _with_last_cycle(kept, last_cycle)
+        if (kept.last_cycle_id, kept.budget_changed) == (last_cycle, changed):
+            return kept
+        return _as_read_now(kept, last_cycle, changed)
     xmin, ctid, cycle_id, computed_at, entries_text, order_text = row[:6]
     entries = json.loads(entries_text) if entries_text else {}
     entries = entries if isinstance(entries, dict) else {}
@@ -234,12 +251,14 @@ def stored_queue(*, cluster_id: int) -> StoredQueue | None:
         reasons=list(entries.get("reasons") or []),
         index={int(j): i for i, j in enumerate(columns["job"])},
         last_cycle_id=last_cycle,
+        budget_changed=changed,
     )
     with state.queue_copies_lock:
         state.queue_copies[key] = copy
     return copy
 
 
-def _with_last_cycle(kept: StoredQueue, last_cycle: int) -> StoredQueue:
-    """`kept` with another last cycle (the parsed columns shared, not copied)."""
-    return dataclasses.replace(kept, last_cycle_id=last_cycle)
+def _as_read_now(kept: StoredQueue, last_cycle: int, changed: bool) -> StoredQueue:
+    """`kept` with the last cycle and the budget-change flag read now (the parsed
+    columns shared, not copied)."""
+    return dataclasses.replace(kept, last_cycle_id=last_cycle, budget_changed=changed)

@@ -36,6 +36,7 @@ def job_standings(jobs: Iterable[Job]) -> dict[int, dict[str, Any]]:
                 lookback_s=cluster_jobs[0].cluster.lookback_s,
                 as_of=snap.computed_at,
                 project_ids={j.project_id for j in cluster_jobs},
+                any_change=snap.budget_changed,
             )
             if snap and found
             else {}

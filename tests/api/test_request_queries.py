@@ -81,12 +81,12 @@ def test_a_role_changed_between_requests_counts_at_once(world):
     assert client.get("/api/v1/jobs/").status_code == 403
 
 
-def test_a_pending_jobs_read_is_five_statements(live):
+def test_a_pending_jobs_read_is_four_statements(live):
     """`GET /api/v1/jobs/{id}/` of a waiting job with cached ETAs: the token with the
-    user's roles, the job, its events, the stored queue with the cluster's last cycle
-    (the ETA's freshness check reads it there) and the budget-change notes; no attempts
-    statement for a job that never started; no health-check statement on the
-    connection."""
+    user's roles, the job, its events, and the stored queue with the cluster's last cycle
+    (the ETA's freshness check reads it there) and whether a budget change falls in its
+    window (none here: no notes' statement); no attempts statement for a job that never
+    started; no health-check statement on the connection."""
     from scheduler.services.eta import cluster_etas
 
     for _ in range(4):
@@ -102,6 +102,7 @@ def test_a_pending_jobs_read_is_five_statements(live):
     body = response.json()
     assert response.status_code == 200 and body["state"] == "pending"
     assert body["queue"]["position"] == 1 and body["eta"]["method"] == "forward-simulation"
-    assert len(sql) == 5, sql
+    assert len(sql) == 4, sql
     assert not any('FROM "scheduler_attempt" a WHERE' in q for q in sql)
+    assert not any("budgets_budgeteventitem" in q for q in sql)
     assert sum("scheduler_cyclerecord" in q for q in sql) == 1  # inside the queue's statement

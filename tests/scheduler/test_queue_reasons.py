@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -116,6 +118,31 @@ def test_a_weight_change_in_the_window_is_told_in_the_reason(live):
     b1 = live.submit("b1", gpus=8, min_runtime_s=3600)
     live.cycle(advance_s=60)
     assert "weight changed" not in job_queue_info(live.job(b1))["reason"]
+
+
+def test_a_change_applied_after_the_queue_was_read_is_told_at_once(live):
+    """The queue's copy this process keeps says whether a change falls in its window as
+    of each read, not as of the first: the reason read before the change has no note and
+    skips the notes' statement; the one read after it (same queue, no cycle between) has
+    the note."""
+    waiting = _fill_and_wait(live, "a1")
+    with CaptureQueriesContext(connection) as before:
+        reason = job_queue_info(live.job(waiting))["reason"]
+    assert STANDING in reason and "weight changed" not in reason
+    assert not any("budgets_budgeteventitem" in q["sql"] for q in before.captured_queries)
+    services.budget_change_create(
+        actor=live.tree.user("lead-a"),
+        reason="a2 needs more",
+        changes=[{"node": live.tree.node("a1").pk, "weight": 30}],
+    )
+    after = job_queue_info(live.job(waiting))["reason"]
+    assert after.startswith(reason) and "a1's weight changed 70 -> 30 at " in after
+    row = next(
+        r
+        for r in queue_page(cluster=live.cluster, offset=0, limit=50).rows
+        if r["job"] == waiting.pk
+    )
+    assert row["reason"] == after
 
 
 def test_a_change_before_the_window_is_not_told(live):
