@@ -106,3 +106,29 @@ def test_a_pending_jobs_read_is_four_statements(live):
     assert not any('FROM "scheduler_attempt" a WHERE' in q for q in sql)
     assert not any("budgets_budgeteventitem" in q for q in sql)
     assert sum("scheduler_cyclerecord" in q for q in sql) == 1  # inside the queue's statement
+
+
+def test_a_queue_page_is_four_statements_with_each_rows_project_path(live):
+    """`GET /api/v1/queue/?cluster=...&limit=50`: the token with the user's roles, the
+    cluster, the stored queue (with whether a budget change falls in its window: none
+    here) and the page's jobs with the slug paths of their projects, walked up from
+    those projects alone (the whole tree is not read)."""
+    for _ in range(4):
+        live.submit("a2", gpus=8, min_runtime_s=3600, duration_s=7200)
+    live.cycle()
+    for project in ("a1", "b1", "a2", "a1"):
+        live.submit(project, gpus=8)
+    live.cycle(advance_s=60)
+    client = token_client(live.user)
+    path = f"/api/v1/queue/?cluster={live.cluster.name}&limit=50"
+    client.get(path)  # per-process copies (the stored queue)
+
+    response, sql = statements(lambda: client.get(path))
+    rows = response.json()["results"]
+    assert response.status_code == 200 and len(rows) == 4
+    expected = {"a1": "org/prog-a/a1", "a2": "org/prog-a/a2", "b1": "org/prog-b/b1"}
+    jobs = Job.objects.select_related("project").in_bulk([r["job"] for r in rows])
+    assert {r["project_path"] for r in rows} == set(expected.values())
+    assert all(r["project_path"] == expected[jobs[r["job"]].project.slug] for r in rows)
+    assert len(sql) == 4, sql
+    assert not any(q.strip().startswith("SELECT id, parent_id, slug FROM") for q in sql)
