@@ -7,8 +7,10 @@ callgrind, counting only the measured requests. Prints JSON.
     .venv/bin/python bench/request_instructions.py [--requests 20] [--only job_get queue]
 
 Needs DATABASE_URL (the database `<name>_cost` next to it, as `request_cost.py --keep`
-left it: 10,000 jobs, 3 cycles, the stored queue and cached ETAs), REDIS_URL, valgrind
-(with its headers) and a C compiler. The script starts itself again under `valgrind
+left it: 10,000 jobs, 3 cycles, the stored queue), REDIS_URL, valgrind (with its
+headers) and a C compiler. First the ETAs of every pending job are computed and cached
+without expiry (`--keep-etas`: not), so a pending job's read finds them current. The
+script starts itself again under `valgrind
 --tool=callgrind --instr-atstart=no` with PYTHONHASHSEED=0. Inside, it makes a token for
 `bench` and a session for `admin`, then for each request kind sends `--requests`
 warm-up requests (imports, connections, per-process copies), then `--requests` measured
@@ -27,6 +29,7 @@ within about 0.5%.
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import json
 import os
@@ -41,7 +44,7 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench._server import production_env  # noqa: E402
+from bench._server import manage, production_env  # noqa: E402
 from bench.request_cost import BODY  # noqa: E402
 
 HELPER_C = r"""
@@ -52,6 +55,30 @@ void cg_dump(const char *name) { CALLGRIND_DUMP_STATS_AT(name); }
 """
 
 KINDS = ("job_get", "queue", "submit", "tokens", "job_page")
+
+# The ETAs of every pending job computed afresh and kept without expiry (they live 10
+# minutes), so a pending job's read finds them current as a worker would keep them.
+FRESH_ETAS = """
+from django.core.cache import cache
+from scheduler.models import Cluster
+from scheduler.selectors.eta import stamp_key
+from scheduler.services.eta import cluster_etas
+cluster = Cluster.objects.get(name="bench")
+cluster_etas(cluster=cluster, fresh=True)
+client = cache._cache.get_client(write=True)
+prefix = cache.make_key(stamp_key(cluster.pk)).removesuffix(":stamp")
+print(sum(client.persist(key) for key in client.scan_iter(match=f"{prefix}*", count=1000)))
+"""
+
+# A cycle queued already (its debounce key held for an hour), as under a stream of
+# submissions: each asks Redis and sends no task (otherwise the one in 30 s that sends
+# one through the broker lands in a run or not).
+CYCLE_QUEUED = """
+from scheduler.cycle_requests import QUEUED_KEY, redis_client
+from scheduler.models import Cluster
+client = redis_client()
+client.set(QUEUED_KEY.format(cluster_id=Cluster.objects.get(name="bench").pk), 1, ex=3600)
+"""
 
 
 def cost_database_url() -> str:
@@ -64,6 +91,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=20, help="warm-up and measured, each")
     parser.add_argument("--only", nargs="+", choices=KINDS, default=list(KINDS))
+    parser.add_argument(
+        "--keep-etas", action="store_true", help="do not recompute the cached ETAs first"
+    )
     parser.add_argument("--inner", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner:
@@ -77,6 +107,9 @@ def main() -> None:
         (out / "cg.c").write_text(HELPER_C)
         subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", helper, out / "cg.c"], check=True)
         env = production_env(cost_database_url(), port=8431, workers=2, var_dir=ROOT / "var" / "cost")
+        if not args.keep_etas:
+            manage(env, "shell", "-c", FRESH_ETAS)
+        manage(env, "shell", "-c", CYCLE_QUEUED)
         env.update(PYTHONHASHSEED="0", ALLOT_CG_HELPER=str(helper))
         command = [
             "valgrind",
@@ -119,6 +152,12 @@ def inner(out: Path, requests: int, kinds: list[str]) -> None:
             status = send(kind)
             if status >= 300:
                 sys.exit(f"{kind} answered {status}")
+        # What is alive now is left out of the collector's counts (and full collections),
+        # as in a gunicorn worker past its first requests: otherwise a full collection of
+        # the whole heap now and then, landing in one kind's requests or another's,
+        # moves a figure by 5-60% between runs of the same code.
+        gc.collect()
+        gc.freeze()
         helper.cg_zero()
         for _ in range(requests):
             send(kind)

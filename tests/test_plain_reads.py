@@ -12,6 +12,7 @@ from csp.utils import build_policy
 from django.contrib.sessions.models import Session
 from django.db import connection
 from django.db.models import Model
+from django.db.models.signals import post_init
 from django.http import HttpResponse
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
@@ -23,7 +24,7 @@ from budgets import permissions
 from budgets.models import BudgetNode, Membership
 from budgets.selectors import node_paths, tree_index, tree_version
 from config.csp import CSPMiddleware
-from config.plainsql import fetch_all
+from config.plainsql import columns, fetch_all, instance
 from config.sessions import SessionStore
 from scheduler.models import Attempt, Job
 from scheduler.selectors.clusters import cluster_list, resolve_cluster
@@ -57,6 +58,38 @@ def test_a_job_read_plainly_is_the_orms_with_its_relations_and_attempts():
     assert [values(a) for a in job_attempts(plain)] == expected
     assert [a.attempt_id for a in job_attempts(plain)] == ["a", "b"]
     assert job_detail(job_id=job.pk + 1000) is None
+
+
+@pytest.mark.django_db
+def test_a_plain_instance_is_what_from_db_builds_and_init_runs_when_someone_listens():
+    """`instance` fills the attributes directly; the object is `Model.from_db`'s
+    (same attributes, same state) and saves like one. With a `post_init` receiver
+    connected it goes through `from_db`, so the receiver sees the object."""
+    job = JobFactory(spec={"image": "x"}, gpus=4)
+    sql = f'SELECT {columns(Job, "j")} FROM "{Job._meta.db_table}" j WHERE j.id = %s'
+    row = fetch_all(sql, [job.pk])[0]
+    plain, end = instance(Job, row)
+    built = Job.objects.get(pk=job.pk)  # through from_db
+    assert end == len(Job._meta.concrete_fields) and type(plain) is Job
+    assert {k: v for k, v in plain.__dict__.items() if k != "_state"} == {
+        k: v for k, v in built.__dict__.items() if k != "_state"
+    }
+    assert (plain._state.adding, plain._state.db) == (False, "default")
+    assert plain.cluster == job.cluster and plain.project_id == job.project_id
+    plain.name = "renamed"
+    plain.save(update_fields=["name"])
+    assert Job.objects.get(pk=job.pk).name == "renamed"
+    seen = []
+
+    def listener(sender, instance, **kwargs):
+        seen.append(instance)
+
+    post_init.connect(listener, sender=Job)
+    try:
+        through_init, _ = instance(Job, row)
+    finally:
+        post_init.disconnect(listener, sender=Job)
+    assert seen == [through_init] and values(through_init) == values(built)
 
 
 @pytest.mark.django_db
