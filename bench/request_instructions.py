@@ -34,6 +34,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,7 @@ def main() -> None:
     parser.add_argument(
         "--keep-etas", action="store_true", help="do not recompute the cached ETAs first"
     )
+    parser.add_argument("--dumps", metavar="DIR", help="copy callgrind's dumps there")
     parser.add_argument("--inner", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.inner:
@@ -129,6 +131,8 @@ def main() -> None:
         if done.returncode:
             sys.exit(f"the measured run failed:\n{done.stderr[-4000:]}")
         result = json.loads((out / "counts.json").read_text())
+        if args.dumps:
+            shutil.copytree(out, args.dumps, dirs_exist_ok=True)
         for dump in sorted(out.glob("cg.out.*")):
             text = dump.read_text(errors="replace")
             kind = re.search(r"^desc: Trigger: Client Request: (\S+)", text, re.M)
@@ -183,12 +187,15 @@ def requester():
     from django.db import connection
     from django.utils.module_loading import import_string
 
+    from accounts.models import ApiToken
     from accounts.services import token_create
     from config.wsgi import application
     from scheduler.models import Job
 
     users = get_user_model().objects
-    token = token_create(user=users.get(username="bench"), name="instructions")[1]
+    bench = users.get(username="bench")
+    ApiToken.objects.filter(user=bench, name="instructions").delete()  # an earlier run's
+    token = token_create(user=bench, name="instructions")[1]
     admin = users.get(username="admin")
     session = import_string(f"{settings.SESSION_ENGINE}.SessionStore")()
     session[SESSION_KEY] = str(admin.pk)

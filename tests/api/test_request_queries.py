@@ -51,12 +51,44 @@ def test_a_submission_with_a_key_is_one_statement_and_a_retry_stores_nothing(wor
     assert key.job_ids == ids
     assert [j.array_index for j in Job.objects.filter(pk__in=ids).order_by("pk")] == [0, 1, 2]
     assert JobEvent.objects.filter(job_id__in=ids, to_state="pending").count() == 3
-    assert len(sql) <= 6
+    # the token with the user's roles, the project's path with the cluster, the insert
+    assert len(sql) == 3, sql
 
     again, _ = statements(send)
     assert again.status_code == 201 and again.json()["replayed"] is True
     assert [row["id"] for row in again.json()["jobs"]] == ids
     assert Job.objects.count() == 3 and IdempotencyKey.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("project", "cluster", "field", "statements_at_most"),
+    [
+        ("org/prog-a/a1", "gpu", None, 3),
+        ("org/prog-a/a1", "nope", "cluster", 5),  # refused: the clusters' names are read
+        ("org/prog-a/nope", "gpu", "project", 3),
+        ("org/prog-a", "gpu", "project", 3),  # a program, not a project
+        ("org/prog-b/b1", "gpu", "project", 4),  # not a member: 403 (managers read)
+        ("org/prog-a/a1", 10**30, "cluster", 5),  # beyond bigint: no such cluster
+        ("org/prog-a/a1", "", "cluster", 3),
+    ],
+)
+def test_a_submission_reads_its_project_and_cluster_in_one_statement_and_refuses_as_before(
+    world, project, cluster, field, statements_at_most
+):
+    """The project's path and the cluster are one statement; the answers to a missing
+    project, a program, a project the user may not use and a missing cluster are the
+    ones each field's own check gives, in the order the fields are checked."""
+    client = token_client(world.user("ann"))
+    body = job_body(project=project, cluster=cluster)
+    response, sql = statements(lambda: client.post("/api/v1/jobs/", body, format="json"))
+    assert len(sql) <= statements_at_most, sql
+    if field is None:
+        assert response.status_code == 201
+        assert response.json()["jobs"][0]["cluster_name"] == "gpu"
+        by_id = client.post("/api/v1/jobs/", job_body(cluster=str(world.cluster.pk)), format="json")
+        assert by_id.status_code == 201 and by_id.json()["jobs"][0]["cluster_name"] == "gpu"
+        return
+    assert response.status_code in (400, 403) and response.json()["field"] == field
 
 
 def test_a_read_asks_for_the_users_roles_once(world):

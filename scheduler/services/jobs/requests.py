@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.db import connection
@@ -16,11 +17,13 @@ from django.db.models import Exists, OuterRef
 from budgets import permissions
 from budgets.models import BudgetNode
 from config.errors import PermissionDenied, ValidationFailed
+from config.plainsql import columns, fetch_one, instance
 from config.text import clean_text, is_id_text, refuse_control_characters
 from scheduler.core.engine.blocks import Shape
 from scheduler.models import (
     DAY_S,
     Cluster,
+    Host,
     JobKind,
 )
 from scheduler.selectors.clusters import resolve_cluster
@@ -238,8 +241,12 @@ def _with_children(qs):
     return qs.annotate(has_children=Exists(BudgetNode.objects.filter(parent_id=OuterRef("pk"))))
 
 
-def resolve_project(value: Any, *, field: str = "project") -> ProjectRef:
-    """A leaf of the budget tree by its id or its slug path (`org/program/project`)."""
+def resolve_project(
+    value: Any, *, field: str = "project", path_rows: list[tuple] | None = None
+) -> ProjectRef:
+    """A leaf of the budget tree by its id or its slug path (`org/program/project`).
+    `path_rows`: the rows `_CHAIN_SQL` gives for the path's slugs, read already (by
+    `_project_and_cluster`)."""
     if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
         raise ValidationFailed(
             f"{field} must be a project's id or its path like 'org/program/project'.",
@@ -254,7 +261,8 @@ def resolve_project(value: Any, *, field: str = "project") -> ProjectRef:
         if not rows:
             raise ValidationFailed(f"There is no project with id {value}.", field=field)
     else:
-        rows = _rows_by_path([p for p in value.strip().strip("/").split("/") if p])
+        parts = _path_parts(value)
+        rows = _rows_by_path(parts) if path_rows is None else _chain(parts, path_rows)
         if not rows:
             raise ValidationFailed(
                 f"There is no project at the path '{value}' (paths are slugs from the "
@@ -272,13 +280,22 @@ def resolve_project(value: Any, *, field: str = "project") -> ProjectRef:
     return ProjectRef(id=pk, path=path, chain=[row[:4] for row in rows])
 
 
+def _path_parts(path: str) -> list[str]:
+    return [p for p in path.strip().strip("/").split("/") if p]
+
+
 def _rows_by_path(parts: list[str]) -> list[tuple]:
     """The chain of a slug path, root first, in one query (empty when there is none)."""
     if not parts:
         return []
-    with connection.cursor() as cursor:  # every submission asks: one plain statement
+    with connection.cursor() as cursor:
         cursor.execute(_CHAIN_SQL.format(node=BudgetNode._meta.db_table), [sorted(set(parts))])
-        rows = cursor.fetchall()
+        return _chain(parts, cursor.fetchall())
+
+
+def _chain(parts: list[str], rows: list[tuple]) -> list[tuple]:
+    """The chain of the slug path `parts`, root first, from `_CHAIN_SQL`'s rows for its
+    slugs (empty when there is none)."""
     by_parent_slug = {(row[1], row[2]): row for row in rows}
     chain: list[tuple] = []
     parent: int | None = None
@@ -289,6 +306,61 @@ def _rows_by_path(parts: list[str]) -> list[tuple]:
         chain.append(row)
         parent = row[0]
     return chain
+
+
+# A submission naming its project by path: the path's nodes (`_CHAIN_SQL`'s rows, as
+# JSON) and the cluster with its hosts' GPU counts (`resolve_cluster(...,
+# with_host_sizes=True)`'s: by name, else by id; NULLs when there is none), one statement.
+_PROJECT_AND_CLUSTER_SQL = """
+    SELECT {columns}, ARRAY(SELECT h.gpus FROM {host} h WHERE h.cluster_id = c.id),
+           (SELECT json_agg(json_build_array(n.id, n.parent_id, n.slug, n.weight::text, n.kind,
+                   EXISTS (SELECT 1 FROM {node} k WHERE k.parent_id = n.id)))
+            FROM {node} n WHERE n.slug = ANY(%s))
+    FROM (SELECT 1) AS one LEFT JOIN {cluster} c ON c.id = COALESCE(
+        (SELECT x.id FROM {cluster} x WHERE x.name = %s),
+        (SELECT x.id FROM {cluster} x WHERE x.id = %s))
+"""
+
+
+@dataclass(frozen=True)
+class _Lookup:
+    """What `_project_and_cluster` read: the path's node rows and the cluster (None
+    when none matched)."""
+
+    path_rows: list[tuple]
+    cluster: Cluster | None
+
+
+def _project_and_cluster(project: Any, cluster: Any) -> _Lookup | None:
+    """For a project given by path and a cluster given by name or id, both read in one
+    statement (every submission through the API and the CLI reads both); None for any
+    other input, which `resolve_project` and `resolve_cluster` read (and refuse) one by
+    one, in the order the fields are checked."""
+    if not isinstance(project, str) or is_id_text(project) or not _path_parts(project):
+        return None
+    if isinstance(cluster, bool) or not isinstance(cluster, int | str) or cluster == "":
+        return None
+    ident = cluster if isinstance(cluster, int) else int(cluster) if is_id_text(cluster) else None
+    if ident is not None and not -(2**63) <= ident < 2**63:
+        ident = -1  # beyond bigint: no cluster has that id
+    sql = _PROJECT_AND_CLUSTER_SQL.format(
+        columns=columns(Cluster, "c"),
+        host=Host._meta.db_table,
+        node=BudgetNode._meta.db_table,
+        cluster=Cluster._meta.db_table,
+    )
+    name = cluster if isinstance(cluster, str) else None
+    row = fetch_one(sql, [sorted(set(_path_parts(project))), name, ident])
+    assert row is not None  # one row always (the LEFT JOIN's)
+    nodes = [
+        (pk, parent, slug, None if weight is None else Decimal(weight), kind, children)
+        for pk, parent, slug, weight, kind, children in row[-1] or []
+    ]
+    if row[0] is None:
+        return _Lookup(path_rows=nodes, cluster=None)
+    found, at = instance(Cluster, row)
+    found.host_sizes = row[at]
+    return _Lookup(path_rows=nodes, cluster=found)
 
 
 # ---------------------------------------------------------------- the request
@@ -312,7 +384,8 @@ def clean_request(
     """Every field checked, in the order a person reads a submission; the first
     problem raises `ValidationFailed` naming its field. With `actor`, the permission
     to use the project is checked as soon as the project is known."""
-    ref = resolve_project(project)
+    lookup = _project_and_cluster(project, cluster)
+    ref = resolve_project(project, path_rows=lookup.path_rows if lookup else None)
     chain, path = ref.chain, ref.path
     if actor is not None and not permissions.may_submit(actor, ref.id):
         raise PermissionDenied(
@@ -320,7 +393,9 @@ def clean_request(
             "of a node above it may.",
             field="project",
         )
-    the_cluster = resolve_cluster(cluster, with_host_sizes=True)
+    the_cluster = lookup.cluster if lookup and lookup.cluster else None
+    if the_cluster is None:  # read (or refused) here
+        the_cluster = resolve_cluster(cluster, with_host_sizes=True)
     host_sizes = list(the_cluster.host_sizes)
     gpus = check_gpus(gpus, the_cluster, host_sizes)
     cap = the_cluster.max_min_runtime_s
