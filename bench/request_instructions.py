@@ -108,7 +108,9 @@ def main() -> None:
         helper = out / "cg.so"
         (out / "cg.c").write_text(HELPER_C)
         subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", helper, out / "cg.c"], check=True)
-        env = production_env(cost_database_url(), port=8431, workers=2, var_dir=ROOT / "var" / "cost")
+        env = production_env(
+            cost_database_url(), port=8431, workers=2, var_dir=ROOT / "var" / "cost"
+        )
         if not args.keep_etas:
             manage(env, "shell", "-c", FRESH_ETAS)
         manage(env, "shell", "-c", CYCLE_QUEUED)
