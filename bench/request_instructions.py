@@ -114,7 +114,15 @@ def main() -> None:
         if not args.keep_etas:
             manage(env, "shell", "-c", FRESH_ETAS)
         manage(env, "shell", "-c", CYCLE_QUEUED)
-        env.update(PYTHONHASHSEED="0", ALLOT_CG_HELPER=str(helper))
+        # One BLAS thread: numpy's OpenBLAS otherwise starts a thread server that waits
+        # by spinning, counted with the requests in proportion to the wall time (the
+        # figures moved by 5-10% between runs of the same code).
+        env.update(
+            PYTHONHASHSEED="0",
+            ALLOT_CG_HELPER=str(helper),
+            OPENBLAS_NUM_THREADS="1",
+            OMP_NUM_THREADS="1",
+        )
         command = [
             "valgrind",
             "--tool=callgrind",
