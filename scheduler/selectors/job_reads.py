@@ -13,7 +13,8 @@ from django.contrib.auth import get_user_model
 from budgets.selectors import slug_path
 from config.plainsql import columns, fetch_all, fetch_one, instance
 from scheduler.core.engine import rule_label
-from scheduler.models import Attempt, Cluster, Job, JobEvent
+from scheduler.models import Attempt, Cluster, Job, JobEvent, JobState
+from scheduler.selectors.queue import queue_seen_sql
 
 __all__ = ["job_attempts", "job_detail", "job_events"]
 
@@ -22,9 +23,11 @@ __all__ = ["job_attempts", "job_detail", "job_events"]
 def _job_detail_sql() -> str:
     user, project = get_user_model(), Job._meta.get_field("project").related_model
     ancestors = _ANCESTORS_SQL.format(node=project._meta.db_table)
+    seen = queue_seen_sql('j."cluster_id"')
+    seen = f"""CASE WHEN j."state" = '{JobState.PENDING.value}' THEN {seen} END"""
     return (
         f"SELECT {columns(Job, 'j')}, {columns(user, 'u')}, {columns(Cluster, 'c')}, "
-        f'{columns(project, "n")}, {ancestors} FROM "{Job._meta.db_table}" j '
+        f'{columns(project, "n")}, {ancestors}, {seen} FROM "{Job._meta.db_table}" j '
         f'INNER JOIN "{user._meta.db_table}" u ON u."{user._meta.pk.column}" = j."submitter_id" '
         f'INNER JOIN "{Cluster._meta.db_table}" c ON c."id" = j."cluster_id" '
         f'INNER JOIN "{project._meta.db_table}" n ON n."id" = j."project_id" WHERE j."id" = %s'
@@ -46,7 +49,8 @@ def job_detail(*, job_id: int) -> Job | None:
     """One job with its submitter, cluster and project, and its project's slug path
     (`project_path`, as `node_paths` gives it) (`job_attempts`, `job_events`: what it went
     through), in one plain statement (config.plainsql: every job read and job page runs
-    it)."""
+    it); for a pending job, where its cluster's stored queue stands (`queue_seen`, for
+    `job_stored_queue`: no statement of its own while this process holds that queue)."""
     row = fetch_one(_job_detail_sql(), [job_id])
     if row is None:
         return None
@@ -56,6 +60,7 @@ def job_detail(*, job_id: int) -> Job | None:
     job.project, at = instance(Job._meta.get_field("project").related_model, row, at)
     nodes = {node_id: (parent_id, slug) for node_id, parent_id, slug in row[at] or []}
     job.project_path = slug_path(job.project_id, nodes.__getitem__) if nodes else ""
+    job.queue_seen = row[at + 1]  # `stored_queue_seen`'s, for a pending job
     return job
 
 

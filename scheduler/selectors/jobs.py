@@ -37,7 +37,7 @@ from scheduler.selectors.clusters import cluster_counts
 from scheduler.selectors.eta import CachedJobEtas, job_eta_for_page
 from scheduler.selectors.job_reads import job_attempts, job_detail, job_events
 from scheduler.selectors.protection import job_protected_until
-from scheduler.selectors.queue import StoredQueue, stored_queue
+from scheduler.selectors.queue import StoredQueue, stored_queue, stored_queue_seen
 from scheduler.selectors.room import Room, job_room
 from scheduler.selectors.snapshot import cluster_snapshot
 from scheduler.selectors.translate import job_workload
@@ -106,10 +106,13 @@ def project_paths(index: TreeIndex | None = None) -> dict[int, str]:
 
 def job_stored_queue(job: Job) -> StoredQueue | None:
     """The stored queue of a pending job's cluster (`stored_queue`, one statement, with
-    the cluster's last cycle); None for a job that is not pending (no statement) or
-    before the cluster's first cycle."""
+    the cluster's last cycle; none when `job_detail` read the job and where the queue
+    stands, `queue_seen`, and this process holds that version); None for a job that is
+    not pending (no statement) or before the cluster's first cycle."""
     if job.state != JobState.PENDING:
         return None
+    if hasattr(job, "queue_seen"):
+        return stored_queue_seen(cluster_id=job.cluster_id, seen=job.queue_seen)
     return stored_queue(cluster_id=job.cluster_id)
 
 

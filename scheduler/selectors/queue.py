@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -188,22 +188,53 @@ class StoredQueue:
         }
 
 
+# The cluster's last cycle (as `scheduler.selectors.eta.last_cycle_id` reads it) and
+# whether an applied budget change falls in the queue's usage window
+# (`StoredQueue.budget_changed`: the change notes' statement, `cluster_change_notes`,
+# looks from the same start on), of the stored queue row `q`.
+_LAST_CYCLE = """(SELECT c.id FROM {cycles} c WHERE c.cluster_id = q.cluster_id
+                  ORDER BY c.started_at DESC, c.id DESC LIMIT 1)"""
+_BUDGET_CHANGED = """EXISTS (SELECT 1 FROM {events} e WHERE e.kind = '{applied}' AND
+    e.effective_at >= q.computed_at - (SELECT k.lookback_s FROM {clusters} k
+                                       WHERE k.id = q.cluster_id) * interval '1 second')"""
 # One statement either way: the columns, and the queue itself only when this process
-# does not hold that version of the row already; with the cluster's last cycle (as
-# `scheduler.selectors.eta.last_cycle_id` reads it) and whether an applied budget change
-# falls in the queue's usage window (`StoredQueue.budget_changed`: the change notes'
-# statement, `cluster_change_notes`, looks from the same start on).
+# does not hold that version of the row already.
 _READ_SQL = """
     SELECT xmin::text, ctid::text, cycle_id, computed_at,
            CASE WHEN xmin::text = %s AND ctid::text = %s THEN NULL ELSE entries::text END,
            CASE WHEN xmin::text = %s AND ctid::text = %s THEN NULL ELSE project_order::text END,
-           (SELECT c.id FROM {cycles} c WHERE c.cluster_id = q.cluster_id
-            ORDER BY c.started_at DESC, c.id DESC LIMIT 1),
-           EXISTS (SELECT 1 FROM {events} e WHERE e.kind = %s AND e.effective_at >=
-                   q.computed_at - (SELECT k.lookback_s FROM {clusters} k
-                                    WHERE k.id = q.cluster_id) * interval '1 second')
+           {last_cycle}, {budget_changed}
     FROM {table} q WHERE q.cluster_id = %s
 """
+# What another statement reads of a cluster's stored queue (`queue_seen_sql`): its
+# version, last cycle and budget-change flag, as text; NULL without a queue.
+_SEEN_SQL = """(SELECT ARRAY[q.xmin::text, q.ctid::text, COALESCE({last_cycle}, 0)::text,
+                      ({budget_changed})::text]
+               FROM {table} q WHERE q.cluster_id = {cluster_id})"""
+
+
+def _formatted(sql: str, **more: str) -> str:
+    tables = {
+        "table": QueueSnapshot._meta.db_table,
+        "cycles": CycleRecord._meta.db_table,
+        "events": BudgetEvent._meta.db_table,
+        "clusters": Cluster._meta.db_table,
+        "applied": EventKind.APPLIED.value,
+    }
+    return sql.format(
+        last_cycle=_LAST_CYCLE.format(**tables),
+        budget_changed=_BUDGET_CHANGED.format(**tables),
+        **tables,
+        **more,
+    )
+
+
+def queue_seen_sql(cluster_id_sql: str) -> str:
+    """A select-list item for a statement that reads a job anyway (`scheduler.selectors.
+    job_reads.job_detail`): where the stored queue of the cluster whose id is the SQL
+    expression `cluster_id_sql` stands (version, last cycle, budget-change flag), for
+    `stored_queue_seen`; NULL before the cluster's first cycle."""
+    return _formatted(_SEEN_SQL, cluster_id=cluster_id_sql)
 
 
 def kept_queue_version(*, cluster_id: int) -> tuple[str, str] | None:
@@ -221,14 +252,8 @@ def stored_queue(*, cluster_id: int) -> StoredQueue | None:
     key = (connection.settings_dict["NAME"], cluster_id)
     kept: StoredQueue | None = state.queue_copies.get(key)
     version = kept.version if kept is not None else ("", "")
-    sql = _READ_SQL.format(
-        table=QueueSnapshot._meta.db_table,
-        cycles=CycleRecord._meta.db_table,
-        events=BudgetEvent._meta.db_table,
-        clusters=Cluster._meta.db_table,
-    )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*version, *version, EventKind.APPLIED, cluster_id])
+        cursor.execute(_formatted(_READ_SQL), [*version, *version, cluster_id])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -256,6 +281,28 @@ def stored_queue(*, cluster_id: int) -> StoredQueue | None:
     with state.queue_copies_lock:
         state.queue_copies[key] = copy
     return copy
+
+
+def forget_queues() -> None:
+    """Drop this process's kept queues (`stored_queue`): the next read reads the row."""
+    state = process_state()
+    with state.queue_copies_lock:
+        state.queue_copies.clear()
+
+
+def stored_queue_seen(*, cluster_id: int, seen: Sequence[str] | None) -> StoredQueue | None:
+    """`stored_queue` for a caller whose statement read `queue_seen_sql` (`seen`) in
+    this request: this process's copy, with no statement, while it is that version of
+    the row; else read (and kept) by `stored_queue`. None: the cluster has no queue."""
+    if seen is None:
+        return None
+    kept = process_state().queue_copies.get((connection.settings_dict["NAME"], cluster_id))
+    if kept is None or kept.version != (seen[0], seen[1]):
+        return stored_queue(cluster_id=cluster_id)
+    last_cycle, changed = int(seen[2]), seen[3] == "true"
+    if (kept.last_cycle_id, kept.budget_changed) == (last_cycle, changed):
+        return kept
+    return _as_read_now(kept, last_cycle, changed)
 
 
 def _as_read_now(kept: StoredQueue, last_cycle: int, changed: bool) -> StoredQueue:

@@ -113,12 +113,13 @@ def test_a_role_changed_between_requests_counts_at_once(world):
     assert client.get("/api/v1/jobs/").status_code == 403
 
 
-def test_a_pending_jobs_read_is_four_statements(live):
+def test_a_pending_jobs_read_is_three_statements(live):
     """`GET /api/v1/jobs/{id}/` of a waiting job with cached ETAs: the token with the
-    user's roles, the job, its events, and the stored queue with the cluster's last cycle
-    (the ETA's freshness check reads it there) and whether a budget change falls in its
-    window (none here: no notes' statement); no attempts statement for a job that never
-    started; no health-check statement on the connection."""
+    user's roles, the job with where its cluster's stored queue stands (the version this
+    process holds: no queue statement; the cluster's last cycle, which the ETA's freshness
+    check needs; whether a budget change falls in its window: none here, so no notes'
+    statement), and its events; no attempts statement for a job that never started; no
+    health-check statement on the connection."""
     from scheduler.services.eta import cluster_etas
 
     for _ in range(4):
@@ -134,10 +135,33 @@ def test_a_pending_jobs_read_is_four_statements(live):
     body = response.json()
     assert response.status_code == 200 and body["state"] == "pending"
     assert body["queue"]["position"] == 1 and body["eta"]["method"] == "forward-simulation"
-    assert len(sql) == 4, sql
+    assert len(sql) == 3, sql
     assert not any('FROM "scheduler_attempt" a WHERE' in q for q in sql)
     assert not any("budgets_budgeteventitem" in q for q in sql)
-    assert sum("scheduler_cyclerecord" in q for q in sql) == 1  # inside the queue's statement
+    assert sum("scheduler_cyclerecord" in q for q in sql) == 1  # inside the job's statement
+
+
+def test_a_pending_jobs_read_follows_a_new_queue_at_once(live):
+    """The job's statement says which version of the stored queue is current: after a
+    cycle rewrote it (a job of a1 with a higher priority now starts first), the next
+    read reads the new queue (and the room of the hosts as of it: statements more, that
+    once) and shows the new place; the read after that needs no queue statement again."""
+    for _ in range(4):
+        live.submit("a2", gpus=8, min_runtime_s=3600, duration_s=7200)
+    live.cycle()
+    waiting = live.submit("a1", gpus=8)
+    live.cycle(advance_s=60)
+    client = token_client(live.user)
+    path = f"/api/v1/jobs/{waiting.pk}/"
+    assert client.get(path).json()["queue"]["position"] == 1
+    live.submit("a1", gpus=8, priority=5)
+    live.cycle(advance_s=60)
+
+    response, sql = statements(lambda: client.get(path))
+    assert response.json()["queue"]["position"] == 2 and len(sql) > 3, sql
+    assert any("scheduler_queuesnapshot" in q and "entries" in q for q in sql)
+    again, sql = statements(lambda: client.get(path))
+    assert again.json()["queue"] == response.json()["queue"] and len(sql) == 3, sql
 
 
 def test_a_queue_page_is_four_statements_with_each_rows_project_path(live):

@@ -11,16 +11,18 @@ from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from scheduler.selectors.queue import forget_queues
 from scheduler.selectors.room import forget_rooms
 
 _LITERALS = re.compile(r"'[^']*'|\b\d+\b")
 
 
 def count_queries(request: Callable[[], object]) -> list[str]:
-    """The SQL `request` runs (the cache and the process's kept rooms emptied first, so a
-    cached answer hides nothing)."""
+    """The SQL `request` runs (the cache and the process's kept rooms and queues emptied
+    first, so a cached answer hides nothing)."""
     cache.clear()
     forget_rooms()
+    forget_queues()
     with CaptureQueriesContext(connection) as captured:
         request()
     return [q["sql"] for q in captured.captured_queries]
