@@ -26,8 +26,9 @@ from budgets.selectors import node_paths, tree_index, tree_version
 from config.csp import CSPMiddleware
 from config.plainsql import columns, fetch_all, instance
 from config.sessions import SessionStore
-from scheduler.models import Attempt, Job
+from scheduler.models import Attempt, Job, JobEvent
 from scheduler.selectors.clusters import cluster_list, resolve_cluster
+from scheduler.selectors.job_reads import job_events
 from scheduler.selectors.jobs import job_attempts, job_detail
 from tests.factories import AttemptFactory, JobFactory, MembershipFactory, UserFactory
 
@@ -58,6 +59,38 @@ def test_a_job_read_plainly_is_the_orms_with_its_relations_and_attempts():
     assert [values(a) for a in job_attempts(plain)] == expected
     assert [a.attempt_id for a in job_attempts(plain)] == ["a", "b"]
     assert job_detail(job_id=job.pk + 1000) is None
+
+
+@pytest.mark.django_db
+def test_a_jobs_events_read_with_it_are_the_events_statements():
+    """`job_detail` brings the job's events (JSON in its statement); they are what the
+    events' own statement gives, times included (to the microsecond, any number of
+    digits), in the same order, for the API and the page alike."""
+    job = JobFactory(gpus=2)
+    attempt = AttemptFactory(job=job, number=1, attempt_id="a")
+    other = JobFactory(project=job.project, cluster=job.cluster)
+    at = timezone.now().replace(microsecond=120000)
+    JobEvent.objects.create(job=job, at=at, to_state="pending", reason="submitted")
+    JobEvent.objects.create(
+        job=job, at=at + dt.timedelta(microseconds=5), from_state="pending",
+        to_state="running", reason="started", attempt=attempt, actor_name="x",
+    )  # fmt: skip
+    JobEvent.objects.create(
+        job=job, at=at + dt.timedelta(seconds=1, microseconds=123456), from_state="running",
+        to_state="pending", reason="preempted", attempt=attempt, preempting_job=other,
+        preempting_project=job.project, rule="fairshare",
+    )  # fmt: skip
+    plain = job_detail(job_id=job.pk)
+    read = [{**e} for e in job_events(plain)]
+    del plain.events_read  # the events' own statement
+    assert read == job_events(plain) and len(read) == 3
+    assert [e["at"] for e in read] == [
+        at,
+        at + dt.timedelta(microseconds=5),
+        at + dt.timedelta(seconds=1, microseconds=123456),
+    ]
+    assert read[2]["attempt"] == 1 and read[2]["preempting_job"] == other.pk
+    assert job_detail(job_id=other.pk).events_read == []
 
 
 @pytest.mark.django_db

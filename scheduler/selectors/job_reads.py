@@ -5,6 +5,7 @@ PostgreSQL spent answering them)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from typing import Any
 
@@ -25,9 +26,10 @@ def _job_detail_sql() -> str:
     ancestors = _ANCESTORS_SQL.format(node=project._meta.db_table)
     seen = queue_seen_sql('j."cluster_id"')
     seen = f"""CASE WHEN j."state" = '{JobState.PENDING.value}' THEN {seen} END"""
+    events = _EVENTS_JSON_SQL.format(event=JobEvent._meta.db_table, attempt=Attempt._meta.db_table)
     return (
         f"SELECT {columns(Job, 'j')}, {columns(user, 'u')}, {columns(Cluster, 'c')}, "
-        f'{columns(project, "n")}, {ancestors}, {seen} FROM "{Job._meta.db_table}" j '
+        f'{columns(project, "n")}, {ancestors}, {seen}, {events} FROM "{Job._meta.db_table}" j '
         f'INNER JOIN "{user._meta.db_table}" u ON u."{user._meta.pk.column}" = j."submitter_id" '
         f'INNER JOIN "{Cluster._meta.db_table}" c ON c."id" = j."cluster_id" '
         f'INNER JOIN "{project._meta.db_table}" n ON n."id" = j."project_id" WHERE j."id" = %s'
@@ -61,6 +63,7 @@ def job_detail(*, job_id: int) -> Job | None:
     nodes = {node_id: (parent_id, slug) for node_id, parent_id, slug in row[at] or []}
     job.project_path = slug_path(job.project_id, nodes.__getitem__) if nodes else ""
     job.queue_seen = row[at + 1]  # `stored_queue_seen`'s, for a pending job
+    job.events_read = [_event(event) for event in row[at + 2] or []]  # `job_events`'
     return job
 
 
@@ -86,9 +89,31 @@ _EVENTS_SQL = """
 """
 
 
+# The same, as one JSON array in the job's statement (`job_detail`): its times are
+# PostgreSQL's ISO text in the session's time zone (UTC), read back by `_event`.
+_EVENTS_JSON_SQL = """
+    (SELECT json_agg(json_build_array(e.at, e.from_state, e.to_state, e.reason, e.reason_code,
+                                      a.number, e.cycle_id, e.actor_name, e.preempting_job_id,
+                                      e.preempting_project_id, e.rule) ORDER BY e.at, e.id)
+     FROM "{event}" e LEFT OUTER JOIN "{attempt}" a ON a.id = e.attempt_id
+     WHERE e.job_id = j."id")
+"""
+
+
+def _event(row: list[Any]) -> dict[str, Any]:
+    """An event of `_EVENTS_JSON_SQL` as `job_events` gives it."""
+    found = dict(zip(_EVENT_KEYS, row, strict=True))
+    found["at"] = dt.datetime.fromisoformat(found["at"])
+    found["rule_label"] = rule_label(row[-1])
+    return found
+
+
 def job_events(job: Job) -> list[dict[str, Any]]:
     """The job's events in order, as `JobEventOutput` describes them (columns, not model
-    objects: the page and the API show them as they are; one plain statement)."""
+    objects: the page and the API show them as they are): read with the job when
+    `job_detail` read it (`events_read`), else in one plain statement."""
+    if hasattr(job, "events_read"):
+        return job.events_read
     sql = _EVENTS_SQL.format(event=JobEvent._meta.db_table, attempt=Attempt._meta.db_table)
     rows = fetch_all(sql, [job.pk])
     return [

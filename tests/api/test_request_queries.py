@@ -113,12 +113,12 @@ def test_a_role_changed_between_requests_counts_at_once(world):
     assert client.get("/api/v1/jobs/").status_code == 403
 
 
-def test_a_pending_jobs_read_is_three_statements(live):
+def test_a_pending_jobs_read_is_two_statements(live):
     """`GET /api/v1/jobs/{id}/` of a waiting job with cached ETAs: the token with the
-    user's roles, the job with where its cluster's stored queue stands (the version this
-    process holds: no queue statement; the cluster's last cycle, which the ETA's freshness
-    check needs; whether a budget change falls in its window: none here, so no notes'
-    statement), and its events; no attempts statement for a job that never started; no
+    user's roles, and the job with its events and where its cluster's stored queue stands
+    (the version this process holds: no queue statement; the cluster's last cycle, which
+    the ETA's freshness check needs; whether a budget change falls in its window: none
+    here, so no notes' statement); no attempts statement for a job that never started; no
     health-check statement on the connection."""
     from scheduler.services.eta import cluster_etas
 
@@ -135,7 +135,7 @@ def test_a_pending_jobs_read_is_three_statements(live):
     body = response.json()
     assert response.status_code == 200 and body["state"] == "pending"
     assert body["queue"]["position"] == 1 and body["eta"]["method"] == "forward-simulation"
-    assert len(sql) == 3, sql
+    assert len(sql) == 2, sql
     assert not any('FROM "scheduler_attempt" a WHERE' in q for q in sql)
     assert not any("budgets_budgeteventitem" in q for q in sql)
     assert sum("scheduler_cyclerecord" in q for q in sql) == 1  # inside the job's statement
@@ -161,7 +161,7 @@ def test_a_pending_jobs_read_follows_a_new_queue_at_once(live):
     assert response.json()["queue"]["position"] == 2 and len(sql) > 3, sql
     assert any("scheduler_queuesnapshot" in q and "entries" in q for q in sql)
     again, sql = statements(lambda: client.get(path))
-    assert again.json()["queue"] == response.json()["queue"] and len(sql) == 3, sql
+    assert again.json()["queue"] == response.json()["queue"] and len(sql) == 2, sql
 
 
 def test_a_queue_page_is_four_statements_with_each_rows_project_path(live):
