@@ -3,27 +3,28 @@
 `config.wsgi.application` (every middleware, production settings) under valgrind's
 callgrind, counting only the measured requests. Prints JSON.
 
-    .venv/bin/python bench/request_cost.py --keep --only requests   # fills <name>_cost
+    .venv/bin/python bench/request_cost.py --keep   # once: fills <name>_cost
     .venv/bin/python bench/request_instructions.py [--requests 20] [--only job_get queue]
 
 Needs DATABASE_URL (the database `<name>_cost` next to it, as `request_cost.py --keep`
-left it: 10,000 jobs, 3 cycles, the stored queue), REDIS_URL, valgrind (with its
-headers) and a C compiler. First the ETAs of every pending job are computed and cached
-without expiry (`--keep-etas`: not), so a pending job's read finds them current. The
-script starts itself again under `valgrind
---tool=callgrind --instr-atstart=no` with PYTHONHASHSEED=0. Inside, it makes a token for
-`bench` and a session for `admin`, then for each request kind sends `--requests`
-warm-up requests (imports, connections, per-process copies), then `--requests` measured
-ones (instrumentation on from the first warm-up) between CALLGRIND_ZERO_STATS and CALLGRIND_DUMP_STATS_AT(kind) (a 10-line C helper
-loaded with ctypes). A further request of each kind counts its SQL statements (each one
+left it: 10,000 jobs, 3 cycles, the stored queue), REDIS_URL, valgrind (with its headers)
+and a C compiler. First the ETAs of every pending job are computed and cached without
+expiry (`--keep-etas`: not; the test suite run with `-n 0` flushes REDIS_URL's database),
+so a pending job's read finds them current, and the cycle's debounce key is held. Then
+the script starts itself again under `valgrind --tool=callgrind --instr-atstart=no`
+(PYTHONHASHSEED=0, one BLAS thread). Inside, it makes a token for `bench` and a session
+for `admin`; for each request kind it sends `--requests` warm-up requests (imports,
+connections, per-process copies), freezes the collector, then sends `--requests`
+measured ones between CALLGRIND_ZERO_STATS and CALLGRIND_DUMP_STATS_AT(kind) (a C helper
+loaded with ctypes). One more request of each kind counts its SQL statements (each one
 PostgreSQL round trip) and Redis commands, outside the measurement.
 
 Keys: `<kind>_instructions` (per request, in millions), `<kind>_statements`,
 `<kind>_redis_commands`. Kinds: `job_get` (`GET /api/v1/jobs/{id}/`, a pending job's,
 as request_cost.py picks it), `queue` (`GET /api/v1/queue/?cluster=bench&limit=50`),
 `submit` (`POST /api/v1/jobs/`, one job with an Idempotency-Key), `tokens` (`GET
-/api/v1/auth/tokens/`), `job_page` (`/jobs/{id}/`). Repeated runs of the same code agree
-within about 0.5%.
+/api/v1/auth/tokens/`), `job_page` (`/jobs/{id}/`). Two runs of the same code agree
+within 0.1%.
 """
 
 from __future__ import annotations
