@@ -25,6 +25,7 @@ from functools import partial
 
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
+from scheduler.core.engine.consolidate import for_cycle
 from scheduler.core.engine.explain import FairShareReasons, fair_share_queue
 from scheduler.core.engine.fairshare import compute_fair_share
 from scheduler.core.engine.placement import Placer
@@ -154,6 +155,8 @@ class FairShareCycle:
             if not self._allocated_jobs(r, proj, lst):
                 break
         self._short_jobs_on_reserve()
+        if policy.consolidate:  # at most one planned migration that frees a block
+            for_cycle(self.reservations, self.reasons, pending, self.floor)
         self.reservations.release_all()
         self._unallocated_jobs()
         queue = (

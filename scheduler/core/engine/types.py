@@ -190,6 +190,12 @@ class Policy:
     # `share_floor.MARGIN_PCT` points better relative to their share
     # (`scheduler.core.engine.share_floor`); off: Fair Tree's rank alone decides.
     share_floor: bool = True
+    # Consolidation (fair-share mode, `scheduler.core.engine.consolidate`): a waiting
+    # allocated job that fits in the free GPUs in total but on no host may get a block
+    # freed by moving a few resumable jobs past their protection to free pieces of other
+    # hosts, restarted in the same cycle, when the work they lose is below the GPU-time
+    # the move puts to work over one checkpoint interval. False: never.
+    consolidate: bool = False
 
 
 class StopReason(StrEnum):
@@ -202,6 +208,7 @@ class StopReason(StrEnum):
     HOST_DOWN = "host_down"
     IDLE = "idle"  # its GPUs were idle past its protection (idle-GPU reclaim)
     SHORT_RESERVE = "short_reserve"  # past its protection on a host held for short jobs
+    MIGRATE = "migrate"  # moved to another host at once to free a block (consolidation)
 
 
 # One name per preemption rule everywhere (glossary: preemption rules): job events, the
@@ -217,6 +224,7 @@ STOP_RULES: Mapping[str, str] = MappingProxyType(
         StopReason.HOST_DOWN: "host_down",
         StopReason.IDLE: "idle_reclaim",
         StopReason.SHORT_RESERVE: "short_reserve",
+        StopReason.MIGRATE: "consolidation",
     }
 )
 RULE_LABELS: Mapping[str, str] = MappingProxyType(
@@ -228,6 +236,7 @@ RULE_LABELS: Mapping[str, str] = MappingProxyType(
         "host_down": "Host went down",
         "idle_reclaim": "Idle GPUs reclaimed after the job's protection",
         "short_reserve": "Short-job reserve: a short job needed the GPUs after the job's protection",
+        "consolidation": "Moved to another host, restarted at once, to free a block for a waiting job",
     }
 )
 
