@@ -28,13 +28,14 @@ allocated work waiting that was submitted in the last S seconds
 `--fewest-gpus on|off` set how the reserve serves short jobs under overload
 (`Policy.short_reserve_take_after_s`, `_room_now`, `_fewest_gpus`; default 15 s, on, on);
 `--take-after inf --room-now off --fewest-gpus off` replays the earlier rule (the budget
-alone).
+alone). `--consolidate off` replays every run without consolidation (`Policy.consolidate`,
+on by default: planned migrations that merge free pieces into a block for a waiting job).
 
 Usage: python bench/outcomes.py [--figures month,saturated,small,philly,overload,baselines]
        [--month-seeds 0-9] [--saturated-seeds 0-2] [--small-seeds 0-2] [--workers 1]
        [--baseline-scenarios ai2-month,ai2-saturated,host-failures,large-gang,zero-weight,philly-overload]
        [--share-floor on|off] [--demand-window S] [--take-after S] [--room-now on|off]
-       [--fewest-gpus on|off] [--data DIR]
+       [--fewest-gpus on|off] [--consolidate on|off] [--data DIR]
 """
 
 from __future__ import annotations
@@ -112,11 +113,11 @@ def _inputs(scenario: str, seed: int, data: Path) -> tuple[Any, Any, Any, float 
 Rule = tuple[float, bool, bool]
 # scenario, seed, policy, reserve, data, floor, the reserve's demand window (s, inf: default),
 # the reserve's overload rule
-Spec = tuple[str, int, str, bool, str, bool, float, Rule]
+Spec = tuple[str, int, str, bool, str, bool, float, Rule, bool]
 
 
 def run_one(spec: Spec) -> dict[str, Any]:
-    scenario, seed, policy, reserve, data, floor, window, rule = spec
+    scenario, seed, policy, reserve, data, floor, window, rule, consolidate = spec
     take_after, room_now, fewest_gpus = rule
     cluster, tree, jobs, until = _inputs(scenario, seed, Path(data))
     config = SimConfig(
@@ -129,6 +130,7 @@ def run_one(spec: Spec) -> dict[str, Any]:
         short_reserve_take_after_s=take_after,
         short_reserve_room_now=room_now,
         short_reserve_fewest_gpus=fewest_gpus,
+        consolidate=consolidate,
     )
     result = simulate(cluster, tree, jobs, config)
     return {
@@ -141,6 +143,7 @@ def run_one(spec: Spec) -> dict[str, Any]:
         "take_after_s": take_after if take_after < float("inf") else None,
         "room_now": room_now,
         "fewest_gpus": fewest_gpus,
+        "consolidate": consolidate,
         **run_figures(result, tree),
     }
 
@@ -182,7 +185,17 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
     def add(
         scenario: str, seed: int, policy: str = "fairshare", reserve: bool = True, fl: bool = floor
     ) -> None:
-        spec = (scenario, seed, policy, reserve, data, fl, args.demand_window, rule)
+        spec = (
+            scenario,
+            seed,
+            policy,
+            reserve,
+            data,
+            fl,
+            args.demand_window,
+            rule,
+            args.consolidate == "on",
+        )
         if spec not in specs:
             specs.append(spec)
 
@@ -354,6 +367,7 @@ def main() -> int:
     )
     ap.add_argument("--room-now", choices=("on", "off"), default="on")
     ap.add_argument("--fewest-gpus", choices=("on", "off"), default="on")
+    ap.add_argument("--consolidate", choices=("on", "off"), default="on")
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     args = ap.parse_args()
     specs = _specs(args)

@@ -8,7 +8,7 @@ again at once in free pieces of other hosts, in the same cycle, and starts the w
 job in the block they leave. The engine plans it only when
 
 - every job it moves is past its protection (a min-runtime contract is never broken),
-  resumable, on one healthy host, not on the share floor, and starts again in this
+  resumable, on one healthy host, and starts again in this
   cycle (all moved jobs fit elsewhere, or nothing moves);
 - the waiting job could not start on free GPUs or by preemption this cycle (it is
   still waiting when the pass runs: phases 1 and the reserve have had their turn);
@@ -44,8 +44,11 @@ __all__ = [
 ]
 
 MAX_JOBS = 4  # waiting jobs (distinct shapes) looked at per cycle
-MAX_TRIES = 4  # cheapest candidate blocks tried per waiting job
+MAX_TRIES = 16  # cheapest candidate blocks tried per waiting job
 MAX_MOVED = 4  # running jobs moved for one block
+# Jobs on the share floor move too: a moved job starts again at once, so its project
+# keeps its GPUs (the floor keeps them from fair-share preemption, not from a move).
+MOVE_FLOOR_JOBS = True
 
 
 class Consolidation(NamedTuple):
@@ -196,7 +199,8 @@ def consolidate(
         if block_host(index, sh) >= 0 or whole_hosts(index, sh) is not None:
             continue  # free GPUs fit it (it waits for another reason)
         if tables is None:
-            tables = _by_host(cluster, decisions.stopped, floor, now)
+            kept = frozenset() if MOVE_FLOOR_JOBS else floor
+            tables = _by_host(cluster, decisions.stopped, kept, now)
         found = _for_job(cluster, placer, w, sh, tables, own, now, horizon_s, overhead_s)
         if found is not None:
             _apply(cluster, decisions, found, start_reason)

@@ -190,12 +190,12 @@ class Policy:
     # `share_floor.MARGIN_PCT` points better relative to their share
     # (`scheduler.core.engine.share_floor`); off: Fair Tree's rank alone decides.
     share_floor: bool = True
-    # Consolidation (fair-share mode, `scheduler.core.engine.consolidate`): a waiting
-    # allocated job that fits in the free GPUs in total but on no host may get a block
-    # freed by moving a few resumable jobs past their protection to free pieces of other
-    # hosts, restarted in the same cycle, when the work they lose is below the GPU-time
-    # the move puts to work over one checkpoint interval. False: never.
-    consolidate: bool = False
+    # Consolidation (fair-share mode, on by default; `scheduler.core.engine.consolidate`):
+    # a waiting allocated job that fits in the free GPUs in total but on no host may get
+    # a block freed by moving a few resumable jobs past their protection to free pieces
+    # of other hosts, restarted in the same cycle, when the work they lose is below the
+    # GPU-time the move puts to work over one checkpoint interval. False: never.
+    consolidate: bool = True
 
 
 class StopReason(StrEnum):

@@ -136,7 +136,7 @@ class SimConfig:
     short_reserve_take_after_s: float = 15.0  # Policy.short_reserve_take_after_s
     short_reserve_fewest_gpus: bool = True  # Policy.short_reserve_fewest_gpus
     short_reserve_room_now: bool = True  # Policy.short_reserve_room_now
-    consolidate: bool = False  # Policy.consolidate
+    consolidate: bool = True  # Policy.consolidate
 
 
 class JobState:
