@@ -33,7 +33,10 @@ def policy_for_cluster(cluster: Cluster) -> Policy:
     """The engine policy of a cluster (its minimum-runtime cap, usage window,
     short-job reserve, adaptive unless its `short_reserve_auto` is off, its share floor and
     idle-GPU reclaim); the
-    checkpoint interval and restart overhead are the engine's defaults."""
+    checkpoint interval and restart overhead are the engine's defaults. Consolidation
+    (`Policy.consolidate`, on in the engine and the simulator) is off: the live apply
+    writes a start only for a pending job, so a job the plan moves would be stopped and
+    requeued instead of started again in the same cycle."""
     return Policy(
         max_min_runtime_s=float(cluster.max_min_runtime_s),
         lookback_s=float(cluster.lookback_s),
@@ -45,6 +48,7 @@ def policy_for_cluster(cluster: Cluster) -> Policy:
         share_floor=cluster.share_floor,
         idle_reclaim=cluster.idle_reclaim,
         idle_reclaim_after_s=float(cluster.idle_reclaim_after_s),
+        consolidate=False,
     )
 
 

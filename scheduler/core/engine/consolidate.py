@@ -8,14 +8,19 @@ again at once in free pieces of other hosts, in the same cycle, and starts the w
 job in the block they leave. The engine plans it only when
 
 - every job it moves is past its protection (a min-runtime contract is never broken),
-  resumable, on one healthy host, and starts again in this
-  cycle (all moved jobs fit elsewhere, or nothing moves);
+  resumable, has saved work at a checkpoint of its current run (so a job just moved
+  does not move again before its next checkpoint), on one healthy host, and starts
+  again in this cycle (all moved jobs fit elsewhere, or nothing moves);
 - the waiting job could not start on free GPUs or by preemption this cycle (it is
   still waiting when the pass runs: phases 1 and the reserve have had their turn);
 - the work the moved jobs lose (since their last checkpoint, plus the restart
   overhead, times their GPUs) is less than the GPU-time the move puts to work over
   one checkpoint interval (the waiting job's GPUs: the moved jobs keep running);
-- reserved hosts are neither taken nor filled.
+- reserved hosts are neither taken nor filled (a waiting job's own excepted).
+
+A move is not a new run for protection: the caller starts the moved job again with
+the protection it had (over; the simulator passes `protected_until_s`), so a job
+of a project that fair share or a short job would preempt stays preemptible.
 
 Bounded per cycle: at most one consolidation, `MAX_JOBS` waiting jobs looked at (one
 per block shape) and `MAX_TRIES` trial placements per job; the per-host run lists are
@@ -148,6 +153,7 @@ def _by_host(cluster: ClusterState, stopped: set[str], floor: frozenset[str], no
             and info.on_healthy_hosts
             and w.resumable
             and info.protected_until <= now
+            and info.run.last_checkpoint_s is not None
             and w.id not in floor
         )
         if movable:

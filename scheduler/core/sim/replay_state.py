@@ -112,6 +112,7 @@ class ReplayJob:
         "allocated",
         "hosts",
         "key",
+        "moved_at",
         "need",
         "out",
         "placements",
@@ -138,6 +139,7 @@ class ReplayJob:
         self.hosts: tuple[int, ...] = ()
         self.allocated = False
         self.unprotected = False
+        self.moved_at = -1.0  # when the engine last stopped it to move it (consolidation)
 
 
 class ReplayState:
@@ -314,7 +316,10 @@ class ReplayState:
         out = j.out
         out.waits_s.append(now - (out.pending_since_s if out.pending_since_s is not None else now))
         out.pending_since_s = None
-        self._begin_run(now, idx, j, placements, hosts, allocated, now, j.remaining, None)
+        # a job moved in this cycle (stopped to be started elsewhere at once) was past
+        # its protection: the move gives it none again
+        moved = now if j.moved_at == now else None
+        self._begin_run(now, idx, j, placements, hosts, allocated, now, j.remaining, moved)
 
     def _occupy(
         self, idx: int, job_id: str, gpus: int, placements: tuple[Placement, ...]
@@ -539,6 +544,8 @@ class ReplayState:
             )
         )
         need = j.need
+        if code == StopReason.MIGRATE:
+            j.moved_at = now
         self._release(now, idx, j, end)
         j.out.preemptions += 1
         if resumable:

@@ -69,9 +69,11 @@ def cycle(s: Snapshot, now: float = 100 * H, **policy):
     """One cycle. These unit tests pin one rule each on tiny clusters, so the adaptive
     short-job reserve (on by default) is off unless a test asks for it; its own tests
     (`test_short_reserve*.py`) and the property tests run the default policy. The share
-    floor (on by default) is off too unless a test asks for it (`test_share_floor.py`)."""
+    floor (on by default) is off too unless a test asks for it (`test_share_floor.py`), and
+    so is consolidation (on by default; `test_consolidate.py`)."""
     policy.setdefault("short_reserve_auto", False)
     policy.setdefault("share_floor", False)
+    policy.setdefault("consolidate", False)
     return plan(s, Policy(**policy), now)
 
 

@@ -63,7 +63,7 @@ JOBS = 800
 # each decision, stayed as it was).
 EXPECTED = {
     "fairshare": "300b373e797a3e0fd50a7301ff7f4654113aa2a9c9e90620b739a99d4b02da29",
-    "fairshare-decay": "15db965b3c42c589c23ed8830eacc7885e32e3c9e5b7800d853ff565a3579b25",
+    "fairshare-decay": "a78edd26a85625ab6e510e561ca2339c63f391c630be9cc3e6749a836b6c7a32",
     "fairshare-reserve-off": "b2826f82e8811cd9744cffbd503d04357cbf7d46c8170314e7b429eeecb68920",
     "fifo": "02a1800f2466346389ed6a03fcdcf0789f2c6788357b044f523be81ff1f796ec",
     "priority": "0e6e7579863616d15735cd6f55df999549dd8d6cbd86c526bd6f43e57cdbf89d",
@@ -278,6 +278,7 @@ def _run(name: str) -> _Recorder:
         seed=3,
         short_reserve_auto=not name.endswith("reserve-off"),
         share_floor=not name.endswith("reserve-off"),
+        consolidate=not name.endswith("reserve-off"),
     )
     rec = _Recorder()
     simulate(cluster, _tree(), jobs, config, planner=rec)
