@@ -16,7 +16,9 @@ job in the block they leave. The engine plans it only when
 - the work the moved jobs lose (since their last checkpoint, plus the restart
   overhead, times their GPUs) is less than the GPU-time the move puts to work over
   one checkpoint interval (the waiting job's GPUs: the moved jobs keep running);
-- reserved hosts are neither taken nor filled (a waiting job's own excepted).
+- reserved hosts are neither taken nor filled (a waiting job's own excepted);
+- the short-job reserve holds a host this cycle (else free pieces are the short jobs'
+  room: on a small cluster the reserve holds no host while short work is light).
 
 A move is not a new run for protection: the caller starts the moved job again with
 the protection it had (over; the simulator passes `protected_until_s`), so a job
@@ -80,7 +82,11 @@ def for_cycle(
 ) -> Workload | None:
     """`consolidate` in a fair-share cycle (before the reserved hosts are released) for
     the allocated jobs still waiting: the job it started (its reservation, if any,
-    dropped), or None."""
+    dropped), or None. Only while the short-job reserve holds a host: otherwise the
+    free pieces are where the next short job starts (a small cluster, whose reserve
+    holds a host only while its short work nearly fills one)."""
+    if res.short_k < 0:
+        return None  # the short-job reserve holds no host: free pieces are short jobs' room
     policy, rank, now = reasons.policy, reasons.rank, res.now
     cluster, decisions, placer = res.cluster, res.decisions, res.placer
     waiting = waiting_allocated(reasons.order, pending, reasons.entitled, decisions.started)

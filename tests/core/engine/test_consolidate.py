@@ -33,8 +33,9 @@ from tests.core.engine.helpers import H, cycle, hosts, job, pending, run, snap, 
 
 def _fragmented_snapshot() -> Snapshot:
     """h0: a 2-GPU job of `a` past its protection (resumable), 6 GPUs free; h1: an
-    interactive session (protected, not resumable) on 6 GPUs, 2 free. `b` waits with an
-    8-GPU job and ranks below `a`, so it may not preempt `a`."""
+    interactive session (protected, not resumable) on 6 GPUs, 2 free; h2: empty, for
+    the short-job reserve (`RESERVE`). `b` waits with an 8-GPU job and ranks below `a`,
+    so it may not preempt `a`."""
     a1 = job("a1", "a", 2, minrt=H)
     sess = job("s1", "a", 6, minrt=8 * H, resumable=False)
     b8 = job("b8", "b", 8, minrt=H)
@@ -42,14 +43,19 @@ def _fragmented_snapshot() -> Snapshot:
         run(a1, "h0", (0, 1), started=NOW - 3 * H, ckpt=NOW - 600),
         run(sess, "h1", (0, 1, 2, 3, 4, 5), started=NOW - H),
     ]
-    return snap(hosts(2), running, pending(b8), tree(a=1, b=1), usage={"b": 1e9})
+    return snap(hosts(3), running, pending(b8), tree(a=1, b=1), usage={"b": 1e9})
+
+
+# consolidation runs only while the short-job reserve holds a host: one fixed host here
+RESERVE = {"consolidate": True, "short_reserve_hosts": 1}
 
 
 def test_a_waiting_job_gets_the_block_that_moving_one_job_frees():
     s = _fragmented_snapshot()
-    off = cycle(s, NOW)
+    off = cycle(s, NOW, short_reserve_hosts=1)
     assert not off.starts and not off.stops
-    on = cycle(s, NOW, consolidate=True)
+    on = cycle(s, NOW, **RESERVE)
+    assert on.short_reserve == ("h2",)
     assert [(x.workload_id, x.reason_code) for x in on.stops] == [("a1", StopReason.MIGRATE)]
     starts = {x.workload_id: x for x in on.starts}
     assert starts["a1"].placements == (Placement("h1", (6, 7)),)
@@ -63,7 +69,7 @@ def test_no_move_when_the_lost_work_exceeds_what_it_puts_to_work():
     a1 = s.running[0]
     stale = RunningWorkload(a1.workload, a1.placements, a1.started_s, True, None)
     s2 = Snapshot(s.hosts, [stale, s.running[1]], s.pending, s.tree, s.usage)
-    out = cycle(s2, NOW, consolidate=True)
+    out = cycle(s2, NOW, **RESERVE)
     assert not out.stops and not out.starts
 
 
@@ -76,7 +82,7 @@ def test_no_move_of_protected_or_unresumable_work():
     ):
         moved = RunningWorkload(w, a1.placements, started, True, NOW - 600)
         s2 = Snapshot(s.hosts, [moved, s.running[1]], s.pending, s.tree, s.usage)
-        out = cycle(s2, NOW, consolidate=True)
+        out = cycle(s2, NOW, **RESERVE)
         assert not out.stops and not out.starts
 
 
@@ -85,7 +91,7 @@ def test_no_move_when_the_moved_job_has_nowhere_to_go():
     s = _fragmented_snapshot()
     sess = job("s1", "a", 7, minrt=8 * H, resumable=False)
     running = [s.running[0], run(sess, "h1", tuple(range(7)), started=NOW - H)]
-    out = cycle(Snapshot(s.hosts, running, s.pending, s.tree, s.usage), NOW, consolidate=True)
+    out = cycle(Snapshot(s.hosts, running, s.pending, s.tree, s.usage), NOW, **RESERVE)
     assert not out.stops and not out.starts
 
 
@@ -93,7 +99,7 @@ def test_no_move_when_the_moved_job_has_nowhere_to_go():
 def fragmented(draw: st.DrawFn) -> Snapshot:
     """Hosts of 8 GPUs filled in part with small jobs (some protected, some not
     resumable, some on the share floor's projects), and jobs of 2-16 GPUs waiting."""
-    n = draw(st.integers(2, 5))
+    n = draw(st.integers(3, 6))  # one held by the short-job reserve
     hs = [Host(f"h{i}", 8, healthy=i > 0 or draw(st.integers(0, 9)) > 0) for i in range(n)]
     running: list[RunningWorkload] = []
     for h in hs:
@@ -166,14 +172,14 @@ def check_moves(s: Snapshot, out: CyclePlan, seen: Counter[str]) -> None:
 
 def test_fragmented_cycles_keep_every_invariant_and_move_work():
     seen: Counter[str] = Counter()
-    policy = Policy(max_min_runtime_s=CAP, consolidate=True)
+    policy = Policy(max_min_runtime_s=CAP, short_reserve_hosts=1)
 
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
     @given(fragmented())
     def check(s: Snapshot) -> None:
         out = plan(s, policy, NOW)
         check_moves(s, out, seen)
-        off = plan(s, Policy(max_min_runtime_s=CAP, consolidate=False), NOW)
+        off = plan(s, Policy(max_min_runtime_s=CAP, short_reserve_hosts=1, consolidate=False), NOW)
         assert all(x.reason_code != StopReason.MIGRATE for x in off.stops)
 
     check()
@@ -182,7 +188,7 @@ def test_fragmented_cycles_keep_every_invariant_and_move_work():
 
 def test_crowded_cycles_with_consolidation_keep_every_invariant():
     seen: Counter[str] = Counter()
-    policy = Policy(max_min_runtime_s=CAP, consolidate=True)
+    policy = Policy(max_min_runtime_s=CAP, short_reserve_hosts=1)
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
     @given(crowded())

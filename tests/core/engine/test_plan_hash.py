@@ -63,7 +63,7 @@ JOBS = 800
 # each decision, stayed as it was).
 EXPECTED = {
     "fairshare": "300b373e797a3e0fd50a7301ff7f4654113aa2a9c9e90620b739a99d4b02da29",
-    "fairshare-decay": "a78edd26a85625ab6e510e561ca2339c63f391c630be9cc3e6749a836b6c7a32",
+    "fairshare-decay": "fb776a1ec63e46e185711f9d694bbd50ed8190f26eed89404cb9466826c423d5",
     "fairshare-reserve-off": "b2826f82e8811cd9744cffbd503d04357cbf7d46c8170314e7b429eeecb68920",
     "fifo": "02a1800f2466346389ed6a03fcdcf0789f2c6788357b044f523be81ff1f796ec",
     "priority": "0e6e7579863616d15735cd6f55df999549dd8d6cbd86c526bd6f43e57cdbf89d",

@@ -10,7 +10,9 @@ from scheduler.core.sim.model import ClusterSpec, HostSpec, RunningAtStart, SimC
 from scheduler.core.sim.replay import simulate
 
 HOUR = 3600.0
-CLUSTER = ClusterSpec("c", (HostSpec("h0", 8), HostSpec("h1", 8)))
+# h2 is the short-job reserve's (`RESERVE`): consolidation runs only while it holds a host
+CLUSTER = ClusterSpec("c", (HostSpec("h0", 8), HostSpec("h1", 8), HostSpec("h2", 8)))
+RESERVE = 1
 TREE = BudgetNode("org", children=(BudgetNode("a", 1.0), BudgetNode("b", 1.0)))
 # b has used far more than its share: it may preempt none of a's work
 PRIOR = (("b", -6 * 86400.0, -1.0, 16),)
@@ -43,7 +45,7 @@ def test_a_moved_job_restarts_at_once_elsewhere_and_stays_unprotected():
                 seen.append((now, rw.protected_until_s))
         return plan(snapshot, policy, now)
 
-    config = SimConfig(until_s=4 * HOUR, prior_usage=PRIOR)
+    config = SimConfig(until_s=4 * HOUR, prior_usage=PRIOR, short_reserve_hosts=RESERVE)
     result = simulate(CLUSTER, TREE, _jobs(), config, planner=planner)
     assert _intervals(result, "m")[:2] == [(0.0, 0.0, ("h0",)), (0.0, 4 * HOUR, ("h1",))]
     assert _intervals(result, "w") == [(0.0, 2 * HOUR, ("h0",))]
@@ -56,6 +58,17 @@ def test_a_moved_job_restarts_at_once_elsewhere_and_stays_unprotected():
 
 
 def test_without_consolidation_the_job_waits_for_the_pieces_to_end():
-    config = SimConfig(until_s=4 * HOUR, prior_usage=PRIOR, consolidate=False)
+    config = SimConfig(
+        until_s=4 * HOUR, prior_usage=PRIOR, short_reserve_hosts=RESERVE, consolidate=False
+    )
     result = simulate(CLUSTER, TREE, _jobs(), config)
-    assert _intervals(result, "w") == [] and not result.preemptions
+    assert not result.preemptions
+    assert _intervals(result, "w")[0][0] >= HOUR  # not before the reserve gives way
+
+
+def test_no_move_while_the_short_job_reserve_holds_no_host():
+    """The adaptive reserve alone holds no host on three hosts without short work: the
+    free pieces stay for the next short job, nothing moves, `w` starts on h2."""
+    result = simulate(CLUSTER, TREE, _jobs(), SimConfig(until_s=4 * HOUR, prior_usage=PRIOR))
+    assert not result.preemptions
+    assert _intervals(result, "w") == [(0.0, 2 * HOUR, ("h2",))]
