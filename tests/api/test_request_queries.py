@@ -16,6 +16,7 @@ from accounts.services import token_create
 from budgets.models import Membership
 from budgets.services import membership_add
 from scheduler.models import IdempotencyKey, Job, JobEvent
+from scheduler.services.eta import cluster_etas
 from tests.api.conftest import job_body
 
 pytestmark = pytest.mark.django_db
@@ -120,8 +121,6 @@ def test_a_pending_jobs_read_is_two_statements(live):
     the ETA's freshness check needs; whether a budget change falls in its window: none
     here, so no notes' statement); no attempts statement for a job that never started; no
     health-check statement on the connection."""
-    from scheduler.services.eta import cluster_etas
-
     for _ in range(4):
         live.submit("a2", gpus=8, min_runtime_s=3600, duration_s=7200)
     live.cycle()
