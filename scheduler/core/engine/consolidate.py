@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from scheduler.core.engine.blocks import Shape
+from scheduler.core.engine.blocks import Shape, mask_of
 from scheduler.core.engine.cluster import ClusterState, Decisions, RunInfo
 from scheduler.core.engine.explain import FairShareReasons
 from scheduler.core.engine.placement import Placer, block_host, whole_hosts
@@ -53,9 +53,6 @@ __all__ = [
 MAX_JOBS = 4  # waiting jobs (distinct shapes) looked at per cycle
 MAX_TRIES = 16  # cheapest candidate blocks tried per waiting job
 MAX_MOVED = 4  # running jobs moved for one block
-# Jobs on the share floor move too: a moved job starts again at once, so its project
-# keeps its GPUs (the floor keeps them from fair-share preemption, not from a move).
-MOVE_FLOOR_JOBS = True
 
 
 class Consolidation(NamedTuple):
@@ -78,7 +75,6 @@ def for_cycle(
     res: Reservations,
     reasons: FairShareReasons,
     pending: Mapping[str, Sequence[Workload]],
-    floor: frozenset[str],
 ) -> Workload | None:
     """`consolidate` in a fair-share cycle (before the reserved hosts are released) for
     the allocated jobs still waiting: the job it started (its reservation, if any,
@@ -104,7 +100,6 @@ def for_cycle(
         now,
         policy.checkpoint_interval_s,
         policy.restart_overhead_s,
-        floor,
         held_for,
         why,
     )
@@ -144,9 +139,11 @@ def _loss_s(info: RunInfo, now: float, overhead: float) -> float:
 Tables = tuple[list[list[RunInfo]], list[int]]
 
 
-def _by_host(cluster: ClusterState, stopped: set[str], floor: frozenset[str], now: float) -> Tables:
+def _by_host(cluster: ClusterState, stopped: set[str], now: float) -> Tables:
     """Per host: its movable running jobs and the mask of GPUs they hold (a block is
-    free to take when each of its GPUs is free or held by one of them)."""
+    free to take when each of its GPUs is free or held by one of them). Jobs on the
+    share floor move too: a moved job starts again at once, so its project keeps its
+    GPUs (the floor keeps them from fair-share preemption, not from a move)."""
     n = len(cluster.gpus)
     runs: list[list[RunInfo]] = [[] for _ in range(n)]
     movable_mask = [0] * n
@@ -160,7 +157,6 @@ def _by_host(cluster: ClusterState, stopped: set[str], floor: frozenset[str], no
             and w.resumable
             and info.protected_until <= now
             and info.run.last_checkpoint_s is not None
-            and w.id not in floor
         )
         if movable:
             h, m = info.host_masks[0]
@@ -177,7 +173,6 @@ def consolidate(
     now: float,
     horizon_s: float,
     overhead_s: float,
-    floor: frozenset[str],
     held_for: Mapping[int, str],
     start_reason: Callable[[Workload, tuple[Placement, ...]], str],
 ) -> Consolidation | None:
@@ -211,8 +206,7 @@ def consolidate(
         if block_host(index, sh) >= 0 or whole_hosts(index, sh) is not None:
             continue  # free GPUs fit it (it waits for another reason)
         if tables is None:
-            kept = frozenset() if MOVE_FLOOR_JOBS else floor
-            tables = _by_host(cluster, decisions.stopped, kept, now)
+            tables = _by_host(cluster, decisions.stopped, now)
         found = _for_job(cluster, placer, w, sh, tables, own, now, horizon_s, overhead_s)
         if found is not None:
             _apply(cluster, decisions, found, start_reason)
@@ -368,13 +362,6 @@ def _target_placements(
     return tuple(Placement(cluster.hosts[h].name, tuple(range(cluster.gpus[h]))) for h in hosts)
 
 
-def _mask(gpus: Iterable[int]) -> int:
-    m = 0
-    for g in gpus:
-        m |= 1 << g
-    return m
-
-
 def _apply(
     cluster: ClusterState,
     decisions: Decisions,
@@ -396,7 +383,7 @@ def _apply(
         cluster.release(h, m)
     for info, pl in c.moved:
         rw = info.run
-        cluster.take(cluster.host_index[pl.host], _mask(pl.gpu_indices))
+        cluster.take(cluster.host_index[pl.host], mask_of(pl.gpu_indices))
         decisions.start(
             rw.workload,
             (pl,),
@@ -405,5 +392,5 @@ def _apply(
             f"free a block for waiting job {w.id}",
         )
     for pl in c.placements:
-        cluster.take(cluster.host_index[pl.host], _mask(pl.gpu_indices))
+        cluster.take(cluster.host_index[pl.host], mask_of(pl.gpu_indices))
     decisions.start(w, c.placements, True, start_reason(w, c.placements))

@@ -156,7 +156,7 @@ class FairShareCycle:
                 break
         self._short_jobs_on_reserve()
         if policy.consolidate:  # at most one planned migration that frees a block
-            for_cycle(self.reservations, self.reasons, pending, self.floor)
+            for_cycle(self.reservations, self.reasons, pending)
         self.reservations.release_all()
         self._unallocated_jobs()
         queue = (
