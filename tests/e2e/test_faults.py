@@ -14,6 +14,7 @@ from collections import defaultdict
 import pytest
 from django.conf import settings
 from django.utils import timezone
+from kombu import pools as kombu_pools
 
 from config.celery import app
 from ledger.selectors import window_usage
@@ -253,6 +254,7 @@ def _reset_broker_pools() -> None:
     entities go too: with task routes (the background queue) a routed task declares its
     queue, which then stays bound to a channel of the stopped Redis, and a later test's
     publish would declare it there (a URL change happens only in tests)."""
+    kombu_pools.reset()  # the process-wide connection and producer pools, by broker
     app._pool = None
     app.amqp._producer_pool = None
     app.amqp._rtable = None
