@@ -252,3 +252,19 @@ def _clear_test_cache(settings):
     prefix = settings.CACHES["default"]["KEY_PREFIX"]
     for key in client.scan_iter(f"{prefix}:*"):
         client.delete(key)
+
+
+@pytest.fixture(autouse=True)
+def _celery_app_stays_current():
+    """A test that makes another Celery app current (``Celery(...)`` does unless told
+    ``set_as_current=False``) would send every later test's tasks of this worker to that
+    app, without the project's configuration: fail the test that did it, not a later one."""
+    from celery import current_app
+
+    from config.celery import app
+
+    yield
+    leaked = current_app._get_current_object()
+    if leaked is not app:
+        app.set_current()
+        pytest.fail(f"the test left Celery app {leaked!r} current; pass set_as_current=False")

@@ -247,19 +247,15 @@ def test_two_workers_run_one_cycle_at_a_time_per_cluster(
 
 
 def _reset_broker_pools() -> None:
-    """Celery keeps its broker connections in pools and its result backend (with its
-    Redis URL) per app or thread; drop them so the next task and the next result go to
-    the broker and backend now configured (a backend left on this test's stopped Redis
-    failed a later test of the same xdist worker that waits for a result). The queue
-    entities go too: with task routes (the background queue) a routed task declares its
-    queue, which then stays bound to a channel of the stopped Redis, and a later test's
-    publish would declare it there (a URL change happens only in tests)."""
+    """Celery keeps its broker connections in pools, its result backend (with its Redis
+    URL) per app or thread, and in the app's AMQP object the queue entities, the router
+    and a task sender that captured them; drop them all so the next task and the next
+    result go to the broker and backend now configured. A queue left bound to a channel
+    of this test's stopped Redis failed a later test of the same xdist worker that
+    published a task (a URL change happens only in tests)."""
     kombu_pools.reset()  # the process-wide connection and producer pools, by broker
     app._pool = None
-    app.amqp._producer_pool = None
-    app.amqp._rtable = None
-    for cached in ("queues", "default_queue", "default_exchange", "router"):
-        app.amqp.__dict__.pop(cached, None)
+    app.__dict__.pop("amqp", None)  # a fresh AMQP object: queues, router, task sender
     app._backend_cache = None
     app._local.__dict__.pop("backend", None)
 

@@ -140,7 +140,7 @@ def test_cycles_go_on_while_the_background_worker_is_busy(make_run):
     os.kill(busy, signal.SIGSTOP)
     try:
         broker = redis_lib.Redis.from_url(env["REDIS_URL"])
-        with Celery("allot", broker=env["REDIS_URL"]) as app:
+        with Celery("allot", broker=env["REDIS_URL"], set_as_current=False) as app:
             app.conf.task_routes = settings.CELERY_TASK_ROUTES
             for name in ("scheduler.preview_run", "scheduler.refresh_etas"):
                 app.send_task(name, (0,))
