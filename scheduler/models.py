@@ -293,6 +293,10 @@ class AttemptEnd(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
     LOST = "lost", "Lost with its host or outside Allot"
     START_FAILED = "start_failed", "Could not be started"
+    # stopped to start again on other hosts (consolidation: the block it left goes to a
+    # waiting job); its job starts again on `Attempt.moved_to` once the cluster reports
+    # the end (`scheduler.cycle.moves`)
+    MIGRATED = "migrated", "Moved to other hosts"
 
 
 class Attempt(models.Model):
@@ -330,6 +334,12 @@ class Attempt(models.Model):
     preempted_by = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    # A planned migration (stop intent `migrated`): where the job starts again once the
+    # cluster reports this attempt ended, as `placements`; empty otherwise.
+    moved_to = models.JSONField(default=list, blank=True)
+    # The end of its protection when it is not its minimum runtime from its start: a
+    # job started again after a move keeps the protection it had (over when it moved).
+    protected_until = models.DateTimeField(null=True, blank=True)
     started_by_cycle = models.ForeignKey(
         "CycleRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -1,6 +1,7 @@
 """Step 4 of a cycle: write the plan (one transaction), then tell the cluster.
 
-Stops first (attempt STOPPING with its intent and deadline; the job event names the
+A planned migration's stop is sent before anything is written and its job started
+again once the cluster reports the end (`scheduler.cycle.moves`). Stops first (attempt STOPPING with its intent and deadline; the job event names the
 preempting job, its project and the rule; a job whose idle GPUs are reclaimed has its
 owner told by e-mail where the cluster's `idle_notify_owner` says so), then starts: the Attempt is committed
 STARTING *before* `adapter.start` and carries the attempt id (adopt-before-retry). A
@@ -11,20 +12,19 @@ cluster reports the end. Unhealthy hosts the engine reports empty get
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from django.db import transaction
 from django.db.models import F
 
-from scheduler.adapters import ClusterJob, StartRequest
 from scheduler.core.engine import CyclePlan, Placement, StopReason, stop_rule
-from scheduler.cycle.adapter_io import runs, send_start, send_stop
-from scheduler.cycle.attempts import confirm_running, stop_attempt
+from scheduler.cycle.attempts import send_starts, stop_attempt
 from scheduler.cycle.context import CycleContext
+from scheduler.cycle.moves import ask_stops, planned_moves, send_move_stops
 from scheduler.cycle.queue_store import write_queue
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
 from scheduler.selectors.snapshot import ClusterSnapshot
-from scheduler.selectors.translate import placements_from_json, placements_to_json
+from scheduler.selectors.translate import placements_to_json
 from scheduler.services.notices import job_idle_reclaim_notify
 from scheduler.services.transitions import job_transition
 
@@ -36,7 +36,10 @@ def apply(ctx: CycleContext, cs: ClusterSnapshot, cycle_plan: CyclePlan) -> None
         for s in cycle_plan.stops
         if s.workload_id in cs.attempt_ids and s.workload_id not in cs.stopping
     ]
-    busy = _gpus_of(cs, {s.workload_id for s in stops})
+    moves = planned_moves(cycle_plan)
+    with ctx.phase("tell"):  # a move's stop first: a refused one changes nothing
+        stops, sent, kept = ask_stops(ctx, cs, stops, moves)
+    busy = _gpus_of(cs, {s.workload_id for s in stops} | kept)
     starts = [s for s in cycle_plan.starts if not _overlaps(s.placements, busy)]
     deferred = {
         s.workload_id: tuple(v.workload_id for v in stops if v.for_workload_id == s.workload_id)
@@ -44,13 +47,12 @@ def apply(ctx: CycleContext, cs: ClusterSnapshot, cycle_plan: CyclePlan) -> None
         if _overlaps(s.placements, busy)
     }
     with ctx.phase("write"), transaction.atomic():
-        stopped = _write_stops(ctx, cs, stops)
+        stopped = _write_stops(ctx, cs, stops, moves)
         started = _write_starts(ctx, cs, starts)
         _write_ready(ctx, cs, cycle_plan)
     with ctx.phase("tell"):
-        for attempt in stopped:
-            send_stop(ctx, attempt.attempt_id, float(ctx.cluster.grace_s))
-        _send_starts(ctx, started, cs)
+        send_move_stops(ctx, stopped, sent)
+        send_starts(ctx, started, {v: k for k, v in cs.node_ids.items()})
     with ctx.phase("queue"):
         write_queue(ctx, cs, cycle_plan, deferred)
     record = ctx.record
@@ -59,7 +61,9 @@ def apply(ctx: CycleContext, cs: ClusterSnapshot, cycle_plan: CyclePlan) -> None
     record.reservations = len(cycle_plan.reservations)
 
 
-def _write_stops(ctx: CycleContext, cs: ClusterSnapshot, stops) -> list[Attempt]:
+def _write_stops(
+    ctx: CycleContext, cs: ClusterSnapshot, stops, moves: Mapping[str, Sequence[Placement]]
+) -> list[Attempt]:
     if not stops:
         return []
     attempts = (
@@ -76,6 +80,8 @@ def _write_stops(ctx: CycleContext, cs: ClusterSnapshot, stops) -> list[Attempt]
         if attempt is None or attempt.state not in (AttemptState.STARTING, AttemptState.RUNNING):
             continue  # cancelled or ended since the snapshot
         drain = stop.reason_code in (StopReason.DRAIN, StopReason.HOST_DOWN)
+        moved_to = moves.get(stop.workload_id) if stop.reason_code == StopReason.MIGRATE else None
+        intent = AttemptEnd.MIGRATED if moved_to else AttemptEnd.PREEMPTED
         rule = stop_rule(stop.reason_code)
         reason = stop.reason
         if (
@@ -87,11 +93,12 @@ def _write_stops(ctx: CycleContext, cs: ClusterSnapshot, stops) -> list[Attempt]
         stop_attempt(
             ctx,
             attempt,
-            intent=AttemptEnd.DRAINED if drain else AttemptEnd.PREEMPTED,
+            intent=AttemptEnd.DRAINED if drain else intent,
             reason=reason,
             reason_code=str(stop.reason_code),
             rule=rule,
             by=preemptors.get(cs.job_id(stop.for_workload_id)) if stop.for_workload_id else None,
+            moved_to=placements_to_json(moved_to) if moved_to else None,
         )
         done.append(attempt)
         ctx.counts.actions.append(("stop", rule))
@@ -162,46 +169,6 @@ def _write_ready(ctx: CycleContext, cs: ClusterSnapshot, cycle_plan: CyclePlan) 
         Host.objects.filter(
             cluster=ctx.cluster, name__in=names, ready_for_repair_at__isnull=True
         ).exclude(health=HostHealth.HEALTHY).update(ready_for_repair_at=ctx.at)
-
-
-def _send_starts(
-    ctx: CycleContext, started: list[tuple[Attempt, Job]], cs: ClusterSnapshot
-) -> None:
-    """adapter.start for each new attempt; confirmations and errors recorded after."""
-    paths = {v: k for k, v in cs.node_ids.items()}
-    outcomes: list[tuple[Attempt, ClusterJob | None, str]] = []
-    for attempt, job in started:
-        request = StartRequest(
-            attempt_id=attempt.attempt_id,
-            job_name=job.name,
-            gpus=attempt.gpus,
-            placements=tuple(placements_from_json(attempt.placements)),
-            spec=job.spec,
-            run_for_s=max(0.0, job.duration_s - job.progress_s) if job.duration_s else None,
-            project=paths.get(job.project_id, ""),
-            grace_s=float(ctx.cluster.grace_s),
-            kind=job.kind,
-        )
-        outcomes.append((attempt, *send_start(ctx, request)))
-    todo = [o for o in outcomes if o[2] or (o[1] is not None and runs(o[1]))]
-    if not todo:
-        return
-    ctx.cluster_read()  # the answers came after the first read
-    with transaction.atomic():
-        fresh = (
-            Attempt.objects.select_for_update(of=("self", "job"))
-            .select_related("job")
-            .in_bulk([a.pk for a, _, _ in todo])
-        )
-        for attempt, cj, error in todo:
-            row = fresh[attempt.pk]
-            if row.state != AttemptState.STARTING:
-                continue  # a stop (cancel) came in meanwhile: reconcile takes it on
-            if error:
-                row.end_detail = error[:1000]
-                row.save(update_fields=["end_detail"])
-            else:
-                confirm_running(ctx, row, cj)
 
 
 def _gpus_of(cs: ClusterSnapshot, workload_ids: set[str]) -> set[tuple[str, int]]:

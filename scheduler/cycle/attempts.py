@@ -7,16 +7,22 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+from collections.abc import Mapping
 
 from django.conf import settings
+from django.db import transaction
 
-from scheduler.adapters import ClusterJob, ClusterJobState
+from scheduler.adapters import ClusterJob, ClusterJobState, StartRequest
 from scheduler.core.engine.runs import saved_work_s
-from scheduler.cycle.adapter_io import START_WITHDRAWN
+from scheduler.cycle.adapter_io import START_WITHDRAWN, runs, send_start
 from scheduler.cycle.context import CycleContext
 from scheduler.cycle.refusals import kept_off_note
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Job, JobState
-from scheduler.selectors.translate import placements_to_json, policy_for_cluster
+from scheduler.selectors.translate import (
+    placements_from_json,
+    placements_to_json,
+    policy_for_cluster,
+)
 from scheduler.services.transitions import (
     attempt_transition,
     is_legal,
@@ -34,6 +40,7 @@ _END_TEXT = {
     AttemptEnd.CANCELLED: "cancelled",
     AttemptEnd.LOST: "lost",
     AttemptEnd.START_FAILED: "could not be started",
+    AttemptEnd.MIGRATED: "stopped to be moved to other hosts (consolidation)",
 }
 
 
@@ -112,18 +119,23 @@ def stop_attempt(
     reason_code: str,
     rule: str,
     by: Job | None,
+    moved_to: list[dict] | None = None,
 ) -> None:
     """A STARTING or RUNNING attempt the plan stops: STOPPING with its intent and the
-    cluster's grace period, its job STOPPING with the preempting job and the rule."""
+    cluster's grace period, its job STOPPING with the preempting job and the rule;
+    `moved_to`: where a moved job starts again once stopped (`scheduler.cycle.moves`)."""
+    changes: dict[str, object] = {
+        "stop_intent": intent,
+        "stop_requested_at": ctx.at,
+        "stop_deadline": ctx.at + dt.timedelta(seconds=ctx.cluster.grace_s),
+        "preempted_by": by,
+    }
+    if moved_to:
+        changes["moved_to"] = moved_to
     attempt_transition(
         attempt=attempt,
         to_state=AttemptState.STOPPING,
-        changes={
-            "stop_intent": intent,
-            "stop_requested_at": ctx.at,
-            "stop_deadline": ctx.at + dt.timedelta(seconds=ctx.cluster.grace_s),
-            "preempted_by": by,
-        },
+        changes=changes,
         job_steps=[JobState.STOPPING],
         reason=reason,
         reason_code=reason_code,
@@ -214,3 +226,45 @@ def end_reason(attempt: Attempt, cj: ClusterJob) -> str:
     if state == ClusterJobState.STOPPED:
         return attempt.stop_intent or AttemptEnd.LOST
     return AttemptEnd.LOST
+
+
+def send_starts(
+    ctx: CycleContext, started: list[tuple[Attempt, Job]], paths: Mapping[int, str]
+) -> None:
+    """adapter.start for each new attempt (`paths`: budget node id -> its slug path);
+    confirmations and errors recorded after."""
+    if not started:
+        return
+    outcomes: list[tuple[Attempt, ClusterJob | None, str]] = []
+    for attempt, job in started:
+        request = StartRequest(
+            attempt_id=attempt.attempt_id,
+            job_name=job.name,
+            gpus=attempt.gpus,
+            placements=tuple(placements_from_json(attempt.placements)),
+            spec=job.spec,
+            run_for_s=max(0.0, job.duration_s - job.progress_s) if job.duration_s else None,
+            project=paths.get(job.project_id, ""),
+            grace_s=float(ctx.cluster.grace_s),
+            kind=job.kind,
+        )
+        outcomes.append((attempt, *send_start(ctx, request)))
+    todo = [o for o in outcomes if o[2] or (o[1] is not None and runs(o[1]))]
+    if not todo:
+        return
+    ctx.cluster_read()  # the answers came after the first read
+    with transaction.atomic():
+        fresh = (
+            Attempt.objects.select_for_update(of=("self", "job"))
+            .select_related("job")
+            .in_bulk([a.pk for a, _, _ in todo])
+        )
+        for attempt, cj, error in todo:
+            row = fresh[attempt.pk]
+            if row.state != AttemptState.STARTING:
+                continue  # a stop (cancel) came in meanwhile: reconcile takes it on
+            if error:
+                row.end_detail = error[:1000]
+                row.save(update_fields=["end_detail"])
+            else:
+                confirm_running(ctx, row, cj)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
+from budgets.selectors import tree_index
 from scheduler.adapters import ClusterJob, ClusterJobState
 from scheduler.core.engine import Placement
 from scheduler.cycle.adapter_io import (
@@ -22,6 +23,7 @@ from scheduler.cycle.attempts import (
     end_attempt,
     end_reason,
     ended_withdrawn,
+    send_starts,
     start_confirm_s,
     start_overdue,
     withdraw_start,
@@ -29,6 +31,7 @@ from scheduler.cycle.attempts import (
 )
 from scheduler.cycle.context import ClusterReport, CycleContext
 from scheduler.cycle.hosts import reconcile_hosts
+from scheduler.cycle.moves import restart_moved
 from scheduler.cycle.planned_gpus import moved_placements, reported_busy
 from scheduler.models import Attempt, AttemptEnd, AttemptState
 from scheduler.selectors.snapshot import OPEN_ATTEMPT_STATES, fetch_rows
@@ -45,26 +48,39 @@ def reconcile(ctx: CycleContext, report: ClusterReport) -> list:
     ctx.host_states = {h.name: h.state for h in report.hosts if h.state}
     with transaction.atomic():
         pushes = reconcile_hosts(ctx, report.hosts)
-        stopping, withdraws, open_ids, unplaced = _reconcile_attempts(ctx, report.jobs)
+        stopping, withdraws, open_ids, unplaced, ended = _reconcile_attempts(ctx, report.jobs)
         _keep_planned_apart(ctx, report, unplaced)
         holders, zombies = _outside_jobs(ctx, report.jobs, open_ids)
+        # moved jobs whose stop ended start again at once, before the plan
+        restarts = [] if ctx.reconcile_only else restart_moved(ctx, ended, report.jobs)
     push_host_health(ctx, pushes)
     resend_stops(ctx, stopping, zombies)
     for attempt_id in withdraws:
         send_withdraw(ctx, attempt_id)
+    if restarts:
+        send_starts(ctx, restarts, _paths(ctx))
     return holders
+
+
+def _paths(ctx: CycleContext) -> dict[int, str]:
+    """Budget node id -> slug path (the worker's snapshot cache, else the tree)."""
+    cached = ctx.warm.snapshot_cache.paths
+    if cached:
+        return dict(cached)
+    index = tree_index()
+    return {pk: index.path(pk) for pk in index.nodes}
 
 
 def _reconcile_attempts(
     ctx: CycleContext, reported: Sequence[ClusterJob]
-) -> tuple[list[tuple[str, float]], list[str], set[str], list[int]]:
+) -> tuple[list[tuple[str, float]], list[str], set[str], list[int], list[Attempt]]:
     """Apply what the cluster reports to every open attempt. Open attempts are read
     without locks first; only those the report changes are locked and updated.
     Returns the stops to (re)send as (attempt id, grace seconds left), the starts to
     take back (attempt ids: STARTING attempts being withdrawn the cluster still
     reports waiting), the ids of the attempts open before the reconcile and the pks
     of those the cluster had not placed yet (no start time: their GPUs are the
-    plan's)."""
+    plan's) and the attempts it ended."""
     by_id = {cj.attempt_id: cj for cj in reported if cj.attempt_id}
     rows = Attempt.objects.filter(cluster=ctx.cluster, state__in=OPEN_ATTEMPT_STATES)
     todo: list[int] = []
@@ -72,6 +88,7 @@ def _reconcile_attempts(
     withdraws: list[str] = []
     open_ids: set[str] = set()
     unplaced: list[int] = []
+    ended: list[Attempt] = []
     for pk, attempt_id, state, external_id, started_at, deadline, created_at, detail in fetch_rows(
         rows.values_list(
             "pk",
@@ -105,7 +122,9 @@ def _reconcile_attempts(
         for attempt in attempts:
             cj = by_id.get(attempt.attempt_id)
             ctx.counts.reconciled += _reconcile_one(ctx, attempt, cj)
-            if attempt.state == AttemptState.STOPPING:
+            if attempt.state == AttemptState.ENDED:
+                ended.append(attempt)
+            elif attempt.state == AttemptState.STOPPING:
                 stopping.append((attempt.attempt_id, attempt.stop_deadline))
             elif (
                 attempt.state == AttemptState.STARTING
@@ -117,7 +136,7 @@ def _reconcile_attempts(
     for attempt_id, deadline in stopping:
         left = (deadline - ctx.at).total_seconds() if deadline else ctx.cluster.grace_s
         stops.append((attempt_id, max(0.0, left)))
-    return stops, withdraws, open_ids, unplaced
+    return stops, withdraws, open_ids, unplaced, ended
 
 
 def _waits(cj: ClusterJob | None) -> bool:

@@ -15,7 +15,10 @@ What holds GPUs: every open attempt (starting, running, stopping) with the place
 the attempt records. An attempt already stopping is handed to the engine as a
 *protected holder*: allocated, with its stop deadline as its `protected_until_s`, so
 the engine neither preempts it a second time nor gives its GPUs away before the
-cluster reports it ended. Jobs the cluster runs outside Allot are passed in by the
+cluster reports it ended. One stopping to move (consolidation, stop intent `migrated`)
+also holds the GPUs it starts again on (`Attempt.moved_to`), as a holder outside the
+fair share the engine never preempts, until the cycle starts it there
+(`scheduler.cycle.moves`). Jobs the cluster runs outside Allot are passed in by the
 caller as `holders` (built with `translate.foreign_holder`) for the same reason.
 Every engine input is built by `scheduler.selectors.translate`.
 
@@ -61,8 +64,10 @@ from scheduler.models import (
 )
 from scheduler.selectors.translate import (
     FOREIGN_PROJECT,
+    MOVE_PREFIX,
     engine_host,
     engine_tree,
+    foreign_holder,
     placements_from_json,
     policy_for_cluster,
     protected_holder,
@@ -155,6 +160,7 @@ def _open_attempts(cluster_id: int):
     return rows.annotate(
         started_s=Epoch(Coalesce("started_at", "created_at")),
         deadline_s=Epoch("stop_deadline"),
+        protected_s=Epoch("protected_until"),
         submit_s=Epoch("job__submitted_at"),
     ).values_list(
         "pk",
@@ -173,6 +179,8 @@ def _open_attempts(cluster_id: int):
         "job__priority",
         "job__kind",
         "submit_s",
+        "protected_s",
+        "moved_to",
     )
 
 
@@ -211,6 +219,8 @@ def _running(
             priority,
             kind,
             submit_s,
+            protected_s,
+            moved_to,
         ) = row
         wid = str(job_id)
         attempt_ids[wid] = pk
@@ -242,13 +252,19 @@ def _running(
             running.append(protected_holder(work, pls, started_s=started_s, until_s=until))
             if (
                 preempted_by is not None
-                and intent == AttemptEnd.PREEMPTED
+                and intent in (AttemptEnd.PREEMPTED, AttemptEnd.MIGRATED)
                 and now <= deadline_s + VICTIM_WAIT_SLACK_S
             ):
                 victims.setdefault(str(preempted_by), []).append(wid)
+            target = json.loads(moved_to) if isinstance(moved_to, str) else moved_to
+            if intent == AttemptEnd.MIGRATED and target:
+                # the GPUs it starts again on once stopped: nobody else's meanwhile
+                to = placements_from_json(target)
+                running.append(foreign_holder(f"~{MOVE_PREFIX}{wid}", gpus, to, now=now))
             continue  # rebuilt every time: its protection follows the clock
         held = running_holder(work, pls, started_s=started_s, allocated=allocated,
-                              last_checkpoint_s=checkpoint, idle_since_s=idle_since)  # fmt: skip
+                              last_checkpoint_s=checkpoint, idle_since_s=idle_since,
+                              protected_until_s=protected_s)  # fmt: skip
         if idle_since is None:
             cache.running[pk] = (row, project, checkpoint, held)
         running.append(held)

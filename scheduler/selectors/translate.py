@@ -24,6 +24,8 @@ from scheduler.models import Cluster, Job
 
 # Project key of jobs the cluster runs outside Allot (slugs never contain "~").
 FOREIGN_PROJECT = "~outside-allot"
+# Workload id prefix (after "~") of the GPUs a job stopping to move starts again on.
+MOVE_PREFIX = "move-"
 # Protection of a holder whose end is unknown (a job outside Allot): longer than any
 # minimum runtime, so the engine never plans to preempt it.
 UNKNOWN_END_S = 365 * 86400.0
@@ -32,11 +34,10 @@ UNKNOWN_END_S = 365 * 86400.0
 def policy_for_cluster(cluster: Cluster) -> Policy:
     """The engine policy of a cluster (its minimum-runtime cap, usage window,
     short-job reserve, adaptive unless its `short_reserve_auto` is off, its share floor and
-    idle-GPU reclaim); the
-    checkpoint interval and restart overhead are the engine's defaults. Consolidation
-    (`Policy.consolidate`, on in the engine and the simulator) is off: the live apply
-    writes a start only for a pending job, so a job the plan moves would be stopped and
-    requeued instead of started again in the same cycle."""
+    idle-GPU reclaim); the checkpoint interval, the restart overhead and consolidation
+    (`Policy.consolidate`, on: the live cycle stops a moved job and starts it again on its
+    planned hosts once the cluster reports the stop, `scheduler.cycle.moves`) are the
+    engine's defaults."""
     return Policy(
         max_min_runtime_s=float(cluster.max_min_runtime_s),
         lookback_s=float(cluster.lookback_s),
@@ -48,7 +49,6 @@ def policy_for_cluster(cluster: Cluster) -> Policy:
         share_floor=cluster.share_floor,
         idle_reclaim=cluster.idle_reclaim,
         idle_reclaim_after_s=float(cluster.idle_reclaim_after_s),
-        consolidate=False,
     )
 
 
@@ -139,12 +139,20 @@ def running_holder(
     allocated: bool,
     last_checkpoint_s: float | None,
     idle_since_s: float | None = None,
+    protected_until_s: float | None = None,
 ) -> RunningWorkload:
     """An open attempt that runs: protected by its minimum runtime from `started_s`
-    when `allocated` (`scheduler.core.engine.runs.protected_until`); `idle_since_s`:
+    when `allocated` (`scheduler.core.engine.runs.protected_until`), or until
+    `protected_until_s` when given (a job started again after a move); `idle_since_s`:
     its GPUs idle since then (None: not idle; `scheduler.core.engine.runs.idle_reclaimable`)."""
     return RunningWorkload(
-        work, placements, started_s, allocated, last_checkpoint_s, idle_since_s=idle_since_s
+        work,
+        placements,
+        started_s,
+        allocated,
+        last_checkpoint_s,
+        protected_until_s=protected_until_s,
+        idle_since_s=idle_since_s,
     )
 
 

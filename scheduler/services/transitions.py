@@ -86,7 +86,7 @@ def job_target(end: str, *, resumable: bool, started: bool, intent: str = "") ->
         end = intent  # it was being stopped anyway
     if end == AttemptEnd.CANCELLED:
         return JobState.CANCELLED
-    if end in (AttemptEnd.PREEMPTED, AttemptEnd.DRAINED):
+    if end in (AttemptEnd.PREEMPTED, AttemptEnd.DRAINED, AttemptEnd.MIGRATED):
         return JobState.PENDING if requeue else JobState.PREEMPTED
     return JobState.PENDING if requeue else JobState.FAILED  # lost
 
