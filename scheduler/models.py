@@ -79,8 +79,7 @@ class Cluster(models.Model):
         "is preempted first when GPUs are needed.",
     )
     idle_threshold_pct = models.PositiveIntegerField(
-        default=5,
-        help_text="GPU utilization (%) below which a job's GPUs count as idle.",
+        default=5, help_text="GPU utilization (%) below which a job's GPUs count as idle."
     )
     idle_reclaim_after_s = models.PositiveIntegerField(
         default=30 * 60,
@@ -88,11 +87,9 @@ class Cluster(models.Model):
         help_text="How long (seconds) a job's GPUs must stay idle before they are reclaimed.",
     )
     idle_notify_owner = models.BooleanField(
-        default=True,
-        help_text="Tell a job's owner when its idle GPUs are reclaimed.",
+        default=True, help_text="Tell a job's owner when its idle GPUs are reclaimed."
     )
     created_at = models.DateTimeField(default=timezone.now)
-    # Besides staff, these users may drain and resume the cluster's hosts.
     operators = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
         blank=True,
@@ -293,10 +290,7 @@ class AttemptEnd(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
     LOST = "lost", "Lost with its host or outside Allot"
     START_FAILED = "start_failed", "Could not be started"
-    # stopped to start again on other hosts (consolidation: the block it left goes to a
-    # waiting job); its job starts again on `Attempt.moved_to` once the cluster reports
-    # the end (`scheduler.cycle.moves`)
-    MIGRATED = "migrated", "Moved to other hosts"
+    MIGRATED = "migrated", "Moved to other hosts"  # consolidation: scheduler.cycle.moves
 
 
 class Attempt(models.Model):
@@ -334,12 +328,8 @@ class Attempt(models.Model):
     preempted_by = models.ForeignKey(
         Job, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
-    # A planned migration (stop intent `migrated`): where the job starts again once the
-    # cluster reports this attempt ended, as `placements`; empty otherwise.
-    moved_to = models.JSONField(default=list, blank=True)
-    # The end of its protection when it is not its minimum runtime from its start: a
-    # job started again after a move keeps the protection it had (over when it moved).
-    protected_until = models.DateTimeField(null=True, blank=True)
+    moved_to = models.JSONField(default=list, blank=True)  # a move's target (cycle.moves)
+    protected_until = models.DateTimeField(null=True, blank=True)  # set: after a move
     started_by_cycle = models.ForeignKey(
         "CycleRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

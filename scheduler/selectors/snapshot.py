@@ -247,20 +247,14 @@ def _running(
         )
         if state == AttemptState.STOPPING:
             stopping.add(wid)
+            running += _stopping(work, pls, started_s, now, deadline_s, moved_to)
             deadline_s = now if deadline_s is None else deadline_s
-            until = max(deadline_s, now + 1.0)
-            running.append(protected_holder(work, pls, started_s=started_s, until_s=until))
             if (
                 preempted_by is not None
                 and intent in (AttemptEnd.PREEMPTED, AttemptEnd.MIGRATED)
                 and now <= deadline_s + VICTIM_WAIT_SLACK_S
             ):
                 victims.setdefault(str(preempted_by), []).append(wid)
-            target = json.loads(moved_to) if isinstance(moved_to, str) else moved_to
-            if intent == AttemptEnd.MIGRATED and target:
-                # the GPUs it starts again on once stopped: nobody else's meanwhile
-                to = placements_from_json(target)
-                running.append(foreign_holder(f"~{MOVE_PREFIX}{wid}", gpus, to, now=now))
             continue  # rebuilt every time: its protection follows the clock
         held = running_holder(work, pls, started_s=started_s, allocated=allocated,
                               last_checkpoint_s=checkpoint, idle_since_s=idle_since,
@@ -269,6 +263,26 @@ def _running(
             cache.running[pk] = (row, project, checkpoint, held)
         running.append(held)
     return running, attempt_ids, stopping, victims
+
+
+def _stopping(
+    work: Workload,
+    pls: tuple,
+    started_s: float,
+    now: float,
+    deadline_s: float | None,
+    moved_to: str | list | None,
+) -> list[RunningWorkload]:
+    """The holders of an attempt being stopped: its GPUs, protected until its stop
+    deadline; a job stopping to move also holds the GPUs it starts again on, nobody
+    else's meanwhile (`Attempt.moved_to`)."""
+    until = max(now if deadline_s is None else deadline_s, now + 1.0)
+    out = [protected_holder(work, pls, started_s=started_s, until_s=until)]
+    target = json.loads(moved_to) if isinstance(moved_to, str) else moved_to
+    if target:
+        to = placements_from_json(target)
+        out.append(foreign_holder(f"~{MOVE_PREFIX}{work.id}", work.gpus, to, now=now))
+    return out
 
 
 def _pending(
