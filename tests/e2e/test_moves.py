@@ -7,6 +7,7 @@ cluster refuses leaves everything as it was."""
 from __future__ import annotations
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from scheduler.adapters import AdapterError
@@ -96,6 +97,11 @@ def test_a_moved_job_starts_again_on_its_planned_hosts_and_its_block_goes_to_the
     assert stop[0]["rule_label"].startswith("Moved to another host")
     ends = [a["end_reason"] for a in body["attempts"]]
     assert "migrated" in ends
+    page = Client()
+    page.force_login(live.user)
+    html = page.get(f"/jobs/{mover.pk}/").content.decode()
+    assert "Moved to other hosts" in html  # the attempts table
+    assert "Moved to another host, restarted at once" in html  # the stop's rule
 
     # it moved: its protection stays over, and it does not move again before it saves
     assert (live.cycle(advance_s=60).stops, live.cycle(advance_s=60).starts) == (0, 0)
