@@ -6,18 +6,56 @@ cluster refuses leaves everything as it was."""
 
 from __future__ import annotations
 
+import datetime as dt
+import time
+from dataclasses import dataclass
+
 import pytest
 from django.test import Client
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from scheduler import adapters
 from scheduler.adapters import AdapterError
-from scheduler.models import Attempt, AttemptEnd, AttemptState, JobEvent, JobState
+from scheduler.models import Attempt, AttemptEnd, AttemptState, Cluster, Job, JobEvent, JobState
 from scheduler.selectors.translate import policy_for_cluster
-from tests.support.live import assert_consistent
+from scheduler.tasks import run_cycle
+from tests.factories import UserFactory
+from tests.support.live import assert_consistent, submit_job
 
 pytestmark = pytest.mark.django_db
 
 HOUR = 3600
+
+
+@dataclass
+class OnSimulated:
+    """The `live` helpers for a cluster in the simulated cluster process (over HTTP):
+    Allot's clock moves with `advance`, the cluster's (at `SPEED`) with real time."""
+
+    cluster: Cluster
+    tree: object
+    user: object
+    now: dt.datetime
+
+    def submit(self, project: str = "a1", **kwargs) -> Job:
+        node = self.tree.node(project)
+        return submit_job(cluster=self.cluster, project=node, user=self.user, at=self.now, **kwargs)
+
+    def cycle(self, advance_s: float = 0.0):
+        if advance_s:
+            self.advance(advance_s)
+        return run_cycle.worker.run(cluster_id=self.cluster.pk, now=self.now)
+
+    def advance(self, seconds: float) -> None:
+        self.now += dt.timedelta(seconds=seconds)
+        time.sleep(min(seconds, 400) / SPEED)
+
+    def job(self, job: Job) -> Job:
+        return Job.objects.get(pk=job.pk)
+
+
+SPEED = 100.0  # simulated seconds per second: the 300 s job ends in 3 s
 
 
 def fragment(live, *, mover_min_runtime_s: int = 600):
@@ -41,7 +79,10 @@ def fragment(live, *, mover_min_runtime_s: int = 600):
     hosts = {j.pk: Attempt.objects.get(job=j).host_names[0] for j in (mover, brief, session, big)}
     assert hosts[mover.pk] == hosts[brief.pk]
     assert len({hosts[mover.pk], hosts[session.pk], hosts[big.pk]}) == 3
-    live.memory.advance(1900)  # the brief job ended; the mover checkpointed at 1,800 s
+    if isinstance(live, OnSimulated):  # the brief job ends; the mover saves at 1,800 s
+        live.advance(1900)
+    else:
+        live.memory.advance(1900)
     waiting = live.submit(gpus=8, min_runtime_s=2 * HOUR, duration_s=4 * HOUR)
     return mover, session, waiting, hosts
 
@@ -152,3 +193,34 @@ def test_a_move_whose_planned_gpus_were_taken_leaves_the_job_in_the_queue(live):
     # back in the queue: the engine places it like any waiting job (or it waits)
     assert live.job(mover).state in (JobState.PENDING, JobState.STARTING, JobState.RUNNING)
     assert_consistent(live.cluster, live.memory)
+
+
+def test_a_move_on_the_simulated_cluster_process(tree, make_simulated_cluster):
+    """The same move over HTTP: the simulated cluster stops the run (its exit delay),
+    the next cycles start it again on its planned GPUs and the waiting job in its block,
+    and the cluster reports both running where Allot says."""
+    run_cycle.worker.reset()
+    cluster = make_simulated_cluster(
+        name="moves",
+        hosts=4,
+        gpus_per_host=8,
+        speed=SPEED,
+        grace_s=30,
+        adapter_options={"start_delay_s": 0, "exit_delay_s": 2},
+    )
+    sim = OnSimulated(cluster, tree, UserFactory(username="ann"), timezone.now())
+    mover, session, waiting, hosts = fragment(sim)
+    assert sim.cycle().stops == 1
+    target = Attempt.objects.get(job=mover).moved_to
+    for _ in range(20):  # the cluster reports the end within a few of its seconds
+        sim.cycle(advance_s=1)
+        if sim.job(waiting).state == JobState.RUNNING:
+            break
+    assert sim.job(mover).state == JobState.RUNNING
+    assert sim.job(waiting).state == JobState.RUNNING
+    new = Attempt.objects.get(job=mover, state=AttemptState.RUNNING)
+    assert new.number == 2 and new.placements == target
+    assert Attempt.objects.get(job=waiting).host_names == [hosts[mover.pk]]
+    reported = {cj.attempt_id: cj for cj in adapters.for_cluster(cluster).jobs()}
+    assert [p.host for p in reported[new.attempt_id].placements] == [hosts[session.pk]]
+    assert_consistent(cluster)
