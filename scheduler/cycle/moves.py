@@ -58,21 +58,20 @@ def ask_stops(
     asked = [s for s in stops if s.reason_code == StopReason.MIGRATE]
     if not asked:
         return list(stops), set(), set()
-    running = set(
+    running = dict(
         Attempt.objects.filter(
             pk__in=[cs.attempt_ids[s.workload_id] for s in asked],
             state=AttemptState.RUNNING,
-        ).values_list("pk", flat=True)
+        ).values_list("pk", "attempt_id")
     )
     sent: set[str] = set()
     kept: set[str] = set()
     for stop in asked:
         wid = stop.workload_id
-        pk = cs.attempt_ids[wid]
-        if pk not in running or not moves.get(wid):
+        attempt_id = running.get(cs.attempt_ids[wid])
+        if attempt_id is None or not moves.get(wid):
             kept.add(wid)
             continue
-        attempt_id = Attempt.objects.values_list("attempt_id", flat=True).get(pk=pk)
         try:
             ctx.adapter.stop(attempt_id, float(ctx.cluster.grace_s))
         except AdapterError as exc:
