@@ -40,22 +40,19 @@ class Cluster(models.Model):
     # the options hold e.g. {"slurm_conf": "/etc/slurm/slurm.conf"}.
     adapter_url = models.CharField(max_length=500, blank=True)
     adapter_options = models.JSONField(default=dict, blank=True)
-    # Policy (SPEC 1.3-1.4): how often a cycle runs, how long a stopped job may take to
-    # exit, the cap on declared minimum runtimes, and the fair-share usage window.
+    # Policy (SPEC 1.3-1.4): cycle period, stop grace, min-runtime cap, usage window.
     cycle_s = models.PositiveIntegerField(default=10, validators=[MinValueValidator(1)])
     grace_s = models.PositiveIntegerField(default=30)
     max_min_runtime_s = models.PositiveIntegerField(default=8 * HOUR_S)
     lookback_s = models.PositiveIntegerField(default=7 * DAY_S, validators=[MinValueValidator(1)])
     half_life_s = models.PositiveIntegerField(null=True, blank=True)
-    # The short-job reserve (engine `Policy.short_reserve_hosts`): hosts where no new job
-    # protected for longer than `short_job_max_s` starts; 0 turns it off.
+    # The short-job reserve (engine `Policy.short_reserve_hosts`; 0: none).
     short_reserve_hosts = models.PositiveIntegerField(
         default=0,
         help_text="Hosts held for jobs with a short minimum runtime (and unallocated "
         "backfill), so a quick debug job starts within minutes for any team; 0: none.",
     )
-    # The adaptive short-job reserve (engine `Policy.short_reserve_auto`), on by default:
-    # sized from the short work each cycle observes; off: only `short_reserve_hosts`.
+    # The adaptive short-job reserve (engine `Policy.short_reserve_auto`).
     short_reserve_auto = models.BooleanField(
         default=True,
         help_text="Hold hosts for short jobs as the short work observed needs them, giving "
@@ -63,6 +60,9 @@ class Cluster(models.Model):
     )
     share_floor = models.BooleanField(  # engine Policy.share_floor
         default=True, help_text="Under-served projects keep their oldest jobs up to their share."
+    )
+    consolidate = models.BooleanField(  # engine Policy.consolidate (scheduler.cycle.moves)
+        default=True, help_text="Move a few jobs past their protection to free a block."
     )
     short_job_max_s = models.PositiveIntegerField(
         default=15 * 60,

@@ -22,7 +22,7 @@ def duration_option(text: str, option: str) -> int:
 
 def add_policy_arguments(parser, *, defaults: bool) -> None:
     """--cycle-s, --grace-s, --max-min-runtime, --short-reserve-hosts, --short-reserve-auto,
-    --share-floor, --short-job-max;
+    --share-floor, --consolidate, --short-job-max;
     with `defaults` those of a new cluster, otherwise None (not given)."""
 
     def default(value: Any) -> dict[str, Any]:
@@ -68,6 +68,13 @@ def add_policy_arguments(parser, *, defaults: bool) -> None:
         help="the share floor: a project under its entitled share keeps its oldest jobs, up "
         "to that share, from the fair-share preemption of projects served clearly better; "
         "off: Fair Tree's rank alone decides" + shown("on"),
+        **default("on"),
+    )
+    parser.add_argument(
+        "--consolidate",
+        choices=["on", "off"],
+        help="consolidation: move a few resumable jobs past their protection to other hosts "
+        "to free a block for a waiting job; off: never" + shown("on"),
         **default("on"),
     )
     parser.add_argument(
@@ -132,6 +139,8 @@ def policy_options(options: dict[str, Any]) -> dict[str, Any]:
         policy["short_reserve_auto"] = options["short_reserve_auto"] == "on"
     if options["share_floor"] is not None:
         policy["share_floor"] = options["share_floor"] == "on"
+    if options["consolidate"] is not None:
+        policy["consolidate"] = options["consolidate"] == "on"
     if options["max_min_runtime"] is not None:
         policy["max_min_runtime_s"] = duration_option(
             options["max_min_runtime"], "--max-min-runtime"

@@ -34,10 +34,10 @@ UNKNOWN_END_S = 365 * 86400.0
 def policy_for_cluster(cluster: Cluster) -> Policy:
     """The engine policy of a cluster (its minimum-runtime cap, usage window,
     short-job reserve, adaptive unless its `short_reserve_auto` is off, its share floor and
-    idle-GPU reclaim); the checkpoint interval, the restart overhead and consolidation
-    (`Policy.consolidate`, on: the live cycle stops a moved job and starts it again on its
-    planned hosts once the cluster reports the stop, `scheduler.cycle.moves`) are the
-    engine's defaults."""
+    idle-GPU reclaim, and consolidation, on unless its `consolidate` is off: the live
+    cycle stops a moved job and starts it again on its planned hosts once the cluster
+    reports the stop, `scheduler.cycle.moves`); the checkpoint interval and the restart
+    overhead are the engine's defaults."""
     return Policy(
         max_min_runtime_s=float(cluster.max_min_runtime_s),
         lookback_s=float(cluster.lookback_s),
@@ -49,6 +49,7 @@ def policy_for_cluster(cluster: Cluster) -> Policy:
         share_floor=cluster.share_floor,
         idle_reclaim=cluster.idle_reclaim,
         idle_reclaim_after_s=float(cluster.idle_reclaim_after_s),
+        consolidate=cluster.consolidate,
     )
 
 

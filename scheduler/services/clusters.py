@@ -150,6 +150,8 @@ POLICY_RULES: dict[str, PolicyRule] = {
     "short_job_max_s": PolicyRule(1, 30 * DAY_S),
     # the share floor (engine `Policy.share_floor`)
     "share_floor": PolicyRule(0, 1, boolean=True),
+    # consolidation (engine `Policy.consolidate`; the live moves: `scheduler.cycle.moves`)
+    "consolidate": PolicyRule(0, 1, boolean=True),
     # idle-GPU reclaim (engine `Policy.idle_reclaim`; the idle test is
     # `scheduler.selectors.utilization.idle_attempt_ids`)
     "idle_reclaim": PolicyRule(0, 1, boolean=True),
@@ -280,6 +282,7 @@ def cluster_create(
     short_reserve_hosts: int = 0,
     short_reserve_auto: bool = True,
     share_floor: bool = True,
+    consolidate: bool = True,
     short_job_max_s: int = 15 * 60,
     adapter_url: str = "",
     adapter_options: Mapping[str, Any] | None = None,
@@ -293,8 +296,8 @@ def cluster_create(
     has (a cluster that still runs jobs of another Allot database is refused without
     it). `short_reserve_hosts` hosts are held for jobs protected for at most
     `short_job_max_s` (the engine's short-job reserve), more while `short_reserve_auto`
-    (on by default) sizes it from the short work observed; `share_floor` (on by default)
-    is the engine's share floor. Raises ValidationFailed (field
+    (on by default) sizes it from the short work observed; `share_floor` and
+    `consolidate` (on by default) are the engine's share floor and consolidation. Raises ValidationFailed (field
     named), Conflict (the name
     is taken), PermissionDenied, ClusterUnreachable."""
     _check_actor(actor)
@@ -315,6 +318,7 @@ def cluster_create(
             "short_reserve_hosts": short_reserve_hosts,
             "short_reserve_auto": short_reserve_auto,
             "share_floor": share_floor,
+            "consolidate": consolidate,
             "short_job_max_s": short_job_max_s,
         }
     )

@@ -47,6 +47,7 @@ DEFAULTS = {
     "short_reserve_auto": True,
     "short_job_max_s": 900,
     "share_floor": True,
+    "consolidate": True,
     "idle_reclaim": False,
     "idle_threshold_pct": 5,
     "idle_reclaim_after_s": 1800,
@@ -707,6 +708,22 @@ def test_the_share_floor_is_one_audited_setting_away_and_reaches_the_engine(clus
         cluster_set("gpu", "--reason", "r", "--share-floor", "maybe")
 
 
+def test_consolidation_is_one_audited_setting_away_and_reaches_the_engine(cluster, api_client):
+    assert policy_for_cluster(cluster).consolidate  # on for a new cluster
+    out = cluster_set("gpu", "--reason", "no moves", "--consolidate", "off")
+    assert out.strip() == "Cluster 'gpu': consolidate True -> False."
+    assert policy(cluster) == {**DEFAULTS, "consolidate": False}
+    assert ClusterPolicyEvent.objects.get().changes == {"consolidate": [True, False]}
+    cluster.refresh_from_db()
+    assert not policy_for_cluster(cluster).consolidate
+    assert not sim_config_for_cluster(cluster).consolidate  # the preview's too
+    api_client.force_authenticate(SuperUserFactory(username="root"))
+    url = f"/api/v1/clusters/{cluster.pk}/"
+    response = api_client.patch(url, {"consolidate": True, "reason": "moves"}, format="json")
+    assert response.status_code == 200, response.json()
+    assert api_client.get(url).json()["policy"]["consolidate"] is True
+
+
 def test_a_preview_replays_every_setting_the_live_policy_has(cluster):
     """The simulator's config (previews, the demo's back-fill) and the engine's policy
     agree on every setting they share, for a cluster whose settings all differ from
@@ -719,6 +736,7 @@ def test_a_preview_replays_every_setting_the_live_policy_has(cluster):
         "short_reserve_auto": False,
         "short_job_max_s": 600,
         "share_floor": False,
+        "consolidate": False,
         "idle_reclaim": True,
         "idle_reclaim_after_s": 900,
     }

@@ -8,6 +8,12 @@ from config.api_fields import StrictInput, TextField
 from scheduler.services import clusters as cluster_rules
 from scheduler.services import utilization as metrics_rules
 
+CONSOLIDATE_HELP = (
+    "Consolidation: a waiting job that fits in the free GPUs in total but on no host may "
+    "get a block freed by moving a few resumable jobs past their protection to other "
+    "hosts, started again there once stopped (false: never)"
+)
+
 
 class PolicyOutput(serializers.Serializer):
     cycle_s = serializers.IntegerField(help_text="Seconds between scheduling cycles")
@@ -40,6 +46,7 @@ class PolicyOutput(serializers.Serializer):
         "served more than 5 points of usage relative to entitled share better "
         "(false: Fair Tree's rank alone decides)"
     )
+    consolidate = serializers.BooleanField(help_text=CONSOLIDATE_HELP)
     idle_reclaim = serializers.BooleanField(
         help_text="Idle-GPU reclaim: a job past its minimum runtime whose GPUs stay idle "
         "is preempted first when GPUs are needed (rule idle_reclaim)"
@@ -256,6 +263,7 @@ class ClusterPolicyInput(StrictInput):
         "points of usage relative to entitled share better (false: Fair Tree's rank alone"
         " decides)",
     )
+    consolidate = _policy_field("consolidate", CONSOLIDATE_HELP)
     idle_reclaim = _policy_field(
         "idle_reclaim",
         "Idle-GPU reclaim: a job past its minimum runtime whose GPUs stay idle is "
