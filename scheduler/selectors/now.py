@@ -4,7 +4,7 @@ Per cluster: GPUs running, free and waited for; jobs pending and running; the la
 cycle's age and duration (and whether cycles are late); the cluster adapter's errors of
 recent cycles; hosts down or draining with their reason and what still runs there; and
 what the short-job reserve holds (`short_reserve_now`, the one place that reads it);
-the switchable scheduling rules, share floor and idle-GPU reclaim (`policy_now`: the
+the switchable scheduling rules, share floor, consolidation and idle-GPU reclaim (`policy_now`: the
 settings the engine reads and their last audited change). Reads only; everything comes from the records the cycle writes.
 """
 
@@ -199,19 +199,20 @@ def policy_now(*, cluster: Cluster) -> dict[str, Any]:
     """The cluster's switchable scheduling rules as the engine's policy reads them
     (`policy_for_cluster`), each with its last audited change (`changed_at`,
     `changed_by`, `reason`; None where never changed): `share_floor`
-    (docs/concepts.md#share-floor) and `idle_reclaim` (#idle-reclaim, with its threshold
-    and how long GPUs must stay idle). One query."""
+    (docs/concepts.md#share-floor), `consolidate` (#consolidation) and `idle_reclaim`
+    (#idle-reclaim, with its threshold and how long GPUs must stay idle). One query."""
     policy = policy_for_cluster(cluster)
     last: dict[str, Any] = {}
+    names = ("share_floor", "consolidate", "idle_reclaim")
     events = ClusterPolicyEvent.objects.filter(
-        Q(changes__has_key="share_floor") | Q(changes__has_key="idle_reclaim"),
+        Q(changes__has_key=names[0]) | Q(changes__has_key=names[1]) | Q(changes__has_key=names[2]),
         cluster_id=cluster.pk,
     ).only("at", "actor_name", "reason", "changes")
     for event in events:  # newest first
-        for name in ("share_floor", "idle_reclaim"):
+        for name in names:
             if name in event.changes and name not in last:
                 last[name] = event
-        if len(last) == 2:
+        if len(last) == len(names):
             break
 
     def changed(name: str) -> dict[str, Any]:
@@ -224,6 +225,7 @@ def policy_now(*, cluster: Cluster) -> dict[str, Any]:
 
     return {
         "share_floor": {"on": policy.share_floor, **changed("share_floor")},
+        "consolidate": {"on": policy.consolidate, **changed("consolidate")},
         "idle_reclaim": {
             "on": policy.idle_reclaim,
             "threshold_pct": cluster.idle_threshold_pct,

@@ -117,6 +117,7 @@ def test_the_now_page_shows_the_policy_the_engine_and_the_api_read(
         return value, policy[field], getattr(policy_for_cluster(live.cluster), field)
 
     assert shown("Share floor", "share_floor") == (("On", "as the cluster was added"), True, True)
+    assert shown("Consolidation", "consolidate") == (("On", "as the cluster was added"), True, True)
     assert shown("Idle-GPU reclaim", "idle_reclaim") == (
         ("Off", "as the cluster was added"), False, False
     )  # fmt: skip
@@ -135,9 +136,17 @@ def test_the_now_page_shows_the_policy_the_engine_and_the_api_read(
     assert (state, api_on, engine_on) == ("On", True, True)
     assert note.startswith("below 5% for 30 min; since ")
     assert note.endswith("by system: idle notebooks")
+    call_command(
+        "cluster_set", live.cluster.name, "--reason", "no moves", "--consolidate", "off",
+        stdout=io.StringIO(),
+    )  # fmt: skip
+    (state, note), api_on, engine_on = shown("Consolidation", "consolidate")
+    assert (state, api_on, engine_on) == ("Off", False, False)
+    assert note.endswith("by system: no moves")
     with django_assert_num_queries(1):
         policy = policy_now(cluster=live.cluster)
     assert not policy["share_floor"]["on"] and policy["idle_reclaim"]["on"]
+    assert not policy["consolidate"]["on"]
 
 
 def test_the_now_page_counts_are_the_apis_and_the_clis(live, client, live_server, tmp_path):
