@@ -138,7 +138,7 @@ def restart_moved(
         busy.update((p["host"], int(i)) for p in old.moved_to for i in p["gpu_indices"])
         out.append((_start_again(ctx, old, job), job))
     ctx.counts.starts += len(out)
-    ctx.counts.actions += [("start", "moved")] * len(out)
+    ctx.counts.actions += [("start", "consolidation")] * len(out)
     return out
 
 
