@@ -224,3 +224,24 @@ def test_a_move_on_the_simulated_cluster_process(tree, make_simulated_cluster):
     reported = {cj.attempt_id: cj for cj in adapters.for_cluster(cluster).jobs()}
     assert [p.host for p in reported[new.attempt_id].placements] == [hosts[session.pk]]
     assert_consistent(cluster)
+
+
+def test_a_move_stop_that_timed_out_is_written_and_resent_and_the_move_completes(live, monkeypatch):
+    """An error that is not a refusal may have reached the cluster: the stop is written
+    (STOPPING, intent `migrated`) and the reconcile sends it again; the move goes on."""
+    mover, session, waiting, hosts = fragment(live)
+    stop = live.memory.stop
+
+    def timed_out(attempt_id: str, grace_s: float) -> None:
+        raise AdapterError("timed out talking to the controller")
+
+    monkeypatch.setattr(live.memory, "stop", timed_out)
+    assert live.cycle().stops == 1
+    old = Attempt.objects.get(job=mover)
+    assert old.state == AttemptState.STOPPING and old.stop_intent == AttemptEnd.MIGRATED
+    monkeypatch.setattr(live.memory, "stop", stop)
+    live.cycle(advance_s=31)  # resent (its grace is over: at once)
+    live.cycle(advance_s=1)
+    assert Attempt.objects.get(job=mover, number=2).state == AttemptState.RUNNING
+    assert live.job(waiting).state == JobState.RUNNING
+    assert_consistent(live.cluster, live.memory)
