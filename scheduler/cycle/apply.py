@@ -1,8 +1,9 @@
 """Step 4 of a cycle: write the plan (one transaction), then tell the cluster.
 
 A planned migration's stop is sent before anything is written and its job started
-again once the cluster reports the end (`scheduler.cycle.moves`). Stops first (attempt STOPPING with its intent and deadline; the job event names the
-preempting job, its project and the rule; a job whose idle GPUs are reclaimed has its
+again once the cluster reports the end (`scheduler.cycle.moves`). Stops first (attempt
+STOPPING with its intent and deadline; the job event names the preempting job, its
+project and the rule; a job whose idle GPUs are reclaimed has its
 owner told by e-mail where the cluster's `idle_notify_owner` says so), then starts: the Attempt is committed
 STARTING *before* `adapter.start` and carries the attempt id (adopt-before-retry). A
 start that needs GPUs of a job being stopped waits: they are free only when the

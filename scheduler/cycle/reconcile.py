@@ -1,5 +1,6 @@
 """Step 2 of a cycle: bring hosts and open attempts in line with what the cluster
-reports (it is the truth about what runs), then resend stops and push drains."""
+reports (it is the truth about what runs), start again at once the jobs whose move
+stop ended (`scheduler.cycle.moves`), then resend stops and push drains."""
 
 from __future__ import annotations
 
