@@ -101,6 +101,8 @@ def test_a_moved_job_starts_again_on_its_planned_hosts_and_its_block_goes_to_the
     old.refresh_from_db()
     assert old.state == AttemptState.STOPPING and old.stop_intent == AttemptEnd.MIGRATED
     assert old.preempted_by_id == waiting.pk
+    # its contract was kept: stopped only after its minimum runtime
+    assert old.started_at + dt.timedelta(seconds=mover.min_runtime_s) <= old.stop_requested_at
     target = old.moved_to
     assert [p["host"] for p in target] == [hosts[session.pk]]
     assert live.memory.stop_calls == [(old.attempt_id, 30.0)]
