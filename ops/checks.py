@@ -1,5 +1,6 @@
-"""The built-in health checks: database and broker (what a web process needs), and the
-scheduler's state (beat, workers, every cluster's cycles, the restore pause)."""
+"""The built-in health checks: database and broker (what a web process needs), the
+scheduler's state (beat, workers, every cluster's cycles, the restore pause) and the
+background queue's worker (previews, ETAs, utilization, rollups)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from django.conf import settings
 from django.db import connection
 
 from ops.health import Check
-from ops.selectors import scheduling_health
+from ops.selectors import queue_health, scheduling_health
 
 TIMEOUT_S = 2.0
+BACKGROUND_WORKER = "background worker"  # what `/healthz` names when it is not alive
 
 
 def database() -> dict:
@@ -37,9 +39,17 @@ def scheduling() -> dict:
     return scheduling_health().as_dict()
 
 
+def background() -> dict:
+    """A worker of the background queue beat recently (the same heartbeats and freshness
+    as the scheduling check's workers). Not critical: cycles go on without it, while
+    previews stay queued and ETAs, utilization and rollups stop being refreshed."""
+    return queue_health(settings.BACKGROUND_QUEUE, BACKGROUND_WORKER).as_dict()
+
+
 # What `/healthz` runs, in this order (`/healthz/web` only the `web` ones).
 CHECKS = (
     Check("database", database, critical=True, web=True),
     Check("broker", broker, critical=True, web=True),
     Check("scheduling", scheduling, critical=True, web=False),
+    Check("background", background, critical=False, web=False),
 )

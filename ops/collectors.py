@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.conf import settings
 from django.db.models import Count, Max, Sum
 from django.utils import timezone
 from prometheus_client.core import Metric
@@ -12,6 +13,7 @@ from accounts.models import ApiToken
 from budgets.models import BudgetEvent, BudgetNode, Membership
 from ledger.selectors import DEFAULT_DAYS, entitlement_ratios, last_hour_occupancy
 from ops.metrics import StateCollector, gauge
+from ops.selectors import heartbeat_stale_after_s, heartbeats, queue_workers_alive
 from scheduler.models import ACTIVE_STATES, Cluster, Job, JobState
 
 
@@ -93,5 +95,23 @@ def ledger_metrics() -> Iterable[Metric]:
     )
 
 
+def process_metrics() -> Iterable[Metric]:
+    """Live workers per queue, by the heartbeats `/healthz` reads (ops.selectors)."""
+    _, workers = heartbeats(timezone.now())
+    fresh = heartbeat_stale_after_s()
+    queues = (settings.CELERY_TASK_DEFAULT_QUEUE, settings.BACKGROUND_QUEUE)
+    yield gauge(
+        "allot_queue_workers_alive",
+        "Celery workers of each queue whose heartbeat is fresh (0: nothing runs its tasks)",
+        ["queue"],
+        [(q, queue_workers_alive(workers, q, fresh)) for q in queues],
+    )
+
+
 # What `/metrics` reads from the database at every scrape, in this order.
-STATE_COLLECTORS: tuple[StateCollector, ...] = (budget_metrics, scheduler_metrics, ledger_metrics)
+STATE_COLLECTORS: tuple[StateCollector, ...] = (
+    budget_metrics,
+    scheduler_metrics,
+    ledger_metrics,
+    process_metrics,
+)

@@ -6,7 +6,8 @@ banner read them through `ops.selectors.scheduling_health`).
 - beat: `HeartbeatScheduler`, Celery beat's scheduler (CELERY_BEAT_SCHEDULER), beats from
   its own loop, so the row ages when beat stops (not when a worker stops);
 - a worker: a thread started when the worker is ready (Celery's `worker_ready` signal)
-  and stopped at its shutdown, named after the worker's node name.
+  and stopped at its shutdown, named after the worker's node name, with the queues it
+  consumes (so that health can tell the cycles' workers from the background ones).
 
 A failed write (the database restarting) is logged and tried again at the next beat.
 """
@@ -43,10 +44,16 @@ def heartbeat_interval_s() -> float:
         return float(settings.ALLOT_HEARTBEAT_S)
 
 
-def _beat(kind: str, name: str, started_at) -> bool:
+def _beat(kind: str, name: str, started_at, queues: tuple[str, ...] = ()) -> bool:
     """One heartbeat; False (logged) when the database did not take it."""
     try:
-        heartbeat_record(kind=kind, name=name, host=socket.gethostname(), started_at=started_at)
+        heartbeat_record(
+            kind=kind,
+            name=name,
+            host=socket.gethostname(),
+            started_at=started_at,
+            queues=queues,
+        )
         return True
     except Exception as exc:  # the next beat tries again on a fresh connection
         log.warning("%s %s: could not record a heartbeat: %s", kind, name, exc)
@@ -74,10 +81,12 @@ class HeartbeatScheduler(PersistentScheduler):
 
 
 class WorkerHeartbeat:
-    """A daemon thread recording one worker's heartbeat until `stop()`."""
+    """A daemon thread recording one worker's heartbeat (its name and the queues it
+    consumes) until `stop()`."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, queues: tuple[str, ...] = ()) -> None:
         self.name = name
+        self.queues = queues
         self.started_at = timezone.now()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{name}", daemon=True)
@@ -93,10 +102,18 @@ class WorkerHeartbeat:
     def _run(self) -> None:
         try:
             while not self._stopped.is_set():
-                _beat(ProcessKind.WORKER, self.name, self.started_at)
+                _beat(ProcessKind.WORKER, self.name, self.started_at, self.queues)
                 self._stopped.wait(heartbeat_interval_s())
         finally:
             connection.close()  # this thread's own connection
+
+
+def consumed_queues(consumer) -> tuple[str, ...]:
+    """The queues a worker's consumer takes tasks from (its `-Q`), sorted."""
+    app = getattr(consumer, "app", None)
+    if app is None:
+        return ()
+    return tuple(sorted(app.amqp.queues.consume_from))
 
 
 @worker_ready.connect
@@ -105,7 +122,7 @@ def _start_worker_heartbeat(sender=None, **kwargs) -> None:
     controller = getattr(sender, "controller", None)
     name = getattr(sender, "hostname", "") or f"worker-{socket.gethostname()}-{os.getpid()}"
     if controller is not None and getattr(controller, "allot_heartbeat", None) is None:
-        controller.allot_heartbeat = WorkerHeartbeat(name).start()
+        controller.allot_heartbeat = WorkerHeartbeat(name, consumed_queues(sender)).start()
 
 
 @worker_shutdown.connect

@@ -21,6 +21,9 @@ class Heartbeat(models.Model):
     host = models.CharField(max_length=200, blank=True)
     pid = models.PositiveIntegerField(null=True, blank=True)
     started_at = models.DateTimeField()  # when this process started beating
+    # a worker's queues, comma-separated ("celery,background"); "" for beat, and for a
+    # worker row written before workers said (it counts for every queue)
+    queues = models.CharField(max_length=500, blank=True, default="")
     seen_at = models.DateTimeField()
 
     class Meta:

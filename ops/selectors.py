@@ -7,10 +7,15 @@ ALLOT_STALE_CYCLES (3) cycle periods; the cause named is the first of:
 - `beat`: beat's heartbeat is older than 3 heartbeat periods (nothing asks for cycles);
   the period follows the shortest cycle period (`heartbeat_interval_s`), so a dead beat
   is named before any cluster it stops can go stale;
-- `worker`: no worker's heartbeat is that fresh (nothing runs them);
+- `worker`: no heartbeat that fresh of a worker of the cycles' queue (nothing runs them;
+  a worker of the background queue only does not count);
 - `cluster adapter`: the cluster's recent cycles could not read it (the error is shown);
 - `cycles`: beat and a worker are alive, yet no cycle ran (failing or queued behind
   other work: see the worker's log).
+
+`queue_health(queue)` reads the same heartbeats for one queue: `/healthz` names
+`background worker` (and stays 200, "degraded": cycles go on) when no worker of the
+background queue beat that recently (previews, ETAs, utilization and rollups wait).
 """
 
 from __future__ import annotations
@@ -129,6 +134,75 @@ def heartbeat_stale_after_s(shortest_cycle_s: float | None = None) -> float:
 
 
 @dataclass(frozen=True)
+class WorkerBeat:
+    name: str
+    age_s: float  # unrounded
+    queues: str  # comma-separated; "" when the worker did not say
+
+
+def heartbeats(now: dt.datetime) -> tuple[dt.datetime | None, list[WorkerBeat]]:
+    """When beat last beat, and every worker's last heartbeat (one read)."""
+    rows = Heartbeat.objects.values_list("kind", "name", "seen_at", "queues")
+    beat_at = None
+    workers = []
+    for kind, name, at, queues in rows:
+        if kind == ProcessKind.BEAT:
+            beat_at = at if beat_at is None else max(beat_at, at)
+        elif kind == ProcessKind.WORKER:
+            workers.append(WorkerBeat(name, max(0.0, (now - at).total_seconds()), queues))
+    return beat_at, workers
+
+
+def consumes(worker: WorkerBeat, queue: str) -> bool:
+    """Whether `worker` takes tasks of `queue` (a row written before workers said which
+    queues they consume counts for every queue)."""
+    return not worker.queues or queue in worker.queues.split(",")
+
+
+def queue_workers_alive(workers: list[WorkerBeat], queue: str, fresh_s: float) -> int:
+    """How many workers of `queue` beat within `fresh_s` seconds."""
+    return sum(1 for w in workers if w.age_s <= fresh_s and consumes(w, queue))
+
+
+def queue_alive(workers: list[WorkerBeat], queue: str, fresh_s: float) -> bool:
+    """Whether a worker of `queue` beat within `fresh_s` seconds."""
+    return queue_workers_alive(workers, queue, fresh_s) > 0
+
+
+@dataclass(frozen=True)
+class QueueHealth:
+    queue: str
+    component: str  # what `/healthz` names when no worker of the queue is alive
+    ok: bool
+    worker_ages_s: dict[str, float]  # the workers of the queue, fresh or not
+    heartbeat_stale_after_s: float
+
+    def as_dict(self) -> dict:
+        return {
+            "ok": self.ok,
+            "stale": [] if self.ok else [self.component],
+            "queue": self.queue,
+            "workers": self.worker_ages_s,
+            "heartbeat_stale_after_s": self.heartbeat_stale_after_s,
+        }
+
+
+def queue_health(queue: str, component: str, *, now: dt.datetime | None = None) -> QueueHealth:
+    """Whether a worker of `queue` is alive (`scheduling_health`'s heartbeats and
+    freshness); `component` names it when not ("background worker")."""
+    now = now or timezone.now()
+    _, workers = heartbeats(now)
+    fresh = heartbeat_stale_after_s()
+    return QueueHealth(
+        queue=queue,
+        component=component,
+        ok=queue_alive(workers, queue, fresh),
+        worker_ages_s={w.name: round(w.age_s, 1) for w in workers if consumes(w, queue)},
+        heartbeat_stale_after_s=fresh,
+    )
+
+
+@dataclass(frozen=True)
 class ClusterHealth:
     name: str
     last_cycle_age_s: float | None  # any cycle
@@ -225,9 +299,8 @@ def scheduling_health(*, now: dt.datetime | None = None) -> SchedulingHealth:
     """Whether every cluster is being scheduled, and what is stale when not."""
     now = now or timezone.now()
     paused = scheduling_paused()
-    beats = list(Heartbeat.objects.values_list("kind", "name", "seen_at"))
-    beat_at = max((at for kind, _, at in beats if kind == ProcessKind.BEAT), default=None)
-    workers = {name: _age(now, at) for kind, name, at in beats if kind == ProcessKind.WORKER}
+    beat_at, worker_beats = heartbeats(now)
+    workers = {w.name: round(w.age_s, 1) for w in worker_beats}
     clusters = list(Cluster.objects.annotate(last=Max("cycles__started_at")).order_by("name"))
     fresh = heartbeat_stale_after_s(min((c.cycle_s for c in clusters), default=None))
     stale: list[str] = []
@@ -236,7 +309,7 @@ def scheduling_health(*, now: dt.datetime | None = None) -> SchedulingHealth:
     beat_age = _age(now, beat_at)
     if beat_at is None or (now - beat_at).total_seconds() > fresh:  # unrounded, as cycles'
         stale.append("beat")
-    if not any(age <= fresh for age in workers.values()):
+    if not queue_alive(worker_beats, settings.CELERY_TASK_DEFAULT_QUEUE, fresh):
         stale.append("worker")
     window = max((stale_after_s(c.cycle_s) for c in clusters), default=0.0)
     recent: dict[int, list[tuple]] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+from collections.abc import Iterable
 
 from django.db import transaction
 from django.utils import timezone
@@ -19,9 +20,16 @@ HEARTBEAT_KEPT = dt.timedelta(days=1)
 
 
 def heartbeat_record(
-    *, kind: str, name: str, host: str, started_at: dt.datetime, now: dt.datetime | None = None
+    *,
+    kind: str,
+    name: str,
+    host: str,
+    started_at: dt.datetime,
+    now: dt.datetime | None = None,
+    queues: Iterable[str] = (),
 ) -> None:
-    """Record that process `name` of `kind` is alive now (one upsert)."""
+    """Record that process `name` of `kind` (a worker: consuming `queues`) is alive now
+    (one upsert)."""
     Heartbeat.objects.bulk_create(
         [
             Heartbeat(
@@ -31,11 +39,12 @@ def heartbeat_record(
                 pid=os.getpid(),
                 started_at=started_at,
                 seen_at=now or timezone.now(),
+                queues=",".join(sorted(queues))[:500],
             )
         ],
         update_conflicts=True,
         unique_fields=["kind", "name"],
-        update_fields=["host", "pid", "started_at", "seen_at"],
+        update_fields=["host", "pid", "started_at", "seen_at", "queues"],
     )
 
 

@@ -2,7 +2,8 @@
 through deploy/allot-run) with production settings, as a non-root user, on the real
 PostgreSQL, a Redis of the test's own and a simulated cluster process.
 
-- a job goes from submission to success through the web, worker and beat units;
+- a job goes from submission to success through the web, worker, background and beat
+  units; stopping the background worker makes /healthz "degraded" naming it;
 - killing beat makes /healthz 503 naming beat within 3 cycle periods; restarting it, 200;
 - two web instances and a worker share one metrics directory: restarting an instance
   loses no count (theirs, its own, or the worker's), and adds no file."""
@@ -72,7 +73,8 @@ def deployment(tmp_path):
 
 def start_scheduling(deployment: Deployment, *, cycle_s: int, web_ports: list[int]):
     """Migrate (the one-shot unit), then the simulated cluster, a cluster in it, the web
-    instances, worker 1 and beat; returns the cluster once the web answers."""
+    instances, worker 1 (ALLOT_WORKER_QUEUES=celery in the environment file), background
+    worker 1 and beat; returns the cluster once the web answers."""
     migrate = deployment.run("allot-migrate.service")
     assert migrate.returncode == 0, migrate.stdout + migrate.stderr
     url = deployment.base_env["ALLOT_SIMCLUSTER_URL"]
@@ -86,6 +88,7 @@ def start_scheduling(deployment: Deployment, *, cycle_s: int, web_ports: list[in
     for port in web_ports:
         deployment.start(f"web-{port}", "allot-web@.service", str(port))
     deployment.start("worker", "allot-worker@.service", "1")
+    deployment.start("background", "allot-background@.service", "1")
     deployment.start("beat", "allot-beat.service")
     for port in web_ports:
         wait_until(
@@ -145,16 +148,28 @@ def test_the_units_take_a_job_to_success_as_a_non_root_user(deployment, tree):
         what="/healthz ok",
         deployment=deployment,
     )
-    assert health["status"] == "ok" and health["stale"] == []
+    assert health["status"] == "ok" and health["stale"] == [], health
 
     # the unit's process is the program itself (exec), run by the unprivileged user
-    for name, program in [(f"web-{port}", "gunicorn"), ("worker", "celery"), ("beat", "celery")]:
+    programs = [(f"web-{port}", "gunicorn"), ("worker", "celery"), ("background", "celery")]
+    for name, program in [*programs, ("beat", "celery")]:
         pid = deployment.processes[name].popen.pid
         assert program in command_line(pid)
         assert process_owner(pid) == deployment.user.uid
         assert deployment.user.uid != 0
-    workers = list(Heartbeat.objects.filter(kind="worker").values_list("name", flat=True))
-    assert len(workers) == 1 and workers[0].startswith("worker-1@")
+    # each worker's heartbeat names its queues: what tells the two apart in /healthz
+    workers = dict(Heartbeat.objects.filter(kind="worker").values_list("name", "queues"))
+    assert sorted(q for _, q in workers.items()) == ["background", "celery"], workers
+    assert {name.split("@")[0] for name in workers} == {"worker-1", "background-1"}
+    # the background worker stopped: cycles go on, /healthz is 200 "degraded" naming it
+    assert deployment.stop("background") == 0
+    health = wait_until(
+        lambda: (r := http(port, "/healthz"))[0] == 200 and r[1]["status"] == "degraded" and r[1],
+        timeout_s=30,
+        what="/healthz degraded naming the background worker",
+        deployment=deployment,
+    )
+    assert health["stale"] == ["background worker"], health
     # structured logs (ALLOT_LOG_FORMAT=json in the environment file)
     worker_lines = [
         json.loads(line)
