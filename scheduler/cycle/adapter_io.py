@@ -18,9 +18,6 @@ STOP_RESEND_S = 30.0
 # (it may still come); the reconcile tells them apart by these prefixes.
 START_REFUSED = "start refused: "
 START_ERROR = "start error: "
-# `Attempt.end_detail` of a STARTING attempt whose start the cycle is taking back (the
-# cluster kept it waiting past the start timeout, `scheduler.cycle.attempts`)
-START_WITHDRAWN = "start withdrawn: "
 
 
 def read_cluster(ctx: CycleContext) -> ClusterReport | None:

@@ -14,10 +14,11 @@ from django.db import transaction
 
 from scheduler.adapters import ClusterJob, ClusterJobState, StartRequest
 from scheduler.core.engine.runs import saved_work_s
-from scheduler.cycle.adapter_io import START_WITHDRAWN, runs, send_start
+from scheduler.cycle.adapter_io import runs, send_start
 from scheduler.cycle.context import CycleContext
 from scheduler.cycle.refusals import kept_off_note
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Job, JobState
+from scheduler.selectors.refusals import START_WITHDRAWN
 from scheduler.selectors.translate import (
     placements_from_json,
     placements_to_json,

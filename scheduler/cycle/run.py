@@ -10,13 +10,11 @@ import time
 from config.logs import cycle_scope
 from ops.metrics import observe_cycle
 from scheduler.core.engine.reserve_effect import ReserveEffect, reserve_effect
-from scheduler.core.refusals import avoid_map, avoid_texts
 from scheduler.cycle.adapter_io import close_adapter, read_cluster
 from scheduler.cycle.apply import apply
 from scheduler.cycle.context import CycleContext
 from scheduler.cycle.governed import adopt_governed, governs, sync_governed
 from scheduler.cycle.reconcile import reconcile
-from scheduler.cycle.refusals import kept_off
 from scheduler.cycle.warm import warm_plan
 from scheduler.models import CycleRecord
 from scheduler.selectors.snapshot import cluster_snapshot
@@ -55,15 +53,13 @@ def _run(ctx: CycleContext) -> CycleRecord:
                 with ctx.phase("adopt"):
                     adopt_governed(ctx)
             with ctx.phase("snapshot"):
-                kept = kept_off(ctx.cluster.pk, ctx.at)
                 cs = cluster_snapshot(
                     cluster=ctx.cluster,
                     now=ctx.at,
                     holders=holders,
                     cache=ctx.warm.snapshot_cache,
                     idle=_idle_attempts(ctx),
-                    avoid=avoid_map(kept),
-                    refused=avoid_texts(kept),
+                    refusals=True,
                 )
             with ctx.phase("plan"):
                 cycle_plan = warm_plan(cs, ctx.warm)

@@ -289,7 +289,8 @@ def estimate_position(*, job: Job) -> dict[str, Any]:
     """Plan the cluster as it is now with `job` (unsaved) added, through the engine,
     and say where it would stand: started by the next cycle, or its position overall
     and within its project, the project's fair-share factor and the reason it waits."""
-    cs = cluster_snapshot(cluster=job.cluster, now=job.submitted_at)
+    # with the refusals the live cycle keeps: the next cycle's plan, as far as it knows
+    cs = cluster_snapshot(cluster=job.cluster, now=job.submitted_at, refusals=True)
     project = next((p for p, n in cs.node_ids.items() if n == job.project_id), "")
     workload = job_workload(job, project=project, workload_id=DRY_RUN_ID, submit_s=cs.now)
     pending = {p: list(ws) for p, ws in cs.snapshot.pending.items()}

@@ -62,6 +62,7 @@ from scheduler.models import (
     Job,
     JobState,
 )
+from scheduler.selectors.refusals import snapshot_avoidance
 from scheduler.selectors.translate import (
     FOREIGN_PROJECT,
     MOVE_PREFIX,
@@ -369,8 +370,7 @@ def cluster_snapshot(
     holders: Sequence[RunningWorkload] = (),
     cache: SnapshotCache | None = None,
     idle: Collection[int] = frozenset(),
-    avoid: Mapping[str, frozenset[str]] | None = None,
-    refused: Mapping[str, str] | None = None,
+    refusals: bool = False,
 ) -> ClusterSnapshot:
     """The engine's view of `cluster` at `now` (default: the current time).
 
@@ -379,9 +379,11 @@ def cluster_snapshot(
     repeatedly passes the same `cache` each time (see `SnapshotCache`). `idle`: ids of
     running attempts whose GPUs stayed below the cluster's `idle_threshold_pct` for its
     `idle_reclaim_after_s` (`scheduler.selectors.utilization.idle_attempt_ids`): the
-    engine sees them idle for that long (`RunningWorkload.idle_since_s`). `avoid`: the
-    hosts each pending workload is kept off (`Snapshot.avoid`), `refused` the sentence
-    its queue reason gets for it (`scheduler.cycle.refusals`)."""
+    engine sees them idle for that long (`RunningWorkload.idle_since_s`). `refusals`:
+    keep each pending workload off the hosts that refused its start (`Snapshot.avoid`,
+    and `refused`, the sentence its queue reason gets), as the live cycle does; a plan
+    meant to say what the next cycle will do (a dry run) asks for them too
+    (`scheduler.selectors.refusals.snapshot_avoidance`)."""
     cache = cache if cache is not None else SnapshotCache()
     at = now or timezone.now()
     now_s = at.timestamp()
@@ -399,13 +401,14 @@ def cluster_snapshot(
         half_life_s=cluster.half_life_s,
     )
     usage = {paths[n]: v for n, v in usage_by_node.items() if n in paths}
+    avoid, refused = snapshot_avoidance(cluster.pk, at) if refusals else ({}, {})
     snapshot = Snapshot(
         hosts=_hosts(cluster.pk),
         running=[*running, *holders],
         pending=pending,
         tree=tree,
         usage=usage,
-        avoid=avoid or {},
+        avoid=avoid,
     )
     return ClusterSnapshot(
         cluster_id=cluster.pk,
@@ -418,5 +421,5 @@ def cluster_snapshot(
         attempt_ids=attempt_ids,
         stopping=frozenset(stopping),
         waiting={wid: tuple(victims[wid]) for wid in held},
-        refused=refused or {},
+        refused=refused,
     )
