@@ -296,10 +296,9 @@ class Reservations:
         usable_at = self._usable_times(w, charge)
         for h in self.cluster.touched:
             usable_at[h] = INF  # new work of projects ranked above
-        for h in self.placer.avoided(w):
-            usable_at[h] = INF  # the cluster refused `w` there
+        avoided = self.placer.avoided(w)  # the cluster refused `w` there: never held
         for size, n in sh.whole or [(sh.block, 1)]:
-            chosen = self._soonest_hosts(size, n, usable_at)
+            chosen = self._soonest_hosts(size, n, usable_at, avoided)
             if chosen is not None:
                 self._hold(w, r, chosen, max(usable_at.get(h, self.now) for h in chosen))
                 return
@@ -362,10 +361,12 @@ class Reservations:
                     usable_at[h] = t
         return usable_at
 
-    def _soonest_hosts(self, size: int, n: int, usable_at: dict[int, float]) -> list[int] | None:
-        """`n` unreserved healthy hosts of `size` GPUs usable soonest; among those usable
-        at a known time the emptiest (less to wait for), among the others the fullest
-        (fewest GPUs held idle). None if there are not enough."""
+    def _soonest_hosts(
+        self, size: int, n: int, usable_at: dict[int, float], avoided: list[int]
+    ) -> list[int] | None:
+        """`n` unreserved healthy hosts of `size` GPUs, none of `avoided`, usable soonest;
+        among those usable at a known time the emptiest (less to wait for), among the
+        others the fullest (fewest GPUs held idle). None if there are not enough."""
         if n <= 0:
             return []
         c = self.cluster
@@ -375,7 +376,7 @@ class Reservations:
         best: list[tuple[float, int, int]] = []
         eligible = 0
         for h in c.healthy_by_size.get(size, ()):
-            if h in reserved:
+            if h in reserved or (avoided and h in avoided):
                 continue
             eligible += 1
             a = usable_at.get(h, now)

@@ -74,3 +74,28 @@ def test_a_job_kept_off_the_cheapest_preemption_host_preempts_on_the_next_cheape
     assert [st.workload_id for st in out.stops] == ["v1"]
     (start,) = out.starts
     assert (start.workload_id, start.placements[0].host) == ("j", "h1")
+
+
+@pytest.mark.parametrize("mode", ["fairshare", "priority"])
+def test_no_reservation_on_the_hosts_a_job_is_kept_off(mode):
+    # j needs the whole cluster and is kept off every host: nothing is held for it, so
+    # k, behind it, starts on the free hosts (it used to reserve all four and idle them)
+    t = tree(a=3, b=1)
+    s = snap(hosts(4), [], pending(job("j", "a", 32), job("k", "b", 8)), t)
+    kept_off = dataclasses.replace(s, avoid={"j": frozenset({"h0", "h1", "h2", "h3"})})
+    out = cycle(kept_off, mode=mode)
+    assert [st.workload_id for st in out.starts] == ["k"]
+    assert not out.reservations
+
+
+def test_a_reservation_takes_other_hosts_than_those_a_job_is_kept_off():
+    # j (two whole hosts) is kept off h0 and h1, free; h2 and h3 run b's protected work:
+    # j holds h2 and h3 for when it ends, and k starts on a host j is kept off
+    t = tree(a=3, b=1)
+    busy = [run(job(f"r{h}", "b", 8), f"h{h}", tuple(range(8)), 100 * H - 60) for h in (2, 3)]
+    s = snap(hosts(4), busy, pending(job("j", "a", 16), job("k", "b", 8)), t)
+    out = cycle(dataclasses.replace(s, avoid={"j": frozenset({"h0", "h1"})}))
+    (held,) = out.reservations
+    assert (held.workload_id, sorted(held.hosts)) == ("j", ["h2", "h3"])
+    (start,) = out.starts
+    assert start.workload_id == "k" and start.placements[0].host in ("h0", "h1")
