@@ -8,7 +8,11 @@ page and the API schema, which read nothing that grows.)
 Every request is measured in one world, built once (`measured`, in a transaction rolled
 back at its end): the API lists with 3 rows of every kind and with 9, the details, pages
 and probes with 4 and with 10 (as when each test grew a world of its own); each test then
-compares its request's two measurements. The module is one xdist group (tests/conftest.py)."""
+compares its request's two measurements. The module is one xdist group (tests/conftest.py).
+
+A task a request queues (the queue page's ETA refresh) is not run inside the request,
+as a worker runs it (tests/support/querycount.py says why: a flaky count); the tasks are
+measured on their own, with 4 and 10 rows (`TASKS`)."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from budgets.models import BudgetEvent
 from budgets.services import budget_change_create, membership_add, node_create
 from scheduler.models import Job, JobState, Preview
 from scheduler.services.previews import preview_request, preview_run
-from scheduler.tasks import run_cycle
+from scheduler.tasks import refresh_etas, run_cycle
 from tests.dashboards import data
 from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
 from tests.support.live import Live
@@ -175,6 +179,8 @@ PAGES = {
     "what-if status": lambda r: f"/budgets/whatif/{r.preview().pk}/",
 }
 PROBES = ["/healthz", "/healthz/web", "/metrics"]
+# The background tasks the pages ask for, run as a worker runs them.
+TASKS = {"eta refresh": lambda r: refresh_etas(r.cluster.pk)}
 # The routes measured nowhere above, and why: the rest of the URLconf must be measured
 # (test_every_route_that_reads_is_measured), so a new list, detail or page cannot be missed.
 NOT_MEASURED = {
@@ -230,6 +236,19 @@ def _measure(rows: Rows, requests: dict, out: dict, size: str) -> None:
             out.setdefault(key, {})["failed"] = f"{size}: {failed!r}"
 
 
+def _measure_tasks(rows: Rows, out: dict, size: str) -> None:
+    """Each task's queries, into out[("task", name)][size] (or why it failed)."""
+    for what, run in TASKS.items():
+        key = ("task", what)
+        try:
+            with transaction.atomic():
+                if size == "small":
+                    run(rows)  # first use: per-process caches
+                out.setdefault(key, {})[size] = count_queries(lambda run=run: run(rows))
+        except Exception as failed:  # reported by the task's own test
+            out.setdefault(key, {})["failed"] = f"{size}: {failed!r}"
+
+
 def _queries(rows: Rows, client, url, statuses, *, warm: bool) -> tuple[list[str], str]:
     """The request's queries and the route that answered it."""
     routes = []
@@ -256,10 +275,12 @@ def measured(django_db_setup, django_db_blocker) -> dict:
         _measure(rows, lists, out, "small")  # 3 rows of every kind
         rows.grow(1)
         _measure(rows, later, out, "small")  # 4
+        _measure_tasks(rows, out, "small")
         rows.grow(5)
         _measure(rows, lists, out, "large")  # 9
         rows.grow(1)
         _measure(rows, later, out, "large")  # 10
+        _measure_tasks(rows, out, "large")
         transaction.set_rollback(True)
     run_cycle.worker.reset()  # its warm state names the rows rolled back
     return out
@@ -293,6 +314,12 @@ def test_probes(measured, url):
     """The health probe (503 while the idle second cluster has no cycle) and the
     Prometheus scrape, whose state collectors read jobs and GPUs by cluster and project."""
     check(measured, ("probe", url), 4, 10)
+
+
+@pytest.mark.parametrize("what", list(TASKS))
+def test_tasks(measured, what):
+    """The tasks the pages queue, as a worker runs them (not inside the request)."""
+    check(measured, ("task", what), 4, 10)
 
 
 def _routes(patterns, prefix: str = "") -> list[str]:
