@@ -97,10 +97,24 @@ def make_run(tmp_path):
         redis.stop()
 
 
-# Beat (the process whose death went unnoticed) and the worker are killed under a real
+def _kill_and_expect_exit(launch: subprocess.Popen, log_path: Path, dies: str) -> None:
+    """SIGKILL `make run`'s child `dies`: `make run` exits 1 naming it, and no child of
+    it is left running."""
+    marker, name = CHILDREN[dies]
+    children = _children(launch.pid)
+    (victim,) = [pid for pid, cmd in children.items() if marker in cmd]
+    os.kill(victim, signal.SIGKILL)
+    assert launch.wait(60) == 1
+    output = log_path.read_text(errors="replace")
+    assert f"Allot: {name} exited (status -9)" in output
+    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]  # all stopped
+
+
+# Beat (the process whose death went unnoticed), the worker and the background worker
+# (at the end of the busy-background test, on its `make run`) are killed under a real
 # `make run`; the web server and the simulated cluster are watched by the same loop
 # (`_watch`), checked for every name with stand-in processes in test_launch_watch.py.
-@pytest.mark.parametrize("dies", ["beat", "worker", "background"])
+@pytest.mark.parametrize("dies", ["beat", "worker"])
 def test_make_run_exits_non_zero_naming_the_process_that_died(make_run, dies):
     launch, env, var_dir, log_path = make_run
     cluster = cluster_create(
@@ -113,19 +127,14 @@ def test_make_run_exits_non_zero_naming_the_process_that_died(make_run, dies):
         what=f"cycles asked for by beat; see {log_path}",
     )
     assert list(var_dir.glob("celerybeat-schedule*"))
-    marker, name = CHILDREN[dies]
-    children = _children(launch.pid)
-    (victim,) = [pid for pid, cmd in children.items() if marker in cmd]
-    os.kill(victim, signal.SIGKILL)
-    assert launch.wait(60) == 1
-    output = log_path.read_text(errors="replace")
-    assert f"Allot: {name} exited (status -9)" in output
-    assert not [pid for pid in children if Path(f"/proc/{pid}").exists()]  # all stopped
+    _kill_and_expect_exit(launch, log_path, dies)
 
 
-def test_cycles_go_on_while_the_background_worker_is_busy(make_run):
+def test_cycles_go_on_while_the_background_worker_is_busy_and_its_death_stops_all(make_run):
     """The background worker stopped (SIGSTOP: as busy as with a 30-s preview): the
-    previews and ETA refreshes asked for wait in its queue, and cycles still run."""
+    previews and ETA refreshes asked for wait in its queue, and cycles still run. Once it
+    has taken them, it is killed: `make run` exits non-zero naming it (on this test's
+    `make run`, not one of its own: a start of `make run` is most of such a test)."""
     launch, env, _var_dir, log_path = make_run
     cluster = cluster_create(
         name="run", hosts=1, gpus_per_host=8, cycle_s=1, adapter_url=env["ALLOT_SIMCLUSTER_URL"]
@@ -159,6 +168,7 @@ def test_cycles_go_on_while_the_background_worker_is_busy(make_run):
         timeout_s=60,
         what=f"the background worker to take its tasks once free; see {log_path}",
     )
+    _kill_and_expect_exit(launch, log_path, "background")
 
 
 def test_a_database_that_does_not_exist_stops_make_run_with_a_message(tmp_path):
