@@ -4,7 +4,7 @@
 test database and config/settings/test.py its own Redis database; the modules of one
 xdist group run on one worker (`XDIST_GROUPS`, `--dist loadgroup`, grouped by the
 scheduler made here).
-With ALLOT_REQUIRE_ALL=1 (set by .ci/run) a skipped test fails (`_require_all`)."""
+With ALLOT_REQUIRE_ALL=1 (set by .ci/run) a skipped test fails (tests/support/require_all.py)."""
 
 import os
 from pathlib import Path
@@ -15,6 +15,10 @@ from xdist.scheduler import LoadGroupScheduling
 
 from tests.browser import CHROMIUM, LAUNCH_ARGS
 from tests.factories import SuperUserFactory
+from tests.support.require_all import (  # the hooks that make a skip a failure in CI
+    pytest_make_collect_report,  # noqa: F401
+    pytest_runtest_makereport,  # noqa: F401
+)
 from tests.support.scheduling import (
     PREFETCH_S,
     load_durations,
@@ -53,9 +57,6 @@ settings.load_profile("allot")
 # `make run` serves its simulated cluster): tests point it at a closed port, so a demo
 # running beside the suite never starts their jobs; a test that wants one sets its own.
 os.environ["ALLOT_SIMCLUSTER_URL"] = "http://127.0.0.1:9"
-
-# ALLOT_REQUIRE_ALL=1: every component is installed (CI), so a skip is a failure.
-REQUIRE_ALL = os.environ.get("ALLOT_REQUIRE_ALL", "") not in ("", "0")
 
 # Modules whose tests run on one worker, by group. The local Slurm cluster is started
 # once per worker that runs a Slurm test (`slurm_cluster`, session scope; each cluster has
@@ -168,26 +169,6 @@ def pytest_collection_modifyitems(config, items):
                     f"{item.nodeid} uses {fixture}: add its module to a {prefix}* group "
                     "of XDIST_GROUPS in tests/conftest.py"
                 )
-
-
-def _require_all(report) -> None:
-    """Turn a skip (not an expected failure) into a failure that keeps its reason."""
-    if REQUIRE_ALL and report.skipped and not hasattr(report, "wasxfail"):
-        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
-        report.outcome = "failed"
-        report.longrepr = f"skipped, but ALLOT_REQUIRE_ALL=1 makes a skip a failure: {reason}"
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    _require_all(outcome.get_result())
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_make_collect_report(collector):
-    outcome = yield
-    _require_all(outcome.get_result())
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import conftest as suite_conftest
+from tests.support import require_all
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SKIPPING_TESTS = """
@@ -44,11 +47,15 @@ def test_passes():
     pass
 """
 SKIPPED_MODULE = 'import pytest\n\npytest.skip("no component", allow_module_level=True)\n'
-# The suite's own hooks, as a conftest of the throwaway suite.
+# The suite's own hooks (tests/conftest.py installs them from there), as a conftest of the
+# throwaway suite; its pytest loads no plugin and no Django (a run of the project's
+# configuration spent 4 CPU-seconds setting Django and the plugins up, twice).
 HOOKS = (
-    "from tests.conftest import pytest_make_collect_report, pytest_runtest_makereport"
+    "from tests.support.require_all import pytest_make_collect_report, pytest_runtest_makereport"
     "  # noqa: F401\n"
 )
+# The project's options that decide what the output says: the skips' reasons (-ra).
+INI = "[pytest]\naddopts = -ra --strict-markers\n"
 
 
 def start_suite(folder: Path, require_all: str) -> subprocess.Popen[str]:
@@ -56,14 +63,15 @@ def start_suite(folder: Path, require_all: str) -> subprocess.Popen[str]:
     that skips in every way, a module skipped whole) with the suite's hooks."""
     folder.mkdir()
     (folder / "conftest.py").write_text(HOOKS)
+    (folder / "pytest.ini").write_text(INI)
     (folder / "test_skipping.py").write_text(SKIPPING_TESTS)
     (folder / "test_skipped_module.py").write_text(SKIPPED_MODULE)
     return subprocess.Popen(
         [sys.executable, "-m", "pytest", str(folder), "--rootdir", str(folder)]
-        + ["-c", str(ROOT / "pyproject.toml"), "-q", "-p", "no:randomly"]
+        + ["-c", str(folder / "pytest.ini"), "-q", "-p", "no:randomly"]
         + ["-p", "no:cacheprovider", "-p", "no:xdist", "--continue-on-collection-errors"],
         cwd=ROOT,
-        env={**os.environ, "ALLOT_REQUIRE_ALL": require_all},
+        env={**os.environ, "ALLOT_REQUIRE_ALL": require_all, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -85,6 +93,12 @@ def test_a_skip_fails_the_run_with_require_all_and_only_then(tmp_path):
     # without it, a skip stays a skip
     assert runs["0"].returncode == 0, plain
     assert "1 passed, 4 skipped, 1 xfailed" in plain.splitlines()[-1], plain
+
+
+def test_the_suite_installs_those_hooks():
+    """The hooks checked above are the ones the suite's conftest installs."""
+    assert suite_conftest.pytest_runtest_makereport is require_all.pytest_runtest_makereport
+    assert suite_conftest.pytest_make_collect_report is require_all.pytest_make_collect_report
 
 
 def test_ci_sets_it():
