@@ -11,6 +11,7 @@ token every operation after that answered 401 and was fuzzed as anonymous."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent.parent
 SCHEMATHESIS = Path(sys.executable).parent / "schemathesis"
 CONFIG = ROOT / "schemathesis.toml"
+# Hypothesis's caches (its Unicode tables, made on first use: 1.2 CPU-seconds), shared with
+# the suite's own processes; in the run's temporary directory each run made them again.
+# No example database is kept (`--generation-database none`): what is generated is the same.
+HYPOTHESIS_STORAGE = ROOT / ".hypothesis"
 
 
 def config_for(login: tuple[str, str] | None) -> str:
@@ -80,7 +85,13 @@ def run_schemathesis(
             *extra_args,
         ]
         result = subprocess.run(
-            command, cwd=tmp, capture_output=True, text=True, timeout=timeout_s, check=False
+            command,
+            cwd=tmp,
+            env={**os.environ, "HYPOTHESIS_STORAGE_DIRECTORY": str(HYPOTHESIS_STORAGE)},
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
         )
         if not report.exists():
             raise RuntimeError(f"schemathesis wrote no report:\n{result.stdout}\n{result.stderr}")
