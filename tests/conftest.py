@@ -231,7 +231,9 @@ def _clear_test_cache(settings):
 
     client = cache._cache.get_client(write=True)
     prefix = settings.CACHES["default"]["KEY_PREFIX"]
-    for key in client.scan_iter(f"{prefix}:*"):
+    # SCAN walks the whole database whatever the pattern, 10 keys a round trip by default:
+    # 180 ms a test in a database another process filled with 16,000 keys, 6 ms by 1,000
+    for key in client.scan_iter(f"{prefix}:*", count=1000):
         client.delete(key)
 
 
