@@ -83,6 +83,8 @@ XDIST_GROUPS = {
     "tests/ops/test_db_roles.py": "db-roles",
     # the rows' objects and sign-ins made once (`world`, module scope) for all its rows
     "tests/security/test_permissions.py": "permissions",
+    # its bad-input cases share one simulated cluster process (`untouched_simcluster`)
+    "tests/adapters/simcluster/test_cluster_add.py": "cluster-add",
 }
 # A fixture naming a per-worker resource -> the prefix of the groups its tests must be in.
 GROUPED_FIXTURES = {"slurm_cluster": "slurm-"}
