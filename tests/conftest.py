@@ -85,6 +85,8 @@ XDIST_GROUPS = {
     "tests/security/test_permissions.py": "permissions",
     # its bad-input cases share one simulated cluster process (`untouched_simcluster`)
     "tests/adapters/simcluster/test_cluster_add.py": "cluster-add",
+    # its tests that keep their process share one (`module_process`)
+    "tests/adapters/simcluster/test_adapter.py": "sim-adapter",
 }
 # A fixture naming a per-worker resource -> the prefix of the groups its tests must be in.
 GROUPED_FIXTURES = {"slurm_cluster": "slurm-"}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import socket
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -17,6 +19,8 @@ from scheduler.adapters import (
     HostHealthState,
     StartRequest,
 )
+from scheduler.adapters.simcluster.control import SimClusterControl
+from scheduler.adapters.simcluster.process import SimClusterProcess
 from scheduler.adapters.simulated import SimulatedClusterAdapter
 from tests.support.polling import wait_for
 
@@ -36,17 +40,51 @@ def request(attempt_id, *placements, run_for_s=None, spec=None, name="job"):
     )
 
 
+_names = itertools.count(1)
+
+
+@pytest.fixture(scope="module")
+def module_process(tmp_path_factory) -> Iterator[SimClusterProcess]:
+    """One simulated cluster process for the module's tests that neither restart, kill nor
+    stop theirs: each has a cluster of its own in it (a process start per test was most of
+    such a test's time)."""
+    directory = tmp_path_factory.mktemp("simcluster")
+    with (directory / "simcluster.log").open("wb") as log:
+        process = SimClusterProcess(state_dir=directory / "state", log=log).start()
+        try:
+            yield process
+        finally:
+            process.stop()
+
+
 @pytest.fixture
-def cluster(simcluster, sim_control):
+def process(request, module_process) -> SimClusterProcess:
+    """The test's own process when it asks for `simcluster` (to restart, kill or stop it),
+    else the module's."""
+    if "simcluster" in request.fixturenames:
+        return request.getfixturevalue("simcluster")
+    return module_process
+
+
+@pytest.fixture
+def cluster_name(request) -> str:
+    """The cluster's name: `test` in a process of the test's own, one of its own in the
+    module's."""
+    return "test" if "simcluster" in request.fixturenames else f"test-{next(_names)}"
+
+
+@pytest.fixture
+def cluster(process, cluster_name) -> Iterator[SimClusterControl]:
     """A 2 x 8 GPU simulated cluster at speed 100 (a simulated second is 10 ms)."""
-    control = sim_control("test")
+    control = SimClusterControl(process.url, cluster_name)
     control.create(hosts=2, gpus_per_host=8, speed=100, start_delay_s=1, exit_delay_s=5)
-    return control
+    yield control
+    control.close()
 
 
 @pytest.fixture
-def adapter(simcluster, cluster):
-    adapter = SimulatedClusterAdapter(base_url=simcluster.url, cluster="test", timeout_s=5)
+def adapter(process, cluster, cluster_name):
+    adapter = SimulatedClusterAdapter(base_url=process.url, cluster=cluster_name, timeout_s=5)
     yield adapter
     adapter.close()
 
