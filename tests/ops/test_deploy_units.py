@@ -3,10 +3,15 @@ through deploy/allot-run) with production settings, as a non-root user, on the r
 PostgreSQL, a Redis of the test's own and a simulated cluster process.
 
 - a job goes from submission to success through the web, worker, background and beat
-  units; stopping the background worker makes /healthz "degraded" naming it;
-- killing beat makes /healthz 503 naming beat within 3 cycle periods; restarting it, 200;
+  units;
 - two web instances and a worker share one metrics directory: restarting an instance
-  loses no count (theirs, its own, or the worker's), and adds no file."""
+  loses no count (theirs, its own, or the worker's), and adds no file;
+- killing beat makes /healthz 503 naming beat within 3 cycle periods; restarting it, 200;
+- stopping the background worker makes /healthz "degraded" naming it.
+
+One deployment, in one test, goes through them in turn: starting one (a migration, the
+simulated cluster, two gunicorn instances of two workers, the workers and beat) was most of
+each of three tests' time."""
 
 from __future__ import annotations
 
@@ -111,11 +116,35 @@ def command_line(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
-def test_the_units_take_a_job_to_success_as_a_non_root_user(deployment, tree):
+def test_the_units_run_a_job_restart_losing_no_count_and_healthz_names_what_died(deployment, tree):
+    """One deployment (its start is most of such a test), two web instances: a job to
+    success through the units run as a non-root user, their structured logs; then a web
+    instance and the worker restarted, losing no count; then beat killed, named by
+    /healthz within three cycle periods, and restarted; then the background worker
+    stopped, /healthz degraded naming it; then SIGTERM stops each process (the restarted
+    ones) cleanly."""
+    first, second, cycle_s = free_port(), free_port(), 4
+    cluster = start_scheduling(deployment, cycle_s=cycle_s, web_ports=[first, second])
+    _a_job_to_success_as_a_non_root_user(deployment, tree, first)
+    _restarting_a_web_instance_or_the_worker_loses_no_count(deployment, cluster, first, second)
+    _kill_beat_and_see_healthz_name_it(deployment, first, cycle_s)
+    # the background worker stopped: cycles go on, /healthz is 200 "degraded" naming it
+    assert deployment.stop("background") == 0
+    health = wait_until(
+        lambda: (r := http(first, "/healthz"))[0] == 200 and r[1]["status"] == "degraded" and r[1],
+        timeout_s=30,
+        what="/healthz degraded naming the background worker",
+        deployment=deployment,
+    )
+    assert health["stale"] == ["background worker"], health
+    # SIGTERM reaches gunicorn and Celery, which finish and exit cleanly
+    for name in (f"web-{first}", f"web-{second}", "worker", "beat"):
+        assert deployment.stop(name) == 0, name
+
+
+def _a_job_to_success_as_a_non_root_user(deployment: Deployment, tree, port: int) -> None:
     from accounts.services import token_create
 
-    port = free_port()
-    start_scheduling(deployment, cycle_s=2, web_ports=[port])
     token = token_create(user=tree.user("ann"), name="deploy-test")[1]
     status, job, _ = http(
         port,
@@ -161,15 +190,6 @@ def test_the_units_take_a_job_to_success_as_a_non_root_user(deployment, tree):
     workers = dict(Heartbeat.objects.filter(kind="worker").values_list("name", "queues"))
     assert sorted(q for _, q in workers.items()) == ["background", "celery"], workers
     assert {name.split("@")[0] for name in workers} == {"worker-1", "background-1"}
-    # the background worker stopped: cycles go on, /healthz is 200 "degraded" naming it
-    assert deployment.stop("background") == 0
-    health = wait_until(
-        lambda: (r := http(port, "/healthz"))[0] == 200 and r[1]["status"] == "degraded" and r[1],
-        timeout_s=30,
-        what="/healthz degraded naming the background worker",
-        deployment=deployment,
-    )
-    assert health["stale"] == ["background worker"], health
     # structured logs (ALLOT_LOG_FORMAT=json in the environment file)
     worker_lines = [
         json.loads(line)
@@ -188,15 +208,11 @@ def test_the_units_take_a_job_to_success_as_a_non_root_user(deployment, tree):
         line["logger"] == "gunicorn.access" and line.get("request_id") and line["ts"].endswith("Z")
         for line in web_lines
     )
-    # SIGTERM reaches gunicorn and Celery, which finish and exit cleanly
-    assert deployment.stop(f"web-{port}") == 0
-    assert deployment.stop("worker") == 0
-    assert deployment.stop("beat") == 0
 
 
-def test_killing_beat_makes_healthz_name_it_within_three_cycle_periods(deployment, tree):
-    port, cycle_s = free_port(), 4
-    start_scheduling(deployment, cycle_s=cycle_s, web_ports=[port])
+def _kill_beat_and_see_healthz_name_it(deployment: Deployment, port: int, cycle_s: int) -> None:
+    """Killing beat makes /healthz 503 naming beat within three cycle periods; a restarted
+    beat makes it 200 again."""
     wait_until(
         lambda: http(port, "/healthz")[0] == 200,
         timeout_s=60,
@@ -239,9 +255,9 @@ def _slot_of(file_name: str) -> str:
     return file_name.split("_", 1)[1].removesuffix(".db")
 
 
-def test_restarting_a_web_instance_or_the_worker_loses_no_count(deployment, tree):
-    first, second = free_port(), free_port()
-    cluster = start_scheduling(deployment, cycle_s=1, web_ports=[first, second])
+def _restarting_a_web_instance_or_the_worker_loses_no_count(
+    deployment: Deployment, cluster, first: int, second: int
+) -> None:
     route = 'allot_http_requests_total{method="GET",route="/api/v1/jobs/",status="401"}'
     cycles = f'allot_cycle_duration_seconds_count{{cluster="{cluster.name}"}}'
     for port, requests in ((first, 5), (second, 3)):
