@@ -146,6 +146,16 @@ def avoid_map(kept: Iterable[Avoidance]) -> dict[str, frozenset[str]]:
     return {job: frozenset(names) for job, names in hosts.items()}
 
 
+def avoid_ends(kept: Iterable[Avoidance]) -> dict[str, dict[str, float]]:
+    """{job: {host: until}} of the avoidances: when each lapses (the ETA's forward run
+    keeps the job off the host until then, `scheduler.core.sim.eta.forward_starts`)."""
+    ends: dict[str, dict[str, float]] = {}
+    for a in kept:
+        hosts = ends.setdefault(a.job, {})
+        hosts[a.host] = max(a.until, hosts.get(a.host, a.until))
+    return ends
+
+
 def cause(why: str) -> str:
     """What the cluster's reason for keeping a start waiting says, in words."""
     for code, text in _CAUSES:

@@ -1,7 +1,8 @@
 """The hosts each waiting job is kept off, read from the starts the cycle took back
 (`scheduler.core.refusals` is the rule; this module reads its input). The one reading
-of them: the live cycle's snapshot and a dry-run submission's both take it
-(`cluster_snapshot(refusals=True)`), so a dry run plans what the next cycle will."""
+of them: the live cycle's snapshot, a dry-run submission's and the ETA's all take it
+(`cluster_snapshot(refusals=True)`), so a dry run plans what the next cycle will and an
+ETA keeps a refused job off those hosts until each avoidance lapses."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ import datetime as dt
 
 from django.conf import settings
 
-from scheduler.core.refusals import Avoidance, Refusal, avoid_map, avoid_texts, avoidances, memory_s
+from scheduler.core.refusals import (
+    Avoidance,
+    Refusal,
+    avoid_ends,
+    avoid_map,
+    avoid_texts,
+    avoidances,
+    memory_s,
+)
 from scheduler.models import Attempt, AttemptEnd, JobState
 
 # `Attempt.end_detail` of a STARTING attempt whose start the cycle is taking back (the
@@ -63,8 +72,9 @@ def kept_off(cluster_id: int, at: dt.datetime) -> list[Avoidance]:
 
 def snapshot_avoidance(
     cluster_id: int, at: dt.datetime
-) -> tuple[dict[str, frozenset[str]], dict[str, str]]:
+) -> tuple[dict[str, frozenset[str]], dict[str, str], dict[str, dict[str, float]]]:
     """What a plan of the cluster at `at` keeps apart: the hosts each waiting job is kept
-    off (`Snapshot.avoid`) and the sentence its queue reason gets for it."""
+    off (`Snapshot.avoid`), the sentence its queue reason gets for it, and when each
+    (job, host) pair lapses (epoch s; what the ETA's forward run lifts them at)."""
     kept = kept_off(cluster_id, at)
-    return avoid_map(kept), avoid_texts(kept)
+    return avoid_map(kept), avoid_texts(kept), avoid_ends(kept)

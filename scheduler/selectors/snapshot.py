@@ -119,6 +119,9 @@ class ClusterSnapshot:
     # pending workload kept off hosts that refused it (`Snapshot.avoid`) -> the
     # sentence its queue reason gets (`scheduler.core.refusals.avoid_texts`)
     refused: Mapping[str, str] = field(default_factory=dict)
+    # pending workload -> host it is kept off -> when that lapses (epoch s): the ETA's
+    # forward run lifts each pair then (`scheduler.core.sim.eta.forward_starts`)
+    avoid_until: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     @staticmethod
     def job_id(workload_id: str) -> int:
@@ -381,8 +384,9 @@ def cluster_snapshot(
     `idle_reclaim_after_s` (`scheduler.selectors.utilization.idle_attempt_ids`): the
     engine sees them idle for that long (`RunningWorkload.idle_since_s`). `refusals`:
     keep each pending workload off the hosts that refused its start (`Snapshot.avoid`,
-    and `refused`, the sentence its queue reason gets), as the live cycle does; a plan
-    meant to say what the next cycle will do (a dry run) asks for them too
+    and `refused`, the sentence its queue reason gets, and `avoid_until`, when each
+    lapses), as the live cycle does; a plan meant to say what the next cycle will do (a
+    dry run, the ETA) asks for them too
     (`scheduler.selectors.refusals.snapshot_avoidance`)."""
     cache = cache if cache is not None else SnapshotCache()
     at = now or timezone.now()
@@ -401,7 +405,7 @@ def cluster_snapshot(
         half_life_s=cluster.half_life_s,
     )
     usage = {paths[n]: v for n, v in usage_by_node.items() if n in paths}
-    avoid, refused = snapshot_avoidance(cluster.pk, at) if refusals else ({}, {})
+    avoid, refused, until = snapshot_avoidance(cluster.pk, at) if refusals else ({}, {}, {})
     snapshot = Snapshot(
         hosts=_hosts(cluster.pk),
         running=[*running, *holders],
@@ -422,4 +426,5 @@ def cluster_snapshot(
         stopping=frozenset(stopping),
         waiting={wid: tuple(victims[wid]) for wid in held},
         refused=refused,
+        avoid_until=until,
     )

@@ -145,7 +145,9 @@ def cluster_etas(*, cluster: Cluster, fresh: bool = False) -> dict[str, dict[str
         cached = cached_etas(cluster.pk)
         if cached is not None and is_current(cached, cycle_id, now):
             return cached[2]
-    cs = cluster_snapshot(cluster=cluster)
+    # the refusals the live cycle keeps, with when each lapses (issue 25: a job refused
+    # on every host was shown starting now while the cycle kept it off for hours)
+    cs = cluster_snapshot(cluster=cluster, refusals=True)
     before = cached_etas(cluster.pk)
     shown_before = before[2] if before else {}
     out: dict[str, dict[str, Any]] = {}
@@ -206,7 +208,8 @@ def _estimates(
 ) -> dict[str, Estimate]:
     """The forward runs' estimate of every pending job of `cs`: runtimes forecast from
     the cluster's history, the expected arrivals from its recent submissions, the
-    running jobs at their spread `points`."""
+    running jobs at their spread `points`, each refused job kept off the hosts that
+    refused it until that lapses."""
     index = tree_index()
     speed = cluster.clock_speed
     history = runtime_history(
@@ -230,6 +233,7 @@ def _estimates(
         arrivals=repeat_arrivals(recent, cs.now, window, ARRIVAL_PERIODS, since=since),
         busy_arrivals=busiest_arrivals(recent, cs.now, window, ARRIVAL_PERIODS),
         points=points,
+        avoid_until=cs.avoid_until,
     )
 
 

@@ -14,6 +14,7 @@ from scheduler.core.sim.eta import (
     CALIBRATION_MIN,
     DEFAULT_RUNTIME_S,
     RANGE_COVERAGE,
+    REL_STEP,
     SPREAD,
     Estimate,
     RuntimeForecast,
@@ -191,6 +192,56 @@ def test_a_restarted_job_is_forecast_from_all_the_work_it_has_done() -> None:
         worked={"q1": 2500.0},
     )
     assert forward_starts(queue, Policy(), 10.0, fixed(3000.0)) == {"q1": 10.0, "q2": 510.0}
+
+
+def test_a_job_refused_on_every_host_starts_when_its_avoidance_lapses() -> None:
+    """The cluster refused j1 on both free hosts: the live cycle keeps it off them until
+    each avoidance lapses, so the ETA says the first lapse, not now (issue 25)."""
+    w = job("j1", "a", 4, submit=0.0)
+    snap = Snapshot(hosts=hosts(2), running=[], pending=pending(w), tree=tree(a=1))
+    until = {"j1": {"h0": 500.0 + 2 * H, "h1": 500.0 + H}}
+    for mode in ("fairshare", "fifo"):
+        policy = Policy(mode=mode)
+        start = forward_starts(snap, policy, 500.0, fixed(H), avoid_until=until)["j1"]
+        # no sooner than the lapse, and within the run's relative precision of it
+        assert 500.0 + H <= start <= 500.0 + H * (1 + REL_STEP)
+        (est,) = estimate(snap, policy, 500.0, RuntimeForecast([]), avoid_until=until).values()
+        assert est.start is not None and est.earliest is not None
+        assert est.earliest >= 500.0 + H and est.start >= 500.0 + H
+
+
+def test_a_job_refused_on_one_host_of_two_starts_now_on_the_other() -> None:
+    w = job("j1", "a", 4, submit=0.0)
+    busy = run(job("r1", "a", 4), "h1", (0, 1, 2, 3), 0.0)  # h1 is the best fit
+    snap = Snapshot(hosts=hosts(2), running=[busy], pending=pending(w), tree=tree(a=1))
+    until = {"j1": {"h1": 500.0 + 4 * H}}
+    assert forward_starts(snap, Policy(), 500.0, fixed(10 * H), avoid_until=until) == {"j1": 500.0}
+
+
+def test_a_lapsed_avoidance_changes_nothing_and_none_is_the_same_as_no_refusals() -> None:
+    w = job("j1", "a", 8, submit=0.0)
+    snap = _one_host_held_by_one_job()
+    expected = forward_starts(snap, Policy(), 1000.0, fixed(3000.0))
+    assert expected == {"j1": 3000.0}
+    for until in ({}, {"j1": {"h0": 900.0}}, {"gone": {"h0": 5000.0}}):
+        assert forward_starts(snap, Policy(), 1000.0, fixed(3000.0), avoid_until=until) == expected
+    # refused on the host it waits for, until after that host frees: it starts at the lapse
+    later = {"j1": {"h0": 4000.0}}
+    assert forward_starts(snap, Policy(), 1000.0, fixed(3000.0), avoid_until=later) == {
+        w.id: pytest.approx(4000.0, rel=REL_STEP)
+    }
+
+
+def test_a_snapshot_avoidance_without_an_end_holds_the_whole_run() -> None:
+    w = job("j1", "a", 4, submit=0.0)
+    snap = Snapshot(
+        hosts=hosts(1),
+        running=[],
+        pending=pending(w),
+        tree=tree(a=1),
+        avoid={"j1": frozenset({"h0"})},
+    )
+    assert forward_starts(snap, Policy(), 0.0, fixed(H), horizon_s=10 * H) == {}
 
 
 def test_jobs_ahead_in_the_queue_come_first() -> None:

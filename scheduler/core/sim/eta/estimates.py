@@ -4,6 +4,7 @@ baseline (`estimate`); see the package docstring."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from functools import partial
 
 from scheduler.core.engine.types import Policy, Snapshot, Workload
 from scheduler.core.sim.eta.baseline import baseline_starts
@@ -62,6 +63,7 @@ def estimate(
     baseline: bool = True,
     spread: float = SPREAD,
     points: Mapping[str, int] | None = None,
+    avoid_until: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, Estimate]:
     """The `Estimate` of every pending job in `targets` (all pending jobs when None).
 
@@ -73,6 +75,8 @@ def estimate(
     theirs, so the range still spans runtimes that are all short or all long.
     `points`: the running jobs' points of the spread sequence to keep (`spread_points`:
     a caller that estimates again and again passes the last ones); None: afresh.
+    `avoid_until`: the hosts each pending job is kept off after the cluster refused it
+    there, and when each lapses (`forward_starts`); the baseline ignores them.
     The snapshot's running jobs join `forecast` as runs still going (`with_running`)."""
     who = users or {}
     forecast = forecast.with_running(going_now(snapshot, now, who))
@@ -93,24 +97,10 @@ def estimate(
     # the latest one a busy window's: the range spans both unknowns, how long jobs run
     # and what else comes.
     busy = arrivals if busy_arrivals is None else busy_arrivals
-    runs = [
-        forward_starts(
-            snapshot,
-            policy,
-            now,
-            remaining,
-            targets=targets,
-            arrivals=expected,
-            period_s=period_s,
-            horizon_s=horizon_s,
-            rel_step=rel_step,
-        )
-        for remaining, expected in zip(
-            (runtime_at(quantiles[0]), middle_at(quantiles[1]), runtime_at(quantiles[2])),
-            ((), arrivals, busy),
-            strict=True,
-        )
-    ]
+    forward = partial(forward_starts, snapshot, policy, now, targets=targets, period_s=period_s,
+                      horizon_s=horizon_s, rel_step=rel_step, avoid_until=avoid_until)  # fmt: skip
+    remainings = (runtime_at(quantiles[0]), middle_at(quantiles[1]), runtime_at(quantiles[2]))
+    runs = [forward(r, arrivals=e) for r, e in zip(remainings, ((), arrivals, busy), strict=True)]
     base = baseline_starts(snapshot, policy, now, runtime_at(0.5)) if baseline else {}
     pending = {w.id for v in snapshot.pending.values() for w in v}
     ids = pending if targets is None else set(targets) & pending

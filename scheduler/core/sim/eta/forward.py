@@ -7,7 +7,7 @@ import heapq
 import math
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from scheduler.core.engine import EngineState, plan
@@ -19,6 +19,9 @@ HORIZON_S = 30 * 86400.0  # how far ahead a forward run looks at most
 MAX_CYCLES = 20_000  # engine cycles per forward run at most
 REL_STEP = 0.02  # cycles at least this share of the look-ahead apart (see forward_starts)
 MAX_PERIOD_S = 3600.0  # the longest gap between periodic cycles that change nothing
+# event kinds in a forward run's heap: a run ends, a protection expires (wakes a
+# cycle), an avoidance lapses (wakes a cycle: the job may start on that host now)
+END, PROTECTION, AVOIDANCE = 0, 1, 2
 
 
 def order_key(w: Workload) -> tuple[int, float, str]:
@@ -29,7 +32,12 @@ class Forward:
     """The state of one forward run (see `forward_starts`)."""
 
     def __init__(
-        self, snapshot: Snapshot, policy: Policy, now: float, remaining: Remaining
+        self,
+        snapshot: Snapshot,
+        policy: Policy,
+        now: float,
+        remaining: Remaining,
+        avoid_until: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.policy = replace(policy, explain_queue=False)
@@ -53,6 +61,17 @@ class Forward:
         self.heap: list[tuple[float, int, int, str]] = []  # (time, kind, token, id)
         self.token: dict[str, int] = {}
         self.seq = 0
+        # pending workload -> host it is kept off -> when that lapses (`Snapshot.avoid`
+        # pairs without an end given last the whole run)
+        self.kept: dict[str, dict[str, float]] = {
+            wid: dict.fromkeys(hosts, math.inf) for wid, hosts in snapshot.avoid.items()
+        }
+        for wid, ends in (avoid_until or {}).items():
+            for host, until in ends.items():
+                if until > now:
+                    self.kept.setdefault(wid, {})[host] = until
+                    heapq.heappush(self.heap, (until, AVOIDANCE, 0, wid))
+        self.kept = {wid: ends for wid, ends in self.kept.items() if ends}
         for rw in snapshot.running:
             elapsed = max(0.0, now - rw.started_s) + self.worked.get(rw.workload.id, 0.0)
             self.add_running(rw, now + max(0.0, remaining(rw.workload, elapsed)), now)
@@ -69,12 +88,12 @@ class Forward:
         self.ends[w.id] = end
         self.token[w.id] = self.seq
         self.occupy(rw, 1)
-        heapq.heappush(self.heap, (end, 0, self.seq, w.id))
+        heapq.heappush(self.heap, (end, END, self.seq, w.id))
         if rw.allocated:
             self.rate[w.project] += w.gpus
             until = protected_until(rw, self.cap)
             if t < until < end:
-                heapq.heappush(self.heap, (until, 1, self.seq, w.id))
+                heapq.heappush(self.heap, (until, PROTECTION, self.seq, w.id))
 
     def remove_running(self, wid: str) -> RunningWorkload:
         rw = self.running.pop(wid)
@@ -109,16 +128,19 @@ class Forward:
         return w
 
     def wake(self, t: float, later: Sequence[Workload], ai: int) -> tuple[bool, int]:
-        """Apply the events due by `t` (ends; a protection expiring only wakes a cycle)
-        and queue the arrivals `later[ai:]` submitted by then: whether anything
-        happened, and the index of the next arrival."""
+        """Apply the events due by `t` (ends; a protection expiring or an avoidance
+        lapsing only wakes a cycle) and queue the arrivals `later[ai:]` submitted by
+        then: whether anything happened, and the index of the next arrival."""
         woke = False
         heap = self.heap
         while heap and heap[0][0] <= t:
             _, kind, tok, wid = heapq.heappop(heap)
+            if kind == AVOIDANCE:
+                woke = woke or wid in self.by_id
+                continue
             if self.token.get(wid) != tok:
                 continue
-            if kind == 0:
+            if kind == END:
                 self.remove_running(wid)
             woke = True
         while ai < len(later) and later[ai].submit_s <= t:
@@ -155,6 +177,19 @@ class Forward:
                 return True
         return False
 
+    def avoid_at(self, t: float) -> dict[str, frozenset[str]]:
+        """`Snapshot.avoid` at `t`: the hosts each pending job is still kept off."""
+        if not self.kept:
+            return {}
+        out = {}
+        for wid, ends in list(self.kept.items()):
+            hosts = frozenset(h for h, until in ends.items() if until > t)
+            if hosts:
+                out[wid] = hosts
+            else:
+                del self.kept[wid]
+        return out
+
     def cycle(self, t: float, state: EngineState, starts: dict[str, float]) -> bool:
         """One engine cycle at `t`, applied; True when it started or stopped anything."""
         snap = Snapshot(
@@ -163,6 +198,7 @@ class Forward:
             pending=self.pending,
             tree=self.snapshot.tree,
             usage=self.usage,
+            avoid=self.avoid_at(t),
         )
         result = plan(snap, self.policy, t, state)
         overhead = self.policy.restart_overhead_s
@@ -201,6 +237,7 @@ def forward_starts(
     horizon_s: float = HORIZON_S,
     max_cycles: int = MAX_CYCLES,
     rel_step: float = REL_STEP,
+    avoid_until: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, float]:
     """Play `snapshot` forward from `now` through the engine; return workload id ->
     its first start (>= now) for the pending jobs that start before the horizon.
@@ -211,6 +248,8 @@ def forward_starts(
     runs at every event (an end, a protection expiring) and, under fair share, every
     `period_s` while the engine could act. `arrivals` are jobs expected to arrive
     later (queued at their `submit_s`, ids distinct from the snapshot's).
+    `avoid_until`: pending id -> host it is kept off -> when that lapses (refused there,
+    `scheduler.core.refusals.avoid_ends`); `snapshot.avoid` pairs not in it hold throughout.
 
     Precision is relative: a cycle follows the previous one at t no sooner than
     `rel_step * (t - now)` later (events are still applied at their own times), so a
@@ -218,7 +257,7 @@ def forward_starts(
     hour, and a long queue costs a number of cycles that grows with the logarithm of
     its horizon rather than with its length.
     """
-    run = Forward(snapshot, policy, now, remaining)
+    run = Forward(snapshot, policy, now, remaining, avoid_until)
     want = set(run.by_id) if targets is None else set(targets) & set(run.by_id)
     starts: dict[str, float] = {}
     if not want:
