@@ -65,10 +65,9 @@ from scheduler.models import (
 from scheduler.selectors.refusals import snapshot_avoidance
 from scheduler.selectors.translate import (
     FOREIGN_PROJECT,
-    MOVE_PREFIX,
     engine_host,
     engine_tree,
-    foreign_holder,
+    moving_holder,
     placements_from_json,
     policy_for_cluster,
     protected_holder,
@@ -278,14 +277,14 @@ def _stopping(
     moved_to: str | list | None,
 ) -> list[RunningWorkload]:
     """The holders of an attempt being stopped: its GPUs, protected until its stop
-    deadline; a job stopping to move also holds the GPUs it starts again on, nobody
-    else's meanwhile (`Attempt.moved_to`)."""
+    deadline; a job stopping to move also holds the GPUs it starts again on, as itself
+    and as long, nobody else's meanwhile (`Attempt.moved_to`, `moving_holder`)."""
     until = max(now if deadline_s is None else deadline_s, now + 1.0)
     out = [protected_holder(work, pls, started_s=started_s, until_s=until)]
     target = json.loads(moved_to) if isinstance(moved_to, str) else moved_to
     if target:
         to = placements_from_json(target)
-        out.append(foreign_holder(f"~{MOVE_PREFIX}{work.id}", work.gpus, to, now=now))
+        out.append(moving_holder(work, to, started_s=started_s, until_s=until))
     return out
 
 

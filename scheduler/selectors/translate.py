@@ -15,6 +15,7 @@ epoch (floats).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
 
 from budgets.selectors import TreeIndex
@@ -24,7 +25,8 @@ from scheduler.models import Cluster, Job
 
 # Project key of jobs the cluster runs outside Allot (slugs never contain "~").
 FOREIGN_PROJECT = "~outside-allot"
-# Workload id prefix (after "~") of the GPUs a job stopping to move starts again on.
+# Workload id prefix (after "~") of the GPUs a job stopping to move starts again on
+# (`moving_holder`).
 MOVE_PREFIX = "move-"
 # Protection of a holder whose end is unknown (a job outside Allot): longer than any
 # minimum runtime, so the engine never plans to preempt it.
@@ -168,6 +170,19 @@ def protected_holder(
     stopping, a job outside Allot): allocated, with that protection end as its field
     (the engine's reservations expect its GPUs back at that time)."""
     return RunningWorkload(work, placements, started_s, allocated=True, protected_until_s=until_s)
+
+
+def moving_holder(
+    work: Workload, placements: tuple[Placement, ...], *, started_s: float, until_s: float
+) -> RunningWorkload:
+    """The GPUs a job stopping to move starts again on (`Attempt.moved_to`), held for it
+    while the stop lasts: the job itself under the id "~move-<id>" (its project, kind
+    and start, so an ETA expects them back when the job ends and a queue reason names
+    its project), protected until the stop completes (`until_s`, the stop's own end:
+    nobody else may take them meanwhile). It once was a job outside Allot, protected for
+    `UNKNOWN_END_S`: GPUs held for a year by nobody, in the plans made during the stop."""
+    held = replace(work, id=f"~{MOVE_PREFIX}{work.id}")
+    return protected_holder(held, placements, started_s=started_s, until_s=until_s)
 
 
 def foreign_holder(

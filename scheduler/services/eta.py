@@ -60,6 +60,7 @@ from scheduler.selectors.eta import (
     stamp_key,
 )
 from scheduler.selectors.snapshot import ClusterSnapshot, cluster_snapshot
+from scheduler.selectors.translate import MOVE_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +223,14 @@ def _estimates(
         str(pk): name
         for pk, name in Job.objects.filter(pk__in=ids).values_list("pk", "submitter__username")
     }
+    moving = f"~{MOVE_PREFIX}"  # the GPUs a moving job starts again on: the job's own
+    users.update(
+        {
+            r.workload.id: users.get(r.workload.id.removeprefix(moving), "")
+            for r in snap.running
+            if r.workload.id.startswith(moving)
+        }
+    )
     window = ARRIVAL_WINDOW_S / speed
     recent, since = recent_submissions(cluster, cs.at, index, window)
     return estimate(

@@ -6,6 +6,7 @@ cluster refuses leaves everything as it was."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import time
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from rest_framework.test import APIClient
 from scheduler import adapters
 from scheduler.adapters import AdapterError
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Cluster, Job, JobEvent, JobState
+from scheduler.selectors.snapshot import cluster_snapshot
 from scheduler.selectors.translate import policy_for_cluster
 from scheduler.tasks import run_cycle
 from tests.factories import UserFactory
@@ -149,6 +151,27 @@ def test_a_moved_job_starts_again_on_its_planned_hosts_and_its_block_goes_to_the
     # it moved: its protection stays over, and it does not move again before it saves
     assert (live.cycle(advance_s=60).stops, live.cycle(advance_s=60).starts) == (0, 0)
     assert_consistent(live.cluster, live.memory)
+
+
+def test_the_gpus_a_moving_job_starts_again_on_are_held_as_the_job_itself(live):
+    """While the stop lasts, the planned GPUs are held by the moved job (id "~move-<id>"):
+    its project, kind and start (an ETA expects them back when the job ends, a queue
+    reason names its project), protected as long as the stop itself (not a year, as a job
+    outside Allot); nobody else takes them meanwhile."""
+    mover, session, waiting, hosts = fragment(live)
+    live.cycle()
+    cs = cluster_snapshot(cluster=live.cluster, now=live.now)
+    held = {rw.workload.id: rw for rw in cs.snapshot.running}
+    stopping, target = held[str(mover.pk)], held[f"~move-{mover.pk}"]
+    assert dataclasses.replace(target.workload, id=stopping.workload.id) == stopping.workload
+    assert target.started_s == stopping.started_s
+    assert target.protected_until_s == stopping.protected_until_s
+    assert cs.now < target.protected_until_s <= cs.now + live.cluster.grace_s + 1
+    assert [p.host for p in target.placements] == [hosts[session.pk]]
+    other = live.submit("b1", gpus=4, min_runtime_s=2 * HOUR, duration_s=HOUR, name="other")
+    live.cycle(advance_s=2)
+    assert not Attempt.objects.filter(job=other, placements=Attempt.objects.get(
+        job=mover).moved_to).exists()  # fmt: skip
 
 
 def test_a_protected_job_is_not_moved(live):
