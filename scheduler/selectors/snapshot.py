@@ -16,9 +16,10 @@ the attempt records. An attempt already stopping is handed to the engine as a
 *protected holder*: allocated, with its stop deadline as its `protected_until_s`, so
 the engine neither preempts it a second time nor gives its GPUs away before the
 cluster reports it ended. One stopping to move (consolidation, stop intent `migrated`)
-also holds the GPUs it starts again on (`Attempt.moved_to`), as a holder outside the
-fair share the engine never preempts, until the cycle starts it there
-(`scheduler.cycle.moves`). Jobs the cluster runs outside Allot are passed in by the
+also holds the GPUs it starts again on (`Attempt.moved_to`), as itself (its project,
+kind and start: `translate.moving_holder`) protected as long as the stop, until the
+cycle starts it there (`scheduler.cycle.moves`). Jobs the cluster runs outside Allot are
+passed in by the
 caller as `holders` (built with `translate.foreign_holder`) for the same reason.
 Every engine input is built by `scheduler.selectors.translate`.
 
