@@ -75,6 +75,7 @@ FIGURES = {
     "Reserve cost (GPU-h, 7 days)": "short-job-reserve-cost",
     "Short-job waits saved (7 days)": "short-job-reserve-cost",
     "Share floor": "share-floor",
+    "Consolidation": "consolidation",
     "Idle-GPU reclaim": "idle-reclaim",
     "Busy GPU-steps (%)": "planner-figures",
     "Impact": "impact",
