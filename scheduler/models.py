@@ -36,8 +36,7 @@ class Cluster(models.Model):
     adapter = models.CharField(
         max_length=20, choices=AdapterKind.choices, default=AdapterKind.SIMULATED
     )
-    # Where the adapter reaches the cluster: the simulated cluster's base URL; for Slurm
-    # the options hold e.g. {"slurm_conf": "/etc/slurm/slurm.conf"}.
+    # The simulated cluster's base URL; Slurm: options e.g. {"slurm_conf": "/etc/slurm/..."}
     adapter_url = models.CharField(max_length=500, blank=True)
     adapter_options = models.JSONField(default=dict, blank=True)
     # Policy (SPEC 1.3-1.4): cycle period, stop grace, min-runtime cap, usage window.
@@ -329,6 +328,7 @@ class Attempt(models.Model):
         Job, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     moved_to = models.JSONField(default=list, blank=True)  # a move's target (cycle.moves)
+    for_block = models.JSONField(default=list, blank=True)  # preempted_by's planned GPUs
     protected_until = models.DateTimeField(null=True, blank=True)  # set: after a move
     started_by_cycle = models.ForeignKey(
         "CycleRecord", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -48,7 +48,10 @@ def apply(ctx: CycleContext, cs: ClusterSnapshot, cycle_plan: CyclePlan) -> None
         if _overlaps(s.placements, busy)
     }
     with ctx.phase("write"), transaction.atomic():
-        stopped = _write_stops(ctx, cs, stops, moves)
+        blocks = {
+            s.workload_id: s.placements for s in cycle_plan.starts if s.workload_id in deferred
+        }
+        stopped = _write_stops(ctx, cs, stops, moves, blocks)
         started = _write_starts(ctx, cs, starts)
         _write_ready(ctx, cs, cycle_plan)
     with ctx.phase("tell"):
@@ -63,8 +66,14 @@ def apply(ctx: CycleContext, cs: ClusterSnapshot, cycle_plan: CyclePlan) -> None
 
 
 def _write_stops(
-    ctx: CycleContext, cs: ClusterSnapshot, stops, moves: Mapping[str, Sequence[Placement]]
+    ctx: CycleContext,
+    cs: ClusterSnapshot,
+    stops,
+    moves: Mapping[str, Sequence[Placement]],
+    blocks: Mapping[str, Sequence[Placement]],
 ) -> list[Attempt]:
+    """The stops, written STOPPING; a stop for a waiting job carries the block the plan
+    gave that job (`blocks`, by workload id), held for it until its victims exit."""
     if not stops:
         return []
     attempts = (
@@ -100,6 +109,7 @@ def _write_stops(
             rule=rule,
             by=preemptors.get(cs.job_id(stop.for_workload_id)) if stop.for_workload_id else None,
             moved_to=placements_to_json(moved_to) if moved_to else None,
+            for_block=placements_to_json(blocks.get(stop.for_workload_id, ())) or None,
         )
         done.append(attempt)
         ctx.counts.actions.append(("stop", rule))

@@ -121,10 +121,13 @@ def stop_attempt(
     rule: str,
     by: Job | None,
     moved_to: list[dict] | None = None,
+    for_block: list[dict] | None = None,
 ) -> None:
     """A STARTING or RUNNING attempt the plan stops: STOPPING with its intent and the
     cluster's grace period, its job STOPPING with the preempting job and the rule;
-    `moved_to`: where a moved job starts again once stopped (`scheduler.cycle.moves`)."""
+    `moved_to`: where a moved job starts again once stopped (`scheduler.cycle.moves`);
+    `for_block`: the GPUs the plan gave the preempting job, held for it while it waits
+    (`scheduler.selectors.snapshot`)."""
     changes: dict[str, object] = {
         "stop_intent": intent,
         "stop_requested_at": ctx.at,
@@ -133,6 +136,8 @@ def stop_attempt(
     }
     if moved_to:
         changes["moved_to"] = moved_to
+    if for_block:
+        changes["for_block"] = for_block
     attempt_transition(
         attempt=attempt,
         to_state=AttemptState.STOPPING,

@@ -25,7 +25,9 @@ Every engine input is built by `scheduler.selectors.translate`.
 
 A pending job whose preemption victims are still stopping is held out of `pending`
 (`waiting`): the GPUs it will get are those of its victims once they exit; planning it
-again meanwhile would preempt more jobs for it.
+again meanwhile would preempt more jobs for it. The free GPUs of the block the plan gave
+it (`Attempt.for_block`) are held for it meanwhile (`translate.block_holder`), so a job
+submitted during the stops does not take them and make the stops useless.
 
 Queries: hosts, open attempts (joined with their jobs), pending jobs, the tree version
 (the tree itself only when it moved) and the ledger's window usage. Reading a snapshot
@@ -51,7 +53,7 @@ from config.errors import NotFound
 from ledger.selectors import window_usage
 from scheduler.core.engine import BudgetNode as EngineNode
 from scheduler.core.engine import Host as EngineHost
-from scheduler.core.engine import Policy, RunningWorkload, Snapshot, Workload
+from scheduler.core.engine import Placement, Policy, RunningWorkload, Snapshot, Workload
 from scheduler.core.engine.runs import last_checkpoint_s
 from scheduler.models import (
     Attempt,
@@ -66,6 +68,7 @@ from scheduler.models import (
 from scheduler.selectors.refusals import snapshot_avoidance
 from scheduler.selectors.translate import (
     FOREIGN_PROJECT,
+    block_holder,
     engine_host,
     engine_tree,
     moving_holder,
@@ -185,7 +188,33 @@ def _open_attempts(cluster_id: int):
         "submit_s",
         "protected_s",
         "moved_to",
+        "for_block",
     )
+
+
+@dataclass
+class AwaitedVictims:
+    """The pending preemptors still waiting for their victims to stop: each one's
+    victims (workload ids) and the block the plan gave it (`Attempt.for_block`) with
+    the victims' stop deadline."""
+
+    victims: dict[str, list[str]] = field(default_factory=dict)
+    blocks: dict[str, tuple[object, float]] = field(default_factory=dict)
+
+    def note(
+        self, victim: str, preempted_by, intent: str, deadline_s: float, now: float, block
+    ) -> None:
+        """Count the stopping `victim` for the job it stops for, if that job still waits
+        for it (a preemption or a move, at most `VICTIM_WAIT_SLACK_S` past its deadline)."""
+        if (
+            preempted_by is None
+            or intent not in (AttemptEnd.PREEMPTED, AttemptEnd.MIGRATED)
+            or now > deadline_s + VICTIM_WAIT_SLACK_S
+        ):
+            return
+        self.victims.setdefault(str(preempted_by), []).append(victim)
+        if block:
+            self.blocks[str(preempted_by)] = (block, max(deadline_s, now + 1.0))
 
 
 def _running(
@@ -195,14 +224,14 @@ def _running(
     paths: Mapping[int, str],
     cache: SnapshotCache,
     idle: Mapping[int, float],
-) -> tuple[list[RunningWorkload], dict[str, int], set[str], dict[str, list[str]]]:
+) -> tuple[list[RunningWorkload], dict[str, int], set[str], AwaitedVictims]:
     """Holders of GPUs from open attempts; the attempt of each; the stopping ones; and
     the pending preemptors still waiting for their victims. `idle`: attempt id -> since
     when its GPUs are idle (an idle holder is rebuilt each cycle)."""
     running: list[RunningWorkload] = []
     attempt_ids: dict[str, int] = {}
     stopping: set[str] = set()
-    victims: dict[str, list[str]] = {}
+    awaited = AwaitedVictims()
     interval = policy.checkpoint_interval_s
     previous, cache.running = cache.running, {}
     for row in fetch_rows(_open_attempts(cluster_id)):
@@ -225,6 +254,7 @@ def _running(
             submit_s,
             protected_s,
             moved_to,
+            for_block,
         ) = row
         wid = str(job_id)
         attempt_ids[wid] = pk
@@ -253,12 +283,7 @@ def _running(
             stopping.add(wid)
             running += _stopping(work, pls, started_s, now, deadline_s, moved_to)
             deadline_s = now if deadline_s is None else deadline_s
-            if (
-                preempted_by is not None
-                and intent in (AttemptEnd.PREEMPTED, AttemptEnd.MIGRATED)
-                and now <= deadline_s + VICTIM_WAIT_SLACK_S
-            ):
-                victims.setdefault(str(preempted_by), []).append(wid)
+            awaited.note(wid, preempted_by, intent, deadline_s, now, for_block)
             continue  # rebuilt every time: its protection follows the clock
         held = running_holder(work, pls, started_s=started_s, allocated=allocated,
                               last_checkpoint_s=checkpoint, idle_since_s=idle_since,
@@ -266,7 +291,7 @@ def _running(
         if idle_since is None:
             cache.running[pk] = (row, project, checkpoint, held)
         running.append(held)
-    return running, attempt_ids, stopping, victims
+    return running, attempt_ids, stopping, awaited
 
 
 def _stopping(
@@ -313,7 +338,7 @@ def _pending(
         )
     )
     pending: dict[str, list[Workload]] = {}
-    held: list[str] = []
+    held: list[Workload] = []
     last_project = None
     project = ""
     bucket: list[Workload] = []
@@ -341,10 +366,36 @@ def _pending(
             )
         cached[job_id] = (row, project, work)
         if held_out and work.id in held_out:
-            held.append(work.id)
+            held.append(work)
             continue
         bucket.append(work)
     return {p: lst for p, lst in pending.items() if lst}, held
+
+
+def _held_blocks(
+    held: Sequence[Workload],
+    blocks: Mapping[str, tuple[object, float]],
+    holders: Sequence[RunningWorkload],
+    now: float,
+) -> list[RunningWorkload]:
+    """For each job waiting for its victims, the GPUs of its planned block that nobody
+    holds (`translate.block_holder`), held until the victims' stop deadline."""
+    out: list[RunningWorkload] = []
+    taken = {(p.host, i) for h in holders for p in h.placements for i in p.gpu_indices}
+    for work in held:
+        if work.id not in blocks:
+            continue
+        block, until = blocks[work.id]
+        stored = json.loads(block) if isinstance(block, str) else block
+        free = tuple(
+            Placement(p.host, gpus)
+            for p in placements_from_json(stored)
+            if (gpus := tuple(i for i in p.gpu_indices if (p.host, i) not in taken))
+        )
+        if free:
+            out.append(block_holder(work, free, now=now, until_s=until))
+            taken.update((p.host, i) for p in free for i in p.gpu_indices)
+    return out
 
 
 def _tree(cache: SnapshotCache) -> tuple[int, EngineNode, dict[int, str]]:
@@ -394,10 +445,11 @@ def cluster_snapshot(
     policy = policy_for_cluster(cluster)
     version, tree, paths = _tree(cache)
     idle_since = math.floor(now_s) - float(cluster.idle_reclaim_after_s)
-    running, attempt_ids, stopping, victims = _running(
+    running, attempt_ids, stopping, awaited = _running(
         cluster.pk, now_s, policy, paths, cache, {pk: idle_since for pk in idle}
     )
-    pending, held = _pending(cluster.pk, paths, victims, cache)
+    pending, held = _pending(cluster.pk, paths, awaited.victims, cache)
+    running += _held_blocks(held, awaited.blocks, [*running, *holders], now_s)
     usage_by_node = window_usage(
         cluster_id=cluster.pk,
         now=at,
@@ -424,7 +476,7 @@ def cluster_snapshot(
         node_ids=cache.node_ids,
         attempt_ids=attempt_ids,
         stopping=frozenset(stopping),
-        waiting={wid: tuple(victims[wid]) for wid in held},
+        waiting={w.id: tuple(awaited.victims[w.id]) for w in held},
         refused=refused,
         avoid_until=until,
     )

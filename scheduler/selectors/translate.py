@@ -28,6 +28,7 @@ FOREIGN_PROJECT = "~outside-allot"
 # Workload id prefix (after "~") of the GPUs a job stopping to move starts again on
 # (`moving_holder`).
 MOVE_PREFIX = "move-"
+HOLD_PREFIX = "hold-"
 # Protection of a holder whose end is unknown (a job outside Allot): longer than any
 # minimum runtime, so the engine never plans to preempt it.
 UNKNOWN_END_S = 365 * 86400.0
@@ -183,6 +184,17 @@ def moving_holder(
     `UNKNOWN_END_S`: GPUs held for a year by nobody, in the plans made during the stop."""
     held = replace(work, id=f"~{MOVE_PREFIX}{work.id}")
     return protected_holder(held, placements, started_s=started_s, until_s=until_s)
+
+
+def block_holder(
+    work: Workload, placements: tuple[Placement, ...], *, now: float, until_s: float
+) -> RunningWorkload:
+    """The free GPUs of the block the plan gave a job that waits for its victims to stop
+    (`Attempt.for_block`), held for it under the id "~hold-<id>" until they have: a job
+    submitted meanwhile must not take them, or the stops were for nothing."""
+    gpus = sum(len(p.gpu_indices) for p in placements)
+    held = replace(work, id=f"~{HOLD_PREFIX}{work.id}", gpus=gpus)
+    return protected_holder(held, placements, started_s=now, until_s=until_s)
 
 
 def foreign_holder(

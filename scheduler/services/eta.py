@@ -60,7 +60,7 @@ from scheduler.selectors.eta import (
     stamp_key,
 )
 from scheduler.selectors.snapshot import ClusterSnapshot, cluster_snapshot
-from scheduler.selectors.translate import MOVE_PREFIX
+from scheduler.selectors.translate import HOLD_PREFIX, MOVE_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -219,18 +219,21 @@ def _estimates(
     snap = cs.snapshot
     ids = [int(w.id) for v in snap.pending.values() for w in v]
     ids += [int(r.workload.id) for r in snap.running if r.workload.id.isdigit()]
+    ids += [int(wid) for wid in cs.waiting]
     users = {
         str(pk): name
         for pk, name in Job.objects.filter(pk__in=ids).values_list("pk", "submitter__username")
     }
-    moving = f"~{MOVE_PREFIX}"  # the GPUs a moving job starts again on: the job's own
-    users.update(
-        {
-            r.workload.id: users.get(r.workload.id.removeprefix(moving), "")
-            for r in snap.running
-            if r.workload.id.startswith(moving)
-        }
-    )
+    # GPUs held for a job (the ones a moving job starts again on, the free part of the
+    # block a job waits for its victims on): the job's own, its submitter's runtimes
+    for prefix in (f"~{MOVE_PREFIX}", f"~{HOLD_PREFIX}"):
+        users.update(
+            {
+                r.workload.id: users.get(r.workload.id.removeprefix(prefix), "")
+                for r in snap.running
+                if r.workload.id.startswith(prefix)
+            }
+        )
     window = ARRIVAL_WINDOW_S / speed
     recent, since = recent_submissions(cluster, cs.at, index, window)
     return estimate(

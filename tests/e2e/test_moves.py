@@ -174,19 +174,20 @@ def test_the_gpus_a_moving_job_starts_again_on_are_held_as_the_job_itself(live):
         job=mover).moved_to).exists()  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the free GPUs of the waiting job's block are not held while the move stops: a "
-    "4-GPU job submitted meanwhile takes them and the move was for nothing (issue 25 helper)",
-)
-def test_the_block_a_move_frees_is_not_taken_by_a_job_submitted_during_the_stop(live):
+def test_the_block_a_move_frees_is_not_taken_by_a_later_job_of_the_same_rank(live):
+    """A 4-GPU job of the waiting job's project submitted during the stop queues behind
+    it: the block goes to the job it was freed for. (A job of a project fair share
+    ranks higher goes first, as it would without the move.)"""
     mover, session, waiting, hosts = fragment(live)
     assert live.cycle().stops == 1
-    live.submit("b1", gpus=4, min_runtime_s=2 * HOUR, duration_s=HOUR, name="other")
+    other = live.submit(gpus=4, min_runtime_s=2 * HOUR, duration_s=HOUR, name="other")
     live.cycle(advance_s=2)
     live.cycle(advance_s=5)  # the cluster reports the end
     assert live.job(waiting).state == JobState.RUNNING
     assert Attempt.objects.get(job=waiting).host_names == [hosts[mover.pk]]
+    assert hosts[mover.pk] not in {
+        h for a in Attempt.objects.filter(job=other) for h in a.host_names
+    }
 
 
 def test_a_protected_job_is_not_moved(live):
