@@ -121,6 +121,43 @@ def test_stopping_jobs_hold_their_gpus_protected_and_their_preemptor_waits(setup
     assert later.waiting == {} and str(preemptor.pk) in {w.id for w in later.snapshot.pending[A1]}
 
 
+def test_a_waiting_preemptor_keeps_the_free_gpus_of_its_block_until_the_stop_ends(setup):
+    """An 8-GPU preemptor planned on h2 stops a 4-GPU victim there; h2's other four GPUs
+    are free. While the victim stops, those four are held for the preemptor (as
+    itself), so a 4-GPU job submitted meanwhile gets nothing of h2."""
+    cluster, now, job, attempt = setup
+    preemptor = job("a1", gpus=8, min_runtime_s=600)
+    victim = job("b1", gpus=4, min_runtime_s=0, resumable=True)
+    deadline = now + dt.timedelta(seconds=20)
+    block = [{"host": "h2", "gpu_indices": list(range(8))}]
+    attempt(
+        victim,
+        AttemptState.STOPPING,
+        4,
+        created_at=now - dt.timedelta(hours=2),
+        started_at=now - dt.timedelta(hours=2),
+        stop_intent=AttemptEnd.PREEMPTED,
+        stop_deadline=deadline,
+        preempted_by=preemptor,
+        for_block=block,
+    )
+    newcomer = job("a2", gpus=4, min_runtime_s=600, at=now)
+    cs = cluster_snapshot(cluster=cluster, now=now)
+    assert cs.waiting == {str(preemptor.pk): (str(victim.pk),)}
+    by_id = {rw.workload.id: rw for rw in cs.snapshot.running}
+    hold = by_id[f"~hold-{preemptor.pk}"]
+    assert hold.placements == (Placement("h2", (4, 5, 6, 7)),)
+    assert hold.workload.project == A1 and hold.workload.gpus == 4
+    assert hold.protected_until_s == deadline.timestamp()
+    result = plan(cs.snapshot, cs.policy, cs.now)
+    assert str(newcomer.pk) not in {s.workload_id for s in result.starts}
+    assert not result.stops
+
+    # once the victim's stop is long over, nothing is held any more
+    later = cluster_snapshot(cluster=cluster, now=deadline + dt.timedelta(minutes=5))
+    assert not [rw for rw in later.snapshot.running if rw.workload.id.startswith("~hold-")]
+
+
 def test_the_clusters_short_job_reserve_reaches_the_engine(setup):
     cluster, now, job, _ = setup
     Host.objects.create(cluster=cluster, name="h3", gpus=8)  # h2 and h3 are healthy
