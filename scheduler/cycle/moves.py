@@ -22,6 +22,7 @@ grace period), so the live cycle does it in two steps, the same for every adapte
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 from collections.abc import Mapping, Sequence
 
@@ -32,6 +33,7 @@ from scheduler.core.engine import CyclePlan, Placement, StopReason
 from scheduler.cycle.adapter_io import send_stop
 from scheduler.cycle.context import CycleContext
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
+from scheduler.selectors.refusals import avoid_s
 from scheduler.selectors.snapshot import OPEN_ATTEMPT_STATES, ClusterSnapshot
 from scheduler.selectors.translate import placements_to_json
 from scheduler.services.transitions import job_transition
@@ -77,7 +79,7 @@ def ask_stops(
         except AdapterError as exc:
             ctx.error(f"stop {attempt_id} (move)", exc)
             if not exc.retryable:
-                ctx.counts.notes.append(f"job {wid} not moved: the cluster refused its stop")
+                _refused(ctx, wid, cs.attempt_ids[wid])
                 kept.add(wid)
                 continue
         except Exception as exc:
@@ -86,6 +88,18 @@ def ask_stops(
             ctx.warm.stops_sent[attempt_id] = (ctx.at, ctx.cluster.grace_s <= 0)
         sent.add(wid)
     return [s for s in stops if s.workload_id not in kept], sent, kept
+
+
+def _refused(ctx: CycleContext, wid: str, attempt_pk: int) -> None:
+    """A move whose stop the cluster refused: the run is protected for the shortest
+    refusal-avoidance time (`selectors.refusals.avoid_s`), so the next cycles neither
+    plan the same move nor any other stop of it, each refused again, meanwhile."""
+    until = ctx.at + dt.timedelta(seconds=avoid_s()[0])
+    Attempt.objects.filter(pk=attempt_pk).update(protected_until=until)
+    ctx.counts.notes.append(
+        f"job {wid} not moved: the cluster refused its stop; "
+        f"protected until {until:%H:%M:%S} UTC, no stop is planned for it meanwhile"
+    )
 
 
 def _taken(ctx: CycleContext, reported: Sequence[ClusterJob]) -> set[tuple[str, int]]:

@@ -203,7 +203,10 @@ def test_a_stop_the_cluster_refuses_leaves_the_job_running_and_nothing_written(l
     mover, _, waiting, hosts = fragment(live)
     old = Attempt.objects.get(job=mover)
 
+    refused: list[str] = []
+
     def refuse(attempt_id: str, grace_s: float) -> None:
+        refused.append(attempt_id)
         raise AdapterError("stop refused by policy", retryable=False)
 
     monkeypatch.setattr(live.memory, "stop", refuse)
@@ -215,6 +218,12 @@ def test_a_stop_the_cluster_refuses_leaves_the_job_running_and_nothing_written(l
     assert live.job(mover).state == JobState.RUNNING
     assert live.job(waiting).state == JobState.PENDING  # not started on the mover's GPUs
     assert_consistent(live.cluster, live.memory)
+    # the run is protected for the refusal-avoidance time: no cycle asks again meanwhile
+    assert old.protected_until == record.started_at + dt.timedelta(seconds=900)
+    for _ in range(3):
+        live.cycle(advance_s=60)
+    assert refused == [old.attempt_id]
+    assert live.job(mover).state == JobState.RUNNING
 
 
 def test_a_move_whose_planned_gpus_were_taken_leaves_the_job_in_the_queue(live):
