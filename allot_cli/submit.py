@@ -25,8 +25,8 @@ def add_submit(commands: Any) -> Parser:
     argument(parser, "args", nargs="*", help="The command, after `--` (instead of --command).")
     # sbatch's own long names too: --account, --time-min, --job-name
     option(
-        parser, "--project", "-A", "--account", help="Project path or id.", required=True,
-        dest="project",
+        parser, "--project", "-A", "--account", required=True, dest="project",
+        help="Project path, id, or its name alone when one project has it.",
     )  # fmt: skip
     option(
         parser,

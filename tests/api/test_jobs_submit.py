@@ -5,6 +5,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from budgets.models import BudgetNode
 from budgets.services import budget_change_create
 from scheduler.models import IdempotencyKey, Job, JobEvent, JobState
 from tests.api.conftest import job_body
@@ -87,6 +88,30 @@ def test_project_and_cluster_by_id_work_like_path_and_name(world, api_client):
     )
     assert response.status_code == 201
     assert Job.objects.get().project == a1
+
+
+def test_a_project_named_by_its_slug_alone_is_found_when_one_project_has_it(world, api_client):
+    """Like Slurm's `-A account`: "a1" is org/prog-a/a1, the one project with that slug."""
+    response = post(api_client, world.user("ann"), job_body(project="a1"))
+    assert response.status_code == 201, response.json()
+    assert response.json()["jobs"][0]["project_path"] == "org/prog-a/a1"
+    assert Job.objects.get().project == world.tree.node("a1")
+
+
+def test_a_slug_several_projects_share_is_refused_with_their_paths(world, api_client):
+    prog_b = world.tree.node("prog-b")
+    BudgetNode.objects.create(parent=prog_b, name="a1", slug="a1", weight=1)
+    response = post(api_client, world.user("ann"), job_body(project="a1"))
+    assert response.status_code == 400
+    body = response.json()
+    assert body["field"] == "project"
+    assert "'a1' names 2 projects (org/prog-a/a1, org/prog-b/a1)" in body["detail"]
+    response = post(api_client, world.user("ann"), job_body(project="prog-a"))
+    assert response.status_code == 400 and "not a project" in response.json()["detail"]
+    response = post(api_client, world.user("ann"), job_body(project="nowhere"))
+    assert response.status_code == 400
+    assert "There is no project at the path 'nowhere'" in response.json()["detail"]
+    assert not Job.objects.exists()
 
 
 def test_a_submission_asks_for_a_cycle_after_commit(

@@ -47,7 +47,8 @@ def test_a_commands_help_says_each_option_its_default_and_what_is_required(cli):
     text = " ".join(result.stdout.split())
     assert text.startswith("Usage: allot submit [OPTIONS] [args]... Submit a job (like sbatch).")
     for expected in (
-        "-A, --project, --account <str> Project path or id. [required]",
+        "-A, --project, --account <str> Project path, id, or its name alone when one project "
+        "has it. [required]",
         "-t, --min-runtime, --time-min <str> Protected runtime (15m, 2h, ...); 0 submits unallocated work "
         "(free, preemptible at any time). [required]",
         "-G, --gpus <int> 1, 2, 4, 8 or whole hosts. [default: 1]",

@@ -44,7 +44,10 @@ class SpecField(serializers.JSONField):
 
 
 class JobSubmitInput(StrictInput):
-    project = IdOrNameField(help_text="The project's node id or its path, e.g. `org/prog-a/a1`")
+    project = IdOrNameField(
+        help_text="The project's node id, its path (`org/prog-a/a1`) or its slug alone when "
+        "one project has it (`a1`)"
+    )
     cluster = IdOrNameField(help_text="The cluster's id or name")
     name = TextField(max_length=job_rules.NAME_MAX_LENGTH, required=False, default="job")
     gpus = serializers.IntegerField(

@@ -16,6 +16,7 @@ from django.db.models import Exists, OuterRef
 
 from budgets import permissions
 from budgets.models import BudgetNode
+from budgets.selectors import node_paths
 from config.errors import PermissionDenied, ValidationFailed
 from config.plainsql import columns, fetch_one, instance
 from config.text import clean_text, is_id_text, refuse_control_characters
@@ -244,7 +245,8 @@ def _with_children(qs):
 def resolve_project(
     value: Any, *, field: str = "project", path_rows: list[tuple] | None = None
 ) -> ProjectRef:
-    """A leaf of the budget tree by its id or its slug path (`org/program/project`).
+    """A leaf of the budget tree by its id, its slug path (`org/program/project`) or,
+    when no path matches, its slug alone if one project has it.
     `path_rows`: the rows `_CHAIN_SQL` gives for the path's slugs, read already (by
     `_project_and_cluster`)."""
     if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
@@ -263,6 +265,8 @@ def resolve_project(
     else:
         parts = _path_parts(value)
         rows = _rows_by_path(parts) if path_rows is None else _chain(parts, path_rows)
+        if not rows and len(parts) == 1:
+            rows = _project_by_slug(parts[0], field)
         if not rows:
             raise ValidationFailed(
                 f"There is no project at the path '{value}' (paths are slugs from the "
@@ -278,6 +282,29 @@ def resolve_project(
             field=field,
         )
     return ProjectRef(id=pk, path=path, chain=[row[:4] for row in rows])
+
+
+def _project_by_slug(slug: str, field: str) -> list[tuple]:
+    """The chain of the one project named by its slug alone (`pretraining`, as Slurm's
+    `-A account`), root first; else of a program with that slug (refused as not a
+    project by the caller); empty when no node has it. A slug several projects share is
+    refused with their paths to choose from."""
+    nodes = dict(
+        _with_children(BudgetNode.objects.filter(slug=slug)).values_list("pk", "has_children")
+    )
+    leaves = [pk for pk, has_children in nodes.items() if not has_children]
+    if len(leaves) > 1:
+        paths = node_paths()
+        choices = ", ".join(sorted(paths[pk] for pk in leaves))
+        raise ValidationFailed(
+            f"'{slug}' names {len(leaves)} projects ({choices}); give the path of one.",
+            field=field,
+        )
+    found = leaves or sorted(nodes)
+    if not found:
+        return []
+    ancestors = BudgetNode.objects.ancestors(BudgetNode(pk=found[0]), include_self=True)
+    return list(_with_children(ancestors).values_list(*_CHAIN_FIELDS))
 
 
 def _path_parts(path: str) -> list[str]:
