@@ -83,9 +83,9 @@ XDIST_GROUPS = {
     "tests/ops/test_db_roles.py": "db-roles",
     # the rows' objects and sign-ins made once (`world`, module scope) for all its rows
     "tests/security/test_permissions.py": "permissions",
-    # its bad-input cases share one simulated cluster process (`untouched_simcluster`)
+    # its bad-input cases share one simulated cluster process (`module_simcluster`, tests/adapters/simcluster/conftest.py)
     "tests/adapters/simcluster/test_cluster_add.py": "cluster-add",
-    # its tests that keep their process share one (`module_process`)
+    # its tests that keep their process share one (`module_simcluster`)
     "tests/adapters/simcluster/test_adapter.py": "sim-adapter",
 }
 # A fixture naming a per-worker resource -> the prefix of the groups its tests must be in.

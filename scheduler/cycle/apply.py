@@ -12,14 +12,13 @@ cluster reports the end. Unhealthy hosts the engine reports empty get
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping, Sequence
 
 from django.db import transaction
 from django.db.models import F
 
 from scheduler.core.engine import CyclePlan, Placement, StopReason, stop_rule
-from scheduler.cycle.attempts import send_starts, stop_attempt
+from scheduler.cycle.attempts import next_attempt, send_starts, stop_attempt
 from scheduler.cycle.context import CycleContext
 from scheduler.cycle.moves import ask_stops, planned_moves, send_move_stops
 from scheduler.cycle.queue_store import write_queue
@@ -134,24 +133,10 @@ def _write_starts(ctx: CycleContext, cs: ClusterSnapshot, starts) -> list[tuple[
     Job.objects.filter(pk__in=[j.pk for _, j in chosen]).update(
         attempt_count=F("attempt_count") + 1
     )
-    attempts = []
-    for start, job in chosen:
-        job.attempt_count += 1
-        attempts.append(
-            Attempt(
-                job=job,
-                number=job.attempt_count,
-                attempt_id=f"allot-{job.pk}-{job.attempt_count}-{secrets.token_hex(3)}",
-                cluster=ctx.cluster,
-                project_id=job.project_id,
-                gpus=job.gpus,
-                placements=placements_to_json(start.placements),
-                allocated=start.allocated,
-                state=AttemptState.STARTING,
-                created_at=ctx.at,
-                started_by_cycle=ctx.record,
-            )
-        )
+    attempts = [
+        next_attempt(ctx, job, placements_to_json(start.placements), allocated=start.allocated)
+        for start, job in chosen
+    ]
     # a new attempt is created STARTING (no transition): its job's event records it
     Attempt.objects.bulk_create(attempts)
     for (start, job), attempt in zip(chosen, attempts, strict=True):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import secrets
 from collections.abc import Mapping
 
 from django.conf import settings
@@ -108,6 +109,29 @@ def confirm_running(ctx: CycleContext, attempt: Attempt, cj: ClusterJob) -> None
         reason_code="started",
         at=changes["started_at"],
         cycle=ctx.record,
+    )
+
+
+def next_attempt(
+    ctx: CycleContext, job: Job, placements: list[dict], *, allocated: bool, **fields
+) -> Attempt:
+    """The job's next attempt, unsaved and STARTING on `placements` (stored form): its
+    number and a unique attempt id. The caller counts it in `Job.attempt_count` in the
+    database (one UPDATE for many jobs) and saves it."""
+    job.attempt_count += 1
+    return Attempt(
+        job=job,
+        number=job.attempt_count,
+        attempt_id=f"allot-{job.pk}-{job.attempt_count}-{secrets.token_hex(3)}",
+        cluster=ctx.cluster,
+        project_id=job.project_id,
+        gpus=job.gpus,
+        placements=placements,
+        allocated=allocated,
+        state=AttemptState.STARTING,
+        created_at=ctx.at,
+        started_by_cycle=ctx.record,
+        **fields,
     )
 
 

@@ -23,7 +23,6 @@ grace period), so the live cycle does it in two steps, the same for every adapte
 from __future__ import annotations
 
 import datetime as dt
-import secrets
 from collections.abc import Mapping, Sequence
 
 from django.db.models import F
@@ -31,6 +30,7 @@ from django.db.models import F
 from scheduler.adapters import AdapterError, ClusterJob
 from scheduler.core.engine import CyclePlan, Placement, StopReason
 from scheduler.cycle.adapter_io import send_stop
+from scheduler.cycle.attempts import next_attempt
 from scheduler.cycle.context import CycleContext
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
 from scheduler.selectors.refusals import avoid_s
@@ -159,23 +159,15 @@ def restart_moved(
 def _start_again(ctx: CycleContext, old: Attempt, job: Job) -> Attempt:
     """The job's next attempt on `old.moved_to`, STARTING, its protection over."""
     Job.objects.filter(pk=job.pk).update(attempt_count=F("attempt_count") + 1)
-    job.attempt_count += 1
-    attempt = Attempt.objects.create(
-        job=job,
-        number=job.attempt_count,
-        attempt_id=f"allot-{job.pk}-{job.attempt_count}-{secrets.token_hex(3)}",
-        cluster=ctx.cluster,
-        project_id=job.project_id,
-        gpus=job.gpus,
-        placements=placements_to_json(
-            [Placement(p["host"], tuple(p["gpu_indices"])) for p in old.moved_to]
-        ),
+    placements = [Placement(p["host"], tuple(p["gpu_indices"])) for p in old.moved_to]
+    attempt = next_attempt(
+        ctx,
+        job,
+        placements_to_json(placements),
         allocated=old.allocated,
-        state=AttemptState.STARTING,
-        created_at=ctx.at,
         protected_until=ctx.at,
-        started_by_cycle=ctx.record,
     )
+    attempt.save()
     where = ", ".join(
         f"{p['host']} GPUs {','.join(map(str, p['gpu_indices']))}" for p in old.moved_to
     )

@@ -43,27 +43,13 @@ def request(attempt_id, *placements, run_for_s=None, spec=None, name="job"):
 _names = itertools.count(1)
 
 
-@pytest.fixture(scope="module")
-def module_process(tmp_path_factory) -> Iterator[SimClusterProcess]:
-    """One simulated cluster process for the module's tests that neither restart, kill nor
-    stop theirs: each has a cluster of its own in it (a process start per test was most of
-    such a test's time)."""
-    directory = tmp_path_factory.mktemp("simcluster")
-    with (directory / "simcluster.log").open("wb") as log:
-        process = SimClusterProcess(state_dir=directory / "state", log=log).start()
-        try:
-            yield process
-        finally:
-            process.stop()
-
-
 @pytest.fixture
-def process(request, module_process) -> SimClusterProcess:
+def process(request, module_simcluster) -> SimClusterProcess:
     """The test's own process when it asks for `simcluster` (to restart, kill or stop it),
     else the module's."""
     if "simcluster" in request.fixturenames:
         return request.getfixturevalue("simcluster")
-    return module_process
+    return module_simcluster
 
 
 @pytest.fixture

@@ -3,15 +3,12 @@ the simulated cluster process."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
 from config.errors import PermissionDenied
 from scheduler.adapters import ClusterPlacement, HostHealthState, StartRequest, for_cluster
-from scheduler.adapters.simcluster.process import SimClusterProcess
 from scheduler.adapters.simulated import SimulatedClusterAdapter
 from scheduler.models import Cluster, Host
 from scheduler.services.clusters import cluster_create
@@ -19,20 +16,6 @@ from tests.commands import run_manage
 from tests.factories import SuperUserFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def untouched_simcluster(tmp_path_factory) -> Iterator[SimClusterProcess]:
-    """One simulated cluster process for the bad-input cases: each checks that it created
-    nothing there, so the next one finds it as empty as a process of its own (a start per
-    case was most of each case's time)."""
-    directory = tmp_path_factory.mktemp("simcluster")
-    with (directory / "simcluster.log").open("wb") as log:
-        process = SimClusterProcess(state_dir=directory / "state", log=log).start()
-        try:
-            yield process
-        finally:
-            process.stop()
 
 
 def add(*args: str) -> str:
@@ -133,15 +116,15 @@ def test_a_name_taken_in_allot_is_refused(simcluster):
     ],
 )
 def test_bad_input_is_refused_with_the_field_named_and_nothing_created(
-    untouched_simcluster, args, message
+    module_simcluster, args, message
 ):
     if "--url" not in args:
-        args = [*args, "--url", untouched_simcluster.url]
+        args = [*args, "--url", module_simcluster.url]
     with pytest.raises(CommandError, match=message):
         add(*args)
     assert Cluster.objects.count() == 0
     assert Host.objects.count() == 0
-    assert httpx.get(f"{untouched_simcluster.url}/v1/clusters").json()["clusters"] == []
+    assert httpx.get(f"{module_simcluster.url}/v1/clusters").json()["clusters"] == []
 
 
 def test_nothing_is_created_when_the_simulated_cluster_is_unreachable(simcluster):
