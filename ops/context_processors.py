@@ -1,13 +1,20 @@
-"""The banner every page shows while the scheduler is not cycling (templates/base.html)."""
+"""The banners every page shows while the scheduler is not cycling, or while no worker
+runs the background queue (templates/base.html). Both come from one health read
+(`scheduling_health`: the background queue's liveness from the same heartbeats and
+freshness `/healthz` uses), kept a few seconds for every page and the preview poll."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from django.conf import settings
 from django.core.cache import cache
 from django.utils.functional import SimpleLazyObject
 
+from ops.checks import BACKGROUND_WORKER
 from ops.selectors import SchedulingHealth, scheduling_health
 
-BANNER_CACHE_KEY = "ops:scheduling-banner"
+BANNER_CACHE_KEY = "ops:banners"
 BANNER_CACHE_S = 5  # pages within a few seconds share one health read
 
 _CAUSES = {
@@ -16,6 +23,20 @@ _CAUSES = {
     "cluster adapter": "the cluster cannot be reached",
     "cycles": "cycles fail or wait behind other work",
 }
+BACKGROUND_TEXT = (
+    "No background worker is running: what-if previews stay queued, job ETAs are not "
+    "refreshed and GPU utilization is not collected (jobs are still started and stopped); "
+    "operators: see /healthz."
+)
+
+
+@dataclass(frozen=True)
+class Banners:
+    scheduling: str = ""  # "" when all is well
+    background: str = ""
+
+    def __bool__(self) -> bool:
+        return bool(self.scheduling or self.background)
 
 
 def banner_text(health: SchedulingHealth) -> str:
@@ -42,17 +63,27 @@ def banner_text(health: SchedulingHealth) -> str:
     )
 
 
-def _cached_banner() -> str:
-    try:  # a page renders even when the cache or the health read fails
-        text = cache.get(BANNER_CACHE_KEY)
-        if text is None:
-            text = banner_text(scheduling_health())
-            cache.set(BANNER_CACHE_KEY, text, BANNER_CACHE_S)
-        return text
+def background_text(health: SchedulingHealth) -> str:
+    """What stops while no worker of the background queue is alive ("" while one is)."""
+    alive = health.queue(settings.BACKGROUND_QUEUE, BACKGROUND_WORKER).ok
+    return "" if alive else BACKGROUND_TEXT
+
+
+def read_banners() -> Banners:
+    """The banners, from one health read kept BANNER_CACHE_S seconds (none when the
+    cache or the read fails: a page renders anyway)."""
+    try:
+        cached = cache.get(BANNER_CACHE_KEY)
+        if cached is None:
+            health = scheduling_health()
+            cached = (banner_text(health), background_text(health))
+            cache.set(BANNER_CACHE_KEY, cached, BANNER_CACHE_S)
+        return Banners(*cached)
     except Exception:
-        return ""
+        return Banners()
 
 
-def scheduling_banner(request) -> dict:
-    """`scheduling_banner`: the text, read only when a template shows it."""
-    return {"scheduling_banner": SimpleLazyObject(_cached_banner)}
+def page_banners(request) -> dict:
+    """`banners` (its `scheduling` and `background` sentences), read only when a template
+    shows them: on every page, to whoever sees it."""
+    return {"banners": SimpleLazyObject(read_banners)}

@@ -16,6 +16,8 @@ ALLOT_STALE_CYCLES (3) cycle periods; the cause named is the first of:
 `queue_health(queue)` reads the same heartbeats for one queue: `/healthz` names
 `background worker` (and stays 200, "degraded": cycles go on) when no worker of the
 background queue beat that recently (previews, ETAs, utilization and rollups wait).
+`SchedulingHealth.queue(queue)` answers the same from the heartbeats `scheduling_health`
+already read (the page banner: one heartbeat query for both).
 """
 
 from __future__ import annotations
@@ -187,19 +189,25 @@ class QueueHealth:
         }
 
 
+def queue_health_of(
+    workers: list[WorkerBeat], queue: str, component: str, fresh_s: float
+) -> QueueHealth:
+    """Whether a worker of `queue` beat within `fresh_s` seconds, from heartbeats read."""
+    return QueueHealth(
+        queue=queue,
+        component=component,
+        ok=queue_alive(workers, queue, fresh_s),
+        worker_ages_s={w.name: round(w.age_s, 1) for w in workers if consumes(w, queue)},
+        heartbeat_stale_after_s=fresh_s,
+    )
+
+
 def queue_health(queue: str, component: str, *, now: dt.datetime | None = None) -> QueueHealth:
     """Whether a worker of `queue` is alive (`scheduling_health`'s heartbeats and
     freshness); `component` names it when not ("background worker")."""
     now = now or timezone.now()
     _, workers = heartbeats(now)
-    fresh = heartbeat_stale_after_s()
-    return QueueHealth(
-        queue=queue,
-        component=component,
-        ok=queue_alive(workers, queue, fresh),
-        worker_ages_s={w.name: round(w.age_s, 1) for w in workers if consumes(w, queue)},
-        heartbeat_stale_after_s=fresh,
-    )
+    return queue_health_of(workers, queue, component, heartbeat_stale_after_s())
 
 
 @dataclass(frozen=True)
@@ -222,6 +230,12 @@ class SchedulingHealth:
     worker_ages_s: dict[str, float]
     heartbeat_stale_after_s: float
     clusters: list[ClusterHealth] = field(default_factory=list)
+    # every worker's heartbeat as read, for `queue`: one read serves both (not in as_dict)
+    worker_beats: list[WorkerBeat] = field(default_factory=list, repr=False)
+
+    def queue(self, queue: str, component: str) -> QueueHealth:
+        """`queue_health` from this read's heartbeats and freshness (no further query)."""
+        return queue_health_of(self.worker_beats, queue, component, self.heartbeat_stale_after_s)
 
     def as_dict(self) -> dict:
         return {
@@ -336,4 +350,5 @@ def scheduling_health(*, now: dt.datetime | None = None) -> SchedulingHealth:
         worker_ages_s=workers,
         heartbeat_stale_after_s=fresh,
         clusters=health,
+        worker_beats=worker_beats,
     )

@@ -103,7 +103,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "ops.context_processors.scheduling_banner",
+                "ops.context_processors.page_banners",
                 "scheduler.context_processors.navigation",
             ],
         },

@@ -14,6 +14,8 @@ from budgets.forms import posted_weights, weight_form_context
 from config.access import participant_required
 from config.errors import ApplicationError, PermissionDenied
 from config.text import is_id_text
+from ops.context_processors import read_banners
+from scheduler.models import PreviewState
 from scheduler.services.previews import preview_get, preview_request
 
 
@@ -47,8 +49,11 @@ def _whatif_row(r: dict) -> dict:
 
 
 def _whatif_context(preview) -> dict:
-    """The what-if partial's context: progress, or the per-project table and chart data."""
+    """The what-if partial's context: progress (and, while it waits, whether a background
+    worker is alive to run it: the page banner's cached read), or the per-project table
+    and chart data."""
     result = preview.result or {}
+    waiting = preview.state in (PreviewState.QUEUED, PreviewState.RUNNING)
     rows = [_whatif_row(r) for r in result.get("projects", [])]
     chart = {
         "projects": [r["project"] for r in rows],
@@ -69,6 +74,7 @@ def _whatif_context(preview) -> dict:
         "chart_id": f"whatif-data-{preview.pk}",
         "window_end": parse_datetime(result.get("window_end") or ""),
         "idle": _idle_context(result),
+        "no_background_worker": waiting and bool(read_banners().background),
     }
 
 
