@@ -46,6 +46,9 @@ from scheduler.selectors.translate import engine_tree, policy_for_cluster
 from scheduler.selectors.utilization import idle_after_by_attempt
 
 log = logging.getLogger(__name__)
+# A preview replays in seconds (30 s for 14 days of 1,024 GPUs): one running this long
+# lost its worker, and the task Celery delivers again (acks late) runs it afresh.
+STALE_RUN_S = 15 * 60.0
 
 
 def _clean_days(days: Any) -> int:
@@ -415,9 +418,16 @@ def sim_config_for_cluster(cluster: Cluster) -> SimConfig:
 
 
 def preview_run(*, preview_id: int, parallel: bool = True) -> Preview:
-    """Run a queued preview to the end; a failure is stored on it, never raised."""
-    claimed = Preview.objects.filter(pk=preview_id, state=PreviewState.QUEUED).update(
-        state=PreviewState.RUNNING, started_at=timezone.now(), progress=0.05
+    """Run a queued preview to the end (or one whose worker died running it,
+    `STALE_RUN_S`); a failure is stored on it, never raised."""
+    now = timezone.now()
+    abandoned = Q(
+        state=PreviewState.RUNNING, started_at__lt=now - dt.timedelta(seconds=STALE_RUN_S)
+    )
+    claimed = (
+        Preview.objects.filter(pk=preview_id)
+        .filter(Q(state=PreviewState.QUEUED) | abandoned)
+        .update(state=PreviewState.RUNNING, started_at=now, progress=0.05)
     )
     preview = Preview.objects.select_related("cluster").get(pk=preview_id)
     if not claimed:

@@ -11,7 +11,13 @@ from django.utils import timezone
 from config.errors import PermissionDenied, ValidationFailed
 from ledger.models import ProjectHour
 from scheduler.models import JobState, Preview, PreviewState
-from scheduler.services.previews import preview_get, preview_request, preview_run, preview_window
+from scheduler.services.previews import (
+    STALE_RUN_S,
+    preview_get,
+    preview_request,
+    preview_run,
+    preview_window,
+)
 from tests.dashboards.data import attempt
 from tests.factories import ClusterFactory, HostFactory, JobFactory
 from tests.support.jobs import seed_jobs
@@ -120,6 +126,21 @@ def test_no_jobs_in_the_window_is_done_and_empty(tree, cluster):
     preview = preview_run(preview_id=preview.pk)
     assert preview.state == PreviewState.DONE
     assert preview.result["empty"] is True and preview.result["jobs"] == 0
+
+
+def test_a_preview_whose_worker_died_running_it_runs_again_when_redelivered(tree, cluster):
+    preview = preview_request(
+        actor=tree.user("lead-a"), node=tree.node("prog-a").pk, weights=weights(tree),
+        cluster="gpu",
+    )  # fmt: skip
+    started = timezone.now() - dt.timedelta(seconds=STALE_RUN_S + 60)
+    Preview.objects.filter(pk=preview.pk).update(state=PreviewState.RUNNING, started_at=started)
+    assert preview_run(preview_id=preview.pk).state == PreviewState.DONE
+    # one running now (its worker alive) is not run twice
+    Preview.objects.filter(pk=preview.pk).update(
+        state=PreviewState.RUNNING, started_at=timezone.now()
+    )
+    assert preview_run(preview_id=preview.pk).state == PreviewState.RUNNING
 
 
 def test_who_may_read_a_preview(tree, cluster):
