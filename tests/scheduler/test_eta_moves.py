@@ -20,13 +20,6 @@ from tests.support.live import submit_job
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def cluster():
-    cluster = ClusterFactory(name="h100", host_count=2, gpus_per_host=8)
-    HostFactory.create_batch(2, cluster=cluster, gpus=8)
-    return cluster
-
-
 def _submit(cluster, tree, gpus=4):
     return submit_job(
         cluster=cluster,

@@ -11,17 +11,10 @@ from django.utils import timezone
 from scheduler.models import AttemptEnd, AttemptState
 from scheduler.selectors.refusals import START_WITHDRAWN, avoid_s
 from scheduler.services.eta import cluster_etas
-from tests.factories import AttemptFactory, ClusterFactory, HostFactory
+from tests.factories import AttemptFactory
 from tests.support.live import submit_job
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def cluster():
-    cluster = ClusterFactory(name="h100", host_count=2, gpus_per_host=8)
-    HostFactory.create_batch(2, cluster=cluster, gpus=8)
-    return cluster
 
 
 def _refused(cluster, tree, hosts: list[str], ago_s: float = 60.0):
