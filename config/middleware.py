@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import uuid
 
+import pghistory
+import pghistory.middleware
 from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
 from django.core.signals import request_finished
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -163,3 +167,37 @@ class RolesReadOnceMiddleware:
             return self.get_response(request)
         with permissions.roles_read_once():
             return self.get_response(request)
+
+
+def writes_audited(view) -> bool:
+    """Whether a view may change a model pghistory tracks (the budget tree, memberships,
+    the users' authority flags): every view but one whose class says
+    `writes_audited = False`."""
+    return getattr(getattr(view, "view_class", None), "writes_audited", True)
+
+
+class HistoryMiddleware(pghistory.middleware.HistoryMiddleware):
+    """pghistory's: a write's audited changes carry the request's user and URL as their
+    context. The context is entered once the view is known, and not for a view that
+    changes no tracked model (`writes_audited`: job submission), whose statements would
+    otherwise each be prefixed with the context's `set_config` for nothing."""
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.method not in pghistory.config.middleware_methods():
+            return self.get_response(request)
+        with contextlib.ExitStack() as history:
+            request._history = history  # type: ignore[attr-defined]
+            return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, view, view_args, view_kwargs) -> None:
+        """Enter the context for a write whose view may change a tracked model."""
+        history = request.__dict__.pop("_history", None)
+        if history is None or not writes_audited(view):
+            return
+        history.enter_context(pghistory.context(**self.get_context(request)))
+        # pghistory's request classes: a user set later (DRF's authentication) joins it
+        request.__class__ = (
+            pghistory.middleware.ASGIRequest
+            if isinstance(request, ASGIRequest)
+            else pghistory.middleware.WSGIRequest
+        )

@@ -86,7 +86,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "pghistory.middleware.HistoryMiddleware",
+    "config.middleware.HistoryMiddleware",  # pghistory's, for the views that need it
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out sign-in into a 429
 ]
 

@@ -126,6 +126,10 @@ def _rows(request, jobs: list[Job], paths: dict[int, str] | None = None) -> list
 
 
 class JobListApi(APIView):
+    # Submitting stores jobs, their events and an Idempotency-Key, none of them audited
+    # by pghistory (config.middleware.HistoryMiddleware).
+    writes_audited = False
+
     def dispatch(self, request, *args, **kwargs):
         # Listing and submitting change no one's roles: the participant gate and the
         # service's authorization read them once (a write otherwise reads them afresh).

@@ -4,6 +4,7 @@ arrays and dry runs."""
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from pghistory.models import Context
 
 from budgets.models import BudgetNode
 from budgets.services import budget_change_create
@@ -302,3 +303,13 @@ def test_a_dry_run_with_an_idempotency_key_stores_no_key(world, api_client):
         HTTP_IDEMPOTENCY_KEY="k1",
     )
     assert not IdempotencyKey.objects.exists()
+
+
+def test_a_submission_enters_no_audit_context(world, api_client):
+    """It changes no model pghistory tracks, so its statements carry no context
+    (config.middleware.HistoryMiddleware)."""
+    contexts = Context.objects.count()
+    with CaptureQueriesContext(connection) as queries:
+        assert post(api_client, world.user("ann"), job_body()).status_code == 201
+    assert not any("pghistory" in query["sql"] for query in queries.captured_queries)
+    assert Context.objects.count() == contexts

@@ -253,3 +253,19 @@ def test_permission_check_waits_for_a_concurrent_role_removal(tree):
 def test_nothing_to_change_is_a_validation_error():
     assert issubclass(NothingToChange, services.ValidationFailed)
     assert NothingToChange("x").status_code == 400
+
+
+def test_an_api_write_of_an_audited_model_carries_the_request_as_context(tree, api_client):
+    """pghistory's context (config.middleware.HistoryMiddleware) is entered for views
+    that change tracked models: the user DRF authenticates and the URL."""
+    lead = tree.user("lead-a")
+    as_user(api_client, lead)
+    response = api_client.post(
+        "/api/v1/memberships/",
+        {"user": "bob", "node": tree.node("a1").pk, "role": "member", "reason": "bob joins"},
+        format="json",
+    )
+    assert response.status_code == 201
+    event = apps.get_model("budgets", "MembershipEvent").objects.latest("pgh_id")
+    assert event.pgh_context.metadata["user"] == lead.pk
+    assert event.pgh_context.metadata["url"] == "/api/v1/memberships/"
