@@ -9,6 +9,7 @@ import uuid
 import pghistory
 import pghistory.middleware
 from django.conf import settings
+from django.contrib.messages.middleware import MessageMiddleware
 from django.core.handlers.asgi import ASGIRequest
 from django.core.signals import request_finished
 from django.dispatch import receiver
@@ -150,6 +151,16 @@ def api_not_found(request: HttpRequest) -> JsonResponse:
     else:
         detail = "Not found."
     return JsonResponse({"code": "not_found", "detail": detail}, status=404)
+
+
+class PageMessageMiddleware(MessageMiddleware):
+    """django.contrib.messages' for pages: nothing under /api/ adds or shows a message, so
+    an API request builds no message storage (its response stored nothing either: the
+    storage writes back only what was read or added)."""
+
+    def process_request(self, request: HttpRequest) -> None:
+        if not request.path.startswith(API_PREFIX):
+            super().process_request(request)
 
 
 class RolesReadOnceMiddleware:

@@ -83,7 +83,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "config.middleware.RolesReadOnceMiddleware",  # one read of the user's roles per GET
-    "django.contrib.messages.middleware.MessageMiddleware",
+    "config.middleware.PageMessageMiddleware",  # Django's, for pages only
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "config.middleware.HistoryMiddleware",  # pghistory's, for the views that need it
