@@ -120,9 +120,11 @@ def job_submit(
 # first, the key row (holding them) is inserted unless the user's key exists
 # (`ON CONFLICT DO NOTHING`, which waits for a concurrent first request to commit), and
 # the jobs only when it was: the check, the jobs, their events and the key are one
-# statement, and a retry stores nothing.
+# statement, and a retry stores nothing. The submission time is bound once (`args`): each
+# mention of a parameter is converted to SQL text separately.
 _INSERT_JOBS = """
-WITH ids AS MATERIALIZED (
+WITH args AS (SELECT %(now)s::timestamptz AS at),
+ids AS MATERIALIZED (
     SELECT nextval(pg_get_serial_sequence('{job}', 'id')) AS id, i
     FROM generate_series(0, %(count)s - 1) AS i
 ){key_cte}, new_jobs AS (
@@ -133,22 +135,23 @@ WITH ids AS MATERIALIZED (
     )
     SELECT id, %(cluster)s, %(project)s, %(user)s, %(name)s, %(gpus)s, %(min_runtime_s)s,
         %(resumable)s, %(priority)s, %(kind)s, %(spec)s::jsonb, %(duration_s)s,
-        %(state)s, 'submitted', %(now)s, %(now)s, 0, 0, %(array_id)s,
-        CASE WHEN %(array_id)s::uuid IS NULL THEN NULL ELSE i END, %(now)s
-    FROM ids{key_taken}
+        %(state)s, 'submitted', args.at, args.at, 0, 0, %(array_id)s,
+        CASE WHEN %(array_id)s::uuid IS NULL THEN NULL ELSE i END, args.at
+    FROM ids CROSS JOIN args{key_taken}
     ORDER BY i
     RETURNING id, array_index
 ), new_events AS (
     INSERT INTO {event} (job_id, at, from_state, to_state, reason, reason_code, actor_id,
         actor_name, rule)
-    SELECT id, %(now)s, '', %(state)s, %(reason)s, 'submitted', %(user)s, %(username)s, ''
-    FROM new_jobs
+    SELECT id, args.at, '', %(state)s, %(reason)s, 'submitted', %(user)s, %(username)s, ''
+    FROM new_jobs CROSS JOIN args
 )
 SELECT id FROM new_jobs ORDER BY array_index NULLS FIRST, id
 """
 _KEY_CTE = """, new_key AS (
     INSERT INTO {key} (user_id, key, fingerprint, created_at, job_ids)
-    SELECT %(user)s, %(key)s, %(fingerprint)s, %(now)s, jsonb_agg(id ORDER BY i) FROM ids
+    SELECT %(user)s, %(key)s, %(fingerprint)s, (SELECT at FROM args), jsonb_agg(id ORDER BY i)
+    FROM ids
     ON CONFLICT ON CONSTRAINT idempotency_key_unique DO NOTHING
     RETURNING id
 )"""
