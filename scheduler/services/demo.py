@@ -65,6 +65,7 @@ from scheduler.selectors.translate import engine_tree
 from scheduler.services.clusters import cluster_create, cluster_policy_update
 from scheduler.services.demo_handover import (
     END_OF,
+    MOVE_RULE,
     Handover,
     attempt_row,
     end_occupancy,
@@ -337,7 +338,7 @@ def _store_history(
             row.pk = int(job_id)
     job_of = dict(zip(kept, Job.objects.bulk_create(rows), strict=True))
     attempts = Attempt.objects.bulk_create(
-        attempt_row(cluster, job_of[job_id], job_id, n, run, at)
+        attempt_row(cluster, job_of[job_id], job_id, n, run, at, rules)
         for job_id in kept
         for n, run in enumerate(runs_by_job[job_id], start=1)
     )
@@ -431,6 +432,8 @@ _AFTER_STOP_TEXT = {
     JobState.PREEMPTED: "preempted, not resumable",
     JobState.FAILED: "lost with its host, not resumable",
 }
+# ... and after a move's stop (consolidation), which the live cycle ends `migrated`
+_AFTER_MOVE_TEXT = "stopped to be moved to other hosts (consolidation), started again at once"
 
 
 def _job_state_after(job: Job | TraceJob, run: RunRecord) -> str:
@@ -492,12 +495,14 @@ def _job_events(job: Job, attempts, runs, rules, at) -> list[JobEvent]:
             continue
         rule = rules.get((run.job_id, round(run.end_s, 3)), str(run.end_reason))
         final = _job_state_after(job, run)
+        moved = rule == MOVE_RULE and final == S.PENDING
         events += [
             job_event(
                 job=job,
                 from_state=S.RUNNING,
                 to_state=S.STOPPING,
-                reason=f"stopped by the scheduler ({rule})",
+                # the page and the CLI put the rule's label before it (rule_label)
+                reason="stopped by the scheduler",
                 at=end,
                 reason_code=str(run.end_reason),
                 attempt=attempt,
@@ -507,7 +512,7 @@ def _job_events(job: Job, attempts, runs, rules, at) -> list[JobEvent]:
                 job=job,
                 from_state=S.STOPPING,
                 to_state=final,
-                reason=_AFTER_STOP_TEXT[final],
+                reason=_AFTER_MOVE_TEXT if moved else _AFTER_STOP_TEXT[final],
                 at=end,
                 reason_code=str(run.end_reason),
                 attempt=attempt,

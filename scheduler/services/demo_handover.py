@@ -37,7 +37,7 @@ from typing import Any
 from ledger.accounting import EndReason
 from scheduler.adapters.base import AdapterError, AdapterUnavailable, StartRequest
 from scheduler.adapters.simulated import adapter_for_cluster
-from scheduler.core.engine import stop_rule
+from scheduler.core.engine import StopReason, stop_rule
 from scheduler.core.engine.runs import saved_work_s
 from scheduler.core.sim.history import RunRecord, runs_with_gpu_indices
 from scheduler.core.sim.model import JobState as SimJobState
@@ -56,6 +56,17 @@ END_OF = {
     EndReason.DRAINED: AttemptEnd.DRAINED,
     EndReason.HOST_DOWN: AttemptEnd.LOST,
 }
+# the rule of a simulated move (consolidation), whose run ends `migrated` as a live move's
+MOVE_RULE = stop_rule(StopReason.MIGRATE)
+
+
+def attempt_end(run: RunRecord, rules: Mapping[tuple[str, float], str]) -> str:
+    """How an ended simulated run's attempt ended: a move (`rules` names its stop
+    consolidation) `migrated` ("Moved to other hosts"), as the live cycle ends a moved
+    run; else the attempt end the simulator's end reason stands for."""
+    if rules.get((run.job_id, round(run.end_s, 3))) == MOVE_RULE:
+        return AttemptEnd.MIGRATED
+    return END_OF.get(run.end_reason, AttemptEnd.LOST)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,9 +244,12 @@ def placement_rows(run: RunRecord) -> list[dict]:
     return [{"host": h, "gpu_indices": list(ix)} for h, ix in run.placements]
 
 
-def attempt_row(cluster, job: Job, job_id: str, n: int, run: RunRecord, at) -> Attempt:
-    """Run `n` of a job as its attempt: ended as the simulator ended it, or open (running
-    on the GPUs the simulation placed it) when it was still going at the end."""
+def attempt_row(
+    cluster, job: Job, job_id: str, n: int, run: RunRecord, at, rules: Mapping
+) -> Attempt:
+    """Run `n` of a job as its attempt: ended as the simulator ended it (`attempt_end`),
+    or open (running on the GPUs the simulation placed it) when it was still going at
+    the end."""
     running = run.end_reason == EndReason.RUNNING_AT_END
     stopped = not running and run.end_reason != EndReason.COMPLETED
     return Attempt(
@@ -252,5 +266,5 @@ def attempt_row(cluster, job: Job, job_id: str, n: int, run: RunRecord, at) -> A
         started_at=at(run.start_s),
         stop_requested_at=at(run.end_s) if stopped else None,
         ended_at=None if running else at(run.end_s),
-        end_reason="" if running else END_OF.get(run.end_reason, AttemptEnd.LOST),
+        end_reason="" if running else attempt_end(run, rules),
     )

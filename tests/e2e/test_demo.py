@@ -36,7 +36,14 @@ from scheduler.models import (
     UtilizationSample,
 )
 from scheduler.services import demo
-from scheduler.services.demo_handover import Handover, is_open, left_s, need_s, open_job_fields
+from scheduler.services.demo_handover import (
+    Handover,
+    attempt_row,
+    is_open,
+    left_s,
+    need_s,
+    open_job_fields,
+)
 from scheduler.services.previews import preview_compute
 from scheduler.services.transitions import running_reason
 
@@ -144,6 +151,53 @@ def test_a_backfilled_job_moves_after_each_run_as_the_live_cycle_moves_it(resuma
     ]
     assert after_each_run == states
     assert job.state == states[-1] == events[-1].to_state
+
+
+def test_a_backfilled_move_reads_as_a_live_move_and_no_stop_repeats_its_rule_code():
+    """A simulated move (consolidation) ends its attempt `migrated` ("Moved to other
+    hosts") as a live move does, not "Preempted" and "requeued"; a stop's reason does not
+    repeat the rule's code ("(fair_share)"), which the page and the CLI already show in
+    words before it."""
+    trace = TraceJob(
+        job_id="demo-000001",
+        project="p",
+        user="u",
+        submit_s=0.0,
+        gpus=8,
+        duration_s=3600.0 * 4,
+        min_runtime_s=600.0,
+        resumable=True,
+        priority=0,
+        kind="training",
+    )
+    ends = [EndReason.PREEMPTED, EndReason.PREEMPTED, EndReason.COMPLETED]
+    runs = [_run(3600.0 * (n + 1), end) for n, end in enumerate(ends)]
+    rules = {("demo-000001", 3600.0): "consolidation", ("demo-000001", 7200.0): "fair_share"}
+    origin = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    at = lambda s: origin + dt.timedelta(seconds=s)  # noqa: E731
+    project, cluster = BudgetNode(name="p"), Cluster(name="c")
+    outcome = SimpleNamespace(min_runtime_s=600.0, state=None)
+    job = demo._job_row(cluster, {"p": project}, {"p": None}, trace, outcome, runs, at)
+    attempts = [
+        attempt_row(cluster, job, "demo-000001", n, run, at, rules)
+        for n, run in enumerate(runs, start=1)
+    ]
+    assert [a.end_reason for a in attempts] == [
+        AttemptEnd.MIGRATED,
+        AttemptEnd.PREEMPTED,
+        AttemptEnd.SUCCEEDED,
+    ]
+    events = demo._job_events(job, attempts, runs, rules, at)
+    stops = [e for e in events if e.to_state == JobState.STOPPING]
+    assert [(e.rule, e.reason) for e in stops] == [
+        ("consolidation", "stopped by the scheduler"),
+        ("fair_share", "stopped by the scheduler"),
+    ]
+    after = [e.reason for e in events if e.from_state == JobState.STOPPING]
+    assert after == [
+        "stopped to be moved to other hosts (consolidation), started again at once",
+        "requeued",
+    ]
 
 
 # The demo load's tests run on a fixed clock: the load is seeded by the simulated day and
