@@ -190,7 +190,7 @@ class FairShareReasons:
             f"preempted after its protected minimum runtime: {self.project(v.project, rq)} "
             f"and ranks below project {w.project} ({self.rank_text(w.project)}), which it "
             "would still do "
-            f"with {w.id} running; {lost}"
+            f"with job {w.id} running; {lost}"
         )
 
     def reserve_victim(self, v: Victim, w: Workload, r: int) -> tuple[StopReason, str]:

@@ -89,6 +89,8 @@ def test_fair_share_preemption_only_of_lower_ranked_projects():
     out = cycle(snap(hosts(1), [rb], p, t, {"a": 0.0, "b": 500 * H}))
     assert [(s.workload_id, s.reason_code) for s in out.stops] == [("rb", StopReason.FAIR_SHARE)]
     assert "ranks below" in out.stops[0].reason
+    # the job it gives way to is named as a job ("with job ja running", not "with ja")
+    assert "which it would still do with job ja running;" in out.stops[0].reason
     # a ranks below b: nothing happens
     out = cycle(snap(hosts(1), [rb], p, t, {"a": 500 * H, "b": 0.0}))
     assert out.stops == ()

@@ -60,11 +60,12 @@ JOBS = 800
 # fair-share recording from before both: the old behaviour, two settings away, decides
 # exactly as it did. The three fair-share digests were recorded again when a start reason
 # named one GPU as `h0106[6]` instead of `h0106[6-6]` (reason text only: every summary,
-# each decision, stayed as it was).
+# each decision, stayed as it was), and when a fair-share stop named the job it gives way
+# to as "with job 950 running" instead of "with 950 running" (reason text only).
 EXPECTED = {
-    "fairshare": "300b373e797a3e0fd50a7301ff7f4654113aa2a9c9e90620b739a99d4b02da29",
-    "fairshare-decay": "fb776a1ec63e46e185711f9d694bbd50ed8190f26eed89404cb9466826c423d5",
-    "fairshare-reserve-off": "b2826f82e8811cd9744cffbd503d04357cbf7d46c8170314e7b429eeecb68920",
+    "fairshare": "a24d6f23567c70c77ab03c85ff9e3d424922679db7c54bc625161e7a0ff2365f",
+    "fairshare-decay": "e90781e5257ad8b0490b7759543afd2ce391d6196160d1bfd33b8c8748cb4971",
+    "fairshare-reserve-off": "fcc4a28e1d33a799ba307de84f8d706ae9e9f568b70aa2f5f3130b131cd0e9b2",
     "fifo": "02a1800f2466346389ed6a03fcdcf0789f2c6788357b044f523be81ff1f796ec",
     "priority": "0e6e7579863616d15735cd6f55df999549dd8d6cbd86c526bd6f43e57cdbf89d",
     "static": "ec45611c64973d98d2d3358e7a48025eff6711cf1af84e7d8fd0e35ead26908b",
