@@ -270,7 +270,8 @@ def resolve_project(
         if not rows:
             raise ValidationFailed(
                 f"There is no project at the path '{value}' (paths are slugs from the "
-                "root, like 'org/program/project').",
+                "root, like 'org/program/project'"
+                + (", or a project's slug alone, like 'project')." if len(parts) == 1 else ")."),
                 field=field,
             )
     path = "/".join(row[2] for row in rows)
