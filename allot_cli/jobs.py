@@ -142,7 +142,8 @@ def _attempts_table(attempts: list[dict[str, Any]]) -> None:
                 ),
                 render.when(a["started_at"]),
                 render.when(a["ended_at"]),
-                a["end_reason"] or a["stop_intent"] or "",
+                # the job page's words ("Moved to other hosts"); a server without them: the code
+                a.get("end_label") or a["end_reason"] or a["stop_intent"] or "",
             ]
             for a in attempts
         ),

@@ -6,8 +6,10 @@ import time
 import pytest
 
 from allot_cli import render
-from allot_cli.jobs import _eta_text
+from allot_cli.jobs import _attempts_table, _eta_text
 from allot_cli.queue import print_pending, waited
+from scheduler.api.serializers.jobs import AttemptOutput
+from scheduler.models import Attempt, AttemptEnd
 
 NOW = dt.datetime(2026, 12, 6, 9, 0, tzinfo=dt.UTC)
 
@@ -118,3 +120,28 @@ def test_a_table_and_a_panel_show_reasons_in_local_time(monkeypatch, capsys):
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def test_an_attempts_end_reads_in_the_job_pages_words(capsys, monkeypatch):
+    """`allot show`'s END column says what the job page's End column says ("Moved to
+    other hosts"), from the API's `end_label`, not the code (`migrated`)."""
+    label = AttemptOutput().get_end_label
+    assert label(Attempt(end_reason=AttemptEnd.MIGRATED)) == "Moved to other hosts"
+    assert label(Attempt(end_reason=AttemptEnd.PREEMPTED)) == "Preempted"
+    assert label(Attempt(stop_intent=AttemptEnd.MIGRATED)) == "Moved to other hosts"
+    assert label(Attempt()) == ""
+    monkeypatch.setenv("COLUMNS", "200")
+    row = {
+        "number": 1,
+        "attempt_id": "a-1",
+        "state": "ended",
+        "placements": [{"host": "h0", "gpu_indices": [0, 1]}],
+        "started_at": _iso(600),
+        "ended_at": _iso(60),
+        "end_reason": "migrated",
+        "stop_intent": "migrated",
+        "end_label": "Moved to other hosts",
+    }
+    _attempts_table([row])
+    out = capsys.readouterr().out
+    assert "Moved to other hosts" in out and "migrated" not in out

@@ -162,7 +162,15 @@ class AttemptOutput(serializers.Serializer):
         allow_blank=True, help_text=f"How it ended: {', '.join(AttemptEnd.values)}"
     )
     end_detail = serializers.CharField(allow_blank=True)
+    end_label = serializers.SerializerMethodField(
+        help_text="How it ended (while it stops: why) in people's words, as the job page "
+        "shows it ('Moved to other hosts' for `migrated`); empty while it runs"
+    )
     preempted_by = serializers.IntegerField(allow_null=True, source="preempted_by_id")
+
+    def get_end_label(self, attempt) -> str:
+        code = attempt.end_reason or attempt.stop_intent
+        return str(AttemptEnd(code).label) if code in AttemptEnd.values else code
 
 
 class JobEventOutput(serializers.Serializer):
