@@ -255,6 +255,8 @@ def test_reservation_for_a_large_job_blocks_only_work_that_could_delay_it():
     assert {"short", "free"} <= started
     why = {q.workload_id: q.reason for q in out.queue}
     assert "reserved" in why["big"]
+    # the job the hosts are held for is named as a job ("for job big", not "for big")
+    assert "(h0, h1) for job big (16 GPUs, project big," in why["big"]
 
 
 def test_determinism_same_input_same_plan():

@@ -61,11 +61,12 @@ JOBS = 800
 # exactly as it did. The three fair-share digests were recorded again when a start reason
 # named one GPU as `h0106[6]` instead of `h0106[6-6]` (reason text only: every summary,
 # each decision, stayed as it was), and when a fair-share stop named the job it gives way
-# to as "with job 950 running" instead of "with 950 running" (reason text only).
+# to as "with job 950 running" instead of "with 950 running", and a reservation the job
+# it holds hosts for as "for job 1396" instead of "for 1396" (reason text only).
 EXPECTED = {
-    "fairshare": "a24d6f23567c70c77ab03c85ff9e3d424922679db7c54bc625161e7a0ff2365f",
-    "fairshare-decay": "e90781e5257ad8b0490b7759543afd2ce391d6196160d1bfd33b8c8748cb4971",
-    "fairshare-reserve-off": "fcc4a28e1d33a799ba307de84f8d706ae9e9f568b70aa2f5f3130b131cd0e9b2",
+    "fairshare": "e163d318189fd2115ab27a6dac420d6960780821759ee5fb7742f7b1033faa3a",
+    "fairshare-decay": "4ab1dfafdb905c9c6297b3c9a33d7040303c2922db7e994bfac81e77a3233920",
+    "fairshare-reserve-off": "73743aa80ba1f2b4832aab249dd5baeaf81d49dcfe995648b30fc6b3c24cc02a",
     "fifo": "02a1800f2466346389ed6a03fcdcf0789f2c6788357b044f523be81ff1f796ec",
     "priority": "0e6e7579863616d15735cd6f55df999549dd8d6cbd86c526bd6f43e57cdbf89d",
     "static": "ec45611c64973d98d2d3358e7a48025eff6711cf1af84e7d8fd0e35ead26908b",
