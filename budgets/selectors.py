@@ -55,13 +55,22 @@ class TreeIndex:
         return {"node": node_id, "node_path": self.path(node_id), "node_name": node.name}
 
     def find(self, ref: str | int) -> int | None:
-        """The id of the node `ref` names, by id or slug path (`org/program/project`);
-        None when there is none."""
+        """The id of the node `ref` names, by id, slug path (`org/program/project`) or,
+        as a submission takes it (`-A pretraining`), a slug alone that one project has
+        (else one node); None when there is none, or several have that slug."""
         text = str(ref).strip()
         if is_id_text(text) and int(text) in self.nodes:
             return int(text)
         wanted = text.strip("/")
-        return next((n for n in self.nodes if self.path(n) == wanted), None)
+        found = next((n for n in self.nodes if self.path(n) == wanted), None)
+        if found is not None or "/" in wanted:
+            return found
+        named = [n for n, node in self.nodes.items() if node.slug == wanted]
+        leaves = [n for n in named if not self.children.get(n)]
+        for candidates in (leaves, named):
+            if len(candidates) == 1:
+                return candidates[0]
+        return None
 
     def slurm_account(self, node_id: int) -> str | None:
         """The Slurm account of a project (a node below a root with no children): its

@@ -366,8 +366,8 @@ def resolve_node(value: str | int, *, index: TreeIndex, field: str = "project") 
     node_id = index.find(value)
     if node_id is None:
         raise ValidationFailed(
-            f"There is no budget node {str(value).strip()[:100]!r} (give an id or a path like "
-            "'org/program/project').",
+            f"There is no budget node {str(value).strip()[:100]!r} (give an id, a path like "
+            "'org/program/project' or the slug of one project alone).",
             field=field,
         )
     return node_id

@@ -88,8 +88,8 @@ def projects_at_or_below(ref: str | int, *, field: str = "project") -> list[int]
     node_id = index.find(ref)
     if node_id is None:
         raise ValidationFailed(
-            f"There is no budget node {str(ref).strip()[:100]!r} (give an id or a path like "
-            "'org/program/project').",
+            f"There is no budget node {str(ref).strip()[:100]!r} (give an id, a path like "
+            "'org/program/project' or the slug of one project alone).",
             field=field,
         )
     return [node_id, *index.descendants(node_id)]

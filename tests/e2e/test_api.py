@@ -277,6 +277,11 @@ def test_job_list_filters_newest_first(live, people):
     assert ids({"project": "org/prog-a/a2", "cluster": live.cluster.name}) == [c.pk, b.pk]
     assert ids({"project": "org/prog-a"}) == [c.pk, b.pk, a.pk]
     assert ids({"project": "org/prog-b"}) == []
+    # a slug alone, as a submission takes it (`allot submit -A a2`): the one node with it
+    assert ids({"project": "a2"}) == [c.pk, b.pk]
+    assert ids({"project": "prog-a"}) == [c.pk, b.pk, a.pk]
+    nowhere = client.get("/api/v1/jobs/", {"project": "nowhere"}).json()
+    assert "or the slug of one project alone" in nowhere["detail"]
     bad = client.get("/api/v1/jobs/", {"state": "sleeping"})
     assert bad.status_code == 400 and bad.json()["field"] == "state"
     for query, field in [
