@@ -127,6 +127,18 @@ def step_start(value: str | None, step: str) -> str:
     return moment.strftime("%m-%d %H:%M") if moment else (value or EMPTY)
 
 
+def day_step(value: str | None, window_start: str | None, window_end: str | None) -> str:
+    """A day step's UTC day, marked "(partial)" when the period starts inside it or ends
+    before it does (the first and the last day of "the last 7 days of complete hours"),
+    as the charts shade and label such a step: its smaller figures are no drop."""
+    text = step_start(value, "day")
+    start, first, end = _moment(value), _moment(window_start), _moment(window_end)
+    if start is None or end is None:
+        return text
+    inside = (first is None or start >= first) and start + dt.timedelta(days=1) <= end
+    return text if inside else f"{text} (partial)"
+
+
 def fixed(value: Any, digits: int) -> str:
     """A number with `digits` decimals rounded as the pages round them (Django's
     `floatformat`: the number's shortest decimal form, halves away from zero), so a

@@ -66,7 +66,13 @@ def usage(
         ],
         (
             [
-                render.step_start(r.get("start"), step),
+                (
+                    render.day_step(
+                        r.get("start"), head.get("window_start"), head.get("window_end")
+                    )
+                    if step == "day"
+                    else render.step_start(r.get("start"), step)
+                ),
                 *([] if one else [r.get("cluster_name", "")]),
                 r.get("project_path", ""),
                 *(

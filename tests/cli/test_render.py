@@ -145,3 +145,15 @@ def test_an_attempts_end_reads_in_the_job_pages_words(capsys, monkeypatch):
     _attempts_table([row])
     out = capsys.readouterr().out
     assert "Moved to other hosts" in out and "migrated" not in out
+
+
+def test_a_day_the_period_starts_or_ends_inside_reads_partial():
+    """`allot usage`'s first and last days of "the last 7 days of complete hours" are
+    marked "(partial)", as the charts label such a step, so 6 hours are no drop."""
+    start, end = "2026-11-30T06:00:00Z", "2026-12-07T06:00:00Z"
+    assert render.day_step("2026-11-30T00:00:00Z", start, end) == "2026-11-30 (partial)"
+    assert render.day_step("2026-12-01T00:00:00Z", start, end) == "2026-12-01"
+    assert render.day_step("2026-12-06T00:00:00Z", start, end) == "2026-12-06"
+    assert render.day_step("2026-12-07T00:00:00Z", start, end) == "2026-12-07 (partial)"
+    whole = "2026-12-01T00:00:00Z", "2026-12-03T00:00:00Z"
+    assert render.day_step("2026-12-02T00:00:00Z", *whole) == "2026-12-02"
