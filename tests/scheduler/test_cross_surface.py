@@ -294,6 +294,8 @@ def _check_usage(cli: Cli, lv, root) -> None:
         cells = line.split()
         if not cells or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", cells[0]):  # a day's row
             continue
+        if cells[1] == "(partial)":  # a day the period starts or ends inside
+            del cells[1]
         path = cells[1]
         figures = sums.setdefault(path, {"delivered_gpu_h": 0.0, "entitled_gpu_h": 0.0, "days": 0})
         figures["days"] += 1
