@@ -65,12 +65,17 @@ class TreeIndex:
         found = next((n for n in self.nodes if self.path(n) == wanted), None)
         if found is not None or "/" in wanted:
             return found
-        named = [n for n, node in self.nodes.items() if node.slug == wanted]
-        leaves = [n for n in named if not self.children.get(n)]
+        leaves, named = self.by_slug(wanted)
         for candidates in (leaves, named):
             if len(candidates) == 1:
                 return candidates[0]
         return None
+
+    def by_slug(self, slug: str) -> tuple[list[int], list[int]]:
+        """The projects (leaves) whose slug alone is `slug`, and every node that has it:
+        the one rule by which a slug alone names a node (`find`, a submission's project)."""
+        named = [n for n, node in self.nodes.items() if node.slug == slug]
+        return [n for n in named if not self.children.get(n)], named
 
     def slurm_account(self, node_id: int) -> str | None:
         """The Slurm account of a project (a node below a root with no children): its

@@ -16,7 +16,7 @@ from django.db.models import Exists, OuterRef
 
 from budgets import permissions
 from budgets.models import BudgetNode
-from budgets.selectors import node_paths
+from budgets.selectors import tree_index
 from config.errors import PermissionDenied, ValidationFailed
 from config.plainsql import columns, fetch_one, instance
 from config.text import clean_text, is_id_text, refuse_control_characters
@@ -287,22 +287,19 @@ def resolve_project(
 
 def _project_by_slug(slug: str, field: str) -> list[tuple]:
     """The chain of the one project named by its slug alone (`pretraining`, as Slurm's
-    `-A account`), root first; else of a program with that slug (refused as not a
-    project by the caller); empty when no node has it. A slug several projects share is
-    refused with their paths to choose from."""
-    nodes = dict(
-        _with_children(BudgetNode.objects.filter(slug=slug)).values_list("pk", "has_children")
-    )
-    leaves = [pk for pk, has_children in nodes.items() if not has_children]
+    `-A account`; `TreeIndex.by_slug`), root first; else of the one node with that slug
+    (refused as not a project by the caller); empty when none. A slug several projects
+    share is refused with their paths to choose from."""
+    index = tree_index()
+    leaves, named = index.by_slug(slug)
     if len(leaves) > 1:
-        paths = node_paths()
-        choices = ", ".join(sorted(paths[pk] for pk in leaves))
+        choices = ", ".join(sorted(index.path(pk) for pk in leaves))
         raise ValidationFailed(
             f"'{slug}' names {len(leaves)} projects ({choices}); give the path of one.",
             field=field,
         )
-    found = leaves or sorted(nodes)
-    if not found:
+    found = leaves or named
+    if len(found) != 1:
         return []
     ancestors = BudgetNode.objects.ancestors(BudgetNode(pk=found[0]), include_self=True)
     return list(_with_children(ancestors).values_list(*_CHAIN_FIELDS))
