@@ -10,9 +10,11 @@ import os
 from pathlib import Path
 
 import pytest
+from celery import current_app
 from hypothesis import Phase, settings
 from xdist.scheduler import LoadGroupScheduling
 
+from config.celery import app as celery_app
 from tests.browser import CHROMIUM, LAUNCH_ARGS
 from tests.factories import SuperUserFactory
 from tests.support.require_all import (  # the hooks that make a skip a failure in CI
@@ -246,12 +248,8 @@ def _celery_app_stays_current():
     """A test that makes another Celery app current (``Celery(...)`` does unless told
     ``set_as_current=False``) would send every later test's tasks of this worker to that
     app, without the project's configuration: fail the test that did it, not a later one."""
-    from celery import current_app
-
-    from config.celery import app
-
     yield
     leaked = current_app._get_current_object()
-    if leaked is not app:
-        app.set_current()
+    if leaked is not celery_app:
+        celery_app.set_current()
         pytest.fail(f"the test left Celery app {leaked!r} current; pass set_as_current=False")

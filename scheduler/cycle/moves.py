@@ -35,7 +35,6 @@ from scheduler.cycle.context import CycleContext
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
 from scheduler.selectors.refusals import avoid_s
 from scheduler.selectors.snapshot import OPEN_ATTEMPT_STATES, ClusterSnapshot
-from scheduler.selectors.translate import placements_to_json
 from scheduler.services.transitions import job_transition
 
 __all__ = ["ask_stops", "planned_moves", "restart_moved", "send_move_stops"]
@@ -159,14 +158,8 @@ def restart_moved(
 def _start_again(ctx: CycleContext, old: Attempt, job: Job) -> Attempt:
     """The job's next attempt on `old.moved_to`, STARTING, its protection over."""
     Job.objects.filter(pk=job.pk).update(attempt_count=F("attempt_count") + 1)
-    placements = [Placement(p["host"], tuple(p["gpu_indices"])) for p in old.moved_to]
-    attempt = next_attempt(
-        ctx,
-        job,
-        placements_to_json(placements),
-        allocated=old.allocated,
-        protected_until=ctx.at,
-    )
+    # `moved_to` is stored as `placements_to_json` wrote the planned placements
+    attempt = next_attempt(ctx, job, old.moved_to, allocated=old.allocated, protected_until=ctx.at)
     attempt.save()
     where = ", ".join(
         f"{p['host']} GPUs {','.join(map(str, p['gpu_indices']))}" for p in old.moved_to

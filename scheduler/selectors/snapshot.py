@@ -192,6 +192,13 @@ def _open_attempts(cluster_id: int):
     )
 
 
+def _stored_placements(value: str | list | None) -> tuple[Placement, ...]:
+    """An attempt's placements as stored (JSON, text when read by plain SQL)."""
+    if not value:
+        return ()
+    return placements_from_json(json.loads(value) if isinstance(value, str) else value)
+
+
 @dataclass
 class AwaitedVictims:
     """The pending preemptors still waiting for their victims to stop: each one's
@@ -199,7 +206,7 @@ class AwaitedVictims:
     the victims' stop deadline."""
 
     victims: dict[str, list[str]] = field(default_factory=dict)
-    blocks: dict[str, tuple[object, float]] = field(default_factory=dict)
+    blocks: dict[str, tuple[tuple[Placement, ...], float]] = field(default_factory=dict)
 
     def note(
         self, victim: str, preempted_by, intent: str, deadline_s: float, now: float, block
@@ -214,7 +221,7 @@ class AwaitedVictims:
             return
         self.victims.setdefault(str(preempted_by), []).append(victim)
         if block:
-            self.blocks[str(preempted_by)] = (block, max(deadline_s, now + 1.0))
+            self.blocks[str(preempted_by)] = (_stored_placements(block), max(deadline_s, now + 1.0))
 
 
 def _running(
@@ -276,9 +283,7 @@ def _running(
             priority=priority,
             kind=kind,
         )
-        pls = placements_from_json(
-            json.loads(placements) if isinstance(placements, str) else placements
-        )
+        pls = _stored_placements(placements)
         if state == AttemptState.STOPPING:
             stopping.add(wid)
             running += _stopping(work, pls, started_s, now, deadline_s, moved_to)
@@ -307,9 +312,8 @@ def _stopping(
     and as long, nobody else's meanwhile (`Attempt.moved_to`, `moving_holder`)."""
     until = max(now if deadline_s is None else deadline_s, now + 1.0)
     out = [protected_holder(work, pls, started_s=started_s, until_s=until)]
-    target = json.loads(moved_to) if isinstance(moved_to, str) else moved_to
-    if target:
-        to = placements_from_json(target)
+    to = _stored_placements(moved_to)
+    if to:
         out.append(moving_holder(work, to, started_s=started_s, until_s=until))
     return out
 
@@ -374,7 +378,7 @@ def _pending(
 
 def _held_blocks(
     held: Sequence[Workload],
-    blocks: Mapping[str, tuple[object, float]],
+    blocks: Mapping[str, tuple[tuple[Placement, ...], float]],
     holders: Sequence[RunningWorkload],
     now: float,
 ) -> list[RunningWorkload]:
@@ -386,10 +390,9 @@ def _held_blocks(
         if work.id not in blocks:
             continue
         block, until = blocks[work.id]
-        stored = json.loads(block) if isinstance(block, str) else block
         free = tuple(
             Placement(p.host, gpus)
-            for p in placements_from_json(stored)
+            for p in block
             if (gpus := tuple(i for i in p.gpu_indices if (p.host, i) not in taken))
         )
         if free:
