@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from django.db import transaction
 
-from budgets.selectors import tree_index
+from budgets.selectors import node_paths
 from scheduler.adapters import ClusterJob, ClusterJobState
 from scheduler.core.engine import Placement
 from scheduler.cycle.adapter_io import (
@@ -63,13 +63,9 @@ def reconcile(ctx: CycleContext, report: ClusterReport) -> list:
     return holders
 
 
-def _paths(ctx: CycleContext) -> dict[int, str]:
-    """Budget node id -> slug path (the worker's snapshot cache, else the tree)."""
-    cached = ctx.warm.snapshot_cache.paths
-    if cached:
-        return dict(cached)
-    index = tree_index()
-    return {pk: index.path(pk) for pk in index.nodes}
+def _paths(ctx: CycleContext) -> Mapping[int, str]:
+    """Budget node id -> slug path (the worker's snapshot cache, else read)."""
+    return ctx.warm.snapshot_cache.paths or node_paths()
 
 
 def _reconcile_attempts(
