@@ -86,8 +86,10 @@ def table(
     cells: Sequence[Sequence[str]],
     layout: Layout,
     title: str | None,
+    limit: int | None = None,
 ) -> bool:
-    """Print a table as rich's `Table(box=None, pad_edge=False)` does when it fits: each
+    """Print a table as rich's `Table(box=None, pad_edge=False)` does when it fits (in
+    `limit` columns, the terminal's width by default): each
     column as wide as its widest cell (at least its minimum, at most its maximum; a cell
     over the maximum cut with an ellipsis), two spaces apart, the title centred above.
     False, printing nothing, where rich is needed."""
@@ -104,7 +106,7 @@ def table(
         w = max(w, low or 0)
         widths.append(min(w, high) if high is not None else w)
     total = sum(widths) + 2 * (len(widths) - 1)
-    if total > width() or len(title or "") > total or not all(widths):
+    if total > (limit or width()) or len(title or "") > total or not all(widths):
         return False
     out = []
     if title:

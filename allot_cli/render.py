@@ -25,12 +25,13 @@ WRAP_MIN = 16  # a folded column is at least this wide
 CROP_MIN = 12  # a cropped one too
 
 
-def out() -> Console:
+def out(width: int | None = None) -> Console:
     """A console on standard output, made when a command prints (rich's import is
-    start-up time; making one costs microseconds, and each print writes through)."""
+    start-up time; making one costs microseconds, and each print writes through);
+    `width` overrides the terminal's."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    return Console(highlight=False, soft_wrap=False, width=width)
 
 
 def err() -> Console:
@@ -278,7 +279,9 @@ def table(
     values whole except those in `wrap` (folded over lines: long text worth reading
     whole), `crop` (cut with an ellipsis to what the terminal leaves them) and
     `crop_left` (paths, cut from the left as `tail` does: their end names them). A
-    text cell's UTC times (a reason's, a blocker's) are shown local (`local_times`)."""
+    text cell's UTC times (a reason's, a blocker's) are shown local (`local_times`).
+    Where the whole columns leave the others less than their least width, the table is
+    laid out wider than the terminal (which folds its lines) rather than cut a figure."""
     crop = (*crop, *crop_left)
     cells = [[number(v) if not isinstance(v, str) else local_times(v) for v in row] for row in rows]
     widths = [
@@ -287,7 +290,7 @@ def table(
     ]
     fixed = sum(w for c, w in zip(columns, widths, strict=True) if c not in crop + tuple(wrap))
     fixed += WRAP_MIN * sum(1 for c in columns if c in wrap) + 2 * (len(columns) - 1)
-    width = terminal_width()
+    width = max(terminal_width(), fixed + CROP_MIN * sum(1 for c in columns if c in crop))
     cropped = max(CROP_MIN, (width - fixed) // max(1, sum(1 for c in columns if c in crop)))
     for i, column in enumerate(columns):
         if column in crop_left:
@@ -301,12 +304,16 @@ def table(
         else ("", None, None)
         for c in columns
     ]
-    if not plain.table(columns, cells, layout, title):
-        _rich_table(columns, cells, layout, title)
+    if not plain.table(columns, cells, layout, title, width):
+        _rich_table(columns, cells, layout, title, width)
 
 
 def _rich_table(
-    columns: Sequence[str], cells: list[list[str]], layout: plain.Layout, title: str | None
+    columns: Sequence[str],
+    cells: list[list[str]],
+    layout: plain.Layout,
+    title: str | None,
+    width: int,
 ) -> None:
     from rich.table import Table  # here, not at the top: start-up time (module docstring)
 
@@ -320,7 +327,7 @@ def _rich_table(
             t.add_column(column, no_wrap=True)
     for row in cells:
         t.add_row(*row)
-    out().print(t)
+    out(width).print(t)
 
 
 def pairs(items: Sequence[tuple[str, Any]]) -> None:

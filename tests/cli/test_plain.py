@@ -56,7 +56,7 @@ def test_a_plain_table_is_what_rich_prints(capsys, monkeypatch, columns, data, t
         )
     )
     done, ours = printed(capsys, lambda: plain.table(columns, cells, layout, title))
-    _, theirs = printed(capsys, lambda: render._rich_table(columns, cells, layout, title))
+    _, theirs = printed(capsys, lambda: render._rich_table(columns, cells, layout, title, width))
     assert not done or ours == theirs
 
 

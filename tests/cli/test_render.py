@@ -1,6 +1,7 @@
 """The CLI's wording of times (allot_cli/render.py): what a researcher reads in a column."""
 
 import datetime as dt
+import re
 import time
 
 import pytest
@@ -157,3 +158,23 @@ def test_a_day_the_period_starts_or_ends_inside_reads_partial():
     assert render.day_step("2026-12-07T00:00:00Z", start, end) == "2026-12-07 (partial)"
     whole = "2026-12-01T00:00:00Z", "2026-12-03T00:00:00Z"
     assert render.day_step("2026-12-02T00:00:00Z", *whole) == "2026-12-02"
+
+
+@pytest.mark.parametrize("styled", ["0", "1"])
+def test_a_table_too_wide_for_the_terminal_cuts_no_figure(capsys, monkeypatch, styled):
+    """The demo's `allot usage` at 80 columns: its whole columns alone leave the path less
+    than its least width, so the lines run past the terminal instead of cutting a number
+    ("4104…") or a header."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TTY_COMPATIBLE", styled)  # the plain path and rich's
+    columns = ["DAY (UTC)", "PROJECT", "DELIVERED", "UNALLOC", "DEMAND", "CAPPED ENT", "GPU UTIL"]
+    row = ["2026-11-30 (partial)", "allot-demo/language-models/pretraining", "999.5", "0.0"]
+    render.table(columns, [[*row, "41040.5", "652.8", "84.8%"]], crop_left=("PROJECT",))
+    text = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # rich's bold header
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    assert lines[0].split() == "DAY (UTC) PROJECT DELIVERED UNALLOC DEMAND CAPPED ENT GPU UTIL".split()
+    cells = lines[1].split()
+    assert cells[:2] == ["2026-11-30", "(partial)"] and cells[3:] == [
+        "999.5", "0.0", "41040.5", "652.8", "84.8%"
+    ]  # fmt: skip
+    assert cells[2].startswith("…") and cells[2].endswith("pretraining")  # the path's end
