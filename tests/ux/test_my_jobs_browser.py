@@ -10,6 +10,19 @@ from tests.browser import BROWSER_MARKS, sign_in
 pytestmark = BROWSER_MARKS
 
 FITS = "t => t.scrollWidth <= t.clientWidth"
+PROJECT = "td[data-label=Project]"
+# Whether every cell matching the selector holds its first text's longest word on one line.
+WORDS_WHOLE = """(t, selector) => [...t.querySelectorAll(selector)].every(td => {
+  const word = td.firstChild.textContent.trim().split(/\\s+/).sort((a, b) => b.length - a.length)[0];
+  const probe = document.createElement('span');
+  probe.style.whiteSpace = 'nowrap';
+  probe.textContent = word;
+  td.appendChild(probe);
+  const wide = probe.getBoundingClientRect().width;
+  probe.remove();
+  const style = getComputedStyle(td);
+  return wide <= td.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight) + 0.5;
+})"""
 
 
 def test_the_my_jobs_table_fits_a_desktop_without_scrolling_inside_itself(live, live_server, page):
@@ -25,6 +38,10 @@ def test_the_my_jobs_table_fits_a_desktop_without_scrolling_inside_itself(live, 
     for n in range(10):
         live.submit("a1", gpus=16, min_runtime_s=3600, resumable=True, name=f"training-{1310 + n}")
     live.cycle(advance_s=60)
+    # a project name as long as the demo's ("pretraining"), which folded "pretraini / ng"
+    live.tree.node("a1").__class__.objects.filter(pk=live.tree.node("a1").pk).update(
+        name="pretraining"
+    )
     live.user.set_password("pw")
     live.user.save()
     page.set_viewport_size({"width": 1440, "height": 900})
@@ -44,3 +61,6 @@ def test_the_my_jobs_table_fits_a_desktop_without_scrolling_inside_itself(live, 
     )
     assert narrowest <= width, (narrowest, width)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    # a project's name is never broken inside a word
+    assert table.locator(PROJECT).count() == 15  # every job
+    assert table.evaluate(WORDS_WHOLE, PROJECT), table.locator(PROJECT).first.inner_text()
