@@ -1,5 +1,5 @@
-"""The banners every page shows while the scheduler is not cycling, or while no worker
-runs the background queue (templates/base.html). Both come from one health read
+"""The banners every page shows while the scheduler is not cycling, or, to people signed
+in, while no worker runs the background queue (templates/base.html). Both come from one health read
 (`scheduling_health`: the background queue's liveness from the same heartbeats and
 freshness `/healthz` uses), kept a few seconds for every page and the preview poll."""
 
@@ -85,5 +85,15 @@ def read_banners() -> Banners:
 
 def page_banners(request) -> dict:
     """`banners` (its `scheduling` and `background` sentences), read only when a template
-    shows them: on every page, to whoever sees it."""
-    return {"banners": SimpleLazyObject(read_banners)}
+    shows them: on every page. The background one only to people signed in (members
+    whose ETAs go stale, managers whose previews wait, staff who can start the worker):
+    nothing of it is a signed-out visitor's, on the sign-in page or elsewhere."""
+    return {"banners": SimpleLazyObject(lambda: _for_reader(read_banners(), request))}
+
+
+def _for_reader(banners: Banners, request) -> Banners:
+    """`banners` as the reader of `request` sees them (no background one signed out)."""
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return banners
+    return Banners(scheduling=banners.scheduling)

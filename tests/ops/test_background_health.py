@@ -133,14 +133,14 @@ def page(user, path: str) -> str:
 
 
 def test_every_page_says_what_stops_while_no_background_worker_beats(cycling, tree):
-    """The banner of a dead background worker is the scheduling banner's rule: every
-    page, whoever sees it (a member whose ETAs go stale, a manager whose previews wait,
-    staff who can start the worker, the sign-in page); gone once a worker beats again."""
+    """The banner of a dead background worker is on every page of everyone signed in (a
+    member whose ETAs go stale, a manager whose previews wait, staff who can start the
+    worker, the sign-in page itself once signed in); gone once a worker beats again."""
     views = [
-        (None, "/accounts/login/"),
         (tree.user("ann"), "/me/"),  # a member
         (tree.user("lead-a"), "/budgets/"),  # a manager: previews
         (SuperUserFactory(username="root"), "/now/"),  # staff: can start it
+        (tree.user("bob"), "/accounts/login/"),
     ]
     beat("worker", "background-8078@host", age_s=60, queues=BACKGROUND)  # > 3 x 5 s
     for user, path in views:
@@ -152,6 +152,17 @@ def test_every_page_says_what_stops_while_no_background_worker_beats(cycling, tr
     cache.delete(BANNER_CACHE_KEY)
     for user, path in views:
         assert BACKGROUND_BANNER not in page(user, path), path
+
+
+def test_a_signed_out_visitor_is_not_told_of_the_background_worker(cycling, tree):
+    """The sign-in page (or any page a signed-out visitor reaches) does not show the
+    background worker's banner: nothing it names is theirs; signed in, they see it."""
+    beat("worker", "background-8078@host", age_s=60, queues=BACKGROUND)
+    assert read_banners().background  # the worker is down
+    signed_out = page(None, "/accounts/login/")
+    assert BACKGROUND_BANNER not in signed_out and "banner-background" not in signed_out
+    assert "Sign in" in signed_out or "sign in" in signed_out.lower()
+    assert BACKGROUND_BANNER in page(tree.user("ann"), "/me/")
 
 
 def test_a_worker_of_both_queues_alive_means_no_background_banner(cycling, tree):
