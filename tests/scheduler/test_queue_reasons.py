@@ -176,3 +176,22 @@ def test_a_decayed_window_is_named_alike_on_every_surface(live):
         "/dashboards/fairshare/", {"cluster": live.cluster.pk, "days": 7}
     ).content.decode()
     assert f"usage {said}," in page and "-day window" not in page
+
+
+def test_a_first_ranked_project_first_in_line_waits_for_capacity_not_its_budget(live):
+    """b1 ranks first (no usage; a2 used the cluster) and its job is first in line:
+    no better-ranked project's jobs are ahead of it, so its budget holds nothing back.
+    Its reason does not quote its standing as the cause and the job page lists capacity
+    alone; a1's job behind it (rank 2) is held back by its budget, listed first."""
+    first = _fill_and_wait(live, "b1")
+    reason = job_queue_info(first)["reason"]
+    assert reason.startswith("waiting for GPUs: no project ranks above project org/prog-b/b1")
+    assert "(fair-share rank 1 of 3)" in reason and STANDING not in reason
+    blockers = job_blockers(first)
+    assert [b["kind"] for b in blockers] == ["capacity"]
+    assert blockers[0]["text"].startswith("0 jobs ahead of it in the queue")
+    behind = live.submit("a1", gpus=8, min_runtime_s=3600)
+    live.cycle(advance_s=60)
+    blockers = job_blockers(live.job(behind))
+    assert [b["kind"] for b in blockers] == ["budget", "capacity"]
+    assert "(fair-share rank 2 of 3); 1 project ahead of it" in blockers[0]["text"]

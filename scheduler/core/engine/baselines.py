@@ -291,5 +291,5 @@ class BaselineCycle:
 def _opportunistic_stop(v: Victim, w: Workload) -> tuple[StopReason, str]:
     return StopReason.PRIORITY, (
         f"preempted: opportunistic job beyond project {v.project}'s GPU limit "
-        f"gives way to {w.id}, which is inside project {w.project}'s limit; " + v.lost_text()
+        f"gives way to job {w.id}, which is inside project {w.project}'s limit; " + v.lost_text()
     )

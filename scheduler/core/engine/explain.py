@@ -230,6 +230,15 @@ class FairShareReasons:
                 "run only unallocated jobs (min runtime 0)"
             )
         ahead = self.standing_rank[proj] - 1
+        if not ahead:
+            # the first-ranked project: no better-ranked project's jobs go before its
+            # own, so its budget holds it back behind nothing; its standing is not the
+            # cause and the reason does not quote it (readers find a budget cause by
+            # STANDING: the job page's blockers list capacity alone)
+            return (
+                f"waiting for GPUs: no project ranks above project {proj} "
+                f"({self.rank_text(proj)}){notes}"
+            )
         return (
             f"waiting: {self.project(proj, r)}; "
             f"{ahead} project{'s' if ahead != 1 else ''} ahead of it{notes}"

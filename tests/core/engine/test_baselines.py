@@ -49,6 +49,8 @@ def test_priority_in_limit_jobs_preempt_opportunistic_ones_only():
     out = cycle(snap(hosts(2), [inlim, opp], pending(job("a8", "a", 8)), t), mode="priority")
     assert [(s.workload_id, s.reason_code) for s in out.stops] == [("b_opp", StopReason.PRIORITY)]
     assert [s.workload_id for s in out.starts] == ["a8"]
+    # the job it gives way to is named as a job, as every reason names one ("job a8")
+    assert "gives way to job a8, which is inside project a's limit;" in out.stops[0].reason
     # a job beyond a's own limit cannot preempt anyone
     out = cycle(snap(hosts(2), [inlim, opp], pending(job("a16", "a", 16)), t), mode="priority")
     assert out.stops == () and out.starts == ()

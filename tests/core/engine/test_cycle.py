@@ -27,8 +27,15 @@ def test_queue_order_projects_by_fair_tree_then_unallocated_last():
     assert [q.position for q in out.queue] == [1, 2, 3, 4]
     assert out.queue[0].project_rank == 1 and out.queue[2].project_rank == 2
     assert out.queue[0].metric == 1.0
-    reason = out.queue[0].reason
-    assert "b is at" in reason and "of its entitled share over 7 days" in reason
+    # a, ranked below b, waits behind it: its reason quotes its standing; b, ranked
+    # first, waits behind no other project: its reason does not
+    reason = out.queue[2].reason
+    assert "a is at" in reason and "of its entitled share over 7 days" in reason
+    assert "(fair-share rank 2 of 2); 1 project ahead of it" in reason
+    assert out.queue[0].reason.startswith(
+        "waiting for GPUs: no project ranks above project b (fair-share rank 1 of 2)"
+    )
+    assert "of its entitled share" not in out.queue[0].reason
     assert "unallocated" in out.queue[3].reason
     assert [p for p, _ in out.project_order] == ["b", "a"]
 

@@ -62,13 +62,18 @@ JOBS = 800
 # named one GPU as `h0106[6]` instead of `h0106[6-6]` (reason text only: every summary,
 # each decision, stayed as it was), and when a fair-share stop named the job it gives way
 # to as "with job 950 running" instead of "with 950 running", and a reservation the job
-# it holds hosts for as "for job 1396" instead of "for 1396" (reason text only).
+# it holds hosts for as "for job 1396" instead of "for 1396" (reason text only). The
+# three fair-share digests and the priority one again (reason text only: every summary,
+# each decision, stayed as it was) when the first-ranked project's waiting jobs stopped
+# quoting its standing as their cause ("waiting for GPUs: no project ranks above project
+# a1 (fair-share rank 1 of 12)": nothing of a better-ranked project is ahead of them), and
+# an opportunistic job's stop named the job it gives way to as "job 950" instead of "950".
 EXPECTED = {
-    "fairshare": "e163d318189fd2115ab27a6dac420d6960780821759ee5fb7742f7b1033faa3a",
-    "fairshare-decay": "4ab1dfafdb905c9c6297b3c9a33d7040303c2922db7e994bfac81e77a3233920",
-    "fairshare-reserve-off": "73743aa80ba1f2b4832aab249dd5baeaf81d49dcfe995648b30fc6b3c24cc02a",
+    "fairshare": "5c225ec50807f04692936c6b12a9142cdef3a0c8eb5fa824b018f9d14bc18a5c",
+    "fairshare-decay": "7256da96e5a4ee9a195b6c6d7008d466732b76b6d0e7221619591f0898c03b94",
+    "fairshare-reserve-off": "6e1252c6e718c417b8b22d085a8c3c37e3812a74ab6fe7e0bf42f3fbaff822d4",
     "fifo": "02a1800f2466346389ed6a03fcdcf0789f2c6788357b044f523be81ff1f796ec",
-    "priority": "0e6e7579863616d15735cd6f55df999549dd8d6cbd86c526bd6f43e57cdbf89d",
+    "priority": "62e14b3917dfe85cb47c86100a3b9e95a55fb47b7a16a6b15219467bd9404364",
     "static": "ec45611c64973d98d2d3358e7a48025eff6711cf1af84e7d8fd0e35ead26908b",
 }
 
