@@ -1,7 +1,10 @@
 """`allot queue` (like squeue): the pending jobs of a cluster in the order they will start
 (the API's queue), its running jobs (the API's job list), or both (`--state all`, like
-`squeue -t all`). Each table keeps one line per job at 80 columns: paths and reasons are
-cut (`allot show` has them whole); times are relative ("3 h 10 min") or carry a zone."""
+`squeue -t all`). On a terminal each table keeps one line per job in the terminal's
+width: a path is cut from the left, a reason after a word with an ellipsis, in what the
+other columns leave (`--long`, `allot show` have reasons whole); into a pipe or a file
+every value is whole, one line per job, however long (a script reads whole reasons).
+Times are relative ("3 h 10 min") or carry a zone."""
 
 from typing import Any
 
@@ -71,7 +74,8 @@ def print_pending(name: str, page: dict[str, Any], *, me: bool, long: bool) -> N
         ]
         for r in page["results"]
     ]
-    if long and rows and not render.fits(columns, rows, wrap="REASON"):
+    piped = not render.to_terminal()
+    if long and rows and not piped and not render.fits(columns, rows, wrap="REASON"):
         print_blocks(columns, rows)  # twelve whole columns do not fit: one block per job
     else:
         render.table(
@@ -80,6 +84,7 @@ def print_pending(name: str, page: dict[str, Any], *, me: bool, long: bool) -> N
             wrap=("REASON",) if long else (),
             crop=() if long else ("REASON",),
             crop_left=() if long else ("PROJECT",),
+            whole=piped,
         )
     _more(page)
 
@@ -115,6 +120,7 @@ def print_running(name: str, page: dict[str, Any], *, me: bool) -> None:
             for r in page["results"]
         ),
         crop_left=("PROJECT",),
+        whole=not render.to_terminal(),
     )
     _more(page)
 
@@ -137,7 +143,12 @@ def add_queue(commands: Any) -> Parser:
     option(
         parser, "--state", "-t", help="pending, running or all (like squeue -t).", default="pending"
     )
-    flag(parser, "--long", "-l", help="Name, kind, priority, factor; whole reasons.")
+    flag(
+        parser,
+        "--long",
+        "-l",
+        help="Name, kind, priority, factor; whole reasons (into a pipe they are always whole).",
+    )
     option(parser, "--limit", help="Rows to show (per state).", type=int, default=50)
     flag(parser, "--all", help="Every job.", dest="all_rows")
     json_flag(parser)

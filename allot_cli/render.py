@@ -227,6 +227,19 @@ def tail(text: str | None, limit: int = 24) -> str:
     return text if len(text) <= limit else "…" + text[-(limit - 1) :]
 
 
+def clip(text: str, limit: int) -> str:
+    """Text cut to at most `limit` characters after a whole word, with an ellipsis
+    ('waiting: project a1 is at 82% of its…'): never inside a word but for a first word
+    longer than `limit` itself, and then with the ellipsis too."""
+    if len(text) <= limit:
+        return text
+    head = text[: max(0, limit - 1)]
+    if text[len(head)] != " ":  # the cut falls inside a word: back to its start
+        space = head.rfind(" ")
+        head = head[:space] if space > 0 else head
+    return head.rstrip(" ;,") + plain.ELLIPSIS
+
+
 def share(value: Any) -> str:
     """A share (fraction) as the pages show it: 0.125 -> '12.50%'; None -> '–'."""
     return share_text(value)
@@ -250,9 +263,15 @@ def number(value: Any) -> str:
     return str(value)
 
 
+def to_terminal() -> bool:
+    """Whether standard output is a terminal, as rich judges one (else a pipe or a file:
+    a script reads it)."""
+    return plain.styled()
+
+
 def terminal_width() -> int:
     """The width a table is laid out in: the terminal's, or COLUMNS, or 80."""
-    return out().width if plain.styled() else plain.width()
+    return out().width if to_terminal() else plain.width()
 
 
 def fits(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, wrap: str) -> bool:
@@ -274,38 +293,71 @@ def table(
     wrap: Sequence[str] = (),
     crop: Sequence[str] = (),
     crop_left: Sequence[str] = (),
+    whole: bool = False,
 ) -> None:
     """A table that keeps one line per row on a narrow terminal: every column keeps its
     values whole except those in `wrap` (folded over lines: long text worth reading
-    whole), `crop` (cut with an ellipsis to what the terminal leaves them) and
-    `crop_left` (paths, cut from the left as `tail` does: their end names them). A
+    whole), `crop` (cut after a word with an ellipsis, `clip`, to what the terminal
+    leaves them) and `crop_left` (paths, cut from the left as `tail` does: their end
+    names them); the cut columns share what the others leave, one that needs less than
+    its share leaving the rest to the others (`_most_widths`). `whole`: every value
+    whole, one line per row however long (for a pipe: a script reads whole values). A
     text cell's UTC times (a reason's, a blocker's) are shown local (`local_times`).
     Where the whole columns leave the others less than their least width, the table is
     laid out wider than the terminal (which folds its lines) rather than cut a figure."""
-    crop = (*crop, *crop_left)
     cells = [[number(v) if not isinstance(v, str) else local_times(v) for v in row] for row in rows]
     widths = [
         max([len(line) for line in column.splitlines()] + [len(r[i]) for r in cells])
         for i, column in enumerate(columns)
     ]
-    fixed = sum(w for c, w in zip(columns, widths, strict=True) if c not in crop + tuple(wrap))
+    if whole:
+        span = max(sum(widths) + 2 * (len(columns) - 1), len(title or ""))
+        layout: plain.Layout = [("", None, None)] * len(columns)
+        if not plain.table(columns, cells, layout, title, span):
+            _rich_table(columns, cells, layout, title, span)
+        return
+    cut = (*crop, *crop_left)
+    fixed = sum(w for c, w in zip(columns, widths, strict=True) if c not in cut + tuple(wrap))
     fixed += WRAP_MIN * sum(1 for c in columns if c in wrap) + 2 * (len(columns) - 1)
-    width = max(terminal_width(), fixed + CROP_MIN * sum(1 for c in columns if c in crop))
-    cropped = max(CROP_MIN, (width - fixed) // max(1, sum(1 for c in columns if c in crop)))
+    width = max(terminal_width(), fixed + CROP_MIN * sum(1 for c in columns if c in cut))
+    most = _most_widths(
+        {c: w for c, w in zip(columns, widths, strict=True) if c in cut}, width - fixed
+    )
     for i, column in enumerate(columns):
-        if column in crop_left:
+        if column in cut:
+            shorten = tail if column in crop_left else clip
             for row in cells:
-                row[i] = tail(row[i], cropped)
+                row[i] = shorten(row[i], most[column])
     layout = [  # (overflow, least width, most width); "": the values stay whole
         ("fold", WRAP_MIN, None)
         if c in wrap
-        else ("ellipsis", None, cropped)
-        if c in crop
+        else ("ellipsis", None, most[c])
+        if c in cut
         else ("", None, None)
         for c in columns
     ]
     if not plain.table(columns, cells, layout, title, width):
         _rich_table(columns, cells, layout, title, width)
+
+
+def _most_widths(needed: dict[str, int], room: int) -> dict[str, int]:
+    """The most width of each cut column (`needed`: its widest value): `room` shared out
+    evenly, a column that needs less than its share keeping just what it needs and
+    leaving the rest to the others (a short path leaves a reason the terminal's width,
+    not half of it); at least CROP_MIN each."""
+    most: dict[str, int] = {}
+    left = dict(needed)
+    while left:
+        share = room // len(left)
+        fit = {c: w for c, w in left.items() if w <= share}
+        if not fit:
+            most.update(dict.fromkeys(left, max(CROP_MIN, share)))
+            break
+        for c, w in fit.items():
+            most[c] = w
+            room -= w
+            del left[c]
+    return most
 
 
 def _rich_table(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from tests.support.memcluster import MemoryCluster
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MEMORY: dict[int, MemoryCluster] = {}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # rich's styles on a terminal (a bold header)
 
 
 def memory_adapter(cluster):
@@ -226,20 +228,28 @@ def test_queue_show_and_cancel(ann, tree):
 
 
 def test_queue_me_and_narrow_terminals(ann, server, tree, tmp_path):
-    """`--me` like `squeue --me`; at 80 columns every table keeps one line per row (the
-    reason is cut, `show` has it whole) and times carry their zone."""
+    """`--me` like `squeue --me`; on an 80-column terminal every table keeps one line per
+    row (the reason is cut, `show` has it whole), into a pipe every reason is whole, and
+    times carry their zone."""
     bob = Cli(server.url, tmp_path, token_for(tree.user("bob")))
     for _ in range(3):
         assert ann("submit", "-A", "org/prog-a/a1", "-t", "1h", "-G", "8").returncode == 0
     assert bob("submit", "-A", "org/prog-a/a2", "-t", "1h", "-G", "8").returncode == 0
     ann.env["COLUMNS"] = "80"
+    piped = ann("queue")
+    reasons = [r["reason"] for r in json.loads(ann("queue", "--json").stdout)["results"]]
+    rows = [line for line in piped.stdout.splitlines()[2:] if line.strip()]
+    assert [row.rstrip().endswith(r) for row, r in zip(rows, reasons, strict=True)] == [True] * 2
+    ann.env["TTY_COMPATIBLE"] = "1"  # a terminal, as rich judges one
     everyone, mine = ann("queue"), ann("queue", "--me")
     assert everyone.returncode == 0 and mine.returncode == 0, mine.stderr
+    everyone.stdout, mine.stdout = ANSI.sub("", everyone.stdout), ANSI.sub("", mine.stdout)
     assert "2 pending" in everyone.stdout and "1 of your jobs pending" in mine.stdout
     assert "bob" in everyone.stdout and "bob" not in mine.stdout
     rows = [line for line in everyone.stdout.splitlines()[2:] if line.strip()]
     assert len(rows) == 2 and all(len(line) <= 80 for line in everyone.stdout.splitlines())
     assert [r.split()[0] for r in rows] == ["1", "2"]  # one line per job
+    assert all(r.rstrip().endswith("…") for r in rows)  # the reason cut, with an ellipsis
     assert ann("queue", "--me", "--long").returncode == 0
     # -t like squeue -t: the running jobs with their start, or both tables
     running = ann("queue", "-t", "running")
@@ -248,6 +258,7 @@ def test_queue_me_and_narrow_terminals(ann, server, tree, tmp_path):
     started = [line for line in running.stdout.splitlines() if "org/prog-a/a1" in line]
     assert len(started) == 2 and all(line.rstrip().endswith(("ago", "now")) for line in started)
     both = ann("queue", "--state", "all", "--me")
+    both.stdout = ANSI.sub("", both.stdout)
     assert "1 of your jobs pending" in both.stdout and "2 of your jobs running" in both.stdout
     assert all(len(line) <= 80 for line in both.stdout.splitlines()), both.stdout
     as_json = json.loads(ann("queue", "-t", "all", "--json").stdout)
@@ -260,8 +271,8 @@ def test_queue_me_and_narrow_terminals(ann, server, tree, tmp_path):
     for command in (["clusters"], ["hosts"], ["shares"]):
         out = ann(*command)
         assert out.returncode == 0, out.stderr
-        assert all(len(line) <= 80 for line in out.stdout.splitlines()), out.stdout
-    clusters = ann("clusters").stdout.splitlines()
+        assert all(len(line) <= 80 for line in ANSI.sub("", out.stdout).splitlines()), out.stdout
+    clusters = ANSI.sub("", ann("clusters").stdout).splitlines()
     assert len(clusters) == 2 and clusters[1].split()[0] == "gpu"  # no name folded
 
 

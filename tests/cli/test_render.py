@@ -64,16 +64,93 @@ def _pending_page(n: int) -> dict:
     return {"count": n, "computed_at": _iso(5), "cycle": 7, "results": results}
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+LONG_REASON = (
+    "waiting: project allot-demo/language-models/pretraining is at 82% of its entitled "
+    "share over 7 days (fair-share rank 2 of 9); 1 project ahead of it; no free GPUs; "
+    "h1, h2 held for jobs with a min runtime of at most 10 min (short-job reserve)"
+)
+
+
+def _terminal(monkeypatch, columns: str | None) -> None:
+    """Standard output a terminal of `columns` (rich's judgement: TTY_COMPATIBLE), or a
+    pipe (None: as capsys makes it)."""
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    if columns is not None:
+        monkeypatch.setenv("TTY_COMPATIBLE", "1")
+        monkeypatch.setenv("COLUMNS", columns)
+
+
+def _printed(capsys) -> list[str]:
+    return ANSI.sub("", capsys.readouterr().out).splitlines()
+
+
+def _short_project_page(reason: str) -> dict:
+    page = _pending_page(2)
+    for row in page["results"]:
+        row["project_path"], row["reason"] = "org/prog-a/a1", reason
+    return page
+
+
+def test_queue_on_a_wide_terminal_shows_the_reason_in_its_width(capsys, monkeypatch):
+    """On a 320-column terminal the reason was cut at about 125 characters (the room left
+    was halved between PROJECT and REASON, whatever the path's length): the reason now
+    takes what the other columns leave."""
+    _terminal(monkeypatch, "320")
+    print_pending("demo-h100", _short_project_page(LONG_REASON), me=False, long=False)
+    lines = _printed(capsys)
+    rows = [line for line in lines if "researcher" in line]
+    assert len(rows) == 2 and all(line.rstrip().endswith("(short-job reserve)") for line in rows)
+    assert all(len(line) <= 320 for line in lines) and "…" not in "".join(lines)
+
+
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_queue_on_a_narrow_terminal_cuts_the_reason_after_a_word(capsys, monkeypatch, columns):
+    """Where the terminal is too narrow, one line per job still, the reason cut after a
+    whole word and marked with an ellipsis, never inside a word."""
+    _terminal(monkeypatch, columns)
+    print_pending("demo-h100", _short_project_page(LONG_REASON), me=False, long=False)
+    lines = _printed(capsys)
+    rows = [line for line in lines if "researcher" in line]
+    assert len(rows) == 2 and all(len(line) <= int(columns) for line in lines)
+    for row in rows:
+        shown = row[row.index("waiting:") :].rstrip()
+        assert shown.endswith("…") and LONG_REASON.startswith(shown[:-1])
+        assert LONG_REASON[len(shown) - 1] in " ;,", shown  # the word it ends with is whole
+
+
+@pytest.mark.parametrize("long", [False, True])
+def test_queue_into_a_pipe_prints_every_reason_whole(capsys, monkeypatch, long):
+    """Into a pipe (a script, `| grep`) the reasons were cut at 80 columns: every value is
+    whole there, one line per job, however long, with `--long` or without."""
+    _terminal(monkeypatch, None)
+    monkeypatch.setenv("COLUMNS", "80")
+    print_pending("demo-h100", _pending_page(2), me=False, long=long)
+    print_pending("demo-h100", _short_project_page(LONG_REASON), me=False, long=long)
+    rows = [line for line in _printed(capsys) if "researcher" in line]
+    assert len(rows) == 4 and "…" not in "".join(rows)
+    assert all("allot-demo/language-models/pretraining" in row for row in rows[:2])
+    assert all(row.rstrip().endswith("1 project ahead of it") for row in rows[:2])
+    assert all(row.rstrip().endswith("(short-job reserve)") for row in rows[2:])
+
+
+def test_a_reason_is_clipped_after_a_whole_word():
+    assert render.clip("waiting: project a1 is at 82%", 100) == "waiting: project a1 is at 82%"
+    assert render.clip("waiting: project a1 is at 82%", 19) == "waiting: project…"
+    assert render.clip("waiting: project a1; 1 project", 21) == "waiting: project a1…"
+    assert render.clip("waiting: project a1 is", 20) == "waiting: project a1…"
+    assert render.clip("allot-demo/language-models", 12) == "allot-demo/…"
+
+
 @pytest.mark.parametrize("columns", ["80", "250"])
 def test_queue_long_keeps_every_job_id_and_reason_whole(capsys, monkeypatch, columns):
     """`allot queue -l` on an 80-column terminal cut the POS and JOBID columns to "…"
     (twelve whole columns cannot fit): there each job is a block of whole values; on a
     wide terminal it stays a table, one job per row."""
-    monkeypatch.setenv("COLUMNS", columns)
-    for name in ("TTY_COMPATIBLE", "FORCE_COLOR"):
-        monkeypatch.delenv(name, raising=False)
+    _terminal(monkeypatch, columns)
     print_pending("demo-h100", _pending_page(2), me=False, long=True)
-    lines = capsys.readouterr().out.splitlines()
+    lines = _printed(capsys)
     text = " ".join(" ".join(lines).split())
     assert all(len(line) <= int(columns) for line in lines)
     assert "…" not in text and "1210" in text and "1211" in text
