@@ -41,7 +41,7 @@ import datetime as dt
 import json
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.db import connection
 from django.db.models import FloatField, Func
@@ -68,6 +68,8 @@ from scheduler.models import (
 from scheduler.selectors.refusals import snapshot_avoidance
 from scheduler.selectors.translate import (
     FOREIGN_PROJECT,
+    HOLD_PREFIX,
+    MOVE_PREFIX,
     block_holder,
     engine_host,
     engine_tree,
@@ -125,6 +127,11 @@ class ClusterSnapshot:
     # pending workload -> host it is kept off -> when that lapses (epoch s): the ETA's
     # forward run lifts each pair then (`scheduler.core.sim.eta.forward_starts`)
     avoid_until: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # waiting workload (of `waiting`) -> itself, the whole block the plan gave it
+    # (`Attempt.for_block`) and its victims' stop deadline (`after_stops` reads it)
+    blocks: Mapping[str, tuple[Workload, tuple[Placement, ...], float]] = field(
+        default_factory=dict
+    )
 
     @staticmethod
     def job_id(workload_id: str) -> int:
@@ -482,4 +489,53 @@ def cluster_snapshot(
         waiting={w.id: tuple(awaited.victims[w.id]) for w in held},
         refused=refused,
         avoid_until=until,
+        blocks={w.id: (w, *awaited.blocks[w.id]) for w in held if w.id in awaited.blocks},
     )
+
+
+def after_stops(cs: ClusterSnapshot) -> Snapshot:
+    """`cs.snapshot` as the moves under way leave it, for a forward run (the ETA): a job
+    stopping to move holds only the GPUs it starts again on (its "~move-" holder: the
+    job itself, its project, kind and start), not also those it leaves; those of them in
+    the block of the job it was moved for are that job's (its "~hold-" holder grows by
+    them to the block, with its GPUs), the others free.
+
+    The live cycle must see both (the GPUs left are not free until the cluster reports
+    the stop), but a forward run played both to the moved job's forecast end: the job
+    held its GPUs twice and its project was charged twice over its whole run, while the
+    block the move freed came free only then, its waiting job holding just the part that
+    was free. A stop lasts the cluster's grace period at most: seconds, against the
+    hours a forward run looks ahead."""
+    running = cs.snapshot.running
+    moving = f"~{MOVE_PREFIX}"
+    moved = {rw.workload.id[len(moving) :] for rw in running if rw.workload.id.startswith(moving)}
+    left = [rw for rw in running if rw.workload.id in moved and rw.workload.id in cs.stopping]
+    if not left:
+        return cs.snapshot
+    moved_for = {victim: wid for wid, victims in cs.waiting.items() for victim in victims}
+    gained: dict[str, set[tuple[str, int]]] = {}
+    for rw in left:
+        found = cs.blocks.get(moved_for.get(rw.workload.id, ""))
+        if found is None:
+            continue
+        block = {(p.host, i) for p in found[1] for i in p.gpu_indices}
+        gpus = {(p.host, i) for p in rw.placements for i in p.gpu_indices} & block
+        if gpus:
+            gained.setdefault(found[0].id, set()).update(gpus)
+    holds = {f"~{HOLD_PREFIX}{wid}": wid for wid in gained}
+    gone = {rw.workload.id for rw in left} | set(holds)
+    out = [rw for rw in running if rw.workload.id not in gone]
+    for rw in running:  # the part of the block that was free: the waiting job's already
+        if rw.workload.id in holds:
+            gained[holds[rw.workload.id]].update(
+                (p.host, i) for p in rw.placements for i in p.gpu_indices
+            )
+    for wid, gpus in gained.items():
+        work, block, until = cs.blocks[wid]
+        held = tuple(
+            Placement(p.host, kept)
+            for p in block
+            if (kept := tuple(i for i in p.gpu_indices if (p.host, i) in gpus))
+        )
+        out.append(block_holder(work, held, now=cs.now, until_s=until))
+    return replace(cs.snapshot, running=out)

@@ -59,7 +59,7 @@ from scheduler.selectors.eta import (
     runtime_history,
     stamp_key,
 )
-from scheduler.selectors.snapshot import ClusterSnapshot, cluster_snapshot
+from scheduler.selectors.snapshot import ClusterSnapshot, after_stops, cluster_snapshot
 from scheduler.selectors.translate import HOLD_PREFIX, MOVE_PREFIX
 
 log = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ def _estimates(
     history = runtime_history(
         cluster_id=cluster.pk, now=cs.at, index=index, speed=speed, ran_since=clock_since(cluster)
     )
-    snap = cs.snapshot
+    snap = after_stops(cs)  # a moving job held, and charged, once (`after_stops`)
     ids = [int(w.id) for v in snap.pending.values() for w in v]
     ids += [int(r.workload.id) for r in snap.running if r.workload.id.isdigit()]
     ids += [int(wid) for wid in cs.waiting]
