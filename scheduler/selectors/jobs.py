@@ -21,7 +21,7 @@ from budgets.selectors import TreeIndex, node_paths, tree_index
 from config.errors import ValidationFailed
 from config.plainsql import fetch_all, id_array
 from scheduler.core.engine import entitled_shares, plan, project_standing
-from scheduler.core.engine.explain import STANDING
+from scheduler.core.engine.explain import FOR_GPUS, STANDING
 from scheduler.models import (
     ACTIVE_STATES,
     Cluster,
@@ -436,7 +436,10 @@ def job_blockers(job: Job, queue_info: dict[str, Any] | None = None) -> list[dic
                 "numbers": {"fairshare_factor": info.get("fairshare_factor")},
             }
         )
-    blockers.append(_capacity_blocker(job, room, info))
+    capacity = _capacity_blocker(job, room, info)
+    if reason.startswith(FOR_GPUS):  # only capacity holds it back: the cycle's words first
+        capacity["text"] = f"{reason.removeprefix(FOR_GPUS)}; {capacity['text']}"
+    blockers.append(capacity)
     return sorted(blockers, key=lambda b: BLOCKER_ORDER.index(b["kind"]))
 
 

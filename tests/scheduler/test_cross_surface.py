@@ -35,6 +35,7 @@ from ledger.selectors import (
 )
 from ledger.services import rollups_refresh
 from scheduler.core.engine import RULE_LABELS, StopReason, stop_rule
+from scheduler.core.engine.explain import FOR_GPUS
 from scheduler.models import JobEvent, QueueSnapshot, UtilizationSample
 from scheduler.selectors.jobs import job_page
 from scheduler.selectors.queue import last_cycle
@@ -78,7 +79,8 @@ def test_a_waiting_job_reads_the_same_on_the_queue_job_api_and_job_page(world):
             assert page[name] == value, (name, page[name], value)
         client.force_login(root)
         text = html.unescape(client.get(f"/jobs/{job.pk}/").content.decode())
-        assert row["reason"].removeprefix("waiting: ") in text
+        # the reason's words, in the blocker they name (budget, or capacity alone)
+        assert row["reason"].removeprefix("waiting: ").removeprefix(FOR_GPUS) in text
 
 
 def test_scheduling_figures_are_the_last_cycles_on_the_queue_fairshare_api_and_dashboard(

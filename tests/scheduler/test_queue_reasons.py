@@ -189,7 +189,11 @@ def test_a_first_ranked_project_first_in_line_waits_for_capacity_not_its_budget(
     assert "(fair-share rank 1 of 3)" in reason and STANDING not in reason
     blockers = job_blockers(first)
     assert [b["kind"] for b in blockers] == ["capacity"]
-    assert blockers[0]["text"].startswith("0 jobs ahead of it in the queue")
+    # the capacity blocker leads with the cycle's words (the job page shows them there)
+    assert blockers[0]["text"].startswith(
+        "no project ranks above project org/prog-b/b1 (fair-share rank 1 of 3); no free GPUs; "
+        "0 jobs ahead of it in the queue; "
+    )
     behind = live.submit("a1", gpus=8, min_runtime_s=3600)
     live.cycle(advance_s=60)
     blockers = job_blockers(live.job(behind))

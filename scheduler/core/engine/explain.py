@@ -30,6 +30,7 @@ from scheduler.core.engine.types import (
 from scheduler.core.engine.victims import IDLE, Victim
 
 __all__ = [
+    "FOR_GPUS",
     "STANDING",
     "FairShareReasons",
     "baseline_queue",
@@ -44,6 +45,10 @@ INF = math.inf
 # 142% of its entitled share over 7 days"): readers (the job page's blockers) find the
 # budget part of a reason by them.
 STANDING = "of its entitled share"
+# How the reason of a job that only capacity holds back begins (its project ranks first:
+# no better-ranked project's jobs go before it); the job page's capacity blocker leads
+# with the words after it.
+FOR_GPUS = "waiting for GPUs: "
 
 
 def limit_text(s: float) -> str:
@@ -234,10 +239,9 @@ class FairShareReasons:
             # the first-ranked project: no better-ranked project's jobs go before its
             # own, so its budget holds it back behind nothing; its standing is not the
             # cause and the reason does not quote it (readers find a budget cause by
-            # STANDING: the job page's blockers list capacity alone)
+            # STANDING: the job page lists capacity alone, led by these words)
             return (
-                f"waiting for GPUs: no project ranks above project {proj} "
-                f"({self.rank_text(proj)}){notes}"
+                f"{FOR_GPUS}no project ranks above project {proj} ({self.rank_text(proj)}){notes}"
             )
         return (
             f"waiting: {self.project(proj, r)}; "
