@@ -53,7 +53,13 @@ event = st.one_of(
 )
 # each step: a few submissions, then one thing happening
 step = st.tuples(st.lists(submit, max_size=3), event)
-EXAMPLES = 30
+# 20 generated histories (and the explicit one) reach every counted case at least twice
+# its floor, the priority preemption aside (the explicit history's; 30 reached it no more
+# often): drain 4, cancel of a pending job 9, of running work 10, the reserve holding
+# hosts 18, fair-share or unallocated preemption 16 (30 reached 5 / 23 / 14 / 27 / 23,
+# for half again the time). The examples are derandomized (tests/conftest.py): the same
+# 20 on every run.
+EXAMPLES = 20
 # A history that reaches every case counted below (the random ones reach them too, less
 # surely): a1 fills the cluster with low-priority work, its urgent job preempts some
 # of it, a host drains, a pending and a running job are cancelled.
@@ -108,7 +114,7 @@ def test_random_histories_keep_the_invariants(tree, settings):
             transaction.set_rollback(True)
 
     check()
-    # Floors well below what 30 examples reach (the histories are random; the explicit
+    # Floors well below what EXAMPLES reach (the histories are random; the explicit
     # example reaches each case once): each fails if a change to the generator or to
     # the product stops reaching the case.
     for case, floor in (
