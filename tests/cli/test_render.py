@@ -249,7 +249,18 @@ def test_a_table_too_wide_for_the_terminal_cuts_no_figure(capsys, monkeypatch, s
     render.table(columns, [[*row, "41040.5", "652.8", "84.8%"]], crop_left=("PROJECT",))
     text = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)  # rich's bold header
     lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    assert lines[0].split() == "DAY (UTC) PROJECT DELIVERED UNALLOC DEMAND CAPPED ENT GPU UTIL".split()
+    assert lines[0].split() == [
+        "DAY",
+        "(UTC)",
+        "PROJECT",
+        "DELIVERED",
+        "UNALLOC",
+        "DEMAND",
+        "CAPPED",
+        "ENT",
+        "GPU",
+        "UTIL",
+    ]
     cells = lines[1].split()
     assert cells[:2] == ["2026-11-30", "(partial)"] and cells[3:] == [
         "999.5", "0.0", "41040.5", "652.8", "84.8%"
