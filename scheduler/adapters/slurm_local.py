@@ -214,13 +214,7 @@ class LocalSlurm:
                 # Without slurmdbd the partition's AllowAccounts is where the config
                 # names its accounts (see scheduler.adapters.slurm.SlurmClient.accounts).
                 allow_accounts=f" AllowAccounts={','.join(self.accounts)}" if self.accounts else "",
-                # a small partition of the first two nodes, for a cluster easy to fill
-                extra_partitions=(
-                    "PartitionName=pair Nodes=gpu[01-02] Default=NO MaxTime=INFINITE State=UP "
-                    "OverSubscribe=NO PriorityTier=1\n"
-                    if last >= 2
-                    else ""
-                ),
+                extra_partitions=_small_partitions(last),
             )
         )
         (b / "cluster.json").write_text(json.dumps(self.describe(), indent=1))
@@ -464,6 +458,18 @@ PartitionName=gpu Nodes={node_range} Default=YES MaxTime=INFINITE State=UP OverS
 # governed by Allot: deploy/slurm/job_submit.lua holds and tags every job sbatch'd here
 PartitionName=governed Nodes={node_range} Default=NO MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1{allow_accounts}
 {extra_partitions}"""
+
+
+def _small_partitions(nodes: int) -> str:
+    """Partitions easy to fill: `pair` (gpu01-02) and `trio` (gpu03-05: a move needs a
+    host held by the short-job reserve besides the two it uses), where the nodes exist."""
+    small = {"pair": (1, 2), "trio": (3, 5)}
+    return "".join(
+        f"PartitionName={name} Nodes=gpu[{first:02d}-{last:02d}] Default=NO "
+        "MaxTime=INFINITE State=UP OverSubscribe=NO PriorityTier=1\n"
+        for name, (first, last) in small.items()
+        if nodes >= last
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,10 +2,12 @@
 submitted and hosts drained through Allot's REST API.
 
 The Allot cluster is the local cluster's `pair` partition (gpu01, gpu02: 16 GPUs), so
-that a few jobs fill it; cycles run on the wall clock, as the worker runs them."""
+that a few jobs fill it (`trio`, gpu03-05, for a move); cycles run on the wall clock, as
+the worker runs them."""
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 import time
 from collections.abc import Callable
@@ -45,9 +47,9 @@ GRACEFUL = "trap 'echo saved; exit 0' TERM; sleep 300 & wait"
 
 
 class SlurmLive:
-    """An Allot cluster on the Slurm partition `pair`, and helpers to drive it."""
+    """An Allot cluster on a Slurm partition (`pair` unless told), and helpers to drive it."""
 
-    def __init__(self, tree, slurm, workdir) -> None:
+    def __init__(self, tree, slurm, workdir, partition: str = "pair") -> None:
         run_cycle.worker.reset()
         self.tree, self.slurm = tree, slurm
         self.cluster = cluster_create(
@@ -57,7 +59,7 @@ class SlurmLive:
             grace_s=5,
             adapter_options={
                 "slurm_conf": str(slurm.conf_path),
-                "partition": "pair",
+                "partition": partition,
                 "workdir": str(workdir),
             },
         )
@@ -446,4 +448,75 @@ def test_a_node_slurm_refuses_is_not_planned_again_and_the_job_is_told_why(live,
     hosts = [a.host_names for a in Attempt.objects.filter(job=job).order_by("number")]
     assert hosts[0] == [refused] and all(h != [refused] for h in hosts[1:]), hosts
     assert len(hosts) == 2, hosts
+    assert_consistent(live.cluster)
+
+
+def test_a_job_moved_to_free_a_whole_node_runs_again_as_a_new_slurm_job_on_its_target(
+    tree, slurm, tmp_path
+):
+    """Consolidation against slurmctld, on `trio` (three nodes, one held by the
+    short-job reserve): a resumable 4-GPU job past its protection and its first
+    checkpoint is alone on its node, a protected 4-GPU session on the other, and an
+    8-GPU job waits with no node free for it. The cycle stops the mover in Slurm (its
+    trap runs, the Slurm job completes), starts it again as a new Slurm job on the
+    session's node, and the waiting job on the node it left."""
+    live = SlurmLive(tree, slurm, tmp_path, partition="trio")
+    url = f"/api/v1/clusters/{live.cluster.pk}/"
+    policy = {"consolidate": True, "short_reserve_hosts": 1, "short_reserve_auto": False}
+    response = live.api(live.root).patch(url, {**policy, "reason": "moves"}, format="json")
+    assert response.status_code == 200, response.json()
+    mover = live.submit(gpus=4, resumable=True, min_runtime_s=60, command=GRACEFUL, name="mover")
+    brief = live.submit(gpus=4, command="sleep 300", name="brief")  # fills the mover's node
+    assert live.cycle().starts == 2
+    session = live.submit(gpus=4, min_runtime_s=8 * 3600, kind="interactive", command="sleep 300")
+    assert live.cycle().starts == 1
+    assert live.api(live.root).post(f"/api/v1/jobs/{brief.pk}/cancel/").status_code == 200
+    live.cycles_until(
+        lambda: (
+            live.state(brief) == JobState.CANCELLED
+            and all(live.state(j) == JobState.RUNNING for j in (mover, session))
+        )
+    )
+    old = Attempt.objects.get(job=mover)
+    node, target = old.host_names[0], Attempt.objects.get(job=session).host_names[0]
+    assert Attempt.objects.get(job=brief).host_names == [node] and target != node
+    # as if it had run 31 min: past its protection and the live policy's first checkpoint
+    # (every 30 min), which a job must have saved work at to be moved
+    Attempt.objects.filter(pk=old.pk).update(started_at=old.started_at - dt.timedelta(minutes=31))
+    waiting = live.submit(gpus=8, min_runtime_s=3600, command="sleep 300", name="waiting")
+
+    record = live.cycle()
+    assert (record.stops, record.starts, record.errors) == (1, 0, [])
+    old.refresh_from_db()
+    assert (old.state, old.stop_intent, old.preempted_by_id) == (
+        AttemptState.STOPPING, AttemptEnd.MIGRATED, waiting.pk)  # fmt: skip
+    assert [p["host"] for p in old.moved_to] == [target]
+    live.cycles_until(lambda: all(live.state(j) == JobState.RUNNING for j in (mover, waiting)))
+
+    old.refresh_from_db()
+    new = Attempt.objects.get(job=mover, number=2)
+    assert (old.state, old.end_reason) == (AttemptState.ENDED, AttemptEnd.MIGRATED)
+    assert (new.state, new.host_names) == (AttemptState.RUNNING, [target])
+    assert Attempt.objects.get(job=waiting).host_names == [node]
+    # Slurm's own record: the old job ended through its trap, the move is a new Slurm job
+    assert live.slurm_job(old)["job_state"] == "COMPLETED", old.end_detail
+    assert live.slurm_job(old)["requeue"] is False  # Slurm never requeued it itself
+    shown = live.slurm_job(new)
+    assert (shown["job_state"], shown["nodes"]) == ("RUNNING", target)
+    assert new.external_id != old.external_id
+    assert live.slurm_job(Attempt.objects.get(job=waiting))["nodes"] == node
+    # no GPU held twice, in Slurm either: Slurm's GPUs are those of Allot's open attempts
+    running = [cj for cj in adapter_for_cluster(live.cluster).jobs() if not cj.ended]
+    held = [(p.host, i) for cj in running for p in cj.placements for i in p.gpu_indices]
+    opened = Attempt.objects.filter(cluster=live.cluster, state=AttemptState.RUNNING)
+    gpus = {(p["host"], i) for a in opened for p in a.placements for i in p["gpu_indices"]}
+    assert len(held) == len(set(held)) == 16 and set(held) == gpus
+    # the ledger charges both of the mover's runs (and every other run) to a1
+    now = timezone.now()
+    runs = Attempt.objects.filter(cluster=live.cluster, started_at__isnull=False)
+    assert {a.number for a in runs if a.job_id == mover.pk} == {1, 2}
+    charged = sum(a.gpus * ((a.ended_at or now) - a.started_at).total_seconds() for a in runs)
+    usage = window_usage(cluster_id=live.cluster.pk, now=now, lookback_s=3600, half_life_s=None)
+    assert usage == {live.tree.node("a1").pk: pytest.approx(charged)}
+    assert charged > 4 * 31 * 60
     assert_consistent(live.cluster)
