@@ -40,7 +40,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
+from bisect import insort
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from django.db import connection
@@ -493,29 +494,38 @@ def cluster_snapshot(
     )
 
 
-def after_stops(cs: ClusterSnapshot) -> Snapshot:
-    """`cs.snapshot` as the moves under way leave it, for a forward run (the ETA): a job
+def after_stops(cs: ClusterSnapshot, *, requeued: Callable[[Workload], bool]) -> Snapshot:
+    """`cs.snapshot` as the stops under way leave it, for a forward run (the ETA): a job
     stopping to move holds only the GPUs it starts again on (its "~move-" holder: the
-    job itself, its project, kind and start), not also those it leaves; those of them in
-    the block of the job it was moved for are that job's (its "~hold-" holder grows by
-    them to the block, with its GPUs), the others free.
+    job itself, its project, kind and start), not also those it leaves; a victim stopping
+    for a waiting job holds none. The GPUs they leave in the block of the job they stop
+    for are that job's (its "~hold-" holder grows by them to the block, with its GPUs),
+    the others free. A victim that goes back to the queue when its stop ends, by the live
+    cycle's rule (`requeued`: the services' `job_target`, which a selector may not
+    import), is pending again, in its project's order.
 
-    The live cycle must see both (the GPUs left are not free until the cluster reports
-    the stop), but a forward run played both to the moved job's forecast end: the job
-    held its GPUs twice and its project was charged twice over its whole run, while the
-    block the move freed came free only then, its waiting job holding just the part that
-    was free. A stop lasts the cluster's grace period at most: seconds, against the
-    hours a forward run looks ahead."""
+    The live cycle must see them (the GPUs left are not free until the cluster reports
+    the stop), but a forward run played them to their forecast end: a moved job held its
+    GPUs twice and its project was charged twice over its whole run, a victim's project
+    charged for a run it will not get, while the block came free only then, its waiting
+    job holding just the part that was free. A stop lasts until its deadline at most
+    (`Attempt.stop_deadline`, the cluster's grace period): seconds, against the hours a
+    forward run looks ahead, so the stops are taken as done now."""
     running = cs.snapshot.running
     moving = f"~{MOVE_PREFIX}"
     moved = {rw.workload.id[len(moving) :] for rw in running if rw.workload.id.startswith(moving)}
-    left = [rw for rw in running if rw.workload.id in moved and rw.workload.id in cs.stopping]
+    stops_for = {victim: wid for wid, victims in cs.waiting.items() for victim in victims}
+    left = [
+        rw
+        for rw in running
+        if rw.workload.id in cs.stopping
+        and (rw.workload.id in moved or rw.workload.id in stops_for)
+    ]
     if not left:
         return cs.snapshot
-    moved_for = {victim: wid for wid, victims in cs.waiting.items() for victim in victims}
     gained: dict[str, set[tuple[str, int]]] = {}
     for rw in left:
-        found = cs.blocks.get(moved_for.get(rw.workload.id, ""))
+        found = cs.blocks.get(stops_for.get(rw.workload.id, ""))
         if found is None:
             continue
         block = {(p.host, i) for p in found[1] for i in p.gpu_indices}
@@ -538,4 +548,24 @@ def after_stops(cs: ClusterSnapshot) -> Snapshot:
             if (kept := tuple(i for i in p.gpu_indices if (p.host, i) in gpus))
         )
         out.append(block_holder(work, held, now=cs.now, until_s=until))
-    return replace(cs.snapshot, running=out)
+    back = [rw.workload for rw in left if rw.workload.id not in moved and requeued(rw.workload)]
+    return replace(cs.snapshot, running=out, pending=_queued(cs.snapshot.pending, back))
+
+
+def _queue_order(w: Workload) -> tuple[int, float, int]:
+    """A pending workload's place in its project's queue, as `_pending` reads the queue."""
+    return (-w.priority, w.submit_s, int(w.id))
+
+
+def _queued(
+    pending: Mapping[str, Sequence[Workload]], back: Sequence[Workload]
+) -> Mapping[str, Sequence[Workload]]:
+    """`pending` with the workloads `back` in their projects' queues, in order."""
+    if not back:
+        return pending
+    out = dict(pending)
+    for w in back:
+        queue = list(out.get(w.project, ()))
+        insort(queue, w, key=_queue_order)
+        out[w.project] = queue
+    return out

@@ -26,6 +26,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from budgets.selectors import tree_index
+from scheduler.core.engine import Workload
 from scheduler.core.sim.eta import (
     CALIBRATION_KEEP,
     Estimate,
@@ -40,7 +41,7 @@ from scheduler.core.sim.eta import (
     widened,
 )
 from scheduler.cycle_requests import request_eta_refresh
-from scheduler.models import Attempt, Cluster, Job, JobState
+from scheduler.models import Attempt, AttemptEnd, Cluster, Job, JobState
 from scheduler.selectors.budget_changes import standing_change_notes
 from scheduler.selectors.eta import (
     ARRIVAL_PERIODS,
@@ -61,6 +62,7 @@ from scheduler.selectors.eta import (
 )
 from scheduler.selectors.snapshot import ClusterSnapshot, after_stops, cluster_snapshot
 from scheduler.selectors.translate import HOLD_PREFIX, MOVE_PREFIX
+from scheduler.services.transitions import job_target
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +218,8 @@ def _estimates(
     history = runtime_history(
         cluster_id=cluster.pk, now=cs.at, index=index, speed=speed, ran_since=clock_since(cluster)
     )
-    snap = after_stops(cs)  # a moving job held, and charged, once (`after_stops`)
+    # a moving job held, and charged, once; a victim's stop taken as done (`after_stops`)
+    snap = after_stops(cs, requeued=stop_requeues)
     ids = [int(w.id) for v in snap.pending.values() for w in v]
     ids += [int(r.workload.id) for r in snap.running if r.workload.id.isdigit()]
     ids += [int(wid) for wid in cs.waiting]
@@ -246,7 +249,18 @@ def _estimates(
         busy_arrivals=busiest_arrivals(recent, cs.now, window, ARRIVAL_PERIODS),
         points=points,
         avoid_until=cs.avoid_until,
+        # the jobs pending now: a victim requeued in the forward runs is still stopping
+        targets={w.id for ws in cs.snapshot.pending.values() for w in ws},
     )
+
+
+def stop_requeues(work: Workload) -> bool:
+    """Whether a job being preempted is back in the queue when its stop ends: the live
+    cycle's one rule (`job_target`), for a run the cluster reported started (a stopping
+    victim that never started would be requeued even if not resumable; the snapshot does
+    not say, and the engine preempts running work). `after_stops` asks it."""
+    end = job_target(AttemptEnd.PREEMPTED, resumable=work.resumable, started=True)
+    return end == JobState.PENDING
 
 
 def _first_estimates(
