@@ -70,8 +70,11 @@ def instance(model: type[M], row: Sequence[Any], start: int = 0) -> tuple[M, int
     return obj, end
 
 
-def fetch_one(sql: str, params: Sequence[Any]) -> tuple | None:
+def fetch_one(sql: str, params: Sequence[Any], *, native_times: bool = False) -> tuple | None:
+    """The first row of `sql` (None without one); `native_times` as in `fetch_all`."""
     with connection.cursor() as cursor:
+        if native_times:
+            cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
         cursor.execute(sql, params)
         return cursor.fetchone()
 

@@ -51,9 +51,10 @@ def job_detail(*, job_id: int) -> Job | None:
     """One job with its submitter, cluster and project, and its project's slug path
     (`project_path`, as `node_paths` gives it) (`job_attempts`, `job_events`: what it went
     through), in one plain statement (config.plainsql: every job read and job page runs
-    it); for a pending job, where its cluster's stored queue stands (`queue_seen`, for
+    it; its times through psycopg's own loader, `native_times`); for a pending job, where
+    its cluster's stored queue stands (`queue_seen`, for
     `job_stored_queue`: no statement of its own while this process holds that queue)."""
-    row = fetch_one(_job_detail_sql(), [job_id])
+    row = fetch_one(_job_detail_sql(), [job_id], native_times=True)
     if row is None:
         return None
     job, at = instance(Job, row)
