@@ -356,6 +356,7 @@ MODULE_STATE_ALLOWED = {
     "config/plainsql.py:memo columns": "select list of a model class",
     "config/plainsql.py:memo _layout": "column converters of a model class",
     "scheduler/selectors/job_reads.py:memo _job_detail_sql": "SQL text of the models",
+    "scheduler/selectors/clusters.py:memo _select": "SQL text of the models",
     # DRF deep-copies every declared field per serializer instance; the built fields of a
     # serializer class are kept once per class (fixed by the code)
     "config/api_fields.py:item write _FIELD_TEMPLATES": "built fields per serializer class",

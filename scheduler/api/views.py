@@ -311,7 +311,7 @@ class QueueApi(APIView):
     )
     def get(self, request):
         filters = _query(s.QueueFilter, request)
-        cluster = resolve_cluster(filters["cluster"])
+        cluster = resolve_cluster(filters["cluster"], with_queue_seen=True)
         paginator = Pagination()
         limit = paginator.get_limit(request)
         offset = paginator.get_offset(request)

@@ -5,6 +5,7 @@ the CLI through it and the Now page (docs/concepts.md#now-page-figures)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,6 +24,7 @@ from scheduler.models import (
     Job,
     JobState,
 )
+from scheduler.selectors.queue import queue_seen_sql
 
 
 def resolve_cluster(
@@ -31,15 +33,22 @@ def resolve_cluster(
     field: str = "cluster",
     missing: type[ApplicationError] = ValidationFailed,
     with_host_sizes: bool = False,
+    with_queue_seen: bool = False,
 ) -> Cluster:
     """A cluster by its id or its name; an unknown one raises `missing` (a 400 in a
     submission, a 404 where the cluster is what is read). `with_host_sizes` also reads
-    its hosts' GPU counts (`cluster.host_sizes`) in the same query."""
+    its hosts' GPU counts (`cluster.host_sizes`) in the same query; `with_queue_seen`
+    where its stored queue stands (`cluster.queue_seen`, for `stored_queue_seen`: a
+    queue page then needs no statement of its own for the queue while this process
+    holds that version)."""
     if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
         raise ValidationFailed(f"{field} must be a cluster's id or name.", field=field)
-    find = _with_host_sizes if with_host_sizes else _plain
+    if with_host_sizes:
+        find = _with_host_sizes
+    else:
+        find = functools.partial(_plain, queue_seen=with_queue_seen)
     if isinstance(value, str) and is_id_text(value) and not with_host_sizes:
-        cluster = _plain_name_or_id(value)
+        cluster = _plain_name_or_id(value, queue_seen=with_queue_seen)
     elif isinstance(value, str):
         cluster = find("name", value)
         if cluster is None and is_id_text(value):
@@ -52,25 +61,33 @@ def resolve_cluster(
     return cluster
 
 
-def _plain(column: str, value: Any) -> Cluster | None:
+@functools.cache
+def _select(queue_seen: bool) -> str:
+    """The select list of a cluster's plain read, with where its stored queue stands."""
+    seen = ", " + queue_seen_sql('c."id"') if queue_seen else ""
+    return f'SELECT {columns(Cluster, "c")}{seen} FROM "{Cluster._meta.db_table}" c'
+
+
+def _cluster(row: tuple, queue_seen: bool) -> Cluster:
+    cluster, at = instance(Cluster, row)
+    if queue_seen:
+        cluster.queue_seen = row[at]
+    return cluster
+
+
+def _plain(column: str, value: Any, *, queue_seen: bool = False) -> Cluster | None:
     """The cluster whose `column` (id or name, both unique) is `value`, in one plain
     statement (config.plainsql: the queue and every cluster read ask)."""
-    sql = (
-        f'SELECT {columns(Cluster, "c")} FROM "{Cluster._meta.db_table}" c WHERE c."{column}" = %s'
-    )
-    row = fetch_one(sql, [value])
-    return None if row is None else instance(Cluster, row)[0]
+    row = fetch_one(f'{_select(queue_seen)} WHERE c."{column}" = %s', [value])
+    return None if row is None else _cluster(row, queue_seen)
 
 
-def _plain_name_or_id(text: str) -> Cluster | None:
+def _plain_name_or_id(text: str, *, queue_seen: bool = False) -> Cluster | None:
     """The cluster named `text` (digits), else the one whose id it is, in one statement
     (the dashboards' chart requests name their cluster by id: two reads before)."""
-    sql = (
-        f'SELECT {columns(Cluster, "c")} FROM "{Cluster._meta.db_table}" c '
-        'WHERE c."name" = %s OR c."id" = %s'
-    )
+    sql = f'{_select(queue_seen)} WHERE c."name" = %s OR c."id" = %s'
     ident = int(text) if int(text) < 2**63 else -1  # beyond bigint: no cluster has that id
-    found = [instance(Cluster, row)[0] for row in fetch_all(sql, [text, ident])]
+    found = [_cluster(row, queue_seen) for row in fetch_all(sql, [text, ident])]
     return next((c for c in found if c.name == text), found[0] if found else None)
 
 

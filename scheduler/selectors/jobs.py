@@ -183,8 +183,12 @@ def queue_page(
     order), each with its job's name, project, submitter, size and current state; with
     `submitter_id`, only that user's jobs (like `squeue --me`), with `project_ids`
     (`projects_at_or_below`) only those projects' jobs, at their places in the whole
-    queue."""
-    snap = stored_queue(cluster_id=cluster.pk)
+    queue. A cluster `resolve_cluster(with_queue_seen=True)` read says where its stored
+    queue stands: no queue statement while this process holds that version."""
+    if hasattr(cluster, "queue_seen"):
+        snap = stored_queue_seen(cluster_id=cluster.pk, seen=cluster.queue_seen)
+    else:
+        snap = stored_queue(cluster_id=cluster.pk)
     if snap is None:
         return QueuePage(count=0, computed_at=None, cycle_id=None, rows=[])
     if submitter_id is None and project_ids is None:

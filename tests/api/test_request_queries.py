@@ -163,11 +163,12 @@ def test_a_pending_jobs_read_follows_a_new_queue_at_once(live):
     assert again.json()["queue"] == response.json()["queue"] and len(sql) == 2, sql
 
 
-def test_a_queue_page_is_four_statements_with_each_rows_project_path(live):
+def test_a_queue_page_is_three_statements_with_each_rows_project_path(live):
     """`GET /api/v1/queue/?cluster=...&limit=50`: the token with the user's roles, the
-    cluster, the stored queue (with whether a budget change falls in its window: none
-    here) and the page's jobs with the slug paths of their projects, walked up from
-    those projects alone (the whole tree is not read)."""
+    cluster with where its stored queue stands (the version this process holds: no
+    queue statement; whether a budget change falls in its window: none here) and the
+    page's jobs with the slug paths of their projects, walked up from those projects
+    alone (the whole tree is not read)."""
     for _ in range(4):
         live.submit("a2", gpus=8, min_runtime_s=3600, duration_s=7200)
     live.cycle()
@@ -185,5 +186,28 @@ def test_a_queue_page_is_four_statements_with_each_rows_project_path(live):
     jobs = Job.objects.select_related("project").in_bulk([r["job"] for r in rows])
     assert {r["project_path"] for r in rows} == set(expected.values())
     assert all(r["project_path"] == expected[jobs[r["job"]].project.slug] for r in rows)
-    assert len(sql) == 4, sql
+    assert len(sql) == 3, sql
+    assert not any("scheduler_queuesnapshot" in q and "entries" in q for q in sql)
     assert not any(q.strip().startswith("SELECT id, parent_id, slug FROM") for q in sql)
+
+
+def test_a_queue_page_follows_a_new_queue_at_once(live):
+    """The cluster's statement says which version of the stored queue is current: after
+    a cycle rewrote it, the next page reads the new queue and shows the new order; the
+    page after that needs no queue statement again."""
+    for _ in range(4):
+        live.submit("a2", gpus=8, min_runtime_s=3600, duration_s=7200)
+    live.cycle()
+    first = live.submit("a1", gpus=8)
+    live.cycle(advance_s=60)
+    client = token_client(live.user)
+    path = f"/api/v1/queue/?cluster={live.cluster.name}&limit=50"
+    assert [r["job"] for r in client.get(path).json()["results"]] == [first.pk]
+    urgent = live.submit("a1", gpus=8, priority=5)
+    live.cycle(advance_s=60)
+
+    response, sql = statements(lambda: client.get(path))
+    assert [r["job"] for r in response.json()["results"]] == [urgent.pk, first.pk]
+    assert any("scheduler_queuesnapshot" in q and "entries" in q for q in sql), sql
+    again, sql = statements(lambda: client.get(path))
+    assert again.json() == response.json() and len(sql) == 3, sql
