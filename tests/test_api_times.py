@@ -1,4 +1,5 @@
-"""`config.api_times.api_time` writes a time as DRF's JSON encoder does."""
+"""`config.api_times.api_time` writes a time as DRF's JSON encoder does; `api_times` as
+`api_time` does each."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import pytest
 from rest_framework.utils.encoders import JSONEncoder
 
-from config.api_times import api_time
+from config.api_times import api_time, api_times
 
 CET = dt.timezone(dt.timedelta(hours=1))
 
@@ -25,3 +26,18 @@ CET = dt.timezone(dt.timedelta(hours=1))
 )
 def test_api_time_is_what_drfs_encoder_writes(value):
     assert json.dumps(api_time(value)) == json.dumps(value, cls=JSONEncoder)
+
+
+def test_api_times_are_api_time_of_each_even_for_one_instant_in_two_zones():
+    noon = dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC)
+    values = [
+        noon,
+        noon.astimezone(CET),  # the same instant, another offset: another text
+        dt.datetime(2026, 12, 6, 12, 0, tzinfo=dt.UTC),  # equal to the first
+        None,
+        noon.replace(tzinfo=None),  # naive
+        noon + dt.timedelta(microseconds=1),
+        noon,
+    ]
+    assert api_times(values) == [api_time(v) for v in values]
+    assert api_times(values)[0] != api_times(values)[1]
