@@ -40,6 +40,13 @@ class StrictContentNegotiation(DefaultContentNegotiation):
 
     def _select(self, request, renderers, format_suffix):
         asked = format_suffix or request.query_params.get(FORMAT_PARAMETER)  # "" refused too
+        if asked is None and len(renderers) == 1 and ";" not in renderers[0].media_type:
+            # No Accept, `*/*` or exactly the one media type offered (what clients send):
+            # DRF's answer is that renderer and its media type (tested); its parsing of
+            # the header and the media types costs more than the rest of negotiating.
+            accept = request.META.get("HTTP_ACCEPT", "*/*")
+            if accept == "*/*" or accept == renderers[0].media_type:
+                return renderers[0], renderers[0].media_type
         if asked is not None and not any(r.format == asked for r in renderers):
             raise NotAcceptable(
                 f"There is no format {asked[:50]!r}; this operation answers "
