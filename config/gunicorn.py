@@ -9,6 +9,7 @@ Metrics: each worker writes its counters under its slot (`web-<host>-<port>-<n>`
 ops.metrics), the lowest slot no live worker holds, so a replaced or restarted worker
 continues the counts of the one before it; nothing is deleted at start."""
 
+import gc
 import multiprocessing
 import os
 import socket
@@ -63,3 +64,15 @@ def pre_fork(server, worker):
 
 def post_fork(server, worker):
     os.environ[PROCESS_IDENTITY_ENV] = f"{_METRICS_PREFIX}-{worker.allot_slot}"
+
+
+def post_worker_init(worker):
+    """Once per worker, before its first request: import the URLconf (every view, and
+    numpy and the planner through them: otherwise the first request's work), then move
+    everything the worker holds into the collector's permanent generation (`gc.freeze`),
+    so its collections walk what requests create, not the whole application again."""
+    from django.urls import get_resolver  # Django is set up by now (the app is loaded)
+
+    get_resolver().url_patterns  # noqa: B018 (imports the URLconf)
+    gc.collect()
+    gc.freeze()

@@ -1,0 +1,33 @@
+"""config/gunicorn.py's `post_worker_init`: a web worker imports the URLconf before its
+first request and freezes what it holds then, as gunicorn itself calls the hook."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# gunicorn's Config reads the file and hands the hook to the worker, which calls it after
+# loading the application (django.setup() done): here the same, in a fresh process.
+SCRIPT = """
+import gc, sys
+from gunicorn.config import Config
+namespace = {"__file__": "config/gunicorn.py"}
+exec(compile(open("config/gunicorn.py").read(), "gunicorn.py", "exec"), namespace)
+cfg = Config()
+cfg.set("post_worker_init", namespace["post_worker_init"])
+from config.wsgi import application  # what the worker loads first
+assert "config.urls" not in sys.modules and gc.get_freeze_count() == 0
+cfg.post_worker_init(None)
+print("config.urls" in sys.modules, "scheduler.api.views" in sys.modules, gc.get_freeze_count() > 1000)
+"""
+
+
+def test_a_worker_imports_the_urlconf_and_freezes_the_heap_before_its_first_request():
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True", "True"]
