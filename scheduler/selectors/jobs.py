@@ -211,25 +211,21 @@ def queue_page(
         project_ids=projects,
         any_change=snap.budget_changed,
     )
-    rows = []
-    for entry in entries:
-        rows.append(
-            {
-                **entry,
-                "reason": with_change_note(entry["reason"], notes.get(entry["project"])),
-                "project_path": paths.get(entry["project"] or -1, ""),
-                **jobs.get(entry["job"], _GONE_JOB),
-            }
-        )
+    for entry in entries:  # each a dict of its own (`StoredQueue`): completed in place
+        if notes:
+            entry["reason"] = with_change_note(entry["reason"], notes.get(entry["project"]))
+        entry["project_path"] = paths.get(entry["project"] or -1, "")
+        entry.update(jobs.get(entry["job"], _GONE_JOB))
     return QueuePage(
         count=count,
         computed_at=snap.computed_at,
         cycle_id=snap.cycle_id,
-        rows=rows,
+        rows=entries,
     )
 
 
-_QUEUE_JOB_FIELDS = ("name", "gpus", "kind", "min_runtime_s", "priority", "state", "queued_at")
+_QUEUE_JOB_FIELDS = ("name", "submitter", "gpus", "kind", "min_runtime_s", "priority", "state")
+_QUEUE_JOB_FIELDS += ("queued_at",)
 _GONE_JOB: dict[str, Any] = {  # a queued job deleted since the cycle
     "name": "",
     "submitter": "",
@@ -284,8 +280,7 @@ def _queue_jobs(
         if name is None:
             paths[pk] = submitter
         else:
-            fields = dict(zip(_QUEUE_JOB_FIELDS[1:], rest, strict=True))
-            jobs[pk] = {"name": name, "submitter": submitter, **fields}
+            jobs[pk] = dict(zip(_QUEUE_JOB_FIELDS, (name, submitter, *rest), strict=True))
     return jobs, paths
 
 
