@@ -426,3 +426,10 @@ def hosts_text(names: Sequence[str]) -> str:
         return ", ".join(names)
     shown = NAMED_HOSTS - 1
     return f"{', '.join(names[:shown])} and {len(names) - shown:,} more hosts"
+
+
+def no_block_note(size: int) -> str:
+    """A waiting job's note when neither free GPUs nor victims give it a block."""
+    return (
+        f"no free aligned block of {size} GPU{'s' if size != 1 else ''} and no job it may preempt"
+    )

@@ -26,7 +26,7 @@ from functools import partial
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
 from scheduler.core.engine.consolidate import for_cycle
-from scheduler.core.engine.explain import FairShareReasons, fair_share_queue
+from scheduler.core.engine.explain import FairShareReasons, fair_share_queue, no_block_note
 from scheduler.core.engine.fairshare import compute_fair_share
 from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import (
@@ -457,9 +457,7 @@ class FairShareCycle:
             self.reservations.reserve(w, sh, r, total_charge)
         elif self.cluster.index.any_free() or searched:
             size = sh.block or sh.gpus
-            self.decisions.note(
-                w, f"no free aligned block of {size} GPUs and no job it may preempt"
-            )
+            self.decisions.note(w, no_block_note(size))
 
     def _started(self, w: Workload, charge: float) -> None:
         self.charged[w.project] = self.charged.get(w.project, 0.0) + charge

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scheduler.core.engine import BudgetNode, StopReason
+from scheduler.core.engine.explain import no_block_note
 
 from .helpers import H, apply_plan, cycle, gpus_of, hosts, job, pending, run, snap, tree
 
@@ -478,3 +479,9 @@ def test_reservation_time_counts_only_jobs_the_large_job_may_preempt():
     assert not out.starts and not out.stops
     (res,) = out.reservations
     assert "may not preempt" in res.reason and "usable in" not in res.reason
+
+
+def test_the_no_block_note_counts_its_gpus_in_words():
+    # the demo's queue read "no free aligned block of 1 GPUs"
+    assert no_block_note(1) == "no free aligned block of 1 GPU and no job it may preempt"
+    assert no_block_note(8) == "no free aligned block of 8 GPUs and no job it may preempt"
