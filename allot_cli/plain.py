@@ -88,7 +88,8 @@ def table(
     title: str | None,
     limit: int | None = None,
 ) -> bool:
-    """Print a table as rich's `Table(box=None, pad_edge=False)` does when it fits (in
+    """Print a table as rich's `Table(box=None, pad_edge=False)` does, less the blanks
+    that end its lines (`render` strips rich's too, into a pipe), when it fits (in
     `limit` columns, the terminal's width by default): each
     column as wide as its widest cell (at least its minimum, at most its maximum; a cell
     over the maximum cut with an ellipsis), two spaces apart, the title centred above.
@@ -111,9 +112,9 @@ def table(
     out = []
     if title:
         left = (total - len(title)) // 2
-        out.append(" " * left + title + " " * (total - len(title) - left))
+        out.append(" " * left + title)
     for row in (columns, *cells):
-        out.append("  ".join(_fit(text, w) for text, w in zip(row, widths, strict=True)))
+        out.append("  ".join(_fit(text, w) for text, w in zip(row, widths, strict=True)).rstrip())
     sys.stdout.write("\n".join(out) + "\n")
     return True
 

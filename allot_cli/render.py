@@ -368,6 +368,7 @@ def _rich_table(
     width: int,
 ) -> None:
     from rich.table import Table  # here, not at the top: start-up time (module docstring)
+    from rich.text import Text
 
     t = Table(title=title, header_style="bold", box=None, pad_edge=False)
     for column, (overflow, low, high) in zip(columns, layout, strict=True):
@@ -377,18 +378,25 @@ def _rich_table(
             t.add_column(column, overflow="ellipsis", no_wrap=True, max_width=high)
         else:
             t.add_column(column, no_wrap=True)
-    for row in cells:
-        t.add_row(*row)
-    out(width).print(t)
+    for row in cells:  # as text: a job's name or a reason may hold "[...]", no markup
+        t.add_row(*(Text(cell) for cell in row))
+    console = out(width)
+    if plain.styled():
+        console.print(t)
+        return
+    with console.capture() as captured:  # into a pipe: no blanks padding the last column
+        console.print(t)
+    sys.stdout.write("".join(f"{line.rstrip()}\n" for line in captured.get().splitlines()))
 
 
 def pairs(items: Sequence[tuple[str, Any]]) -> None:
     """Key/value lines (`allot show`); a value's UTC times are shown local."""
     from rich.table import Table  # here, not at the top: start-up time (module docstring)
+    from rich.text import Text
 
     t = Table(box=None, show_header=False, pad_edge=False)
     t.add_column(style="bold")
     t.add_column(overflow="fold")
-    for key, value in items:
-        t.add_row(key, number(value) if not isinstance(value, str) else local_times(value))
+    for key, value in items:  # a value as text: a job's name may hold "[...]", no markup
+        t.add_row(key, Text(number(value) if not isinstance(value, str) else local_times(value)))
     out().print(t)

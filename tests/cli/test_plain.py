@@ -90,7 +90,7 @@ def test_the_cli_s_own_output_takes_the_plain_path(capsys, monkeypatch):
     cells = [["1", "100", "…/prog-a/a1", "waits for 8 free GPUs on one host"]]
     layout = [("", None, None), ("", None, None), ("ellipsis", None, 12), ("ellipsis", None, 20)]
     done, out = printed(capsys, lambda: plain.table(columns, cells, layout, None))
-    assert done and out == "POS  JOBID  PROJECT      REASON              \n" + (
+    assert done and out == "POS  JOBID  PROJECT      REASON\n" + (  # no trailing blanks
         "1    100    …/prog-a/a1  waits for 8 free GP…\n"
     )
 

@@ -266,3 +266,25 @@ def test_a_table_too_wide_for_the_terminal_cuts_no_figure(capsys, monkeypatch, s
         "999.5", "0.0", "41040.5", "652.8", "84.8%"
     ]  # fmt: skip
     assert cells[2].startswith("…") and cells[2].endswith("pretraining")  # the path's end
+
+
+def test_a_table_into_a_pipe_ends_its_lines_without_blanks(capsys, monkeypatch):
+    """`allot queue | less`: the last column was padded to its longest reason, hundreds of
+    blanks on every shorter line; a reason rich must print (a `[`) goes through rich."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    for reason in ("waits", "waits [for the reserve]"):
+        rows = [["1", reason], ["2", "waits for 8 free GPUs on one host, behind job 100"]]
+        render.table(["POS", "REASON"], rows, wrap=("REASON",))
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[1].split(maxsplit=1) == ["1", reason]
+        assert all(line == line.rstrip() for line in lines), lines
+
+
+def test_a_job_name_in_brackets_is_shown_not_read_as_markup(capsys, monkeypatch):
+    """rich read "exp[lr=3e-4]" in a cell as a style tag and dropped it."""
+    monkeypatch.setenv("COLUMNS", "80")
+    render.pairs([("job", "1339 exp[lr=3e-4]")])
+    render.table(["JOBID", "NAME"], [["1339", "exp[lr=3e-4]"]])
+    text = capsys.readouterr().out
+    assert text.count("exp[lr=3e-4]") == 2, text
