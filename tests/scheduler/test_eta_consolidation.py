@@ -12,7 +12,7 @@ from scheduler.models import AttemptEnd, AttemptState
 from scheduler.selectors.snapshot import after_stops, cluster_snapshot
 from scheduler.services.eta import cluster_etas, stop_requeues
 from tests.support.live import submit_job
-from tests.support.stops import a1_history, a1_running, gpus_on, without_reserve
+from tests.support.stops import a1_running, gpus_on, two_hosts_with_a1_runtimes
 
 pytestmark = pytest.mark.django_db
 
@@ -24,11 +24,7 @@ def moving(cluster, tree):
     """On h0 a 4-GPU a1 job stops to move to h1[0-3] (2,000 s run) so that an 8-GPU a1
     job gets all of h0; another 4-GPU a1 job runs on h1[4-7]; an 8-GPU a1 job waits
     behind the one the move is for. 8-GPU a1 jobs run 1,000 s, 4-GPU ones 10,000 s."""
-    h0, h1 = without_reserve(cluster)
-    a1_history(cluster, tree, gpus=8, runtime_s=1000)
-    a1_history(cluster, tree, gpus=4, runtime_s=10_000)
-    now = timezone.now()
-    user, a1 = tree.user("ann"), tree.node("a1")
+    h0, h1, now, user, a1 = two_hosts_with_a1_runtimes(cluster, tree)
     moved_for = submit_job(
         cluster=cluster, project=a1, user=user, at=now, gpus=8, min_runtime_s=2 * H
     )

@@ -65,3 +65,12 @@ def a1_running(cluster, tree, now, *, resumable: bool = True, **attempt) -> Job:
     )
     AttemptFactory(job=job, started_at=now - dt.timedelta(seconds=RAN_S), **attempt)
     return job
+
+
+def two_hosts_with_a1_runtimes(cluster, tree):
+    """The stop scenarios' start: h0 and h1 with no short-job reserve, a1's 8-GPU jobs
+    known to run 1,000 s and its 4-GPU ones 10,000 s; (h0, h1, now, ann, a1)."""
+    h0, h1 = without_reserve(cluster)
+    a1_history(cluster, tree, gpus=8, runtime_s=1000)
+    a1_history(cluster, tree, gpus=4, runtime_s=10_000)
+    return h0, h1, timezone.now(), tree.user("ann"), tree.node("a1")
