@@ -121,11 +121,7 @@ def test_a_pending_jobs_read_is_two_statements(live):
     the ETA's freshness check needs; whether a budget change falls in its window: none
     here, so no notes' statement); no attempts statement for a job that never started; no
     health-check statement on the connection."""
-    for _ in range(4):
-        live.submit("a2", gpus=8, min_runtime_s=3600, duration_s=7200)
-    live.cycle()
-    waiting = live.submit("a1", gpus=8)
-    live.cycle(advance_s=60)
+    waiting = _a1_waits_behind_a2(live)
     cluster_etas(cluster=live.cluster, fresh=True)
     client = token_client(live.user)
     client.get(f"/api/v1/jobs/{waiting.pk}/")  # per-process copies (the stored queue)
@@ -140,16 +136,22 @@ def test_a_pending_jobs_read_is_two_statements(live):
     assert sum("scheduler_cyclerecord" in q for q in sql) == 1  # inside the job's statement
 
 
-def test_a_pending_jobs_read_follows_a_new_queue_at_once(live):
-    """The job's statement says which version of the stored queue is current: after a
-    cycle rewrote it (a job of a1 with a higher priority now starts first), the next
-    read reads the new queue (and the room of the hosts as of it: statements more, that
-    once) and shows the new place; the read after that needs no queue statement again."""
+def _a1_waits_behind_a2(live):
+    """a2's four protected 8-GPU jobs fill the cluster; an 8-GPU a1 job then waits."""
     for _ in range(4):
         live.submit("a2", gpus=8, min_runtime_s=3600, duration_s=7200)
     live.cycle()
     waiting = live.submit("a1", gpus=8)
     live.cycle(advance_s=60)
+    return waiting
+
+
+def test_a_pending_jobs_read_follows_a_new_queue_at_once(live):
+    """The job's statement says which version of the stored queue is current: after a
+    cycle rewrote it (a job of a1 with a higher priority now starts first), the next
+    read reads the new queue (and the room of the hosts as of it: statements more, that
+    once) and shows the new place; the read after that needs no queue statement again."""
+    waiting = _a1_waits_behind_a2(live)
     client = token_client(live.user)
     path = f"/api/v1/jobs/{waiting.pk}/"
     assert client.get(path).json()["queue"]["position"] == 1
@@ -195,11 +197,7 @@ def test_a_queue_page_follows_a_new_queue_at_once(live):
     """The cluster's statement says which version of the stored queue is current: after
     a cycle rewrote it, the next page reads the new queue and shows the new order; the
     page after that needs no queue statement again."""
-    for _ in range(4):
-        live.submit("a2", gpus=8, min_runtime_s=3600, duration_s=7200)
-    live.cycle()
-    first = live.submit("a1", gpus=8)
-    live.cycle(advance_s=60)
+    first = _a1_waits_behind_a2(live)
     client = token_client(live.user)
     path = f"/api/v1/queue/?cluster={live.cluster.name}&limit=50"
     assert [r["job"] for r in client.get(path).json()["results"]] == [first.pk]
