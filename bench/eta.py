@@ -18,6 +18,12 @@ The middle run spreads each job's runtime quantile around the median by `--sprea
 (default `scheduler.core.sim.eta.SPREAD`, as the live service; 0: every job at its median,
 the model before 2026-12-04).
 
+`--consolidate on|off|replay`: consolidation (planned moves) in the replay and the
+forward runs (default, as the live service), in neither, or in the replay alone
+(diagnosis). `--rows` also writes, per evaluated job, the replay's moves during its wait,
+a move in the cycle it started in, and its snapshot's running jobs whose run began with a
+move or after a requeue.
+
 Prints one JSON object: jobs evaluated, median and p90 absolute error (s), the median
 relative error (|eta - real| / real wait), the share of real starts inside the stated
 range, the same for the baseline (Slurm backfill-style reservation estimate), the
@@ -283,6 +289,13 @@ def main(argv: list[str] | None = None) -> int:
         "2026-12-06 night)",
     )
     ap.add_argument("--rows", default=None, help="also write every evaluated job as CSV here")
+    ap.add_argument(
+        "--consolidate",
+        choices=("on", "off", "replay"),
+        default="on",
+        help="consolidation (`Policy.consolidate`) in the replay and the forward runs (on, "
+        "as the live service), in neither (off), or in the replay alone (diagnosis)",
+    )
     ap.add_argument("--warmup-days", type=float, default=2.0)
     ap.add_argument(
         "--calibrate",
@@ -293,10 +306,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--saved-work",
-        choices=("all", "running", "pending", "none"),
+        choices=("all", "running", "pending", "moved", "none"),
         default="none",
         help="count the work a requeued job saved in earlier runs as time it has run "
-        "(`Snapshot.worked`): for every job, the running or the pending ones only, or "
+        "(`Snapshot.worked`): for every job, the running or the pending ones only, the "
+        "running ones whose run began with a move (consolidation), or "
         "none (default: every run forecast as if it were the first, as the live service, "
         "whose runtimes are per attempt; `all` was better on the generated month and "
         "Philly days 20-25, worse on days 10-15: docs/benchmarks-history.md)",
@@ -335,7 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = min((j.submit_s for j in trace), default=0.0) + args.start_day * DAY
     t1 = t0 + args.days * DAY
     jobs = [j for j in trace if t0 <= j.submit_s < t1]
-    config = SimConfig(policy=args.policy, until_s=t1 + 3 * DAY, seed=0)
+    config = SimConfig(
+        policy=args.policy, until_s=t1 + 3 * DAY, seed=0, consolidate=args.consolidate != "off"
+    )
     spec: dict[str, TraceJob] = {j.job_id: j for j in jobs}
 
     # One replay: the state is captured at the submission of a seeded random share of
@@ -352,6 +368,10 @@ def main(argv: list[str] | None = None) -> int:
 
     first = simulate(cluster, tree, jobs, config, probe=(watch, probe))
     replay_s = first.wall_s
+    # the replay's moves (consolidation): (when, job), a run begun by a move
+    moves = sorted((p.at_s, p.job_id) for p in first.preemptions if p.reason_code == "migrate")
+    move_t = [t for t, _ in moves]
+    moved_runs = set(moves)
     real: dict[str, float] = {}
     for out in first.jobs:
         if out.waits_s:
@@ -369,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         if out.state == "completed" and out.end_s is not None
     )
     done_t = [t for t, _ in done]
-    policy = policy_for(config)
+    policy = policy_for(config, consolidate=args.consolidate == "on")
     window = args.arrival_window_h * 3600.0
     # past submissions come from the whole trace: the days before the window were seen
     submitted = sorted((j for j in trace if j.submit_s < t1), key=lambda j: j.submit_s)
@@ -388,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         for j in submitted
     }
     users = {j.job_id: (j.job_id if args.oracle else j.user) for j in jobs}
+    # the oracle's runtimes: an expected arrival repeats a job from before the window too
+    known = {j.job_id: j for j in submitted}
 
     def eta_at(jid: str, now: float, snapshot: Snapshot) -> Estimate:
         """Job `jid`'s estimate from the state at `now`, as the live service makes it."""
@@ -395,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
             keep = (
                 {r.workload.id for r in snapshot.running}
                 if args.saved_work == "running"
+                else {
+                    r.workload.id
+                    for r in snapshot.running
+                    if (r.started_s, r.workload.id) in moved_runs
+                }
+                if args.saved_work == "moved"
                 else {w.id for v in snapshot.pending.values() for w in v}
                 if args.saved_work == "pending"
                 else set()
@@ -411,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
             history, recent=args.recent or None
         )
         if args.oracle:
-            forecast = _Oracle(spec)  # type: ignore[assignment]
+            forecast = _Oracle(known)  # type: ignore[assignment]
         busy = None  # the latest start expects the same arrivals unless set below
         if args.arrivals == "oracle":
             later = [wl[j.job_id] for j in jobs if now < j.submit_s <= now + 3 * DAY]
@@ -478,13 +506,25 @@ def main(argv: list[str] | None = None) -> int:
         args.churn_probes,
     )
     if args.rows:
+        # diagnosis: the replay's moves (consolidation) around each evaluated job: moves
+        # during its wait, a move in the cycle it started in, and the running jobs of its
+        # snapshot whose current run began with a move (their elapsed time restarted)
         with open(args.rows, "w", encoding="utf-8") as out:
-            out.write("job,kind,gpus,submit_s,real_start_s,eta_s,earliest_s,latest_s,baseline_s\n")
+            out.write(
+                "job,kind,gpus,submit_s,real_start_s,eta_s,earliest_s,latest_s,baseline_s,"
+                "moves_in_wait,move_at_start,running_moved,running_requeued,running\n"
+            )
             for jid, (real_start, submit, eta, lo, hi), b in zip(
                 evaluated, ours, base, strict=True
             ):
                 j = spec[jid]
-                row = (jid, j.kind, j.gpus, submit, real_start, eta, lo, hi, b[2])
+                snap = seen[jid][1]
+                in_wait = bisect_right(move_t, real_start) - bisect_right(move_t, submit)
+                at_start = bisect_right(move_t, real_start) - bisect_left(move_t, real_start)
+                r_moved = sum((rw.started_s, rw.workload.id) in moved_runs for rw in snap.running)
+                r_requeued = sum(rw.workload.id in snap.worked for rw in snap.running)
+                row = (jid, j.kind, j.gpus, submit, real_start, eta, lo, hi, b[2], in_wait,
+                       at_start, r_moved, r_requeued, len(snap.running))  # fmt: skip
                 out.write(",".join(str(v) for v in row) + "\n")
     waits = [r - s for r, s, *_ in ours]
     result = {
