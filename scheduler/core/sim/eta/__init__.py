@@ -21,8 +21,10 @@ simulation of the current state through the same engine `plan()` (pure Python).
   runtimes a job that has run longer is expected to run longer still, and most estimates
   there moved later), so the bench leaves it off by default.
 - `forward_starts`: plays the snapshot forward with the engine: running jobs end when
-  their forecast says, protections expire, stopped resumable work is requeued, the
-  usage of allocated runs grows; cycles run at every event and, under fair share,
+  their forecast says, protections expire, resumable runs save their work every
+  checkpoint interval (`last_checkpoint_s`: what a stop or a move loses, which the
+  engine reads to choose victims and the runs it moves), stopped resumable work is
+  requeued, the usage of allocated runs grows; cycles run at every event and, under fair share,
   periodically while the engine could act. Returns each job's first start. Jobs that
   arrive later are unknown to it (the main source of error on a busy cluster).
 - `estimate`: three forward runs with the low, middle and high runtime quantiles (the

@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from scheduler.core.engine import EngineState, plan
-from scheduler.core.engine.runs import protected_until
+from scheduler.core.engine.runs import last_checkpoint_s, protected_until
 from scheduler.core.engine.types import Policy, RunningWorkload, Snapshot, Workload
 from scheduler.core.sim.eta.runtimes import Remaining
 
@@ -20,8 +20,10 @@ MAX_CYCLES = 20_000  # engine cycles per forward run at most
 REL_STEP = 0.02  # cycles at least this share of the look-ahead apart (see forward_starts)
 MAX_PERIOD_S = 3600.0  # the longest gap between periodic cycles that change nothing
 # event kinds in a forward run's heap: a run ends, a protection expires (wakes a
-# cycle), an avoidance lapses (wakes a cycle: the job may start on that host now)
-END, PROTECTION, AVOIDANCE = 0, 1, 2
+# cycle), an avoidance lapses (wakes a cycle: the job may start on that host now), a
+# resumable run saves its work (`last_checkpoint_s` moves on; wakes no cycle, as in the
+# live cycle and the replay, which read it at their next cycle)
+END, PROTECTION, AVOIDANCE, CHECKPOINT = 0, 1, 2, 3
 
 
 def order_key(w: Workload) -> tuple[int, float, str]:
@@ -43,6 +45,7 @@ class Forward:
         self.policy = replace(policy, explain_queue=False)
         self.remaining = remaining
         self.cap = policy.max_min_runtime_s
+        self.interval = policy.checkpoint_interval_s
         self.hosts = tuple(snapshot.hosts)
         self.healthy = {h.name: h.gpus for h in self.hosts if h.healthy}
         self.max_host = max(self.healthy.values(), default=0)
@@ -94,6 +97,30 @@ class Forward:
             until = protected_until(rw, self.cap)
             if t < until < end:
                 heapq.heappush(self.heap, (until, PROTECTION, self.seq, w.id))
+        if w.resumable and self.interval > 0:
+            self.checkpoint(rw, t, end)
+
+    def checkpoint(
+        self, rw: RunningWorkload, t: float, end: float, due: float | None = None
+    ) -> None:
+        """Running `rw` as its checkpoints leave it at `t` (`last_checkpoint_s`, the one
+        rule of the engine's runs, as the live snapshot and the replay read it), and its
+        next checkpoint before `end` as an event. The engine reads it to choose victims
+        (the work a stop loses) and the runs consolidation may move (saved work).
+        `due`: the checkpoint event that brought it here (reached, whatever the
+        rounding of the rule's division says)."""
+        saved = last_checkpoint_s(rw.started_s, t, self.interval)
+        if due is not None and (saved is None or saved < due):
+            saved = due
+        w = rw.workload
+        if saved is not None and (rw.last_checkpoint_s is None or saved > rw.last_checkpoint_s):
+            rw = replace(rw, last_checkpoint_s=saved)
+            self.running[w.id] = rw
+        nxt = (saved if saved is not None else rw.started_s) + self.interval
+        while nxt <= t:
+            nxt += self.interval
+        if nxt < end:
+            heapq.heappush(self.heap, (nxt, CHECKPOINT, self.token[w.id], w.id))
 
     def remove_running(self, wid: str) -> RunningWorkload:
         rw = self.running.pop(wid)
@@ -134,11 +161,14 @@ class Forward:
         woke = False
         heap = self.heap
         while heap and heap[0][0] <= t:
-            _, kind, tok, wid = heapq.heappop(heap)
+            at, kind, tok, wid = heapq.heappop(heap)
             if kind == AVOIDANCE:
                 woke = woke or wid in self.by_id
                 continue
             if self.token.get(wid) != tok:
+                continue
+            if kind == CHECKPOINT:
+                self.checkpoint(self.running[wid], t, self.ends[wid], at)
                 continue
             if kind == END:
                 self.remove_running(wid)
