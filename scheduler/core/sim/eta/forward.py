@@ -20,10 +20,8 @@ MAX_CYCLES = 20_000  # engine cycles per forward run at most
 REL_STEP = 0.02  # cycles at least this share of the look-ahead apart (see forward_starts)
 MAX_PERIOD_S = 3600.0  # the longest gap between periodic cycles that change nothing
 # event kinds in a forward run's heap: a run ends, a protection expires (wakes a
-# cycle), an avoidance lapses (wakes a cycle: the job may start on that host now), a
-# resumable run saves its work (`last_checkpoint_s` moves on; wakes no cycle, as in the
-# live cycle and the replay, which read it at their next cycle)
-END, PROTECTION, AVOIDANCE, CHECKPOINT = 0, 1, 2, 3
+# cycle), an avoidance lapses (wakes a cycle: the job may start on that host now)
+END, PROTECTION, AVOIDANCE = 0, 1, 2
 
 
 def order_key(w: Workload) -> tuple[int, float, str]:
@@ -62,6 +60,9 @@ class Forward:
         self.rate: dict[str, float] = defaultdict(float)
         self.usage: dict[str, float] = defaultdict(float, snapshot.usage)
         self.heap: list[tuple[float, int, int, str]] = []  # (time, kind, token, id)
+        # (next checkpoint, token, id) of the resumable runs: read at each cycle, like
+        # the replay's (a checkpoint wakes no cycle)
+        self.saves: list[tuple[float, int, str]] = []
         self.token: dict[str, int] = {}
         self.seq = 0
         # pending workload -> host it is kept off -> when that lapses (`Snapshot.avoid`
@@ -105,22 +106,36 @@ class Forward:
     ) -> None:
         """Running `rw` as its checkpoints leave it at `t` (`last_checkpoint_s`, the one
         rule of the engine's runs, as the live snapshot and the replay read it), and its
-        next checkpoint before `end` as an event. The engine reads it to choose victims
-        (the work a stop loses) and the runs consolidation may move (saved work).
-        `due`: the checkpoint event that brought it here (reached, whatever the
-        rounding of the rule's division says)."""
+        next checkpoint before `end`. The engine reads it to choose victims (the work a
+        stop loses) and the runs consolidation may move (saved work). `due`: a
+        checkpoint known reached (whatever the rounding of the rule's division says)."""
         saved = last_checkpoint_s(rw.started_s, t, self.interval)
         if due is not None and (saved is None or saved < due):
             saved = due
-        w = rw.workload
         if saved is not None and (rw.last_checkpoint_s is None or saved > rw.last_checkpoint_s):
-            rw = replace(rw, last_checkpoint_s=saved)
-            self.running[w.id] = rw
+            rw = RunningWorkload(  # not dataclasses.replace: a forward run makes thousands
+                workload=rw.workload,
+                placements=rw.placements,
+                started_s=rw.started_s,
+                allocated=rw.allocated,
+                last_checkpoint_s=saved,
+                protected_until_s=rw.protected_until_s,
+                idle_since_s=rw.idle_since_s,
+            )
+            self.running[rw.workload.id] = rw
         nxt = (saved if saved is not None else rw.started_s) + self.interval
         while nxt <= t:
             nxt += self.interval
         if nxt < end:
-            heapq.heappush(self.heap, (nxt, CHECKPOINT, self.token[w.id], w.id))
+            heapq.heappush(self.saves, (nxt, self.token[rw.workload.id], rw.workload.id))
+
+    def save_work(self, t: float) -> None:
+        """The checkpoints due by `t` of the runs still going (`checkpoint`)."""
+        saves = self.saves
+        while saves and saves[0][0] <= t:
+            due, tok, wid = heapq.heappop(saves)
+            if self.token.get(wid) == tok:
+                self.checkpoint(self.running[wid], t, self.ends[wid], due)
 
     def remove_running(self, wid: str) -> RunningWorkload:
         rw = self.running.pop(wid)
@@ -161,14 +176,11 @@ class Forward:
         woke = False
         heap = self.heap
         while heap and heap[0][0] <= t:
-            at, kind, tok, wid = heapq.heappop(heap)
+            _, kind, tok, wid = heapq.heappop(heap)
             if kind == AVOIDANCE:
                 woke = woke or wid in self.by_id
                 continue
             if self.token.get(wid) != tok:
-                continue
-            if kind == CHECKPOINT:
-                self.checkpoint(self.running[wid], t, self.ends[wid], at)
                 continue
             if kind == END:
                 self.remove_running(wid)
@@ -222,6 +234,7 @@ class Forward:
 
     def cycle(self, t: float, state: EngineState, starts: dict[str, float]) -> bool:
         """One engine cycle at `t`, applied; True when it started or stopped anything."""
+        self.save_work(t)
         snap = Snapshot(
             hosts=self.hosts,
             running=list(self.running.values()),
