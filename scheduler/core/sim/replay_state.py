@@ -24,7 +24,7 @@ from typing import Any
 
 from ledger.accounting import EndReason, RunInterval
 from scheduler.core.engine.placement import place_on_free
-from scheduler.core.engine.runs import protection_s, saved_work_s
+from scheduler.core.engine.runs import checkpointed, protection_s, saved_work_s
 from scheduler.core.engine.types import (
     BudgetNode,
     Host,
@@ -571,16 +571,7 @@ class ReplayState:
             last = max(due, j.run_start + math.floor((now - j.run_start) / ckpt) * ckpt)
             while last + ckpt <= now:
                 last += ckpt
-            rw = self.running[idx]
-            self.running[idx] = RunningWorkload(
-                workload=rw.workload,
-                placements=rw.placements,
-                started_s=rw.started_s,
-                allocated=rw.allocated,
-                last_checkpoint_s=last,
-                protected_until_s=rw.protected_until_s,
-                idle_since_s=rw.idle_since_s,
-            )
+            self.running[idx] = checkpointed(self.running[idx], last)
             nxt = last + ckpt
             if nxt < j.run_start + j.need:
                 heapq.heappush(heap, (nxt, idx, token))

@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 
 from scheduler.core.engine import EngineState, plan
-from scheduler.core.engine.runs import last_checkpoint_s, protected_until
+from scheduler.core.engine.runs import checkpointed, last_checkpoint_s, protected_until
 from scheduler.core.engine.types import Policy, RunningWorkload, Snapshot, Workload
 from scheduler.core.sim.eta.runtimes import Remaining
 
@@ -113,15 +113,7 @@ class Forward:
         if due is not None and (saved is None or saved < due):
             saved = due
         if saved is not None and (rw.last_checkpoint_s is None or saved > rw.last_checkpoint_s):
-            rw = RunningWorkload(  # not dataclasses.replace: a forward run makes thousands
-                workload=rw.workload,
-                placements=rw.placements,
-                started_s=rw.started_s,
-                allocated=rw.allocated,
-                last_checkpoint_s=saved,
-                protected_until_s=rw.protected_until_s,
-                idle_since_s=rw.idle_since_s,
-            )
+            rw = checkpointed(rw, saved)
             self.running[rw.workload.id] = rw
         nxt = (saved if saved is not None else rw.started_s) + self.interval
         while nxt <= t:
