@@ -380,11 +380,16 @@ def _rich_table(
             t.add_column(column, no_wrap=True)
     for row in cells:  # as text: a job's name or a reason may hold "[...]", no markup
         t.add_row(*(Text(cell) for cell in row))
+    print_table(t, width)
+
+
+def print_table(t: Any, width: int | None = None) -> None:
+    """Print rich's table `t`; into a pipe without the blanks that pad its last column."""
     console = out(width)
     if plain.styled():
         console.print(t)
         return
-    with console.capture() as captured:  # into a pipe: no blanks padding the last column
+    with console.capture() as captured:
         console.print(t)
     sys.stdout.write("".join(f"{line.rstrip()}\n" for line in captured.get().splitlines()))
 
@@ -399,4 +404,4 @@ def pairs(items: Sequence[tuple[str, Any]]) -> None:
     t.add_column(overflow="fold")
     for key, value in items:  # a value as text: a job's name may hold "[...]", no markup
         t.add_row(key, Text(number(value) if not isinstance(value, str) else local_times(value)))
-    out().print(t)
+    print_table(t)

@@ -288,3 +288,4 @@ def test_a_job_name_in_brackets_is_shown_not_read_as_markup(capsys, monkeypatch)
     render.table(["JOBID", "NAME"], [["1339", "exp[lr=3e-4]"]])
     text = capsys.readouterr().out
     assert text.count("exp[lr=3e-4]") == 2, text
+    assert all(line == line.rstrip() for line in text.splitlines()), text  # into a pipe
