@@ -110,6 +110,30 @@ def _run(end_s: float, end_reason: EndReason) -> RunRecord:
     )
 
 
+def _backfilled(duration_s: float, resumable: bool, ends: list):
+    """A demo job of project p, one hour's run per entry of `ends` (each ending so), as
+    the backfill writes it: (job row, runs, cluster, the clock from the trace's origin)."""
+    trace = TraceJob(
+        job_id="demo-000001",
+        project="p",
+        user="u",
+        submit_s=0.0,
+        gpus=8,
+        duration_s=duration_s,
+        min_runtime_s=600.0,
+        resumable=resumable,
+        priority=0,
+        kind="training",
+    )
+    runs = [_run(3600.0 * (n + 1), end) for n, end in enumerate(ends)]
+    origin = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    at = lambda s: origin + dt.timedelta(seconds=s)  # noqa: E731
+    project, cluster = BudgetNode(name="p"), Cluster(name="c")
+    outcome = SimpleNamespace(min_runtime_s=600.0, state=None)
+    job = demo._job_row(cluster, {"p": project}, {"p": None}, trace, outcome, runs, at)
+    return job, runs, cluster, at
+
+
 @pytest.mark.parametrize(
     ("resumable", "ends", "states"),
     [
@@ -123,24 +147,7 @@ def _run(end_s: float, end_reason: EndReason) -> RunRecord:
     ],
 )
 def test_a_backfilled_job_moves_after_each_run_as_the_live_cycle_moves_it(resumable, ends, states):
-    trace = TraceJob(
-        job_id="demo-000001",
-        project="p",
-        user="u",
-        submit_s=0.0,
-        gpus=8,
-        duration_s=3600.0,
-        min_runtime_s=600.0,
-        resumable=resumable,
-        priority=0,
-        kind="training",
-    )
-    runs = [_run(3600.0 * (n + 1), end) for n, end in enumerate(ends)]
-    origin = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    at = lambda s: origin + dt.timedelta(seconds=s)  # noqa: E731
-    project, cluster = BudgetNode(name="p"), Cluster(name="c")
-    outcome = SimpleNamespace(min_runtime_s=600.0, state=None)
-    job = demo._job_row(cluster, {"p": project}, {"p": None}, trace, outcome, runs, at)
+    job, runs, cluster, at = _backfilled(3600.0, resumable, ends)
     events = demo._job_events(
         job, [Attempt(number=n) for n in range(1, len(runs) + 1)], runs, {}, at
     )
@@ -158,26 +165,9 @@ def test_a_backfilled_move_reads_as_a_live_move_and_no_stop_repeats_its_rule_cod
     hosts") as a live move does, not "Preempted" and "requeued"; a stop's reason does not
     repeat the rule's code ("(fair_share)"), which the page and the CLI already show in
     words before it."""
-    trace = TraceJob(
-        job_id="demo-000001",
-        project="p",
-        user="u",
-        submit_s=0.0,
-        gpus=8,
-        duration_s=3600.0 * 4,
-        min_runtime_s=600.0,
-        resumable=True,
-        priority=0,
-        kind="training",
-    )
     ends = [EndReason.PREEMPTED, EndReason.PREEMPTED, EndReason.COMPLETED]
-    runs = [_run(3600.0 * (n + 1), end) for n, end in enumerate(ends)]
+    job, runs, cluster, at = _backfilled(3600.0 * 4, True, ends)
     rules = {("demo-000001", 3600.0): "consolidation", ("demo-000001", 7200.0): "fair_share"}
-    origin = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    at = lambda s: origin + dt.timedelta(seconds=s)  # noqa: E731
-    project, cluster = BudgetNode(name="p"), Cluster(name="c")
-    outcome = SimpleNamespace(min_runtime_s=600.0, state=None)
-    job = demo._job_row(cluster, {"p": project}, {"p": None}, trace, outcome, runs, at)
     attempts = [
         attempt_row(cluster, job, "demo-000001", n, run, at, rules)
         for n, run in enumerate(runs, start=1)
