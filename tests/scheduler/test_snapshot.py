@@ -90,21 +90,29 @@ def test_hosts_running_and_pending_as_the_engine_reads_them(setup):
     assert B1 not in snap.usage  # unallocated work is free
 
 
-def test_stopping_jobs_hold_their_gpus_protected_and_their_preemptor_waits(setup):
-    cluster, now, job, attempt = setup
-    preemptor = job("a1", gpus=8, min_runtime_s=600)
-    victim = job("b1", gpus=8, min_runtime_s=0, resumable=True)
+def _stopping_for(attempt, victim, gpus, preemptor, now, **fields) -> dt.datetime:
+    """`victim`'s two-hour run on `gpus` GPUs stopping for `preemptor` (preempted, its
+    stop deadline 20 s from `now`, which it returns)."""
     deadline = now + dt.timedelta(seconds=20)
     attempt(
         victim,
         AttemptState.STOPPING,
-        8,
+        gpus,
         created_at=now - dt.timedelta(hours=2),
         started_at=now - dt.timedelta(hours=2),
         stop_intent=AttemptEnd.PREEMPTED,
         stop_deadline=deadline,
         preempted_by=preemptor,
+        **fields,
     )
+    return deadline
+
+
+def test_stopping_jobs_hold_their_gpus_protected_and_their_preemptor_waits(setup):
+    cluster, now, job, attempt = setup
+    preemptor = job("a1", gpus=8, min_runtime_s=600)
+    victim = job("b1", gpus=8, min_runtime_s=0, resumable=True)
+    deadline = _stopping_for(attempt, victim, 8, preemptor, now)
     cs = cluster_snapshot(cluster=cluster, now=now)
     assert cs.stopping == {str(victim.pk)}
     assert cs.waiting == {str(preemptor.pk): (str(victim.pk),)}
@@ -128,19 +136,8 @@ def test_a_waiting_preemptor_keeps_the_free_gpus_of_its_block_until_the_stop_end
     cluster, now, job, attempt = setup
     preemptor = job("a1", gpus=8, min_runtime_s=600)
     victim = job("b1", gpus=4, min_runtime_s=0, resumable=True)
-    deadline = now + dt.timedelta(seconds=20)
     block = [{"host": "h2", "gpu_indices": list(range(8))}]
-    attempt(
-        victim,
-        AttemptState.STOPPING,
-        4,
-        created_at=now - dt.timedelta(hours=2),
-        started_at=now - dt.timedelta(hours=2),
-        stop_intent=AttemptEnd.PREEMPTED,
-        stop_deadline=deadline,
-        preempted_by=preemptor,
-        for_block=block,
-    )
+    deadline = _stopping_for(attempt, victim, 4, preemptor, now, for_block=block)
     newcomer = job("a2", gpus=4, min_runtime_s=600, at=now)
     cs = cluster_snapshot(cluster=cluster, now=now)
     assert cs.waiting == {str(preemptor.pk): (str(victim.pk),)}
