@@ -386,7 +386,7 @@ def _rich_table(
 def print_table(t: Any, width: int | None = None) -> None:
     """Print rich's table `t`; into a pipe without the blanks that pad its last column."""
     console = out(width)
-    if plain.styled():
+    if to_terminal():
         console.print(t)
         return
     with console.capture() as captured:
