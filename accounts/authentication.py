@@ -52,7 +52,7 @@ def tokens_with_users(token_key: str) -> list[ApiToken]:
     (`budgets.permissions.remember_roles`), so the permission check reads nothing."""
     with_roles = permissions.roles_reading_once()
     found = []
-    for row in fetch_all(_token_sql(with_roles), [token_key], native_times=True):
+    for row in fetch_all(_token_sql(with_roles), [token_key], native_times=True, prepared=True):
         token, at = instance(ApiToken, row)
         token.user, at = instance(get_user_model(), row, at)
         if with_roles:

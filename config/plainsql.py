@@ -70,9 +70,22 @@ def instance(model: type[M], row: Sequence[Any], start: int = 0) -> tuple[M, int
     return obj, end
 
 
-def fetch_one(sql: str, params: Sequence[Any], *, native_times: bool = False) -> tuple | None:
-    """The first row of `sql` (None without one); `native_times` as in `fetch_all`."""
-    with connection.cursor() as cursor:
+def open_cursor(*, prepared: bool = False):
+    """`connection.cursor()`; `prepared`: one whose statements are prepared once per
+    connection and bound server-side (`config.postgres`: PostgreSQL parses and plans
+    them once, not on every request; their SQL must name a type PostgreSQL cannot infer,
+    `%s::jsonb`)."""
+    if prepared and hasattr(connection, "prepared_cursor"):
+        return connection.prepared_cursor()
+    return connection.cursor()
+
+
+def fetch_one(
+    sql: str, params: Sequence[Any], *, native_times: bool = False, prepared: bool = False
+) -> tuple | None:
+    """The first row of `sql` (None without one); `native_times` and `prepared` as in
+    `fetch_all`."""
+    with open_cursor(prepared=prepared) as cursor:
         if native_times:
             cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
         cursor.execute(sql, params)
@@ -93,12 +106,16 @@ def next_ids(model: type[Model], count: int) -> list[int]:
     return [row_id for (row_id,) in fetch_all(sql, [model._meta.db_table, count])]
 
 
-def fetch_all(sql: str, params: Sequence[Any], *, native_times: bool = False) -> list[tuple]:
+def fetch_all(
+    sql: str, params: Sequence[Any], *, native_times: bool = False, prepared: bool = False
+) -> list[tuple]:
     """The rows of `sql`. `native_times`: timestamptz columns through psycopg's own (C)
     loader, not Django's (a Python subclass of psycopg's Python loader, some
     microseconds a value: most of reading 50 rows' times); the values are the same
-    aware datetimes, in the connection's time zone (UTC, as Django sets it)."""
-    with connection.cursor() as cursor:
+    aware datetimes, in the connection's time zone (UTC, as Django sets it).
+    `prepared`: prepared once per connection (`open_cursor`), for a statement every request
+    of a kind runs."""
+    with open_cursor(prepared=prepared) as cursor:
         if native_times:
             cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
         cursor.execute(sql, params)

@@ -140,6 +140,9 @@ def backing_services(*, embedded_fallback: bool) -> dict[str, object]:
     # ALLOT_DB_CONN_MAX_AGE=0 closes each connection at the end of its request.
     databases["default"]["CONN_MAX_AGE"] = env.int("ALLOT_DB_CONN_MAX_AGE", default=600)
     databases["default"]["CONN_HEALTH_CHECKS"] = True
+    # The few statements every submission or API request runs are prepared once per
+    # connection (config/postgres/base.py); false for a pooler that cannot keep them.
+    databases["default"]["PREPARED_STATEMENTS"] = env.bool("ALLOT_DB_PREPARED", default=True)
     # The check costs no statement on a quiet connection (config/postgres/base.py).
     if databases["default"].get("ENGINE") == "django.db.backends.postgresql":
         databases["default"]["ENGINE"] = "config.postgres"

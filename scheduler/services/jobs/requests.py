@@ -375,7 +375,7 @@ def _project_and_cluster(project: Any, cluster: Any) -> _Lookup | None:
         cluster=Cluster._meta.db_table,
     )
     name = cluster if isinstance(cluster, str) else None
-    row = fetch_one(sql, [sorted(set(_path_parts(project))), name, ident])
+    row = fetch_one(sql, [sorted(set(_path_parts(project))), name, ident], prepared=True)
     assert row is not None  # one row always (the LEFT JOIN's)
     nodes = [
         (pk, parent, slug, None if weight is None else Decimal(weight), kind, children)

@@ -9,11 +9,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
 from django.db.models.base import ModelState
 from django.utils import timezone
 
 from config.errors import ApplicationError
+from config.plainsql import fetch_all
 from scheduler.cycle_requests import request_cycle
 from scheduler.models import (
     IdempotencyKey,
@@ -197,9 +197,7 @@ def _insert_jobs(
         "key": key,
         "fingerprint": fingerprint,
     }
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        ids = [row[0] for row in cursor.fetchall()]
+    ids = [row[0] for row in fetch_all(sql, params, prepared=True)]
     return None if key is not None and not ids else ids
 
 
