@@ -31,6 +31,8 @@ errorlog = "-"
 # Request line, status, size, time and the request id; never headers (tokens travel in
 # Authorization).
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms request=%({x-request-id}o)s'
+# gunicorn's logger, the line's atoms computed when the format reads them (config/access_log.py)
+logger_class = "config.access_log.AccessLogger"
 # gunicorn's largest request line (the default, 4094, refused long but valid filters)
 limit_request_line = 8190
 # No control socket (gunicorn >= 25 opens one in $HOME, which every web instance of a
