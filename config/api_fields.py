@@ -72,9 +72,18 @@ class InputSerializer(serializers.Serializer):
         if built is None:
             built = _FIELD_TEMPLATES[type(self)] = copy.deepcopy(self._declared_fields)
         return {
-            name: copy.copy(field) if _flat(field) else copy.deepcopy(field)
+            name: _shallow_copy(field) if _flat(field) else copy.deepcopy(field)
             for name, field in built.items()
         }
+
+
+def _shallow_copy(field: serializers.Field) -> serializers.Field:
+    """`copy.copy(field)` without its generic path (`__reduce_ex__`, `_reconstruct`):
+    what it does for an object with a `__dict__` and no `__copy__`, `__reduce__`,
+    `__getstate__` or slots of its own (DRF's fields), a third of its cost."""
+    copied = type(field).__new__(type(field))
+    copied.__dict__.update(field.__dict__)
+    return copied
 
 
 # A request body that refuses fields it does not know (400 naming the first one), nested
