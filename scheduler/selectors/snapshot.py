@@ -120,6 +120,9 @@ class ClusterSnapshot:
     node_ids: Mapping[str, int]  # project path -> BudgetNode id
     attempt_ids: Mapping[str, int]  # workload id of every GPU holder -> its open Attempt pk
     stopping: frozenset[str]  # workload ids whose attempt is already stopping
+    # workload ids whose open attempt the cluster never reported started (its start and
+    # checkpoint read from its creation): no runtime consumed, no work saved
+    unstarted: frozenset[str]
     # pending workload held out of the plan -> ids of its victims still stopping
     waiting: Mapping[str, tuple[str, ...]]
     # pending workload kept off hosts that refused it (`Snapshot.avoid`) -> the
@@ -174,6 +177,7 @@ def _open_attempts(cluster_id: int):
     rows = Attempt.objects.filter(cluster_id=cluster_id, state__in=OPEN_ATTEMPT_STATES)
     return rows.annotate(
         started_s=Epoch(Coalesce("started_at", "created_at")),
+        ran_s=Epoch("started_at"),
         deadline_s=Epoch("stop_deadline"),
         protected_s=Epoch("protected_until"),
         submit_s=Epoch("job__submitted_at"),
@@ -197,6 +201,7 @@ def _open_attempts(cluster_id: int):
         "protected_s",
         "moved_to",
         "for_block",
+        "ran_s",
     )
 
 
@@ -239,13 +244,15 @@ def _running(
     paths: Mapping[int, str],
     cache: SnapshotCache,
     idle: Mapping[int, float],
-) -> tuple[list[RunningWorkload], dict[str, int], set[str], AwaitedVictims]:
-    """Holders of GPUs from open attempts; the attempt of each; the stopping ones; and
-    the pending preemptors still waiting for their victims. `idle`: attempt id -> since
-    when its GPUs are idle (an idle holder is rebuilt each cycle)."""
+) -> tuple[list[RunningWorkload], dict[str, int], set[str], set[str], AwaitedVictims]:
+    """Holders of GPUs from open attempts; the attempt of each; the stopping ones; those
+    never reported started; and the pending preemptors still waiting for their victims.
+    `idle`: attempt id -> since when its GPUs are idle (an idle holder is rebuilt each
+    cycle)."""
     running: list[RunningWorkload] = []
     attempt_ids: dict[str, int] = {}
     stopping: set[str] = set()
+    unstarted: set[str] = set()
     awaited = AwaitedVictims()
     interval = policy.checkpoint_interval_s
     previous, cache.running = cache.running, {}
@@ -270,9 +277,12 @@ def _running(
             protected_s,
             moved_to,
             for_block,
+            ran_s,
         ) = row
         wid = str(job_id)
         attempt_ids[wid] = pk
+        if ran_s is None:
+            unstarted.add(wid)
         project = paths.get(project_id, FOREIGN_PROJECT)
         checkpoint = last_checkpoint_s(started_s, now, interval) if resumable else None
         idle_since = idle.get(pk)
@@ -304,7 +314,7 @@ def _running(
         if idle_since is None:
             cache.running[pk] = (row, project, checkpoint, held)
         running.append(held)
-    return running, attempt_ids, stopping, awaited
+    return running, attempt_ids, stopping, unstarted, awaited
 
 
 def _stopping(
@@ -456,7 +466,7 @@ def cluster_snapshot(
     policy = policy_for_cluster(cluster)
     version, tree, paths = _tree(cache)
     idle_since = math.floor(now_s) - float(cluster.idle_reclaim_after_s)
-    running, attempt_ids, stopping, awaited = _running(
+    running, attempt_ids, stopping, unstarted, awaited = _running(
         cluster.pk, now_s, policy, paths, cache, {pk: idle_since for pk in idle}
     )
     pending, held = _pending(cluster.pk, paths, awaited.victims, cache)
@@ -487,6 +497,7 @@ def cluster_snapshot(
         node_ids=cache.node_ids,
         attempt_ids=attempt_ids,
         stopping=frozenset(stopping),
+        unstarted=frozenset(unstarted),
         waiting={w.id: tuple(awaited.victims[w.id]) for w in held},
         refused=refused,
         avoid_until=until,
@@ -494,15 +505,18 @@ def cluster_snapshot(
     )
 
 
-def after_stops(cs: ClusterSnapshot, *, requeued: Callable[[Workload], bool]) -> Snapshot:
+def after_stops(cs: ClusterSnapshot, *, requeued: Callable[[Workload, bool], bool]) -> Snapshot:
     """`cs.snapshot` as the stops under way leave it, for a forward run (the ETA): a job
     stopping to move holds only the GPUs it starts again on (its "~move-" holder: the
     job itself, its project, kind and start), not also those it leaves; a victim stopping
     for a waiting job holds none. The GPUs they leave in the block of the job they stop
     for are that job's (its "~hold-" holder grows by them to the block, with its GPUs),
     the others free. A victim that goes back to the queue when its stop ends, by the live
-    cycle's rule (`requeued`: the services' `job_target`, which a selector may not
-    import), is pending again, in its project's order.
+    cycle's rule (`requeued(work, started)`: the services' `job_target`, which a selector
+    may not import; a run never reported started goes back whatever it is), is pending
+    again, in its project's order, as a job that never ran. A run the cluster has not
+    reported started yet (`cs.unstarted`) starts now, with nothing run or saved: its
+    attempt's creation is no start.
 
     The live cycle must see them (the GPUs left are not free until the cluster reports
     the stop), but a forward run played them to their forecast end: a moved job held its
@@ -511,7 +525,7 @@ def after_stops(cs: ClusterSnapshot, *, requeued: Callable[[Workload], bool]) ->
     job holding just the part that was free. A stop lasts until its deadline at most
     (`Attempt.stop_deadline`, the cluster's grace period): seconds, against the hours a
     forward run looks ahead, so the stops are taken as done now."""
-    running = cs.snapshot.running
+    running = _started_now(cs)
     moving = f"~{MOVE_PREFIX}"
     moved = {rw.workload.id[len(moving) :] for rw in running if rw.workload.id.startswith(moving)}
     stops_for = {victim: wid for wid, victims in cs.waiting.items() for victim in victims}
@@ -522,7 +536,7 @@ def after_stops(cs: ClusterSnapshot, *, requeued: Callable[[Workload], bool]) ->
         and (rw.workload.id in moved or rw.workload.id in stops_for)
     ]
     if not left:
-        return cs.snapshot
+        return replace(cs.snapshot, running=running) if cs.unstarted else cs.snapshot
     gained: dict[str, set[tuple[str, int]]] = {}
     for rw in left:
         found = cs.blocks.get(stops_for.get(rw.workload.id, ""))
@@ -548,8 +562,23 @@ def after_stops(cs: ClusterSnapshot, *, requeued: Callable[[Workload], bool]) ->
             if (kept := tuple(i for i in p.gpu_indices if (p.host, i) in gpus))
         )
         out.append(block_holder(work, held, now=cs.now, until_s=until))
-    back = [rw.workload for rw in left if rw.workload.id not in moved and requeued(rw.workload)]
+    unmoved = [rw.workload for rw in left if rw.workload.id not in moved]
+    back = [w for w in unmoved if requeued(w, w.id not in cs.unstarted)]
     return replace(cs.snapshot, running=out, pending=_queued(cs.snapshot.pending, back))
+
+
+def _started_now(cs: ClusterSnapshot) -> Sequence[RunningWorkload]:
+    """`cs.snapshot.running` with each run the cluster never reported started (itself, or
+    the "~move-" holder of its next run) starting at `cs.now`, without saved work."""
+    if not cs.unstarted:
+        return cs.snapshot.running
+    moving = f"~{MOVE_PREFIX}"
+    return [
+        replace(rw, started_s=cs.now, last_checkpoint_s=None)
+        if rw.workload.id.removeprefix(moving) in cs.unstarted
+        else rw
+        for rw in cs.snapshot.running
+    ]
 
 
 def _queue_order(w: Workload) -> tuple[int, float, int]:

@@ -254,12 +254,12 @@ def _estimates(
     )
 
 
-def stop_requeues(work: Workload) -> bool:
+def stop_requeues(work: Workload, started: bool = True) -> bool:
     """Whether a job being preempted is back in the queue when its stop ends: the live
-    cycle's one rule (`job_target`), for a run the cluster reported started (a stopping
-    victim that never started would be requeued even if not resumable; the snapshot does
-    not say, and the engine preempts running work). `after_stops` asks it."""
-    end = job_target(AttemptEnd.PREEMPTED, resumable=work.resumable, started=True)
+    cycle's one rule (`job_target`); `started`: whether the cluster reported its run
+    started (one that never did goes back even if not resumable: it lost no work).
+    `after_stops` asks it."""
+    end = job_target(AttemptEnd.PREEMPTED, resumable=work.resumable, started=started)
     return end == JobState.PENDING
 
 
