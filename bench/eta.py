@@ -478,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         return widened(eta_at(jid, now, snapshot), now, widening_at(now))
 
     ours, base, evaluated = [], [], []
+    raws: list[Estimate] = []  # the forward runs' estimates before the calibration (--rows)
     eta_wall = time.perf_counter()
     for jid in sorted(sample, key=lambda j: (spec[j].submit_s, j)):
         if jid not in seen:
@@ -485,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         now, snapshot = seen[jid]
         raw = eta_at(jid, now, snapshot)
         est = widened(raw, now, widening_at(now))
+        raws.append(raw)
         if raw.start is not None and raw.earliest is not None and raw.latest is not None:
             records.append((now, raw.start, raw.earliest, raw.latest, real[jid]))
         submit = spec[jid].submit_s
@@ -512,10 +514,11 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.rows, "w", encoding="utf-8") as out:
             out.write(
                 "job,kind,gpus,submit_s,real_start_s,eta_s,earliest_s,latest_s,baseline_s,"
-                "moves_in_wait,move_at_start,running_moved,running_requeued,running\n"
+                "moves_in_wait,move_at_start,running_moved,running_requeued,running,"
+                "raw_earliest_s,raw_latest_s,stated_s\n"
             )
-            for jid, (real_start, submit, eta, lo, hi), b in zip(
-                evaluated, ours, base, strict=True
+            for jid, (real_start, submit, eta, lo, hi), b, raw in zip(
+                evaluated, ours, base, raws, strict=True
             ):
                 j = spec[jid]
                 snap = seen[jid][1]
@@ -524,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
                 r_moved = sum((rw.started_s, rw.workload.id) in moved_runs for rw in snap.running)
                 r_requeued = sum(rw.workload.id in snap.worked for rw in snap.running)
                 row = (jid, j.kind, j.gpus, submit, real_start, eta, lo, hi, b[2], in_wait,
-                       at_start, r_moved, r_requeued, len(snap.running))  # fmt: skip
+                       at_start, r_moved, r_requeued, len(snap.running), raw.earliest,
+                       raw.latest, seen[jid][0])  # fmt: skip
                 out.write(",".join(str(v) for v in row) + "\n")
     waits = [r - s for r, s, *_ in ours]
     result = {
