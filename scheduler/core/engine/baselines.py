@@ -79,6 +79,29 @@ def _startable(
     return out
 
 
+def _within_limits(
+    pending: Mapping[str, Sequence[Workload]],
+    limits: Mapping[str, float],
+    in_use: Mapping[str, float],
+) -> tuple[dict[str, list[Workload]], bool]:
+    """The priority pass's jobs that fit inside their project's limit now, in their order,
+    and whether any was left out. The GPUs a project holds inside its limit only grow
+    while the pass runs (preemption stops opportunistic jobs, which are not counted), so
+    a job beyond its limit now is skipped all cycle, and a skipped job leaves no trace
+    but that the pass defers: it is left out instead of walked (on an overloaded cluster
+    the queue is many times what can start, mostly of projects at their limit)."""
+    out: dict[str, list[Workload]] = {}
+    left_out = False
+    for p, jobs in pending.items():
+        held, bound = in_use.get(p, 0.0), limits.get(p, 0.0) + 1e-9
+        kept = [w for w in jobs if held + w.gpus <= bound]
+        if len(kept) < len(jobs):
+            left_out = True
+        if kept:
+            out[p] = kept
+    return out, left_out
+
+
 class BaselineCycle:
     """One cycle of a baseline mode over a prepared cluster state."""
 
@@ -201,8 +224,8 @@ class BaselineCycle:
         ]
         self._candidates = candidates
         preemptible_gpus = sum(c.run.workload.gpus for c in candidates)
-        deferred = False
-        for w in by_priority(pending):
+        inside, deferred = _within_limits(pending, limits, in_use)
+        for w in by_priority(inside):
             free = self.cluster.index.any_free()
             if not free and preemptible_gpus <= 0:
                 deferred = True
