@@ -18,7 +18,9 @@ still waiting when the run ends (their waits are not in the percentiles).
   submit times compressed so that the GPU-time submitted is 10x the capacity over the
   compressed span: debug p90, replayed until the last submission;
 - `baselines`: fifo, priority and static on seed 0 of every generated scenario and on
-  the overload replay: behind fair share on entitlement overall and debug p90.
+  the overload replay: behind fair share on entitlement overall and debug p90 (the
+  figure's value lists, per scenario and baseline, both figures beside fair share's, the
+  debug jobs still waiting, and the verdict: ahead, or behind or equal).
 
 `--share-floor off` replays every run without the share floor (`Policy.share_floor`, on
 by default), to measure what it changes. `--demand-window S` (an experiment, off by
@@ -227,6 +229,45 @@ def _figure(name: str, value: Any, target: str, met: bool) -> dict[str, Any]:
     return {"figure": name, "value": value, "target": target, "met": met}
 
 
+def baseline_rows(pick: Any) -> list[dict[str, Any]]:
+    """Per scenario (seed 0) and baseline: its entitlement overall and debug p90 beside
+    fair share's, and the verdict: "ahead" when it delivers a higher entitlement overall
+    or a lower debug p90 than fair share, else "behind or equal"; "not run" when either
+    run is missing. `pick(scenario, policy)` gives the runs of a scenario and policy."""
+    out: list[dict[str, Any]] = []
+    for sc in (*GENERATED, "philly-overload"):
+        fs = [r for r in pick(sc) if r["seed"] == 0]
+        for p in BASELINES:
+            b = [r for r in pick(sc, p) if r["seed"] == 0]
+            if not fs and not b:
+                continue
+            row: dict[str, Any] = {"scenario": sc, "baseline": p}
+            if not (fs and b):
+                out.append({**row, "verdict": "not run"})
+                continue
+            ent = [b[0]["entitlement_overall"], fs[0]["entitlement_overall"]]
+            p90 = [b[0]["debug_p90_s"] or 0.0, fs[0]["debug_p90_s"] or 0.0]
+            ahead = [
+                what
+                for what, yes in (
+                    ("entitlement", ent[0] > ent[1] + 1e-9),
+                    ("debug p90", p90[0] < p90[1]),
+                )
+                if yes
+            ]
+            out.append(
+                {
+                    **row,
+                    "entitlement_overall": [round(v, 4) for v in ent],
+                    "debug_p90_s": [round(v, 1) for v in p90],
+                    "debug_open": [b[0]["debug_open"], fs[0]["debug_open"]],
+                    "verdict": "ahead" if ahead else "behind or equal",
+                    **({"ahead_on": ahead} if ahead else {}),
+                }
+            )
+    return out
+
+
 def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
@@ -316,26 +357,17 @@ def figures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(
             _figure("debug wait p90, 48-host Philly at 10x overload", p90, "<= 300 s", p90 <= 300)
         )
-    behind: list[str] = []
-    checked = 0
-    for sc in (*GENERATED, "philly-overload"):
-        fs = [r for r in pick(sc) if r["seed"] == 0]
-        if not fs:
-            continue
-        for p in BASELINES:
-            for b in [r for r in pick(sc, p) if r["seed"] == 0]:
-                checked += 1
-                if b["entitlement_overall"] > fs[0]["entitlement_overall"] + 1e-9:
-                    behind.append(f"{p} entitlement on {sc}")
-                if (b["debug_p90_s"] or 0.0) < (fs[0]["debug_p90_s"] or 0.0):
-                    behind.append(f"{p} debug p90 on {sc}")
-    if checked:
+    rows_vs = baseline_rows(pick)
+    if rows_vs:
+        met = all(r["verdict"] == "behind or equal" for r in rows_vs)
         out.append(
             _figure(
-                "baselines (fifo, priority, static) behind fair share, seed 0 of each scenario",
-                behind or "all behind or equal",
+                "baselines (fifo, priority, static) behind fair share, seed 0 of each scenario: "
+                "per scenario and baseline, entitlement overall and debug p90 [baseline, "
+                "fair share] and the verdict",
+                rows_vs,
                 "none ahead",
-                not behind,
+                met,
             )
         )
     return out
