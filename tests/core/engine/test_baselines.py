@@ -68,3 +68,16 @@ def test_unknown_mode_is_rejected():
 
     with pytest.raises(ValueError, match="unknown policy mode"):
         cycle(snap(hosts(1), [], {}, tree(a=1)), mode="lottery")
+
+
+def test_priority_jobs_beyond_their_limit_wait_for_the_opportunistic_fill():
+    t = tree(a=1, b=1)  # limits: 8 GPUs each on 2 hosts
+    held = run(job("b_in", "b", 8, minrt=0), "h0", tuple(range(8)), NOW - H)
+    # b's waiting jobs come first in priority order but are beyond its limit: the pass
+    # leaves them out, starts a's job inside its limit, then fills what is left with b's
+    p = pending(*(job(f"b{i}", "b", 4, submit=i) for i in range(3)), job("a4", "a", 4, submit=9))
+    out = cycle(snap(hosts(2), [held], p, t), mode="priority")
+    assert [s.workload_id for s in out.starts] == ["a4", "b0"]
+    assert "inside project a's limit" in out.starts[0].reason
+    assert "opportunistically" in out.starts[1].reason
+    assert out.stops == ()
