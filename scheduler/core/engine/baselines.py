@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from scheduler.core.engine.cluster import ClusterState, Decisions, RunInfo
 from scheduler.core.engine.explain import baseline_queue
@@ -102,6 +102,40 @@ def _within_limits(
     return out, left_out
 
 
+def _walk_fitting(
+    pending: Mapping[str, Sequence[Workload]], fits: Callable[[Workload], bool]
+) -> Iterator[Workload]:
+    """The jobs of `pending` in `by_priority`'s order, less those `fits` refuses when they
+    come up. A refusal must last the pass (a project's room only shrinks while it runs),
+    so a refused job's project's later jobs of its size are dropped with it, unseen: the
+    pass walks what starts or is tried, not every job of a project at its limit."""
+    runs: list[list[Workload]] = []
+    for p in sorted(pending):
+        by_size: dict[int, list[Workload]] = {}
+        for w in pending[p]:
+            same = by_size.get(w.gpus)
+            if same is None:
+                by_size[w.gpus] = [w]
+            else:
+                same.append(w)
+        runs.extend(by_size.values())
+    heap = [(-r[0].priority, r[0].submit_s, r[0].id, i, 0) for i, r in enumerate(runs)]
+    heapq.heapify(heap)
+    while heap:
+        _, _, _, i, k = heap[0]
+        run = runs[i]
+        w = run[k]
+        if not fits(w):
+            heapq.heappop(heap)
+            continue
+        yield w
+        if k + 1 < len(run):
+            n = run[k + 1]
+            heapq.heapreplace(heap, (-n.priority, n.submit_s, n.id, i, k + 1))
+        else:
+            heapq.heappop(heap)
+
+
 class BaselineCycle:
     """One cycle of a baseline mode over a prepared cluster state."""
 
@@ -169,9 +203,14 @@ class BaselineCycle:
             if rw.workload.id not in stopped:
                 p = rw.workload.project
                 used[p] = used.get(p, 0) + rw.workload.gpus
+        ordered = by_priority(pending)
         if not self.policy.explain_queue:
-            pending = _startable(pending, limits, used, self.cluster.free_gpus)
-        for w in by_priority(pending):
+            # Nothing notes a job at its limit, so such jobs are left out, not walked.
+            ordered = _walk_fitting(
+                _startable(pending, limits, used, self.cluster.free_gpus),
+                lambda w: used.get(w.project, 0) + w.gpus <= limits.get(w.project, 0),
+            )
+        for w in ordered:
             if not self.cluster.index.any_free():
                 break
             limit = limits.get(w.project, 0)

@@ -81,3 +81,18 @@ def test_priority_jobs_beyond_their_limit_wait_for_the_opportunistic_fill():
     assert "inside project a's limit" in out.starts[0].reason
     assert "opportunistically" in out.starts[1].reason
     assert out.stops == ()
+
+
+def test_static_unexplained_pass_starts_what_the_explained_one_does():
+    t = tree(a=3, b=1)  # a: 12 of 16 GPUs, b: 4
+    sizes = {"b2": 2, "b4": 4, "b4x": 4, "b1": 1, "b1y": 1, "b1z": 1}
+    jobs = [job(k, "b", g, submit=i) for i, (k, g) in enumerate(sizes.items())]
+    s = snap(hosts(2), [], pending(*jobs, job("a8", "a", 8, submit=9)), t)
+    # once b2 runs, b's 4-GPU jobs are beyond its limit all pass; its 1-GPU jobs still fit
+    explained = cycle(s, mode="static")
+    unexplained = cycle(s, mode="static", explain_queue=False)
+    assert [x.workload_id for x in unexplained.starts] == ["b2", "b1", "b1y", "a8"]
+    assert unexplained.starts == explained.starts
+    assert "at its static limit of 4 GPUs" in next(
+        q.reason for q in explained.queue if q.workload_id == "b4"
+    )
