@@ -5,7 +5,8 @@ Decides which hosts to hold (those that become usable for the job soonest: every
 on them is one it may preempt, at once or when its protection ends), and which other
 jobs may still use a held host: only a job that cannot delay the reserved one, i.e.
 whose own protection ends by the time the host would be usable for it (the reserved
-job may then preempt it). Such a job takes free GPUs there, or an aligned block of
+job may then preempt it; while that time is not foreseeable, a job it may preempt,
+protected for at most `Policy.reservation_admit_s`: `hold_times`). Such a job takes free GPUs there, or an aligned block of
 free GPUs and unallocated backfill (preempted). Unallocated work may use held hosts in
 phase 2 of the cycle: the reserved job may preempt it at any time.
 """
@@ -22,11 +23,11 @@ from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
 from scheduler.core.engine.explain import FairShareReasons, hosts_text, hours_text, limit_text
 from scheduler.core.engine.fairshare import FairShare
+from scheduler.core.engine.hold_times import admit_until, usable_times
 from scheduler.core.engine.placement import Placer
-from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption, victim_allowed
+from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption
 from scheduler.core.engine.reserve_room import FreeHosts, HostRooms, TakeRule
-from scheduler.core.engine.runs import idle_reclaimable, protection_end
-from scheduler.core.engine.share_floor import FloorRule
+from scheduler.core.engine.runs import protection_end
 from scheduler.core.engine.short_reserve import (
     PendingIds,
     ShortReserveRule,
@@ -52,12 +53,16 @@ _SHORT_JOBS = Workload(id="", project="", gpus=0, submit_s=0.0)
 
 class HeldHosts(NamedTuple):
     """One reservation: the job, its order index, when its hosts become usable for it
-    (inf: not foreseeable) and the hosts."""
+    (inf: not foreseeable), the hosts, the latest protection end of another allocated
+    job they admit (-inf: none; `hold_times.admit_until`) and whether the job's project
+    still beats each other project once charged (read while `usable_at` is inf)."""
 
     job: Workload
     rank: int
     usable_at: float
     hosts: list[int]
+    admit_until: float
+    beaten: dict[str, bool]
 
 
 class _ShortLoads(NamedTuple):
@@ -145,7 +150,7 @@ class Reservations:
         held_free = self._held_free
         for k in range(len(held_free), len(self.held)):
             held_free.append(FreeHosts(c, self.held[k].hosts))
-        ok = any(r.usable_at < INF and held_free[k].has_free() for k, r in enumerate(self.held))
+        ok = any(r.admit_until > -INF and held_free[k].has_free() for k, r in enumerate(self.held))
         self._usable = (ok, c.version)
         return ok
 
@@ -161,7 +166,7 @@ class Reservations:
         ok = False
         for r in self.held:
             short = r.job is _SHORT_JOBS  # there, allocated work past its protection too
-            if r.usable_at < INF and any(
+            if r.admit_until > -INF and any(
                 u.alive and (short or not u.allocated)
                 for h in r.hosts
                 for u, _ in by_host.get(h, ())
@@ -177,9 +182,9 @@ class Reservations:
         an upper bound that lets the fast path skip the others with two comparisons."""
         t, blk = -INF, 0
         for k, held in enumerate(self.held):
-            if held.usable_at == INF or not (r > held.rank or proj == held.job.project):
+            if held.admit_until == -INF or not (r > held.rank or proj == held.job.project):
                 continue
-            t = max(t, held.usable_at)
+            t = max(t, held.admit_until)
             blk = max(blk, self.failed_block.get(k, _NO_BOUND))
         return t, blk
 
@@ -192,11 +197,13 @@ class Reservations:
         end = protection_end(w, self.now, self.cap)
         sh = self.cluster.shape(w.gpus)
         for k, held in enumerate(self.held):
-            if 0 <= only != k or held.usable_at == INF or end > held.usable_at:
+            if 0 <= only != k or end > held.admit_until:
                 continue
             rj = held.job
             if not (r > held.rank or (w.project == rj.project and w.priority < rj.priority)):
                 continue
+            if held.usable_at == INF and not held.beaten.get(w.project, True):
+                continue  # the reserved job could not preempt it: it would hold the host
             got = self._mine.get(k)
             if got is None:
                 mine = [h for h in held.hosts if self.cluster.reserved.get(h) == k]
@@ -293,73 +300,25 @@ class Reservations:
         starts this cycle included): another project's job is usable for `w` only if
         `w` may preempt it then (`victim_allowed`, exactly as the preemption search
         asks), else a reservation would wait for hosts `w` may never take."""
-        usable_at = self._usable_times(w, charge)
+        usable_at, beaten = usable_times(
+            self.cluster,
+            self.decisions,
+            self.fair_share,
+            self.reasons,
+            self.floor,
+            self.now,
+            w,
+            charge,
+        )
         for h in self.cluster.touched:
             usable_at[h] = INF  # new work of projects ranked above
         avoided = self.placer.avoided(w)  # the cluster refused `w` there: never held
         for size, n in sh.whole or [(sh.block, 1)]:
             chosen = self._soonest_hosts(size, n, usable_at, avoided)
             if chosen is not None:
-                self._hold(w, r, chosen, max(usable_at.get(h, self.now) for h in chosen))
+                self._hold(w, r, chosen, max(usable_at.get(h, self.now) for h in chosen), beaten)
                 return
         self.decisions.note(w, f"needs {sh.gpus} GPUs of whole hosts; not enough healthy hosts")
-
-    def _usable_times(self, w: Workload, charge: float) -> dict[int, float]:
-        """When each host becomes usable for `w`: once every job on it may be preempted
-        by `w` (unallocated ones at once, allowed ones when their protection ends,
-        others never: inf). Hosts not in the map are usable now. The loop runs over
-        every allocated job, so the rule's verdict is memoised."""
-        now = self.now
-        usable_at: dict[int, float] = {}
-        stopped, proj, prio = self.decisions.stopped, w.project, w.priority
-        floor = self.floor
-        floor_rule = FloorRule(
-            self.reasons, self.reasons.usage_relative_to_entitled_share(proj, charge)
-        )
-        pidx = self.fair_share.tree.leaf_index.get(proj)
-        # whether w's project still beats each other project after starting w (all at
-        # once: one walk of the tree; unknown projects are beaten)
-        beaten = {} if pidx is None else self.fair_share.beaten_all(pidx, charge)
-
-        def outranks(other: str) -> bool:
-            return beaten.get(other, True)
-
-        # the rule never reads another project's priority: its verdict is kept per project
-        verdicts: dict[object, bool] = {}
-        policy = self.reasons.policy
-        idle_after = policy.idle_reclaim_after_s if policy.idle_reclaim else None
-        for run, _, _, protected_until, info in self.cluster.runs:
-            if info is None:
-                continue  # unallocated: preemptible now
-            if idle_after is not None and idle_reclaimable(run, now, idle_after):
-                # idle: any allocated job may take it once its protection ends
-                if protected_until <= now:
-                    continue
-                t = protected_until
-                for h in info[3]:
-                    if t > usable_at.get(h, now):
-                        usable_at[h] = t
-                continue
-            project, priority, workload_id, hosts, key = info
-            ok = verdicts.get(key if project == proj else project)
-            if project != proj and workload_id in floor and not floor_rule(project):
-                ok = False
-            elif ok is None:
-                ok = verdicts[key if project == proj else project] = victim_allowed(
-                    True, project, priority, proj, prio, outranks
-                )
-            if ok:
-                if protected_until <= now:
-                    continue
-                t = protected_until
-            else:
-                t = INF
-            if stopped and workload_id in stopped:
-                continue
-            for h in hosts:
-                if t > usable_at.get(h, now):
-                    usable_at[h] = t
-        return usable_at
 
     def _soonest_hosts(
         self, size: int, n: int, usable_at: dict[int, float], avoided: list[int]
@@ -393,12 +352,20 @@ class Reservations:
             return None
         return [h for _, _, h in best]
 
-    def _hold_hosts(self, w: Workload, r: int, chosen: list[int], usable_at: float) -> list[str]:
+    def _hold_hosts(
+        self,
+        w: Workload,
+        r: int,
+        chosen: list[int],
+        usable_at: float,
+        beaten: dict[str, bool] | None = None,
+    ) -> list[str]:
         """Take `chosen` out of the free-block index, held for `w` (order index `r`)
-        until `usable_at`; their names."""
+        until `usable_at` (`beaten`: `HeldHosts.beaten`); their names."""
         c = self.cluster
         k = len(self.held)
-        self.held.append(HeldHosts(w, r, usable_at, chosen))
+        admit = admit_until(usable_at, self.now, self.reasons.policy.reservation_admit_s)
+        self.held.append(HeldHosts(w, r, usable_at, chosen, admit, beaten or {}))
         c.version += 1
         self._mine.clear()
         for h in chosen:
@@ -406,9 +373,11 @@ class Reservations:
             c.index.set(h, 0)
         return [c.hosts[h].name for h in chosen]
 
-    def _hold(self, w: Workload, r: int, chosen: list[int], usable_at: float) -> None:
+    def _hold(
+        self, w: Workload, r: int, chosen: list[int], usable_at: float, beaten: dict[str, bool]
+    ) -> None:
         now = self.now
-        names = self._hold_hosts(w, r, chosen, usable_at)
+        names = self._hold_hosts(w, r, chosen, usable_at, beaten)
         when = (
             f"expected usable in {hours_text(usable_at - now)} when the jobs on them pass "
             "their protection"

@@ -138,6 +138,13 @@ class Policy:
     # "fairshare" (ours) or a baseline: "fifo", "priority" (old scheduler), "static"
     mode: str = "fairshare"
     max_reservations: int = 1  # large jobs at the head of the order that get hosts reserved
+    # Reservation admission (on by default; `scheduler.core.engine.hold_times`): while a
+    # reserved job's hosts are usable at no foreseeable time (it waits for work it may
+    # not preempt to end), they admit allocated jobs it may preempt whose protection
+    # ends within this many seconds, so their free GPUs run allocated work, not
+    # unallocated backfill; the reserved job starts at most this much later than its
+    # hosts free up. 0: only unallocated work uses them, the rule before.
+    reservation_admit_s: float = 3600.0
     max_failed_preemption_searches: int = 16  # per cycle; bounds work, later cycles retry
     # Short-job reserve (fair-share mode): hosts of the largest size that take no new
     # allocated job protected for longer than `short_job_max_s`; short jobs start there

@@ -148,6 +148,14 @@ def _add_run_fairshare(r: argparse.ArgumentParser) -> None:
         default=15.0,
         help="longest protection of a job the short-job reserve admits, minutes (15)",
     )
+    r.add_argument(
+        "--reservation-admit-min",
+        type=_positive(allow_zero=True),
+        default=60.0,
+        help="fairshare: hosts held for a job that waits for work it may not preempt admit "
+        "allocated jobs it may preempt protected for at most this, minutes (60; 0: none, "
+        "only unallocated backfill, the rule before)",
+    )
 
 
 def _add_run_reserve_rule(r: argparse.ArgumentParser) -> None:
@@ -302,6 +310,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             short_reserve_fewest_gpus=args.short_reserve_fewest_gpus == "on",
             idle_reclaim=args.idle_reclaim == "on",
             share_floor=args.share_floor == "on",
+            reservation_admit_s=args.reservation_admit_min * 60.0,
             idle_reclaim_after_s=args.idle_reclaim_after_min * 60.0,
             until_s=args.until_days * DAY_S if args.until_days else None,
             seed=args.seed,

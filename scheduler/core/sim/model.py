@@ -137,6 +137,7 @@ class SimConfig:
     short_reserve_fewest_gpus: bool = True  # Policy.short_reserve_fewest_gpus
     short_reserve_room_now: bool = True  # Policy.short_reserve_room_now
     consolidate: bool = True  # Policy.consolidate
+    reservation_admit_s: float = 3600.0  # Policy.reservation_admit_s (fairshare only)
 
 
 class JobState:

@@ -100,6 +100,7 @@ def policy_for(config: SimConfig, **extra: object) -> Policy:
         "short_reserve_fewest_gpus": config.short_reserve_fewest_gpus,
         "short_reserve_room_now": config.short_reserve_room_now,
         "consolidate": config.consolidate,
+        "reservation_admit_s": config.reservation_admit_s,
     }
     values.update(extra)
     return Policy(**{k: v for k, v in values.items() if k in names})  # type: ignore[arg-type]

@@ -69,9 +69,9 @@ JOBS = 800
 # a1 (fair-share rank 1 of 12)": nothing of a better-ranked project is ahead of them), and
 # an opportunistic job's stop named the job it gives way to as "job 950" instead of "950".
 EXPECTED = {
-    "fairshare": "c76a01a7b0833138d7281d97109d3cc42d88e87357c35f999329521bfac323aa",
-    "fairshare-decay": "18ca15d02afc59840feb42e4ba422ecb2d1034a6f4f8ce8239a3177b75e89f00",
-    "fairshare-reserve-off": "4d7f0376b449d8253282c3ecd726330195e667c037561003d335d993ee36513f",
+    "fairshare": "cea7482716f9f54d97b85a8befbf548c49181accd220f235cfbe06956647ab01",
+    "fairshare-decay": "ccbaca1a1eb6973e2b57efcd79713b4a33b0974b2e57c2554ad91e57f92f6698",
+    "fairshare-reserve-off": "5a1636dbe24dc1f55677644ba01b618a06ef50f2b69309dfeb6e6015a4154445",
     "fifo": "02a1800f2466346389ed6a03fcdcf0789f2c6788357b044f523be81ff1f796ec",
     "priority": "62e14b3917dfe85cb47c86100a3b9e95a55fb47b7a16a6b15219467bd9404364",
     "static": "ec45611c64973d98d2d3358e7a48025eff6711cf1af84e7d8fd0e35ead26908b",
