@@ -7,8 +7,10 @@ when it ends (inf: not foreseeable). A held host admits an allocated job that ca
 delay the reserved one (`admit_until`): one whose protection ends by the time the hosts
 are usable; while that time is not foreseeable, one the reserved job may preempt whose
 protection ends within `Policy.reservation_admit_s`, so the reserved job starts at most
-that much later than its hosts free up, and their GPUs run allocated work meanwhile
-instead of unallocated backfill (docs/concepts.md#reservation-admission).
+that much later than its hosts free up (unless an admitted job lands on its project's
+share floor, which the reserved job may not take: it then waits for it as for the other
+work it may not preempt), and their GPUs run allocated work meanwhile instead of
+unallocated backfill (docs/concepts.md#reservation-admission).
 """
 
 from __future__ import annotations
