@@ -18,7 +18,7 @@ from scheduler.selectors.translate import job_workload
 from scheduler.services.eta import cluster_etas, stop_requeues
 from tests.factories import AttemptFactory, JobFactory
 from tests.support.live import submit_job
-from tests.support.stops import a1_running, gpus_on, two_hosts_with_a1_runtimes
+from tests.support.stops import a1_job, a1_running, gpus_on, two_hosts_with_a1_runtimes
 
 pytestmark = pytest.mark.django_db
 
@@ -39,18 +39,16 @@ def _fresh(cluster):
 def _unstarted(cluster, tree, now, *, placements, created_s: float, **attempt):
     """A 4-GPU a1 job (not resumable) whose attempt, created `created_s` before `now`,
     the cluster never reported started."""
-    job = JobFactory(
-        cluster=cluster,
-        project=tree.node("a1"),
-        submitter=tree.user("ann"),
-        gpus=4,
-        min_runtime_s=600,
-        resumable=False,
-        state=JobState.STARTING,
+    return a1_job(
+        cluster,
+        tree,
         submitted_at=now - dt.timedelta(seconds=created_s),
+        job_state=JobState.STARTING,
+        resumable=False,
+        started_at=None,
+        placements=placements,
+        **attempt,
     )
-    AttemptFactory(job=job, started_at=None, placements=placements, **attempt)
-    return job
 
 
 def test_a_run_still_starting_has_run_nothing_however_long_ago_its_attempt_was_made(cluster, tree):

@@ -50,9 +50,9 @@ def a1_history(cluster, tree, gpus: int, runtime_s: float, n: int = 20) -> None:
         )
 
 
-def a1_running(cluster, tree, now, *, resumable: bool = True, **attempt) -> Job:
-    """A 4-GPU a1 job submitted and started `RAN_S` before `now`, its attempt as given
-    (running unless `state` says stopping)."""
+def a1_job(cluster, tree, *, submitted_at, job_state, resumable: bool = True, **attempt) -> Job:
+    """A 4-GPU a1 job (min runtime 10 min) in `job_state`, submitted at `submitted_at`, with
+    one attempt as given."""
     job = JobFactory(
         cluster=cluster,
         project=tree.node("a1"),
@@ -60,11 +60,27 @@ def a1_running(cluster, tree, now, *, resumable: bool = True, **attempt) -> Job:
         gpus=4,
         min_runtime_s=600,
         resumable=resumable,
-        state=JobState.STOPPING if attempt.get("state") == AttemptState.STOPPING else "running",
-        submitted_at=now - dt.timedelta(seconds=RAN_S),
+        state=job_state,
+        submitted_at=submitted_at,
     )
-    AttemptFactory(job=job, started_at=now - dt.timedelta(seconds=RAN_S), **attempt)
+    AttemptFactory(job=job, **attempt)
     return job
+
+
+def a1_running(cluster, tree, now, *, resumable: bool = True, **attempt) -> Job:
+    """A 4-GPU a1 job submitted and started `RAN_S` before `now`, its attempt as given
+    (running unless `state` says stopping)."""
+    ran = now - dt.timedelta(seconds=RAN_S)
+    stopping = attempt.get("state") == AttemptState.STOPPING
+    return a1_job(
+        cluster,
+        tree,
+        submitted_at=ran,
+        job_state=JobState.STOPPING if stopping else JobState.RUNNING,
+        resumable=resumable,
+        started_at=ran,
+        **attempt,
+    )
 
 
 def two_hosts_with_a1_runtimes(cluster, tree):
