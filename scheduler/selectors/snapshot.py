@@ -526,8 +526,8 @@ def after_stops(cs: ClusterSnapshot, *, requeued: Callable[[Workload, bool], boo
     (`Attempt.stop_deadline`, the cluster's grace period): seconds, against the hours a
     forward run looks ahead, so the stops are taken as done now."""
     running = _started_now(cs)
-    moving = f"~{MOVE_PREFIX}"
-    moved = {rw.workload.id[len(moving) :] for rw in running if rw.workload.id.startswith(moving)}
+    ids = (rw.workload.id for rw in running)
+    moved = {i.removeprefix(MOVE_PREFIX) for i in ids if i.startswith(MOVE_PREFIX)}
     stops_for = {victim: wid for wid, victims in cs.waiting.items() for victim in victims}
     left = [
         rw
@@ -546,7 +546,7 @@ def after_stops(cs: ClusterSnapshot, *, requeued: Callable[[Workload, bool], boo
         gpus = {(p.host, i) for p in rw.placements for i in p.gpu_indices} & block
         if gpus:
             gained.setdefault(found[0].id, set()).update(gpus)
-    holds = {f"~{HOLD_PREFIX}{wid}": wid for wid in gained}
+    holds = {f"{HOLD_PREFIX}{wid}": wid for wid in gained}
     gone = {rw.workload.id for rw in left} | set(holds)
     out = [rw for rw in running if rw.workload.id not in gone]
     for rw in running:  # the part of the block that was free: the waiting job's already
@@ -572,10 +572,9 @@ def _started_now(cs: ClusterSnapshot) -> Sequence[RunningWorkload]:
     the "~move-" holder of its next run) starting at `cs.now`, without saved work."""
     if not cs.unstarted:
         return cs.snapshot.running
-    moving = f"~{MOVE_PREFIX}"
     return [
         replace(rw, started_s=cs.now, last_checkpoint_s=None)
-        if rw.workload.id.removeprefix(moving) in cs.unstarted
+        if rw.workload.id.removeprefix(MOVE_PREFIX) in cs.unstarted
         else rw
         for rw in cs.snapshot.running
     ]

@@ -25,10 +25,11 @@ from scheduler.models import Cluster, Job
 
 # Project key of jobs the cluster runs outside Allot (slugs never contain "~").
 FOREIGN_PROJECT = "~outside-allot"
-# Workload id prefix (after "~") of the GPUs a job stopping to move starts again on
-# (`moving_holder`).
-MOVE_PREFIX = "move-"
-HOLD_PREFIX = "hold-"
+# Workload id prefix of the GPUs a job stopping to move starts again on
+# (`moving_holder`), and of the GPUs held for a job waiting on its victims (`block_holder`);
+# no job id contains "~".
+MOVE_PREFIX = "~move-"
+HOLD_PREFIX = "~hold-"
 # Protection of a holder whose end is unknown (a job outside Allot): longer than any
 # minimum runtime, so the engine never plans to preempt it.
 UNKNOWN_END_S = 365 * 86400.0
@@ -182,7 +183,7 @@ def moving_holder(
     its project), protected until the stop completes (`until_s`, the stop's own end:
     nobody else may take them meanwhile). It once was a job outside Allot, protected for
     `UNKNOWN_END_S`: GPUs held for a year by nobody, in the plans made during the stop."""
-    held = replace(work, id=f"~{MOVE_PREFIX}{work.id}")
+    held = replace(work, id=f"{MOVE_PREFIX}{work.id}")
     return protected_holder(held, placements, started_s=started_s, until_s=until_s)
 
 
@@ -193,7 +194,7 @@ def block_holder(
     (`Attempt.for_block`), held for it under the id "~hold-<id>" until they have: a job
     submitted meanwhile must not take them, or the stops were for nothing."""
     gpus = sum(len(p.gpu_indices) for p in placements)
-    held = replace(work, id=f"~{HOLD_PREFIX}{work.id}", gpus=gpus)
+    held = replace(work, id=f"{HOLD_PREFIX}{work.id}", gpus=gpus)
     return protected_holder(held, placements, started_s=now, until_s=until_s)
 
 

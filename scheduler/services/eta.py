@@ -229,7 +229,7 @@ def _estimates(
     }
     # GPUs held for a job (the ones a moving job starts again on, the free part of the
     # block a job waits for its victims on): the job's own, its submitter's runtimes
-    for prefix in (f"~{MOVE_PREFIX}", f"~{HOLD_PREFIX}"):
+    for prefix in (MOVE_PREFIX, HOLD_PREFIX):
         users.update(
             {
                 r.workload.id: users.get(r.workload.id.removeprefix(prefix), "")
@@ -254,7 +254,7 @@ def _estimates(
     )
 
 
-def stop_requeues(work: Workload, started: bool = True) -> bool:
+def stop_requeues(work: Workload, started: bool) -> bool:
     """Whether a job being preempted is back in the queue when its stop ends: the live
     cycle's one rule (`job_target`); `started`: whether the cluster reported its run
     started (one that never did goes back even if not resumable: it lost no work).
