@@ -289,3 +289,27 @@ def test_a_job_name_in_brackets_is_shown_not_read_as_markup(capsys, monkeypatch)
     text = capsys.readouterr().out
     assert text.count("exp[lr=3e-4]") == 2, text
     assert all(line == line.rstrip() for line in text.splitlines()), text  # into a pipe
+
+
+@pytest.mark.parametrize("columns", [None, "80"])
+def test_show_keeps_each_event_on_one_line_into_a_pipe_and_fits_a_terminal(
+    capsys, monkeypatch, columns
+):
+    """`allot show | less` folded the events' reasons at 80 columns, cutting a project's
+    path in the middle ("…/pre" / "training"): into a pipe each event is one line with its
+    reason whole, as `allot queue` prints it; on an 80-column terminal every line fits,
+    the reason folded between its words (a word longer than the column is folded too)."""
+    from allot_cli.jobs import _events_table
+
+    _terminal(monkeypatch, columns)
+    monkeypatch.setenv("COLUMNS", columns or "80")
+    path = "acme-research/foundation-models/pretraining"
+    reason = f"preempted: {path} is at 112% of its 7-day entitlement and a1 waits"
+    event = {"at": _iso(60), "from_state": "running", "to_state": "preempted", "actor": None}
+    _events_table([{**event, "reason": reason}])
+    lines = _printed(capsys)
+    if columns is None:
+        assert [line for line in lines if "preempted:" in line][0].endswith(reason)
+    else:
+        assert all(len(line) <= 80 for line in lines) and len(lines) > 3
+        assert sum("entitlement" in line for line in lines) == 1
