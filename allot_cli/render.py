@@ -42,9 +42,10 @@ def err() -> Console:
 
 
 def line(text: str = "", *, markup: bool = True) -> None:
-    """One line on standard output, as `out().print(text, markup=markup)` writes it."""
+    """One line on standard output, as `out().print(text, markup=markup)` writes it:
+    folded to a terminal's width, whole into a pipe (a script reads it)."""
     if not plain.line(text):
-        out().print(text, markup=markup)
+        out().print(text, markup=markup, soft_wrap=not to_terminal())
 
 
 def error(text: str) -> None:
@@ -402,6 +403,9 @@ def pairs(items: Sequence[tuple[str, Any]]) -> None:
     t = Table(box=None, show_header=False, pad_edge=False)
     t.add_column(style="bold")
     t.add_column(overflow="fold")
-    for key, value in items:  # a value as text: a job's name may hold "[...]", no markup
-        t.add_row(key, Text(number(value) if not isinstance(value, str) else local_times(value)))
-    print_table(t)
+    rows = [(k, number(v) if not isinstance(v, str) else local_times(v)) for k, v in items]
+    for key, value in rows:  # a value as text: a job's name may hold "[...]", no markup
+        t.add_row(key, Text(value))
+    # into a pipe each value whole on its line (`scontrol show job` too), folded on a terminal
+    whole = max((len(k) + 2 + len(v) for k, v in rows), default=0)
+    print_table(t, None if to_terminal() else max(whole, plain.width()))

@@ -366,11 +366,16 @@ def test_usage_per_project(ann, tree):
     assert by_path["org/prog-a/a1"]["utilization"] == pytest.approx(0.5)
     assert by_path["org/prog-b/b1"]["utilization"] is None  # nothing measured: unknown
     ann.env["COLUMNS"] = "80"
+    piped = ann("usage", "--step", "hour").stdout  # into a pipe the heading is one line
+    assert "GPU-hours on gpu per hour, last 7 days of complete hours, to " in piped
+    ann.env["TTY_COMPATIBLE"] = "1"  # an 80-column terminal, as rich judges one
     narrow = ann("usage", "--step", "hour")
     assert narrow.returncode == 0, narrow.stderr
+    narrow.stdout = ANSI.sub("", narrow.stdout)
     assert "GPU-hours on gpu per hour" in narrow.stdout  # one cluster: named once, no column
     assert "…" not in narrow.stdout, narrow.stdout  # no figure and no path cut at 80 columns
     assert all(len(line) <= 80 for line in narrow.stdout.splitlines()), narrow.stdout
+    del ann.env["TTY_COMPATIBLE"]
     day = ann("usage", "--project", "org/prog-b/b1").stdout
     assert "DAY (UTC)" in day and "org/prog-b/b1" in day
     bad = ann("usage", "--step", "week")

@@ -313,3 +313,22 @@ def test_show_keeps_each_event_on_one_line_into_a_pipe_and_fits_a_terminal(
     else:
         assert all(len(line) <= 80 for line in lines) and len(lines) > 3
         assert sum("entitlement" in line for line in lines) == 1
+
+
+def test_a_line_and_a_panel_into_a_pipe_keep_each_value_on_one_line(capsys, monkeypatch):
+    """`allot submit | cat` folded "Submitted job 1345 to … 2 / GPUs" and `allot show | cat`
+    a job's state over four lines at 80 columns: into a pipe a line and each panel value
+    are whole on one line; on an 80-column terminal both still fit."""
+    state = "starting (started on h012[0-1] using free GPUs; " + "project a/b/c " * 8 + ")"
+    said = "Submitted job 1345 to allot-demo/language-models/pretraining on demo-h100: 2 GPUs"
+    _terminal(monkeypatch, None)
+    monkeypatch.setenv("COLUMNS", "80")
+    render.line(f"[bold]{said}[/bold]")  # markup: rich prints it
+    render.pairs([("job", "1345 tour"), ("state", state)])
+    lines = _printed(capsys)
+    assert lines[0] == said and lines[2].split(None, 1) == ["state", state.strip()]
+    _terminal(monkeypatch, "80")
+    render.line(f"[bold]{said}[/bold]")
+    render.pairs([("state", state)])
+    lines = _printed(capsys)
+    assert len(lines) > 3 and all(len(line) <= 80 for line in lines)
