@@ -15,13 +15,20 @@ from django.utils import timezone
 
 from budgets.models import APPEND_ONLY
 
-HOUR_S = 3600
-DAY_S = 86400
-
-
-class AdapterKind(models.TextChoices):
-    SIMULATED = "simulated", "Simulated"
-    SLURM = "slurm", "Slurm"
+# The models' value sets are scheduler.choices's; import them from here.
+from scheduler.choices import ACTIVE_STATES as ACTIVE_STATES
+from scheduler.choices import (
+    DAY_S,
+    HOUR_S,
+    AdapterKind,
+    AttemptEnd,
+    AttemptState,
+    HostHealth,
+    JobKind,
+    JobState,
+    PreviewState,
+)
+from scheduler.choices import TERMINAL_STATES as TERMINAL_STATES
 
 
 class Cluster(models.Model):
@@ -148,12 +155,6 @@ class ClusterPolicyEvent(AuditEvent):
         return f"{self.cluster}: {', '.join(self.changes)}"
 
 
-class HostHealth(models.TextChoices):
-    HEALTHY = "healthy", "Healthy"
-    DRAINING = "draining", "Draining"  # takes no new work; running jobs stop after protection
-    DOWN = "down", "Down"  # unreachable or failed (reported by the adapter)
-
-
 class Host(models.Model):
     """A machine of a cluster. Only HEALTHY hosts take new work (SPEC 1.4 drain)."""
 
@@ -186,33 +187,6 @@ class HostEvent(AuditEvent):
 
     def __str__(self) -> str:
         return f"{self.host}: {self.from_health} -> {self.to_health}"
-
-
-class JobKind(models.TextChoices):
-    DEBUG = "debug", "Debug"
-    TRAINING = "training", "Training"
-    INTERACTIVE = "interactive", "Interactive"
-    INFERENCE = "inference", "Inference"
-    BATCH = "batch", "Batch"
-    SWEEP = "sweep", "Sweep"
-
-
-class JobState(models.TextChoices):
-    PENDING = "pending", "Pending"
-    STARTING = "starting", "Starting"
-    RUNNING = "running", "Running"
-    STOPPING = "stopping", "Stopping"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
-    PREEMPTED = "preempted", "Preempted"  # stopped and not resumable: ends here
-
-
-TERMINAL_STATES = frozenset(
-    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED}
-)
-# States in which a job holds (or may hold) GPUs on the cluster: it has an open attempt.
-ACTIVE_STATES = frozenset({JobState.STARTING, JobState.RUNNING, JobState.STOPPING})
 
 
 class Job(models.Model):
@@ -272,24 +246,6 @@ class Job(models.Model):
     def allocated(self) -> bool:
         """Charged to the project's budget and protected for its minimum runtime."""
         return self.min_runtime_s > 0
-
-
-class AttemptState(models.TextChoices):
-    STARTING = "starting", "Starting"  # decided by a cycle; the adapter may not have it yet
-    RUNNING = "running", "Running"  # the adapter reported it running
-    STOPPING = "stopping", "Stopping"  # a graceful stop was sent; GPUs still held
-    ENDED = "ended", "Ended"  # the adapter reported it gone: GPUs are free
-
-
-class AttemptEnd(models.TextChoices):
-    SUCCEEDED = "succeeded", "Finished successfully"
-    FAILED = "failed", "Failed"
-    PREEMPTED = "preempted", "Preempted"
-    DRAINED = "drained", "Drained"
-    CANCELLED = "cancelled", "Cancelled"
-    LOST = "lost", "Lost with its host or outside Allot"
-    START_FAILED = "start_failed", "Could not be started"
-    MIGRATED = "migrated", "Moved to other hosts"  # consolidation: scheduler.cycle.moves
 
 
 class Attempt(models.Model):
@@ -467,13 +423,6 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id}:{self.key}"
-
-
-class PreviewState(models.TextChoices):
-    QUEUED = "queued", "queued"
-    RUNNING = "running", "running"
-    DONE = "done", "done"
-    FAILED = "failed", "failed"
 
 
 class Preview(models.Model):
