@@ -11,6 +11,9 @@ from django.db import models
 
 HOUR_S = 3600
 DAY_S = 86400
+# The longest reservation admission a cluster may set (`Cluster.reservation_admit_min`):
+# a day, in minutes.
+RESERVATION_ADMIT_MAX_MIN = 24 * 60
 
 
 class AdapterKind(models.TextChoices):

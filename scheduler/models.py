@@ -9,7 +9,7 @@ cluster's job (adopt-before-retry); every state change is an append-only `JobEve
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -20,6 +20,7 @@ from scheduler.choices import ACTIVE_STATES as ACTIVE_STATES
 from scheduler.choices import (
     DAY_S,
     HOUR_S,
+    RESERVATION_ADMIT_MAX_MIN,
     AdapterKind,
     AttemptEnd,
     AttemptState,
@@ -69,6 +70,14 @@ class Cluster(models.Model):
     )
     consolidate = models.BooleanField(  # engine Policy.consolidate (scheduler.cycle.moves)
         default=True, help_text="Move a few jobs past their protection to free a block."
+    )
+    # engine Policy.reservation_admit_s = this x 60 (`policy_for_cluster`); 0: off
+    reservation_admit_min = models.PositiveIntegerField(
+        default=60,
+        validators=[MaxValueValidator(RESERVATION_ADMIT_MAX_MIN)],
+        help_text="Reservation admission: hosts held for a job waiting for work it may not "
+        "preempt admit allocated jobs it may preempt whose protection ends within this many "
+        "minutes (0: off, only unallocated backfill).",
     )
     short_job_max_s = models.PositiveIntegerField(
         default=15 * 60,

@@ -22,7 +22,7 @@ def duration_option(text: str, option: str) -> int:
 
 def add_policy_arguments(parser, *, defaults: bool) -> None:
     """--cycle-s, --grace-s, --max-min-runtime, --short-reserve-hosts, --short-reserve-auto,
-    --share-floor, --consolidate, --short-job-max;
+    --share-floor, --consolidate, --reservation-admit-min, --short-job-max;
     with `defaults` those of a new cluster, otherwise None (not given)."""
 
     def default(value: Any) -> dict[str, Any]:
@@ -76,6 +76,14 @@ def add_policy_arguments(parser, *, defaults: bool) -> None:
         help="consolidation: move a few resumable jobs past their protection to other hosts "
         "to free a block for a waiting job; off: never" + shown("on"),
         **default("on"),
+    )
+    parser.add_argument(
+        "--reservation-admit-min",
+        type=int,
+        help="reservation admission: hosts held for a job waiting for work it may not preempt "
+        "admit allocated jobs it may preempt whose protection ends within this many minutes; "
+        "0: off, only unallocated backfill" + shown("60"),
+        **default(60),
     )
     parser.add_argument(
         "--short-job-max",
@@ -134,6 +142,7 @@ def policy_options(options: dict[str, Any]) -> dict[str, Any]:
         "cycle_s": options["cycle_s"],
         "grace_s": options["grace_s"],
         "short_reserve_hosts": options["short_reserve_hosts"],
+        "reservation_admit_min": options["reservation_admit_min"],
     }
     if options["short_reserve_auto"] is not None:
         policy["short_reserve_auto"] = options["short_reserve_auto"] == "on"

@@ -11,6 +11,8 @@ settings the engine reads and their last audited change). Reads only; everything
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import operator
 from typing import Any
 
 from django.db import connection
@@ -199,13 +201,15 @@ def policy_now(*, cluster: Cluster) -> dict[str, Any]:
     """The cluster's switchable scheduling rules as the engine's policy reads them
     (`policy_for_cluster`), each with its last audited change (`changed_at`,
     `changed_by`, `reason`; None where never changed): `share_floor`
-    (docs/concepts.md#share-floor), `consolidate` (#consolidation) and `idle_reclaim`
-    (#idle-reclaim, with its threshold and how long GPUs must stay idle). One query."""
+    (docs/concepts.md#share-floor), `consolidate` (#consolidation),
+    `reservation_admit_min` (#reservation-admission, with the bound in seconds as the
+    engine reads it) and `idle_reclaim` (#idle-reclaim, with its threshold and how long
+    GPUs must stay idle). One query."""
     policy = policy_for_cluster(cluster)
     last: dict[str, Any] = {}
-    names = ("share_floor", "consolidate", "idle_reclaim")
+    names = ("share_floor", "consolidate", "reservation_admit_min", "idle_reclaim")
     events = ClusterPolicyEvent.objects.filter(
-        Q(changes__has_key=names[0]) | Q(changes__has_key=names[1]) | Q(changes__has_key=names[2]),
+        functools.reduce(operator.or_, (Q(changes__has_key=name) for name in names)),
         cluster_id=cluster.pk,
     ).only("at", "actor_name", "reason", "changes")
     for event in events:  # newest first
@@ -226,6 +230,11 @@ def policy_now(*, cluster: Cluster) -> dict[str, Any]:
     return {
         "share_floor": {"on": policy.share_floor, **changed("share_floor")},
         "consolidate": {"on": policy.consolidate, **changed("consolidate")},
+        "reservation_admit_min": {
+            "on": policy.reservation_admit_s > 0,
+            "within_s": policy.reservation_admit_s,
+            **changed("reservation_admit_min"),
+        },
         "idle_reclaim": {
             "on": policy.idle_reclaim,
             "threshold_pct": cluster.idle_threshold_pct,

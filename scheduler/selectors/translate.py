@@ -40,7 +40,8 @@ def policy_for_cluster(cluster: Cluster) -> Policy:
     short-job reserve, adaptive unless its `short_reserve_auto` is off, its share floor and
     idle-GPU reclaim, and consolidation, on unless its `consolidate` is off: the live
     cycle stops a moved job and starts it again on its planned hosts once the cluster
-    reports the stop, `scheduler.cycle.moves`); the checkpoint interval and the restart
+    reports the stop, `scheduler.cycle.moves`), and reservation admission for its
+    `reservation_admit_min` minutes (0: off); the checkpoint interval and the restart
     overhead are the engine's defaults."""
     return Policy(
         max_min_runtime_s=float(cluster.max_min_runtime_s),
@@ -54,6 +55,7 @@ def policy_for_cluster(cluster: Cluster) -> Policy:
         idle_reclaim=cluster.idle_reclaim,
         idle_reclaim_after_s=float(cluster.idle_reclaim_after_s),
         consolidate=cluster.consolidate,
+        reservation_admit_s=cluster.reservation_admit_min * 60.0,
     )
 
 

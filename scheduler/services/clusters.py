@@ -39,6 +39,7 @@ from scheduler.cycle_requests import request_cycle
 from scheduler.models import (
     DAY_S,
     HOUR_S,
+    RESERVATION_ADMIT_MAX_MIN,
     AdapterKind,
     Cluster,
     ClusterPolicyEvent,
@@ -152,6 +153,8 @@ POLICY_RULES: dict[str, PolicyRule] = {
     "share_floor": PolicyRule(0, 1, boolean=True),
     # consolidation (engine `Policy.consolidate`; the live moves: `scheduler.cycle.moves`)
     "consolidate": PolicyRule(0, 1, boolean=True),
+    # reservation admission, minutes (engine `Policy.reservation_admit_s`; 0: off)
+    "reservation_admit_min": PolicyRule(0, RESERVATION_ADMIT_MAX_MIN),
     # idle-GPU reclaim (engine `Policy.idle_reclaim`; the idle test is
     # `scheduler.selectors.utilization.idle_attempt_ids`)
     "idle_reclaim": PolicyRule(0, 1, boolean=True),
@@ -283,6 +286,7 @@ def cluster_create(
     short_reserve_auto: bool = True,
     share_floor: bool = True,
     consolidate: bool = True,
+    reservation_admit_min: int = 60,
     short_job_max_s: int = 15 * 60,
     adapter_url: str = "",
     adapter_options: Mapping[str, Any] | None = None,
@@ -297,9 +301,10 @@ def cluster_create(
     it). `short_reserve_hosts` hosts are held for jobs protected for at most
     `short_job_max_s` (the engine's short-job reserve), more while `short_reserve_auto`
     (on by default) sizes it from the short work observed; `share_floor` and
-    `consolidate` (on by default) are the engine's share floor and consolidation. Raises ValidationFailed (field
-    named), Conflict (the name
-    is taken), PermissionDenied, ClusterUnreachable."""
+    `consolidate` (on by default) are the engine's share floor and consolidation,
+    `reservation_admit_min` (60; 0: off) its reservation admission. Raises
+    ValidationFailed (field named), Conflict (the name is taken), PermissionDenied,
+    ClusterUnreachable."""
     _check_actor(actor)
     name = _clean_cluster_name(name)
     provision = _provisioner(adapter)
@@ -319,6 +324,7 @@ def cluster_create(
             "short_reserve_auto": short_reserve_auto,
             "share_floor": share_floor,
             "consolidate": consolidate,
+            "reservation_admit_min": reservation_admit_min,
             "short_job_max_s": short_job_max_s,
         }
     )

@@ -93,6 +93,7 @@ DEMO_SPEED = 60.0  # simulated seconds per wall second: an hour of work runs a m
 # the reporting windows are not compressed: the back-filled history is in wall time.
 REAL_SHORT_JOB_MAX_S = 15 * 60
 REAL_MAX_MIN_RUNTIME_S = 8 * 3600
+REAL_RESERVATION_ADMIT_S = 3600  # reservation admission (a bound on protection), the default
 DEMO_SEED = 2026
 DEMO_PENDING_CAP = 40  # pending jobs per project beyond which the load submits nothing
 DAY_S = 86400.0
@@ -120,6 +121,7 @@ def demo_cluster_ensure() -> Cluster:
         grace_s=10,
         short_job_max_s=demo_seconds(REAL_SHORT_JOB_MAX_S),
         max_min_runtime_s=demo_seconds(REAL_MAX_MIN_RUNTIME_S),
+        reservation_admit_min=max(1, demo_seconds(REAL_RESERVATION_ADMIT_S) // 60),
         reset=True,
     )
 
@@ -153,11 +155,13 @@ def demo_seconds(cluster_s: float) -> int:
 
 def _backfill_config(cluster: Cluster) -> SimConfig:
     """The simulator config of the back-fill: the cluster's policy with the limits on
-    minimum runtimes uncompressed, as the replayed (uncompressed) history needs them."""
+    minimum runtimes and the reservation admission's bound uncompressed, as the replayed
+    (uncompressed) history needs them."""
     return replace(
         sim_config_for_cluster(cluster),
         short_job_max_s=float(REAL_SHORT_JOB_MAX_S),
         max_min_runtime_s=float(REAL_MAX_MIN_RUNTIME_S),
+        reservation_admit_s=float(REAL_RESERVATION_ADMIT_S),
     )
 
 

@@ -48,6 +48,7 @@ DEFAULTS = {
     "short_job_max_s": 900,
     "share_floor": True,
     "consolidate": True,
+    "reservation_admit_min": 60,
     "idle_reclaim": False,
     "idle_threshold_pct": 5,
     "idle_reclaim_after_s": 1800,
@@ -187,6 +188,9 @@ def test_a_missing_cluster_is_not_found(ops):
         ({"idle_notify_owner": None}, "idle_notify_owner", "must be true or false, got None"),
         ({"idle_threshold_pct": 101}, "idle_threshold_pct", "between 0 and 100, got 101"),
         ({"idle_reclaim_after_s": 59}, "idle_reclaim_after_s", "between 60 and 86400, got 59"),
+        ({"reservation_admit_min": 1441}, "reservation_admit_min", "between 0 and 1440, got 1441"),
+        ({"reservation_admit_min": -1}, "reservation_admit_min", "between 0 and 1440, got -1"),
+        ({"reservation_admit_min": False}, "reservation_admit_min", "whole number between 0"),
         # the cross-field rule, on the policy the change makes
         (
             {"short_job_max_s": 9 * 3600},
@@ -486,6 +490,12 @@ def test_a_missing_cluster_is_404(ops):
         ({"short_reserve_auto": "no", "reason": "r"}, "short_reserve_auto", "true or false"),
         ({"short_reserve_auto": 1, "reason": "r"}, "short_reserve_auto", "got 1"),
         ({"share_floor": "yes", "reason": "r"}, "share_floor", "true or false, got 'yes'"),
+        (
+            {"reservation_admit_min": 1441, "reason": "r"},
+            "reservation_admit_min",
+            "reservation_admit_min: must be between 0 and 1440, got 1441",
+        ),
+        ({"reservation_admit_min": "1h", "reason": "r"}, "reservation_admit_min", "got '1h'"),
         ({"cycle": 5, "reason": "r"}, "cycle", "Not a policy field"),
     ],
 )
@@ -608,6 +618,10 @@ def test_cluster_set_without_a_change_says_so_and_records_nothing(cluster):
         (["gpu", "--reason", "r", "--half-life", "30m"], "half_life_s: must be between 3600"),
         (["gpu", "--reason", "r", "--max-min-runtime", "10m"], "at least short_job_max_s"),
         (["gpu", "--reason", " ", "--cycle-s", "5"], "A reason is required"),
+        (
+            ["gpu", "--reason", "r", "--reservation-admit-min", "2000"],
+            "reservation_admit_min: must be between 0 and 1440, got 2000",
+        ),
     ],
 )
 def test_cluster_set_refuses_bad_input_and_stores_nothing(cluster, args, message):
@@ -724,6 +738,39 @@ def test_consolidation_is_one_audited_setting_away_and_reaches_the_engine(cluste
     assert api_client.get(url).json()["policy"]["consolidate"] is True
 
 
+def test_reservation_admission_is_one_audited_setting_away_and_reaches_the_engine(
+    cluster, api_client
+):
+    """On for a new cluster with the engine's default bound (1 h); `cluster_set
+    --reservation-admit-min 0` turns it off for the live cycle and the previews (the rule
+    before), and staff set it back through the API; no one else may."""
+    assert policy_for_cluster(cluster).reservation_admit_s == Policy().reservation_admit_s
+    assert Policy().reservation_admit_s == 3600.0  # the engine's default, on
+    out = cluster_set("gpu", "--reason", "backfill only", "--reservation-admit-min", "0")
+    assert out.strip() == "Cluster 'gpu': reservation_admit_min 60 -> 0."
+    assert policy(cluster) == {**DEFAULTS, "reservation_admit_min": 0}
+    assert ClusterPolicyEvent.objects.get().changes == {"reservation_admit_min": [60, 0]}
+    cluster.refresh_from_db()
+    assert policy_for_cluster(cluster).reservation_admit_s == 0.0
+    assert sim_config_for_cluster(cluster).reservation_admit_s == 0.0  # the preview's too
+    url = f"/api/v1/clusters/{cluster.pk}/"
+    operator = participant("operator")
+    cluster.operators.add(operator)  # may drain its hosts, not change its policy
+    for user in (participant("ann"), operator):
+        body = {"reservation_admit_min": 30, "reason": "r"}
+        assert client_as(user).patch(url, body, format="json").status_code == 403
+    assert policy(cluster)["reservation_admit_min"] == 0
+    api_client.force_authenticate(SuperUserFactory(username="root"))
+    response = api_client.patch(url, {"reservation_admit_min": 30, "reason": "r"}, format="json")
+    assert response.status_code == 200, response.json()
+    assert api_client.get(url).json()["policy"]["reservation_admit_min"] == 30
+    cluster.refresh_from_db()
+    assert policy_for_cluster(cluster).reservation_admit_s == 1800.0
+    bad = api_client.patch(url, {"reservation_admit_min": 1441, "reason": "r"}, format="json")
+    assert (bad.status_code, bad.json()["field"]) == (400, "reservation_admit_min")
+    assert policy(cluster)["reservation_admit_min"] == 30
+
+
 def test_a_preview_replays_every_setting_the_live_policy_has(cluster):
     """The simulator's config (previews, the demo's back-fill) and the engine's policy
     agree on every setting they share, for a cluster whose settings all differ from
@@ -740,9 +787,15 @@ def test_a_preview_replays_every_setting_the_live_policy_has(cluster):
         "idle_reclaim": True,
         "idle_reclaim_after_s": 900,
     }
-    cluster_policy_update(actor=None, cluster_id=cluster.pk, changes=changes, reason="all off")
+    cluster_policy_update(
+        actor=None,
+        cluster_id=cluster.pk,
+        changes={**changes, "reservation_admit_min": 5},
+        reason="all off",
+    )
     cluster.refresh_from_db()
     live, replayed = policy_for_cluster(cluster), sim_config_for_cluster(cluster)
+    assert live.reservation_admit_s == replayed.reservation_admit_s == 300.0
     for name, value in changes.items():
         assert getattr(live, name) == getattr(replayed, name) == value, name
     shared = {f.name for f in dataclasses.fields(SimConfig)} & {

@@ -101,9 +101,10 @@ def test_the_now_page_shows_each_cluster_as_it_is(
 def test_the_now_page_shows_the_policy_the_engine_and_the_api_read(
     live, client, django_assert_num_queries
 ):
-    """One setting, one value: the Now page's share floor and idle-GPU reclaim are the
-    cluster's policy as the engine reads it and as API clusters/{id}/ gives it, before
-    and after a change, with that change's author and reason."""
+    """One setting, one value: the Now page's share floor, consolidation, reservation
+    admission and idle-GPU reclaim are the cluster's policy as the engine reads it and as
+    API clusters/{id}/ gives it, before and after a change, with that change's author and
+    reason."""
     root = SuperUserFactory(username="root")
     api = APIClient()
     api.force_authenticate(root)
@@ -114,10 +115,14 @@ def test_the_now_page_shows_the_policy_the_engine_and_the_api_read(
         (value,) = re.findall(rf"<dt>{label}</dt><dd>(\w+) <small>(.*?)</small>", html, re.S)
         live.cluster.refresh_from_db()
         policy = api.get(f"/api/v1/clusters/{live.cluster.pk}/").json()["policy"]
-        return value, policy[field], getattr(policy_for_cluster(live.cluster), field)
+        engine = {"reservation_admit_min": "reservation_admit_s"}.get(field, field)
+        return value, policy[field], getattr(policy_for_cluster(live.cluster), engine)
 
     assert shown("Share floor", "share_floor") == (("On", "as the cluster was added"), True, True)
     assert shown("Consolidation", "consolidate") == (("On", "as the cluster was added"), True, True)
+    assert shown("Reservation admission", "reservation_admit_min") == (
+        ("On", "protection ending within 1 h; as the cluster was added"), 60, 3600.0
+    )  # fmt: skip
     assert shown("Idle-GPU reclaim", "idle_reclaim") == (
         ("Off", "as the cluster was added"), False, False
     )  # fmt: skip
@@ -143,10 +148,21 @@ def test_the_now_page_shows_the_policy_the_engine_and_the_api_read(
     (state, note), api_on, engine_on = shown("Consolidation", "consolidate")
     assert (state, api_on, engine_on) == ("Off", False, False)
     assert note.endswith("by system: no moves")
+    call_command(
+        "cluster_set", live.cluster.name, "--reason", "backfill only",
+        "--reservation-admit-min", "0", stdout=io.StringIO(),
+    )  # fmt: skip
+    (state, note), api_min, engine_s = shown("Reservation admission", "reservation_admit_min")
+    assert (state, api_min, engine_s) == ("Off", 0, 0.0)
+    assert note.startswith("since ") and note.endswith("by system: backfill only")
     with django_assert_num_queries(1):
         policy = policy_now(cluster=live.cluster)
     assert not policy["share_floor"]["on"] and policy["idle_reclaim"]["on"]
     assert not policy["consolidate"]["on"]
+    assert policy["reservation_admit_min"] == {
+        "on": False, "within_s": 0.0, "changed_at": policy["reservation_admit_min"]["changed_at"],
+        "changed_by": "system", "reason": "backfill only",
+    }  # fmt: skip
 
 
 def test_the_now_page_counts_are_the_apis_and_the_clis(live, client, live_server, tmp_path):

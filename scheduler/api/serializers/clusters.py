@@ -13,6 +13,11 @@ CONSOLIDATE_HELP = (
     "get a block freed by moving a few resumable jobs past their protection to other "
     "hosts, started again there once stopped (false: never)"
 )
+RESERVATION_ADMIT_HELP = (
+    "Reservation admission (docs/concepts.md#reservation-admission): hosts held for a job "
+    "waiting for work it may not preempt admit allocated jobs it may preempt whose "
+    "protection ends within this many minutes (0: off, only unallocated backfill)"
+)
 
 
 class PolicyOutput(serializers.Serializer):
@@ -47,6 +52,7 @@ class PolicyOutput(serializers.Serializer):
         "(false: Fair Tree's rank alone decides)"
     )
     consolidate = serializers.BooleanField(help_text=CONSOLIDATE_HELP)
+    reservation_admit_min = serializers.IntegerField(help_text=RESERVATION_ADMIT_HELP)
     idle_reclaim = serializers.BooleanField(
         help_text="Idle-GPU reclaim: a job past its minimum runtime whose GPUs stay idle "
         "is preempted first when GPUs are needed (rule idle_reclaim)"
@@ -264,6 +270,7 @@ class ClusterPolicyInput(StrictInput):
         " decides)",
     )
     consolidate = _policy_field("consolidate", CONSOLIDATE_HELP)
+    reservation_admit_min = _policy_field("reservation_admit_min", RESERVATION_ADMIT_HELP)
     idle_reclaim = _policy_field(
         "idle_reclaim",
         "Idle-GPU reclaim: a job past its minimum runtime whose GPUs stay idle is "

@@ -1,6 +1,7 @@
 """`manage.py cluster_set NAME --reason TEXT [--cycle-s N] [--grace-s N]
 [--max-min-runtime 8h] [--short-reserve-hosts N] [--short-reserve-auto on|off]
-[--share-floor on|off] [--consolidate on|off] [--short-job-max 15m] [--lookback 7d] [--half-life 3d|none] [--idle-reclaim on|off]
+[--share-floor on|off] [--consolidate on|off] [--reservation-admit-min 60]
+[--short-job-max 15m] [--lookback 7d] [--half-life 3d|none] [--idle-reclaim on|off]
 [--idle-threshold-pct 5] [--idle-after 30m] [--idle-notify on|off]`: change a cluster's
 scheduling policy, audited."""
 
@@ -53,7 +54,7 @@ class Command(BaseCommand):
             raise CommandError(
                 "nothing to change: give one or more of --cycle-s, --grace-s, "
                 "--max-min-runtime, --short-reserve-hosts, --short-reserve-auto, --share-floor, "
-                "--consolidate, "
+                "--consolidate, --reservation-admit-min, "
                 "--short-job-max, "
                 "--lookback, --half-life, --idle-reclaim, --idle-threshold-pct, --idle-after, "
                 "--idle-notify"

@@ -11,6 +11,7 @@ from config.errors import PermissionDenied
 from scheduler.adapters import ClusterPlacement, HostHealthState, StartRequest, for_cluster
 from scheduler.adapters.simulated import SimulatedClusterAdapter
 from scheduler.models import Cluster, Host
+from scheduler.selectors.translate import policy_for_cluster
 from scheduler.services.clusters import cluster_create
 from tests.commands import run_manage
 from tests.factories import SuperUserFactory, UserFactory
@@ -33,7 +34,7 @@ def test_cluster_add_creates_the_cluster_its_hosts_and_the_simulated_cluster(
         "gpu-a", "--adapter", "simulated", "--hosts", "3", "--gpus-per-host", "4",
         "--speed", "60", "--cycle-s", "5", "--grace-s", "20", "--max-min-runtime", "2h",
         "--short-reserve-hosts", "1", "--short-job-max", "10m", "--url", simcluster.url,
-        "--short-reserve-auto", "off",
+        "--short-reserve-auto", "off", "--reservation-admit-min", "15",
     )  # fmt: skip
     assert "Added cluster 'gpu-a': 3 hosts x 4 GPUs (12 GPUs), simulated" in out
     cluster = Cluster.objects.get(name="gpu-a")
@@ -41,6 +42,8 @@ def test_cluster_add_creates_the_cluster_its_hosts_and_the_simulated_cluster(
     assert (cluster.cycle_s, cluster.grace_s, cluster.max_min_runtime_s) == (5, 20, 7200)
     assert (cluster.short_reserve_hosts, cluster.short_job_max_s) == (1, 600)
     assert not cluster.short_reserve_auto
+    assert cluster.reservation_admit_min == 15
+    assert policy_for_cluster(cluster).reservation_admit_s == 900.0  # what the cycle plans with
     assert cluster.adapter_url == simcluster.url
     assert cluster.adapter_options == {"speed": 60.0}
     assert list(Host.objects.filter(cluster=cluster).values_list("name", "gpus", "health")) == [
@@ -66,6 +69,8 @@ def test_the_defaults_and_the_configured_url(simcluster, monkeypatch):
     assert cluster.max_min_runtime_s == 8 * 3600
     assert (cluster.short_reserve_hosts, cluster.short_job_max_s) == (0, 900)
     assert cluster.short_reserve_auto  # the adaptive short-job reserve: on by default
+    assert cluster.reservation_admit_min == 60  # reservation admission: on by default
+    assert policy_for_cluster(cluster).reservation_admit_s == 3600.0
     assert cluster.adapter_url == ""  # follows ALLOT_SIMCLUSTER_URL
     with for_cluster(cluster) as adapter:
         assert len(adapter.hosts()) == 2
@@ -107,6 +112,10 @@ def test_a_name_taken_in_allot_is_refused(simcluster):
         (["c", "--hosts", "2", "--max-min-runtime", "0"], "max_min_runtime_s: must be between 1"),
         (["c", "--hosts", "2", "--short-reserve-hosts", "-1"], "short_reserve_hosts: must be"),
         (["c", "--hosts", "2", "--short-job-max", "soon"], "--short-job-max: not a duration"),
+        (
+            ["c", "--hosts", "2", "--reservation-admit-min", "1441"],
+            "reservation_admit_min: must be between 0 and 1440, got 1441",
+        ),
         (
             ["c", "--hosts", "2", "--max-min-runtime", "1h", "--short-job-max", "2h"],
             "short_job_max_s: must be between 1 and 3600, got 7200",
