@@ -12,8 +12,8 @@
   service while the demo runs: debug bursts, team pushes, long training, unallocated
   sweeps (`scheduler.core.sim.generate.organisation_rows`), with `DEMO_SPEED` applied to
   arrival rates and minimum runtimes (and to the cluster's limits on minimum runtimes:
-  the short-job limit and the protection cap) so the queue keeps moving on the fast
-  cluster as it would on a real one.
+  the short-job limit and the protection cap; and to the reservation admission's bound
+  on protection) so the queue keeps moving on the fast cluster as it would on a real one.
 """
 
 from __future__ import annotations
@@ -45,13 +45,7 @@ from scheduler.core.sim.history import RunRecord
 from scheduler.core.sim.model import ClusterSpec, HostSpec, SimConfig, TraceJob
 from scheduler.core.sim.model import JobState as SimJobState
 from scheduler.core.sim.replay import simulate
-from scheduler.core.utilization import (
-    HUNG,
-    IDLE,
-    mean_utilization,
-    profile_for,
-    utilization_at,
-)
+from scheduler.core.utilization import HUNG, IDLE, mean_utilization, profile_for, utilization_at
 from scheduler.models import (
     Attempt,
     AttemptEnd,
@@ -94,6 +88,7 @@ DEMO_SPEED = 60.0  # simulated seconds per wall second: an hour of work runs a m
 REAL_SHORT_JOB_MAX_S = 15 * 60
 REAL_MAX_MIN_RUNTIME_S = 8 * 3600
 REAL_RESERVATION_ADMIT_S = 3600  # reservation admission (a bound on protection), the default
+DEMO_RESERVATION_ADMIT_MIN = max(1, int(REAL_RESERVATION_ADMIT_S / DEMO_SPEED) // 60)
 DEMO_SEED = 2026
 DEMO_PENDING_CAP = 40  # pending jobs per project beyond which the load submits nothing
 DAY_S = 86400.0
@@ -121,29 +116,32 @@ def demo_cluster_ensure() -> Cluster:
         grace_s=10,
         short_job_max_s=demo_seconds(REAL_SHORT_JOB_MAX_S),
         max_min_runtime_s=demo_seconds(REAL_MAX_MIN_RUNTIME_S),
-        reservation_admit_min=max(1, demo_seconds(REAL_RESERVATION_ADMIT_S) // 60),
+        reservation_admit_min=DEMO_RESERVATION_ADMIT_MIN,
         reset=True,
     )
 
 
 def _compressed_limits(cluster: Cluster) -> Cluster:
-    """A demo cluster made before its limits on minimum runtimes were compressed (it still
-    has the real-cluster defaults) gets the compressed ones, as an audited policy change;
-    one whose limits an operator set otherwise keeps them."""
-    if (cluster.short_job_max_s, cluster.max_min_runtime_s) != (
+    """A demo cluster made before its limits on minimum runtimes, or its reservation
+    admission's bound, were compressed (it still has the real-cluster defaults) gets the
+    compressed ones, as an audited policy change; one an operator set otherwise keeps them."""
+    changes: dict[str, int] = {}
+    if (cluster.short_job_max_s, cluster.max_min_runtime_s) == (
         REAL_SHORT_JOB_MAX_S,
         REAL_MAX_MIN_RUNTIME_S,
     ):
+        changes["short_job_max_s"] = demo_seconds(REAL_SHORT_JOB_MAX_S)
+        changes["max_min_runtime_s"] = demo_seconds(REAL_MAX_MIN_RUNTIME_S)
+    if cluster.reservation_admit_min * 60 == REAL_RESERVATION_ADMIT_S:
+        changes["reservation_admit_min"] = DEMO_RESERVATION_ADMIT_MIN
+    if not changes:
         return cluster
     return cluster_policy_update(
         actor=None,
         cluster_id=cluster.pk,
-        changes={
-            "short_job_max_s": demo_seconds(REAL_SHORT_JOB_MAX_S),
-            "max_min_runtime_s": demo_seconds(REAL_MAX_MIN_RUNTIME_S),
-        },
-        reason=f"the demo runs {DEMO_SPEED:g}x faster: limits on minimum runtimes compressed "
-        "like the load's minimum runtimes",
+        changes=changes,
+        reason=f"the demo runs {DEMO_SPEED:g}x faster: limits on minimum runtimes and "
+        "protection compressed like the load's minimum runtimes",
     )
 
 

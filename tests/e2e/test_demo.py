@@ -35,6 +35,7 @@ from scheduler.models import (
     JobState,
     UtilizationSample,
 )
+from scheduler.selectors.translate import policy_for_cluster
 from scheduler.services import demo
 from scheduler.services.demo_handover import (
     Handover,
@@ -374,16 +375,30 @@ def test_the_demo_compresses_the_short_job_limit_as_it_compresses_min_runtimes(d
     root, cluster = demo_org
     assert cluster.short_job_max_s == 15 * 60 / demo.DEMO_SPEED == 15
     assert cluster.max_min_runtime_s == 8 * 3600 / demo.DEMO_SPEED
+    # reservation admission: on, its 1 h bound on protection compressed too (1 min), and
+    # uncompressed in the back-fill's replay of uncompressed history
+    assert cluster.reservation_admit_min == 1
+    assert policy_for_cluster(cluster).reservation_admit_s == 3600 / demo.DEMO_SPEED
+    assert demo._backfill_config(cluster).reservation_admit_s == 3600.0
     cache.delete(demo._LOAD_KEY)
     demo.demo_load_tick(now=LOAD_CLOCK)
     allocated = Job.objects.filter(cluster=cluster, min_runtime_s__gt=0)
     short = allocated.filter(min_runtime_s__lte=cluster.short_job_max_s).count()
     assert allocated.count() > 0 and short < allocated.count() / 2
     # a demo cluster made before keeps its history and gets the compressed limits once
-    Cluster.objects.filter(pk=cluster.pk).update(short_job_max_s=900, max_min_runtime_s=28800)
+    Cluster.objects.filter(pk=cluster.pk).update(
+        short_job_max_s=900, max_min_runtime_s=28800, reservation_admit_min=60
+    )
     again = demo.demo_cluster_ensure()
     assert (again.pk, again.short_job_max_s, again.max_min_runtime_s) == (cluster.pk, 15, 480)
+    assert again.reservation_admit_min == 1
     assert cluster.policy_events.count() == 1
+    # one made before the bound was compressed gets it too; an operator's other bound stays
+    Cluster.objects.filter(pk=cluster.pk).update(reservation_admit_min=60)
+    assert demo.demo_cluster_ensure().reservation_admit_min == 1
+    assert cluster.policy_events.first().changes == {"reservation_admit_min": [60, 1]}
+    Cluster.objects.filter(pk=cluster.pk).update(reservation_admit_min=5)
+    assert demo.demo_cluster_ensure().reservation_admit_min == 5
     # every job of the load fits the (compressed) protection cap
     assert all(
         m <= cluster.max_min_runtime_s for m in allocated.values_list("min_runtime_s", flat=True)
