@@ -11,8 +11,6 @@ settings the engine reads and their last audited change). Reads only; everything
 from __future__ import annotations
 
 import datetime as dt
-import functools
-import operator
 from typing import Any
 
 from django.db import connection
@@ -209,8 +207,7 @@ def policy_now(*, cluster: Cluster) -> dict[str, Any]:
     last: dict[str, Any] = {}
     names = ("share_floor", "consolidate", "reservation_admit_min", "idle_reclaim")
     events = ClusterPolicyEvent.objects.filter(
-        functools.reduce(operator.or_, (Q(changes__has_key=name) for name in names)),
-        cluster_id=cluster.pk,
+        changes__has_any_keys=list(names), cluster_id=cluster.pk
     ).only("at", "actor_name", "reason", "changes")
     for event in events:  # newest first
         for name in names:
