@@ -76,6 +76,7 @@ FIGURES = {
     "Short-job waits saved (7 days)": "short-job-reserve-cost",
     "Share floor": "share-floor",
     "Consolidation": "consolidation",
+    "Reservation admission": "reservation-admission",
     "Idle-GPU reclaim": "idle-reclaim",
     "Busy GPU-steps (%)": "planner-figures",
     "Impact": "impact",
@@ -156,6 +157,7 @@ API_FIELDS = {
     "short_job_max_s": "short-job-reserve",
     "idle_threshold_pct": "idle-reclaim",
     "idle_reclaim_after_s": "idle-reclaim",
+    "reservation_admit_min": "reservation-admission",
     "window_days": "windows",
     "days": "windows",
 }
@@ -430,7 +432,13 @@ def _api_help_texts() -> list[tuple[str, str, str]]:
     """(file, field, help text) of every mapped API number field that has a help text."""
     found = []
     for path in SERIALIZERS:
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        constants = {  # a help text named once and used by two fields (input and output)
+            node.targets[0].id: node.value
+            for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+        }
+        for node in ast.walk(tree):
             if not (
                 isinstance(node, ast.Assign)
                 and isinstance(node.targets[0], ast.Name)
@@ -440,7 +448,10 @@ def _api_help_texts() -> list[tuple[str, str, str]]:
                 continue
             for keyword in node.value.keywords:
                 if keyword.arg == "help_text":
-                    text = ast.literal_eval(keyword.value)
+                    value = keyword.value
+                    if isinstance(value, ast.Name):
+                        value = constants[value.id]
+                    text = ast.literal_eval(value)
                     found.append((path.name, node.targets[0].id, text))
     return found
 
