@@ -7,10 +7,10 @@ when it ends (inf: not foreseeable). A held host admits an allocated job that ca
 delay the reserved one (`admit_until`): one whose protection ends by the time the hosts
 are usable; while that time is not foreseeable, one the reserved job may preempt whose
 protection ends within `Policy.reservation_admit_s`, so the reserved job starts at most
-that much later than its hosts free up (unless an admitted job lands on its project's
-share floor, which the reserved job may not take: it then waits for it as for the other
-work it may not preempt), and their GPUs run allocated work meanwhile instead of
-unallocated backfill (docs/concepts.md#reservation-admission).
+that much later than its hosts free up (`MayTake`: with the share floor on, only a
+job of a project the reserved job may take floor work from, so an admitted job that
+lands on its project's floor never holds the host), and their GPUs run allocated work
+meanwhile instead of unallocated backfill (docs/concepts.md#reservation-admission).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from scheduler.core.engine.runs import idle_reclaimable
 from scheduler.core.engine.share_floor import FloorRule
 from scheduler.core.engine.types import Workload
 
-__all__ = ["admit_until", "usable_times"]
+__all__ = ["MayTake", "admit_until", "usable_times"]
 
 INF = math.inf
 
@@ -39,6 +39,31 @@ def admit_until(usable_at: float, now: float, admit_s: float) -> float:
     return now + admit_s if admit_s > 0 else -INF
 
 
+class MayTake:
+    """Whether a hold whose release is not foreseeable admits an allocated job of a
+    project (`Reservations.place`): the reserved job's project still beats it once
+    charged (`beaten`; unknown projects are beaten) and, with the share floor on, the
+    floor rule lets the reserved job take its floor jobs (`FloorRule`), since a job
+    admitted now may land on its project's floor. For the reserved job's own project
+    (not in `beaten`) the floor rule reads: its charge moves the project's usage
+    relative to its entitled share by less than `MARGIN_PCT` points."""
+
+    __slots__ = ("beaten", "floor_on", "floor_rule")
+
+    def __init__(
+        self, beaten: dict[str, bool], floor_rule: FloorRule | None, floor_on: bool
+    ) -> None:
+        self.beaten = beaten
+        self.floor_rule = floor_rule
+        self.floor_on = floor_on
+
+    def __call__(self, other: str) -> bool:
+        if not self.beaten.get(other, True):
+            return False
+        rule = self.floor_rule
+        return not self.floor_on or rule is None or rule(other)
+
+
 def usable_times(
     cluster: ClusterState,
     decisions: Decisions,
@@ -48,12 +73,12 @@ def usable_times(
     now: float,
     w: Workload,
     charge: float,
-) -> tuple[dict[int, float], dict[str, bool]]:
+) -> tuple[dict[int, float], MayTake]:
     """When each host becomes usable for `w` (charged `charge`): once every job on it
     may be preempted by `w` (unallocated ones at once, allowed ones when their
     protection ends, others never: inf; hosts not in the map are usable now), and
-    whether `w`'s project still beats each other project once charged (unknown projects
-    are beaten). The loop runs over every allocated job, so the rule's verdict is
+    whether `w` may preempt each other project's allocated work once its protection
+    ends (`MayTake`). The loop runs over every allocated job, so the rule's verdict is
     memoised."""
     usable_at: dict[int, float] = {}
     stopped, proj, prio = decisions.stopped, w.project, w.priority
@@ -101,4 +126,4 @@ def usable_times(
         for h in hosts:
             if t > usable_at.get(h, now):
                 usable_at[h] = t
-    return usable_at, beaten
+    return usable_at, MayTake(beaten, floor_rule, policy.share_floor)

@@ -23,7 +23,7 @@ from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
 from scheduler.core.engine.explain import FairShareReasons, hosts_text, hours_text, limit_text
 from scheduler.core.engine.fairshare import FairShare
-from scheduler.core.engine.hold_times import admit_until, usable_times
+from scheduler.core.engine.hold_times import MayTake, admit_until, usable_times
 from scheduler.core.engine.placement import Placer
 from scheduler.core.engine.preemption import Victim, VictimIndex, apply_preemption
 from scheduler.core.engine.reserve_room import FreeHosts, HostRooms, TakeRule
@@ -54,15 +54,16 @@ _SHORT_JOBS = Workload(id="", project="", gpus=0, submit_s=0.0)
 class HeldHosts(NamedTuple):
     """One reservation: the job, its order index, when its hosts become usable for it
     (inf: not foreseeable), the hosts, the latest protection end of another allocated
-    job they admit (-inf: none; `hold_times.admit_until`) and whether the job's project
-    still beats each other project once charged (read while `usable_at` is inf)."""
+    job they admit (-inf: none; `hold_times.admit_until`) and whether the job may
+    preempt each other project's allocated work once its protection ends
+    (`hold_times.MayTake`, read while `usable_at` is inf)."""
 
     job: Workload
     rank: int
     usable_at: float
     hosts: list[int]
     admit_until: float
-    beaten: dict[str, bool]
+    may_take: MayTake
 
 
 class _ShortLoads(NamedTuple):
@@ -202,7 +203,7 @@ class Reservations:
             rj = held.job
             if not (r > held.rank or (w.project == rj.project and w.priority < rj.priority)):
                 continue
-            if held.usable_at == INF and not held.beaten.get(w.project, True):
+            if held.usable_at == INF and not held.may_take(w.project):
                 continue  # the reserved job could not preempt it: it would hold the host
             got = self._mine.get(k)
             if got is None:
@@ -300,7 +301,7 @@ class Reservations:
         starts this cycle included): another project's job is usable for `w` only if
         `w` may preempt it then (`victim_allowed`, exactly as the preemption search
         asks), else a reservation would wait for hosts `w` may never take."""
-        usable_at, beaten = usable_times(
+        usable_at, may_take = usable_times(
             self.cluster,
             self.decisions,
             self.fair_share,
@@ -316,7 +317,8 @@ class Reservations:
         for size, n in sh.whole or [(sh.block, 1)]:
             chosen = self._soonest_hosts(size, n, usable_at, avoided)
             if chosen is not None:
-                self._hold(w, r, chosen, max(usable_at.get(h, self.now) for h in chosen), beaten)
+                when = max(usable_at.get(h, self.now) for h in chosen)
+                self._hold(w, r, chosen, when, may_take)
                 return
         self.decisions.note(w, f"needs {sh.gpus} GPUs of whole hosts; not enough healthy hosts")
 
@@ -358,14 +360,16 @@ class Reservations:
         r: int,
         chosen: list[int],
         usable_at: float,
-        beaten: dict[str, bool] | None = None,
+        may_take: MayTake | None = None,
     ) -> list[str]:
         """Take `chosen` out of the free-block index, held for `w` (order index `r`)
-        until `usable_at` (`beaten`: `HeldHosts.beaten`); their names."""
+        until `usable_at` (`may_take`: `HeldHosts.may_take`); their names."""
         c = self.cluster
         k = len(self.held)
         admit = admit_until(usable_at, self.now, self.reasons.policy.reservation_admit_s)
-        self.held.append(HeldHosts(w, r, usable_at, chosen, admit, beaten or {}))
+        if may_take is None:
+            may_take = MayTake({}, None, False)
+        self.held.append(HeldHosts(w, r, usable_at, chosen, admit, may_take))
         c.version += 1
         self._mine.clear()
         for h in chosen:
@@ -374,10 +378,10 @@ class Reservations:
         return [c.hosts[h].name for h in chosen]
 
     def _hold(
-        self, w: Workload, r: int, chosen: list[int], usable_at: float, beaten: dict[str, bool]
+        self, w: Workload, r: int, chosen: list[int], usable_at: float, may_take: MayTake
     ) -> None:
         now = self.now
-        names = self._hold_hosts(w, r, chosen, usable_at, beaten)
+        names = self._hold_hosts(w, r, chosen, usable_at, may_take)
         when = (
             f"expected usable in {hours_text(usable_at - now)} when the jobs on them pass "
             "their protection"

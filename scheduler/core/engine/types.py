@@ -143,8 +143,8 @@ class Policy:
     # not preempt to end), they admit allocated jobs it may preempt whose protection
     # ends within this many seconds, so their free GPUs run allocated work, not
     # unallocated backfill; the reserved job starts at most this much later than its
-    # hosts free up (but for admitted jobs on the share floor: `hold_times`). 0: only
-    # unallocated work uses them, the rule before.
+    # hosts free up (`hold_times.MayTake`). 0: only unallocated work uses them, the
+    # rule before.
     reservation_admit_s: float = 3600.0
     max_failed_preemption_searches: int = 16  # per cycle; bounds work, later cycles retry
     # Short-job reserve (fair-share mode): hosts of the largest size that take no new
