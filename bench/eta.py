@@ -58,6 +58,7 @@ from scheduler.core.sim.eta import (  # noqa: E402
     RuntimeForecast,
     busiest_arrivals,
     estimate,
+    expected_arrivals,
     moved_beyond_range,
     range_widening,
     repeat_arrivals,
@@ -246,10 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--oracle", action="store_true", help="diagnosis: the real runtimes")
     ap.add_argument(
         "--arrivals",
-        choices=("repeat", "none", "oracle"),
+        choices=("expected", "repeat", "none", "oracle"),
         default="repeat",
-        help="later arrivals: the last --arrival-window repeated (default), none, or the "
-        "real ones (diagnosis)",
+        help="later arrivals: the last --arrival-window repeated, each project's scaled by "
+        "its last hours against its average (expected, as the live service), repeated "
+        "unscaled (repeat), none, or the real ones (diagnosis)",
     )
     ap.add_argument("--arrival-window-h", type=float, default=24.0)
     ap.add_argument(
@@ -443,11 +445,12 @@ def main(argv: list[str] | None = None) -> int:
         busy = None  # the latest start expects the same arrivals unless set below
         if args.arrivals == "oracle":
             later = [wl[j.job_id] for j in jobs if now < j.submit_s <= now + 3 * DAY]
-        elif args.arrivals == "repeat":
+        elif args.arrivals in ("expected", "repeat"):
             lo = bisect_left(submits, now - window * args.arrival_periods)
             hi = bisect_left(submits, now)
             recent = [wl[j.job_id] for j in submitted[lo:hi]]
-            later = repeat_arrivals(recent, now, window, args.arrival_periods, since=submits[0])
+            arrive = expected_arrivals if args.arrivals == "expected" else repeat_arrivals
+            later = arrive(recent, now, window, args.arrival_periods, since=submits[0])
             if args.high_arrivals == "busiest":
                 busy = busiest_arrivals(recent, now, window, args.arrival_periods)
         else:
@@ -536,9 +539,10 @@ def main(argv: list[str] | None = None) -> int:
         "window": f"submissions in days [{args.start_day:g}, {args.start_day + args.days:g})",
         "policy": args.policy,
         "arrivals": args.arrivals
-        if args.arrivals != "repeat"
-        else f"the last {args.arrival_periods} x {args.arrival_window_h:g} h on average, "
-        f"latest: {args.high_arrivals}",
+        if args.arrivals not in ("expected", "repeat")
+        else f"the last {args.arrival_periods} x {args.arrival_window_h:g} h on average"
+        + (", scaled by the last hours" if args.arrivals == "expected" else "")
+        + f", latest: {args.high_arrivals}",
         "runtimes": "oracle" if args.oracle else "forecast",
         "runtime_spread": args.spread,
         "runtime_recent": args.recent or None,

@@ -50,7 +50,12 @@ range), `estimates` (the three runs together).
 No Django, no clock: `now` is a parameter; times are seconds on the caller's clock.
 """
 
-from scheduler.core.sim.eta.arrivals import busiest_arrivals, repeat_arrivals
+from scheduler.core.sim.eta.arrivals import (
+    busiest_arrivals,
+    expected_arrivals,
+    recent_rates,
+    repeat_arrivals,
+)
 from scheduler.core.sim.eta.baseline import baseline_starts
 from scheduler.core.sim.eta.estimates import QUANTILES, SPREAD, estimate
 from scheduler.core.sim.eta.forward import (
@@ -101,9 +106,11 @@ __all__ = [
     "baseline_starts",
     "busiest_arrivals",
     "estimate",
+    "expected_arrivals",
     "forward_starts",
     "moved_beyond_range",
     "range_widening",
+    "recent_rates",
     "repeat_arrivals",
     "spread_points",
     "spread_quantiles",

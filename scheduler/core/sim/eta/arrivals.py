@@ -1,15 +1,60 @@
 """Expected later arrivals of the forward runs: the recent windows' jobs again
-(`repeat_arrivals`) or the busiest window's (`busiest_arrivals`)."""
+(`repeat_arrivals`), scaled per project by how its last hours compare
+(`expected_arrivals`), or the busiest window's (`busiest_arrivals`)."""
 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 
 from scheduler.core.engine.types import Workload
 from scheduler.core.sim.eta.runtimes import unit_hash
+
+# The recent part of a window whose arrivals scale the expected ones (2 h of a day), and
+# the bounds of that scale: a project submitting faster than its average in its last
+# hours is expected to go on faster, a quiet one slower, by at most these factors.
+RECENT_SHARE = 1 / 12
+RATE_BOUNDS = (0.25, 2.0)
+
+
+def expected_arrivals(
+    recent: Iterable[Workload],
+    now: float,
+    window_s: float,
+    periods: int,
+    since: float | None = None,
+) -> list[Workload]:
+    """The estimate's expected arrivals in `[now, now + window_s)`: `repeat_arrivals`
+    of the last `periods` windows, each project's scaled by `recent_rates`."""
+    recent = list(recent)
+    scale = recent_rates(recent, now, window_s, periods, since)
+    return repeat_arrivals(recent, now, window_s, periods, since=since, scale=scale)
+
+
+def recent_rates(
+    recent: Iterable[Workload],
+    now: float,
+    window_s: float,
+    periods: int,
+    since: float | None = None,
+) -> dict[str, float]:
+    """Per project, its submissions in the last `RECENT_SHARE` of a window against the
+    number its average over the last `periods` windows gives that span, each plus one
+    (so a handful of jobs moves it little), within `RATE_BOUNDS`."""
+    periods = _periods(periods, now, window_s, since)
+    recent_s = window_s * RECENT_SHARE
+    total: Counter[str] = Counter()
+    last: Counter[str] = Counter()
+    for _, w in _windows_back(recent, now, window_s, periods):
+        total[w.project] += 1
+        last[w.project] += now - w.submit_s <= recent_s
+    lo, hi = RATE_BOUNDS
+    return {
+        p: min(hi, max(lo, (last[p] + 1) / (n * RECENT_SHARE / periods + 1)))
+        for p, n in total.items()
+    }
 
 
 def repeat_arrivals(
@@ -18,6 +63,7 @@ def repeat_arrivals(
     window_s: float,
     periods: int = 1,
     since: float | None = None,
+    scale: Mapping[str, float] | None = None,
 ) -> list[Workload]:
     """Expected arrivals in `[now, now + window_s)`: a persistence forecast of demand
     per project and shape, with its time of day when the window is a day.
@@ -29,15 +75,24 @@ def repeat_arrivals(
     average of those windows rather than the last one alone: a quiet day after a busy
     one (or the reverse) no longer sets the whole forecast. `since`: when the records
     begin; only the whole windows after it count (a young cluster averages fewer).
+    `scale`: a project's factor on its expected rate (1 if absent), kept by the same
+    hash, so a larger factor keeps every job a smaller one does (at most all of them).
     Ids get a "~next" suffix."""
-    periods = max(1, int(periods))
-    if since is not None:
-        periods = max(1, min(periods, math.floor((now - since) / window_s)))
+    periods = _periods(periods, now, window_s, since)
+    factor = scale or {}
     return [
         _again(w, k, window_s)
         for k, w in _windows_back(recent, now, window_s, periods)
-        if periods == 1 or unit_hash(w.id) * periods < 1.0
+        if unit_hash(w.id) * periods < factor.get(w.project, 1.0)
     ]
+
+
+def _periods(periods: int, now: float, window_s: float, since: float | None) -> int:
+    """The whole windows to average: `periods`, fewer when the records begin later."""
+    periods = max(1, int(periods))
+    if since is not None:
+        periods = max(1, min(periods, math.floor((now - since) / window_s)))
+    return periods
 
 
 def busiest_arrivals(
