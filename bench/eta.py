@@ -11,7 +11,7 @@ the jobs after the warm-up (default all); of those that then waited at least
 `--min-wait` (default 5 min) it draws `--samples` (seeded). Jobs that arrive after a
 submission are unknown to its ETA, as in production: it expects the submissions of the
 last `--arrival-periods` windows of `--arrival-window-h` hours again at their average
-rate, and for the latest start of the range the busiest of those windows again
+rate, each project's scaled by its last hours (`expected_arrivals`), and for the latest start of the range the busiest of those windows again
 (`--arrivals`, `--high-arrivals`).
 
 The middle run spreads each job's runtime quantile around the median by `--spread`
@@ -248,10 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--arrivals",
         choices=("expected", "repeat", "none", "oracle"),
-        default="repeat",
+        default="expected",
         help="later arrivals: the last --arrival-window repeated, each project's scaled by "
-        "its last hours against its average (expected, as the live service), repeated "
-        "unscaled (repeat), none, or the real ones (diagnosis)",
+        "its last hours against its average (expected: default, as the live service), "
+        "unscaled (repeat: before 2026-12-07), none, or the real ones (diagnosis)",
     )
     ap.add_argument("--arrival-window-h", type=float, default=24.0)
     ap.add_argument(

@@ -4,6 +4,7 @@ quiet spell fewer, within `RATE_BOUNDS`; other projects keep their average."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,9 +35,9 @@ def test_a_project_in_a_burst_is_expected_to_send_more_and_the_others_as_before(
     burst = [job(f"x{i}", "a", submit=NOW - 3000.0 + 10.0 * i) for i in range(200)]
     before = repeat_arrivals(steady + burst, NOW, DAY, 7)
     after = expected_arrivals(steady + burst, NOW, DAY, 7)
-    assert _count(after, "a") >= 1.7 * _count(before, "a")
-    # the factor stops at its bound: about twice the average's jobs (the hash's draw aside)
-    assert _count(after, "a") <= 2.4 * _count(before, "a")
+    assert _count(after, "a") >= 1.3 * _count(before, "a")
+    # the factor stops at its bound: 1.5 times the average's jobs (the hash's draw aside)
+    assert _count(after, "a") <= 1.8 * _count(before, "a")
     assert recent_rates(steady + burst, NOW, DAY, 7)["a"] == RATE_BOUNDS[1]
     # b, steady, keeps its average's jobs, the same ones
     assert [w for w in after if w.project == "b"] == [w for w in before if w.project == "b"]
@@ -47,18 +48,20 @@ def test_a_project_gone_quiet_is_expected_to_send_fewer() -> None:
     quiet = [w for w in _steady("a", 240) if w.submit_s < NOW - DAY] + _steady("b", 240)
     before = repeat_arrivals(quiet, NOW, DAY, 7)
     after = expected_arrivals(quiet, NOW, DAY, 7)
-    assert _count(after, "a") <= 0.4 * _count(before, "a")
+    assert _count(after, "a") <= 0.65 * _count(before, "a")
     assert _count(after, "a") >= 1  # bounded: a quiet spell does not end the project
     assert recent_rates(quiet, NOW, DAY, 7)["a"] == RATE_BOUNDS[0]
     assert _count(after, "b") == _count(before, "b")
 
 
-def test_one_recent_job_of_a_rare_project_moves_its_rate_little() -> None:
-    # 2 jobs a day (0.17 expected in 2 h); one of them in the last 2 h: 6x the average
-    # rate, scaled (1 + 1) / (0.17 + 1) = 1.7, not 6
-    rare = [w for w in _steady("a", 2) if w.submit_s < NOW - 3 * 3600.0]
-    rare.append(job("r", "a", submit=NOW - 600.0))
-    assert 1.5 < recent_rates(rare, NOW, DAY, 7)["a"] < 1.8
+def test_a_few_recent_jobs_move_a_project_s_rate_by_their_count_plus_one() -> None:
+    # 12 jobs a day (1 expected in 2 h); 2 in the last 2 h: twice the average rate,
+    # scaled (2 + 1) / (1 + 1) = 1.5, and 1 in the last 2 h (its average) scales by 1
+    often = [w for w in _steady("a", 12) if w.submit_s < NOW - 3 * 3600.0]
+    one = [*often, job("r0", "a", submit=NOW - 600.0)]
+    two = [*one, job("r1", "a", submit=NOW - 1200.0)]
+    assert recent_rates(one, NOW, DAY, 7)["a"] == pytest.approx(1.0, abs=0.05)
+    assert recent_rates(two, NOW, DAY, 7)["a"] == pytest.approx(1.5, abs=0.05)
 
 
 @settings(max_examples=60, deadline=None)

@@ -16,7 +16,7 @@ from scheduler.core.sim.eta.runtimes import unit_hash
 # the bounds of that scale: a project submitting faster than its average in its last
 # hours is expected to go on faster, a quiet one slower, by at most these factors.
 RECENT_SHARE = 1 / 12
-RATE_BOUNDS = (0.25, 2.0)
+RATE_BOUNDS = (0.5, 1.5)
 
 
 def expected_arrivals(
