@@ -42,26 +42,24 @@ def admit_until(usable_at: float, now: float, admit_s: float) -> float:
 class MayTake:
     """Whether a hold whose release is not foreseeable admits an allocated job of a
     project (`Reservations.place`): the reserved job's project still beats it once
-    charged (`beaten`; unknown projects are beaten) and, with the share floor on, the
-    floor rule lets the reserved job take its floor jobs (`FloorRule`), since a job
-    admitted now may land on its project's floor. For the reserved job's own project
-    (not in `beaten`) the floor rule reads: its charge moves the project's usage
-    relative to its entitled share by less than `MARGIN_PCT` points."""
+    charged (`beaten`; unknown projects are beaten) and, with the share floor on
+    (`floor_rule`; None: off), the floor rule lets the reserved job take its floor
+    jobs (`FloorRule`), since a job admitted now may land on its project's floor. For
+    the reserved job's own project (not in `beaten`) the floor rule reads: its charge
+    moves the project's usage relative to its entitled share by less than `MARGIN_PCT`
+    points."""
 
-    __slots__ = ("beaten", "floor_on", "floor_rule")
+    __slots__ = ("beaten", "floor_rule")
 
-    def __init__(
-        self, beaten: dict[str, bool], floor_rule: FloorRule | None, floor_on: bool
-    ) -> None:
+    def __init__(self, beaten: dict[str, bool], floor_rule: FloorRule | None) -> None:
         self.beaten = beaten
         self.floor_rule = floor_rule
-        self.floor_on = floor_on
 
     def __call__(self, other: str) -> bool:
         if not self.beaten.get(other, True):
             return False
         rule = self.floor_rule
-        return not self.floor_on or rule is None or rule(other)
+        return rule is None or rule(other)
 
 
 def usable_times(
@@ -126,4 +124,4 @@ def usable_times(
         for h in hosts:
             if t > usable_at.get(h, now):
                 usable_at[h] = t
-    return usable_at, MayTake(beaten, floor_rule, policy.share_floor)
+    return usable_at, MayTake(beaten, floor_rule if policy.share_floor else None)

@@ -368,7 +368,7 @@ class Reservations:
         k = len(self.held)
         admit = admit_until(usable_at, self.now, self.reasons.policy.reservation_admit_s)
         if may_take is None:
-            may_take = MayTake({}, None, False)
+            may_take = MayTake({}, None)
         self.held.append(HeldHosts(w, r, usable_at, chosen, admit, may_take))
         c.version += 1
         self._mine.clear()
