@@ -11,8 +11,9 @@ from django.db import models
 
 HOUR_S = 3600
 DAY_S = 86400
-# The longest reservation admission a cluster may set (`Cluster.reservation_admit_min`):
-# a day, in minutes.
+# A cluster's reservation admission (`Cluster.reservation_admit_min`), in minutes: by
+# default the engine's (`Policy.reservation_admit_s`, 1 h), at most a day.
+RESERVATION_ADMIT_DEFAULT_MIN = 60
 RESERVATION_ADMIT_MAX_MIN = 24 * 60
 
 

@@ -20,6 +20,7 @@ from scheduler.choices import ACTIVE_STATES as ACTIVE_STATES
 from scheduler.choices import (
     DAY_S,
     HOUR_S,
+    RESERVATION_ADMIT_DEFAULT_MIN,
     RESERVATION_ADMIT_MAX_MIN,
     AdapterKind,
     AttemptEnd,
@@ -73,7 +74,7 @@ class Cluster(models.Model):
     )
     # engine Policy.reservation_admit_s = this x 60 (`policy_for_cluster`); 0: off
     reservation_admit_min = models.PositiveIntegerField(
-        default=60,
+        default=RESERVATION_ADMIT_DEFAULT_MIN,
         validators=[MaxValueValidator(RESERVATION_ADMIT_MAX_MIN)],
         help_text="Reservation admission: hosts held for a job waiting for work it may not "
         "preempt admit allocated jobs it may preempt whose protection ends within this many "

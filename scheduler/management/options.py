@@ -10,6 +10,7 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from allot_common.durations import parse_duration
+from scheduler.models import RESERVATION_ADMIT_DEFAULT_MIN
 
 
 def duration_option(text: str, option: str) -> int:
@@ -82,8 +83,8 @@ def add_policy_arguments(parser, *, defaults: bool) -> None:
         type=int,
         help="reservation admission: hosts held for a job waiting for work it may not preempt "
         "admit allocated jobs it may preempt whose protection ends within this many minutes; "
-        "0: off, only unallocated backfill" + shown("60"),
-        **default(60),
+        "0: off, only unallocated backfill" + shown(str(RESERVATION_ADMIT_DEFAULT_MIN)),
+        **default(RESERVATION_ADMIT_DEFAULT_MIN),
     )
     parser.add_argument(
         "--short-job-max",

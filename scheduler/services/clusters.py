@@ -39,6 +39,7 @@ from scheduler.cycle_requests import request_cycle
 from scheduler.models import (
     DAY_S,
     HOUR_S,
+    RESERVATION_ADMIT_DEFAULT_MIN,
     RESERVATION_ADMIT_MAX_MIN,
     AdapterKind,
     Cluster,
@@ -286,7 +287,7 @@ def cluster_create(
     short_reserve_auto: bool = True,
     share_floor: bool = True,
     consolidate: bool = True,
-    reservation_admit_min: int = 60,
+    reservation_admit_min: int = RESERVATION_ADMIT_DEFAULT_MIN,
     short_job_max_s: int = 15 * 60,
     adapter_url: str = "",
     adapter_options: Mapping[str, Any] | None = None,

@@ -47,6 +47,7 @@ from scheduler.core.sim.model import JobState as SimJobState
 from scheduler.core.sim.replay import simulate
 from scheduler.core.utilization import HUNG, IDLE, mean_utilization, profile_for, utilization_at
 from scheduler.models import (
+    RESERVATION_ADMIT_DEFAULT_MIN,
     Attempt,
     AttemptEnd,
     Cluster,
@@ -87,7 +88,7 @@ DEMO_SPEED = 60.0  # simulated seconds per wall second: an hour of work runs a m
 # the reporting windows are not compressed: the back-filled history is in wall time.
 REAL_SHORT_JOB_MAX_S = 15 * 60
 REAL_MAX_MIN_RUNTIME_S = 8 * 3600
-REAL_RESERVATION_ADMIT_S = 3600  # reservation admission (a bound on protection), the default
+REAL_RESERVATION_ADMIT_S = RESERVATION_ADMIT_DEFAULT_MIN * 60  # a bound on protection
 DEMO_RESERVATION_ADMIT_MIN = max(1, int(REAL_RESERVATION_ADMIT_S / DEMO_SPEED) // 60)
 DEMO_SEED = 2026
 DEMO_PENDING_CAP = 40  # pending jobs per project beyond which the load submits nothing
