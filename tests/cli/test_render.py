@@ -7,7 +7,7 @@ import time
 import pytest
 
 from allot_cli import render
-from allot_cli.jobs import _attempts_table, _eta_text
+from allot_cli.jobs import _attempts_table, _eta_text, _events_table
 from allot_cli.queue import print_pending, waited
 from scheduler.api.serializers.jobs import AttemptOutput
 from scheduler.models import Attempt, AttemptEnd
@@ -299,8 +299,6 @@ def test_show_keeps_each_event_on_one_line_into_a_pipe_and_fits_a_terminal(
     path in the middle ("…/pre" / "training"): into a pipe each event is one line with its
     reason whole, as `allot queue` prints it; on an 80-column terminal every line fits,
     the reason folded between its words (a word longer than the column is folded too)."""
-    from allot_cli.jobs import _events_table
-
     _terminal(monkeypatch, columns)
     monkeypatch.setenv("COLUMNS", columns or "80")
     path = "acme-research/foundation-models/pretraining"
