@@ -11,8 +11,8 @@ the jobs after the warm-up (default all); of those that then waited at least
 `--min-wait` (default 5 min) it draws `--samples` (seeded). Jobs that arrive after a
 submission are unknown to its ETA, as in production: it expects the submissions of the
 last `--arrival-periods` windows of `--arrival-window-h` hours again at their average
-rate, each project's scaled by its last hours (`expected_arrivals`), and for the latest start of the range the busiest of those windows again
-(`--arrivals`, `--high-arrivals`).
+rate, each project's scaled by its last hours (`expected_arrivals`), and for the latest
+start of the range the busiest of those windows again (`--arrivals`, `--high-arrivals`).
 
 The middle run spreads each job's runtime quantile around the median by `--spread`
 (default `scheduler.core.sim.eta.SPREAD`, as the live service; 0: every job at its median,

@@ -15,9 +15,10 @@ on it as the request's first statement now does.
 Prepared statements (`DatabaseWrapper.prepared_cursor`, `config.plainsql`'s
 `prepared=True`): the few plain statements every submission or API request runs are
 parsed and planned once per connection instead of on each request (PostgreSQL spent more
-CPU parsing and planning a submission's three statements than running them). Django keeps psycopg's automatic
-preparation off (`prepare_threshold` None, for connection poolers) and binds the ORM's
-parameters client-side; that stays so. A prepared cursor binds server-side and asks
+CPU parsing and planning a submission's three statements than running them). Django keeps
+psycopg's automatic preparation off (`prepare_threshold` None, for connection poolers)
+and binds the ORM's parameters client-side; that stays so. A prepared cursor binds
+server-side and asks
 psycopg to prepare its statement, switching psycopg's preparation on only while it
 runs, so no ORM statement is counted or prepared. `ALLOT_DB_PREPARED=false` (the
 settings' `PREPARED_STATEMENTS`) runs them unprepared, for a pooler that cannot keep

@@ -6,9 +6,10 @@ on them is one it may preempt, at once or when its protection ends), and which o
 jobs may still use a held host: only a job that cannot delay the reserved one, i.e.
 whose own protection ends by the time the host would be usable for it (the reserved
 job may then preempt it; while that time is not foreseeable, a job it may preempt,
-protected for at most `Policy.reservation_admit_s`: `hold_times`). Such a job takes free GPUs there, or an aligned block of
-free GPUs and unallocated backfill (preempted). Unallocated work may use held hosts in
-phase 2 of the cycle: the reserved job may preempt it at any time.
+protected for at most `Policy.reservation_admit_s`: `hold_times`). Such a job takes
+free GPUs there, or an aligned block of free GPUs and unallocated backfill (preempted).
+Unallocated work may use held hosts in phase 2 of the cycle: the reserved job may
+preempt it at any time.
 """
 
 from __future__ import annotations
