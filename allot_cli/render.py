@@ -50,9 +50,9 @@ def line(text: str = "", *, markup: bool = True) -> None:
 
 def error(text: str) -> None:
     """One line on standard error, as `err().print(text, markup=False)` writes it (an
-    error into a pipe or a log loads no rich either)."""
+    error into a pipe or a log loads no rich either, and is not folded there)."""
     if not plain.line(text, sys.stderr):
-        err().print(text, markup=False)
+        err().print(text, markup=False, soft_wrap=not plain.styled(sys.stderr))
 
 
 def print_json(data: Any) -> None:

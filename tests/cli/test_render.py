@@ -330,3 +330,14 @@ def test_a_line_and_a_panel_into_a_pipe_keep_each_value_on_one_line(capsys, monk
     render.pairs([("state", state)])
     lines = _printed(capsys)
     assert len(lines) > 3 and all(len(line) <= 80 for line in lines)
+
+
+def test_an_error_into_a_log_is_one_line(capsys, monkeypatch):
+    """`allot submit -G 3 2>> log` folded the error at 80 columns: into a pipe or a file
+    the message is one line (a script greps it), as standard output's lines are."""
+    for name in ("TTY_COMPATIBLE", "FORCE_COLOR", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
+    message = "error: -G (gpus): gpus is 3; a job on one host asks for 1, 2, 4, 8, ... " * 2
+    render.error(message.strip())
+    assert capsys.readouterr().err.splitlines() == [message.strip()]
