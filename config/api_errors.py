@@ -5,7 +5,7 @@ Every 4xx (and the rare 5xx) body is an object with:
 - `code`: a stable machine-readable reason (`invalid`, `not_authenticated`,
   `authentication_failed`, `permission_denied`, `not_found`, `conflict`,
   `method_not_allowed`, `not_acceptable`, `unsupported_media_type`, `parse_error`,
-  `throttled`, ...);
+  `throttled`, `too_large`, ...);
 - `detail`: a sentence for a person;
 - `field` (optional): the input that caused it, as a path such as `changes[0].weight`;
 - `errors` (optional, validation only): every invalid field, each `{field, code, detail}`;
@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -66,9 +68,18 @@ def error_body(exc: exceptions.APIException) -> dict[str, Any]:
     return {"code": code, "detail": str(exc.detail)}
 
 
+def too_large_body() -> dict[str, str]:
+    """The 413's body: a request body over Django's DATA_UPLOAD_MAX_MEMORY_SIZE (it was
+    Django's HTML 400 page, not the error shape)."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return {"code": "too_large", "detail": f"The request body is over {limit:,} bytes."}
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, ApplicationError):
         return Response(exc.as_dict(), status=exc.status_code, headers=exc.headers or None)
+    if isinstance(exc, RequestDataTooBig):
+        return Response(too_large_body(), status=413)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

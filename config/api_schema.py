@@ -5,7 +5,8 @@
 that takes no body refuses a body with a field), 401 and 403 where
 authentication is required, 403 for unsafe methods (CSRF on session requests), 404
 where the path has parameters, 406 everywhere (an unknown `?format=` or an Accept
-without JSON: config.negotiation), 414 everywhere (gunicorn refuses request lines over
+without JSON: config.negotiation), 413 on every write (a body over Django's
+DATA_UPLOAD_MAX_MEMORY_SIZE), 414 everywhere (gunicorn refuses request lines over
 8 KiB, without a body of the error shape), 415 on every write, 429 where the
 view is throttled. Views add the rest (e.g. 409) with `@extend_schema(responses=...)`.
 New endpoints get this without doing anything.
@@ -50,6 +51,8 @@ ERROR_DESCRIPTIONS = {
     "than `json` (the schema endpoint: `json`, `yaml`) or an Accept header without "
     "application/json; `field` names `format` or `Accept`",
     "409": "Conflicts with the current state (e.g. a stale `base_version`)",
+    "413": "The request body is too large (over Django's DATA_UPLOAD_MAX_MEMORY_SIZE, "
+    "2.5 MB by default)",
     "414": "The request line (path and query string) is over 8 KiB; gunicorn refuses it",
     "415": "Unsupported content type (send application/json)",
     "429": "Too many requests; retry after the `Retry-After` header's seconds",
@@ -83,6 +86,8 @@ class AutoSchema(SpectacularAutoSchema):
         if "{" in self.path:
             statuses.append("404")
         statuses.append("406")  # any operation: ?format=xml (config.negotiation)
+        if self.method in UNSAFE_METHODS:
+            statuses.append("413")  # a body over DATA_UPLOAD_MAX_MEMORY_SIZE (config.api_errors)
         statuses.append("414")  # any URL: gunicorn's limit_request_line, before Django
         if self.method in UNSAFE_METHODS:
             statuses.append("415")  # a body that is not JSON, even where none is taken

@@ -389,7 +389,8 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 100,
     # JSON only: a form field left empty would otherwise read as "not given" and take the
     # field's default (a node created with weight "" got weight 1); forms get 415.
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # (config.parsers: DRF's, refusing bodies nested past a bound with a 400, not a 500)
+    "DEFAULT_PARSER_CLASSES": ["config.parsers.JSONParser"],
     # JSON only out, too: an unknown `?format=` or an Accept without JSON is a 406 of the
     # error shape naming the input (config.negotiation); Swagger UI is the browsable API.
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
