@@ -20,7 +20,7 @@ from budgets.api.serializers import BudgetChangeFilter
 from budgets.forms import posted_weights, weight_form_context
 from budgets.models import EventKind
 from budgets.shares import weight_text
-from config.access import participant_required
+from config.access import participant_page, participant_required
 from config.clock import read_time
 from config.errors import ApplicationError, PermissionDenied, ValidationFailed
 from config.query import QUERY_REFUSED, field_errors, read_page_query
@@ -49,7 +49,7 @@ def _tree_rows(index: selectors.TreeIndex, user) -> list[dict]:
     return rows
 
 
-@participant_required
+@participant_page
 def tree_page(request: HttpRequest) -> HttpResponse:
     index = selectors.tree_index(with_people=True)
     context = {
@@ -196,7 +196,7 @@ def preview_partial(request: HttpRequest, node_id: int) -> HttpResponse:
     )
 
 
-@participant_required
+@participant_page
 def history_page(request: HttpRequest) -> HttpResponse:
     """The audit trail, filtered as the API's history list is (`BudgetChangeFilter`): a
     malformed or unknown filter is a 400 that names it beside the form, with no rows."""

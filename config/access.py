@@ -13,6 +13,7 @@ from functools import wraps
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_safe
 from rest_framework.permissions import BasePermission
 
 from budgets import permissions
@@ -39,6 +40,14 @@ def participant_required(view: Callable[..., HttpResponse]) -> Callable[..., Htt
     return login_required(gated)
 
 
+def participant_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A page that only reads: `participant_required`, and GET or HEAD only (any other
+    method is a 405). Read pages once answered DELETE with 200, so the permission
+    table's walk could not tell them from the pages that write."""
+    return participant_required(require_safe(view))
+
+
+@require_safe
 def home(request: HttpRequest) -> HttpResponse:
     """`/`: the budget tree; a signed-in user without a role goes to their own page
     (`/me/`), the one page open to them, instead of a refusal."""

@@ -18,9 +18,10 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_safe
 
 from budgets.selectors import TreeIndex, tree_index
-from config.access import participant_required
+from config.access import participant_page
 from config.errors import ApplicationError
 from dashboards import charts, selectors
 from ledger import selectors as ledger_selectors
@@ -252,7 +253,7 @@ def _partial(name: str) -> Callable[[HttpRequest], HttpResponse]:
     site's page to a browser that opened the URL itself (unstyled, times in UTC, else)."""
     chart = CHARTS[name]
 
-    @participant_required
+    @participant_page
     def view(request: HttpRequest) -> HttpResponse:
         try:
             period = ledger_selectors.resolve_period(**_period_args(request))
@@ -280,7 +281,7 @@ def _page_of(name: str, period: ledger_selectors.Period, context: dict) -> dict:
             "dashboards_url": url, "period": period}  # fmt: skip
 
 
-@participant_required
+@participant_page
 def dashboard(request: HttpRequest) -> HttpResponse:
     """The page with every chart in it, as one answer (the charts' own URLs serve their
     tables' other pages and the CSV downloads)."""
@@ -321,6 +322,7 @@ waits = _partial("waits")
 
 
 @login_required
+@require_safe
 def me(request: HttpRequest) -> HttpResponse:
     jobs = Paginator(selectors.my_jobs(user=request.user), JOBS_PAGE_SIZE).get_page(
         request.GET.get("page")

@@ -8,7 +8,7 @@ from pathlib import Path
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from config.access import participant_required
+from config.access import participant_page
 from scheduler.core.planner import load_scenario, run_mode
 from scheduler.core.planner.views_data import heatmap_data, list_scenarios, step_text
 from scheduler.selectors.jobs import job_detail as job_detail_selector
@@ -19,12 +19,12 @@ from scheduler.services.eta import eta_refresh_request
 PAGE_TIME_LIMIT_S = 2.0  # the full (CP-SAT) mode's limit on the page; the CLI defaults to 10 s
 
 
-@participant_required
+@participant_page
 def planner_list(request: HttpRequest) -> HttpResponse:
     return render(request, "scheduler/planner_list.html", {"scenarios": list_scenarios()})
 
 
-@participant_required
+@participant_page
 def planner_detail(request: HttpRequest, name: str) -> HttpResponse:
     scenarios = {s["name"]: s for s in list_scenarios()}
     if name not in scenarios:
@@ -46,14 +46,14 @@ def planner_detail(request: HttpRequest, name: str) -> HttpResponse:
     )
 
 
-@participant_required
+@participant_page
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     """A job's state, attempts and events; for a pending job its ranked blockers."""
     context = _job_page(request, job_id)
     return render(request, "scheduler/job_detail.html", context)
 
 
-@participant_required
+@participant_page
 def job_waiting(request: HttpRequest, job_id: int) -> HttpResponse:
     """htmx: the job page's "Why it waits" part again (its place, estimated start and
     blockers), which the page asks for every few seconds; once the job no longer waits,
@@ -84,7 +84,7 @@ def _job_page(request: HttpRequest, job_id: int) -> dict:
 NOW_REFRESH_S = 10
 
 
-@participant_required
+@participant_page
 def now(request: HttpRequest) -> HttpResponse:
     """Every cluster as it is now (what on-call opens first); the cards refresh
     themselves every NOW_REFRESH_S seconds (htmx asks for the cards alone)."""

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from config.access import participant_required
+from config.access import participant_page
 from config.errors import ApplicationError
 from scheduler.models import Cluster
 from scheduler.selectors import cluster_queue as selectors
@@ -21,7 +21,7 @@ QUEUE_REFRESH_S = 20
 FILTER_KEYS = ("state", "project", "user", "mine")
 
 
-@participant_required
+@participant_page
 def queue_home(request: HttpRequest) -> HttpResponse:
     """`/queue/`: the queue of the cluster named by `?cluster=` (id or name; an unknown
     one is a 400 naming `cluster`, as in the API's filters), else of the first cluster;
@@ -39,7 +39,7 @@ def queue_home(request: HttpRequest) -> HttpResponse:
     return redirect(f"{url}?{query}" if query else url)
 
 
-@participant_required
+@participant_page
 def cluster_queue(request: HttpRequest, cluster_id: int) -> HttpResponse:
     """A cluster's queue: pending jobs in start order (position, reason, estimated
     start), running jobs (start, protection end); htmx asks for the tables alone every

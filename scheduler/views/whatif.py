@@ -11,7 +11,7 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
 from budgets.forms import posted_weights, weight_form_context
-from config.access import participant_required
+from config.access import participant_page, participant_required
 from config.errors import ApplicationError, PermissionDenied
 from config.text import is_id_text
 from ops.context_processors import read_banners
@@ -134,7 +134,7 @@ def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
     return render(request, "scheduler/_whatif.html", _whatif_context(preview))
 
 
-@participant_required
+@participant_page
 def whatif_status(request: HttpRequest, preview_id: int) -> HttpResponse:
     """htmx (polled while it runs): a preview's progress, or its result when done."""
     try:

@@ -109,6 +109,7 @@ METRICS_SOURCE = frozenset({"scheduler_clustermetrics", "scheduler_clusterpolicy
 HOST_HEALTH = frozenset({"scheduler_host", "scheduler_hostevent"})
 PREVIEW = frozenset({"scheduler_preview"})
 SIGN_OUT = frozenset({"django_session"})
+SIGN_IN = frozenset({"django_session", "auth_user"})
 
 ROWS: list[Row] = [
     # the budget tree, shares, history, memberships: participants read
@@ -335,11 +336,27 @@ ROWS: list[Row] = [
     # pages: participants; the edit form where you govern every child
     Row("get", "/", public(302)),  # to /budgets/; without a role to /me/ (test_side_doors)
     Row("get", "/accounts/login/", public()),
+    # a sign-in: a new session, the user's last sign-in
+    Row(
+        "post",
+        "/accounts/login/",
+        public(302),
+        {"username": "bob", "password": "pw"},
+        tables=SIGN_IN,
+    ),
     # the session of a signed-in role ends
     Row("post", "/accounts/logout/", public(302), changes=frozenset(SIGNED_IN), tables=SIGN_OUT),
     Row("get", "/budgets/", readers(anonymous=302)),
     Row("get", "/budgets/history/", readers(anonymous=302)),
     Row("get", "/budgets/nodes/{prog_a}/edit/", allowed(200, GOVERN_A, anonymous=302)),
+    Row(  # the form's save: to the history page
+        "post",
+        "/budgets/nodes/{prog_a}/edit/",
+        allowed(302, GOVERN_A, anonymous=302),
+        {"weight-{a1}": "7", "weight-{a2}": "1", "reason": "r"},
+        frozenset(GOVERN_A),
+        tables=TREE_WRITE,
+    ),  # fmt: skip
     Row(
         "post",
         "/budgets/nodes/{prog_a}/preview/",

@@ -33,6 +33,7 @@ from django.test import Client
 from django.urls import get_resolver
 from django.urls import path as url_path
 from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
@@ -419,6 +420,48 @@ class _UnlistedApi(APIView):
     @extend_schema(responses={200: None})
     def get(self, request):
         return Response({})
+
+
+UNSAFE = ("post", "put", "patch", "delete")
+
+
+def page_writes_without_rows(world: World) -> list[str]:
+    """Each method other than GET and HEAD that a page of the URL configuration answers
+    (anything but a 405, to a superuser, in a savepoint rolled back) without a row for
+    it: a page that writes must have its rows, and one that only reads refuses the rest
+    (`config.access.participant_page`)."""
+    covered = {operation_key(r.key) for r in ROWS}
+    client = signed_in_clients(world.sessions)["superuser"]
+    found = []
+    for path in all_paths():
+        if path.startswith(("/api/", "/admin/", "/static/")):
+            continue
+        for method in UNSAFE:
+            key = operation_key(f"{method.upper()} {path}")
+            if key in covered:
+                continue
+            with transaction.atomic():
+                status = getattr(client, method)(path).status_code
+                transaction.set_rollback(True)
+            if status != 405:
+                found.append(f"{key} ({status})")
+    return found
+
+
+def test_every_method_a_page_answers_has_a_row(world):
+    assert page_writes_without_rows(world) == [], "add rows, or refuse the method (405)"
+
+
+def test_a_page_that_answers_a_write_without_rows_fails_the_check(world, settings):
+    extended = ModuleType("extended_page_urls")
+    extended.urlpatterns = [  # type: ignore[attr-defined]
+        *project_urls.urlpatterns,
+        url_path("unlisted-write/", csrf_exempt(lambda request: HttpResponse())),
+    ]
+    settings.ROOT_URLCONF = extended
+    assert page_writes_without_rows(world) == [
+        f"{method.upper()} /unlisted-write/ (200)" for method in UNSAFE
+    ]
 
 
 def test_an_endpoint_added_without_rows_fails_the_check():
