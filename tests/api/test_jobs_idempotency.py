@@ -70,6 +70,21 @@ def test_keys_belong_to_their_user(world, api_client):
 
 
 @pytest.mark.django_db
+def test_a_retry_replays_its_own_users_jobs_only(world, api_client):
+    """Two users who chose the same key and body: each retry answers that user's own jobs
+    (a replay that read the key without its user answered lead-a with ann's, specs and
+    all)."""
+    ann, lead = world.user("ann"), world.user("lead-a")
+    first = {u: post(api_client, u, job_body(), "shared").json()["jobs"] for u in (ann, lead)}
+    for user in (lead, ann):
+        again = post(api_client, user, job_body(), "shared")
+        assert again.json()["replayed"] is True
+        assert again.json()["jobs"] == first[user]
+        assert {j["submitter"] for j in again.json()["jobs"]} == {user.username}
+    assert Job.objects.count() == 2
+
+
+@pytest.mark.django_db
 def test_a_refused_request_does_not_use_up_its_key(world, api_client):
     ann = world.user("ann")
     assert post(api_client, ann, job_body(gpus=3), "k-bad").status_code == 400
