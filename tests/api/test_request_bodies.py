@@ -4,12 +4,13 @@ Django's upload limit (config.api_errors), on every write the schema lists."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
 from django.conf import settings
 
-from config.parsers import MAX_JSON_DEPTH, json_depth_over
+from config.parsers import MAX_JSON_DEPTH, JSONParser, json_depth_over
 from scheduler.models import Job
 from tests.api.conftest import job_body
 
@@ -83,3 +84,27 @@ def test_every_write_documents_the_413_and_no_read_does(api_client, world):
         for method, operation in item.items():
             if method in WRITES | {"get"}:
                 assert ("413" in operation["responses"]) == (method in WRITES), (method, path)
+
+
+@pytest.mark.parametrize("number", ["1e-400", "2.00000000000000001"])
+def test_a_weight_is_read_from_the_number_as_sent(api_client, world, number):
+    """A JSON number is read with its text (config.parsers.JsonFloat): `1e-400` was the
+    float 0.0, and a1 got weight 0 (no budget); `2.00000000000000001` was 2. Both have
+    more than the 4 decimal places a weight may have."""
+    api_client.force_authenticate(world.user("lead-a"))
+    a1 = world.tree.node("a1")
+    body = f'{{"reason": "r", "changes": [{{"node": {a1.pk}, "weight": {number}}}]}}'
+    response = api_client.generic(
+        "POST", "/api/v1/budget-changes/", body, content_type="application/json"
+    )
+    assert response.status_code == 400, response.json()
+    assert response.json()["field"] == "changes[0].weight"
+    a1.refresh_from_db()
+    assert a1.weight == 70
+
+
+def test_a_json_number_keeps_its_text_and_its_value():
+    parsed = JSONParser().parse(io.BytesIO(b'{"w": 1e-400, "x": 2.50}'))
+    assert parsed == {"w": 0.0, "x": 2.5}
+    assert (str(parsed["w"]), str(parsed["x"])) == ("1e-400", "2.50")
+    assert json.dumps(parsed) == '{"w": 0.0, "x": 2.5}'  # fingerprints as before
