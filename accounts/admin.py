@@ -5,13 +5,14 @@ Django's own user admin deleted a user's memberships by cascade, with no `role_r
 event and no check of the actor's right to remove them (issue 30's rule: every admin
 change to roles goes through the services, or does not exist)."""
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db import transaction
 
 from accounts.models import ApiToken
 from budgets import services as budget_services
+from config.admin_refusals import ServiceAdmin
 from config.errors import ApplicationError
 
 
@@ -44,7 +45,7 @@ def _beyond_reach(request, user) -> bool:
 
 
 @admin.register(User)
-class AuditedUserAdmin(UserAdmin):
+class AuditedUserAdmin(ServiceAdmin, UserAdmin):
     """Deleting a user (its page or "delete selected") first removes each of their roles
     through `membership_remove`: audited as `role_removed`, by the actor's rules. A user
     one of whose roles the actor may not remove is not deleted at all."""
@@ -73,9 +74,7 @@ class AuditedUserAdmin(UserAdmin):
                     )
                 super().delete_model(request, obj)
         except ApplicationError as exc:
-            self.message_user(
-                request, f"{obj.get_username()} was not deleted: {exc.message}", messages.ERROR
-            )
+            self.refuse(request, f"{obj.get_username()} was not deleted: {exc.message}")
 
     def delete_queryset(self, request, queryset):
         for user in queryset:

@@ -5,6 +5,7 @@ from django.contrib import admin, messages
 
 from budgets import services
 from budgets.models import BudgetEvent, BudgetEventItem, BudgetNode, Membership, ScheduledChange
+from config.admin_refusals import ServiceAdmin
 from config.errors import ApplicationError
 
 
@@ -59,14 +60,16 @@ class ScheduledChangeAdmin(ReadOnlyAdmin):
 
 
 @admin.register(BudgetNode)
-class BudgetNodeAdmin(admin.ModelAdmin):
+class BudgetNodeAdmin(ServiceAdmin):
     """Weights are changed through budget changes (audited), so they are read-only here.
-    Structure edits (name, parent) go through `node_update` and its rules."""
+    Structure edits (name, parent) go through `node_update` and its rules; no service
+    changes a description, so it is read-only too (an edit of it was refused as "nothing
+    to change" under a "changed successfully")."""
 
     list_display = ["name", "kind", "parent", "weight"]
     list_filter = ["kind"]
     search_fields = ["name"]
-    readonly_fields = ["slug", "weight", "kind"]
+    readonly_fields = ["slug", "weight", "kind", "description"]
     fields = ["name", "parent", "kind", "slug", "weight", "description"]
 
     def has_delete_permission(self, request, obj=None):
@@ -83,7 +86,7 @@ class BudgetNodeAdmin(admin.ModelAdmin):
                     reason="Edited in the admin",
                 )
             elif obj.parent_id is None:
-                messages.error(request, "Create new organisations with `manage.py budget_import`.")
+                self.refuse(request, "Create new organisations with `manage.py budget_import`.")
             else:
                 created = services.node_create(
                     actor=request.user,
@@ -93,7 +96,7 @@ class BudgetNodeAdmin(admin.ModelAdmin):
                 )
                 obj.pk = created.pk
         except ApplicationError as exc:
-            messages.error(request, exc.message)
+            self.refuse(request, exc.message)
 
 
 def _admin_reason(request, verb: str) -> str:
@@ -118,7 +121,7 @@ def remove_roles(modeladmin, request, queryset):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(ServiceAdmin):
     """Roles are granted and removed through `membership_add` / `membership_remove`
     (audited, the actor's rules checked), one by one or with the bulk action; Django's
     own bulk delete, which would skip both, is not offered."""
@@ -148,7 +151,7 @@ class MembershipAdmin(admin.ModelAdmin):
             )
             obj.pk = created.pk
         except ApplicationError as exc:
-            messages.error(request, exc.message)
+            self.refuse(request, exc.message)
 
     def delete_model(self, request, obj):
         try:
@@ -156,7 +159,7 @@ class MembershipAdmin(admin.ModelAdmin):
                 actor=request.user, membership_id=obj.pk, reason=_admin_reason(request, "removed")
             )
         except ApplicationError as exc:
-            messages.error(request, exc.message)
+            self.refuse(request, exc.message)
 
     def delete_queryset(self, request, queryset):
         remove_roles(self, request, queryset)

@@ -9,6 +9,7 @@ cycles and keys are read-only."""
 from django.contrib import admin, messages
 
 from budgets.admin import ReadOnlyAdmin
+from config.admin_refusals import ServiceAdmin
 from config.errors import ApplicationError
 from scheduler.models import (
     Attempt,
@@ -50,7 +51,7 @@ class ClusterPolicyEventInline(admin.TabularInline):
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(ServiceAdmin):
     """Clusters are added with `manage.py cluster_add` (`cluster_create`: validated,
     provisioned) and never deleted; their policy changes through
     `cluster_policy_update`. Here only the operators change, through
@@ -124,7 +125,7 @@ class ClusterAdmin(admin.ModelAdmin):
                 reason=f"operators changed in the admin by {request.user.get_username()}",
             )
         except ApplicationError as exc:
-            self.message_user(request, exc.message, messages.ERROR)
+            self.refuse(request, exc.message)
 
 
 def _set_health(modeladmin, request, queryset, health: str, reason: str) -> None:

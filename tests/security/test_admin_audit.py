@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 
 import pytest
 from django.contrib import admin
+from django.contrib.admin.models import ADDITION, LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client, RequestFactory
@@ -288,3 +289,57 @@ def test_only_a_superuser_changes_authority_and_every_change_is_recorded(tree):
     assert event.is_staff and event.pgh_context.metadata["user"] == root.pk
     with pytest.raises(Exception, match="Cannot update or delete"):
         UserAuthorityEvent.objects.filter(pk=event.pk).update(is_staff=False)
+
+
+def staff_with(*codenames: str) -> Client:
+    ops = UserFactory(username="ops", is_staff=True)
+    ops.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    client = Client()
+    client.force_login(ops)
+    return client
+
+
+def messages_of(response) -> list[str]:
+    return [str(m) for m in response.context["messages"]]
+
+
+def test_a_refused_admin_write_is_neither_announced_nor_logged_as_done(tree):
+    """A service's refusal in the admin was followed by "... was added (changed)
+    successfully" and a `django_admin_log` entry of the change that did not happen (a
+    refused grant logged as an addition without an object id)."""
+    client = staff_with("add_membership", "view_membership", "change_budgetnode", "view_budgetnode")
+    a1 = tree.node("a1")
+    granted = client.post(
+        "/admin/budgets/membership/add/",
+        {"user": tree.user("bob").pk, "node": a1.pk, "role": "member"},
+        follow=True,
+    )
+    renamed = client.post(
+        f"/admin/budgets/budgetnode/{a1.pk}/change/",
+        {"name": "a1x", "parent": a1.parent_id},
+        follow=True,
+    )
+    for response, action in ((granted, "grant the member role on"), (renamed, "change")):
+        assert messages_of(response) == [
+            f"You may not {action} 'org/prog-a/a1': it is outside the subtree you manage."
+        ]
+    assert not LogEntry.objects.exists()
+    assert not Membership.objects.filter(user__username="bob", node=a1).exists()
+    assert BudgetNode.objects.get(pk=a1.pk).name == "a1"
+
+
+def test_an_admin_write_the_service_allows_is_announced_and_logged(tree):
+    root = SuperUserFactory(username="root")
+    client = Client()
+    client.force_login(root)
+    a1 = tree.node("a1")
+    response = client.post(
+        "/admin/budgets/membership/add/",
+        {"user": tree.user("bob").pk, "node": a1.pk, "role": "member"},
+        follow=True,
+    )
+    assert messages_of(response) == ["The membership “bob member of a1” was added successfully."]
+    granted = Membership.objects.get(user__username="bob", node=a1)
+    assert list(LogEntry.objects.values_list("action_flag", "object_id")) == [
+        (ADDITION, str(granted.pk))
+    ]
