@@ -41,6 +41,17 @@ def token_revoke_all(*, user) -> int:
     return deleted
 
 
+def tokens_revoke_on_password_change(sender, instance, created: bool = False, **kwargs) -> None:
+    """post_save of the user model: a password changed on purpose (`set_password` and a
+    save: the admin's password form, `manage.py changepassword`) revokes every API token
+    of the user, as it ends their other sessions. The tokens were got with the old
+    password: after a reset of a stolen one they kept working for up to
+    ALLOT_TOKEN_TTL_DAYS. Django's rehash of a password at sign-in is not a change (it
+    clears `_password` before saving) and revokes nothing; neither does a new user."""
+    if not created and getattr(instance, "_password", None) is not None:
+        token_revoke_all(user=instance)
+
+
 def tokens_prune_expired(*, now: dt.datetime | None = None) -> int:
     """Delete every token past its expiry (knox removes an expired token only when
     someone tries it); returns how many. Tokens without an expiry are kept."""

@@ -1,6 +1,8 @@
 """API tokens: several per user, hashed at rest, listed and revoked by their owner only."""
 
 import pytest
+from django.contrib.auth.hashers import make_password
+from django.contrib.auth.models import User
 
 from accounts.models import ApiToken
 from tests.factories import UserFactory
@@ -122,3 +124,38 @@ def test_a_request_reads_its_token_once_and_refuses_expired_and_inactive(api_cli
     assert ApiToken.objects.filter(user=ann).count() == 5
     api_client.credentials(HTTP_AUTHORIZATION=f"Token {secret[:-1]}x")
     assert api_client.get("/api/v1/auth/tokens/").status_code == 401
+
+
+def test_a_password_changed_in_the_admin_revokes_the_users_tokens(api_client, client):
+    """After a reset of a stolen password, the tokens got with it kept working for up to
+    ALLOT_TOKEN_TTL_DAYS; the user's other users' tokens stay."""
+    ann, bob = UserFactory(username="ann"), UserFactory(username="bob")
+    old = sign_in(api_client, "ann").json()["token"]
+    kept = sign_in(api_client, "bob").json()["token"]
+    client.force_login(UserFactory(username="root", is_staff=True, is_superuser=True))
+    changed = client.post(
+        f"/admin/auth/user/{ann.pk}/password/",
+        {"password1": "a-new-long-passphrase", "password2": "a-new-long-passphrase"},
+    )
+    assert changed.status_code == 302
+    for token, status in ((old, 401), (kept, 200)):
+        api_client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        assert api_client.get("/api/v1/auth/tokens/").status_code == status
+    assert not ApiToken.objects.filter(user=ann).exists()
+    assert ApiToken.objects.filter(user=bob).count() == 1
+
+
+def test_a_rehash_at_sign_in_or_another_change_of_the_user_keeps_the_tokens(api_client):
+    """Django rehashes a password at sign-in when its hash is outdated (a hasher's cost
+    raised by an upgrade; here a short salt): not a change of the password, so nothing
+    is revoked; nor by a change of another field."""
+    ann = UserFactory(username="ann")
+    sign_in(api_client, "ann")
+    outdated = make_password("pw", salt="ab", hasher="md5")  # rehashed at sign-in
+    User.objects.filter(pk=ann.pk).update(password=outdated)
+    assert sign_in(api_client, "ann").status_code == 200
+    assert User.objects.get(pk=ann.pk).password != outdated  # it was rehashed
+    assert ApiToken.objects.filter(user=ann).count() == 2
+    ann.first_name = "Ann"
+    ann.save()
+    assert ApiToken.objects.filter(user=ann).count() == 2
