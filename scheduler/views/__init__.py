@@ -3,20 +3,16 @@ planner's plans side by side."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from config.access import participant_page
-from scheduler.core.planner import load_scenario, run_mode
-from scheduler.core.planner.views_data import heatmap_data, list_scenarios, step_text
+from scheduler.core.planner.views_data import list_scenarios, step_text
 from scheduler.selectors.jobs import job_detail as job_detail_selector
 from scheduler.selectors.jobs import job_page, job_stored_queue
 from scheduler.selectors.now import clusters_now
 from scheduler.services.eta import eta_refresh_request
-
-PAGE_TIME_LIMIT_S = 2.0  # the full (CP-SAT) mode's limit on the page; the CLI defaults to 10 s
+from scheduler.services.planner import PAGE_TIME_LIMIT_S, scenario_plans
 
 
 @participant_page
@@ -26,22 +22,18 @@ def planner_list(request: HttpRequest) -> HttpResponse:
 
 @participant_page
 def planner_detail(request: HttpRequest, name: str) -> HttpResponse:
-    scenarios = {s["name"]: s for s in list_scenarios()}
-    if name not in scenarios:
+    found = scenario_plans(name)
+    if found is None:
         raise Http404(f"No scenario named {name!r}")
-    scenario = load_scenario(Path(scenarios[name]["path"]))
-    plans = [
-        heatmap_data(scenario, run_mode(scenario, mode, PAGE_TIME_LIMIT_S))
-        for mode in ("fifo", "fast", "full")
-    ]
+    scenario, plans = found
     return render(
         request,
         "scheduler/planner_detail.html",
         {
-            "scenario": scenarios[name],
+            "scenario": scenario,
             "plans": plans,
             "time_limit": PAGE_TIME_LIMIT_S,
-            "step": step_text(scenarios[name]["step_s"]),
+            "step": step_text(scenario["step_s"]),
         },
     )
 

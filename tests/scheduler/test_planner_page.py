@@ -26,3 +26,26 @@ def test_planner_list_and_detail(client):
         assert f'id="heatmap-{mode}"' in body
     assert "/static/plotly/plotly.min.js" in body
     assert client.get("/planner/no-such-scenario/").status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_scenario_is_solved_once_then_read_from_the_cache(client, monkeypatch):
+    """A page view ran the solver afresh (up to 2 s of CP-SAT per GET for any signed-in
+    user); the plans depend only on the scenario file, so the second view solves nothing."""
+    import scheduler.services.planner as planner
+
+    solved = []
+
+    def counting_run_mode(scenario, mode, time_limit_s):
+        solved.append(mode)
+        return real_run_mode(scenario, mode, time_limit_s)
+
+    real_run_mode = planner.run_mode
+    monkeypatch.setattr(planner, "run_mode", counting_run_mode)
+    client.force_login(participant("viewer"))
+    first = client.get("/planner/mixed-control/")
+    assert solved == ["fifo", "fast", "full"]
+    second = client.get("/planner/mixed-control/")
+    assert solved == ["fifo", "fast", "full"]  # nothing solved again
+    assert first.context["plans"] == second.context["plans"]
+    assert all(f'id="heatmap-{mode}"' in second.content.decode() for mode in solved)
