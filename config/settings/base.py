@@ -123,6 +123,7 @@ def backing_services(*, embedded_fallback: bool) -> dict[str, object]:
                 f"{name} is not set. Production settings need an explicit {name} "
                 f"(e.g. {_URL_EXAMPLES[name]}); the embedded servers are for development only."
             )
+        _check_url_scheme(name)
     database_url = env("DATABASE_URL", default="")
     databases = {
         "default": env.db("DATABASE_URL") if database_url else embedded.postgres_settings()
@@ -166,6 +167,26 @@ _URL_EXAMPLES = {
     "DATABASE_URL": "postgres://allot@db.example.org:5432/allot",
     "REDIS_URL": "redis://redis.example.org:6379/0",
 }
+# PostgreSQL only (the audit's triggers, advisory locks); Redis over TCP, or TLS
+_URL_SCHEMES = {
+    "DATABASE_URL": ("postgres", "postgresql", "pgsql"),
+    "REDIS_URL": ("redis", "rediss"),
+}
+
+
+def _check_url_scheme(name: str) -> None:
+    """Refuse a set URL whose scheme Allot cannot use, naming the variable (else
+    dj-database-url only warns, and Celery fails later importing the host as a module)."""
+    value = env(name, default="")
+    scheme = value.partition("://")[0] if "://" in value else ""
+    if value and scheme.lower() not in _URL_SCHEMES[name]:
+        raise ImproperlyConfigured(
+            f"{name} must be a URL starting with "
+            + " or ".join(f"{s}://" for s in _URL_SCHEMES[name])
+            + f" (e.g. {_URL_EXAMPLES[name]}), not {scheme + '://...' if scheme else 'a bare value'}"
+        )
+
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # The runtime database role that `migrate` (run as the owner of the tables) grants what the
 # application needs, audited tables read and insert only (ops/dbroles.py); unset: no grants.

@@ -60,6 +60,45 @@ def test_the_systemd_units_pass_systemd_analyze_verify(tmp_path):
     assert {"allot-migrate.service", "allot-simcluster.service"} <= set(UNITS)
 
 
+def _documented_enable_line() -> list[str]:
+    """The units docs/operations.md has the operator enable (Installing with systemd)."""
+    text = (ROOT / "docs" / "operations.md").read_text()
+    found = re.search(r"`systemctl enable --now ([^`]+)`", text)
+    assert found, "docs/operations.md has no `systemctl enable --now ...` step"
+    return found.group(1).split()
+
+
+def test_the_documented_enable_step_starts_every_unit_at_boot(tmp_path):
+    """`systemctl enable` of the documented units, in a root laid out as installed: every
+    unit is reached from multi-user.target (the units are WantedBy=allot.target, which
+    starts nothing at boot unless it is enabled too), and no web instance takes the
+    simulated cluster's port of allot.env.example."""
+    systemctl = shutil.which("systemctl") or pytest.skip("systemctl is missing")
+    root = tmp_path / "root"
+    (root / "etc/systemd/system").mkdir(parents=True)
+    shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
+    for unit in UNITS:
+        shutil.copy(DEPLOY / "systemd" / unit, root / "etc/systemd/system" / unit)
+    names = _documented_enable_line()
+    done = subprocess.run(
+        [systemctl, f"--root={root}", "enable", *names], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    reached, todo = set(), ["multi-user.target"]
+    while todo:
+        unit = todo.pop()
+        for wants in (root / "etc/systemd/system").glob(f"{unit}.wants/*"):
+            if wants.name not in reached:
+                reached.add(wants.name)
+                todo.append(wants.name)
+    services = {n if "." in n else f"{n}.service" for n in names if not n.endswith(".target")}
+    assert services <= reached, f"not started at boot: {sorted(services - reached)}"
+    web_ports = {n.split("@")[1] for n in names if n.startswith("allot-web@")}
+    example = (DEPLOY / "systemd" / "allot.env.example").read_text()
+    simcluster = re.search(r"^ALLOT_SIMCLUSTER_URL=\S+:(\d+)", example, re.M)
+    assert simcluster and simcluster.group(1) not in web_ports, simcluster
+
+
 def test_every_unit_runs_its_process_through_allot_run_which_execs_it():
     for unit in UNITS:
         text = (DEPLOY / "systemd" / unit).read_text()
@@ -163,3 +202,28 @@ def test_production_with_both_urls_passes_check_deploy():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "no issues" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DATABASE_URL", "allot_db"),
+        ("DATABASE_URL", "mysql://allot@db.invalid/allot"),
+        ("REDIS_URL", "redis.invalid:6379"),
+    ],
+)
+def test_production_refuses_a_url_it_cannot_use_naming_the_variable(name, value):
+    """A URL without a usable scheme stops start-up naming its variable, instead of a
+    warning (dj-database-url) or a worker that fails importing the host as a module."""
+    given = {
+        "DATABASE_URL": os.environ.get("DATABASE_URL") or "postgres://allot@db.invalid/allot",
+        "REDIS_URL": os.environ.get("REDIS_URL") or "redis://redis.invalid:6379/0",
+        name: value,
+    }
+    for command in (
+        [sys.executable, "manage.py", "check", "--deploy"],
+        [sys.executable, "-m", "celery", "--app", "config", "worker", "--pool", "solo"],
+    ):
+        done = _production(*command, **given)
+        assert done.returncode != 0, command
+        assert f"{name} must be a URL starting with" in done.stdout + done.stderr, command
