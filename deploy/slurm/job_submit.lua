@@ -57,8 +57,22 @@ local function is_governed(partition)
   return false
 end
 
+-- the partition(s) a job goes to: those it names, else Slurm's default partition (a
+-- plain `sbatch job.sh` lands there, so a governed default partition holds it too)
+local function submitted_partition(job_desc, part_list)
+  if job_desc.partition ~= nil then
+    return job_desc.partition
+  end
+  for name, part in pairs(part_list) do
+    if part.flag_default == 1 then
+      return name
+    end
+  end
+  return nil
+end
+
 function slurm_job_submit(job_desc, part_list, submit_uid)
-  if not is_governed(job_desc.partition) then
+  if not is_governed(submitted_partition(job_desc, part_list)) then
     return slurm.SUCCESS
   end
   -- Allot's own starts (sbatch by Allot, comment "allot-attempt:...") are not adopted

@@ -8,6 +8,7 @@ only) submits as another local user: `cloudsdk` (uid 1000, an Allot member of a1
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -156,6 +157,30 @@ def test_a_job_on_a_partition_that_is_not_governed_is_slurm_s_own(gov):
         time.sleep(0.2)
     assert gov.squeue()[slurm_id].startswith("RUNNING")  # Slurm scheduled it itself
     assert not Job.objects.exists()  # and Allot only counts it as foreign
+
+
+def test_a_plain_sbatch_to_a_governed_default_partition_is_held(gov):
+    """`sbatch job.sh` without -p lands in Slurm's default partition (`gpu` here): when
+    that partition is governed, the plugin holds and tags the job like one sbatch'd with
+    -p (job_desc.partition is unset then: the plugin reads the default from part_list)."""
+    plugin = gov.slurm.conf_path.parent / "job_submit.lua"
+    as_shipped, loaded_mtime = plugin.read_text(), plugin.stat().st_mtime
+
+    def install(text: str, later_s: float) -> None:
+        # slurmctld reloads the script when its mtime (whole seconds) passes the last one
+        plugin.write_text(text)
+        os.utime(plugin, (loaded_mtime + later_s, loaded_mtime + later_s))
+
+    install(as_shipped.replace('"governed"', '"governed,gpu"', 1), 2)
+    try:
+        slurm_id = gov.sbatch("-A", "a1", "--gres=gpu:8")
+        job = gov.raw(slurm_id)
+        assert job["partition"] == "gpu"
+        assert (job["admin_comment"], job["state_reason"]) == ("allot-governed", "JobHeldUser")
+    finally:
+        install(as_shipped, 4)
+    slurm_id = gov.sbatch("-A", "a1", "--gres=gpu:8")  # the default not governed: untouched
+    assert gov.raw(slurm_id)["admin_comment"] == ""
 
 
 def test_scancel_by_the_owner_cancels_the_waiting_allot_job(gov):
