@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from allot_common.durations import parse_duration
 from budgets.selectors import tree_index
 from config.errors import ValidationFailed
 from scheduler.adapters import AdapterError, AdapterUnavailable, ClusterHost
@@ -33,6 +35,51 @@ ADAPTER_OPTION_KEYS = (
 )
 
 
+# the options with a flag of their own in `cluster_add`
+OWN_FLAG_OPTIONS = {"slurm_conf": "--slurm-conf", "partition": "--partition"}
+_ON = ("on", "true", "yes", "1")
+_OFF = ("off", "false", "no", "0")
+
+
+def slurm_option_value(key: str, text: str) -> Any:
+    """An adapter option given as text (`cluster_add --slurm-option KEY=VALUE`), typed as
+    the adapter reads it: `sbatch_min_runtime_s` a duration ("30m"), `timeout_s` seconds
+    (0-600], `use_accounts` on or off, `bin_dir` and `workdir` absolute paths, `output` a
+    file name pattern. ValidationFailed naming the option."""
+    field_name = f"adapter_options.{key}"
+    if key in OWN_FLAG_OPTIONS:
+        raise ValidationFailed(f"{key}: give it with {OWN_FLAG_OPTIONS[key]}", field=field_name)
+    if key not in ADAPTER_OPTION_KEYS:
+        raise ValidationFailed(
+            f"{key}: no such Slurm option (one of "
+            f"{', '.join(k for k in ADAPTER_OPTION_KEYS if k not in OWN_FLAG_OPTIONS)})",
+            field=field_name,
+        )
+    value = text.strip()
+    try:
+        if key == "sbatch_min_runtime_s":
+            return parse_duration(value)
+        if key == "timeout_s":
+            seconds = float(value)
+            if not 0 < seconds <= 600:
+                raise ValueError(f"must be seconds > 0 and <= 600, got {text!r}")
+            return seconds
+        if key == "use_accounts":
+            if value.lower() not in _ON + _OFF:
+                raise ValueError(f"must be on or off, got {text!r}")
+            return value.lower() in _ON
+        if key in ("bin_dir", "workdir") and not value.startswith("/"):
+            raise ValueError(f"must be an absolute path, got {text!r}")
+        if not value:
+            raise ValueError("must not be empty")
+    except ValueError as exc:
+        message = str(exc)
+        if message.startswith("could not convert"):
+            message = f"must be a number of seconds, got {text!r}"
+        raise ValidationFailed(f"{key}: {message}", field=field_name) from None
+    return value
+
+
 def slurm_provision(draft: ClusterDraft) -> list[ClusterHost]:
     """The hosts of a Slurm cluster about to be added (`cluster_create(adapter="slurm",
     adapter_options={"slurm_conf": PATH, ...})`): Slurm's nodes with GPUs, with the
@@ -50,7 +97,12 @@ def slurm_provision(draft: ClusterDraft) -> list[ClusterHost]:
             "hosts: a Slurm cluster's hosts are its nodes (leave it out)", field="hosts"
         )
     conf = options.get("slurm_conf")
-    if not conf or not Path(conf).is_file():
+    if not conf:
+        raise ValidationFailed(
+            "slurm_conf: none given (cluster_add --slurm-conf PATH, or SLURM_CONF)",
+            field="slurm_conf",
+        )
+    if not Path(conf).is_file():
         raise ValidationFailed(
             f"slurm_conf: there is no Slurm configuration at {conf!r}", field="slurm_conf"
         )

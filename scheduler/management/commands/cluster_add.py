@@ -1,10 +1,12 @@
 """`manage.py cluster_add NAME --adapter simulated --hosts 16 --gpus-per-host 8 ...`
-or `manage.py cluster_add NAME --adapter slurm --slurm-conf PATH [--partition P]`."""
+or `manage.py cluster_add NAME --adapter slurm --slurm-conf PATH [--partition P]
+[--slurm-option KEY=VALUE ...]`."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -12,6 +14,7 @@ from config.errors import ApplicationError
 from scheduler.management.options import add_policy_arguments, policy_options
 from scheduler.models import AdapterKind
 from scheduler.services.clusters import cluster_create
+from scheduler.services.slurm import slurm_option_value
 
 
 class Command(BaseCommand):
@@ -51,6 +54,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--partition", default="", help="the Slurm partition to use (slurm; default: all nodes)"
         )
+        parser.add_argument(
+            "--slurm-option",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="another Slurm adapter option (slurm; repeatable): sbatch_min_runtime_s=30m, "
+            "workdir=/scratch, output=allot-%%j.out, timeout_s=30, use_accounts=off, bin_dir=/opt/slurm/bin",
+        )
 
     def handle(self, *args, **options):
         adapter_options = None
@@ -59,11 +70,14 @@ class Command(BaseCommand):
             adapter_options = {"slurm_conf": str(Path(conf).resolve()) if conf else ""}
             if options["partition"]:
                 adapter_options["partition"] = options["partition"]
+            adapter_options.update(_slurm_options(options["slurm_option"]))
             options["gpus_per_host"] = None  # Slurm's nodes say how many
             if options["reset"]:
                 raise CommandError("--reset is for --adapter simulated")
-        elif options["slurm_conf"] or options["partition"]:
-            raise CommandError("--slurm-conf and --partition are for --adapter slurm")
+        elif options["slurm_conf"] or options["partition"] or options["slurm_option"]:
+            raise CommandError(
+                "--slurm-conf, --partition and --slurm-option are for --adapter slurm"
+            )
         try:
             cluster = cluster_create(
                 name=options["name"],
@@ -88,3 +102,18 @@ class Command(BaseCommand):
                 f"{cluster.adapter}{where}" + (f", speed {speed:g}" if speed else "") + "."
             )
         )
+
+
+def _slurm_options(given: list[str]) -> dict[str, Any]:
+    """{key: typed value} of the --slurm-option KEY=VALUE given; CommandError naming the
+    option."""
+    options: dict[str, Any] = {}
+    for item in given:
+        key, equals, text = item.partition("=")
+        if not equals or not key.strip():
+            raise CommandError(f"--slurm-option: KEY=VALUE expected, got {item!r}")
+        try:
+            options[key.strip()] = slurm_option_value(key.strip(), text)
+        except ApplicationError as exc:
+            raise CommandError(f"--slurm-option {exc.message}") from None
+    return options

@@ -70,9 +70,19 @@ def test_bad_slurm_input_is_refused_with_the_field_named(slurm, args, message):
     assert not Cluster.objects.exists() and not Host.objects.exists()
 
 
+def test_a_slurm_cluster_without_a_slurm_conf_says_how_to_give_one(monkeypatch):
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    with pytest.raises(CommandError, match=r"slurm_conf: none given \(cluster_add --slurm-conf"):
+        add("emu", "--adapter", "slurm")
+    assert not Cluster.objects.exists()
+
+
 def test_slurm_flags_are_refused_for_a_simulated_cluster():
-    with pytest.raises(CommandError, match="--slurm-conf and --partition are for --adapter slurm"):
+    refused = "--slurm-conf, --partition and --slurm-option are for --adapter slurm"
+    with pytest.raises(CommandError, match=refused):
         add("sim", "--hosts", "2", "--slurm-conf", "/etc/slurm/slurm.conf")
+    with pytest.raises(CommandError, match=refused):
+        add("sim", "--hosts", "2", "--slurm-option", "workdir=/tmp")
 
 
 def test_an_unknown_option_or_a_used_name_is_refused(slurm):
@@ -142,3 +152,48 @@ def test_the_cluster_row_picks_the_slurm_adapter_with_its_options(slurm):
     assert isinstance(adapter, SlurmAdapter)
     assert adapter.partition == "gpu" and adapter.client.timeout_s == 5
     assert len(adapter.hosts()) == 16
+
+
+def test_cluster_add_sets_the_other_slurm_options_typed(slurm):
+    """docs/slurm.md's optional adapter options (sbatch_min_runtime_s for governed sbatch
+    without --time-min, workdir, ...) had no command to set them."""
+    add(
+        "emu",
+        "--adapter",
+        "slurm",
+        "--slurm-conf",
+        str(slurm.conf_path),
+        "--partition",
+        "governed",
+        "--slurm-option",
+        "sbatch_min_runtime_s=30m",
+        "--slurm-option",
+        "use_accounts=off",
+        "--slurm-option",
+        "workdir=/tmp",
+    )
+    options = Cluster.objects.get(name="emu").adapter_options
+    assert options["partition"] == "governed"
+    assert (options["sbatch_min_runtime_s"], options["use_accounts"]) == (1800, False)
+    assert options["workdir"] == "/tmp"
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("sbatch_min_runtime_s=soon", "sbatch_min_runtime_s: not a duration"),
+        ("sbatch_min_runtime_s=-5", "sbatch_min_runtime_s: a duration must be >= 0"),
+        ("timeout_s=0", "timeout_s: must be seconds > 0 and <= 600"),
+        ("timeout_s=abc", "timeout_s: must be a number of seconds"),
+        ("use_accounts=maybe", "use_accounts: must be on or off"),
+        ("workdir=scratch", "workdir: must be an absolute path"),
+        ("output=", "output: must not be empty"),
+        ("partition=gpu", "partition: give it with --partition"),
+        ("nodelist=gpu01", "nodelist: no such Slurm option"),
+        ("sbatch_min_runtime_s", "KEY=VALUE expected"),
+    ],
+)
+def test_a_bad_slurm_option_is_refused_naming_it_and_nothing_is_added(option, message):
+    with pytest.raises(CommandError, match=f"--slurm-option.*{message}"):
+        add("emu", "--adapter", "slurm", "--slurm-conf", "/etc/hosts", "--slurm-option", option)
+    assert not Cluster.objects.exists() and not Host.objects.exists()
