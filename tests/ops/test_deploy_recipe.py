@@ -99,6 +99,18 @@ def test_the_documented_enable_step_starts_every_unit_at_boot(tmp_path):
     assert simcluster and simcluster.group(1) not in web_ports, simcluster
 
 
+def test_a_dot_env_file_of_secrets_is_neither_committed_nor_sent_to_an_image_build():
+    """The settings may live in a `.env` file (SECRET_KEY, URLs with passwords): git
+    ignores it, and so does the container build's context (`COPY . /src`)."""
+    ignored = subprocess.run(
+        ["git", "check-ignore", "--no-index", "-q", ".env"], cwd=ROOT, capture_output=True
+    )
+    assert ignored.returncode == 0, "git does not ignore .env"
+    for name in (".containerignore", ".dockerignore"):
+        patterns = (ROOT / name).read_text().split()
+        assert ".env" in patterns, name
+
+
 def test_every_unit_runs_its_process_through_allot_run_which_execs_it():
     for unit in UNITS:
         text = (DEPLOY / "systemd" / unit).read_text()
