@@ -180,6 +180,11 @@ def _error_from(response: Answer) -> CliError:
         return CliError(
             f"not signed in ({detail or 'no valid token'}): run `allot login` or set ALLOT_TOKEN"
         )
+    if 300 <= status < 400:  # no redirect is followed: a URL to fix, not an answer
+        return CliError(
+            f"the server redirects {response.path} (HTTP {status}): give its address as it "
+            "serves it (https:// where plain http is redirected) with allot --url, or ALLOT_URL"
+        )
     if status == 404 and not detail:
         return CliError(f"{response.path} does not exist on this server")
     if status == 404 and field in FLAGS:  # a flag's value names nothing: bad input, as 400
@@ -283,6 +288,12 @@ class Api:
         headers = {"Accept": "application/json", "User-Agent": "allot-cli"}
         if conf.token:
             headers["Authorization"] = f"Token {conf.token}"
+        if not conf.url.startswith(("http://", "https://")):
+            raise CliError(
+                f"the server's URL must start with http:// or https://, got {conf.url!r} "
+                "(allot --url, or ALLOT_URL)",
+                code=EXIT_BAD_INPUT,
+            )
         self.url = conf.url
         self.base = f"{conf.url}/api/v1/"
         self.headers = headers

@@ -1,6 +1,7 @@
 """The `allot` command line as argparse reads it (allot_cli/app.py): the commands and
 options `--help` lists with their texts, defaults and what is required; refusals exit 2
-naming the flag. No server: nothing here gets as far as a request."""
+naming the flag. No server: nothing here gets as far as a request (but one stand-in that
+answers every request with a redirect)."""
 
 from __future__ import annotations
 
@@ -131,3 +132,38 @@ def test_the_plain_http_client_leaves_https_to_the_rest_of_the_process():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False", "True", "True"]
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://allot.example.org"])
+def test_a_server_url_without_http_is_refused_naming_where_it_comes_from(tmp_path, url):
+    result = Cli(url, tmp_path, token="x")("queue")
+    assert result.returncode == 2, result.stderr
+    assert f"must start with http:// or https://, got '{url}'" in result.stderr
+    assert "ALLOT_URL" in result.stderr and "unknown url type" not in result.stderr
+
+
+def test_a_server_that_redirects_says_to_give_its_https_address(tmp_path):
+    """Production redirects plain http to https: the CLI follows no redirect, and said
+    only "Moved Permanently (HTTP 301)"."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(301)
+            self.send_header("Location", f"https://allot.example.org{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        result = Cli(f"http://127.0.0.1:{server.server_port}", tmp_path, token="x")("queue")
+    finally:
+        server.shutdown()
+    assert result.returncode == 1, result.stderr
+    assert "the server redirects /api/v1/" in result.stderr and "(HTTP 301)" in result.stderr
+    assert "https://" in result.stderr and "ALLOT_URL" in result.stderr
