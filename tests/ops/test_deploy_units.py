@@ -190,7 +190,11 @@ def _a_job_to_success_as_a_non_root_user(deployment: Deployment, tree, port: int
     workers = dict(Heartbeat.objects.filter(kind="worker").values_list("name", "queues"))
     assert sorted(q for _, q in workers.items()) == ["background", "celery"], workers
     assert {name.split("@")[0] for name in workers} == {"worker-1", "background-1"}
-    # structured logs (ALLOT_LOG_FORMAT=json in the environment file)
+    # structured logs (ALLOT_LOG_FORMAT=json in the environment file): every line of
+    # every process is one JSON object (Celery's start-up banners were plain text)
+    for name in ("worker", "background", "beat", f"web-{port}"):
+        for line in deployment.processes[name].log().splitlines():
+            assert not line.strip() or line.startswith("{"), (name, line)
     worker_lines = [
         json.loads(line)
         for line in deployment.processes["worker"].log().splitlines()
