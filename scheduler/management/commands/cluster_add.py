@@ -30,7 +30,7 @@ class Command(BaseCommand):
         )
         parser.add_argument("--hosts", type=int, help="number of hosts (simulated)")
         parser.add_argument(
-            "--gpus-per-host", type=int, default=8, help="GPUs of each host (simulated; 8)"
+            "--gpus-per-host", type=int, default=None, help="GPUs of each host (simulated; 8)"
         )
         parser.add_argument(
             "--speed",
@@ -64,20 +64,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        adapter_options = None
         if options["adapter"] == AdapterKind.SLURM:
-            conf = options["slurm_conf"] or os.environ.get("SLURM_CONF", "")
-            adapter_options = {"slurm_conf": str(Path(conf).resolve()) if conf else ""}
-            if options["partition"]:
-                adapter_options["partition"] = options["partition"]
-            adapter_options.update(_slurm_options(options["slurm_option"]))
-            options["gpus_per_host"] = None  # Slurm's nodes say how many
-            if options["reset"]:
-                raise CommandError("--reset is for --adapter simulated")
-        elif options["slurm_conf"] or options["partition"] or options["slurm_option"]:
-            raise CommandError(
-                "--slurm-conf, --partition and --slurm-option are for --adapter slurm"
-            )
+            adapter_options = _slurm_adapter_options(options)
+        else:
+            if options["slurm_conf"] or options["partition"] or options["slurm_option"]:
+                raise CommandError(
+                    "--slurm-conf, --partition and --slurm-option are for --adapter slurm"
+                )
+            adapter_options = None
+            if options["gpus_per_host"] is None:
+                options["gpus_per_host"] = 8
         try:
             cluster = cluster_create(
                 name=options["name"],
@@ -102,6 +98,21 @@ class Command(BaseCommand):
                 f"{cluster.adapter}{where}" + (f", speed {speed:g}" if speed else "") + "."
             )
         )
+
+
+def _slurm_adapter_options(options: dict[str, Any]) -> dict[str, Any]:
+    """A Slurm cluster's adapter options from the command's; CommandError for an option
+    of simulated clusters only (it would be ignored)."""
+    if options["gpus_per_host"] is not None:
+        raise CommandError("--gpus-per-host: a Slurm cluster's nodes say how many")
+    if options["reset"] or options["url"]:
+        raise CommandError("--reset and --url are for --adapter simulated (Slurm: --slurm-conf)")
+    conf = options["slurm_conf"] or os.environ.get("SLURM_CONF", "")
+    adapter_options = {"slurm_conf": str(Path(conf).resolve()) if conf else ""}
+    if options["partition"]:
+        adapter_options["partition"] = options["partition"]
+    adapter_options.update(_slurm_options(options["slurm_option"]))
+    return adapter_options
 
 
 def _slurm_options(given: list[str]) -> dict[str, Any]:

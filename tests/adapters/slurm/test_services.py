@@ -70,6 +70,20 @@ def test_bad_slurm_input_is_refused_with_the_field_named(slurm, args, message):
     assert not Cluster.objects.exists() and not Host.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gpus-per-host", "4"], "--gpus-per-host: a Slurm cluster's nodes say how many"),
+        (["--url", "http://127.0.0.1:8001"], "--reset and --url are for --adapter simulated"),
+    ],
+)
+def test_options_of_simulated_clusters_are_refused_not_ignored_for_slurm(args, message):
+    """They were dropped silently (`--gpus-per-host 4` on 8-GPU nodes, a `--url`)."""
+    with pytest.raises(CommandError, match=message):
+        add("emu", "--adapter", "slurm", "--slurm-conf", "/etc/hosts", *args)
+    assert not Cluster.objects.exists()
+
+
 def test_a_slurm_cluster_without_a_slurm_conf_says_how_to_give_one(monkeypatch):
     monkeypatch.delenv("SLURM_CONF", raising=False)
     with pytest.raises(CommandError, match=r"slurm_conf: none given \(cluster_add --slurm-conf"):
