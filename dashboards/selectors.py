@@ -29,6 +29,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
+from allot_common.figures import fixed_text
 from budgets import permissions
 from budgets.models import NodeKind
 from budgets.selectors import TreeIndex, tree_index
@@ -219,14 +220,22 @@ def fairshare_sentence(
         return "No figures yet."
     if math.isinf(level_fs):
         return f"No usage in the window: {who.lower()} go before siblings that used GPUs."
-    if level_fs >= 1.0:
-        rank = f" (factor {factor:.2f})" if factor is not None else ""
+    # the words follow the figure the page shows beside them (two decimals, `fixed_text`),
+    # so 0.9988 reads "at its share (level FS 1.00)", never "more than its share (1.00)"
+    shown = fixed_text(level_fs, 2)
+    rank = f" (factor {fixed_text(factor, 2)})" if factor is not None else ""
+    if shown == "1.00":
         return (
-            f"Used less than its share ({level_fs:.2f}x under): "
+            f"Used about its share (level FS {shown}): {who.lower()} go before siblings "
+            f"that used more and after those that used less{rank}."
+        )
+    if level_fs > 1.0:
+        return (
+            f"Used less than its share (level FS {shown}): "
             f"{who.lower()} go before siblings that used more{rank}."
         )
     return (
-        f"Used more than its share (level FS {level_fs:.2f}): {who.lower()} wait behind "
+        f"Used more than its share (level FS {shown}): {who.lower()} wait behind "
         "siblings below their share, and its unprotected runs may be preempted for them."
     )
 

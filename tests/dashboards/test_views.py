@@ -9,6 +9,7 @@ import io
 
 import pytest
 from django.db import connection
+from django.template import Context, Template
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
@@ -295,6 +296,28 @@ def test_fair_share_now_reads_the_window_usage(client, tree):
         client.get(reverse("dashboards:fairshare"), {"cluster": "h100", "format": "csv"})
     )
     assert {r["node"] for r in csv_rows} >= {"org/prog-a", "org/prog-a/a1", "org/prog-b/b1"}
+
+
+@pytest.mark.parametrize(
+    ("level_fs", "words"),
+    [
+        (0.9988, "Used about its share (level FS 1.00)"),  # the demo's post-training
+        (1.004, "Used about its share (level FS 1.00)"),
+        (1.005, "Used less than its share (level FS 1.01)"),  # half up, as the column
+        (1.35, "Used less than its share (level FS 1.35)"),
+        (0.79, "Used more than its share (level FS 0.79)"),
+    ],
+)
+def test_the_fair_share_sentence_agrees_with_the_level_fs_shown_beside_it(level_fs, words):
+    """The demo's post-training (level FS 0.9988) read "Used more than its share (level FS
+    1.00)" beside a column saying 1.00, and a project at 1.02 "(1.02x under)": the
+    sentence names the figure as the column writes it (`fixed`, two decimals)."""
+    sentence = selectors.fairshare_sentence(
+        is_project=True, level_fs=level_fs, factor=0.775, no_entitlement=False
+    )
+    column = Template("{% load dashboards %}{{ v|fixed:2 }}").render(Context({"v": level_fs}))
+    assert sentence.startswith(words) and f"level FS {column})" in sentence
+    assert "x under" not in sentence
 
 
 def test_fair_share_as_of_a_cycle_reads_the_runs_once_per_cycle(tree):
