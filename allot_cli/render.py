@@ -235,9 +235,10 @@ def clip(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     head = text[: max(0, limit - 1)]
+    indent = len(text) - len(text.lstrip(" "))  # a tree's indentation is no word break
     if text[len(head)] != " ":  # the cut falls inside a word: back to its start
         space = head.rfind(" ")
-        head = head[:space] if space > 0 else head
+        head = head[:space] if space > indent else head
     return head.rstrip(" ;,") + plain.ELLIPSIS
 
 
@@ -407,5 +408,8 @@ def pairs(items: Sequence[tuple[str, Any]]) -> None:
     for key, value in rows:  # a value as text: a job's name may hold "[...]", no markup
         t.add_row(key, Text(value))
     # into a pipe each value whole on its line (`scontrol show job` too), folded on a terminal
-    whole = max((len(k) + 2 + len(v) for k, v in rows), default=0)
+    # the keys' column is as wide as the longest key, whatever row holds the longest value
+    whole = (
+        max((len(k) for k, _ in rows), default=0) + 2 + max((len(v) for _, v in rows), default=0)
+    )
     print_table(t, None if to_terminal() else max(whole, plain.width()))

@@ -313,6 +313,26 @@ def test_show_keeps_each_event_on_one_line_into_a_pipe_and_fits_a_terminal(
         assert sum("entitlement" in line for line in lines) == 1
 
 
+def test_an_indented_tree_name_is_cut_after_its_first_letters_not_to_nothing():
+    """`allot shares` on 80 columns printed "…" alone for "  language-models" and
+    "    post-training": the tree's indentation was taken for a word break."""
+    assert render.clip("  language-models", 16) == "  language-mode…"
+    assert render.clip("    post-training", 16) == "    post-traini…"
+    assert render.clip("  science and art", 16) == "  science and…"  # a real word break
+
+
+def test_a_panel_into_a_pipe_keeps_a_short_keys_long_value_on_one_line(capsys, monkeypatch):
+    """`allot show 1349 | cat` folded the reason after 200 characters: the pipe's width
+    was its own key's ("reason") plus its value, while the keys' column is as wide as
+    the longest key ("reservation-only estimate")."""
+    reason = "waiting: project allot-demo/science/biology is at 65% " + "of its share " * 14
+    _terminal(monkeypatch, None)
+    monkeypatch.setenv("COLUMNS", "80")
+    render.pairs([("reservation-only estimate", "soon"), ("reason", reason)])
+    lines = _printed(capsys)
+    assert len(lines) == 2 and lines[1].split(None, 1) == ["reason", reason.strip()]
+
+
 def test_a_line_and_a_panel_into_a_pipe_keep_each_value_on_one_line(capsys, monkeypatch):
     """`allot submit | cat` folded "Submitted job 1345 to … 2 / GPUs" and `allot show | cat`
     a job's state over four lines at 80 columns: into a pipe a line and each panel value
