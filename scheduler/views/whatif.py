@@ -39,12 +39,11 @@ def _whatif_row(r: dict) -> dict:
         "delta_gpu_h": (after or 0) - (before or 0),
         "p90_before_min": _per_minute(r.get("p90_replay_wait_s_before")),
         "p90_after_min": _per_minute(r.get("p90_replay_wait_s_after")),
-        "ratio_recorded_pct": _percent(r.get("ratio_recorded")),
-        "ratio_before_pct": _percent(r.get("ratio_before")),
-        "ratio_after_pct": _percent(r.get("ratio_after")),
         "share_before": r.get("entitled_share_before") or 0,
         "share_after": r.get("entitled_share_after") or 0,
         "difference_pct": _percent(difference),
+        # the ratios as fractions, written by the dashboards' `percent` (one rounding)
+        **{key: r.get(key) for key in ("ratio_recorded", "ratio_before", "ratio_after")},
     }
 
 

@@ -294,3 +294,35 @@ def test_a_job_running_when_the_window_opened_is_replayed_with_the_work_left(tre
     assert preview.result["not_reproduced"]["carried_before_gpu_h"] == pytest.approx(8 * 24)
     a1 = {r["project"]: r for r in preview.result["projects"]}["org/prog-a/a1"]
     assert a1["delivered_gpu_h_before"] == pytest.approx(8 * 72, rel=0.01)
+
+
+def test_the_recorded_column_writes_the_dashboards_digits():
+    """The demo's post-training: the delivery dashboard said 2268.5 GPU-h delivered, the
+    preview's Recorded column "2268" for the same hours. Every delivered figure and ratio
+    of the preview is written by the dashboards' functions (`fixed_text` with one
+    decimal, `percent_text`), and a ratio rounds from the fraction, as there (0.1005 is
+    10.1%, where the float 10.049999... gave 10.0%)."""
+    from types import SimpleNamespace
+
+    from django.template.loader import render_to_string
+
+    from allot_common.figures import fixed_text, percent_text
+    from scheduler.views.whatif import _whatif_context
+
+    row = {
+        "project": "org/prog-a/a1", "entitled_share_before": 0.125, "entitled_share_after": 0.15,
+        "delivered_gpu_h_recorded": 2268.46, "delivered_gpu_h_before": 2398.04,
+        "delivered_gpu_h_after": 3011.0, "ratio_recorded": 0.1005, "ratio_before": 1.0149,
+        "ratio_after": None, "replay_difference": 0.057,
+    }  # fmt: skip
+    preview = SimpleNamespace(
+        pk=7, state=PreviewState.DONE, progress=1.0, window_days=7,
+        cluster=SimpleNamespace(name="gpu"), result={"jobs": 3, "projects": [row]},
+    )  # fmt: skip
+    html = render_to_string("scheduler/_whatif.html", _whatif_context(preview))
+    cells = [
+        c.split("</td>")[0].split(" <small")[0].strip() for c in html.split('<td class="num">')[1:]
+    ]
+    assert cells[1:5] == ["2268.5", "2398.0", "3011.0", "+613.0"]
+    assert [fixed_text(2268.46, 1), percent_text(0.1005)] == ["2268.5", "10.1%"]
+    assert cells[5:8] == ["10.1%", "101.5%", "–"]
