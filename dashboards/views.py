@@ -32,6 +32,7 @@ from scheduler.services.eta import eta_refresh_request
 
 TABLE_PAGE_SIZE = 50
 JOBS_PAGE_SIZE = 25
+MY_JOBS_REFRESH_S = 20  # as the queue page's tables (scheduler.views.queue)
 CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -324,35 +325,33 @@ waits = _partial("waits")
 @login_required
 @require_safe
 def me(request: HttpRequest) -> HttpResponse:
+    """A researcher's projects (the default reporting period) and jobs; htmx asks for the
+    jobs' section alone every MY_JOBS_REFRESH_S seconds, so an estimate that was overtaken
+    ("due now ... a new estimate follows") or still being computed is replaced in place."""
     jobs = Paginator(selectors.my_jobs(user=request.user), JOBS_PAGE_SIZE).get_page(
         request.GET.get("page")
     )
+    if request.headers.get("HX-Request"):
+        return render(request, "dashboards/_my_jobs.html", _my_jobs_context(jobs))
     span = ledger_selectors.resolve_span()  # the default reporting period
     projects = selectors.my_projects(user=request.user, span=span)
     if request.GET.get("format") == "csv":
-        rows: list[list[Any]] = [
-            [
-                "project",
-                "cluster",
-                "capped_entitled_gpu_h",
-                "delivered_gpu_h",
-                "ratio",
-                "demand_gpu_h",
-            ]
-        ]
-        for p in projects:
-            for c in p["clusters"]:
-                rows.append(
-                    [
-                        p["path"],
-                        c["cluster"],
-                        round(c["entitled_gpu_h"], 3),
-                        round(c["delivered_gpu_h"], 3),
-                        "" if c["ratio"] is None else round(c["ratio"], 4),
-                        round(c["demand_gpu_h"], 3),
-                    ]
-                )
-        return csv_response(rows, "my-projects.csv")
+        return _my_projects_csv(projects)
+    return render(
+        request,
+        "dashboards/me.html",
+        {
+            **_my_jobs_context(jobs),
+            "projects": projects,
+            "figure": charts.my_projects_figure(projects),
+            "span": span,
+        },
+    )
+
+
+def _my_jobs_context(jobs: Any) -> dict[str, Any]:
+    """The jobs' section of /me/: each job of the page with its standing (position,
+    reason, estimated start), GPU utilization and protection."""
     eta_refresh_request(jobs=jobs.object_list)
     standings = job_standings(jobs.object_list)
     used = jobs_utilization(job.pk for job in jobs.object_list)
@@ -367,14 +366,30 @@ def me(request: HttpRequest) -> HttpResponse:
         }
         for job in jobs
     ]
-    return render(
-        request,
-        "dashboards/me.html",
-        {
-            "jobs": jobs,
-            "rows": rows,
-            "projects": projects,
-            "figure": charts.my_projects_figure(projects),
-            "span": span,
-        },
-    )
+    return {"jobs": jobs, "rows": rows, "refresh_s": MY_JOBS_REFRESH_S}
+
+
+def _my_projects_csv(projects: list[dict[str, Any]]) -> HttpResponse:
+    rows: list[list[Any]] = [
+        [
+            "project",
+            "cluster",
+            "capped_entitled_gpu_h",
+            "delivered_gpu_h",
+            "ratio",
+            "demand_gpu_h",
+        ]
+    ]
+    for p in projects:
+        for c in p["clusters"]:
+            rows.append(
+                [
+                    p["path"],
+                    c["cluster"],
+                    round(c["entitled_gpu_h"], 3),
+                    round(c["delivered_gpu_h"], 3),
+                    "" if c["ratio"] is None else round(c["ratio"], 4),
+                    round(c["demand_gpu_h"], 3),
+                ]
+            )
+    return csv_response(rows, "my-projects.csv")

@@ -383,6 +383,26 @@ def test_me_lists_my_jobs_pending_first_with_links(client, tree):
     ]
 
 
+def test_my_jobs_refresh_themselves_with_a_new_estimate(client, tree):
+    """/me/ said "due now (it was expected by 16:24; a new estimate follows)" at 16:33
+    and nothing followed until a reload: its jobs' section asks for itself again (htmx,
+    as the queue page's tables), and that request answers the section alone, read
+    afresh (a job's new state and estimate), without the projects' ledger figures."""
+    cluster = ClusterFactory(name="h100")
+    ann, a1 = tree.user("ann"), tree.node("a1")
+    job = data.job(cluster, a1, ann, submitted_at=data.hour_ago(1), name="waiting-job")
+    client.force_login(ann)
+    page = client.get(reverse("dashboards:me"), {"page": 1}).content.decode()
+    section = page[page.index('id="my-jobs"') :]
+    assert 'hx-get="/me/?page=1"' in section[:200] and 'hx-trigger="every 20s"' in section[:200]
+    job.state = JobState.SUCCEEDED
+    job.save(update_fields=["state"])
+    part = client.get(reverse("dashboards:me"), {"page": 1}, HTTP_HX_REQUEST="true")
+    text = part.content.decode()
+    assert text.lstrip().startswith('<section class="card" id="my-jobs"')
+    assert "waiting-job" in text and "Succeeded" in text and "My projects" not in text
+
+
 def test_me_is_paginated(client, tree):
     cluster = ClusterFactory(name="h100")
     ann, a1 = tree.user("ann"), tree.node("a1")
