@@ -185,12 +185,15 @@ def preview_partial(request: HttpRequest, node_id: int) -> HttpResponse:
     except PermissionDenied as exc:
         return HttpResponse(exc.message, status=403)
     edits, errors, _ = posted_weights(request, context["children"])
+    labels = _field_labels(context["children"])  # named as a refused save names them
     return render(
         request,
         "budgets/_preview.html",
         {
             "preview": _preview_rows(context["index"], edits),
-            "errors": errors,
+            "errors": {
+                pk: f"{labels[f'weight-{pk}']}: {message}" for pk, message in errors.items()
+            },
             "index": context["index"],
         },
     )

@@ -82,7 +82,9 @@ def test_preview_shows_new_entitled_shares_of_affected_nodes(tree, client):
     bad = client.post(
         f"/budgets/nodes/{tree.node('prog-a').pk}/preview/", {f"weight-{a1.pk}": "-2"}
     ).content.decode()
-    assert "negative" in bad
+    # named as a refused save names it ("Weight of a1: ..."), not "A weight cannot be
+    # negative" beside four weights
+    assert "Weight of a1: A weight cannot be negative (got -2)." in bad
 
 
 def test_saving_requires_a_reason_and_valid_weights(tree, client):
