@@ -20,6 +20,8 @@ def weight_form_context(request: HttpRequest, node_id: int) -> dict:
     if node_id not in index.nodes:
         raise Http404("No such node")
     children = index.children.get(node_id, [])
+    if not children:  # a project: not a permission of this user's, nobody may
+        raise PermissionDenied(services.nothing_to_weigh(index, node_id))
     if not permissions.may_change_weights_under(request.user, node_id, index):
         raise PermissionDenied(
             f"You may not change the weights under '{index.path(node_id)}': it is outside the subtree you manage."

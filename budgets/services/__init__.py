@@ -22,6 +22,7 @@ from budgets.services.changes import (
     budget_apply_due_changes,
     budget_change_cancel,
     budget_change_create,
+    nothing_to_weigh,
     weight_edits_check,
 )
 from budgets.services.memberships import membership_add, membership_remove
@@ -49,6 +50,7 @@ __all__ = [
     "membership_remove",
     "node_create",
     "node_update",
+    "nothing_to_weigh",
     "parse_tree_document",
     "parse_weight",
     "weight_edits_check",

@@ -36,6 +36,12 @@ from budgets.shares import NodeShare
 from config.errors import Conflict, NotFound, NothingToChange, ValidationFailed
 
 
+def nothing_to_weigh(index: TreeIndex, node_id: int) -> str:
+    """Why a node without children has no weights to change under it (the API's previews
+    and budget changes, the edit page and its previews say it in these words)."""
+    return f"'{index.path(node_id)}' is a project: it has no children to weigh."
+
+
 def weight_edits_check(
     *,
     actor,
@@ -55,9 +61,7 @@ def weight_edits_check(
         raise ValidationFailed(f"There is no node with id {node_id}.", field="node")
     children = index.children.get(node_id, [])
     if not children:
-        raise ValidationFailed(
-            f"'{index.path(node_id)}' is a project: it has no children to weigh.", field="node"
-        )
+        raise ValidationFailed(nothing_to_weigh(index, node_id), field="node")
     _require(
         actor is None or permissions.may_change_weights_under(actor, node_id, index),
         actor,

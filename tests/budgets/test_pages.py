@@ -1,6 +1,7 @@
 """Server-rendered pages: who sees what, and what a manager can do."""
 
 import datetime as dt
+import html
 
 import pytest
 from django.utils import timezone
@@ -382,3 +383,27 @@ def test_a_service_refusal_names_the_forms_field_through_an_explicit_mapping():
         "reason": "Reason",
         "effective_at": "Effective at",
     }
+
+
+def test_a_projects_edit_page_says_it_has_nothing_to_weigh(tree, client, api_client):
+    """The demo's manager opening /budgets/nodes/<evaluation>/edit/ (a project of the
+    program they manage) read "it is outside the subtree you manage", which is false; the
+    API said "is a project: it has no children to weigh". The page, its preview and the
+    what-if say the API's words."""
+    client.force_login(tree.user("lead-a"))
+    a1 = tree.node("a1")
+    said = "'org/prog-a/a1' is a project: it has no children to weigh."
+    for response in (
+        client.get(f"/budgets/nodes/{a1.pk}/edit/"),
+        client.post(f"/budgets/nodes/{a1.pk}/preview/", {}),
+        client.post(f"/budgets/nodes/{a1.pk}/whatif/", {}),
+    ):
+        text = html.unescape(response.content.decode())
+        assert said in text and "outside the subtree" not in text
+    api_client.force_authenticate(tree.user("lead-a"))
+    answer = api_client.post(
+        "/api/v1/previews/",
+        {"node": a1.pk, "cluster": "nope", "weights": [{"node": a1.pk, "weight": 3}]},
+        format="json",
+    )
+    assert answer.json()["detail"] == said
