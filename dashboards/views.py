@@ -22,7 +22,7 @@ from django.views.decorators.http import require_safe
 
 from budgets.selectors import TreeIndex, tree_index
 from config.access import participant_page
-from config.errors import ApplicationError
+from config.errors import ApplicationError, NotFound, ValidationFailed
 from dashboards import charts, selectors
 from ledger import selectors as ledger_selectors
 from scheduler.selectors.protection import jobs_protected_until
@@ -37,8 +37,13 @@ CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _period_args(request: HttpRequest) -> dict[str, Any]:
+    """The period's query parameters; a cluster the query names that does not exist is
+    bad input (400 naming `cluster`, as the API's `usage/` answers), while no cluster at
+    all is nothing to show (404)."""
+    cluster = request.GET.get("cluster")
     return {
-        "cluster": request.GET.get("cluster"),
+        "missing": ValidationFailed if cluster else NotFound,
+        "cluster": cluster,
         "days": request.GET.get("days"),
         "since": request.GET.get("since"),
         "until": request.GET.get("until"),
