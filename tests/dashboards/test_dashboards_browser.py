@@ -56,3 +56,39 @@ def test_dashboards_and_me_draw_their_charts(tree, live_server, page):
     page.wait_for_load_state("networkidle")
     page.screenshot(path=str(SCREENSHOTS / "me.png"), full_page=True)
     assert page.evaluate("window.__csp") == []
+
+
+# Every figure cell of the project tables that lies right of its table's visible box (the
+# table scrolled sideways inside its card): none when each row reads as a card.
+CUT_CELLS = """
+(sel) => Array.from(document.querySelectorAll(sel + ' td')).filter(function (td) {
+  const box = td.closest('table').parentElement.getBoundingClientRect();
+  const r = td.getBoundingClientRect();
+  return r.width > 0 && r.right > box.right + 1;
+}).map(function (td) { return td.getAttribute('data-label') || td.textContent.trim(); })
+"""
+
+
+def test_project_tables_read_as_cards_on_a_phone(tree, live_server, page):
+    """At 390 px the delivery table (634 px wide), the efficiency table and My projects
+    scrolled sideways inside their cards: Delivered and Entitlement delivered, the figures
+    a manager opens them for, stood out of view behind a scroll nothing pointed at. Each
+    row is a card now, every figure under its column's name."""
+    from tests.browser import DRAWN
+
+    cluster = ClusterFactory(name="h100", host_count=8, gpus_per_host=8)
+    data.history(tree, cluster)
+    tree.user("lead-a")
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, live_server.url, "lead-a")
+    page.goto(f"{live_server.url}/dashboards/?cluster=h100&days=7&step=hour")
+    page.wait_for_function(DRAWN, timeout=30000, polling=100)
+    for table in ("#delivery table.delivery", "#efficiency table.efficiency"):
+        assert page.locator(f"{table} td").count() > 0, table
+        assert page.evaluate(CUT_CELLS, table) == [], table
+    delivered = page.locator('#delivery td[data-label="Entitlement delivered"]').first
+    assert delivered.is_visible() and delivered.bounding_box()["x"] < 390
+    page.goto(f"{live_server.url}/me/")
+    page.wait_for_function(DRAWN, timeout=30000, polling=100)
+    assert page.locator("#my-projects table.projects td").count() > 0
+    assert page.evaluate(CUT_CELLS, "#my-projects table.projects") == []

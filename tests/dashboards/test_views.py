@@ -191,7 +191,7 @@ def test_delivery_table_is_paginated_and_keeps_long_names(client, tree):
     page = client.get(reverse("dashboards:delivery"), {"cluster": "h100", "delivery_page": 3})
     text = page.content.decode()
     assert "page 3 of 20 (1000 projects)" in text
-    assert text.count('<td class="name">') == 50
+    assert text.count('<td class="name" data-label="Project">') == 50
     assert "1000 of 1000" in text
     # on the dashboards page the parameter pages the delivery table only, and its links work
     # without scripts (the whole page at the next page, scrolled to the table)
