@@ -64,6 +64,12 @@ class BudgetNode(TreeNode):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def own_weight(self) -> Decimal | None:
+        """The weight every surface shows and the history records: none for the root,
+        which has no siblings to be weighed against (docs/concepts.md#weight)."""
+        return None if self.parent_id is None else self.weight
+
 
 @pghistory.track(pghistory.InsertEvent(), pghistory.UpdateEvent(), pghistory.DeleteEvent())
 class Membership(models.Model):

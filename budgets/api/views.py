@@ -25,7 +25,7 @@ def _node_payload(index: selectors.TreeIndex, node_id: int) -> dict:
         "kind": node.kind,
         "parent": node.parent_id,
         "path": index.path(node.pk),
-        "weight": None if node.parent_id is None else node.weight,  # the root has none
+        "weight": node.own_weight,
         "share": share.share,
         "entitled_share": share.entitled,
         "managers": index.managers.get(node.pk, []),

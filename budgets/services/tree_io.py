@@ -185,8 +185,8 @@ def budget_tree_import(
                 event=event,
                 node=node,
                 node_path=after.path(node.pk),
-                old_weight=old_weight,
-                new_weight=node.weight,
+                old_weight=old_weight if node.own_weight is not None else None,
+                new_weight=node.own_weight,
                 old_entitled_share=before.shares[node.pk].entitled
                 if node.pk in before.shares
                 else None,

@@ -269,3 +269,26 @@ def test_an_api_write_of_an_audited_model_carries_the_request_as_context(tree, a
     event = apps.get_model("budgets", "MembershipEvent").objects.latest("pgh_id")
     assert event.pgh_context.metadata["user"] == lead.pk
     assert event.pgh_context.metadata["url"] == "/api/v1/memberships/"
+
+
+def test_the_root_has_no_weight_in_the_history_either(tree, client, api_client):
+    """The tree page and API nodes/ say the root has no weight ("–", null); the history
+    of the demo's import said "– → 1" for it and API budget-changes/ "1.0000"."""
+    from budgets.models import BudgetEventItem
+
+    root = tree.node("org")
+    item = BudgetEventItem.objects.get(event__kind=EventKind.IMPORTED, node=root)
+    assert (item.old_weight, item.new_weight) == (None, None)
+    assert (
+        BudgetEventItem.objects.get(event__kind=EventKind.IMPORTED, node=tree.node("a1")).new_weight
+        == 70
+    )
+    as_user(api_client, tree.user("ceo"))
+    items = api_client.get("/api/v1/budget-changes/").json()["results"][-1]["items"]
+    assert {i["node_path"]: i["new_weight"] for i in items}["org"] is None
+    assert api_client.get("/api/v1/nodes/").json()[0]["weight"] is None
+    client.force_login(tree.user("ceo"))
+    page = client.get("/budgets/history/").content.decode()
+    row = page[page.index("<tr><td>org</td>") :]
+    weight = row.split('<td class="num">')[1]
+    assert weight.split("</td>")[0] == "– → –"
