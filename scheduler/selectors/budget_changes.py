@@ -26,7 +26,7 @@ from allot_common.figures import EMPTY
 from budgets.models import BudgetEvent, BudgetEventItem, EventKind
 from budgets.shares import share_text, weight_text
 from config.plainsql import id_array
-from scheduler.core.engine.explain import STANDING
+from scheduler.core.engine.explain import FOR_GPUS, STANDING
 
 __all__ = ["cluster_change_notes", "standing_change_notes", "with_change_note"]
 
@@ -118,9 +118,12 @@ _ITEMS_SQL = """
 
 
 def with_change_note(reason: str, note: str | None) -> str:
-    """The reason with the note appended, when the reason quotes the project's standing
-    (or says it has no entitlement); other reasons are returned unchanged."""
-    if not note or (STANDING not in reason and "no entitlement" not in reason):
+    """The reason with the note appended, when the reason quotes the project's standing:
+    its usage against its entitled share, its rank as the first-ranked project
+    (FOR_GPUS: a change may have put it there), or that it has no entitlement; other
+    reasons are returned unchanged."""
+    quotes = STANDING in reason or reason.startswith(FOR_GPUS) or "no entitlement" in reason
+    if not note or not quotes:
         return reason
     return f"{reason}; {note}"
 

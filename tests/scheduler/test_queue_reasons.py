@@ -120,6 +120,27 @@ def test_a_weight_change_in_the_window_is_told_in_the_reason(live):
     assert "weight changed" not in job_queue_info(live.job(b1))["reason"]
 
 
+def test_a_change_that_made_a_project_first_is_told_in_its_reason_too(live):
+    """On the demo, manager moved post-training 25 -> 45 and it went from rank 3 to
+    rank 1; its jobs' reason, "waiting for GPUs: no project ranks above project
+    post-training (fair-share rank 1 of 9)", quotes its rank but did not say why it
+    changed (only a reason quoting the standing's percentage was told)."""
+    from scheduler.core.engine.explain import FOR_GPUS
+
+    waiting = _fill_and_wait(live, "b1")  # prog-b has used nothing: b1 ranks first
+    assert job_queue_info(live.job(waiting))["reason"].startswith(FOR_GPUS)
+    services.budget_change_create(
+        actor=live.tree.user("ceo"),
+        reason="more for b",
+        changes=[{"node": live.tree.node("prog-b").pk, "weight": 70}],
+    )
+    live.cycle(advance_s=60)
+    reason = job_queue_info(live.job(waiting))["reason"]
+    assert reason.startswith(FOR_GPUS) and "prog-b's weight changed 50 -> 70 at " in reason
+    assert "by ceo (entitled share of org/prog-b/b1 50.00% -> 58.33%)" in reason
+    assert job_standings([live.job(waiting)])[waiting.pk]["reason"] == reason
+
+
 def test_a_change_applied_after_the_queue_was_read_is_told_at_once(live):
     """The queue's copy this process keeps says whether a change falls in its window as
     of each read, not as of the first: the reason read before the change has no note and
