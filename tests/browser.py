@@ -59,6 +59,18 @@ DRAWN = """
 """
 
 
+# The cells of the tables matching a selector that lie right of their table's visible box
+# (the table scrolled sideways inside its card), by column: none when each row reads as a
+# card (`table.cards` on a phone).
+CUT_CELLS = """
+(sel) => Array.from(document.querySelectorAll(sel + ' td')).filter(function (td) {
+  const box = td.closest('table').parentElement.getBoundingClientRect();
+  const r = td.getBoundingClientRect();
+  return r.width > 0 && r.right > box.right + 1;
+}).map(function (td) { return td.getAttribute('data-label') || td.textContent.trim(); })
+"""
+
+
 class Requests:
     """The requests of a page sent and not yet answered (a poll that a navigation cancels
     counts as answered)."""

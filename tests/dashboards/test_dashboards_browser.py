@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.browser import BROWSER_MARKS, sign_in
+from tests.browser import BROWSER_MARKS, CUT_CELLS, sign_in
 from tests.dashboards import data
 from tests.factories import ClusterFactory
 
@@ -56,17 +56,6 @@ def test_dashboards_and_me_draw_their_charts(tree, live_server, page):
     page.wait_for_load_state("networkidle")
     page.screenshot(path=str(SCREENSHOTS / "me.png"), full_page=True)
     assert page.evaluate("window.__csp") == []
-
-
-# Every figure cell of the project tables that lies right of its table's visible box (the
-# table scrolled sideways inside its card): none when each row reads as a card.
-CUT_CELLS = """
-(sel) => Array.from(document.querySelectorAll(sel + ' td')).filter(function (td) {
-  const box = td.closest('table').parentElement.getBoundingClientRect();
-  const r = td.getBoundingClientRect();
-  return r.width > 0 && r.right > box.right + 1;
-}).map(function (td) { return td.getAttribute('data-label') || td.textContent.trim(); })
-"""
 
 
 def test_project_tables_read_as_cards_on_a_phone(tree, live_server, page):

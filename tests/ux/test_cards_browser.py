@@ -81,3 +81,20 @@ def test_a_reason_with_a_time_reads_as_one_paragraph_on_a_phone(live, live_serve
     )
     assert label_right > 0  # the label is still drawn beside the value
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_the_planners_figures_read_as_cards_on_a_phone(live_server, page):
+    """At 390 px the planner's figures table was 482 px wide in a 370 px card: "Unmet
+    real-time" and "Planning time (ms)" stood out of view. Each mode is a card now."""
+    from tests.browser import CUT_CELLS, DRAWN
+    from tests.roles import participant
+
+    viewer = participant("viewer")
+    viewer.set_password("pw")
+    viewer.save()
+    page.set_viewport_size({"width": 390, "height": 844})
+    sign_in(page, live_server.url, "viewer")
+    page.goto(f"{live_server.url}/planner/mixed-control/")
+    page.wait_for_function(DRAWN, timeout=30000, polling=100)
+    assert page.locator("table.metrics td").count() == 3 * 7
+    assert page.evaluate(CUT_CELLS, "table.metrics") == []
