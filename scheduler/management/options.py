@@ -5,12 +5,64 @@ left out leaves that field as it is."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.core.management.base import CommandError
 
 from allot_common.durations import parse_duration
+from config.errors import ApplicationError
 from scheduler.models import RESERVATION_ADMIT_DEFAULT_MIN
+
+# The option (as typed) of each field the cluster services check, for their refusals.
+FIELD_OPTIONS = {
+    "name": "NAME",
+    "adapter": "--adapter",
+    "hosts": "--hosts",
+    "gpus_per_host": "--gpus-per-host",
+    "speed": "--speed",
+    "adapter_url": "--url",
+    "cycle_s": "--cycle-s",
+    "grace_s": "--grace-s",
+    "max_min_runtime_s": "--max-min-runtime",
+    "short_reserve_hosts": "--short-reserve-hosts",
+    "short_reserve_auto": "--short-reserve-auto",
+    "short_job_max_s": "--short-job-max",
+    "share_floor": "--share-floor",
+    "consolidate": "--consolidate",
+    "reservation_admit_min": "--reservation-admit-min",
+    "lookback_s": "--lookback",
+    "half_life_s": "--half-life",
+    "idle_reclaim": "--idle-reclaim",
+    "idle_threshold_pct": "--idle-threshold-pct",
+    "idle_reclaim_after_s": "--idle-after",
+    "idle_notify_owner": "--idle-notify",
+}
+# Options taking a duration ("3d"), whose limits the services give in seconds.
+_DURATION_FIELDS = {
+    "max_min_runtime_s",
+    "short_job_max_s",
+    "lookback_s",
+    "half_life_s",
+    "idle_reclaim_after_s",
+}
+# Field names inside a message ("at least short_job_max_s"): the snake_case ones only, so
+# that plain words ("name", "hosts") of a sentence stay as they are.
+_FIELDS_IN_TEXT = re.compile(
+    r"\b(" + "|".join(re.escape(f) for f in FIELD_OPTIONS if "_" in f) + r")\b"
+)
+
+
+def refused(exc: ApplicationError) -> CommandError:
+    """The CommandError of a service's refusal, naming each field by its option as the
+    operator typed it ("--half-life: ...", not "half_life_s: ...")."""
+    message = exc.message
+    field = exc.field or ""
+    if field in FIELD_OPTIONS and message.startswith(f"{field}:"):
+        message = FIELD_OPTIONS[field] + message[len(field) :]
+        if field in _DURATION_FIELDS:
+            message += " (seconds)"
+    return CommandError(_FIELDS_IN_TEXT.sub(lambda m: FIELD_OPTIONS[m.group(1)], message))
 
 
 def duration_option(text: str, option: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
 from io import StringIO
 
 import pytest
@@ -613,14 +614,18 @@ def test_cluster_set_without_a_change_says_so_and_records_nothing(cluster):
     [
         (["nope", "--reason", "r", "--cycle-s", "5"], "there is no cluster named 'nope'"),
         (["gpu", "--reason", "r"], "nothing to change: give one or more of --cycle-s"),
-        (["gpu", "--reason", "r", "--cycle-s", "0"], "cycle_s: must be between 1 and 86400, got 0"),
+        (["gpu", "--reason", "r", "--cycle-s", "0"], "--cycle-s: must be between 1 and 86400, got 0"),
         (["gpu", "--reason", "r", "--lookback", "soon"], "--lookback: not a duration"),
-        (["gpu", "--reason", "r", "--half-life", "30m"], "half_life_s: must be between 3600"),
-        (["gpu", "--reason", "r", "--max-min-runtime", "10m"], "at least short_job_max_s"),
+        (["gpu", "--reason", "r", "--half-life", "30m"], "--half-life: must be between 3600"),
+        (
+            ["gpu", "--reason", "r", "--half-life", "0"],
+            r"^--half-life: must be between 3600 and 31536000, got 0 \(seconds\)$",
+        ),
+        (["gpu", "--reason", "r", "--max-min-runtime", "10m"], r"--max-min-runtime: must be at least --short-job-max \(900\), got 600; lower --short-job-max"),
         (["gpu", "--reason", " ", "--cycle-s", "5"], "A reason is required"),
         (
             ["gpu", "--reason", "r", "--reservation-admit-min", "2000"],
-            "reservation_admit_min: must be between 0 and 1440, got 2000",
+            "--reservation-admit-min: must be between 0 and 1440, got 2000",
         ),
     ],
 )
@@ -629,6 +634,32 @@ def test_cluster_set_refuses_bad_input_and_stores_nothing(cluster, args, message
         cluster_set(*args)
     assert policy(cluster) == DEFAULTS
     assert not ClusterPolicyEvent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--cycle-s", "0"),
+        ("--grace-s", "-1"),
+        ("--max-min-runtime", "0"),
+        ("--short-reserve-hosts", "-1"),
+        ("--short-job-max", "0"),
+        ("--reservation-admit-min", "-1"),
+        ("--lookback", "30m"),
+        ("--half-life", "0"),
+        ("--idle-threshold-pct", "101"),
+        ("--idle-after", "10s"),
+    ],
+)
+def test_cluster_set_names_each_refused_option_as_typed(cluster, option, value):
+    """The services' field names (half_life_s) never reach the operator, who typed
+    --half-life."""
+    with pytest.raises(CommandError) as refused:
+        cluster_set("gpu", "--reason", "r", option, value)
+    message = str(refused.value)
+    assert message.startswith(f"{option}: must be between "), message
+    assert not re.search(r"\b[a-z]+_[a-z_]+\b", message), message
+    assert policy(cluster) == DEFAULTS
 
 
 def test_cluster_set_exits_non_zero_on_bad_input():

@@ -11,7 +11,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import ApplicationError
-from scheduler.management.options import add_policy_arguments, policy_options
+from scheduler.management.options import add_policy_arguments, policy_options, refused
 from scheduler.models import AdapterKind
 from scheduler.services.clusters import cluster_create
 from scheduler.services.slurm import slurm_option_value
@@ -87,7 +87,7 @@ class Command(BaseCommand):
                 reset=options["reset"],
             )
         except ApplicationError as exc:
-            raise CommandError(exc.message) from None
+            raise refused(exc) from None
         place = cluster.adapter_url or cluster.adapter_options.get("slurm_conf", "")
         where = f" at {place}" if place else ""
         speed = cluster.adapter_options.get("speed")

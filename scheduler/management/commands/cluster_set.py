@@ -16,6 +16,7 @@ from scheduler.management.options import (
     duration_option,
     idle_options,
     policy_options,
+    refused,
 )
 from scheduler.models import Cluster
 from scheduler.services.clusters import POLICY_FIELDS, cluster_policy_update
@@ -68,7 +69,7 @@ class Command(BaseCommand):
                 actor=None, cluster_id=before["pk"], changes=changes, reason=options["reason"]
             )
         except ApplicationError as exc:
-            raise CommandError(exc.message) from None
+            raise refused(exc) from None
         changed = [
             f"{field} {before[field]} -> {getattr(cluster, field)}"
             for field in POLICY_FIELDS

@@ -98,30 +98,30 @@ def test_a_name_taken_in_allot_is_refused(simcluster):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["bad name", "--hosts", "2"], "name: letters, digits"),
-        (["x" * 101, "--hosts", "2"], "name: letters, digits"),
-        (["c", "--hosts", "0"], "hosts: must be between 1 and 4096, got 0"),
-        (["c", "--hosts", "5000"], "hosts: must be between 1 and 4096"),
-        (["c"], "hosts: required for a simulated cluster"),
-        (["c", "--hosts", "2", "--gpus-per-host", "0"], "gpus_per_host: must be between 1"),
-        (["c", "--hosts", "2", "--speed", "0"], "speed: must be a number > 0"),
-        (["c", "--hosts", "2", "--speed", "-60"], "speed: must be a number > 0"),
-        (["c", "--hosts", "2", "--cycle-s", "0"], "cycle_s: must be between 1 and 86400"),
-        (["c", "--hosts", "2", "--grace-s", "-1"], "grace_s: must be between 0 and 86400"),
+        (["bad name", "--hosts", "2"], "NAME: letters, digits"),
+        (["x" * 101, "--hosts", "2"], "NAME: letters, digits"),
+        (["c", "--hosts", "0"], "--hosts: must be between 1 and 4096, got 0"),
+        (["c", "--hosts", "5000"], "--hosts: must be between 1 and 4096"),
+        (["c"], "--hosts: required for a simulated cluster"),
+        (["c", "--hosts", "2", "--gpus-per-host", "0"], "--gpus-per-host: must be between 1"),
+        (["c", "--hosts", "2", "--speed", "0"], "--speed: must be a number > 0"),
+        (["c", "--hosts", "2", "--speed", "-60"], "--speed: must be a number > 0"),
+        (["c", "--hosts", "2", "--cycle-s", "0"], "--cycle-s: must be between 1 and 86400"),
+        (["c", "--hosts", "2", "--grace-s", "-1"], "--grace-s: must be between 0 and 86400"),
         (["c", "--hosts", "2", "--max-min-runtime", "soon"], "--max-min-runtime: not a duration"),
-        (["c", "--hosts", "2", "--max-min-runtime", "0"], "max_min_runtime_s: must be between 1"),
-        (["c", "--hosts", "2", "--short-reserve-hosts", "-1"], "short_reserve_hosts: must be"),
+        (["c", "--hosts", "2", "--max-min-runtime", "0"], "--max-min-runtime: must be between 1"),
+        (["c", "--hosts", "2", "--short-reserve-hosts", "-1"], "--short-reserve-hosts: must be"),
         (["c", "--hosts", "2", "--short-job-max", "soon"], "--short-job-max: not a duration"),
         (
             ["c", "--hosts", "2", "--reservation-admit-min", "1441"],
-            "reservation_admit_min: must be between 0 and 1440, got 1441",
+            "--reservation-admit-min: must be between 0 and 1440, got 1441",
         ),
         (
             ["c", "--hosts", "2", "--max-min-runtime", "1h", "--short-job-max", "2h"],
-            "short_job_max_s: must be between 1 and 3600, got 7200",
+            "--short-job-max: must be between 1 and 3600, got 7200",
         ),
-        (["c", "--hosts", "2", "--adapter", "kueue"], "adapter: must be one of simulated, slurm"),
-        (["c", "--hosts", "2", "--url", "ftp://somewhere"], "adapter_url: must be an http"),
+        (["c", "--hosts", "2", "--adapter", "kueue"], "--adapter: must be one of simulated, slurm"),
+        (["c", "--hosts", "2", "--url", "ftp://somewhere"], "--url: must be an http"),
     ],
 )
 def test_bad_input_is_refused_with_the_field_named_and_nothing_created(
@@ -147,7 +147,7 @@ def test_nothing_is_created_when_the_simulated_cluster_is_unreachable(simcluster
 def test_the_command_exits_non_zero_on_bad_input():
     done = run_manage("cluster_add", "c", "--hosts", "0")
     assert done.returncode != 0
-    assert "hosts: must be between 1 and 4096, got 0" in done.stderr
+    assert "--hosts: must be between 1 and 4096, got 0" in done.stderr
 
 
 def test_only_staff_may_add_clusters_through_the_service(simcluster):
