@@ -53,15 +53,28 @@ class Command(BaseCommand):
             out.write("no drift")
 
     def _cluster(self, name: str | None) -> Cluster:
-        clusters = Cluster.objects.filter(adapter=AdapterKind.SLURM)
         if name:
-            row = clusters.filter(name=name).first()
+            row = Cluster.objects.filter(name=name).first()
             if row is None:
-                raise CommandError(f"there is no Slurm cluster named {name!r}")
+                raise CommandError(f"there is no cluster named {name!r}")
+            if row.adapter != AdapterKind.SLURM:
+                raise CommandError(
+                    f"cluster {name!r} is a {row.adapter} cluster (adapter {row.adapter!r}), "
+                    "not a Slurm one: Slurm accounts exist on Slurm clusters only"
+                )
             return row
-        rows = list(clusters[:2])
+        rows = list(Cluster.objects.filter(adapter=AdapterKind.SLURM)[:2])
         if len(rows) != 1:
             raise CommandError(
-                "name the Slurm cluster with --cluster" if rows else "there is no Slurm cluster"
+                "name the Slurm cluster with --cluster" if rows else _no_slurm_cluster()
             )
         return rows[0]
+
+
+def _no_slurm_cluster() -> str:
+    """Why there is no cluster to read accounts of, naming the clusters there are."""
+    others = list(Cluster.objects.order_by("name").values_list("name", "adapter")[:10])
+    if not others:
+        return "there is no cluster (add a Slurm one with cluster_add --adapter slurm)"
+    named = ", ".join(f"{name} ({adapter})" for name, adapter in others)
+    return f"there is no Slurm cluster; the clusters here are not Slurm ones: {named}"

@@ -151,7 +151,7 @@ def test_a_cluster_without_accounts_reports_every_project(tree, slurm, capsys):
         call_command("slurm_accounts", "--check")
     out = capsys.readouterr().out
     assert "Slurm defines no accounts here" in out and "org/prog-a/a1" in out
-    with pytest.raises(CommandError, match="no Slurm cluster named"):
+    with pytest.raises(CommandError, match="there is no cluster named .nope."):
         call_command("slurm_accounts", "--cluster", "nope")
 
 
