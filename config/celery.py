@@ -3,6 +3,9 @@
 - Logging: Celery leaves it to Django's LOGGING (config/logs.py), so a worker's and beat's
   lines have the same timestamp, level, request and cycle ids, text or JSON, as the web's;
   LOG_LEVEL sets the level (a worker's --loglevel is not read).
+- Database: a worker that cannot use its database takes no task: it exits at start, and a
+  task that meets the database gone waits for it and goes back to its queue
+  (ops.worker_database).
 - Metrics: each worker process writes its counters under its node name and its index in
   the pool (ops.metrics), so a restarted worker continues its own counts. Node names must
   be unique: the systemd units and the container name each worker (`-n`).
@@ -16,11 +19,13 @@ from celery import Celery
 from celery.signals import celeryd_init, setup_logging, worker_process_init
 
 from ops.metrics import PROCESS_IDENTITY_ENV, identity_part
+from ops.worker_database import DatabaseAtStart
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
 
-app = Celery("allot")
+app = Celery("allot", task_cls="ops.worker_database:DatabaseAwareTask")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+app.steps["worker"].add(DatabaseAtStart)
 app.autodiscover_tasks()
 
 

@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import logging
 
-from celery import Task, shared_task
+from celery import shared_task
 from django.conf import settings
 
 from ops.services import cycle_high_water_record, scheduling_gate_check
+from ops.worker_database import DatabaseAwareTask
 from scheduler.cycle.beat import clusters_due, cycle_records_prune
 from scheduler.cycle.worker import CycleWorker
 from scheduler.cycle_requests import ETA_QUEUED_KEY, QUEUED_KEY, enqueue_cycle
@@ -44,7 +45,7 @@ from scheduler.services.utilization import utilization_collect, utilization_comp
 log = logging.getLogger(__name__)
 
 
-class CycleTask(Task):
+class CycleTask(DatabaseAwareTask):
     """The cycle task's class: its object (one per process, in Celery's registry) owns
     the process's `CycleWorker`, made on first use."""
 

@@ -614,14 +614,20 @@ def test_cluster_set_without_a_change_says_so_and_records_nothing(cluster):
     [
         (["nope", "--reason", "r", "--cycle-s", "5"], "there is no cluster named 'nope'"),
         (["gpu", "--reason", "r"], "nothing to change: give one or more of --cycle-s"),
-        (["gpu", "--reason", "r", "--cycle-s", "0"], "--cycle-s: must be between 1 and 86400, got 0"),
+        (
+            ["gpu", "--reason", "r", "--cycle-s", "0"],
+            "--cycle-s: must be between 1 and 86400, got 0",
+        ),
         (["gpu", "--reason", "r", "--lookback", "soon"], "--lookback: not a duration"),
         (["gpu", "--reason", "r", "--half-life", "30m"], "--half-life: must be between 3600"),
         (
             ["gpu", "--reason", "r", "--half-life", "0"],
             r"^--half-life: must be between 3600 and 31536000, got 0 \(seconds\)$",
         ),
-        (["gpu", "--reason", "r", "--max-min-runtime", "10m"], r"--max-min-runtime: must be at least --short-job-max \(900\), got 600; lower --short-job-max"),
+        (
+            ["gpu", "--reason", "r", "--max-min-runtime", "10m"],
+            r"--max-min-runtime: must be at least --short-job-max \(900\), got 600; lower --short-job-max",
+        ),
         (["gpu", "--reason", " ", "--cycle-s", "5"], "A reason is required"),
         (
             ["gpu", "--reason", "r", "--reservation-admit-min", "2000"],

@@ -1,0 +1,230 @@
+"""A worker that cannot use its database takes no task (ops/worker_database.py), with real
+worker processes: one whose DATABASE_URL points at a closed port exits non-zero naming
+DATABASE_URL and leaves the task in the queue for a good worker; one whose database goes
+away while it runs hands the task back once the database is back instead of failing it."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from config.celery import app
+from ops.worker_database import DATABASE_UNREACHABLE_EXIT
+from scheduler.models import IdempotencyKey
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+TASK = "scheduler.prune_idempotency_keys"  # quick; its effect: stale keys deleted
+
+
+def stale_key() -> None:
+    """A submission key 2 days old, which TASK deletes when it runs."""
+    IdempotencyKey.objects.create(
+        user=UserFactory(),
+        key=uuid.uuid4().hex,
+        fingerprint="f",
+        created_at=timezone.now() - dt.timedelta(days=2),
+    )
+
+
+def wait_until_run(worker: Worker, timeout_s: float = 90) -> None:
+    """Until TASK ran: no stale key left."""
+    deadline = time.monotonic() + timeout_s
+    while IdempotencyKey.objects.exists():
+        assert worker.popen.poll() is None, worker.text()
+        assert time.monotonic() < deadline, f"the task did not run:\n{worker.text()}"
+        time.sleep(0.2)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url(host: str, port: int | str) -> str:
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{db['USER']}{password}@{host}:{port}/{db['NAME']}"
+
+
+class Worker:
+    """A real `celery worker` of queue `queue`, its output in `log`."""
+
+    def __init__(self, queue: str, url: str, log: Path) -> None:
+        self.log = log
+        env = dict(
+            os.environ,
+            DJANGO_SETTINGS_MODULE="config.settings.test",
+            DATABASE_URL=url,
+            REDIS_URL=settings.REDIS_URL,
+            LOG_LEVEL="INFO",
+            PYTHONUNBUFFERED="1",
+        )
+        command = [sys.executable, "-m", "celery", "--quiet", "-A", "config", "worker"]
+        command += ["--pool", "solo", "-Q", queue, "-n", f"{queue}@%h"]
+        with log.open("w") as out:
+            self.popen = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def wait_for(self, text: str, timeout_s: float = 90) -> None:
+        deadline = time.monotonic() + timeout_s
+        while text not in self.text():
+            assert self.popen.poll() is None, self.text()
+            assert time.monotonic() < deadline, f"no {text!r} in:\n{self.text()}"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(30)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+@pytest.fixture
+def queue():
+    """A queue of this test's own in the test's Redis, removed afterwards."""
+    name = f"dbcheck-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    yield name, client
+    client.delete(name)
+
+
+@pytest.fixture
+def workers():
+    started: list[Worker] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+def test_a_worker_that_cannot_reach_its_database_exits_and_leaves_the_task(
+    queue, workers, tmp_path
+):
+    name, broker = queue
+    stale_key()
+    app.send_task(TASK, queue=name)
+    bad = Worker(name, database_url("127.0.0.1", closed_port()), tmp_path / "bad.log")
+    workers.append(bad)
+    assert bad.popen.wait(90) == DATABASE_UNREACHABLE_EXIT, bad.text()
+    said = bad.text()
+    assert "DATABASE_URL" in said and "Connection refused" in said, said
+    assert "takes no task" in said
+    assert broker.llen(name) == 1  # the task waits for a worker that can run it
+
+    good = Worker(name, database_url(*_host_port()), tmp_path / "good.log")
+    workers.append(good)
+    wait_until_run(good)
+    assert broker.llen(name) == 0
+
+
+def _host_port() -> tuple[str, str]:
+    db = connection.settings_dict
+    return db["HOST"] or "127.0.0.1", str(db["PORT"] or 5432)
+
+
+class Outage:
+    """A TCP relay to PostgreSQL that the test can take down (connections refused and
+    the open ones cut) and bring back on the same port: a database restart as a worker
+    sees it."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.port = closed_port()
+        self._open: list[socket.socket] = []
+        self._listener: socket.socket | None = None
+        self.up()
+
+    def up(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen()
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def down(self) -> None:
+        assert self._listener is not None
+        with contextlib.suppress(OSError):  # wakes the accept() in progress (Linux)
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        self._listener = None
+        for sock in self._open:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        self._open.clear()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            if listener is not self._listener:  # taken down meanwhile
+                client.close()
+                return
+            server = socket.create_connection(self.target)
+            self._open += [client, server]
+            for source, sink in ((client, server), (server, client)):
+                threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (source, sink):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def test_a_task_that_meets_the_database_gone_waits_and_goes_back_to_its_queue(
+    queue, workers, tmp_path
+):
+    name, broker = queue
+    host, port = _host_port()
+    relay = Outage(host, int(port))
+    worker = Worker(name, database_url("127.0.0.1", relay.port), tmp_path / "worker.log")
+    workers.append(worker)
+    worker.wait_for(" ready.")
+    stale_key()
+    app.send_task(TASK, queue=name)
+    wait_until_run(worker)  # its connection is open, through the relay
+
+    relay.down()
+    stale_key()
+    app.send_task(TASK, queue=name)
+    worker.wait_for("the database went away")
+    time.sleep(2)  # a few seconds of outage: the worker waits, failing nothing
+    assert IdempotencyKey.objects.exists() and " raised " not in worker.text()
+    relay.up()
+    wait_until_run(worker)
+    said = worker.text()
+    assert "handed back to its queue" in said and " raised " not in said, said
+    assert worker.popen.poll() is None  # a short outage is survived
+    assert broker.llen(name) == 0
