@@ -22,6 +22,7 @@ FIELD_OPTIONS = {
     "gpus_per_host": "--gpus-per-host",
     "speed": "--speed",
     "adapter_url": "--url",
+    "slurm_conf": "--slurm-conf",
     "cycle_s": "--cycle-s",
     "grace_s": "--grace-s",
     "max_min_runtime_s": "--max-min-runtime",

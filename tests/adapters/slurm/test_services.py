@@ -51,15 +51,15 @@ def test_cluster_add_imports_the_nodes_and_their_health_from_slurm(slurm, client
     [
         (
             ["--slurm-conf", "/nonexistent/slurm.conf"],
-            "slurm_conf: there is no Slurm configuration",
+            "--slurm-conf: there is no Slurm configuration",
         ),
         (
             ["--slurm-conf", "{conf}", "--hosts", "4"],
-            "hosts: a Slurm cluster's hosts are its nodes",
+            "--hosts: a Slurm cluster's hosts are its nodes",
         ),
         (
             ["--slurm-conf", "{conf}", "--partition", "nope"],
-            "slurm_conf: Slurm reports no node with GPUs",
+            "--slurm-conf: Slurm reports no node with GPUs",
         ),
     ],
 )
@@ -86,7 +86,7 @@ def test_options_of_simulated_clusters_are_refused_not_ignored_for_slurm(args, m
 
 def test_a_slurm_cluster_without_a_slurm_conf_says_how_to_give_one(monkeypatch):
     monkeypatch.delenv("SLURM_CONF", raising=False)
-    with pytest.raises(CommandError, match=r"slurm_conf: none given \(cluster_add --slurm-conf"):
+    with pytest.raises(CommandError, match=r"^--slurm-conf: none given \(cluster_add --slurm-conf"):
         add("emu", "--adapter", "slurm")
     assert not Cluster.objects.exists()
 
