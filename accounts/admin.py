@@ -2,7 +2,8 @@
 through the budget services and whose staff or superuser status only a superuser changes.
 
 Django's own user admin deleted a user's memberships by cascade, with no `role_removed`
-event and no check of the actor's right to remove them (issue 30's rule: every admin
+event and no check of the actor's right to remove them, and their API tokens with no
+`TokenEvent` (issue 30's rule: every admin
 change to roles goes through the services, or does not exist)."""
 
 from django.contrib import admin
@@ -10,8 +11,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db import transaction
 
-from accounts.models import ApiToken
+from accounts import services as token_services
+from accounts.models import ApiToken, TokenEvent, TokenEventKind
 from budgets import services as budget_services
+from budgets.admin import ReadOnlyAdmin
 from config.admin_refusals import ServiceAdmin
 from config.errors import ApplicationError
 
@@ -30,6 +33,30 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+    def delete_model(self, request, obj):
+        self.delete_queryset(request, ApiToken.objects.filter(pk=obj.pk))
+
+    def delete_queryset(self, request, queryset):
+        """Through `tokens_revoke`: each revoked token is a `TokenEvent` by the admin user."""
+        token_services.tokens_revoke(
+            queryset,
+            kind=TokenEventKind.REVOKED_BY_STAFF,
+            actor=request.user,
+            reason=f"revoked in the admin by {request.user.get_username()}",
+        )
+
+
+@admin.register(TokenEvent)
+class TokenEventAdmin(ReadOnlyAdmin):
+    """The tokens made and ended (append-only): staff read it, nobody changes it."""
+
+    list_display = ["at", "username", "token_key", "token_name", "kind", "actor_name", "reason"]
+    list_filter = ["kind"]
+    search_fields = ["username", "token_key", "actor_name"]
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_staff
 
 
 User = get_user_model()
@@ -68,6 +95,12 @@ class AuditedUserAdmin(ServiceAdmin, UserAdmin):
         reason = f"removed in the admin by {request.user.get_username()} with the user"
         try:
             with transaction.atomic():
+                token_services.tokens_revoke(
+                    ApiToken.objects.filter(user=obj),
+                    kind=TokenEventKind.USER_DELETED,
+                    actor=request.user,
+                    reason=reason,
+                )
                 for membership_id in obj.memberships.values_list("pk", flat=True):
                     budget_services.membership_remove(
                         actor=request.user, membership_id=membership_id, reason=reason

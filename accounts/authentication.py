@@ -8,7 +8,7 @@ takes from `budgets.permissions`' per-request memo (`authenticate_credentials`; 
 the lookup). knox's own check also loads every other token of the user
 on each request to delete the expired ones; here the hourly prune
 (`accounts.prune_expired_tokens`) does that, and an expired token is refused (and
-deleted) when it is tried. Nothing is cached between requests, so a revoked token, or
+deleted, recorded as a `TokenEvent`) when it is tried. Nothing is cached between requests, so a revoked token, or
 one of a deactivated user, stops working at once."""
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from knox.signals import token_expired
 from rest_framework import exceptions
 from rest_framework.authentication import get_authorization_header
 
-from accounts.models import ApiToken
+from accounts import services
+from accounts.models import ApiToken, TokenEventKind
 from budgets import permissions
 from config.plainsql import columns, fetch_all, instance
 
@@ -84,7 +85,12 @@ class BearerOrTokenAuthentication(TokenAuthentication):
                 continue
             if row.expiry is not None and row.expiry < timezone.now():
                 username = row.user.get_username()
-                row.delete()
+                services.tokens_revoke(
+                    ApiToken.objects.filter(pk=row.pk),
+                    kind=TokenEventKind.EXPIRED,
+                    actor=None,
+                    reason="expired (refused when tried)",
+                )
                 token_expired.send(sender=type(self), username=username, source="auth_token")
                 break
             found = self.validate_user(row)

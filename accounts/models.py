@@ -5,9 +5,13 @@ when it is made) and the first characters (`token_key`) to name it in lists."""
 
 import pghistory
 import pgtrigger
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import models
 from knox.models import AbstractAuthToken
+from knox.settings import CONSTANTS
+
+from budgets.models import APPEND_ONLY
 
 
 class ApiToken(AbstractAuthToken):
@@ -38,3 +42,49 @@ class TrackedUser(User):
 
     class Meta:
         proxy = True
+
+
+class TokenEventKind(models.TextChoices):
+    CREATED = "created", "Created (sign-in)"
+    REVOKED = "revoked", "Revoked by its owner"
+    REVOKED_BY_STAFF = "revoked_by_staff", "Revoked by staff (admin)"
+    PASSWORD_CHANGED = "password_changed", "Revoked: password changed"
+    USER_DELETED = "user_deleted", "Revoked: user deleted"
+    EXPIRED = "expired", "Expired"
+
+
+class TokenEvent(models.Model):
+    """An API token made or ended: whose (`user`), which (`token_key`, its first
+    characters, never the secret), by whom (`actor`; none: the system), when and why
+    (`kind`, `reason`). Append-only, like every audit table.
+
+    The users are kept by name too and referenced without a database constraint: with
+    the PROTECT of the other audit tables, every user who ever signed in for a token
+    could no longer be deleted."""
+
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=20, choices=TokenEventKind.choices)
+    reason = models.CharField(max_length=500, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    actor_name = models.CharField(max_length=150, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+"
+    )
+    username = models.CharField(max_length=150)
+    token_key = models.CharField(max_length=CONSTANTS.TOKEN_KEY_LENGTH)
+    token_name = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        triggers = [APPEND_ONLY]
+        indexes = [models.Index(fields=["user", "-at"], name="token_event_user")]
+
+    def __str__(self) -> str:
+        return f"{self.token_key}… of {self.username}: {self.kind}"

@@ -36,6 +36,10 @@ class ErrorSerializer(serializers.Serializer):
     current_version = serializers.IntegerField(
         required=False, help_text="On a stale-version 409: the tree's current version"
     )
+    limit = serializers.IntegerField(
+        required=False,
+        help_text="On a refusal over a limit (`token_limit`, `throttled`): the limit",
+    )
 
     class Meta:
         ref_name = "Error"

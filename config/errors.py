@@ -54,6 +54,13 @@ class Conflict(ApplicationError):
     code = "conflict"
 
 
+class Throttled(ApplicationError):
+    """Too many at once or too often; set `headers["Retry-After"]` to the seconds to wait."""
+
+    status_code = 429
+    code = "throttled"
+
+
 class NotAcceptable(ApplicationError):
     """A response format the API does not produce (`?format=xml`, `Accept: text/html`)."""
 

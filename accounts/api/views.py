@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import authenticate
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
@@ -13,12 +13,8 @@ from accounts import selectors, services
 from accounts.api import serializers as s
 from accounts.lockout import cooloff_seconds, lockout_message
 from config.api_fields import refuse_any_field
-from config.errors import ApplicationError, ValidationFailed
-
-
-class TooManyAttempts(ApplicationError):
-    status_code = 429
-    code = "throttled"
+from config.api_schema import ErrorSerializer
+from config.errors import Throttled, ValidationFailed
 
 
 class TokenCreateApi(APIView):
@@ -30,7 +26,15 @@ class TokenCreateApi(APIView):
 
     @extend_schema(
         request=s.TokenCreateInput,
-        responses={200: s.TokenCreatedOutput},
+        responses={
+            200: s.TokenCreatedOutput,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="`token_limit`: the user already holds "
+                f"{services.MAX_LIVE_TOKENS_PER_USER} live tokens (`limit`); revoke one "
+                "first. Nothing is stored",
+            ),
+        },
         summary="Sign in: a new API token (send it as `Authorization: Token <token>`)",
     )
     def post(self, request):
@@ -39,7 +43,7 @@ class TokenCreateApi(APIView):
         data = serializer.validated_data
         user = authenticate(request._request, username=data["username"], password=data["password"])
         if getattr(request._request, "axes_locked_out", False):
-            error = TooManyAttempts(lockout_message())
+            error = Throttled(lockout_message())
             error.headers["Retry-After"] = str(cooloff_seconds())
             raise error
         if user is None or not user.is_active:

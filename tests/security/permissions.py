@@ -101,7 +101,7 @@ ROLE_GRANTED = frozenset({
 })  # fmt: skip
 ROLE_REMOVED = ROLE_GRANTED  # the same tables: the row goes, its history records the delete
 SCHEDULED_CANCELLED = frozenset({"budgets_scheduledchange", "budgets_budgetevent"})
-TOKENS = frozenset({"accounts_apitoken"})
+TOKENS = frozenset({"accounts_apitoken", "accounts_tokenevent"})  # each made or ended: an event
 JOB_WRITE = frozenset({"scheduler_job", "scheduler_jobevent"})  # submitted, or pending cancelled
 RUNNING_JOB_CANCELLED = JOB_WRITE | {"scheduler_attempt"}  # the attempt is asked to stop
 POLICY = frozenset({"scheduler_cluster", "scheduler_clusterpolicyevent"})
@@ -410,6 +410,7 @@ ROWS: list[Row] = [
             ("auth/user", "bob", 403),
             ("auth/group", "group", 403),
             ("accounts/apitoken", "ceo_token_pk", 403),
+            ("accounts/tokenevent", "token_event", 200),
             ("axes/accessattempt", "access_attempt", 403),
             ("axes/accesslog", "access_log", 403),
             ("axes/accessfailurelog", "access_failure", 403),

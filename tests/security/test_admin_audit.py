@@ -1,5 +1,5 @@
 """Issue 30, finding 2: no admin view or action writes an audited model (budget nodes,
-memberships, clusters and their operators, hosts) without its audit event.
+memberships, clusters and their operators, hosts, API tokens) without its audit event.
 
 The test walks the admin as a superuser, for every registered model of `AUDITED`: every
 bulk action on every row, the delete page of a row, the add page and the change page
@@ -17,7 +17,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from accounts.models import UserAuthorityEvent
+from accounts.models import ApiToken, TokenEvent, UserAuthorityEvent
+from accounts.services import token_create
 from budgets.models import BudgetEvent, BudgetNode, Membership
 from scheduler.models import Cluster, ClusterPolicyEvent, Host, HostEvent
 from tests.factories import ClusterFactory, HostFactory, SuperUserFactory, UserFactory
@@ -30,6 +31,7 @@ AUDITED = {
     Membership: BudgetEvent,
     Cluster: ClusterPolicyEvent,
     Host: HostEvent,
+    ApiToken: TokenEvent,
 }
 
 
@@ -102,7 +104,8 @@ def read_form(client: Client, url: str) -> FormReader | None:
 
 def world(tree) -> tuple[Client, object]:
     root = SuperUserFactory(username="root")
-    UserFactory(username="carol")
+    for user in (UserFactory(username="carol"), tree.user("ann")):
+        token_create(user=user, name="laptop")
     cluster = ClusterFactory(name="gpu")
     HostFactory(cluster=cluster, name="node0")
     client = Client()

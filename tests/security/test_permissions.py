@@ -39,6 +39,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.models import TokenEvent
 from accounts.services import token_create
 from budgets import services
 from budgets.models import BudgetEvent, EventKind, Membership, ScheduledChange
@@ -192,6 +193,7 @@ def context(tree) -> dict[str, object]:
         "pi_a1": Membership.objects.get(user__username="pi-a1", node__name="a1").pk,
         "ceo_token": ceo_token.token_key,
         "ceo_token_pk": ceo_token.pk,
+        "token_event": TokenEvent.objects.get(token_key=ceo_token.token_key).pk,
         "bob": tree.user("bob").pk,
         "group": Group.objects.create(name="readers").pk,
         "host_event": drained.events.get().pk,
