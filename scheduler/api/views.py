@@ -520,7 +520,16 @@ def preview_body(preview) -> dict:
 class PreviewCreateApi(APIView):
     @extend_schema(
         request=s.PreviewInput,
-        responses={201: s.PreviewOutput},
+        responses={
+            201: s.PreviewOutput,
+            429: OpenApiResponse(
+                ErrorSerializer,
+                description="`throttled`: you already have "
+                f"{preview_services.MAX_PREVIEWS_IN_FLIGHT_PER_USER} previews queued or "
+                "running (`limit`); retry after the `Retry-After` header's seconds. Nothing "
+                "is stored",
+            ),
+        },
         operation_id="previews_create",
         summary="Preview a weight change: replay the cluster's recent jobs with the current "
         "and the proposed weights (runs in the background; poll the preview)",

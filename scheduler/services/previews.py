@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Prefetch, Q
 from django.utils import timezone
@@ -24,7 +25,7 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from budgets.services import weight_edits_check
-from config.errors import NotFound, PermissionDenied, ValidationFailed
+from config.errors import NotFound, PermissionDenied, Throttled, ValidationFailed
 from ledger.selectors import recorded_delivery, report_end
 from scheduler.core.engine.types import BudgetNode as EngineNode
 from scheduler.core.engine.types import Policy
@@ -49,6 +50,37 @@ log = logging.getLogger(__name__)
 # A preview replays in seconds (30 s for 14 days of 1,024 GPUs): one running this long
 # lost its worker, and the task Celery delivers again (acks late) runs it afresh.
 STALE_RUN_S = 15 * 60.0
+# Previews one user may have queued or running at once (each replays a cluster's jobs
+# for seconds of a worker's CPU): one more is refused with a 429, which says to retry
+# after PREVIEW_RETRY_AFTER_S (about one preview's length).
+MAX_PREVIEWS_IN_FLIGHT_PER_USER = 3
+PREVIEW_RETRY_AFTER_S = 30
+
+
+def previews_in_flight(*, user, now: dt.datetime) -> int:
+    """How many of `user`'s previews are queued or running (one queued or running for
+    longer than STALE_RUN_S lost its worker and is not counted)."""
+    since = now - dt.timedelta(seconds=STALE_RUN_S)
+    return Preview.objects.filter(
+        Q(state=PreviewState.QUEUED, created_at__gte=since)
+        | Q(state=PreviewState.RUNNING, started_at__gte=since),
+        requester=user,
+    ).count()
+
+
+def _refuse_over_the_limit(actor) -> None:
+    """Raise Throttled (429, Retry-After) when `actor` has MAX_PREVIEWS_IN_FLIGHT_PER_USER
+    previews in flight; the actor's row stays locked to the end of the transaction, so
+    that two requests at once cannot both pass."""
+    get_user_model().objects.select_for_update().filter(pk=actor.pk).exists()
+    if previews_in_flight(user=actor, now=timezone.now()) >= MAX_PREVIEWS_IN_FLIGHT_PER_USER:
+        error = Throttled(
+            f"You have {MAX_PREVIEWS_IN_FLIGHT_PER_USER} what-if previews queued or running, "
+            "the most one user may; try again when one has finished.",
+            extra={"limit": MAX_PREVIEWS_IN_FLIGHT_PER_USER},
+        )
+        error.headers["Retry-After"] = str(PREVIEW_RETRY_AFTER_S)
+        raise error
 
 
 def _clean_days(days: Any) -> int:
@@ -75,7 +107,8 @@ def preview_request(
     replay with the proposed weights (no weights: what reclaim alone would give).
 
     Raises ValidationFailed (400, naming the field), PermissionDenied (403: the actor
-    may not change the weights under the node)."""
+    may not change the weights under the node), Throttled (429: the actor already has
+    MAX_PREVIEWS_IN_FLIGHT_PER_USER previews queued or running)."""
     if isinstance(node, bool) or not isinstance(node, int):
         raise ValidationFailed("node must be a node id.", field="node")
     if idle_reclaim is not None and not isinstance(idle_reclaim, bool):
@@ -92,15 +125,17 @@ def preview_request(
     )
     found = resolve_cluster(cluster)
     window = _clean_days(days)
-    preview = Preview.objects.create(
-        requester=actor,
-        node_id=node,
-        cluster=found,
-        weights=[{"node": n, "weight": str(w)} for n, w in edits.items()],
-        window_days=window,
-        idle_reclaim=idle_reclaim,
-    )
-    transaction.on_commit(lambda: _enqueue(preview.pk))
+    with transaction.atomic():
+        _refuse_over_the_limit(actor)
+        preview = Preview.objects.create(
+            requester=actor,
+            node_id=node,
+            cluster=found,
+            weights=[{"node": n, "weight": str(w)} for n, w in edits.items()],
+            window_days=window,
+            idle_reclaim=idle_reclaim,
+        )
+        transaction.on_commit(lambda: _enqueue(preview.pk))
     return preview
 
 

@@ -8,10 +8,12 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from config.errors import PermissionDenied, ValidationFailed
+from config.errors import PermissionDenied, Throttled, ValidationFailed
 from ledger.models import ProjectHour
 from scheduler.models import JobState, Preview, PreviewState
 from scheduler.services.previews import (
+    MAX_PREVIEWS_IN_FLIGHT_PER_USER,
+    PREVIEW_RETRY_AFTER_S,
     STALE_RUN_S,
     preview_get,
     preview_request,
@@ -326,3 +328,53 @@ def test_the_recorded_column_writes_the_dashboards_digits():
     assert cells[1:5] == ["2268.5", "2398.0", "3011.0", "+613.0"]
     assert [fixed_text(2268.46, 1), percent_text(0.1005)] == ["2268.5", "10.1%"]
     assert cells[5:8] == ["10.1%", "101.5%", "–"]
+
+
+def test_a_user_has_at_most_the_limit_of_previews_in_flight(tree, cluster, api_client):
+    """The API: a preview over the limit is a 429 with Retry-After, and nothing is stored;
+    one finished, failed or lost with its worker frees its place; others are not concerned."""
+    lead = tree.user("lead-a")
+    api_client.force_authenticate(lead)
+    body = {"node": tree.node("prog-a").pk, "cluster": "gpu", "weights": weights(tree)}
+    for _ in range(MAX_PREVIEWS_IN_FLIGHT_PER_USER):  # no worker: they stay queued
+        assert api_client.post("/api/v1/previews/", body, format="json").status_code == 201
+    refused = api_client.post("/api/v1/previews/", body, format="json")
+    assert refused.status_code == 429, refused.content
+    assert refused.json()["code"] == "throttled"
+    assert refused.json()["limit"] == MAX_PREVIEWS_IN_FLIGHT_PER_USER
+    assert refused["Retry-After"] == str(PREVIEW_RETRY_AFTER_S)
+    assert Preview.objects.count() == MAX_PREVIEWS_IN_FLIGHT_PER_USER
+    api_client.force_authenticate(tree.user("ceo"))  # another user's own limit
+    assert api_client.post("/api/v1/previews/", body, format="json").status_code == 201
+    api_client.force_authenticate(lead)
+    first, second, third = Preview.objects.filter(requester=lead).order_by("pk")
+    Preview.objects.filter(pk=first.pk).update(state=PreviewState.DONE)
+    assert api_client.post("/api/v1/previews/", body, format="json").status_code == 201
+    long_ago = timezone.now() - dt.timedelta(seconds=STALE_RUN_S + 60)
+    Preview.objects.filter(pk=second.pk).update(state=PreviewState.RUNNING, started_at=long_ago)
+    Preview.objects.filter(pk=third.pk).update(
+        state=PreviewState.RUNNING, started_at=timezone.now()
+    )
+    assert api_client.post("/api/v1/previews/", body, format="json").status_code == 201
+    assert api_client.post("/api/v1/previews/", body, format="json").status_code == 429
+
+
+def test_the_page_refuses_a_preview_over_the_limit_too(tree, cluster, client):
+    lead = tree.user("lead-a")
+    for _ in range(MAX_PREVIEWS_IN_FLIGHT_PER_USER):
+        preview_request(
+            actor=lead, node=tree.node("prog-a").pk, weights=weights(tree), cluster="gpu"
+        )
+    with pytest.raises(Throttled):
+        preview_request(
+            actor=lead, node=tree.node("prog-a").pk, weights=weights(tree), cluster="gpu"
+        )
+    client.force_login(lead)
+    a1, a2 = tree.node("a1").pk, tree.node("a2").pk
+    page = client.post(
+        f"/budgets/nodes/{tree.node('prog-a').pk}/whatif/",
+        {f"weight-{a1}": "300", f"weight-{a2}": "30", "cluster": "gpu", "days": "3"},
+    )
+    assert page.status_code == 200
+    assert f"You have {MAX_PREVIEWS_IN_FLIGHT_PER_USER} what-if previews".encode() in page.content
+    assert Preview.objects.count() == MAX_PREVIEWS_IN_FLIGHT_PER_USER
