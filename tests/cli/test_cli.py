@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from accounts.models import ApiToken, TokenEvent
 from allot_common.figures import usage_window_text
 from scheduler import adapters
 from scheduler.models import Cluster, Job, JobState
@@ -64,6 +65,15 @@ def test_login_stores_a_private_token_that_later_commands_use(server, tree, tmp_
     assert Job.objects.get().submitter.username == "ann"
     wrong = cli("login", "--username", "ann", "--password", "nope")
     assert wrong.returncode == 2 and "Unable to sign in" in wrong.stderr
+    # signing in again replaces the stored token and revokes it: logins on one machine
+    # do not pile up tokens toward the per-user limit
+    first = json.loads(path.read_text())["token"]
+    again = cli("login", "--username", "ann", "--password", "pw")
+    assert again.returncode == 0 and "revoked" in again.stdout, again.stderr
+    kept = ApiToken.objects.get(user__username="ann")
+    assert json.loads(path.read_text())["token"].startswith(kept.token_key)
+    revoked = TokenEvent.objects.get(kind="revoked")
+    assert first.startswith(revoked.token_key) and revoked.actor_name == "ann"
 
 
 def test_submit_like_sbatch(ann):
