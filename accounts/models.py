@@ -48,6 +48,7 @@ class TokenEventKind(models.TextChoices):
     CREATED = "created", "Created (sign-in)"
     REVOKED = "revoked", "Revoked by its owner"
     REVOKED_BY_STAFF = "revoked_by_staff", "Revoked by staff (admin)"
+    REVOKED_OLDEST = "revoked_oldest", "Revoked: the oldest beyond the limit at a sign-in"
     PASSWORD_CHANGED = "password_changed", "Revoked: password changed"
     USER_DELETED = "user_deleted", "Revoked: user deleted"
     EXPIRED = "expired", "Expired"

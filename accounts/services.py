@@ -14,18 +14,14 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import ApiToken, TokenEvent, TokenEventKind
-from config.errors import Conflict, NotFound, ValidationFailed
+from config.errors import NotFound, ValidationFailed
 from config.text import refuse_control_characters
 
 TOKEN_NAME_MAX_LENGTH = 100
-# Live (unexpired) tokens one user may hold: a sign-in beyond it is refused (409
-# `token_limit`), never answered by revoking an older token behind the user's back (a CI
-# job's token would stop working because someone signed in on a laptop).
+# Live (unexpired) tokens one user may hold: a sign-in beyond it revokes the oldest, as
+# GitHub does past ten OAuth tokens of one user and app. Refusing the sign-in instead
+# locked out every client that signs in again on a 401 (schemathesis did, at the 21st).
 MAX_LIVE_TOKENS_PER_USER = 20
-
-
-class TokenLimitReached(Conflict):
-    code = "token_limit"
 
 
 def _live(now: dt.datetime) -> Q:
@@ -48,8 +44,9 @@ def _event(token: ApiToken, *, kind: str, actor, reason: str, at: dt.datetime) -
 
 def token_create(*, user, name: str = "", reason: str = "signed in") -> tuple[ApiToken, str]:
     """A new token for `user` (who is its actor: only the owner signs in for one);
-    returns the row and the secret (shown this once only). Refused (409 `token_limit`)
-    when `user` already holds MAX_LIVE_TOKENS_PER_USER live tokens."""
+    returns the row and the secret (shown this once only). When `user` already holds
+    MAX_LIVE_TOKENS_PER_USER live tokens, the oldest are revoked to make room (each with
+    its `TokenEvent`)."""
     name = (name or "").strip()
     if len(name) > TOKEN_NAME_MAX_LENGTH:
         raise ValidationFailed(
@@ -61,14 +58,14 @@ def token_create(*, user, name: str = "", reason: str = "signed in") -> tuple[Ap
         # the user's row, locked: two sign-ins at once cannot both pass the limit
         get_user_model().objects.select_for_update().filter(pk=user.pk).exists()
         now = timezone.now()
-        if ApiToken.objects.filter(_live(now), user=user).count() >= MAX_LIVE_TOKENS_PER_USER:
-            raise TokenLimitReached(
-                f"You already hold {MAX_LIVE_TOKENS_PER_USER} API tokens, the most one "
-                "user may. Revoke one you no longer use (DELETE /api/v1/auth/tokens/"
-                "{token_key}/ with another of them; GET /api/v1/auth/tokens/ lists them) or "
-                "all of them (DELETE /api/v1/auth/tokens/), or ask staff to revoke them in "
-                "the admin.",
-                extra={"limit": MAX_LIVE_TOKENS_PER_USER},
+        live = ApiToken.objects.filter(_live(now), user=user).order_by("-created", "-pk")
+        oldest = list(live.values_list("pk", flat=True)[MAX_LIVE_TOKENS_PER_USER - 1 :])
+        if oldest:
+            tokens_revoke(
+                ApiToken.objects.filter(pk__in=oldest),
+                kind=TokenEventKind.REVOKED_OLDEST,
+                actor=user,
+                reason=f"the oldest beyond {MAX_LIVE_TOKENS_PER_USER} live tokens at a sign-in",
             )
         token, secret = ApiToken.objects.create(user=user, expiry=ttl, name=name)
         _event(token, kind=TokenEventKind.CREATED, actor=user, reason=reason, at=now).save()

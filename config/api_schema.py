@@ -38,7 +38,7 @@ class ErrorSerializer(serializers.Serializer):
     )
     limit = serializers.IntegerField(
         required=False,
-        help_text="On a refusal over a limit (`token_limit`, `throttled`): the limit",
+        help_text="On a refusal over a limit (`throttled`): the limit",
     )
 
     class Meta:

@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('at', models.DateTimeField()),
-                ('kind', models.CharField(choices=[('created', 'Created (sign-in)'), ('revoked', 'Revoked by its owner'), ('revoked_by_staff', 'Revoked by staff (admin)'), ('password_changed', 'Revoked: password changed'), ('user_deleted', 'Revoked: user deleted'), ('expired', 'Expired')], max_length=20)),
+                ('kind', models.CharField(choices=[('created', 'Created (sign-in)'), ('revoked', 'Revoked by its owner'), ('revoked_by_staff', 'Revoked by staff (admin)'), ('revoked_oldest', 'Revoked: the oldest beyond the limit at a sign-in'), ('password_changed', 'Revoked: password changed'), ('user_deleted', 'Revoked: user deleted'), ('expired', 'Expired')], max_length=20)),
                 ('reason', models.CharField(blank=True, max_length=500)),
                 ('actor_name', models.CharField(blank=True, max_length=150)),
                 ('username', models.CharField(max_length=150)),
