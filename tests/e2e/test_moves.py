@@ -57,6 +57,34 @@ class OnSimulated:
         return Job.objects.get(pk=job.pk)
 
 
+def on_simulated_process(make_simulated_cluster, tree, name: str) -> OnSimulated:
+    """A fresh 4 x 8-GPU simulated cluster process that stops a run in 2 s, driven by
+    the live cycle."""
+    run_cycle.worker.reset()
+    cluster = make_simulated_cluster(
+        name=name,
+        hosts=4,
+        gpus_per_host=8,
+        speed=SPEED,
+        grace_s=30,
+        adapter_options={"start_delay_s": 0, "exit_delay_s": 2},
+    )
+    return OnSimulated(cluster, tree, UserFactory(username="ann"), timezone.now())
+
+
+def assert_moved_as_planned(sim: OnSimulated, mover, session, waiting, hosts, target) -> None:
+    """The mover runs again on its planned GPUs (`target`) and the waiting job in the
+    block it left, in Allot and as the cluster process reports."""
+    assert sim.job(mover).state == JobState.RUNNING
+    assert sim.job(waiting).state == JobState.RUNNING
+    new = Attempt.objects.get(job=mover, state=AttemptState.RUNNING)
+    assert new.number == 2 and new.placements == target
+    assert Attempt.objects.get(job=waiting).host_names == [hosts[mover.pk]]
+    reported = {cj.attempt_id: cj for cj in adapters.for_cluster(sim.cluster).jobs()}
+    assert [p.host for p in reported[new.attempt_id].placements] == [hosts[session.pk]]
+    assert_consistent(sim.cluster)
+
+
 SPEED = 100.0  # simulated seconds per second: the 300 s job ends in 3 s
 
 
@@ -255,16 +283,7 @@ def test_a_move_on_the_simulated_cluster_process(tree, make_simulated_cluster):
     """The same move over HTTP: the simulated cluster stops the run (its exit delay),
     the next cycles start it again on its planned GPUs and the waiting job in its block,
     and the cluster reports both running where Allot says."""
-    run_cycle.worker.reset()
-    cluster = make_simulated_cluster(
-        name="moves",
-        hosts=4,
-        gpus_per_host=8,
-        speed=SPEED,
-        grace_s=30,
-        adapter_options={"start_delay_s": 0, "exit_delay_s": 2},
-    )
-    sim = OnSimulated(cluster, tree, UserFactory(username="ann"), timezone.now())
+    sim = on_simulated_process(make_simulated_cluster, tree, "moves")
     mover, session, waiting, hosts = fragment(sim)
     assert sim.cycle().stops == 1
     target = Attempt.objects.get(job=mover).moved_to
@@ -272,14 +291,7 @@ def test_a_move_on_the_simulated_cluster_process(tree, make_simulated_cluster):
         sim.cycle(advance_s=1)
         if sim.job(waiting).state == JobState.RUNNING:
             break
-    assert sim.job(mover).state == JobState.RUNNING
-    assert sim.job(waiting).state == JobState.RUNNING
-    new = Attempt.objects.get(job=mover, state=AttemptState.RUNNING)
-    assert new.number == 2 and new.placements == target
-    assert Attempt.objects.get(job=waiting).host_names == [hosts[mover.pk]]
-    reported = {cj.attempt_id: cj for cj in adapters.for_cluster(cluster).jobs()}
-    assert [p.host for p in reported[new.attempt_id].placements] == [hosts[session.pk]]
-    assert_consistent(cluster)
+    assert_moved_as_planned(sim, mover, session, waiting, hosts, target)
 
 
 def test_a_move_stop_that_timed_out_is_written_and_resent_and_the_move_completes(live, monkeypatch):
@@ -363,16 +375,7 @@ def test_a_move_into_unallocated_work_on_the_simulated_cluster_process(
 ):
     """The same over HTTP: the mover ends up on its planned GPUs, the waiting job in its
     block, both sweeps back in the queue, as the cluster reports."""
-    run_cycle.worker.reset()
-    cluster = make_simulated_cluster(
-        name="moves2",
-        hosts=4,
-        gpus_per_host=8,
-        speed=SPEED,
-        grace_s=30,
-        adapter_options={"start_delay_s": 0, "exit_delay_s": 2},
-    )
-    sim = OnSimulated(cluster, tree, UserFactory(username="ann"), timezone.now())
+    sim = on_simulated_process(make_simulated_cluster, tree, "moves2")
     mover, session, waiting, hosts = fragment(sim, sweeps={})
     assert sim.cycle().stops == 3
     target = Attempt.objects.get(job=mover).moved_to
@@ -380,11 +383,4 @@ def test_a_move_into_unallocated_work_on_the_simulated_cluster_process(
         sim.cycle(advance_s=1)
         if JobState.RUNNING == sim.job(waiting).state == sim.job(mover).state:
             break
-    assert sim.job(mover).state == JobState.RUNNING
-    assert sim.job(waiting).state == JobState.RUNNING
-    new = Attempt.objects.get(job=mover, state=AttemptState.RUNNING)
-    assert new.number == 2 and new.placements == target
-    assert Attempt.objects.get(job=waiting).host_names == [hosts[mover.pk]]
-    reported = {cj.attempt_id: cj for cj in adapters.for_cluster(cluster).jobs()}
-    assert [p.host for p in reported[new.attempt_id].placements] == [hosts[session.pk]]
-    assert_consistent(cluster)
+    assert_moved_as_planned(sim, mover, session, waiting, hosts, target)
