@@ -28,7 +28,12 @@ from ops.worker_database import DATABASE_UNREACHABLE_EXIT
 from scheduler.models import IdempotencyKey
 from tests.factories import UserFactory
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    # the tests send to the real broker on purpose (a worker process takes the task);
+    # the settings' eager mode, which send_task ignores, is for the in-process tests
+    pytest.mark.filterwarnings("ignore::celery.exceptions.AlwaysEagerIgnored"),
+]
 ROOT = Path(__file__).resolve().parents[2]
 TASK = "scheduler.prune_idempotency_keys"  # quick; its effect: stale keys deleted
 
