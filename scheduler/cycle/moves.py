@@ -17,14 +17,7 @@ grace period), so the live cycle does it in two steps, the same for every adapte
    transaction as the end (one open attempt at a time), with the protection it had
    (over: the engine moves only jobs past their protection), and the work since its
    last checkpoint lost like any stop. Where those GPUs are no longer free (a host
-   drained, a job outside Allot on them) the job waits in the queue instead;
-3. where they are held only by unallocated runs the same plan stopped for it (they
-   give way to its new place, `Attempt.preempted_by` = the moved job, `for_block` =
-   its planned GPUs), it waits for them like a preempting job for its victims: the
-   snapshot holds it out of the plan and keeps the free part of its planned GPUs
-   for it, at most `VICTIM_WAIT_SLACK_S` past their stop deadline (then it is planned
-   from the queue like any waiting job); the reconcile that sees the last of them end
-   starts it there (`restart_moved`).
+   drained, a job outside Allot on them) the job waits in the queue instead.
 """
 
 from __future__ import annotations
@@ -41,12 +34,10 @@ from scheduler.cycle.attempts import next_attempt
 from scheduler.cycle.context import CycleContext
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
 from scheduler.selectors.refusals import avoid_s
-from scheduler.selectors.snapshot import OPEN_ATTEMPT_STATES, VICTIM_WAIT_SLACK_S, ClusterSnapshot
+from scheduler.selectors.snapshot import OPEN_ATTEMPT_STATES, ClusterSnapshot
 from scheduler.services.transitions import job_transition
 
 __all__ = ["ask_stops", "planned_moves", "restart_moved", "send_move_stops"]
-
-HELD = "its planned GPUs are held by another job"
 
 
 def planned_moves(cycle_plan: CyclePlan) -> dict[str, tuple[Placement, ...]]:
@@ -132,7 +123,7 @@ def _blocked(ctx: CycleContext, target: list[dict], busy: set[tuple[str, int]]) 
     if hosts - healthy:
         return f"{', '.join(sorted(hosts - healthy))} takes no new work"
     if any((p["host"], int(i)) in busy for p in target for i in p["gpu_indices"]):
-        return HELD
+        return "its planned GPUs are held by another job"
     return ""
 
 
@@ -140,65 +131,28 @@ def restart_moved(
     ctx: CycleContext, ended: Sequence[Attempt], reported: Sequence[ClusterJob]
 ) -> list[tuple[Attempt, Job]]:
     """Start again on its planned hosts each job whose move stop the cluster reported
-    ended, and each moved job that waited for runs stopped for it that ended now (in the
-    reconcile's transaction): a new STARTING attempt, committed before the adapter's
-    start like any start. Returns the attempts for `send_starts`."""
+    ended (in the reconcile's transaction): a new STARTING attempt, committed before
+    the adapter's start like any start. Returns the attempts for `send_starts`."""
     todo = [a for a in ended if a.end_reason == AttemptEnd.MIGRATED and a.moved_to]
-    todo += _waited(ctx, ended, {a.pk for a in todo})
     if not todo:
         return []
     busy = _taken(ctx, reported)
     out: list[tuple[Attempt, Job]] = []
     for old in todo:
         job = Job.objects.select_for_update().get(pk=old.job_id)
-        if job.state != JobState.PENDING or job.attempt_count != old.number:
-            continue  # cancelled, started again, or it ended another way
+        if job.state != JobState.PENDING:
+            continue  # cancelled, or it ended another way
         why = _blocked(ctx, old.moved_to, busy)
         if why:
-            ctx.counts.notes.append(_not_yet(ctx, job, old, why, busy))
+            ctx.counts.notes.append(
+                f"job {job.pk} not started again after its move: {why}; it waits in the queue"
+            )
             continue
         busy.update((p["host"], int(i)) for p in old.moved_to for i in p["gpu_indices"])
         out.append((_start_again(ctx, old, job), job))
     ctx.counts.starts += len(out)
     ctx.counts.actions += [("start", "consolidation")] * len(out)
     return out
-
-
-def _waited(ctx: CycleContext, ended: Sequence[Attempt], seen: set[int]) -> list[Attempt]:
-    """The ended move attempts of the pending jobs that runs ending now were stopped for
-    (unallocated work that gave way to a moved job's planned GPUs)."""
-    by = {a.preempted_by_id for a in ended if a.preempted_by_id}
-    if not by:
-        return []
-    rows = Attempt.objects.filter(
-        cluster=ctx.cluster,
-        job_id__in=by,
-        job__state=JobState.PENDING,
-        number=F("job__attempt_count"),
-        state=AttemptState.ENDED,
-        end_reason=AttemptEnd.MIGRATED,
-    ).exclude(moved_to=[])
-    return [a for a in rows if a.pk not in seen]
-
-
-def _not_yet(
-    ctx: CycleContext, job: Job, old: Attempt, why: str, busy: set[tuple[str, int]]
-) -> str:
-    """The cycle's note on a moved job not started again now: it waits for the runs
-    stopped for it that still hold its planned GPUs, or it waits in the queue."""
-    target = {(p["host"], int(i)) for p in old.moved_to for i in p["gpu_indices"]}
-    stopping = Attempt.objects.filter(
-        cluster=ctx.cluster, state=AttemptState.STOPPING, preempted_by_id=job.pk
-    ).values_list("placements", "stop_deadline")
-    held = {(p["host"], int(i)) for pls, _ in stopping for p in pls for i in p["gpu_indices"]}
-    deadlines = [d for _, d in stopping if d is not None]
-    until = max(deadlines, default=ctx.at) + dt.timedelta(seconds=VICTIM_WAIT_SLACK_S)
-    if why == HELD and (busy & target) <= held and until >= ctx.at:
-        return (
-            f"job {job.pk} waits to start again after its move: {why} (work stopped for "
-            f"it, until {until:%H:%M:%S} UTC at most; then it waits in the queue)"
-        )
-    return f"job {job.pk} not started again after its move: {why}; it waits in the queue"
 
 
 def _start_again(ctx: CycleContext, old: Attempt, job: Job) -> Attempt:

@@ -57,45 +57,16 @@ class OnSimulated:
         return Job.objects.get(pk=job.pk)
 
 
-def on_simulated_process(make_simulated_cluster, tree, name: str) -> OnSimulated:
-    """A fresh 4 x 8-GPU simulated cluster process that stops a run in 2 s, driven by
-    the live cycle."""
-    run_cycle.worker.reset()
-    cluster = make_simulated_cluster(
-        name=name,
-        hosts=4,
-        gpus_per_host=8,
-        speed=SPEED,
-        grace_s=30,
-        adapter_options={"start_delay_s": 0, "exit_delay_s": 2},
-    )
-    return OnSimulated(cluster, tree, UserFactory(username="ann"), timezone.now())
-
-
-def assert_moved_as_planned(sim: OnSimulated, mover, session, waiting, hosts, target) -> None:
-    """The mover runs again on its planned GPUs (`target`) and the waiting job in the
-    block it left, in Allot and as the cluster process reports."""
-    assert sim.job(mover).state == JobState.RUNNING
-    assert sim.job(waiting).state == JobState.RUNNING
-    new = Attempt.objects.get(job=mover, state=AttemptState.RUNNING)
-    assert new.number == 2 and new.placements == target
-    assert Attempt.objects.get(job=waiting).host_names == [hosts[mover.pk]]
-    reported = {cj.attempt_id: cj for cj in adapters.for_cluster(sim.cluster).jobs()}
-    assert [p.host for p in reported[new.attempt_id].placements] == [hosts[session.pk]]
-    assert_consistent(sim.cluster)
-
-
 SPEED = 100.0  # simulated seconds per second: the 300 s job ends in 3 s
 
 
-def fragment(live, *, mover_min_runtime_s: int = 600, sweeps: dict | None = None):
+def fragment(live, *, mover_min_runtime_s: int = 600):
     """node-A: the 4-GPU resumable `mover` (and a 4-GPU job that ends after 5 min),
     node-B: a 4-GPU interactive session (protected, not resumable), node-C: an 8-GPU
     protected job, and the fourth host held by the short-job reserve (one fixed host).
     At 1,900 s (the mover past its protection and checkpointed at 1,800 s) an 8-GPU job
     of the same project and priority arrives: it may preempt nobody, no host is free
-    for it, and 8 GPUs are free in total on two hosts. With a `sweeps` dict, two
-    unallocated 4-GPU sweeps fill those pieces before it arrives (put in it by host)."""
+    for it, and 8 GPUs are free in total on two hosts."""
     live.cluster.short_reserve_hosts = 1
     live.cluster.short_reserve_auto = False
     live.cluster.save()
@@ -114,11 +85,6 @@ def fragment(live, *, mover_min_runtime_s: int = 600, sweeps: dict | None = None
         live.advance(1900)
     else:
         live.memory.advance(1900)
-    if sweeps is not None:
-        ran = [live.submit("b1", gpus=4, min_runtime_s=0, duration_s=20 * HOUR) for _ in "ab"]
-        assert live.cycle().starts == 2
-        sweeps.update({Attempt.objects.get(job=j).host_names[0]: j for j in ran})
-        assert set(sweeps) == {hosts[mover.pk], hosts[session.pk]}
     waiting = live.submit(gpus=8, min_runtime_s=2 * HOUR, duration_s=4 * HOUR)
     return mover, session, waiting, hosts
 
@@ -283,7 +249,16 @@ def test_a_move_on_the_simulated_cluster_process(tree, make_simulated_cluster):
     """The same move over HTTP: the simulated cluster stops the run (its exit delay),
     the next cycles start it again on its planned GPUs and the waiting job in its block,
     and the cluster reports both running where Allot says."""
-    sim = on_simulated_process(make_simulated_cluster, tree, "moves")
+    run_cycle.worker.reset()
+    cluster = make_simulated_cluster(
+        name="moves",
+        hosts=4,
+        gpus_per_host=8,
+        speed=SPEED,
+        grace_s=30,
+        adapter_options={"start_delay_s": 0, "exit_delay_s": 2},
+    )
+    sim = OnSimulated(cluster, tree, UserFactory(username="ann"), timezone.now())
     mover, session, waiting, hosts = fragment(sim)
     assert sim.cycle().stops == 1
     target = Attempt.objects.get(job=mover).moved_to
@@ -291,7 +266,14 @@ def test_a_move_on_the_simulated_cluster_process(tree, make_simulated_cluster):
         sim.cycle(advance_s=1)
         if sim.job(waiting).state == JobState.RUNNING:
             break
-    assert_moved_as_planned(sim, mover, session, waiting, hosts, target)
+    assert sim.job(mover).state == JobState.RUNNING
+    assert sim.job(waiting).state == JobState.RUNNING
+    new = Attempt.objects.get(job=mover, state=AttemptState.RUNNING)
+    assert new.number == 2 and new.placements == target
+    assert Attempt.objects.get(job=waiting).host_names == [hosts[mover.pk]]
+    reported = {cj.attempt_id: cj for cj in adapters.for_cluster(cluster).jobs()}
+    assert [p.host for p in reported[new.attempt_id].placements] == [hosts[session.pk]]
+    assert_consistent(cluster)
 
 
 def test_a_move_stop_that_timed_out_is_written_and_resent_and_the_move_completes(live, monkeypatch):
@@ -313,74 +295,3 @@ def test_a_move_stop_that_timed_out_is_written_and_resent_and_the_move_completes
     assert Attempt.objects.get(job=mover, number=2).state == AttemptState.RUNNING
     assert live.job(waiting).state == JobState.RUNNING
     assert_consistent(live.cluster, live.memory)
-
-
-def test_a_move_into_a_piece_of_unallocated_work_waits_for_that_work_to_stop(live):
-    """Nothing is free: both pieces run sweeps. The plan moves the mover into the
-    session's host, where a sweep gives way to it, and the waiting job gets the
-    mover's host, where the other sweep gives way. The mover's stop ends first; its
-    planned GPUs are still held by the sweep stopping for it, so it waits (held out of
-    the plan, its GPUs kept for it) and starts there once the sweep's stop ends."""
-    swept: dict = {}
-    mover, session, waiting, hosts = fragment(live, sweeps=swept)
-    there = swept[hosts[session.pk]]
-    record = live.cycle()
-    assert record.stops == 3
-    gave = Attempt.objects.get(job=there)
-    assert gave.state == AttemptState.STOPPING and gave.preempted_by_id == mover.pk
-    assert gave.for_block == Attempt.objects.get(job=mover).moved_to
-    assert Attempt.objects.get(job=swept[hosts[mover.pk]]).preempted_by_id == waiting.pk
-    live.memory.running[gave.attempt_id].stop_at = live.now + dt.timedelta(seconds=25)
-    record = live.cycle(advance_s=5)  # the mover's stop ends, the sweep's not yet
-    old = Attempt.objects.get(job=mover, number=1)
-    assert old.end_reason == AttemptEnd.MIGRATED
-    assert live.job(mover).state == JobState.PENDING
-    assert any(f"job {mover.pk} waits to start again after its move" in e for e in record.errors)
-    assert live.job(waiting).state == JobState.RUNNING
-    assert Attempt.objects.get(job=waiting).host_names == [hosts[mover.pk]]
-    assert_consistent(live.cluster, live.memory)
-    cs = cluster_snapshot(cluster=live.cluster, now=live.now)
-    assert str(mover.pk) in cs.waiting  # held out of the plan meanwhile
-    record = live.cycle(advance_s=10)
-    assert live.job(mover).state == JobState.PENDING
-    record = live.cycle(advance_s=15)  # the sweep's stop ends: the mover starts there
-    new = Attempt.objects.get(job=mover, number=2)
-    assert new.placements == old.moved_to and new.state == AttemptState.RUNNING
-    assert live.job(mover).state == JobState.RUNNING
-    assert_consistent(live.cluster, live.memory)
-
-
-def test_a_move_whose_piece_is_not_freed_in_time_goes_back_to_the_queue(live):
-    """The sweep in the mover's planned place outlives its stop deadline by more than
-    the victims' slack: the mover is planned from the queue like any waiting job."""
-    swept: dict = {}
-    mover, session, waiting, hosts = fragment(live, sweeps=swept)
-    there = swept[hosts[session.pk]]
-    live.cycle()
-    gave = Attempt.objects.get(job=there)
-    live.memory.running[gave.attempt_id].stop_at = live.now + dt.timedelta(hours=1)
-    live.cycle(advance_s=5)
-    assert live.job(mover).state == JobState.PENDING
-    live.cycle(advance_s=30 + 61)  # past the sweep's deadline and the slack
-    cs = cluster_snapshot(cluster=live.cluster, now=live.now)
-    assert str(mover.pk) not in cs.waiting
-    assert str(mover.pk) in {w.id for lst in cs.snapshot.pending.values() for w in lst} or (
-        live.job(mover).state != JobState.PENDING
-    )
-    assert_consistent(live.cluster, live.memory)
-
-
-def test_a_move_into_unallocated_work_on_the_simulated_cluster_process(
-    tree, make_simulated_cluster
-):
-    """The same over HTTP: the mover ends up on its planned GPUs, the waiting job in its
-    block, both sweeps back in the queue, as the cluster reports."""
-    sim = on_simulated_process(make_simulated_cluster, tree, "moves2")
-    mover, session, waiting, hosts = fragment(sim, sweeps={})
-    assert sim.cycle().stops == 3
-    target = Attempt.objects.get(job=mover).moved_to
-    for _ in range(30):
-        sim.cycle(advance_s=1)
-        if JobState.RUNNING == sim.job(waiting).state == sim.job(mover).state:
-            break
-    assert_moved_as_planned(sim, mover, session, waiting, hosts, target)

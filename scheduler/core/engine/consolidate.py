@@ -5,14 +5,7 @@ When an allocated job waits that fits in the free GPUs in total but in no host, 
 running jobs may stand between it and a block: jobs on one host, past their
 protection, resumable, on no other host. Consolidation stops them and starts them
 again at once in free pieces of other hosts, in the same cycle, and starts the waiting
-job in the block they leave. GPUs of unallocated runs count as free pieces (on a full
-cluster the holes next to protected work run unallocated backfill): the unallocated
-runs on a moved job's new place or in the waiting job's block are stopped (rule
-`unallocated`, for the job that takes their GPUs) and go back to the queue; they are
-never moved themselves. This holds only while every host is healthy: while one is down
-or draining, the jobs it ran come back to the queue and take unallocated GPUs at once,
-so only free GPUs count (a guard measured on the host-failures scenario). The engine
-plans it only when
+job in the block they leave. The engine plans it only when
 
 - every job it moves is past its protection (a min-runtime contract is never broken),
   resumable, has saved work at a checkpoint of its current run (so a job just moved
@@ -87,8 +80,7 @@ def for_cycle(
     the allocated jobs still waiting: the job it started (its reservation, if any,
     dropped), or None. Only while the short-job reserve holds a host: otherwise the
     free pieces are where the next short job starts (a small cluster, whose reserve
-    holds a host only while its short work nearly fills one). Unallocated GPUs count as
-    free pieces only while every host is healthy."""
+    holds a host only while its short work nearly fills one)."""
     if res.short_k < 0:
         return None  # the short-job reserve holds no host: free pieces are short jobs' room
     policy, rank, now = reasons.policy, reasons.rank, res.now
@@ -110,7 +102,6 @@ def for_cycle(
         policy.restart_overhead_s,
         held_for,
         why,
-        into_unallocated=all(cluster.healthy),
     )
     if done is None:
         return None
@@ -145,34 +136,19 @@ def _loss_s(info: RunInfo, now: float, overhead: float) -> float:
     return max(0.0, now - saved) + overhead
 
 
-# per host: movable allocated runs, the mask they hold, the mask unallocated runs hold
-Tables = tuple[list[list[RunInfo]], list[int], list[int]]
+Tables = tuple[list[list[RunInfo]], list[int]]
 
 
-def _unallocated(cluster: ClusterState, stopped: set[str]) -> tuple[list[RunInfo], list[int]]:
-    """The unallocated runs (not stopped) on healthy hosts only, and per host the mask
-    of GPUs they hold: pieces a block or a moved job may take (they give way)."""
-    unalloc = [0] * len(cluster.gpus)
-    runs = []
-    for info in cluster.runs:
-        if info.allocated is None and info.on_healthy_hosts and info.run.workload.id not in stopped:
-            runs.append(info)
-            for h, m in info.host_masks:
-                unalloc[h] |= m
-    return runs, unalloc
-
-
-def _by_host(cluster: ClusterState, stopped: set[str], now: float, unalloc: list[int]) -> Tables:
+def _by_host(cluster: ClusterState, stopped: set[str], now: float) -> Tables:
     """Per host: its movable running jobs and the mask of GPUs they hold (a block is
-    free to take when each of its GPUs is free, held by one of them or by unallocated
-    work, which gives way rather than moves). Jobs on the share floor move too: a
-    moved job starts again at once, so its project keeps its GPUs (the floor keeps them
-    from fair-share preemption, not from a move)."""
+    free to take when each of its GPUs is free or held by one of them). Jobs on the
+    share floor move too: a moved job starts again at once, so its project keeps its
+    GPUs (the floor keeps them from fair-share preemption, not from a move)."""
     n = len(cluster.gpus)
     runs: list[list[RunInfo]] = [[] for _ in range(n)]
     movable_mask = [0] * n
     for info in cluster.runs:
-        if info.run.workload.id in stopped or info.allocated is None:
+        if info.run.workload.id in stopped:
             continue
         w = info.run.workload
         movable = (
@@ -186,7 +162,7 @@ def _by_host(cluster: ClusterState, stopped: set[str], now: float, unalloc: list
             h, m = info.host_masks[0]
             runs[h].append(info)
             movable_mask[h] |= m
-    return runs, movable_mask, unalloc
+    return runs, movable_mask
 
 
 def consolidate(
@@ -199,52 +175,11 @@ def consolidate(
     overhead_s: float,
     held_for: Mapping[int, str],
     start_reason: Callable[[Workload, tuple[Placement, ...]], str],
-    into_unallocated: bool = True,
 ) -> Consolidation | None:
     """Plan at most one consolidation for the first of `waiting` (allocated jobs in the
     fair-share order, still waiting) that one can serve; apply it to `cluster` and
     `decisions` and return it (None: nothing pays or fits). `held_for`: the reserved
-    hosts and the job each is held for (a job may take its own, no job another's).
-    With `into_unallocated`, GPUs of unallocated runs count as free while it searches;
-    the runs a chosen block or a moved job's new place overlaps are stopped (they give
-    way) when it applies."""
-    index = cluster.index
-    gave, unalloc = _unallocated(cluster, decisions.stopped)
-    if not into_unallocated:
-        gave, unalloc = [], [0] * len(unalloc)
-    opened = [
-        (h, m) for h, m in enumerate(unalloc) if m and h not in cluster.reserved
-    ]  # unreserved hosts whose unallocated GPUs count as free for the search
-    if not opened and not index.any_free():
-        return None
-    for h, m in opened:
-        index.set(h, cluster.free[h] | m)
-    try:
-        found = _search(
-            cluster, decisions, placer, waiting, now, horizon_s, overhead_s, held_for, unalloc
-        )
-    finally:
-        for h, _ in opened:
-            index.set(h, cluster.free[h])
-    if found is not None:
-        _give_way(cluster, decisions, found, gave)
-        _apply(cluster, decisions, found, start_reason)
-    return found
-
-
-def _search(
-    cluster: ClusterState,
-    decisions: Decisions,
-    placer: Placer,
-    waiting: Iterable[Workload],
-    now: float,
-    horizon_s: float,
-    overhead_s: float,
-    held_for: Mapping[int, str],
-    unalloc: list[int],
-) -> Consolidation | None:
-    """The first of `waiting` that a consolidation serves and pays for, with the free
-    index counting unallocated GPUs of unreserved hosts as free (not applied)."""
+    hosts and the job each is held for (a job may take its own, no job another's)."""
     index = cluster.index
     if not index.any_free():
         return None
@@ -258,7 +193,7 @@ def _search(
         if w.id in decisions.started:
             continue
         own = {h for h, wid in held_for.items() if wid == w.id}
-        if w.gpus > free_total + sum((cluster.free[h] | unalloc[h]).bit_count() for h in own):
+        if w.gpus > free_total + sum(cluster.free[h].bit_count() for h in own):
             continue  # it does not fit in the free GPUs in total
         sh = cluster.shape(w.gpus)
         if sh.reason:
@@ -271,9 +206,10 @@ def _search(
         if block_host(index, sh) >= 0 or whole_hosts(index, sh) is not None:
             continue  # free GPUs fit it (it waits for another reason)
         if tables is None:
-            tables = _by_host(cluster, decisions.stopped, now, unalloc)
+            tables = _by_host(cluster, decisions.stopped, now)
         found = _for_job(cluster, placer, w, sh, tables, own, now, horizon_s, overhead_s)
         if found is not None:
+            _apply(cluster, decisions, found, start_reason)
             return found
     return None
 
@@ -290,7 +226,7 @@ def _blocks(
 ) -> list[_Block]:
     """Candidate blocks for `w`, cheapest first: one aligned block on one host, or
     single whole hosts (combined by the caller), each freed by moving movable work."""
-    runs, movable_mask, unalloc = tables
+    runs, movable_mask = tables
     free = cluster.free
     avoided = placer.avoided(w)
     out: list[_Block] = []
@@ -307,7 +243,7 @@ def _blocks(
         else:
             continue
         for s, region in spans:
-            if region & ~(free[h] | movable_mask[h] | unalloc[h]):
+            if region & ~(free[h] | movable_mask[h]):
                 continue  # held by work that may not move (or started this cycle)
             moved = tuple(i for i in runs[h] if i.host_masks[0][1] & region)
             if not moved or len(moved) > MAX_MOVED:
@@ -333,12 +269,7 @@ def _for_job(
     gain = w.gpus * horizon_s
     cands = _blocks(cluster, placer, w, sh, tables, own, now, overhead_s)
     # whole hosts: the cheapest hosts of one size, with the wholly free ones
-    unalloc = tables[2]
-    tries = (
-        [[b] for b in cands[:MAX_TRIES]]
-        if sh.block
-        else _whole_sets(cluster, sh, cands, own, unalloc)
-    )
+    tries = [[b] for b in cands[:MAX_TRIES]] if sh.block else _whole_sets(cluster, sh, cands, own)
     for chosen in tries:
         cost = sum(b.cost for b in chosen)
         if cost >= gain:
@@ -347,7 +278,7 @@ def _for_job(
         if len(moved) > MAX_MOVED:
             continue
         targets = {h for b in chosen for h in b.hosts}
-        new = _trial(cluster, placer, moved, targets, own, unalloc)
+        new = _trial(cluster, placer, moved, targets, own)
         if new is None:
             continue
         pls = _target_placements(cluster, sh, chosen)
@@ -356,19 +287,17 @@ def _for_job(
 
 
 def _whole_sets(
-    cluster: ClusterState, sh: Shape, cands: Sequence[_Block], own: set[int], unalloc: list[int]
+    cluster: ClusterState, sh: Shape, cands: Sequence[_Block], own: set[int]
 ) -> list[list[_Block]]:
     """For a whole-host shape: per host size, its wholly free unreserved hosts (and its
-    own reserved ones; unallocated GPUs count as free) plus the cheapest candidate hosts of that size to make up the
+    own reserved ones) plus the cheapest candidate hosts of that size to make up the
     count (one set per size)."""
     out: list[list[_Block]] = []
     whole = cluster.index.whole
     for size, n in sh.whole:
         free_hosts = [h for h in whole.get(size, {}) if h not in cluster.reserved]
         free_hosts += sorted(
-            h
-            for h in own
-            if cluster.gpus[h] == size and cluster.free[h] | unalloc[h] == cluster.full[h]
+            h for h in own if cluster.gpus[h] == size and cluster.free[h] == cluster.full[h]
         )
         need = n - len(free_hosts)
         if need <= 0:
@@ -388,16 +317,15 @@ def _trial(
     moved: Sequence[RunInfo],
     targets: set[int],
     own: set[int],
-    unalloc: list[int],
 ) -> list[Placement] | None:
     """New placements for every moved run in free GPUs off `targets` (best fit, largest
-    first; the waiting job's own reserved hosts count as free, with their unallocated
-    GPUs), or None when one does not fit; the free index is left as it was."""
+    first; the waiting job's own reserved hosts count as free), or None when one does
+    not fit; the free index is left as it was."""
     index = cluster.index
     saved: dict[int, int] = {}
     for h in targets | own:
         saved[h] = index.free[h]
-        index.set(h, 0 if h in targets else cluster.free[h] | unalloc[h])
+        index.set(h, 0 if h in targets else cluster.free[h])
     order = sorted(range(len(moved)), key=lambda k: -moved[k].run.workload.gpus)
     got: dict[int, Placement] = {}
     try:
@@ -432,38 +360,6 @@ def _target_placements(
         return (Placement(cluster.hosts[h].name, tuple(range(b.start, b.start + sh.gpus))),)
     hosts = sorted(h for b in chosen for h in b.hosts)
     return tuple(Placement(cluster.hosts[h].name, tuple(range(cluster.gpus[h]))) for h in hosts)
-
-
-def _give_way(
-    cluster: ClusterState, decisions: Decisions, c: Consolidation, unallocated: Sequence[RunInfo]
-) -> None:
-    """Stop the unallocated runs on GPUs that a moved job's new place or the waiting
-    job's block takes (rule `unallocated`), each for the job that takes its GPUs (a
-    moved job first: the live cycle starts it there only once they are free)."""
-    w = c.workload
-    wanted = [(info.run.workload, pl) for info, pl in c.moved]
-    wanted += [(w, pl) for pl in c.placements]
-    for info in unallocated:
-        taker = next(
-            (
-                x
-                for x, pl in wanted
-                for h, m in info.host_masks
-                if cluster.host_index[pl.host] == h and m & mask_of(pl.gpu_indices)
-            ),
-            None,
-        )
-        if taker is None:
-            continue
-        decisions.stop(
-            info.run.workload,
-            StopReason.UNALLOCATED,
-            f"unallocated work gives way to job {taker.id} of project {taker.project}: "
-            f"a consolidation frees a block for waiting job {w.id}",
-            taker.id,
-        )
-        for h, m in info.host_masks:
-            cluster.release(h, m)
 
 
 def _apply(

@@ -95,58 +95,6 @@ def test_no_move_when_the_moved_job_has_nowhere_to_go():
     assert not out.stops and not out.starts
 
 
-def _swept_snapshot() -> Snapshot:
-    """`_fragmented_snapshot` with every free piece running unallocated sweeps (no
-    minimum runtime, project `c`): h0 GPUs 2-7 (three 2-GPU sweeps), h1 GPUs 6-7."""
-    s = _fragmented_snapshot()
-    sweeps = [
-        run(job(f"u{i}", "c", 2, minrt=0.0), host, gpus, started=NOW - H)
-        for i, (host, gpus) in enumerate(
-            (("h0", (2, 3)), ("h0", (4, 5)), ("h0", (6, 7)), ("h1", (6, 7)))
-        )
-    ]
-    return Snapshot(s.hosts, [*s.running, *sweeps], s.pending, TREE_ABC, s.usage)
-
-
-TREE_ABC = tree(a=1, b=1, c=1)
-
-
-def test_unallocated_work_in_the_pieces_gives_way_to_the_move():
-    """Nothing is free: the holes run sweeps. `a1` moves into h1's piece, the sweeps
-    there and on h0 stop (rule `unallocated`, for `b8`), `b8` gets h0."""
-    s = _swept_snapshot()
-    out = cycle(s, NOW, **RESERVE)
-    stops = {x.workload_id: x for x in out.stops}
-    assert stops["a1"].reason_code == StopReason.MIGRATE
-    assert {w for w, x in stops.items() if x.reason_code == StopReason.UNALLOCATED} == {
-        "u0",
-        "u1",
-        "u2",
-        "u3",
-    }
-    # the sweep in a1's new place stops for a1 (the live cycle restarts a1 once it is
-    # gone), the others for b8
-    assert {w: x.for_workload_id for w, x in stops.items()} == {
-        "a1": "b8",
-        "u0": "b8",
-        "u1": "b8",
-        "u2": "b8",
-        "u3": "a1",
-    }
-    starts = {x.workload_id: x for x in out.starts}
-    assert starts["a1"].placements == (Placement("h1", (6, 7)),)
-    assert starts["b8"].placements == (Placement("h0", tuple(range(8))),)
-
-
-def test_no_unallocated_piece_is_taken_while_a_host_is_down():
-    """The same cluster with a fourth host down: only free GPUs count, so nothing moves
-    (the jobs a failed host ran need the unallocated GPUs they may take at once)."""
-    s = _swept_snapshot()
-    hs = [*s.hosts, Host("h3", 8, healthy=False)]
-    out = cycle(Snapshot(hs, s.running, s.pending, s.tree, s.usage), NOW, **RESERVE)
-    assert not out.stops and not out.starts
-
-
 @st.composite
 def fragmented(draw: st.DrawFn) -> Snapshot:
     """Hosts of 8 GPUs filled in part with small jobs (some protected, some not

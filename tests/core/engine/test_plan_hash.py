@@ -68,11 +68,9 @@ JOBS = 800
 # quoting its standing as their cause ("waiting for GPUs: no project ranks above project
 # a1 (fair-share rank 1 of 12)": nothing of a better-ranked project is ahead of them), and
 # an opportunistic job's stop named the job it gives way to as "job 950" instead of "950".
-# `fairshare` and `fairshare-decay` again when consolidation took unallocated GPUs as free
-# pieces while every host is healthy (issue 24: the unallocated runs there give way).
 EXPECTED = {
-    "fairshare": "db30278735730f1761bbd85c3fe0bd7188ff3cc582bccecd4d4bad650169a11f",
-    "fairshare-decay": "9bb2e42476097a015a7e36b977ed7cf84a69ffa73df0b55bef1dcbc214ea7f4f",
+    "fairshare": "dafa61cce66136a0aff1acb378d23326c73084500a3e0abbb2eb232f67d3625a",
+    "fairshare-decay": "b0517e7d07bce49f903e21f4ef385fa9118ca559e33cfae2e6180d02417b545e",
     "fairshare-reserve-off": "5a1636dbe24dc1f55677644ba01b618a06ef50f2b69309dfeb6e6015a4154445",
     "fifo": "02a1800f2466346389ed6a03fcdcf0789f2c6788357b044f523be81ff1f796ec",
     "priority": "62e14b3917dfe85cb47c86100a3b9e95a55fb47b7a16a6b15219467bd9404364",
