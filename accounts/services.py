@@ -14,6 +14,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.models import ApiToken, TokenEvent, TokenEventKind
+from config.access import lock_user_row
 from config.errors import NotFound, ValidationFailed
 from config.text import refuse_control_characters
 
@@ -55,8 +56,7 @@ def token_create(*, user, name: str = "", reason: str = "signed in") -> tuple[Ap
     refuse_control_characters(name, field="name", multiline=False)
     ttl: dt.timedelta | None = settings.REST_KNOX["TOKEN_TTL"]
     with transaction.atomic():
-        # the user's row, locked: two sign-ins at once cannot both pass the limit
-        get_user_model().objects.select_for_update().filter(pk=user.pk).exists()
+        lock_user_row(user)  # two sign-ins at once cannot both pass the limit
         now = timezone.now()
         live = ApiToken.objects.filter(_live(now), user=user).order_by("-created", "-pk")
         oldest = list(live.values_list("pk", flat=True)[MAX_LIVE_TOKENS_PER_USER - 1 :])

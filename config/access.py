@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -54,3 +55,10 @@ def home(request: HttpRequest) -> HttpResponse:
     if request.user.is_authenticated and not permissions.is_participant(request.user):
         return redirect("dashboards:me")
     return redirect("budgets:tree")
+
+
+def lock_user_row(user) -> None:
+    """Lock `user`'s row to the end of the transaction, so that two requests of one user
+    that count what the user holds before adding to it (API tokens, what-if previews)
+    run one after the other and cannot both pass a limit."""
+    get_user_model().objects.select_for_update().filter(pk=user.pk).exists()

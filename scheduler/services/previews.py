@@ -17,7 +17,6 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Prefetch, Q
 from django.utils import timezone
@@ -25,6 +24,7 @@ from django.utils import timezone
 from budgets import permissions
 from budgets.selectors import TreeIndex, tree_index
 from budgets.services import weight_edits_check
+from config.access import lock_user_row
 from config.errors import NotFound, PermissionDenied, Throttled, ValidationFailed
 from ledger.selectors import recorded_delivery, report_end
 from scheduler.core.engine.types import BudgetNode as EngineNode
@@ -72,7 +72,7 @@ def _refuse_over_the_limit(actor) -> None:
     """Raise Throttled (429, Retry-After) when `actor` has MAX_PREVIEWS_IN_FLIGHT_PER_USER
     previews in flight; the actor's row stays locked to the end of the transaction, so
     that two requests at once cannot both pass."""
-    get_user_model().objects.select_for_update().filter(pk=actor.pk).exists()
+    lock_user_row(actor)
     if previews_in_flight(user=actor, now=timezone.now()) >= MAX_PREVIEWS_IN_FLIGHT_PER_USER:
         error = Throttled(
             f"You have {MAX_PREVIEWS_IN_FLIGHT_PER_USER} what-if previews queued or running, "
