@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from budgets import services
-from budgets.models import BudgetEvent, BudgetNode, EventKind, Membership
+from budgets.models import BudgetEvent, BudgetEventItem, BudgetNode, EventKind, Membership
 from config.errors import NothingToChange, PermissionDenied
 from tests.factories import EXAMPLE_TREE
 
@@ -274,8 +274,6 @@ def test_an_api_write_of_an_audited_model_carries_the_request_as_context(tree, a
 def test_the_root_has_no_weight_in_the_history_either(tree, client, api_client):
     """The tree page and API nodes/ say the root has no weight ("–", null); the history
     of the demo's import said "– → 1" for it and API budget-changes/ "1.0000"."""
-    from budgets.models import BudgetEventItem
-
     root = tree.node("org")
     item = BudgetEventItem.objects.get(event__kind=EventKind.IMPORTED, node=root)
     assert (item.old_weight, item.new_weight) == (None, None)

@@ -2,6 +2,7 @@
 
 import pytest
 
+import scheduler.services.planner as planner
 from scheduler.core.planner.views_data import list_scenarios
 from tests.roles import participant
 
@@ -32,8 +33,6 @@ def test_planner_list_and_detail(client):
 def test_a_scenario_is_solved_once_then_read_from_the_cache(client, monkeypatch):
     """A page view ran the solver afresh (up to 2 s of CP-SAT per GET for any signed-in
     user); the plans depend only on the scenario file, so the second view solves nothing."""
-    import scheduler.services.planner as planner
-
     solved = []
 
     def counting_run_mode(scenario, mode, time_limit_s):

@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from allot_common.figures import fixed_text, percent_text
 from config.errors import PermissionDenied, Throttled, ValidationFailed
 from ledger.models import ProjectHour
 from scheduler.models import JobState, Preview, PreviewState
@@ -20,6 +21,7 @@ from scheduler.services.previews import (
     preview_run,
     preview_window,
 )
+from scheduler.views.whatif import _whatif_context
 from tests.dashboards.data import attempt
 from tests.factories import ClusterFactory, HostFactory, JobFactory
 from tests.support.jobs import seed_jobs
@@ -307,9 +309,6 @@ def test_the_recorded_column_writes_the_dashboards_digits():
     from types import SimpleNamespace
 
     from django.template.loader import render_to_string
-
-    from allot_common.figures import fixed_text, percent_text
-    from scheduler.views.whatif import _whatif_context
 
     row = {
         "project": "org/prog-a/a1", "entitled_share_before": 0.125, "entitled_share_after": 0.15,

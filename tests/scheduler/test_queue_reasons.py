@@ -15,7 +15,7 @@ from allot_cli import render
 from allot_common.figures import usage_window_text
 from budgets import services
 from budgets.models import BudgetEvent
-from scheduler.core.engine.explain import STANDING
+from scheduler.core.engine.explain import FOR_GPUS, STANDING
 from scheduler.selectors.jobs import job_blockers, job_queue_info, queue_page
 from scheduler.selectors.queue import iter_entries, queue_snapshot
 from scheduler.selectors.standing import job_standings
@@ -125,7 +125,6 @@ def test_a_change_that_made_a_project_first_is_told_in_its_reason_too(live):
     rank 1; its jobs' reason, "waiting for GPUs: no project ranks above project
     post-training (fair-share rank 1 of 9)", quotes its rank but did not say why it
     changed (only a reason quoting the standing's percentage was told)."""
-    from scheduler.core.engine.explain import FOR_GPUS
 
     waiting = _fill_and_wait(live, "b1")  # prog-b has used nothing: b1 ranks first
     assert job_queue_info(live.job(waiting))["reason"].startswith(FOR_GPUS)
