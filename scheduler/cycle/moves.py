@@ -35,7 +35,7 @@ from scheduler.cycle.context import CycleContext
 from scheduler.models import Attempt, AttemptEnd, AttemptState, Host, HostHealth, Job, JobState
 from scheduler.selectors.refusals import avoid_s
 from scheduler.selectors.snapshot import OPEN_ATTEMPT_STATES, ClusterSnapshot
-from scheduler.services.transitions import job_transition
+from scheduler.services.transitions import job_transition, stored_placements_text
 
 __all__ = ["ask_stops", "planned_moves", "restart_moved", "send_move_stops"]
 
@@ -161,9 +161,7 @@ def _start_again(ctx: CycleContext, old: Attempt, job: Job) -> Attempt:
     # `moved_to` is stored as `placements_to_json` wrote the planned placements
     attempt = next_attempt(ctx, job, old.moved_to, allocated=old.allocated, protected_until=ctx.at)
     attempt.save()
-    where = ", ".join(
-        f"{p['host']} GPUs {','.join(map(str, p['gpu_indices']))}" for p in old.moved_to
-    )
+    where = stored_placements_text(old.moved_to)
     by = f" for waiting job {old.preempted_by_id}" if old.preempted_by_id else ""
     job_transition(
         job=job,

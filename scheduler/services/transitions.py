@@ -24,6 +24,7 @@ from typing import Any
 from django.utils import timezone
 
 from config.errors import Conflict
+from scheduler.core.engine.explain import host_gpus_text, hosts_text
 from scheduler.models import (
     TERMINAL_STATES,
     Attempt,
@@ -93,10 +94,13 @@ def job_target(end: str, *, resumable: bool, started: bool, intent: str = "") ->
 
 def running_reason(placements: list[dict], number: int) -> str:
     """A running job's state reason: where its attempt `number` runs."""
-    hosts = ", ".join(
-        f"{p['host']} GPUs {','.join(map(str, p['gpu_indices']))}" for p in placements
-    )
-    return f"running on {hosts} (attempt {number})"
+    return f"running on {stored_placements_text(placements)} (attempt {number})"
+
+
+def stored_placements_text(placements: Sequence[Mapping[str, Any]]) -> str:
+    """Stored placements (`host`, `gpu_indices`) as the engine's reasons write them, at most
+    NAMED_HOSTS of them named."""
+    return hosts_text([host_gpus_text(p["host"], p["gpu_indices"]) for p in placements])
 
 
 def job_event(

@@ -150,7 +150,7 @@ def test_an_attempt_transition_that_moves_no_job_is_still_recorded(attempt):
     attempt_transition(
         attempt=attempt,
         to_state=AttemptState.RUNNING,
-        reason="running on n0 GPUs 0 (attempt 1)",
+        reason="running on n0[0] (attempt 1)",
         reason_code="started",
     )
     last = JobEvent.objects.filter(job=attempt.job).last()

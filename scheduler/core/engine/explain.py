@@ -413,11 +413,25 @@ def baseline_queue(
 NAMED_HOSTS = 6
 
 
+def host_gpus_text(host: str, gpu_indices: Sequence[int]) -> str:
+    """A host and GPUs as every reason writes them: `h0106[6]` for one GPU, `h0106[0-7]` for
+    a block, `h0106[0-1,4]` where the GPUs are not contiguous."""
+    indices = sorted(gpu_indices)
+    runs: list[str] = []
+    start = prev = indices[0]
+    for i in [*indices[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        runs.append(str(start) if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return f"{host}[{','.join(runs)}]"
+
+
 def placement_text(p: Placement) -> str:
-    """A placement's host and GPUs: `h0106[6]` for one GPU, `h0106[0-7]` for a block
-    (blocks are contiguous)."""
-    first, last = p.gpu_indices[0], p.gpu_indices[-1]
-    return f"{p.host}[{first}]" if first == last else f"{p.host}[{first}-{last}]"
+    """A placement's host and GPUs (see host_gpus_text)."""
+    return host_gpus_text(p.host, p.gpu_indices)
 
 
 def hosts_text(names: Sequence[str]) -> str:

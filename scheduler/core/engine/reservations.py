@@ -391,7 +391,7 @@ class Reservations:
         )
         text = (
             f"reserved {len(names)} host{'s' if len(names) > 1 else ''} "
-            f"({', '.join(names)}) for job {w.id} ({w.gpus} GPUs, project {w.project}, "
+            f"({hosts_text(names)}) for job {w.id} ({w.gpus} GPUs, project {w.project}, "
             f"first in the fair-share order that needs whole hosts): {when}; until then only "
             "unallocated jobs and jobs it may preempt by then can use them"
         )
