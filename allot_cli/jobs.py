@@ -7,6 +7,7 @@ from typing import Any
 from allot_cli import render
 from allot_cli.app import Context, Parser, api, argument, command, json_flag
 from allot_cli.client import CliError
+from allot_common.placements import host_gpus_text
 
 
 def add_show(commands: Any) -> Parser:
@@ -137,9 +138,7 @@ def _attempts_table(attempts: list[dict[str, Any]]) -> None:
                 a["number"],
                 a["attempt_id"],
                 a["state"],
-                " ".join(
-                    f"{p['host']}:{','.join(map(str, p['gpu_indices']))}" for p in a["placements"]
-                ),
+                ", ".join(host_gpus_text(p["host"], p["gpu_indices"]) for p in a["placements"]),
                 render.when(a["started_at"]),
                 render.when(a["ended_at"]),
                 # the job page's words ("Moved to other hosts"); a server without them: the code

@@ -23,8 +23,9 @@ from typing import Any
 
 from django.utils import timezone
 
+from allot_common.placements import host_gpus_text
 from config.errors import Conflict
-from scheduler.core.engine.explain import host_gpus_text, hosts_text
+from scheduler.core.engine.explain import hosts_text
 from scheduler.models import (
     TERMINAL_STATES,
     Attempt,

@@ -223,6 +223,7 @@ def test_an_attempts_end_reads_in_the_job_pages_words(capsys, monkeypatch):
     _attempts_table([row])
     out = capsys.readouterr().out
     assert "Moved to other hosts" in out and "migrated" not in out
+    assert "h0[0-1]" in out  # the hosts as every reason writes them
 
 
 def test_a_day_the_period_starts_or_ends_inside_reads_partial():

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from allot_common.figures import hours_text, runtime_text, usage_window_text
+from allot_common.placements import host_gpus_text
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
 from scheduler.core.engine.runs import protection_s
@@ -411,22 +412,6 @@ def baseline_queue(
 # A reason names at most this many hosts (every waiting job's reason carries the note:
 # 1,246 names on a 1,250-host cluster made each reason ~9 KB).
 NAMED_HOSTS = 6
-
-
-def host_gpus_text(host: str, gpu_indices: Sequence[int]) -> str:
-    """A host and GPUs as every reason writes them: `h0106[6]` for one GPU, `h0106[0-7]` for
-    a block, `h0106[0-1,4]` where the GPUs are not contiguous."""
-    indices = sorted(gpu_indices)
-    runs: list[str] = []
-    start = prev = indices[0]
-    for i in [*indices[1:], None]:
-        if i is not None and i == prev + 1:
-            prev = i
-            continue
-        runs.append(str(start) if start == prev else f"{start}-{prev}")
-        if i is not None:
-            start = prev = i
-    return f"{host}[{','.join(runs)}]"
 
 
 def placement_text(p: Placement) -> str:

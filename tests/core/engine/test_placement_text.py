@@ -4,7 +4,7 @@ reason and a move's reason all read `h013[0-7]` (they wrote `h013 GPUs 0,1,...,7
 
 from __future__ import annotations
 
-from scheduler.core.engine.explain import host_gpus_text
+from allot_common.placements import host_gpus_text
 from scheduler.services.transitions import running_reason
 
 
