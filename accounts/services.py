@@ -94,10 +94,16 @@ def token_revoke(*, user, token_key: str) -> None:
         raise NotFound(f"You have no token with key '{token_key}'.")
 
 
-def token_revoke_all(*, user) -> int:
-    """Revoke every token of `user` (by `user`); returns how many there were."""
+def token_revoke_all(*, user, keep: ApiToken | None = None) -> int:
+    """Revoke every token of `user` (by `user`) but `keep` (the token the request came
+    with, when the owner keeps it: "sign out everywhere else"); returns how many there
+    were."""
     found = ApiToken.objects.filter(user=user)
-    return tokens_revoke(found, kind=TokenEventKind.REVOKED, actor=user, reason="revoked all")
+    reason = "revoked all"
+    if keep is not None:
+        found = found.exclude(pk=keep.pk)
+        reason = "revoked all but the token in use"
+    return tokens_revoke(found, kind=TokenEventKind.REVOKED, actor=user, reason=reason)
 
 
 def _request_actor():

@@ -3,8 +3,9 @@ the server's answer as it is, for scripts. Exit codes: 0 done, 2 bad input (the 
 names the flag and the field), 1 any other failure.
 
 One module per command group: `login`, `submit`, `queue`, `jobs` (show, cancel),
-`clusters` (clusters, hosts), `usage` (usage, shares); each says its options in an
-`add_*` function next to the command; the parser and the options they share are in
+`clusters` (clusters, hosts), `usage` (usage, shares), `tokens` (tokens, tokens revoke);
+each says its options in an `add_*` function next to the command; the parser and the
+options they share are in
 `allot_cli/app.py`. This module registers them and runs the command asked for.
 
 Start-up time counts (scripts call `allot` in loops; `bench/cli_start.py`): the parser
@@ -16,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from allot_cli import clusters, jobs, login, queue, render, submit, usage
+from allot_cli import clusters, jobs, login, queue, render, submit, tokens, usage
 from allot_cli.app import Parser, help_option, root_parser, run
 from allot_cli.client import CliError
 
@@ -31,6 +32,7 @@ COMMANDS = (
     clusters.add_hosts,
     usage.add_usage,
     usage.add_shares,
+    tokens.add_tokens,
 )
 
 

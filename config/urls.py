@@ -30,6 +30,7 @@ urlpatterns = [
     path("budgets/", include("budgets.urls")),
     path("", include("scheduler.urls")),
     path("", include("dashboards.urls")),
+    path("", include("accounts.urls")),
     path("admin/", admin.site.urls),
     path("healthz", ops_views.healthz, name="healthz"),
     path("healthz/web", ops_views.healthz_web, name="healthz-web"),

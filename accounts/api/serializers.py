@@ -1,6 +1,6 @@
 from rest_framework import serializers
 
-from config.api_fields import StrictInput, TextField
+from config.api_fields import InputSerializer, StrictInput, TextField
 
 
 class TokenCreateInput(StrictInput):
@@ -20,3 +20,19 @@ class TokenOutput(serializers.Serializer):
 
 class TokenCreatedOutput(TokenOutput):
     token = serializers.CharField(help_text="The secret; shown this once, stored only hashed")
+
+
+class TokenListOutput(TokenOutput):
+    current = serializers.BooleanField(
+        help_text="The token this request was sent with (false for every token on a "
+        "session's request)"
+    )
+
+
+class TokenRevokeAllQuery(InputSerializer):
+    keep_current = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Keep the token this request was sent with: revoke every other one "
+        "(on a session's request, which sends none, every token is revoked)",
+    )

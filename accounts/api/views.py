@@ -12,8 +12,10 @@ from rest_framework.views import APIView
 from accounts import selectors, services
 from accounts.api import serializers as s
 from accounts.lockout import cooloff_seconds, lockout_message
+from accounts.models import ApiToken
 from config.api_fields import refuse_any_field
 from config.errors import Throttled, ValidationFailed
+from config.query import read_query
 
 
 class TokenCreateApi(APIView):
@@ -44,21 +46,37 @@ class TokenCreateApi(APIView):
         return Response(body, status=status.HTTP_200_OK)
 
 
+def _token_in_use(request) -> ApiToken | None:
+    """The token row the request was authenticated with (None: a session's request)."""
+    return request.auth if isinstance(request.auth, ApiToken) else None
+
+
 class TokenListApi(APIView):
     permission_classes = [IsAuthenticated]  # a user without a role manages their tokens too
 
-    @extend_schema(responses=s.TokenOutput(many=True), summary="Your API tokens")
+    @extend_schema(
+        responses=s.TokenListOutput(many=True),
+        summary="Your live API tokens, newest first (never their secrets)",
+    )
     def get(self, request):
-        return Response(s.TokenOutput(selectors.tokens_of(user=request.user), many=True).data)
+        in_use = _token_in_use(request)
+        rows = [
+            {**s.TokenOutput(token).data, "current": in_use is not None and token.pk == in_use.pk}
+            for token in selectors.tokens_of(user=request.user)
+        ]
+        return Response(s.TokenListOutput(rows, many=True).data)
 
     @extend_schema(
+        parameters=[s.TokenRevokeAllQuery],
         responses={204: None},
-        summary="Revoke all your API tokens",
+        summary="Revoke all your API tokens (`keep_current=true`: all but the one in use)",
         operation_id="v1_auth_tokens_destroy_all",
     )
     def delete(self, request):
+        query = read_query(s.TokenRevokeAllQuery, request.query_params).validated_data
         refuse_any_field(request.data)
-        services.token_revoke_all(user=request.user)
+        keep = _token_in_use(request) if query["keep_current"] else None
+        services.token_revoke_all(user=request.user, keep=keep)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
