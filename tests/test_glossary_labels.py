@@ -94,11 +94,11 @@ FIGURES = {
 
 # labels that name a thing or a time, not a figure
 NOT_FIGURES = {
-    "#", "About", "Account", "At", "Cluster", "Command", "End", "Ended", "Environment", "Error",
-    "First started", "From", "GPUs", "Host", "Hosts", "Image", "Job", "Kind", "Last seen",
-    "Managers", "Members", "Mode", "Name", "Node", "Priority", "Project", "Reason",
-    "Scenario", "Since", "Slurm job", "Started", "State", "Step", "Steps", "Submitted", "Submitter",
-    "To", "Until", "User", "What it means", "Why", "Why it waits",
+    "#", "About", "Account", "At", "Cluster", "Command", "Created", "End", "Ended", "Environment",
+    "Error", "Expires", "First started", "From", "GPUs", "Host", "Hosts", "Image", "Job", "Key",
+    "Kind", "Last seen", "Managers", "Members", "Mode", "Name", "Node", "Priority", "Project",
+    "Reason", "Revoke", "Scenario", "Since", "Slurm job", "Started", "State", "Step", "Steps",
+    "Submitted", "Submitter", "To", "Until", "User", "What it means", "Why", "Why it waits",
 }  # fmt: skip
 
 # API number field -> glossary anchor
@@ -220,9 +220,9 @@ SHOW_NOT_FIGURES = {
 }  # fmt: skip
 # CLI headers that name a thing or a time, not a figure
 CLI_NOT_FIGURES = {
-    "#", "ADAPTER", "AT", "ATTEMPT", "BY", "CLUSTER", "DAY (UTC)", "END", "ENDED", "FROM",
-    "GPUS", "HOST", "HOSTS", "JOBID", "KIND", "NAME", "NODE", "PRIO", "PROJECT", "REASON",
-    "SINCE", "STARTED", "STATE", "TO", "USER", "WHY",
+    "#", "ADAPTER", "AT", "ATTEMPT", "BY", "CLUSTER", "CREATED", "CURRENT", "DAY (UTC)", "END",
+    "ENDED", "EXPIRES", "FROM", "GPUS", "HOST", "HOSTS", "JOBID", "KEY", "KIND", "NAME", "NODE",
+    "PRIO", "PROJECT", "REASON", "SINCE", "STARTED", "STATE", "TO", "USER", "WHY",
 }  # fmt: skip
 
 

@@ -224,6 +224,13 @@ ROWS: list[Row] = [
         changes=frozenset({"head"}),
         tables=TOKENS,
     ),  # fmt: skip
+    Row(  # a session sends no token: keeping the one in use keeps none
+        "delete",
+        "/api/v1/auth/tokens/?keep_current=true",
+        signed_in(204),
+        changes=frozenset({"head"}),
+        tables=TOKENS,
+    ),  # fmt: skip
     Row(
         "delete",
         "/api/v1/auth/tokens/{ceo_token}/",
@@ -389,6 +396,22 @@ ROWS: list[Row] = [
     Row("get", "/dashboards/fairshare/?cluster=gpu", readers(anonymous=302)),
     Row("get", "/dashboards/waits/?cluster=gpu", readers(anonymous=302)),
     Row("get", "/me/", signed_in(200, anonymous=302)),
+    # your own API tokens' page: anyone signed in; another user's token is a 404, as the API
+    Row("get", "/me/tokens/", signed_in(200, anonymous=302)),
+    Row(
+        "post",
+        "/me/tokens/{ceo_token}/revoke/",
+        {**signed_in(404, anonymous=302), "head": 302},
+        changes=frozenset({"head"}),
+        tables=TOKENS,
+    ),  # fmt: skip
+    Row(  # only ceo holds a token
+        "post",
+        "/me/tokens/revoke-all/",
+        signed_in(302, anonymous=302),
+        changes=frozenset({"head"}),
+        tables=TOKENS,
+    ),  # fmt: skip
     Row("get", "/jobs/{job}/", readers(anonymous=302)),  # the spec: test_job_page.py
     # the job page's "why it waits" part (htmx); 204 once the job no longer waits
     Row("get", "/jobs/{job}/waiting/", readers(anonymous=302)),

@@ -29,7 +29,8 @@ PAGE_READS = (
 # the documented row (by the start of its "what" cell) -> the matrix rows it covers
 COVERS: dict[str, str] = {
     "tree, nodes, shares": f"{API_READS}|{PAGE_READS}",
-    "`/me/`, own API tokens": r"^GET /me/$|^(GET|DELETE) /api/v1/auth/tokens/",
+    "`/me/`, own API tokens": r"^GET /me/$|^(GET|POST) /me/tokens/"
+    r"|^(GET|DELETE) /api/v1/auth/tokens/",
     "add a node": r"^(POST|PATCH) /api/v1/nodes/|^POST /api/v1/budget-changes/"
     r"|^POST /budgets/scheduled/",
     "grant or remove a member role": r"^POST /api/v1/memberships/ member$"
