@@ -43,14 +43,20 @@ def add_tokens(commands: Any) -> Parser:
     revoking.set_defaults(func=revoke)
     argument(revoking, "keys", nargs="*", help="Keys as `allot tokens` lists them.")
     flag(revoking, "--all-others", help="Every token of yours but the one this CLI uses.")
-    json_flag(revoking)
+    flag(
+        revoking,
+        "--json",
+        help="Print the revoked tokens as `tokens --json` lists them.",
+        dest="as_json",
+    )
     help_option(revoking)
     return parser
 
 
 def tokens(ctx: Context, as_json: bool = False) -> None:
-    """Your live API tokens, newest first: key (the first characters; the secret is never
-    shown again), name, when made and when they expire, and the one this CLI uses."""
+    """List your live API tokens; `allot tokens revoke` ends them. Newest first: key (the
+    first characters; the secret is never shown again), name, when made, when they
+    expire, and CURRENT: the one this CLI signs in with."""
     rows = api(ctx).get("auth/tokens/")
     if as_json:
         render.print_json(rows)

@@ -16,6 +16,7 @@ import pytest
 from django.utils import timezone
 
 from accounts.models import ApiToken, TokenEvent
+from accounts.services import token_create
 from allot_common.figures import usage_window_text
 from scheduler import adapters
 from scheduler.models import Cluster, Job, JobState
@@ -390,6 +391,56 @@ def test_usage_per_project(ann, tree):
     assert "DAY (UTC)" in day and "org/prog-b/b1" in day
     bad = ann("usage", "--step", "week")
     assert bad.returncode == 2 and "--step (step)" in bad.stderr and "hour, day" in bad.stderr
+
+
+def test_tokens_lists_mine_and_revokes_by_key_or_all_but_the_one_in_use(server, tree, tmp_path):
+    ann, bob = tree.user("ann"), tree.user("bob")
+    cli = Cli(server.url, tmp_path, token_for(ann))  # its token is named "test"
+    laptop, laptop_secret = token_create(user=ann, name="laptop-" + "x" * 90)
+    ci, ci_secret = token_create(user=ann, name="CI")
+    bobs, bobs_secret = token_create(user=bob, name="bob's")
+    listed = cli("tokens")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split("\n")[0].split() == ["KEY", "NAME", "CREATED", "EXPIRES", "CURRENT"]
+    rows = json.loads(cli("tokens", "--json").stdout)
+    assert [(t["name"][:7], t["current"]) for t in rows] == [
+        ("CI", False), ("laptop-", False), ("test", True),
+    ]  # fmt: skip
+    current = rows[2]["token_key"]
+    assert laptop_secret not in listed.stdout and bobs.token_key not in listed.stdout
+    line = next(line for line in listed.stdout.splitlines() if line.startswith(current))
+    assert line.split()[-1] == "yes"
+
+    # another user's key, or one nobody holds: an error naming it, exit 1, nothing revoked
+    events = TokenEvent.objects.count()
+    refused = cli("tokens", "revoke", bobs.token_key)
+    assert refused.returncode == 1 and f"You have no token with key '{bobs.token_key}'" in (
+        refused.stderr
+    )
+    assert ApiToken.objects.filter(pk=bobs.pk).exists() and TokenEvent.objects.count() == events
+
+    # by key (as listed, with its "…" too): at once, recorded as revoked by ann
+    revoked = cli("tokens", "revoke", f"{laptop.token_key}…")
+    assert revoked.returncode == 0 and f"token {laptop.token_key}…: revoked" in revoked.stdout
+    event = TokenEvent.objects.latest("id")
+    assert (event.kind, event.actor_name, event.token_key) == ("revoked", "ann", laptop.token_key)
+    assert Cli(server.url, tmp_path, laptop_secret)("tokens").returncode == 1  # refused at once
+
+    # every other one: the CLI's own is kept and works on; bob's is not touched
+    others = cli("tokens", "revoke", "--all-others")
+    assert others.returncode == 0 and f"1 token revoked; {current}… (this one) kept" in (
+        others.stdout
+    )
+    assert [t.token_key for t in ApiToken.objects.filter(user=ann)] == [current]
+    assert TokenEvent.objects.latest("id").token_key == ci.token_key
+    assert Cli(server.url, tmp_path, ci_secret)("tokens").returncode == 1
+    assert Cli(server.url, tmp_path, bobs_secret)("tokens").returncode == 0
+    assert [t["token_key"] for t in json.loads(cli("tokens", "--json").stdout)] == [current]
+
+    # its own token: revoked, and it says how to sign in again
+    own = cli("tokens", "revoke", current)
+    assert own.returncode == 0 and "run `allot login` again" in own.stdout
+    assert cli("tokens").returncode == 1 and not ApiToken.objects.filter(user=ann).exists()
 
 
 def test_the_console_script_is_installed():

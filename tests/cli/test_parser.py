@@ -14,7 +14,9 @@ from allot_cli import client
 from allot_cli.main import parser
 from tests.support.cli import Cli
 
-COMMANDS = ("login", "submit", "queue", "show", "cancel", "clusters", "hosts", "usage", "shares")
+COMMANDS = (
+    "login", "submit", "queue", "show", "cancel", "clusters", "hosts", "usage", "shares", "tokens",
+)  # fmt: skip
 
 
 @pytest.fixture
@@ -73,6 +75,9 @@ def test_a_commands_help_says_each_option_its_default_and_what_is_required(cli):
         (["queue", "--limit", "many"], "argument --limit"),
         (["show", "one"], "argument job_id: invalid int value: 'one'"),
         (["cancel"], "the following arguments are required: job_ids"),
+        (["tokens", "revoke"], "give the keys of the tokens to revoke, or --all-others"),
+        (["tokens", "revoke", "abc", "--all-others"], "give the keys"),
+        (["tokens", "drop"], "invalid choice: 'drop'"),
         (["squeue"], "invalid choice: 'squeue'"),
     ],
 )
@@ -100,6 +105,9 @@ def test_each_option_reaches_its_command_under_its_own_name():
     assert submit["env"] == ["A=1", "B=2"] and submit["args"] == []
     after = vars(root.parse_args(["submit", "-A", "a", "-t", "0", "--", "run", "--steps", "3"]))
     assert after["args"] == ["run", "--steps", "3"] and after["command"] is None
+    revoke = vars(root.parse_args(["tokens", "revoke", "--all-others", "--json"]))
+    assert (revoke["keys"], revoke["all_others"], revoke["as_json"]) == ([], True, True)
+    assert vars(root.parse_args(["tokens", "--json"]))["func"].__name__ == "tokens"
     queue = vars(root.parse_args(["queue", "--all", "-l", "-t", "all", "--json"]))
     assert (queue["all_rows"], queue["long"], queue["state"], queue["as_json"]) == (
         True, True, "all", True,
