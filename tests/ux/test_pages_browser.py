@@ -20,6 +20,7 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from accounts.services import token_create
 from budgets import services as budget_services
 from budgets.demo import DEMO_ROOT
 from budgets.services import budget_tree_import
@@ -247,6 +248,8 @@ def _busy_world(live) -> dict[str, str]:
     for i in range(2):
         HostFactory(cluster=empty, name=f"e{i}")
     seed_jobs(tree, cluster, n=120)
+    for name in (LONG_NAME[:100], "CI runner of the " + "long " * 16 + "project", ""):
+        token_create(user=ann, name=name)  # a name of one long word folds in its column
     return {
         "budget-tree": "/budgets/",
         "budget-history": "/budgets/history/",
@@ -255,6 +258,7 @@ def _busy_world(live) -> dict[str, str]:
         "dashboards-no-history": f"/dashboards/?cluster={empty.pk}",
         "me": "/me/",
         "me-last-page": "/me/?page=999",
+        "me-tokens": "/me/tokens/",
         "job-waiting": f"/jobs/{waiting.pk}/",
         "job-running": f"/jobs/{running.pk}/",
         "job-ended": f"/jobs/{ended.pk}/",
@@ -364,6 +368,7 @@ def test_the_empty_states_read_well_too(live_server, browser):
     paths = {
         "empty-dashboards": "/dashboards/",
         "empty-me": "/me/",
+        "empty-me-tokens": "/me/tokens/",
         "empty-now": "/now/",
         "empty-queue": "/queue/",
         "empty-budget-tree": "/budgets/",
