@@ -3,6 +3,7 @@ shown as text, never run, and no page breaks its content security policy."""
 
 import contextlib
 
+from accounts.services import token_create
 from budgets import services
 from tests.browser import BROWSER_MARKS, LOADED, Requests, settle, sign_in
 from tests.factories import ClusterFactory
@@ -67,6 +68,9 @@ def test_user_text_is_escaped_and_every_page_keeps_to_the_csp(tree, live_server,
     expect(page.locator("#fairshare table.fairshare")).to_contain_text(HOSTILE_NAME)
     violations["/dashboards/"] += page.evaluate("window.__csp")
     violations["/me/"] = visit(page, requests, f"{base}/me/")
+    token_create(user=lead_a, name=HOSTILE_NAME)  # a token's name is the user's own text
+    violations["/me/tokens/"] = visit(page, requests, f"{base}/me/tokens/")
+    expect(page.locator("table.tokens td.name")).to_contain_text(HOSTILE_NAME)
 
     # a scenario the page's solver settles in well under its 2 s limit (training-heavy
     # ran it to the limit on both cores): the page and its scripts are the same
@@ -84,6 +88,8 @@ def test_user_text_is_escaped_and_every_page_keeps_to_the_csp(tree, live_server,
 NOT_PAGES = {
     "logout": "POST only: signs out",
     "budgets:cancel": "POST only: cancels a scheduled weight change",
+    "accounts:token-revoke": "POST only: revokes one of your API tokens",
+    "accounts:tokens-revoke-all": "POST only: revokes all your API tokens",
     "healthz": "JSON for the load balancer",
     "healthz-web": "JSON for the load balancer",
     "favicon": "an icon",

@@ -248,7 +248,7 @@ def _busy_world(live) -> dict[str, str]:
     for i in range(2):
         HostFactory(cluster=empty, name=f"e{i}")
     seed_jobs(tree, cluster, n=120)
-    for name in (LONG_NAME[:100], "CI runner of the " + "long " * 16 + "project", ""):
+    for name in (LONG_NAME[:100], "CI runner of the " + "long " * 14 + "project", ""):
         token_create(user=ann, name=name)  # a name of one long word folds in its column
     return {
         "budget-tree": "/budgets/",
