@@ -8,6 +8,7 @@ the usage window with the same function.
 
 from __future__ import annotations
 
+import math
 from decimal import ROUND_HALF_UP, Context, Decimal
 
 # The one mark of "no value" (no ratio without entitlement, no factor, unknown) on every
@@ -69,6 +70,12 @@ def fixed_text(value: float | int | Decimal | None, decimals: int) -> str:
         return str(value)
     rounded = exact.quantize(_PLACES[decimals], ROUND_HALF_UP, _WIDE)
     return format(rounded if rounded else abs(rounded), "f")
+
+
+def level_fs_text(value: float, decimals: int = 2) -> str:
+    """A level fair share as every surface writes it (docs/concepts.md#level-fair-share):
+    `decimals` places (`fixed_text`), "∞" for a node that used nothing."""
+    return "∞" if math.isinf(value) else fixed_text(value, decimals)
 
 
 def delivery_ratio(delivered_gpu_h: float, entitled_gpu_h: float) -> float | None:

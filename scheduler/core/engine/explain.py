@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from allot_common.figures import hours_text, runtime_text, usage_window_text
+from allot_common.figures import hours_text, level_fs_text, runtime_text, usage_window_text
 from allot_common.placements import host_gpus_text
 from scheduler.core.engine.blocks import Shape
 from scheduler.core.engine.cluster import ClusterState, Decisions
+from scheduler.core.engine.fairshare import FairShare
 from scheduler.core.engine.runs import protection_s
 from scheduler.core.engine.short_reserve import PendingIds
 from scheduler.core.engine.types import (
@@ -98,8 +99,10 @@ class FairShareReasons:
         usage: Mapping[str, float],
         policy: Policy,
         healthy_gpus: int,
+        fair_share: FairShare,
     ) -> None:
         self.order = order
+        self.fair_share = fair_share
         self.rank = rank
         self.entitled = entitled
         self.usage = usage
@@ -114,6 +117,8 @@ class FairShareReasons:
         # unchanged.
         self.queue_ranks, self.ranked = queue_ranks(order, entitled)
         self.standing_rank = {p: k for p, k in self.queue_ranks.items() if k <= self.ranked}
+        # the ranked projects best first: the one of rank k at k - 1
+        self.by_rank = [p for p in order if p in self.standing_rank]
 
     def rank_text(self, proj: str) -> str:
         """ "fair-share rank 3 of 12" among the projects with an entitlement, or "no
@@ -160,6 +165,36 @@ class FairShareReasons:
                 )
             self._project_texts[proj, r] = text
         return text
+
+    def deciding_level(self, proj: str) -> str:
+        """ "; behind project b2 at the deciding level: prog-a used more relative to its
+        share than prog-b (level FS 0.71 vs 1.40)": where the Fair Tree put the project
+        ranked just above `proj` before it (glossary: deciding level), with the level
+        fair-shares the walk compared (`FairShare.deciding_nodes`). "" for the first-ranked
+        project, and where the two projects themselves were compared (their standing
+        says it) or a tie was broken by the seeded hash."""
+        k = self.standing_rank.get(proj, 1)
+        if k <= 1:
+            return ""
+        ahead = self.by_rank[k - 2]
+        nodes = self.fair_share.deciding_nodes(proj, ahead)
+        if nodes is None:
+            return ""
+        ct, lf = self.fair_share.tree, self.fair_share.lf
+        a, b = nodes
+        if ct.is_leaf[a] and ct.is_leaf[b]:
+            return ""
+        # as many places as tell the two apart (a 0.714 against a 0.716 is not "0.71 vs 0.71")
+        shown_a, shown_b = level_fs_text(lf[a]), level_fs_text(lf[b])
+        places = 2
+        while shown_a == shown_b and places < 6:
+            places += 1
+            shown_a, shown_b = level_fs_text(lf[a], places), level_fs_text(lf[b], places)
+        name_a, name_b = (f"project {ct.names[i]}" if ct.is_leaf[i] else ct.names[i] for i in nodes)
+        return (
+            f"; behind project {ahead} at the deciding level: {name_a} used more relative to "
+            f"its share than {name_b} (level FS {shown_a} vs {shown_b})"
+        )
 
     def start(self, w: Workload, r: int, pls: tuple[Placement, ...], how: str) -> str:
         """Why `w` started, where, and what protects it."""
@@ -246,7 +281,8 @@ class FairShareReasons:
             )
         return (
             f"waiting: {self.project(proj, r)}; "
-            f"{ahead} project{'s' if ahead != 1 else ''} ahead of it{notes}"
+            f"{ahead} project{'s' if ahead != 1 else ''} ahead of it"
+            f"{self.deciding_level(proj)}{notes}"
         )
 
 

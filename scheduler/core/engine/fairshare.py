@@ -273,9 +273,7 @@ class FairShare:
         if q is None:
             return (INF, INF)  # unknown projects are beaten
         pa, qa = ct.path_nodes[p], ct.path_nodes[q]
-        k = 1
-        while k < len(pa) and k < len(qa) and pa[k] == qa[k]:
-            k += 1
+        k = _parting(pa, qa)
         if k >= len(pa) or k >= len(qa):
             return (-INF, -INF)  # the same project: never above itself
         a, b = pa[k], qa[k]
@@ -291,9 +289,7 @@ class FairShare:
         if q is None:
             return True
         pa, qa = ct.path_nodes[p], ct.path_nodes[q]
-        k = 1
-        while k < len(pa) and k < len(qa) and pa[k] == qa[k]:
-            k += 1
+        k = _parting(pa, qa)
         u, share, is_leaf, parent = self.usage, ct.share, ct.is_leaf, ct.parent
         while k < len(pa) and k < len(qa):
             a, b = pa[k], qa[k]
@@ -308,6 +304,30 @@ class FairShare:
                 return False
             k += 1  # tied inner nodes: Slurm merges their children, compare one level down
         return False
+
+    def deciding_nodes(self, project: str, ahead: str) -> tuple[int, int] | None:
+        """Where the Fair Tree walk put `ahead` before `project` (glossary: deciding
+        level): the nodes (of `project`'s path, of `ahead`'s) whose level fair-shares it
+        compared and found different, from the walk's own `lf`: the first nodes from
+        the root where the two paths part, or, where those tie as inner nodes (Slurm
+        merges their children), the first pair below them that differs. None for an
+        unknown or the same project, or a tie down to a leaf (the seeded hash
+        decided)."""
+        ct = self.tree
+        p, q = ct.leaf_index.get(project), ct.leaf_index.get(ahead)
+        if p is None or q is None:
+            return None
+        pa, qa = ct.path_nodes[p], ct.path_nodes[q]
+        lf, is_leaf = self.lf, ct.is_leaf
+        k = _parting(pa, qa)
+        while k < len(pa) and k < len(qa):
+            a, b = pa[k], qa[k]
+            if lf[a] != lf[b]:
+                return a, b
+            if is_leaf[a] or is_leaf[b]:
+                return None
+            k += 1  # tied inner nodes: compared one level down, as `_beats_after_exact`
+        return None
 
     def beaten_all(self, p: int, delta: float) -> dict[str, bool]:
         """`beats_after(p, delta, q)` for every leaf q other than `p`, by name, in one
@@ -363,6 +383,15 @@ class StillAbove(NamedTuple):
 
     def __call__(self, other: str) -> bool:
         return self.fair_share.beats_after(self.p, self.delta, other)
+
+
+def _parting(pa: tuple[int, ...], qa: tuple[int, ...]) -> int:
+    """The level (index into both root-first paths) where two paths part: their first
+    nodes that differ; the shorter path's length when one holds the other."""
+    k = 1
+    while k < len(pa) and k < len(qa) and pa[k] == qa[k]:
+        k += 1
+    return k
 
 
 def _lf(share: float, usage: float, parent_usage: float) -> float:

@@ -91,7 +91,7 @@ class FairShareCycle:
         # idle reclaim's threshold (None: off)
         self.idle_after = policy.idle_reclaim_after_s if policy.idle_reclaim else None
         self.reasons = FairShareReasons(
-            order, self.rank, self.entitled, snapshot.usage, policy, cluster.healthy_gpus
+            order, self.rank, self.entitled, snapshot.usage, policy, cluster.healthy_gpus, fs
         )
         self.floor = (
             floor_jobs(cluster.runs, self.entitled, self.reasons, cluster.healthy_gpus)
