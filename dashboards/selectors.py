@@ -29,7 +29,7 @@ from django.db.models import (
 )
 from django.utils import timezone
 
-from allot_common.figures import fixed_text
+from allot_common.figures import fixed_text, level_fs_text
 from budgets import permissions
 from budgets.models import NodeKind
 from budgets.selectors import TreeIndex, tree_index
@@ -222,7 +222,7 @@ def fairshare_sentence(
         return f"No usage in the window: {who.lower()} go before siblings that used GPUs."
     # the words follow the figure the page shows beside them (two decimals, `fixed_text`),
     # so 0.9988 reads "at its share (level FS 1.00)", never "more than its share (1.00)"
-    shown = fixed_text(level_fs, 2)
+    shown = level_fs_text(level_fs)
     rank = f" (factor {fixed_text(factor, 2)})" if factor is not None else ""
     if shown == "1.00":
         return (

@@ -190,7 +190,8 @@ class FairShareReasons:
         while shown_a == shown_b and places < 6:
             places += 1
             shown_a, shown_b = level_fs_text(lf[a], places), level_fs_text(lf[b], places)
-        name_a, name_b = (f"project {ct.names[i]}" if ct.is_leaf[i] else ct.names[i] for i in nodes)
+        name_a = f"project {proj}" if ct.is_leaf[a] else ct.names[a]
+        name_b = f"project {ahead}" if ct.is_leaf[b] else ct.names[b]
         return (
             f"; behind project {ahead} at the deciding level: {name_a} used more relative to "
             f"its share than {name_b} (level FS {shown_a} vs {shown_b})"
