@@ -159,7 +159,7 @@ def _trees(draw: st.DrawFn) -> tuple[BudgetNode, dict[str, float]]:
     return tree, {k: draw(usage_of) for k in keys}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(_trees())
 def test_the_deciding_level_is_where_the_paths_part_with_the_walks_own_figures(drawn):
     """For every ranked project and the one ranked just above it: the named nodes are the

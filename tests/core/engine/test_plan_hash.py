@@ -69,8 +69,8 @@ JOBS = 800
 # a1 (fair-share rank 1 of 12)": nothing of a better-ranked project is ahead of them), and
 # an opportunistic job's stop named the job it gives way to as "job 950" instead of "950".
 # The three fair-share digests again when a waiting project's reason named the deciding
-# level ("; behind project b1 at the deciding level: prog-a used more relative to its share
-# than prog-b (level FS 0.71 vs 1.40)"; reason text only: with that clause cut out of the
+# level ("; behind project b2 at the deciding level: prog-a used more relative to its share
+# than prog-b (level FS 1.01 vs 1.02)"; reason text only: with that clause cut out of the
 # queue reasons, every plan hashed to the digest recorded before, and every summary, each
 # decision, stayed as it was).
 EXPECTED = {
