@@ -148,7 +148,6 @@ def _attempts_table(attempts: list[dict[str, Any]]) -> None:
         ),
         title="attempts",
         crop=("HOSTS", "ATTEMPT"),
-        whole=not render.to_terminal(),  # into a pipe every value whole, as `allot queue`
     )
 
 
@@ -168,7 +167,6 @@ def _events_table(events: list[dict[str, Any]]) -> None:
         ),
         title="events",
         wrap=("REASON",),
-        whole=not render.to_terminal(),  # into a pipe every reason whole, on one line
     )
 
 

@@ -120,7 +120,6 @@ def print_running(name: str, page: dict[str, Any], *, me: bool) -> None:
             for r in page["results"]
         ),
         crop_left=("PROJECT",),
-        whole=not render.to_terminal(),
     )
     _more(page)
 

@@ -295,7 +295,7 @@ def table(
     wrap: Sequence[str] = (),
     crop: Sequence[str] = (),
     crop_left: Sequence[str] = (),
-    whole: bool = False,
+    whole: bool | None = None,
 ) -> None:
     """A table that keeps one line per row on a narrow terminal: every column keeps its
     values whole except those in `wrap` (folded over lines: long text worth reading
@@ -303,7 +303,8 @@ def table(
     leaves them) and `crop_left` (paths, cut from the left as `tail` does: their end
     names them); the cut columns share what the others leave, one that needs less than
     its share leaving the rest to the others (`_most_widths`). `whole`: every value
-    whole, one line per row however long (for a pipe: a script reads whole values). A
+    whole, one line per row however long; by default into a pipe or a file (a script
+    reads whole values: `allot usage | grep language-models/pretraining` finds it). A
     text cell's UTC times (a reason's, a blocker's) are shown local (`local_times`).
     Where the whole columns leave the others less than their least width, the table is
     laid out wider than the terminal (which folds its lines) rather than cut a figure."""
@@ -312,7 +313,7 @@ def table(
         max([len(line) for line in column.splitlines()] + [len(r[i]) for r in cells])
         for i, column in enumerate(columns)
     ]
-    if whole:
+    if whole if whole is not None else not to_terminal():
         span = max(sum(widths) + 2 * (len(columns) - 1), len(title or ""))
         layout: plain.Layout = [("", None, None)] * len(columns)
         if not plain.table(columns, cells, layout, title, span):

@@ -77,7 +77,6 @@ def tokens(ctx: Context, as_json: bool = False) -> None:
             for t in rows
         ),
         wrap=("NAME",),
-        whole=not render.to_terminal(),
     )
 
 

@@ -266,7 +266,24 @@ def test_a_table_too_wide_for_the_terminal_cuts_no_figure(capsys, monkeypatch, s
     assert cells[:2] == ["2026-11-30", "(partial)"] and cells[3:] == [
         "999.5", "0.0", "41040.5", "652.8", "84.8%"
     ]  # fmt: skip
-    assert cells[2].startswith("…") and cells[2].endswith("pretraining")  # the path's end
+    if styled == "1":
+        assert cells[2].startswith("…") and cells[2].endswith("pretraining")  # the path's end
+    else:  # into a pipe: whole, for a script's grep
+        assert cells[2] == "allot-demo/language-models/pretraining"
+
+
+def test_every_table_into_a_pipe_keeps_its_values_whole(capsys, monkeypatch):
+    """`allot usage | grep language-models/pretraining` found nothing: the path was cut
+    to "…pretraining" at 80 columns into a pipe, as on a terminal. Every table (not only
+    the queue's) now writes whole values where no terminal reads it."""
+    monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setenv("TTY_COMPATIBLE", "0")
+    long_path = "allot-demo/language-models/post-training"
+    render.table(
+        ["PROJECT", "REASON"], [[long_path, "x " * 60]], crop=("REASON",), crop_left=("PROJECT",)
+    )
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert long_path in line and line.rstrip().endswith("x x") and "…" not in line
 
 
 def test_a_table_into_a_pipe_ends_its_lines_without_blanks(capsys, monkeypatch):
