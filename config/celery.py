@@ -5,7 +5,8 @@
   LOG_LEVEL sets the level (a worker's --loglevel is not read).
 - Database: a worker that cannot use its database takes no task: it exits at start, and a
   task that meets the database gone waits for it and goes back to its queue
-  (ops.worker_database).
+  (ops.worker_database). Beat exits at start too when its database or its broker cannot
+  be used, and stops beating while either is gone (ops.heartbeat, its `beat_init`).
 - Metrics: each worker process writes its counters under its node name and its index in
   the pool (ops.metrics), so a restarted worker continues its own counts. Node names must
   be unique: the systemd units and the container name each worker (`-n`).

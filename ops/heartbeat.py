@@ -10,6 +10,18 @@ banner read them through `ops.selectors.scheduling_health`).
   consumes (so that health can tell the cycles' workers from the background ones).
 
 A failed write (the database restarting) is logged and tried again at the next beat.
+
+Beat fails loudly, like a worker (ops/worker_database.py):
+- **at start** (Celery's `beat_init`, before its first tick), when its database or its
+  broker cannot be used, it logs one CRITICAL line naming the variable (`DATABASE_URL`,
+  `REDIS_URL` or `CELERY_BROKER_URL`, without a password) and exits with status 69, so
+  systemd shows the unit failing (and restarts it) instead of "active" while nothing is
+  scheduled;
+- **while it runs** it keeps running (its schedule is a file; the tasks it sends wait in
+  Redis, and a worker whose database is gone hands them back), but it beats only when
+  the beat landed in the database and every task due since the last beat reached the
+  broker: a beat that cannot reach either goes stale, and `/healthz` answers 503 naming
+  beat within 3 heartbeat periods; it beats again once both answer.
 """
 
 from __future__ import annotations
@@ -21,17 +33,24 @@ import threading
 import time
 
 from celery.beat import PersistentScheduler
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import beat_init, worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
+from kombu.utils.url import maybe_sanitize_url
 
-from ops import selectors
+from ops import checks, selectors
 from ops.models import ProcessKind
 from ops.services import heartbeat_record, heartbeats_prune
+from ops.worker_database import DATABASE_UNREACHABLE_EXIT, exit_unless_database
 
 log = logging.getLogger(__name__)
 BEAT_NAME = "beat"
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's text on one line (a log line per entry; psycopg's errors span two)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def heartbeat_interval_s() -> float:
@@ -39,7 +58,7 @@ def heartbeat_interval_s() -> float:
     try:
         return selectors.heartbeat_interval_s()
     except Exception as exc:  # the database restarting: beat on, at the configured pace
-        log.warning("could not read the clusters' cycle periods: %s", exc)
+        log.warning("could not read the clusters' cycle periods: %s", one_line(exc))
         connection.close()
         return float(settings.ALLOT_HEARTBEAT_S)
 
@@ -56,28 +75,69 @@ def _beat(kind: str, name: str, started_at, queues: tuple[str, ...] = ()) -> boo
         )
         return True
     except Exception as exc:  # the next beat tries again on a fresh connection
-        log.warning("%s %s: could not record a heartbeat: %s", kind, name, exc)
+        log.warning("%s %s: could not record a heartbeat: %s", kind, name, one_line(exc))
         connection.close()
         return False
 
 
 class HeartbeatScheduler(PersistentScheduler):
     """Celery beat's persistent scheduler that also records beat's heartbeat (and prunes
-    the rows of workers gone for a day) at least every `heartbeat_interval_s()`."""
+    the rows of workers gone for a day) at least every `heartbeat_interval_s()`, unless a
+    due task could not be sent to the broker since the last beat."""
 
     def __init__(self, *args, **kwargs) -> None:
         self._next_beat = 0.0
         self._started_at = timezone.now()
+        self._unsent = 0  # due tasks the broker did not take since the last beat
         super().__init__(*args, **kwargs)
+
+    def apply_async(self, entry, *args, **kwargs):
+        try:
+            return super().apply_async(entry, *args, **kwargs)
+        except Exception:  # Celery logs it ("Message Error") and goes on
+            self._unsent += 1
+            raise
 
     def tick(self, *args, **kwargs) -> float:
         delay = super().tick(*args, **kwargs)
         now = time.monotonic()
         if now >= self._next_beat:
             self._next_beat = now + heartbeat_interval_s()
-            if _beat(ProcessKind.BEAT, BEAT_NAME, self._started_at):
+            unsent, self._unsent = self._unsent, 0
+            if unsent:
+                log.warning(
+                    "beat: %s due tasks could not be sent to the broker (%s); no heartbeat",
+                    unsent,
+                    maybe_sanitize_url(settings.CELERY_BROKER_URL),
+                )
+            elif _beat(ProcessKind.BEAT, BEAT_NAME, self._started_at):
                 heartbeats_prune()
         return min(delay, max(0.0, self._next_beat - time.monotonic()))
+
+
+def broker_variable() -> str:
+    """The variable the broker's URL comes from: CELERY_BROKER_URL when set, else
+    REDIS_URL (config/settings/base.py)."""
+    return "CELERY_BROKER_URL" if os.environ.get("CELERY_BROKER_URL") else "REDIS_URL"
+
+
+@beat_init.connect
+def _exit_unless_usable(sender=None, **kwargs) -> None:
+    """Beat's start (before its first tick): exit 69 naming the variable when its
+    database or its broker cannot be used (`ops.checks.broker`, `/healthz`'s check)."""
+    exit_unless_database("beat asks for no task", "systemd restarts it")
+    try:
+        checks.broker()
+    except Exception as exc:
+        log.critical(
+            "%s (%s) cannot be used, so beat asks for no task and exits with status %s "
+            "(systemd restarts it): %s",
+            broker_variable(),
+            maybe_sanitize_url(settings.CELERY_BROKER_URL),
+            DATABASE_UNREACHABLE_EXIT,
+            one_line(exc),
+        )
+        raise SystemExit(DATABASE_UNREACHABLE_EXIT) from None
 
 
 class WorkerHeartbeat:

@@ -1,4 +1,6 @@
 """A Celery worker and its database: a worker that cannot use its database takes no task.
+Beat checks its database at start with the same function (`exit_unless_database`,
+called from `ops.heartbeat`).
 
 - **Never reachable at start** (a wrong `DATABASE_URL`, a database that does not exist, a
   password refused): `DatabaseAtStart`, a step of the worker that starts before its
@@ -57,6 +59,25 @@ def database_described() -> str:
     return f"postgres://{user}{db.get('HOST') or 'localhost'}{port}/{db.get('NAME')}"
 
 
+def exit_unless_database(process: str, meanwhile: str) -> None:
+    """Exit with status 69 (`DATABASE_UNREACHABLE_EXIT`), after one CRITICAL line naming
+    `DATABASE_URL` (without its password) and why, when the database cannot be used.
+    `process`: what the process does not do ("this worker takes no task"); `meanwhile`:
+    what happens meanwhile."""
+    error = database_error()
+    if error is None:
+        return
+    log.critical(
+        "DATABASE_URL (%s) cannot be used, so %s and exits with status %s (%s): %s",
+        database_described(),
+        process,
+        DATABASE_UNREACHABLE_EXIT,
+        meanwhile,
+        error,
+    )
+    raise SystemExit(DATABASE_UNREACHABLE_EXIT)
+
+
 class DatabaseAtStart(bootsteps.StartStopStep):
     """A worker step started before the consumer (Celery starts the consumer last): the
     worker exits, consuming nothing, when its database cannot be used."""
@@ -64,17 +85,10 @@ class DatabaseAtStart(bootsteps.StartStopStep):
     label = "database check"
 
     def start(self, worker) -> None:
-        error = database_error()
-        if error is None:
-            return
-        log.critical(
-            "DATABASE_URL (%s) cannot be used, so this worker takes no task and exits with "
-            "status %s (its tasks wait in the queue for a worker that can run them): %s",
-            database_described(),
-            DATABASE_UNREACHABLE_EXIT,
-            error,
+        exit_unless_database(
+            "this worker takes no task",
+            "its tasks wait in the queue for a worker that can run them",
         )
-        raise SystemExit(DATABASE_UNREACHABLE_EXIT)
 
 
 def _shutting_down() -> bool:

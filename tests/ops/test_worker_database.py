@@ -5,14 +5,11 @@ away while it runs hands the task back once the database is back instead of fail
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -27,6 +24,7 @@ from config.celery import app
 from ops.worker_database import DATABASE_UNREACHABLE_EXIT
 from scheduler.models import IdempotencyKey
 from tests.factories import UserFactory
+from tests.support.relay import Outage, closed_port
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -55,12 +53,6 @@ def wait_until_run(worker: Worker, timeout_s: float = 90) -> None:
         assert worker.popen.poll() is None, worker.text()
         assert time.monotonic() < deadline, f"the task did not run:\n{worker.text()}"
         time.sleep(0.2)
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def database_url(host: str, port: int | str) -> str:
@@ -147,65 +139,6 @@ def test_a_worker_that_cannot_reach_its_database_exits_and_leaves_the_task(
 def _host_port() -> tuple[str, str]:
     db = connection.settings_dict
     return db["HOST"] or "127.0.0.1", str(db["PORT"] or 5432)
-
-
-class Outage:
-    """A TCP relay to PostgreSQL that the test can take down (connections refused and
-    the open ones cut) and bring back on the same port: a database restart as a worker
-    sees it."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.port = closed_port()
-        self._open: list[socket.socket] = []
-        self._listener: socket.socket | None = None
-        self.up()
-
-    def up(self) -> None:
-        listener = socket.socket()
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
-        listener.listen()
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
-
-    def down(self) -> None:
-        assert self._listener is not None
-        with contextlib.suppress(OSError):  # wakes the accept() in progress (Linux)
-            self._listener.shutdown(socket.SHUT_RDWR)
-        self._listener.close()
-        self._listener = None
-        for sock in self._open:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-        self._open.clear()
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            if listener is not self._listener:  # taken down meanwhile
-                client.close()
-                return
-            server = socket.create_connection(self.target)
-            self._open += [client, server]
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
-
-
-def _pump(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for sock in (source, sink):
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
 
 
 def test_a_task_that_meets_the_database_gone_waits_and_goes_back_to_its_queue(

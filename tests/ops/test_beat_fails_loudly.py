@@ -1,0 +1,220 @@
+"""Beat fails loudly (ops/heartbeat.py), with real beat processes started by the unit's
+command line (`deploy/allot-run beat`, production settings), a Redis of the test's own
+and the test database:
+
+- at start, a beat whose database or broker cannot be used exits with status 69 and one
+  line naming the variable (never its password), having sent nothing;
+- while it runs, a beat whose database or broker goes away keeps running, but its
+  heartbeat stops: `/healthz` answers 503 naming beat; once they are back it beats again
+  and `/healthz` no longer names it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+from django.db import connection
+from django.test import Client
+
+from ops.models import Heartbeat, ProcessKind
+from ops.worker_database import DATABASE_UNREACHABLE_EXIT
+from tests.ops.deploy import secret_key
+from tests.support.ports import free_port
+from tests.support.relay import Outage, closed_port
+from tests.support.workers import RedisServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+PASSWORD = "s3cret-not-shown"
+QUEUE = "celery"  # where beat sends the due-cycles task every ALLOT_CYCLE_TICK_S
+
+
+class Beat:
+    """`deploy/allot-run beat` with `env` over the test's, its output in `log`."""
+
+    def __init__(self, tmp_path: Path, **env: str) -> None:
+        self.log = tmp_path / "beat.log"
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "PYTEST"))}
+        base.update(
+            DJANGO_SETTINGS_MODULE="config.settings.production",
+            ALLOT_VENV=str(Path(sys.executable).parent.parent),
+            ALLOT_VAR_DIR=str(tmp_path / "var"),
+            SECRET_KEY=secret_key(),
+            LOG_LEVEL="INFO",
+            ALLOT_HEARTBEAT_S="1",
+            ALLOT_CYCLE_TICK_S="1",
+        )
+        base.update(env)
+        with self.log.open("w") as out:
+            self.popen = subprocess.Popen(
+                [str(ROOT / "deploy" / "allot-run"), "beat"],
+                cwd=ROOT,
+                env=base,
+                stdout=out,
+                stderr=out,
+            )
+
+    def text(self) -> str:
+        return self.log.read_text()
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(30)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+
+
+@pytest.fixture
+def broker(tmp_path):
+    server = RedisServer(free_port(), tmp_path).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def beats():
+    started: list[Beat] = []
+    yield started
+    for beat in started:
+        beat.stop()
+
+
+def with_password(url: str) -> str:
+    """`url` (postgres:// or redis://) with PASSWORD as its password."""
+    scheme, rest = url.split("://", 1)
+    user = rest.split("@", 1)[0].split(":", 1)[0] if "@" in rest else ""
+    return f"{scheme}://{user}:{PASSWORD}@{rest.split('@', 1)[-1]}"
+
+
+def database_url(port: int | None = None, name: str | None = None) -> str:
+    """The test database's URL, at `port` of 127.0.0.1 and named `name` when given."""
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host = "127.0.0.1" if port else db["HOST"] or "127.0.0.1"
+    return (
+        f"postgres://{db['USER']}{password}@{host}:{port or db['PORT'] or 5432}/"
+        f"{name or db['NAME']}"
+    )
+
+
+def exits_69_saying(beat: Beat, *said: str) -> str:
+    """Beat's one CRITICAL line, after asserting it exited 69 with `said` on that line
+    and nowhere its password."""
+    assert beat.popen.wait(120) == DATABASE_UNREACHABLE_EXIT, beat.text()
+    text = beat.text()
+    critical = [line for line in text.splitlines() if " CRITICAL " in line]
+    assert len(critical) == 1, text
+    assert all(part in critical[0] for part in said), text
+    assert PASSWORD not in text
+    return critical[0]
+
+
+@pytest.mark.parametrize(
+    ("url", "said"),
+    [
+        (lambda: with_password(database_url(port=closed_port())), "Connection refused"),
+        (lambda: database_url(name="allot_no_such_database"), "does not exist"),
+    ],
+    ids=["closed port", "no such database"],
+)
+def test_beat_that_cannot_use_its_database_exits_69_naming_database_url(
+    tmp_path, broker, beats, url: Callable[[], str], said: str
+):
+    beat = Beat(tmp_path, DATABASE_URL=url(), REDIS_URL=broker.url)
+    beats.append(beat)
+    line = exits_69_saying(beat, "DATABASE_URL (postgres://", said, "exits with status 69")
+    assert "beat asks for no task" in line
+    assert redis.Redis.from_url(broker.url).llen(QUEUE) == 0  # it sent nothing
+
+
+@pytest.mark.parametrize("variable", ["REDIS_URL", "CELERY_BROKER_URL"])
+def test_beat_that_cannot_use_its_broker_exits_69_naming_the_variable(tmp_path, beats, variable):
+    port = closed_port()
+    env = {"DATABASE_URL": database_url(), "REDIS_URL": f"redis://127.0.0.1:{port}/0"}
+    if variable == "CELERY_BROKER_URL":
+        env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"  # the cache's: not checked
+    env[variable] = with_password(f"redis://127.0.0.1:{port}/0")
+    beat = Beat(tmp_path, **env)
+    beats.append(beat)
+    exits_69_saying(beat, f"{variable} (redis://:**@127.0.0.1:{port}/0)", "Connection refused")
+    assert not Heartbeat.objects.filter(kind=ProcessKind.BEAT).exists()
+
+
+def healthz_names_beat(settings) -> bool:
+    """Whether `/healthz` answers 503 naming beat (its heartbeat 3 periods old)."""
+    settings.ALLOT_HEARTBEAT_S = 1.0
+    response = Client().get("/healthz")
+    stale = response.json()["stale"]
+    return response.status_code == 503 and "beat" in stale
+
+
+def wait_for(condition: Callable[[], bool], beat: Beat, what: str, timeout_s: float) -> float:
+    """Seconds until `condition()` held; fails naming `what` after `timeout_s` or when
+    beat exited."""
+    started = time.monotonic()
+    while not condition():
+        assert beat.popen.poll() is None, f"beat exited waiting for {what}:\n{beat.text()}"
+        assert time.monotonic() - started < timeout_s, f"no {what} in {timeout_s} s:\n{beat.text()}"
+        time.sleep(0.2)
+    return time.monotonic() - started
+
+
+def test_beat_whose_database_goes_away_keeps_sending_and_healthz_names_it(
+    tmp_path, broker, beats, settings
+):
+    db = connection.settings_dict
+    relay = Outage(db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432))
+    beat = Beat(tmp_path, DATABASE_URL=database_url(port=relay.port), REDIS_URL=broker.url)
+    beats.append(beat)
+    queue = redis.Redis.from_url(broker.url)
+    wait_for(lambda: not healthz_names_beat(settings), beat, "a fresh heartbeat", 120)
+
+    relay.down()
+    sent_before = queue.llen(QUEUE)
+    # 3 heartbeat periods, and the 2 s of the last connection attempt's refusal or timeout
+    assert wait_for(lambda: healthz_names_beat(settings), beat, "/healthz naming beat", 20) < 8
+    wait_for(lambda: queue.llen(QUEUE) > sent_before, beat, "tasks sent meanwhile", 10)
+    lines = beat.text().splitlines()
+    warnings = [line for line in lines if "could not record a heartbeat" in line]
+    assert warnings and all("Connection refused" in line for line in warnings), beat.text()
+    assert all(line.startswith("20") for line in lines), beat.text()  # a line per entry
+
+    relay.up()
+    wait_for(lambda: not healthz_names_beat(settings), beat, "a fresh heartbeat again", 30)
+    assert beat.popen.poll() is None
+
+
+def test_beat_whose_broker_goes_away_stops_beating_until_it_is_back(
+    tmp_path, broker, beats, settings
+):
+    beat = Beat(tmp_path, DATABASE_URL=database_url(), REDIS_URL=broker.url)
+    beats.append(beat)
+    queue = redis.Redis.from_url(broker.url)
+    wait_for(lambda: not healthz_names_beat(settings), beat, "a fresh heartbeat", 120)
+    # connected: a send then fails after Celery's publish retries (a second or two) and
+    # beat goes on ticking; before its first send it would wait for the broker instead
+    wait_for(lambda: queue.llen(QUEUE) > 0, beat, "a task sent", 30)
+
+    broker.stop()
+    assert wait_for(lambda: healthz_names_beat(settings), beat, "/healthz naming beat", 30) < 15
+    # named all along: no heartbeat while nothing can be sent (a failed send takes 1-2 s
+    # of retries, so a beat that beat after each tick would be fresh again at once)
+    looked_until = time.monotonic() + 6
+    while time.monotonic() < looked_until:
+        assert healthz_names_beat(settings), beat.text()[-3000:]
+        time.sleep(0.25)
+
+    broker.start()
+    wait_for(lambda: not healthz_names_beat(settings), beat, "a fresh heartbeat again", 60)
+    assert queue.llen(QUEUE) > 0  # it sends again (the restarted Redis started empty)
+    assert beat.popen.poll() is None
