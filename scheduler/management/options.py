@@ -14,6 +14,41 @@ from allot_common.durations import parse_duration
 from config.errors import ApplicationError
 from scheduler.models import RESERVATION_ADMIT_DEFAULT_MIN
 
+# The policy options of `cluster_add` and `cluster_set`, one per policy field: the option
+# as the operator types it, and how its text becomes the field's value ("number": argparse
+# gives an int; "switch": on/off; "duration": "3d", "15m", "3600", in seconds). The one
+# table: the options' parsing (`policy_options`, `idle_options`, `cluster_set`'s
+# --lookback and --half-life) and the refusals' wording (`refused`) both read it.
+POLICY_OPTIONS: dict[str, tuple[str, str]] = {
+    "cycle_s": ("--cycle-s", "number"),
+    "grace_s": ("--grace-s", "number"),
+    "max_min_runtime_s": ("--max-min-runtime", "duration"),
+    "short_reserve_hosts": ("--short-reserve-hosts", "number"),
+    "short_reserve_auto": ("--short-reserve-auto", "switch"),
+    "share_floor": ("--share-floor", "switch"),
+    "consolidate": ("--consolidate", "switch"),
+    "reservation_admit_min": ("--reservation-admit-min", "number"),
+    "short_job_max_s": ("--short-job-max", "duration"),
+    "lookback_s": ("--lookback", "duration"),
+    "half_life_s": ("--half-life", "duration"),
+    "idle_reclaim": ("--idle-reclaim", "switch"),
+    "idle_threshold_pct": ("--idle-threshold-pct", "number"),
+    "idle_reclaim_after_s": ("--idle-after", "duration"),
+    "idle_notify_owner": ("--idle-notify", "switch"),
+}
+# The fields `add_policy_arguments` and `add_idle_arguments` add options for, in order.
+SHARED_POLICY_FIELDS = (
+    "cycle_s",
+    "grace_s",
+    "short_reserve_hosts",
+    "reservation_admit_min",
+    "short_reserve_auto",
+    "share_floor",
+    "consolidate",
+    "max_min_runtime_s",
+    "short_job_max_s",
+)
+IDLE_FIELDS = ("idle_reclaim", "idle_threshold_pct", "idle_reclaim_after_s", "idle_notify_owner")
 # The option (as typed) of each field the cluster services check, for their refusals.
 FIELD_OPTIONS = {
     "name": "NAME",
@@ -23,30 +58,9 @@ FIELD_OPTIONS = {
     "speed": "--speed",
     "adapter_url": "--url",
     "slurm_conf": "--slurm-conf",
-    "cycle_s": "--cycle-s",
-    "grace_s": "--grace-s",
-    "max_min_runtime_s": "--max-min-runtime",
-    "short_reserve_hosts": "--short-reserve-hosts",
-    "short_reserve_auto": "--short-reserve-auto",
-    "short_job_max_s": "--short-job-max",
-    "share_floor": "--share-floor",
-    "consolidate": "--consolidate",
-    "reservation_admit_min": "--reservation-admit-min",
-    "lookback_s": "--lookback",
-    "half_life_s": "--half-life",
-    "idle_reclaim": "--idle-reclaim",
-    "idle_threshold_pct": "--idle-threshold-pct",
-    "idle_reclaim_after_s": "--idle-after",
-    "idle_notify_owner": "--idle-notify",
+    **{field: option for field, (option, _) in POLICY_OPTIONS.items()},
 }
-# Options taking a duration ("3d"), whose limits the services give in seconds.
-_DURATION_FIELDS = {
-    "max_min_runtime_s",
-    "short_job_max_s",
-    "lookback_s",
-    "half_life_s",
-    "idle_reclaim_after_s",
-}
+_DURATION_FIELDS = {field for field, (_, kind) in POLICY_OPTIONS.items() if kind == "duration"}
 # Field names inside a message ("at least short_job_max_s"): the snake_case ones only, so
 # that plain words ("name", "hosts") of a sentence stay as they are.
 _FIELDS_IN_TEXT = re.compile(
@@ -174,40 +188,36 @@ def add_idle_arguments(parser) -> None:
     )
 
 
+def option_dest(option: str) -> str:
+    """The key of an option in the options argparse gives ("--idle-after": "idle_after")."""
+    return option.removeprefix("--").replace("-", "_")
+
+
+def given_policy(options: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """The values of `fields` whose options were given (`POLICY_OPTIONS`: durations in
+    seconds, switches True or False); CommandError naming the option when one cannot be
+    read."""
+    policy: dict[str, Any] = {}
+    for field in fields:
+        option, kind = POLICY_OPTIONS[field]
+        value = options[option_dest(option)]
+        if value is None:
+            continue
+        if kind == "duration":
+            value = duration_option(value, option)
+        elif kind == "switch":
+            value = _on_off(value, option)
+        policy[field] = value
+    return policy
+
+
 def idle_options(options: dict[str, Any]) -> dict[str, Any]:
     """The idle-reclaim policy fields of the options `add_idle_arguments` added that were
     given."""
-    policy: dict[str, Any] = {}
-    if options["idle_reclaim"] is not None:
-        policy["idle_reclaim"] = _on_off(options["idle_reclaim"], "--idle-reclaim")
-    if options["idle_threshold_pct"] is not None:
-        policy["idle_threshold_pct"] = options["idle_threshold_pct"]
-    if options["idle_after"] is not None:
-        policy["idle_reclaim_after_s"] = duration_option(options["idle_after"], "--idle-after")
-    if options["idle_notify"] is not None:
-        policy["idle_notify_owner"] = _on_off(options["idle_notify"], "--idle-notify")
-    return policy
+    return given_policy(options, IDLE_FIELDS)
 
 
 def policy_options(options: dict[str, Any]) -> dict[str, Any]:
     """The policy fields of the options `add_policy_arguments` added that were given
     (durations in seconds)."""
-    policy: dict[str, Any] = {
-        "cycle_s": options["cycle_s"],
-        "grace_s": options["grace_s"],
-        "short_reserve_hosts": options["short_reserve_hosts"],
-        "reservation_admit_min": options["reservation_admit_min"],
-    }
-    if options["short_reserve_auto"] is not None:
-        policy["short_reserve_auto"] = options["short_reserve_auto"] == "on"
-    if options["share_floor"] is not None:
-        policy["share_floor"] = options["share_floor"] == "on"
-    if options["consolidate"] is not None:
-        policy["consolidate"] = options["consolidate"] == "on"
-    if options["max_min_runtime"] is not None:
-        policy["max_min_runtime_s"] = duration_option(
-            options["max_min_runtime"], "--max-min-runtime"
-        )
-    if options["short_job_max"] is not None:
-        policy["short_job_max_s"] = duration_option(options["short_job_max"], "--short-job-max")
-    return {name: value for name, value in policy.items() if value is not None}
+    return given_policy(options, SHARED_POLICY_FIELDS)

@@ -10,7 +10,7 @@ import re
 from io import StringIO
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, call_command, load_command_class
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 from django.utils import timezone
@@ -21,6 +21,7 @@ from rest_framework.test import APIClient
 from config.errors import NotFound, PermissionDenied, ValidationFailed
 from scheduler.core.engine.types import Policy
 from scheduler.core.sim.model import SimConfig
+from scheduler.management.options import POLICY_OPTIONS, SHARED_POLICY_FIELDS
 from scheduler.models import Cluster, ClusterPolicyEvent, CycleRecord, HostHealth, QueueSnapshot
 from scheduler.selectors.now import short_reserve_cost
 from scheduler.selectors.translate import policy_for_cluster
@@ -665,6 +666,33 @@ def test_cluster_set_names_each_refused_option_as_typed(cluster, option, value):
     message = str(refused.value)
     assert message.startswith(f"{option}: must be between "), message
     assert not re.search(r"\b[a-z]+_[a-z_]+\b", message), message
+    assert policy(cluster) == DEFAULTS
+
+
+def command_options(name: str) -> set[str]:
+    """The option strings a management command's parser accepts."""
+    parser = load_command_class("scheduler", name).create_parser("manage.py", name)
+    return {option for action in parser._actions for option in action.option_strings}
+
+
+@pytest.mark.parametrize("field", POLICY_FIELDS)
+def test_every_policy_field_is_read_and_refused_under_its_option_as_typed(cluster, field):
+    """One table (POLICY_OPTIONS) names each policy field's option for both the parsing
+    and the refusals: every field the service checks has an option `cluster_set` accepts
+    (and `cluster_add`, for the fields it sets), and a value the service refuses comes
+    back naming that option, never the field."""
+    option, kind = POLICY_OPTIONS[field]
+    assert option in command_options("cluster_set")
+    assert field not in SHARED_POLICY_FIELDS or option in command_options("cluster_add")
+    rule = POLICY_RULES[field]
+    value = "maybe" if kind == "switch" else str(rule.low - 1)
+    with pytest.raises(CommandError) as refused:
+        cluster_set("gpu", "--reason", "r", option, value)
+    message = str(refused.value)
+    assert option in message, message
+    assert not re.search(r"\b[a-z]+_[a-z_]+\b", message), message
+    if kind != "switch":
+        assert message.startswith(f"{option}: must be between {rule.low} and "), message
     assert policy(cluster) == DEFAULTS
 
 

@@ -11,9 +11,10 @@ from django.core.management.base import BaseCommand, CommandError
 
 from config.errors import ApplicationError
 from scheduler.management.options import (
+    POLICY_OPTIONS,
     add_idle_arguments,
     add_policy_arguments,
-    duration_option,
+    given_policy,
     idle_options,
     policy_options,
     refused,
@@ -44,21 +45,15 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         changes = {**policy_options(options), **idle_options(options)}
-        if options["lookback"] is not None:
-            changes["lookback_s"] = duration_option(options["lookback"], "--lookback")
-        if options["half_life"] is not None:
-            text = options["half_life"].strip()
-            changes["half_life_s"] = (
-                None if text.lower() == "none" else duration_option(text, "--half-life")
-            )
+        changes.update(given_policy(options, ("lookback_s",)))
+        if options["half_life"] is not None and options["half_life"].strip().lower() == "none":
+            changes["half_life_s"] = None
+        else:
+            changes.update(given_policy(options, ("half_life_s",)))
         if not changes:
             raise CommandError(
-                "nothing to change: give one or more of --cycle-s, --grace-s, "
-                "--max-min-runtime, --short-reserve-hosts, --short-reserve-auto, --share-floor, "
-                "--consolidate, --reservation-admit-min, "
-                "--short-job-max, "
-                "--lookback, --half-life, --idle-reclaim, --idle-threshold-pct, --idle-after, "
-                "--idle-notify"
+                "nothing to change: give one or more of "
+                + ", ".join(option for option, _ in POLICY_OPTIONS.values())
             )
         name = options["name"]
         before = Cluster.objects.filter(name=name).values(*POLICY_FIELDS, "pk").first()
