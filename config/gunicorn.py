@@ -76,5 +76,25 @@ def post_worker_init(worker):
     from django.urls import get_resolver  # Django is set up by now (the app is loaded)
 
     get_resolver().url_patterns  # noqa: B018 (imports the URLconf)
+    if worker.allot_slot == 0:  # once per start (and per replacement of the first worker)
+        _say_if_no_database(worker.log)
     gc.collect()
     gc.freeze()
+
+
+def _say_if_no_database(log) -> None:
+    """One ERROR line naming DATABASE_URL (without its password) when the database cannot
+    be used. The web server starts all the same: `/healthz/web` (and `/healthz`) answer
+    503 naming the database, so a load balancer keeps the instance out of rotation until
+    the database answers, and it serves again without a restart (a worker or beat exits
+    instead: ops/worker_database.py, ops/heartbeat.py)."""
+    from ops.worker_database import database_described, database_error
+
+    error = database_error()
+    if error is not None:
+        log.error(
+            "DATABASE_URL (%s) cannot be used, so pages and the API answer 503 and "
+            "/healthz/web names the database until it answers: %s",
+            database_described(),
+            error,
+        )

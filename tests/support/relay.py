@@ -1,6 +1,6 @@
 """A TCP relay a test can take down and bring back (`Outage`), and a port nothing
 listens on (`closed_port`): a database or a broker restarting, as the processes the
-tests start see it (tests/ops/test_worker_database.py, tests/ops/test_beat_fails_loudly.py)."""
+tests start see it (tests/ops/test_worker_database.py, tests/ops/test_fails_loudly.py)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,15 @@
-"""Beat fails loudly (ops/heartbeat.py), with real beat processes started by the unit's
-command line (`deploy/allot-run beat`, production settings), a Redis of the test's own
-and the test database:
+"""Beat and the web server fail loudly (ops/heartbeat.py, config/gunicorn.py), with real
+processes started by the units' command lines (`deploy/allot-run beat|web`, production
+settings), a Redis of the test's own and the test database:
 
 - at start, a beat whose database or broker cannot be used exits with status 69 and one
   line naming the variable (never its password), having sent nothing;
 - while it runs, a beat whose database or broker goes away keeps running, but its
   heartbeat stops: `/healthz` answers 503 naming beat; once they are back it beats again
-  and `/healthz` no longer names it."""
+  and `/healthz` no longer names it;
+- a web server whose database cannot be used starts, says so in one line naming
+  DATABASE_URL, and its `/healthz/web` answers 503 naming the database.
+(A worker's own: tests/ops/test_worker_database.py.)"""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from django.test import Client
 
 from ops.models import Heartbeat, ProcessKind
 from ops.worker_database import DATABASE_UNREACHABLE_EXIT
-from tests.ops.deploy import secret_key
+from tests.ops.deploy import http, secret_key
 from tests.support.ports import free_port
 from tests.support.relay import Outage, closed_port
 from tests.support.workers import RedisServer
@@ -36,11 +39,12 @@ PASSWORD = "s3cret-not-shown"
 QUEUE = "celery"  # where beat sends the due-cycles task every ALLOT_CYCLE_TICK_S
 
 
-class Beat:
-    """`deploy/allot-run beat` with `env` over the test's, its output in `log`."""
+class Process:
+    """`deploy/allot-run ROLE` (beat unless `role` says) with `env` over the test's, its
+    output in `log`."""
 
-    def __init__(self, tmp_path: Path, **env: str) -> None:
-        self.log = tmp_path / "beat.log"
+    def __init__(self, tmp_path: Path, role: str = "beat", **env: str) -> None:
+        self.log = tmp_path / f"{role}.log"
         base = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "PYTEST"))}
         base.update(
             DJANGO_SETTINGS_MODULE="config.settings.production",
@@ -54,7 +58,7 @@ class Beat:
         base.update(env)
         with self.log.open("w") as out:
             self.popen = subprocess.Popen(
-                [str(ROOT / "deploy" / "allot-run"), "beat"],
+                [str(ROOT / "deploy" / "allot-run"), role],
                 cwd=ROOT,
                 env=base,
                 stdout=out,
@@ -82,11 +86,11 @@ def broker(tmp_path):
 
 
 @pytest.fixture
-def beats():
-    started: list[Beat] = []
+def processes():
+    started: list[Process] = []
     yield started
-    for beat in started:
-        beat.stop()
+    for process in started:
+        process.stop()
 
 
 def with_password(url: str) -> str:
@@ -107,7 +111,7 @@ def database_url(port: int | None = None, name: str | None = None) -> str:
     )
 
 
-def exits_69_saying(beat: Beat, *said: str) -> str:
+def exits_69_saying(beat: Process, *said: str) -> str:
     """Beat's one CRITICAL line, after asserting it exited 69 with `said` on that line
     and nowhere its password."""
     assert beat.popen.wait(120) == DATABASE_UNREACHABLE_EXIT, beat.text()
@@ -128,24 +132,26 @@ def exits_69_saying(beat: Beat, *said: str) -> str:
     ids=["closed port", "no such database"],
 )
 def test_beat_that_cannot_use_its_database_exits_69_naming_database_url(
-    tmp_path, broker, beats, url: Callable[[], str], said: str
+    tmp_path, broker, processes, url: Callable[[], str], said: str
 ):
-    beat = Beat(tmp_path, DATABASE_URL=url(), REDIS_URL=broker.url)
-    beats.append(beat)
+    beat = Process(tmp_path, DATABASE_URL=url(), REDIS_URL=broker.url)
+    processes.append(beat)
     line = exits_69_saying(beat, "DATABASE_URL (postgres://", said, "exits with status 69")
     assert "beat asks for no task" in line
     assert redis.Redis.from_url(broker.url).llen(QUEUE) == 0  # it sent nothing
 
 
 @pytest.mark.parametrize("variable", ["REDIS_URL", "CELERY_BROKER_URL"])
-def test_beat_that_cannot_use_its_broker_exits_69_naming_the_variable(tmp_path, beats, variable):
+def test_beat_that_cannot_use_its_broker_exits_69_naming_the_variable(
+    tmp_path, processes, variable
+):
     port = closed_port()
     env = {"DATABASE_URL": database_url(), "REDIS_URL": f"redis://127.0.0.1:{port}/0"}
     if variable == "CELERY_BROKER_URL":
         env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"  # the cache's: not checked
     env[variable] = with_password(f"redis://127.0.0.1:{port}/0")
-    beat = Beat(tmp_path, **env)
-    beats.append(beat)
+    beat = Process(tmp_path, **env)
+    processes.append(beat)
     exits_69_saying(beat, f"{variable} (redis://:**@127.0.0.1:{port}/0)", "Connection refused")
     assert not Heartbeat.objects.filter(kind=ProcessKind.BEAT).exists()
 
@@ -158,24 +164,25 @@ def healthz_names_beat(settings) -> bool:
     return response.status_code == 503 and "beat" in stale
 
 
-def wait_for(condition: Callable[[], bool], beat: Beat, what: str, timeout_s: float) -> float:
+def wait_for(condition: Callable[[], bool], process: Process, what: str, timeout_s: float) -> float:
     """Seconds until `condition()` held; fails naming `what` after `timeout_s` or when
-    beat exited."""
+    `process` exited."""
     started = time.monotonic()
     while not condition():
-        assert beat.popen.poll() is None, f"beat exited waiting for {what}:\n{beat.text()}"
-        assert time.monotonic() - started < timeout_s, f"no {what} in {timeout_s} s:\n{beat.text()}"
+        said = process.text()
+        assert process.popen.poll() is None, f"exited waiting for {what}:\n{said}"
+        assert time.monotonic() - started < timeout_s, f"no {what} in {timeout_s} s:\n{said}"
         time.sleep(0.2)
     return time.monotonic() - started
 
 
 def test_beat_whose_database_goes_away_keeps_sending_and_healthz_names_it(
-    tmp_path, broker, beats, settings
+    tmp_path, broker, processes, settings
 ):
     db = connection.settings_dict
     relay = Outage(db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432))
-    beat = Beat(tmp_path, DATABASE_URL=database_url(port=relay.port), REDIS_URL=broker.url)
-    beats.append(beat)
+    beat = Process(tmp_path, DATABASE_URL=database_url(port=relay.port), REDIS_URL=broker.url)
+    processes.append(beat)
     queue = redis.Redis.from_url(broker.url)
     wait_for(lambda: not healthz_names_beat(settings), beat, "a fresh heartbeat", 120)
 
@@ -195,10 +202,10 @@ def test_beat_whose_database_goes_away_keeps_sending_and_healthz_names_it(
 
 
 def test_beat_whose_broker_goes_away_stops_beating_until_it_is_back(
-    tmp_path, broker, beats, settings
+    tmp_path, broker, processes, settings
 ):
-    beat = Beat(tmp_path, DATABASE_URL=database_url(), REDIS_URL=broker.url)
-    beats.append(beat)
+    beat = Process(tmp_path, DATABASE_URL=database_url(), REDIS_URL=broker.url)
+    processes.append(beat)
     queue = redis.Redis.from_url(broker.url)
     wait_for(lambda: not healthz_names_beat(settings), beat, "a fresh heartbeat", 120)
     # connected: a send then fails after Celery's publish retries (a second or two) and
@@ -218,3 +225,19 @@ def test_beat_whose_broker_goes_away_stops_beating_until_it_is_back(
     wait_for(lambda: not healthz_names_beat(settings), beat, "a fresh heartbeat again", 60)
     assert queue.llen(QUEUE) > 0  # it sends again (the restarted Redis started empty)
     assert beat.popen.poll() is None
+
+
+def test_a_web_server_without_its_database_says_so_and_healthz_web_names_it(
+    tmp_path, broker, processes
+):
+    port = free_port()
+    url = with_password(database_url(port=closed_port()))
+    web = Process(tmp_path, "web", DATABASE_URL=url, REDIS_URL=broker.url, ALLOT_PORT=str(port))
+    processes.append(web)
+    said = "DATABASE_URL (postgres://"
+    wait_for(lambda: said in web.text(), web, "a line naming DATABASE_URL", 120)
+    line = next(line for line in web.text().splitlines() if said in line)
+    assert " ERROR " in line and "Connection refused" in line and "503" in line, line
+    status, body, _ = http(port, "/healthz/web")
+    assert (status, body["status"], body["stale"]) == (503, "unavailable", ["database"])
+    assert web.popen.poll() is None and PASSWORD not in web.text()
