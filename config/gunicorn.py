@@ -17,6 +17,7 @@ import sys
 
 from config import logs, proxy
 from ops.metrics import PROCESS_IDENTITY_ENV, identity_part
+from ops.worker_database import database_described, database_error
 
 _host = os.environ.get("ALLOT_HOST", "127.0.0.1")
 _port = os.environ.get("ALLOT_PORT", "8000")
@@ -88,8 +89,6 @@ def _say_if_no_database(log) -> None:
     503 naming the database, so a load balancer keeps the instance out of rotation until
     the database answers, and it serves again without a restart (a worker or beat exits
     instead: ops/worker_database.py, ops/heartbeat.py)."""
-    from ops.worker_database import database_described, database_error
-
     error = database_error()
     if error is not None:
         log.error(
