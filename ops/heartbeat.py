@@ -42,15 +42,10 @@ from kombu.utils.url import maybe_sanitize_url
 from ops import checks, selectors
 from ops.models import ProcessKind
 from ops.services import heartbeat_record, heartbeats_prune
-from ops.worker_database import DATABASE_UNREACHABLE_EXIT, exit_unless_database
+from ops.worker_database import DATABASE_UNREACHABLE_EXIT, exit_unless_database, one_line
 
 log = logging.getLogger(__name__)
 BEAT_NAME = "beat"
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception's text on one line (a log line per entry; psycopg's errors span two)."""
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def heartbeat_interval_s() -> float:

@@ -31,6 +31,11 @@ DATABASE_UNREACHABLE_EXIT = os.EX_UNAVAILABLE  # 69
 WAIT_POLL_S = 1.0
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's text on one line (a log line per entry; psycopg's errors span two)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def database_error() -> str | None:
     """Why the default database cannot be used right now (a fresh connection and
     `SELECT 1`), or None when it answers."""
@@ -43,7 +48,7 @@ def database_error() -> str | None:
         return None
     except DatabaseError as exc:
         connection.close()
-        return " ".join(str(exc).split()) or type(exc).__name__
+        return one_line(exc)
     except Exception as exc:  # e.g. an unknown host: not a DatabaseError in every driver
         connection.close()
         return f"{type(exc).__name__}: {exc}"
