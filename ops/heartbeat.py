@@ -39,10 +39,10 @@ from django.db import connection
 from django.utils import timezone
 from kombu.utils.url import maybe_sanitize_url
 
-from ops import checks, selectors
+from ops import selectors
 from ops.models import ProcessKind
 from ops.services import heartbeat_record, heartbeats_prune
-from ops.worker_database import DATABASE_UNREACHABLE_EXIT, exit_unless_database, one_line
+from ops.worker_database import exit_unless_usable, one_line
 
 log = logging.getLogger(__name__)
 BEAT_NAME = "beat"
@@ -110,29 +110,11 @@ class HeartbeatScheduler(PersistentScheduler):
         return min(delay, max(0.0, self._next_beat - time.monotonic()))
 
 
-def broker_variable() -> str:
-    """The variable the broker's URL comes from: CELERY_BROKER_URL when set, else
-    REDIS_URL (config/settings/base.py)."""
-    return "CELERY_BROKER_URL" if os.environ.get("CELERY_BROKER_URL") else "REDIS_URL"
-
-
 @beat_init.connect
 def _exit_unless_usable(sender=None, **kwargs) -> None:
     """Beat's start (before its first tick): exit 69 naming the variable when its
-    database or its broker cannot be used (`ops.checks.broker`, `/healthz`'s check)."""
-    exit_unless_database("beat asks for no task", "systemd restarts it")
-    try:
-        checks.broker()
-    except Exception as exc:
-        log.critical(
-            "%s (%s) cannot be used, so beat asks for no task and exits with status %s "
-            "(systemd restarts it): %s",
-            broker_variable(),
-            maybe_sanitize_url(settings.CELERY_BROKER_URL),
-            DATABASE_UNREACHABLE_EXIT,
-            one_line(exc),
-        )
-        raise SystemExit(DATABASE_UNREACHABLE_EXIT) from None
+    database or its broker cannot be used (the worker's check, ops.worker_database)."""
+    exit_unless_usable("beat asks for no task", "systemd restarts it")
 
 
 class WorkerHeartbeat:

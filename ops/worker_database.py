@@ -1,11 +1,13 @@
-"""A Celery worker and its database: a worker that cannot use its database takes no task.
-Beat checks its database at start with the same function (`exit_unless_database`,
-called from `ops.heartbeat`).
+"""A Celery worker and its database and broker: a worker that cannot use them takes no
+task. Beat checks both at start with the same function (`exit_unless_usable`, called from
+`ops.heartbeat`).
 
 - **Never reachable at start** (a wrong `DATABASE_URL`, a database that does not exist, a
-  password refused): `DatabaseAtStart`, a step of the worker that starts before its
-  consumer, connects once; when that fails the worker logs why, naming `DATABASE_URL`
-  (without its password), and exits with status 69 (EX_UNAVAILABLE) before it consumes,
+  password refused; a Redis broker that does not answer): `DatabaseAtStart`, a step of the
+  worker that starts before its consumer, connects once to each; when that fails the
+  worker logs why, naming the variable (`DATABASE_URL`, `REDIS_URL` or
+  `CELERY_BROKER_URL`, without its password), and exits with status 69 (EX_UNAVAILABLE)
+  before it consumes (without the check Celery retried the broker for ever, "active"),
   so the tasks of the shared queues wait in Redis for a worker that can run them, and
   systemd restarts this one (`Restart=on-failure`) until its database answers.
 - **Went away while running** (a restart, a failover): a task that fails because the
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 
 DATABASE_UNREACHABLE_EXIT = os.EX_UNAVAILABLE  # 69
 WAIT_POLL_S = 1.0
+BROKER_TIMEOUT_S = 2.0
 
 
 def one_line(exc: BaseException) -> str:
@@ -64,17 +67,51 @@ def database_described() -> str:
     return f"postgres://{user}{db.get('HOST') or 'localhost'}{port}/{db.get('NAME')}"
 
 
-def exit_unless_database(process: str, meanwhile: str) -> None:
-    """Exit with status 69 (`DATABASE_UNREACHABLE_EXIT`), after one CRITICAL line naming
-    `DATABASE_URL` (without its password) and why, when the database cannot be used.
-    `process`: what the process does not do ("this worker takes no task"); `meanwhile`:
-    what happens meanwhile."""
-    error = database_error()
-    if error is None:
+def ping_broker(timeout_s: float) -> None:
+    """Raise when the Redis broker (CELERY_BROKER_URL) does not answer a PING within
+    `timeout_s`; a broker that is not Redis is not checked (`/healthz`'s broker check and
+    the start checks)."""
+    import redis
+    from django.conf import settings
+
+    url = settings.CELERY_BROKER_URL
+    if not url.startswith(("redis://", "rediss://")):
         return
+    client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+    try:
+        client.ping()
+    finally:
+        client.close()
+
+
+def broker_variable() -> str:
+    """The variable the broker's URL comes from: CELERY_BROKER_URL when set, else
+    REDIS_URL (config/settings/base.py)."""
+    return "CELERY_BROKER_URL" if os.environ.get("CELERY_BROKER_URL") else "REDIS_URL"
+
+
+def exit_unless_usable(process: str, meanwhile: str) -> None:
+    """Exit with status 69 (`DATABASE_UNREACHABLE_EXIT`), after one CRITICAL line naming
+    the variable (`DATABASE_URL`, `REDIS_URL` or `CELERY_BROKER_URL`, without its password)
+    and why, when the database or the broker cannot be used. `process`: what the process
+    does not do ("this worker takes no task"); `meanwhile`: what happens meanwhile."""
+    from django.conf import settings
+    from kombu.utils.url import maybe_sanitize_url
+
+    error = database_error()
+    variable, described = "DATABASE_URL", database_described()
+    if error is None:
+        try:
+            ping_broker(BROKER_TIMEOUT_S)
+            return
+        except Exception as exc:
+            error = one_line(exc)
+            variable = broker_variable()
+            described = maybe_sanitize_url(settings.CELERY_BROKER_URL)
     log.critical(
-        "DATABASE_URL (%s) cannot be used, so %s and exits with status %s (%s): %s",
-        database_described(),
+        "%s (%s) cannot be used, so %s and exits with status %s (%s): %s",
+        variable,
+        described,
         process,
         DATABASE_UNREACHABLE_EXIT,
         meanwhile,
@@ -85,12 +122,12 @@ def exit_unless_database(process: str, meanwhile: str) -> None:
 
 class DatabaseAtStart(bootsteps.StartStopStep):
     """A worker step started before the consumer (Celery starts the consumer last): the
-    worker exits, consuming nothing, when its database cannot be used."""
+    worker exits, consuming nothing, when its database or its broker cannot be used."""
 
-    label = "database check"
+    label = "database and broker check"
 
     def start(self, worker) -> None:
-        exit_unless_database(
+        exit_unless_usable(
             "this worker takes no task",
             "its tasks wait in the queue for a worker that can run them",
         )

@@ -1,6 +1,7 @@
 """A worker that cannot use its database takes no task (ops/worker_database.py), with real
 worker processes: one whose DATABASE_URL points at a closed port exits non-zero naming
-DATABASE_URL and leaves the task in the queue for a good worker; one whose database goes
+DATABASE_URL and leaves the task in the queue for a good worker (one whose REDIS_URL
+does, naming REDIS_URL); one whose database goes
 away while it runs hands the task back once the database is back instead of failing it."""
 
 from __future__ import annotations
@@ -64,13 +65,13 @@ def database_url(host: str, port: int | str) -> str:
 class Worker:
     """A real `celery worker` of queue `queue`, its output in `log`."""
 
-    def __init__(self, queue: str, url: str, log: Path) -> None:
+    def __init__(self, queue: str, url: str, log: Path, redis_url: str = "") -> None:
         self.log = log
         env = dict(
             os.environ,
             DJANGO_SETTINGS_MODULE="config.settings.test",
             DATABASE_URL=url,
-            REDIS_URL=settings.REDIS_URL,
+            REDIS_URL=redis_url or settings.REDIS_URL,
             LOG_LEVEL="INFO",
             PYTHONUNBUFFERED="1",
         )
@@ -134,6 +135,22 @@ def test_a_worker_that_cannot_reach_its_database_exits_and_leaves_the_task(
     workers.append(good)
     wait_until_run(good)
     assert broker.llen(name) == 0
+
+
+def test_a_worker_that_cannot_reach_its_broker_exits_naming_redis_url(workers, tmp_path):
+    """Celery retried an unreachable broker for ever, the unit "active" and nothing
+    consumed; the worker's start check now exits 69 naming REDIS_URL (no password)."""
+    port = closed_port()
+    url = f"redis://:s3cret-not-shown@127.0.0.1:{port}/0"
+    bad = Worker("dbcheck-nobroker", database_url(*_host_port()), tmp_path / "bad.log", url)
+    workers.append(bad)
+    assert bad.popen.wait(90) == DATABASE_UNREACHABLE_EXIT, bad.text()
+    said = bad.text()
+    critical = [line for line in said.splitlines() if "CRITICAL" in line]
+    assert len(critical) == 1, said
+    assert f"REDIS_URL (redis://:**@127.0.0.1:{port}/0)" in critical[0], said
+    assert "Connection refused" in critical[0] and "takes no task" in critical[0]
+    assert "s3cret-not-shown" not in said
 
 
 def _host_port() -> tuple[str, str]:
