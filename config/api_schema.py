@@ -45,8 +45,16 @@ class ErrorSerializer(serializers.Serializer):
         ref_name = "Error"
 
 
+# config.query.read_api_query's 400, on every operation that reads query parameters
+UNKNOWN_PARAMETER = (
+    "a query parameter the operation does not take (`errors` names each, and the detail "
+    "the parameters it accepts)"
+)
 ERROR_DESCRIPTIONS = {
     "400": "Invalid input; `field` names it (on any operation: a NUL in a query parameter)",
+    # an operation that reads query parameters (config.query.read_api_query)
+    "400-query": f"Invalid input; `field` names it: {UNKNOWN_PARAMETER}, a malformed or "
+    "out-of-range value, or a NUL in a query parameter",
     "401": "Not signed in, or the token is invalid or revoked",
     "403": "Signed in but not allowed (or a session request without a CSRF token)",
     "404": "No such object (the path names none; an unknown object in a query parameter "
@@ -69,6 +77,7 @@ UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 
 
 def error_response(status: int | str) -> OpenApiResponse:
+    """The error shape with `status`'s description (ERROR_DESCRIPTIONS)."""
     return OpenApiResponse(ErrorSerializer, description=ERROR_DESCRIPTIONS[str(status)])
 
 
@@ -112,12 +121,15 @@ class AutoSchema(SpectacularAutoSchema):
         responses = super()._get_response_bodies(direction)
         if direction != "response":
             return responses
+        takes_query = any(p.get("in") == "query" for p in self._get_parameters())
         for status in self._error_statuses():
             if status == "414":  # gunicorn's own page, not the API's error shape
                 responses.setdefault(status, {"description": ERROR_DESCRIPTIONS[status]})
             elif status not in responses:
+                # an unknown query parameter is a 400 where the operation reads any
+                described = "400-query" if status == "400" and takes_query else status
                 responses[status] = self._get_response_for_code(
-                    error_response(status), status, direction=direction
+                    error_response(described), status, direction=direction
                 )
         return responses
 

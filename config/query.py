@@ -8,7 +8,12 @@ the same serializer with `read_page_query`: its form sends an empty value for "a
 blanks count as absent there, and a refused value comes back as `FieldError`s that the
 page shows beside its form with a 400 (`query_refused`): never a 200 that quietly drops
 the filter. A filter the serializer cannot judge (an unknown node) is the selector's
-ValidationFailed, which `field_errors` reads the same way."""
+ValidationFailed, which `field_errors` reads the same way.
+
+The API reads its queries with `read_api_query`, which also refuses a parameter the
+operation does not take (a typo such as `?stat=pending` once listed every job): a 400
+naming each unknown parameter and the ones the operation accepts. Pages keep ignoring
+parameters they do not read (a link may carry another page's)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,8 @@ from rest_framework import serializers
 
 from config.api_errors import flatten_errors
 from config.errors import ApplicationError
+from config.negotiation import FORMAT_PARAMETER
+from config.pagination import PAGE_PARAMETERS
 
 QUERY_REFUSED = 400
 
@@ -59,6 +66,41 @@ def read_query(
     query = query_class(data=query_values(params, multi=multi, blank_is_absent=blank_is_absent))
     query.is_valid(raise_exception=True)
     return query
+
+
+def refuse_unknown_parameters(request, accepted: Collection[str]) -> None:
+    """A 400 naming every query parameter of `request` outside `accepted` (and `format`,
+    which content negotiation reads), with the parameters the operation accepts."""
+    unknown = [name for name in request.query_params if name not in accepted]
+    unknown = [name for name in unknown if name != FORMAT_PARAMETER]
+    if not unknown:
+        return
+    takes = ", ".join(sorted(accepted)) or "none"
+    operation = f"{request.method} {request.path}"
+    raise serializers.ValidationError(
+        {
+            name[:40]: serializers.ErrorDetail(
+                f"{operation} has no query parameter {name[:40]!r}; it accepts: {takes}.",
+                code="unknown_parameter",
+            )
+            for name in unknown
+        }
+    )
+
+
+def read_api_query(
+    query_class: type[serializers.Serializer], request, *, paged: bool = False
+) -> serializers.Serializer:
+    """An API operation's query parameters checked by `query_class` (a valid, bound
+    serializer; its `multi` class attribute: the parameters that take a list); `paged`:
+    the operation also takes the pagination's `limit` and `offset`. A parameter it does
+    not take, or a refused value, is a 400 naming it."""
+    accepted = set(query_class().fields)
+    if paged:
+        accepted.update(parameter.name for parameter in PAGE_PARAMETERS)
+    refuse_unknown_parameters(request, accepted)
+    multi = getattr(query_class, "multi", ())
+    return read_query(query_class, request.query_params, multi=multi)
 
 
 def field_errors(error: serializers.ValidationError | ApplicationError) -> list[FieldError]:

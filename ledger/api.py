@@ -15,25 +15,28 @@ from rest_framework.views import APIView
 
 from budgets.selectors import tree_index
 from config.api_fields import ChoiceField, DeprecatedFloatField, InputSerializer, TimeField
-from config.api_schema import ErrorSerializer, paginated
+from config.api_schema import UNKNOWN_PARAMETER, ErrorSerializer, paginated
 from config.pagination import PAGE_PARAMETERS, Pagination
-from config.query import read_query
+from config.query import read_api_query
 from ledger import selectors
 from ledger.models import ClusterHour
 from ledger.utilization import effective_gpu_h, utilization
 from scheduler.api.serializers import ClusterRefField, ProjectRefField
 
 PERIOD_RULES = (
-    "Invalid input; `field` names it: a malformed or out-of-range value, an unknown "
-    "cluster or project, `since` not before `until`, or a period longer than "
-    f"{selectors.MAX_PERIOD.days} days"
+    f"Invalid input; `field` names it: {UNKNOWN_PARAMETER}, a malformed or out-of-range "
+    "value, an unknown cluster or project, `since` not before `until`, or a period longer "
+    f"than {selectors.MAX_PERIOD.days} days"
 )
 BAD_QUERY = OpenApiResponse(ErrorSerializer, description=PERIOD_RULES)
 
 
-def validated(query_class: type[serializers.Serializer], request) -> serializers.Serializer:
-    """The request's query parameters read by `query_class` (400 naming a bad field)."""
-    return read_query(query_class, request.query_params)
+def validated(
+    query_class: type[serializers.Serializer], request, *, paged: bool = True
+) -> serializers.Serializer:
+    """The request's query parameters read by `query_class` (400 naming a bad field or
+    one the operation does not take; `paged`: it takes `limit` and `offset` too)."""
+    return read_api_query(query_class, request, paged=paged)
 
 
 def page_response(
@@ -338,7 +341,7 @@ class FairshareApi(APIView):
         "shares, usage, level FS, factor and rank",
     )
     def get(self, request):
-        query = validated(FairshareQuery, request)
+        query = validated(FairshareQuery, request, paged=False)
         cluster = selectors.resolve_cluster(query.validated_data["cluster"])
         answer = selectors.fairshare(viewer=request.user, cluster=cluster)
         return Response(FairshareOutput(answer).data)

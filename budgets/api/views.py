@@ -13,7 +13,7 @@ from config.api_fields import refuse_any_field
 from config.api_schema import error_response, paginated
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS, Pagination
-from config.query import read_query
+from config.query import read_api_query
 
 
 def _node_payload(index: selectors.TreeIndex, node_id: int) -> dict:
@@ -108,7 +108,7 @@ class BudgetChangeListApi(APIView):
         summary="Budget history, newest first",
     )
     def get(self, request):
-        filters = read_query(s.BudgetChangeFilter, request.query_params).validated_data
+        filters = read_api_query(s.BudgetChangeFilter, request, paged=True).validated_data
         events = selectors.budget_event_list(
             node_id=filters.get("node"),
             actor=filters.get("actor"),
@@ -168,7 +168,7 @@ class MembershipListApi(APIView):
         summary="Memberships, by node, role and user name",
     )
     def get(self, request):
-        filters = read_query(s.MembershipFilter, request.query_params).validated_data
+        filters = read_api_query(s.MembershipFilter, request, paged=True).validated_data
         memberships = selectors.membership_list(node_id=filters.get("node"))
         paginator = Pagination()
         page = paginator.paginate_queryset(memberships, request, view=self)

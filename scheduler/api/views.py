@@ -22,7 +22,7 @@ from config.api_schema import ErrorSerializer, error_response, paginated
 from config.api_times import api_times
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS, Pagination
-from config.query import read_query
+from config.query import read_api_query
 from scheduler.api import serializers as s
 from scheduler.models import Job
 from scheduler.selectors import eta as eta_selectors
@@ -61,11 +61,6 @@ def _validated(serializer_class, data) -> dict:
     serializer = serializer_class(data=data)
     serializer.is_valid(raise_exception=True)
     return serializer.validated_data
-
-
-def _query(serializer_class, request) -> dict:
-    multi = getattr(serializer_class, "multi", ())
-    return read_query(serializer_class, request.query_params, multi=multi).validated_data
 
 
 class JobFilterQuery(s.JobFilter):
@@ -143,7 +138,7 @@ class JobListApi(APIView):
         summary="Jobs, newest first (everyone's; the spec only where you may read it)",
     )
     def get(self, request):
-        filters = _query(JobFilterQuery, request)
+        filters = read_api_query(JobFilterQuery, request, paged=True).validated_data
         project, cluster = filters.get("project"), filters.get("cluster")
         jobs = selectors.job_list(
             actor=request.user,
@@ -168,7 +163,7 @@ class JobListApi(APIView):
         summary="Submit a job (or an array of identical jobs)",
     )
     def post(self, request):
-        query = _query(s.SubmitQuery, request)
+        query = read_api_query(s.SubmitQuery, request).validated_data
         data = _validated(s.JobSubmitInput, request.data)
         result = job_services.job_submit(
             actor=request.user,
@@ -311,7 +306,7 @@ class QueueApi(APIView):
         summary="Pending jobs in the order they will start, with position and reason",
     )
     def get(self, request):
-        filters = _query(s.QueueFilter, request)
+        filters = read_api_query(s.QueueFilter, request, paged=True).validated_data
         cluster = resolve_cluster(filters["cluster"], with_queue_seen=True)
         paginator = Pagination()
         limit = paginator.get_limit(request)
@@ -450,7 +445,7 @@ class HostListApi(APIView):
         summary="Hosts with their health and GPUs in use",
     )
     def get(self, request):
-        filters = _query(s.HostFilter, request)
+        filters = read_api_query(s.HostFilter, request, paged=True).validated_data
         cluster_id = None
         if "cluster" in filters:
             cluster_id = resolve_cluster(filters["cluster"]).pk

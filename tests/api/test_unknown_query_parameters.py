@@ -1,0 +1,125 @@
+"""A query parameter an operation does not take is a 400 naming it and the parameters the
+operation accepts (a typo such as `?stat=pending` once listed every job), on every
+operation that reads query parameters, as the schema documents; the documented
+parameters, the pagination's and `format` are accepted, and the CLI's requests too."""
+
+from __future__ import annotations
+
+import pytest
+from drf_spectacular.generators import SchemaGenerator
+from rest_framework.test import APIClient
+
+from config.api_schema import UNKNOWN_PARAMETER
+from scheduler.models import Job
+from tests.api.conftest import job_body
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(user) -> APIClient:
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def _query_operations() -> dict[tuple[str, str], dict]:
+    """(method, path) -> operation, for every operation with query parameters and no
+    path parameter (none of the schema's has both)."""
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    return {
+        (method, path): operation
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+        if any(p["in"] == "query" for p in operation.get("parameters", []))
+    }
+
+
+def test_a_typo_in_a_filter_is_refused_not_ignored(world):
+    client = _client(world.user("root"))
+    for body in (job_body(), job_body(name="other")):
+        assert client.post("/api/v1/jobs/", body, format="json").status_code == 201
+    Job.objects.filter(name="other").update(state="running")
+
+    filtered = client.get("/api/v1/jobs/?state=pending")
+    assert filtered.status_code == 200 and filtered.json()["count"] == 1
+
+    typo = client.get("/api/v1/jobs/?stat=pending")
+    assert typo.status_code == 400, typo.content
+    body = typo.json()
+    assert body["code"] == "invalid" and body["field"] == "stat"
+    assert body["errors"] == [
+        {
+            "field": "stat",
+            "code": "unknown_parameter",
+            "detail": "GET /api/v1/jobs/ has no query parameter 'stat'; it accepts: cluster, "
+            "kind, limit, mine, offset, project, state.",
+        }
+    ]
+    assert "results" not in body
+
+
+def test_every_unknown_parameter_is_named(world):
+    response = _client(world.user("root")).get("/api/v1/hosts/?helth=down&limt=2&cluster=gpu")
+    assert response.status_code == 400
+    assert [e["field"] for e in response.json()["errors"]] == ["helth", "limt"]
+
+
+def test_a_typo_in_dry_run_stores_nothing(world):
+    """`?dryrun=1` once submitted for real: the submission's query is checked too."""
+    client = _client(world.user("ann"))
+    response = client.post("/api/v1/jobs/?dryrun=1", job_body(), format="json")
+    assert response.status_code == 400 and response.json()["field"] == "dryrun"
+    assert "dry_run" in response.json()["detail"]
+    assert not Job.objects.exists()
+    assert client.post("/api/v1/jobs/?dry_run=1", job_body(), format="json").status_code == 200
+    assert not Job.objects.exists()
+
+
+def test_pagination_only_where_the_operation_pages(world):
+    client = _client(world.user("root"))
+    assert client.get("/api/v1/hosts/?limit=1&offset=1").json()["count"] == 4
+    assert len(client.get("/api/v1/hosts/?limit=1&offset=1").json()["results"]) == 1
+    refused = client.get("/api/v1/fairshare/?cluster=gpu&limit=1")
+    assert refused.status_code == 400 and refused.json()["field"] == "limit"
+    assert "it accepts: cluster." in refused.json()["detail"]
+    assert client.get("/api/v1/fairshare/?cluster=gpu&format=json").status_code == 200
+
+
+def test_every_operation_with_query_parameters_refuses_an_unknown_one_as_documented(world):
+    """Driven by the schema: each operation that documents query parameters refuses one
+    it does not document (naming exactly the documented ones as accepted), documents
+    that 400, and takes each documented parameter (no `unknown_parameter` for it)."""
+    client = _client(world.user("root"))
+    operations = _query_operations()
+    assert ("get", "/api/v1/jobs/") in operations and ("post", "/api/v1/jobs/") in operations
+    for (method, path), operation in operations.items():
+        names = sorted(p["name"] for p in operation["parameters"] if p["in"] == "query")
+        response = getattr(client, method)(f"{path}?zz_typo=1", {}, format="json")
+        assert response.status_code == 400, (method, path, response.content)
+        assert response.json()["field"] == "zz_typo", (method, path)
+        assert response.json()["detail"].endswith(f"it accepts: {', '.join(names)}."), path
+        assert UNKNOWN_PARAMETER in operation["responses"]["400"]["description"], path
+        for name in names:
+            answer = getattr(client, method)(f"{path}?{name}=1", {}, format="json")
+            codes = [e["code"] for e in answer.json().get("errors", [])] if answer.content else []
+            assert "unknown_parameter" not in codes, (method, path, name)
+
+
+def test_an_operation_without_query_parameters_keeps_its_400_description():
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    described = schema["paths"]["/api/v1/tree/"]["get"]["responses"]["400"]["description"]
+    assert UNKNOWN_PARAMETER not in described
+
+
+def test_the_clis_queries_are_accepted(world):
+    """What allot_cli sends (queue, jobs, hosts, usage, fair share) is not refused."""
+    client = _client(world.user("ann"))
+    for url in (
+        "/api/v1/queue/?cluster=gpu&mine=true&limit=1",
+        "/api/v1/queue/?cluster=gpu&limit=100&offset=0",
+        "/api/v1/jobs/?limit=100&offset=0&cluster=gpu&mine=true&state=starting%2Crunning%2Cstopping",
+        "/api/v1/hosts/?cluster=gpu&limit=100&offset=0",
+        "/api/v1/usage/?cluster=gpu&project=org%2Fprog-a&step=day&limit=100&offset=0",
+        "/api/v1/fairshare/?cluster=gpu",
+    ):
+        assert client.get(url).status_code == 200, (url, client.get(url).content)
