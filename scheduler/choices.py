@@ -22,6 +22,11 @@ class AdapterKind(models.TextChoices):
     SLURM = "slurm", "Slurm"
 
 
+# The adapter kinds that run a job's `spec.command` (Slurm, in a batch script): a job
+# there needs one. A simulated job only runs for its duration.
+RUNS_COMMANDS = frozenset({AdapterKind.SLURM.value})
+
+
 class HostHealth(models.TextChoices):
     HEALTHY = "healthy", "Healthy"
     DRAINING = "draining", "Draining"  # takes no new work; running jobs stop after protection

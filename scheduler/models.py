@@ -30,6 +30,7 @@ from scheduler.choices import (
     JobState,
     PreviewState,
 )
+from scheduler.choices import RUNS_COMMANDS as RUNS_COMMANDS
 from scheduler.choices import TERMINAL_STATES as TERMINAL_STATES
 
 

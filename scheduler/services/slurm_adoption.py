@@ -175,6 +175,7 @@ def _adopt(
         array=len(candidate.slurm_ids),
         now=min(candidate.submitted_at or now, now),
         wake_cycle=False,  # this is a cycle: it plans the job next
+        adopted=True,  # its batch script is Slurm's already: no command of ours
     )
     for job, slurm_id in zip(result.jobs, candidate.slurm_ids, strict=True):
         job.spec = {SLURM_JOB_KEY: slurm_id}

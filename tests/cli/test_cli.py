@@ -510,3 +510,21 @@ def test_a_reader_that_leaves_early_ends_the_call_quietly(ann):
         os.close(write_end)
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
     assert done.returncode == 141
+
+
+def test_submit_without_a_command_is_refused_on_slurm_only(ann):
+    """A Slurm job needs a command (nothing to run otherwise): the service's 400 naming
+    `spec.command`, shown with the flag, exit 2, nothing stored; a simulated cluster
+    runs a job for its duration without one."""
+    slurm = ClusterFactory(name="hpc", adapter="slurm", host_count=2, gpus_per_host=8)
+    for i in range(2):
+        HostFactory(cluster=slurm, name=f"hpc{i:02d}", gpus=8)
+    refused = ann("submit", "-A", "org/prog-a/a1", "-t", "10m", "--cluster", "hpc")
+    assert refused.returncode == 2, (refused.stdout, refused.stderr)
+    assert "--command (spec.command)" in refused.stderr and "Slurm" in refused.stderr
+    assert not Job.objects.exists()
+    simulated = ClusterFactory(name="sim", host_count=2, gpus_per_host=8)
+    HostFactory(cluster=simulated, name="sim00", gpus=8)
+    accepted = ann("submit", "-A", "org/prog-a/a1", "-t", "10m", "--cluster", "sim")
+    assert accepted.returncode == 0, accepted.stderr
+    assert Job.objects.get().cluster.name == "sim" and Job.objects.get().spec == {}

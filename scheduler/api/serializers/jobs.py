@@ -36,7 +36,9 @@ from scheduler.services import jobs as job_rules
                 "maxProperties": job_rules.ENV_MAX_ENTRIES,
             },
         },
-        "description": "What to run: image, command and environment (all optional)",
+        "description": "What to run: image, command and environment (all optional, but a "
+        "Slurm cluster runs the command: there a job without one is a 400 naming "
+        "`spec.command`)",
     }
 )
 class SpecField(serializers.JSONField):

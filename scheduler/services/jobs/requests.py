@@ -23,6 +23,8 @@ from config.text import clean_text, is_id_text, refuse_control_characters
 from scheduler.core.engine.blocks import Shape
 from scheduler.models import (
     DAY_S,
+    RUNS_COMMANDS,
+    AdapterKind,
     Cluster,
     Host,
     JobKind,
@@ -405,10 +407,12 @@ def clean_request(
     duration_s: Any,
     array: Any,
     actor=None,
+    adopted: bool = False,
 ) -> JobRequest:
     """Every field checked, in the order a person reads a submission; the first
     problem raises `ValidationFailed` naming its field. With `actor`, the permission
-    to use the project is checked as soon as the project is known."""
+    to use the project is checked as soon as the project is known. `adopted`: the job's
+    work is in the cluster already (a governed sbatch job), so it needs no command."""
     lookup = _project_and_cluster(project, cluster)
     ref = resolve_project(project, path_rows=lookup.path_rows if lookup else None)
     chain, path = ref.chain, ref.path
@@ -455,10 +459,27 @@ def clean_request(
             what="orders the job among its project's jobs only",
         ),
         kind=clean_kind(kind),
-        spec=clean_spec(spec),
+        spec=_runnable(clean_spec(spec), the_cluster, adopted=adopted),
         duration_s=duration_s,
         array=array,
     )
+
+
+def _runnable(spec: dict[str, Any], cluster: Cluster, *, adopted: bool) -> dict[str, Any]:
+    """`spec`, refused (naming `spec.command`) where the cluster runs the job's command
+    and it has none: on Slurm the job would have nothing to run. A simulated job runs
+    for its duration and needs none."""
+    if adopted or cluster.adapter not in RUNS_COMMANDS:
+        return spec
+    if not spec.get("command", "").strip():
+        raise ValidationFailed(
+            f"spec.command is required: cluster '{cluster.name}' is a "
+            f"{AdapterKind(cluster.adapter).label} cluster, which runs the job's command, "
+            "and without one the job would have nothing to run. Give the command line to "
+            "run.",
+            field="spec.command",
+        )
+    return spec
 
 
 def _refuse_allocated_in_zero_weight(chain: list[tuple], path: str) -> None:

@@ -70,10 +70,13 @@ def job_submit(
     dry_run: bool = False,
     now: dt.datetime | None = None,
     wake_cycle: bool = True,
+    adopted: bool = False,
 ) -> SubmitResult:
     """Submit a job (or an array of `array` identical jobs) as `actor`, submitted at
     `now` (default: the current time). `wake_cycle=False`: no cycle is requested (the
-    caller is a cycle itself: governed sbatch's adoption).
+    caller is a cycle itself: governed sbatch's adoption). `adopted`: the job's work is
+    in the cluster already (governed sbatch), so it needs no `spec.command` where the
+    cluster runs commands (Slurm; elsewhere that is a 400 naming it).
 
     Raises ValidationFailed (400, with `field`), PermissionDenied (403) or
     IdempotencyKeyReused (422)."""
@@ -91,6 +94,7 @@ def job_submit(
         duration_s=duration_s,
         array=array,
         actor=actor,
+        adopted=adopted,
     )
     now = now or timezone.now()
     if dry_run:
