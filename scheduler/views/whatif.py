@@ -5,12 +5,14 @@ The routes keep their place under /budgets/ (`scheduler.urls`)."""
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
 from budgets.forms import posted_weights, weight_form_context
+from budgets.selectors import tree_index
 from config.access import participant_page, participant_required
 from config.errors import ApplicationError, PermissionDenied
 from config.text import is_id_text
@@ -135,9 +137,23 @@ def whatif_start(request: HttpRequest, node_id: int) -> HttpResponse:
 
 @participant_page
 def whatif_status(request: HttpRequest, preview_id: int) -> HttpResponse:
-    """htmx (polled while it runs): a preview's progress, or its result when done."""
+    """htmx (polled while it runs): a preview's progress, or its result when done.
+    Opened directly (a link, a reload), the same in the site's layout, with a way back
+    to the weights it previews; a refusal is the site's page too."""
+    partial = bool(request.headers.get("HX-Request"))
     try:
         preview = preview_get(actor=request.user, preview_id=preview_id)
     except ApplicationError as exc:
-        return HttpResponse(exc.message, status=exc.status_code)
-    return render(request, "scheduler/_whatif.html", _whatif_context(preview))
+        if partial:
+            return HttpResponse(exc.message, status=exc.status_code)
+        if exc.status_code == 404:
+            raise Http404(exc.message) from exc
+        return render(request, "403.html", {"message": exc.message}, status=exc.status_code)
+    context = _whatif_context(preview)
+    if partial:
+        response = render(request, "scheduler/_whatif.html", context)
+    else:
+        context["path"] = tree_index().path(preview.node_id)
+        response = render(request, "scheduler/whatif_page.html", context)
+    patch_vary_headers(response, ["HX-Request"])  # one URL, two answers
+    return response

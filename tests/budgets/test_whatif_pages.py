@@ -116,3 +116,44 @@ def test_idle_reclaim_alone_can_be_previewed_from_the_form(tree):
     bad = c.post(f"/budgets/nodes/{node}/whatif/", form(tree, idle_reclaim="maybe"))
     assert b"idle_reclaim must be" in bad.content
     assert Preview.objects.count() == 2
+
+
+def test_opened_directly_the_preview_is_a_whole_page_and_htmx_gets_the_part(tree):
+    """A what-if link opened directly (or reloaded) shows the site's layout with the
+    preview and a way back to the weights; htmx's poll still gets the part alone."""
+    cluster = ClusterFactory(name="gpu")
+    preview = Preview.objects.create(
+        requester=tree.user("lead-a"), node=tree.node("prog-a"), cluster=cluster,
+        weights=[], state=PreviewState.RUNNING, progress=0.4,
+    )  # fmt: skip
+    c = client_for(tree.user("lead-a"))
+    url = f"/budgets/whatif/{preview.pk}/"
+    page = c.get(url)
+    body = page.content.decode()
+    assert page.status_code == 200 and body.startswith("<!doctype html>")
+    assert '<nav aria-label="Main">' in body and "<title>What-if preview · org/prog-a" in body
+    assert 'id="whatif"' in body and 'hx-trigger="load delay:1s"' in body and "40%" in body
+    assert f'href="/budgets/nodes/{tree.node("prog-a").pk}/edit/"' in body
+    assert "js/whatif.js" in body  # draws the chart once the result is in
+    assert "HX-Request" in page["Vary"]
+    part = c.get(url, HTTP_HX_REQUEST="true")
+    assert part.status_code == 200 and "HX-Request" in part["Vary"]
+    assert b"<html" not in part.content and b"<nav" not in part.content
+    assert b'hx-trigger="load delay:1s"' in part.content and b"40%" in part.content
+
+
+def test_a_preview_refused_or_missing_is_refused_both_ways(tree):
+    cluster = ClusterFactory(name="gpu")
+    preview = Preview.objects.create(
+        requester=tree.user("lead-a"), node=tree.node("prog-a"), cluster=cluster, weights=[]
+    )
+    for who in ("ann", "lead-b"):
+        c = client_for(tree.user(who))
+        direct = c.get(f"/budgets/whatif/{preview.pk}/")
+        assert direct.status_code == 403 and b"<h1>Not allowed</h1>" in direct.content
+        assert b"Only its requester" in direct.content and b"whatif-progress" not in direct.content
+        part = c.get(f"/budgets/whatif/{preview.pk}/", HTTP_HX_REQUEST="true")
+        assert part.status_code == 403 and b"whatif-progress" not in part.content
+    c = client_for(tree.user("lead-a"))
+    assert c.get(f"/budgets/whatif/{preview.pk + 1}/").status_code == 404
+    assert c.get(f"/budgets/whatif/{preview.pk + 1}/", HTTP_HX_REQUEST="true").status_code == 404
