@@ -37,6 +37,7 @@ FIGURES = {
     "Change": "entitled-share",
     "Entitled share today → proposed": "entitled-share",
     "Entitled GPU-h/week ( GPUs)": "entitled-gpu-hours",
+    "Entitled GPU-h/week": "entitled-gpu-hours",  # the tree's phone card, with the cluster
     "Capacity": "capacity",
     "Demand (GPU-h)": "demand",
     "Demand-capped entitlement (GPU-h)": "demand-capped-entitlement",

@@ -62,7 +62,7 @@ def test_the_tree_reads_as_cards_on_a_phone(tree, live_server, page):
         ".filter(td => td.offsetWidth > 0)"
         ".map(td => getComputedStyle(td, '::before').content)"
     )
-    assert '"Entitled GPU-h/week, demo-h100"' in labels and '"Weight"' in labels
+    assert '"Entitled GPU-h/week demo-h100"' in labels and '"Weight"' in labels
     # a node's card is indented by its depth: a project's right of the root's
     root, project = (
         page.locator(f"tr[data-path='{path}']").bounding_box()["x"]
