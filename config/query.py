@@ -30,6 +30,7 @@ from config.negotiation import FORMAT_PARAMETER
 from config.pagination import PAGE_PARAMETERS
 
 QUERY_REFUSED = 400
+PAGE_NAMES = tuple(parameter.name for parameter in PAGE_PARAMETERS)  # limit, offset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,27 +61,29 @@ def read_query(
     *,
     multi: Collection[str] = (),
     blank_is_absent: bool = False,
+    also_accepted: Collection[str] | None = None,
 ) -> serializers.Serializer:
     """`params` checked by `query_class` (a valid, bound serializer); a refused value
-    raises DRF's ValidationError naming the field (the API's 400)."""
+    raises DRF's ValidationError naming the field (the API's 400). With `also_accepted`,
+    a parameter that is neither a field of `query_class` nor in it is refused too."""
     query = query_class(data=query_values(params, multi=multi, blank_is_absent=blank_is_absent))
+    if also_accepted is not None:
+        refuse_unknown_parameters(params, {*query.fields, *also_accepted})
     query.is_valid(raise_exception=True)
     return query
 
 
-def refuse_unknown_parameters(request, accepted: Collection[str]) -> None:
-    """A 400 naming every query parameter of `request` outside `accepted` (and `format`,
-    which content negotiation reads), with the parameters the operation accepts."""
-    unknown = [name for name in request.query_params if name not in accepted]
-    unknown = [name for name in unknown if name != FORMAT_PARAMETER]
+def refuse_unknown_parameters(params: QueryDict, accepted: Collection[str]) -> None:
+    """A 400 naming every parameter of `params` outside `accepted` (but `format`, which
+    content negotiation reads), with the parameters the operation accepts."""
+    unknown = [name for name in params if name not in accepted and name != FORMAT_PARAMETER]
     if not unknown:
         return
     takes = ", ".join(sorted(accepted)) or "none"
-    operation = f"{request.method} {request.path}"
     raise serializers.ValidationError(
         {
             name[:40]: serializers.ErrorDetail(
-                f"{operation} has no query parameter {name[:40]!r}; it accepts: {takes}.",
+                f"Not a query parameter of this operation, which accepts: {takes}.",
                 code="unknown_parameter",
             )
             for name in unknown
@@ -95,12 +98,12 @@ def read_api_query(
     serializer; its `multi` class attribute: the parameters that take a list); `paged`:
     the operation also takes the pagination's `limit` and `offset`. A parameter it does
     not take, or a refused value, is a 400 naming it."""
-    accepted = set(query_class().fields)
-    if paged:
-        accepted.update(parameter.name for parameter in PAGE_PARAMETERS)
-    refuse_unknown_parameters(request, accepted)
-    multi = getattr(query_class, "multi", ())
-    return read_query(query_class, request.query_params, multi=multi)
+    return read_query(
+        query_class,
+        request.query_params,
+        multi=getattr(query_class, "multi", ()),
+        also_accepted=PAGE_NAMES if paged else (),
+    )
 
 
 def field_errors(error: serializers.ValidationError | ApplicationError) -> list[FieldError]:
