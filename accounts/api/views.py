@@ -15,7 +15,7 @@ from accounts.lockout import cooloff_seconds, lockout_message
 from accounts.models import ApiToken
 from config.api_fields import refuse_any_field
 from config.errors import Throttled, ValidationFailed
-from config.query import read_query
+from config.query import read_api_query
 
 
 class TokenCreateApi(APIView):
@@ -73,7 +73,7 @@ class TokenListApi(APIView):
         operation_id="v1_auth_tokens_destroy_all",
     )
     def delete(self, request):
-        query = read_query(s.TokenRevokeAllQuery, request.query_params).validated_data
+        query = read_api_query(s.TokenRevokeAllQuery, request).validated_data
         refuse_any_field(request.data)
         keep = _token_in_use(request) if query["keep_current"] else None
         services.token_revoke_all(user=request.user, keep=keep)

@@ -9,6 +9,8 @@ import pytest
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from accounts.models import ApiToken
+from accounts.services import token_create
 from config.api_schema import UNKNOWN_PARAMETER
 from scheduler.models import Job
 from tests.api.conftest import job_body
@@ -92,6 +94,7 @@ def test_every_operation_with_query_parameters_refuses_an_unknown_one_as_documen
     client = _client(world.user("root"))
     operations = _query_operations()
     assert ("get", "/api/v1/jobs/") in operations and ("post", "/api/v1/jobs/") in operations
+    assert ("delete", "/api/v1/auth/tokens/") in operations
     for (method, path), operation in operations.items():
         names = sorted(p["name"] for p in operation["parameters"] if p["in"] == "query")
         response = getattr(client, method)(f"{path}?zz_typo=1", {}, format="json")
@@ -123,3 +126,18 @@ def test_the_clis_queries_are_accepted(world):
         "/api/v1/fairshare/?cluster=gpu",
     ):
         assert client.get(url).status_code == 200, (url, client.get(url).content)
+
+
+def test_a_typo_in_keep_current_revokes_nothing(world):
+    """`DELETE auth/tokens/?keep_curent=true` would have revoked every token, the one in
+    use too: refused, every token kept."""
+    ann = world.user("ann")
+    for name in ("laptop", "ci"):
+        token_create(user=ann, name=name)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=ann, name='now')[1]}")
+    typo = client.delete("/api/v1/auth/tokens/?keep_curent=true")
+    assert typo.status_code == 400 and typo.json()["field"] == "keep_curent"
+    assert ApiToken.objects.filter(user=ann).count() == 3
+    assert client.delete("/api/v1/auth/tokens/?keep_current=true").status_code == 204
+    assert list(ApiToken.objects.filter(user=ann).values_list("name", flat=True)) == ["now"]
