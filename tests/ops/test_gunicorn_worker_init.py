@@ -1,5 +1,7 @@
 """config/gunicorn.py's `post_worker_init`: a web worker imports the URLconf before its
-first request and freezes what it holds then, as gunicorn itself calls the hook."""
+first request and freezes what it holds then, as gunicorn itself calls the hook. OR-Tools
+(and the pandas it loads, 0.6 of the 2.5 CPU-s of a web process's start) is not among
+what it imports: the planner loads it at its first full-mode solve."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from config.wsgi import application  # what the worker loads first
 assert "config.urls" not in sys.modules and gc.get_freeze_count() == 0
 cfg.post_worker_init(None)
 print("config.urls" in sys.modules, "scheduler.api.views" in sys.modules, gc.get_freeze_count() > 1000)
+print("ortools" in sys.modules, "pandas" in sys.modules)
 """
 
 
@@ -30,4 +33,4 @@ def test_a_worker_imports_the_urlconf_and_freezes_the_heap_before_its_first_requ
         [sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["True", "True", "True"]
+    assert done.stdout.split() == ["True", "True", "True", "False", "False"]

@@ -18,8 +18,6 @@ import os
 import time
 from typing import Any
 
-from ortools.sat.python import cp_model
-
 from scheduler.core.planner.fast import schedule_fast
 from scheduler.core.planner.model import Scenario
 from scheduler.core.planner.plan import Plan, Schedule, build_matrix, compute_metrics
@@ -43,6 +41,11 @@ def _legal_blocks(scenario: Scenario, size: int) -> list[int]:
 def _solve(
     scenario: Scenario, hint: Schedule, deadline: float
 ) -> tuple[Schedule | None, dict[str, Any]]:
+    # Imported at the first solve, not with the module: OR-Tools loads pandas (0.6 of a
+    # web process's 1.9 CPU-s start), and every web process imports this module through
+    # the planner page's URL conf, most of them never solving in full mode.
+    from ortools.sat.python import cp_model
+
     steps, gpus = scenario.steps, scenario.gpus
     model = cp_model.CpModel()
     cells: list[list[list[cp_model.IntVar]]] = [[[] for _ in range(gpus)] for _ in range(steps)]
