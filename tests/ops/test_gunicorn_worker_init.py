@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # gunicorn's Config reads the file and hands the hook to the worker, which calls it after
 # loading the application (django.setup() done): here the same, in a fresh process.
 SCRIPT = """
-import gc, sys
+import gc, sys, types
 from gunicorn.config import Config
 namespace = {"__file__": "config/gunicorn.py"}
 exec(compile(open("config/gunicorn.py").read(), "gunicorn.py", "exec"), namespace)
@@ -22,7 +22,8 @@ cfg = Config()
 cfg.set("post_worker_init", namespace["post_worker_init"])
 from config.wsgi import application  # what the worker loads first
 assert "config.urls" not in sys.modules and gc.get_freeze_count() == 0
-cfg.post_worker_init(None)
+# a worker after the first (the first also checks the database: test_fails_loudly.py)
+cfg.post_worker_init(types.SimpleNamespace(allot_slot=1))
 print("config.urls" in sys.modules, "scheduler.api.views" in sys.modules, gc.get_freeze_count() > 1000)
 print("ortools" in sys.modules, "pandas" in sys.modules)
 """
