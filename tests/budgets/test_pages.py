@@ -123,6 +123,16 @@ def test_stale_form_is_a_conflict(tree, client):
     )
 
 
+def test_history_page_claims_what_the_triggers_hold_not_that_nobody_can_alter_it(tree, client):
+    """The page said "Nobody can alter this record", which the operations guide (the
+    audit trail) says is not so for the tables' owner; it says what holds instead."""
+    client.force_login(tree.user("bob"))
+    page = html.unescape(client.get("/budgets/history/").content.decode())
+    assert "Nobody can alter" not in page
+    assert "PostgreSQL refuses to update or delete it" in page
+    assert "only the tables' owner could" in page
+
+
 def test_history_page_filters(tree, client):
     services.budget_change_create(
         actor=tree.user("ceo"),
