@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from config.access import participant_page
 from config.errors import ApplicationError
+from config.query import QUERY_REFUSED
 from scheduler.models import Cluster
 from scheduler.selectors import cluster_queue as selectors
 from scheduler.selectors.clusters import cluster_list, resolve_cluster
@@ -49,11 +50,10 @@ def cluster_queue(request: HttpRequest, cluster_id: int) -> HttpResponse:
         raise Http404(f"No cluster {cluster_id}")
     params = {k: request.GET.get(k, "") for k in FILTER_KEYS}
     context: dict = {"cluster": cluster, "params": params}
-    try:
-        filters = selectors.queue_filters(actor=request.user, **params)
-    except ApplicationError as error:
-        context["error"] = error.message
-        return _page(request, context, status=error.status_code)
+    filters, errors = selectors.queue_filters(actor=request.user, **params)
+    if filters is None:
+        context["errors"] = errors
+        return _page(request, context, status=QUERY_REFUSED)
     data = selectors.cluster_queue(
         cluster=cluster,
         filters=filters,

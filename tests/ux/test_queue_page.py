@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from html import unescape
 
 import pytest
 
@@ -79,7 +80,7 @@ def test_the_filters_narrow_both_tables(live, client):
     bad = client.get(url + "?state=done")
     assert (
         bad.status_code == 400
-        and "state must be one of all, pending, running" in bad.content.decode()
+        and "<code>state</code>: must be one of all, pending, running" in bad.content.decode()
     )
     unknown = client.get(url + "?user=nobody")
     assert (
@@ -87,6 +88,24 @@ def test_the_filters_narrow_both_tables(live, client):
         and "There is no user &#x27;nobody&#x27;" in unknown.content.decode()
     )
     assert client.get(url + "?project=nowhere").status_code == 400  # as the API's filters
+
+
+def test_every_refused_filter_is_named_with_its_field_at_once(live, client):
+    """Three bad filters: each is listed with its field, as the history page lists its
+    own (the page showed only the first refusal, and without its field's name), and no
+    job is listed."""
+    _busy(live)
+    client.force_login(live.tree.user("ann"))
+    url = f"/clusters/{live.cluster.pk}/queue/"
+    response = client.get(url + "?state=done&project=nowhere&user=nobody")
+    page = unescape(response.content.decode())
+    refused = re.findall(r"<li><code>(\w+)</code>: ([^<]*)</li>", page)
+    assert response.status_code == 400
+    assert [field for field, _ in refused] == ["state", "project", "user"]
+    assert "got 'done'" in refused[0][1] and "'nowhere'" in refused[1][1]
+    assert "There is no user 'nobody'" in refused[2][1]
+    assert 'value="nowhere"' in page  # the form keeps what was typed
+    assert 'id="pending"' not in page and "ann-wait" not in page
 
 
 def test_pages_of_the_queue_and_the_way_there(live, client, monkeypatch):
