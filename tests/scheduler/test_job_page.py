@@ -12,7 +12,7 @@ from django.utils import timezone
 from scheduler.models import Attempt, Cluster, Host, HostHealth, JobState
 from scheduler.selectors import room as room_selectors
 from scheduler.selectors.jobs import BLOCKER_ORDER, job_blockers
-from tests.factories import ClusterFactory, HostFactory
+from tests.factories import AttemptFactory, ClusterFactory, HostFactory
 from tests.support.live import submit_job
 
 pytestmark = pytest.mark.django_db
@@ -266,3 +266,20 @@ def test_a_kept_room_lives_at_most_a_cycle_period(live, waiting, monkeypatch):
     assert reads == 1
     assert after[0]["numbers"] == {"gpus": 32, "healthy_gpus": 24}
     assert after[-1]["numbers"]["free_gpus_on_them"] == 16
+
+
+def test_an_open_attempts_end_reads_a_dash_like_its_ended_time(job, tree, client):
+    """A running attempt's End cell was empty: on a phone its card showed the label
+    "End" with nothing beside it, while Ended, just above, read "–"."""
+    job.state = JobState.RUNNING
+    job.save(update_fields=["state"])
+    AttemptFactory(
+        job=job,
+        placements=[{"host": "h100-00", "gpu_indices": [0, 1, 2, 3]}],
+        started_at=timezone.now(),
+    )
+    client.force_login(tree.user("ann"))
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    cells = dict(re.findall(r'<td[^>]*data-label="(Ended|End)">(.*?)</td>', html, re.S))
+    assert page_text(cells["End"]).strip() == "–"
+    assert page_text(cells["Ended"]).strip() == "–"
