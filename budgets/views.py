@@ -151,7 +151,11 @@ def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
             effective_at = read_time(raw_effective)
         except ValueError as exc:  # month 13 too (was a 500)
             field_errors["effective_at"] = str(exc)
-    if field_errors:
+    if field_errors:  # the reason too, so that one round trip names every refused field
+        try:
+            services.reason_check(request.POST.get("reason", ""))
+        except ValidationFailed as exc:
+            field_errors["reason"] = exc.message
         return _edit_form(request, context, field_errors, status=400)
     if not changes:
         context["form_error"] = "No weight was changed."

@@ -16,6 +16,7 @@ from budgets.services._common import (
     NAME_MAX_LENGTH,
     WeightEdit,
     parse_weight,
+    reason_check,
 )
 from budgets.services.changes import (
     MAX_SCHEDULE_AHEAD,
@@ -53,5 +54,6 @@ __all__ = [
     "nothing_to_weigh",
     "parse_tree_document",
     "parse_weight",
+    "reason_check",
     "weight_edits_check",
 ]

@@ -43,6 +43,13 @@ def _clean_reason(reason: Any) -> str:
     )
 
 
+def reason_check(reason: Any) -> str:
+    """A budget write's reason as the services will take it (the one rule,
+    `_clean_reason`), for a form that names every refused field at once; raises
+    ValidationFailed naming `reason`."""
+    return _clean_reason(reason)
+
+
 def parse_weight(value: Any, *, field: str = "weight") -> Decimal:
     """A weight, by the budget tree's one rule (`rules.parse_weight`): a finite
     decimal >= 0, at most `MAX_WEIGHT`, with at most 4 decimal places."""

@@ -370,6 +370,23 @@ def test_a_refused_field_is_marked_with_its_reason_beside_it(
     assert BudgetEvent.objects.count() == 1  # the import only
 
 
+def test_a_bad_weight_and_a_missing_reason_are_both_named_in_one_answer(tree, client):
+    """The reason was checked only by the service, after the weights passed: a form with
+    a negative weight and no reason named the weight alone, and the reason only on the
+    second try."""
+    client.force_login(tree.user("lead-a"))
+    a1, a2 = tree.node("a1"), tree.node("a2")
+    body = {f"weight-{a1.pk}": "-2", f"weight-{a2.pk}": "30", "reason": "  "}
+    response = client.post(f"/budgets/nodes/{tree.node('prog-a').pk}/edit/", body)
+    assert response.status_code == 400
+    summary = response.context["error_summary"]
+    assert [e["label"] for e in summary] == ["Weight of a1", "Reason"]
+    assert "negative" in summary[0]["message"]
+    assert "reason is required" in summary[1]["message"]
+    assert response.content.decode().count('aria-invalid="true"') == 2
+    assert BudgetEvent.objects.count() == 1  # the import only
+
+
 def test_a_service_refusal_names_the_forms_field_through_an_explicit_mapping():
     """`budgets.views._form_field`: the API field a service names -> the edit form's field
     (the label comes from the form's labels), instead of rewriting the message's words."""
