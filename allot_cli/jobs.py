@@ -142,7 +142,7 @@ def _attempts_table(attempts: list[dict[str, Any]]) -> None:
                 render.when(a["started_at"]),
                 render.when(a["ended_at"]),
                 # the job page's words ("Moved to other hosts"); a server without them: the code
-                a.get("end_label") or a["end_reason"] or a["stop_intent"] or "",
+                a.get("end_label") or a["end_reason"] or a["stop_intent"] or render.EMPTY,
             ]
             for a in attempts
         ),
@@ -158,7 +158,7 @@ def _events_table(events: list[dict[str, Any]]) -> None:
         (
             [
                 render.when(e["at"], seconds=True),
-                e["from_state"] or "-",
+                e["from_state"] or render.EMPTY,
                 e["to_state"],
                 e["actor"] or "allot",
                 f"{e['rule_label']}: {e['reason']}" if e.get("rule_label") else e["reason"],

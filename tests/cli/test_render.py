@@ -226,6 +226,39 @@ def test_an_attempts_end_reads_in_the_job_pages_words(capsys, monkeypatch):
     assert "h0[0-1]" in out  # the hosts as every reason writes them
 
 
+def test_an_open_attempts_end_and_a_first_events_from_read_the_pages_dash(capsys, monkeypatch):
+    """`allot show` left a running attempt's END blank and wrote a submission's FROM as
+    "-", where the job page (and every other CLI column) writes "–"."""
+    monkeypatch.setenv("COLUMNS", "200")
+    row = {
+        "number": 1,
+        "attempt_id": "a-1",
+        "state": "running",
+        "placements": [{"host": "h0", "gpu_indices": [0, 1]}],
+        "started_at": _iso(600),
+        "ended_at": None,
+        "end_reason": "",
+        "stop_intent": "",
+        "end_label": "",
+    }
+    _attempts_table([row])
+    attempt = _printed(capsys)[-1].split()
+    assert attempt[-2:] == ["–", "–"], attempt  # ENDED, END
+    _events_table(
+        [
+            {
+                "at": _iso(900),
+                "from_state": "",
+                "to_state": "pending",
+                "actor": "",
+                "reason": "submitted",
+            }
+        ]
+    )
+    event = _printed(capsys)[-1].split()
+    assert event[3:6] == ["–", "pending", "allot"], event
+
+
 def test_a_day_the_period_starts_or_ends_inside_reads_partial():
     """`allot usage`'s first and last days of "the last 7 days of complete hours" are
     marked "(partial)", as the charts label such a step, so 6 hours are no drop."""
