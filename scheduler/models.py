@@ -325,6 +325,13 @@ class Attempt(models.Model):
     def host_names(self) -> list[str]:
         return [p["host"] for p in self.placements]
 
+    @property
+    def end_label(self) -> str:
+        """How the run ended, or why it is being stopped, in words ("Moved to other
+        hosts"): the job page's End, the API's `end_label`, `allot show`'s END."""
+        code = self.end_reason or self.stop_intent
+        return str(AttemptEnd(code).label) if code in AttemptEnd.values else code
+
 
 class JobEvent(models.Model):
     """One state transition of a job (append-only). A preemption names the job that

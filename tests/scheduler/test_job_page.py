@@ -283,3 +283,25 @@ def test_an_open_attempts_end_reads_a_dash_like_its_ended_time(job, tree, client
     cells = dict(re.findall(r'<td[^>]*data-label="(Ended|End)">(.*?)</td>', html, re.S))
     assert page_text(cells["End"]).strip() == "–"
     assert page_text(cells["Ended"]).strip() == "–"
+
+
+def test_a_stopping_attempts_end_reads_as_the_apis_end_label(job, tree, client, api_client):
+    """A run being moved (stop_intent "migrated", not ended yet): the API and `allot
+    show` said "Moved to other hosts" while the job page's End, which read only the
+    end reason, said nothing."""
+    job.state = JobState.RUNNING
+    job.save(update_fields=["state"])
+    AttemptFactory(
+        job=job,
+        state="stopping",
+        stop_intent="migrated",
+        placements=[{"host": "h100-00", "gpu_indices": [0, 1, 2, 3]}],
+        started_at=timezone.now(),
+    )
+    client.force_login(tree.user("ann"))
+    html = client.get(f"/jobs/{job.pk}/").content.decode()
+    end = re.search(r'<td[^>]*data-label="End">(.*?)</td>', html, re.S)[1]
+    api_client.force_authenticate(tree.user("ann"))
+    label = api_client.get(f"/api/v1/jobs/{job.pk}/").json()["attempts"][0]["end_label"]
+    assert label == "Moved to other hosts"
+    assert page_text(end).strip() == label

@@ -171,8 +171,7 @@ class AttemptOutput(serializers.Serializer):
     preempted_by = serializers.IntegerField(allow_null=True, source="preempted_by_id")
 
     def get_end_label(self, attempt) -> str:
-        code = attempt.end_reason or attempt.stop_intent
-        return str(AttemptEnd(code).label) if code in AttemptEnd.values else code
+        return attempt.end_label
 
 
 class JobEventOutput(serializers.Serializer):
