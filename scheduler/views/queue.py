@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from config.access import participant_page
 from config.errors import ApplicationError
-from config.query import QUERY_REFUSED
+from config.query import QUERY_REFUSED, field_errors
 from scheduler.models import Cluster
 from scheduler.selectors import cluster_queue as selectors
 from scheduler.selectors.clusters import cluster_list, resolve_cluster
@@ -31,7 +31,7 @@ def queue_home(request: HttpRequest) -> HttpResponse:
     try:
         cluster = resolve_cluster(ref) if ref else None
     except ApplicationError as error:
-        return _page(request, {"error": error.message}, status=error.status_code)
+        return _page(request, {"errors": field_errors(error)}, status=error.status_code)
     cluster = cluster or next(iter(cluster_list()), None)
     if cluster is None:
         return _page(request, {})

@@ -124,7 +124,9 @@ def test_pages_of_the_queue_and_the_way_there(live, client, monkeypatch):
     # /queue/ picks the cluster (by name too) and keeps the filters
     assert client.get("/queue/")["Location"] == url
     assert client.get("/queue/?cluster=live&mine=1")["Location"] == url + "?mine=1"
-    assert client.get("/queue/?cluster=nope").status_code == 400
+    nope = client.get("/queue/?cluster=nope")
+    assert nope.status_code == 400  # named as the API's 400 names it (it said only why)
+    assert "<li><code>cluster</code>: There is no cluster" in unescape(nope.content.decode())
     job = Job.objects.filter(state=JobState.PENDING).order_by("pk").last()
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert f'href="{url}' in page and "See the whole queue" in page
