@@ -58,7 +58,7 @@ def _pending_page(n: int) -> dict:
         "priority": 0,
         "fairshare_factor": 0.9,
         "reason": "waiting: project allot-demo/language-models/pretraining is at 82% of its "
-        "entitled share over 7 days (fair-share rank 2 of 9); 1 project ahead of it",
+        "entitled share over 7 days (fair-share rank 2 of 9); 1 project ranks above it",
     }
     results = [{**row, "position": i + 1, "job": 1210 + i} for i in range(n)]
     return {"count": n, "computed_at": _iso(5), "cycle": 7, "results": results}
@@ -67,7 +67,7 @@ def _pending_page(n: int) -> dict:
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 LONG_REASON = (
     "waiting: project allot-demo/language-models/pretraining is at 82% of its entitled "
-    "share over 7 days (fair-share rank 2 of 9); 1 project ahead of it; no free GPUs; "
+    "share over 7 days (fair-share rank 2 of 9); 1 project ranks above it; no free GPUs; "
     "h1, h2 held for jobs with a min runtime of at most 10 min (short-job reserve)"
 )
 
@@ -131,7 +131,7 @@ def test_queue_into_a_pipe_prints_every_reason_whole(capsys, monkeypatch, long):
     rows = [line for line in _printed(capsys) if "researcher" in line]
     assert len(rows) == 4 and "…" not in "".join(rows)
     assert all("allot-demo/language-models/pretraining" in row for row in rows[:2])
-    assert all(row.rstrip().endswith("1 project ahead of it") for row in rows[:2])
+    assert all(row.rstrip().endswith("1 project ranks above it") for row in rows[:2])
     assert all(row.rstrip().endswith("(short-job reserve)") for row in rows[2:])
 
 
@@ -154,7 +154,7 @@ def test_queue_long_keeps_every_job_id_and_reason_whole(capsys, monkeypatch, col
     text = " ".join(" ".join(lines).split())
     assert all(len(line) <= int(columns) for line in lines)
     assert "…" not in text and "1210" in text and "1211" in text
-    assert "(fair-share rank 2 of 9); 1 project ahead of it" in text
+    assert "(fair-share rank 2 of 9); 1 project ranks above it" in text
     if columns == "80":
         assert [line.split()[1] for line in lines if line.startswith("jobid")] == ["1210", "1211"]
     else:

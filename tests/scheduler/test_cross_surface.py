@@ -70,7 +70,7 @@ def test_a_waiting_job_reads_the_same_on_the_queue_job_api_and_job_page(world):
     # more relative to its share: the reason names that level (glossary: deciding level),
     # and every surface below shows the reason whole
     assert by_job[waiting[0].pk]["reason"].endswith(
-        "(fair-share rank 2 of 3); 1 project ahead of it; behind project org/prog-b/b1 at "
+        "(fair-share rank 2 of 3); 1 project ranks above it; behind project org/prog-b/b1 at "
         "the deciding level: prog-a used more relative to its share than prog-b (level FS "
         "0.50 vs ∞); no free GPUs"
     )

@@ -45,7 +45,7 @@ job = st.tuples(
 
 STANDING = re.compile(
     r"is at (\d+)% of its entitled share over (\d+) days \(fair-share rank (\d+) of (\d+)\); "
-    r"(\d+) projects? ahead of it"
+    r"(\d+) projects? ranks? above it"
 )
 
 

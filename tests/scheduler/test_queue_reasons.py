@@ -218,4 +218,4 @@ def test_a_first_ranked_project_first_in_line_waits_for_capacity_not_its_budget(
     live.cycle(advance_s=60)
     blockers = job_blockers(live.job(behind))
     assert [b["kind"] for b in blockers] == ["budget", "capacity"]
-    assert "(fair-share rank 2 of 3); 1 project ahead of it" in blockers[0]["text"]
+    assert "(fair-share rank 2 of 3); 1 project ranks above it" in blockers[0]["text"]

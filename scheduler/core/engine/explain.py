@@ -2,7 +2,7 @@
 
 Decides nothing; turns the cycle's decisions into text a person can read ("waiting:
 project a1 is at 142% of its entitled share over 7 days (fair-share rank 3 of 12); 2
-projects ahead of it"). The percentage is the glossary's *usage relative to entitled share*
+projects rank above it"). The percentage is the glossary's *usage relative to entitled share*
 (docs/concepts.md), not the delivery dashboard's delivery ratio, and is named apart from it. The queue (`fair_share_queue`, `baseline_queue`) lists every waiting
 job with its position, its project's rank and fair-share factor and the reason.
 """
@@ -282,7 +282,7 @@ class FairShareReasons:
             )
         return (
             f"waiting: {self.project(proj, r)}; "
-            f"{ahead} project{'s' if ahead != 1 else ''} ahead of it"
+            f"{ahead} project{'s rank' if ahead != 1 else ' ranks'} above it"
             f"{self.deciding_level(proj)}{notes}"
         )
 

@@ -384,7 +384,7 @@ class Reservations:
         now = self.now
         names = self._hold_hosts(w, r, chosen, usable_at, may_take)
         when = (
-            f"expected usable in {hours_text(usable_at - now)} when the jobs on them pass "
+            f"expected usable {within_text(usable_at - now)} when the jobs on them pass "
             "their protection"
             if usable_at < INF
             else "usable when jobs on them that it may not preempt finish"
@@ -571,3 +571,8 @@ class Reservations:
         for h in list(c.reserved):
             del c.reserved[h]
             c.index.set(h, c.free[h])
+
+
+def within_text(seconds: float) -> str:
+    """`in 2 h 5 min`, or `within a minute` where the rounded wait would read `in 0 min`."""
+    return "within a minute" if seconds < 60 else f"in {hours_text(seconds)}"

@@ -32,7 +32,7 @@ def test_queue_order_projects_by_fair_tree_then_unallocated_last():
     # first, waits behind no other project: its reason does not
     reason = out.queue[2].reason
     assert "a is at" in reason and "of its entitled share over 7 days" in reason
-    assert "(fair-share rank 2 of 2); 1 project ahead of it" in reason
+    assert "(fair-share rank 2 of 2); 1 project ranks above it" in reason
     assert out.queue[0].reason.startswith(
         "waiting for GPUs: no project ranks above project b (fair-share rank 1 of 2)"
     )

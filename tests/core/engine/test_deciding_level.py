@@ -60,7 +60,7 @@ def test_a_program_over_its_share_is_named_as_what_put_the_project_behind():
     reasons = _waiting_reasons(_programs(), USAGE)
     seg = reasons["seg"]
     assert seg.startswith("waiting: project seg is at 40% of its entitled share over 7 days")
-    assert "(fair-share rank 3 of 4); 2 projects ahead of it; " in seg
+    assert "(fair-share rank 3 of 4); 2 projects rank above it; " in seg
     # the project just ahead is at a higher usage relative to its entitled share (180%)
     assert "project cells is at 180%" in reasons["cells"]
     assert seg.endswith(
@@ -74,13 +74,13 @@ def test_where_the_projects_themselves_decided_the_reason_adds_nothing():
     says it; the first-ranked project has nobody ahead."""
     reasons = _waiting_reasons(_programs(), USAGE)
     assert reasons["cells"].endswith(
-        "(fair-share rank 2 of 4); 1 project ahead of it; no free GPUs"
+        "(fair-share rank 2 of 4); 1 project ranks above it; no free GPUs"
     )
     assert "deciding level" not in reasons["genes"]
     flat = BudgetNode("org", children=(BudgetNode("a", 1), BudgetNode("b", 1), BudgetNode("c", 1)))
     flat_reasons = _waiting_reasons(flat, {"a": 5 * H, "b": 10 * H, "c": 20 * H}, busy="a")
     assert flat_reasons["c"].endswith(
-        "(fair-share rank 3 of 3); 2 projects ahead of it; no free GPUs"
+        "(fair-share rank 3 of 3); 2 projects rank above it; no free GPUs"
     )
 
 

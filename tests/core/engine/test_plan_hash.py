@@ -74,9 +74,9 @@ JOBS = 800
 # queue reasons, every plan hashed to the digest recorded before, and every summary, each
 # decision, stayed as it was).
 EXPECTED = {
-    "fairshare": "5ceb80a5241b24c1e9ee9726f328270154a93499c4fe1128335a30d30b4c6978",
-    "fairshare-decay": "81b86ade97e781262746b3e5fee221417ab22c750efc89b0e1da4b972c26c328",
-    "fairshare-reserve-off": "dc6aac00cac5903bd76f10be4efbdec35306730f5214c65268298b03412d5fb8",
+    "fairshare": "b76898f203800e16399b81dbb3cdf84f3660198a71807cc3fdd8a059a58aa4bf",
+    "fairshare-decay": "3c2e11c32702cf44ea6fda55d1f8b28384d25fc0e698e379500b4ba8f071869d",
+    "fairshare-reserve-off": "20ca412a0dfefd54be47d926895d22d69efb29797c22d471a80b6d299e3873d6",
     "fifo": "02a1800f2466346389ed6a03fcdcf0789f2c6788357b044f523be81ff1f796ec",
     "priority": "62e14b3917dfe85cb47c86100a3b9e95a55fb47b7a16a6b15219467bd9404364",
     "static": "ec45611c64973d98d2d3358e7a48025eff6711cf1af84e7d8fd0e35ead26908b",
