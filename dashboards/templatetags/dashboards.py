@@ -35,3 +35,12 @@ def share(value) -> str:
 def rule_label(rule: str) -> str:
     """A preemption rule in people's words, as the charts' legends name it."""
     return _rule_label(rule or "")
+
+
+@register.filter
+def any_mine(rows) -> bool:
+    """Whether a table's rows hold one of the viewer's projects (shown in bold, which
+    the table's note then says)."""
+    return any(
+        row.get("mine") if isinstance(row, dict) else getattr(row, "mine", False) for row in rows
+    )

@@ -157,6 +157,9 @@ def test_delivery_table_ratio_count_and_subtree_first(client, tree):
     assert list(rows)[0] == "org/prog-b/b1"  # lead-b governs b1: first
     page = client.get(reverse("dashboards:delivery"), {"cluster": "h100"}).content.decode()
     assert "2 of 3" in page
+    # b1's row is bold, and the table says why (it bolded rows without a word)
+    assert '<tr class="mine"><td class="name" data-label="Project">org/prog-b/b1' in page
+    assert "Your projects (those you are a member or a manager of) are in bold." in page
     over_time = read_csv(
         client.get(reverse("dashboards:delivery"), {"cluster": "h100", "format": "csv-time"})
     )
@@ -192,6 +195,7 @@ def test_delivery_table_is_paginated_and_keeps_long_names(client, tree):
     text = page.content.decode()
     assert "page 3 of 20 (1000 projects)" in text
     assert text.count('<td class="name" data-label="Project">') == 50
+    assert 'class="mine"' not in text and "are in bold" not in text  # none of ann's here
     assert "1000 of 1000" in text
     # on the dashboards page the parameter pages the delivery table only, and its links work
     # without scripts (the whole page at the next page, scrolled to the table)
