@@ -56,8 +56,16 @@ def test_spec_only_for_submitter_managers_and_staff(job, tree, client, user, see
 
 
 def test_unknown_job_is_404(tree, client):
+    """A 404 page in the site's layout (it was Django's bare "Not Found"), naming the path
+    and where to go; an unknown URL the same."""
     client.force_login(tree.user("bob"))
-    assert client.get("/jobs/999999/").status_code == 404
+    for path in ("/jobs/999999/", "/no-such-page/"):
+        response = client.get(path)
+        assert response.status_code == 404
+        html = response.content.decode()
+        assert "<h1>Not found</h1>" in html and f"There is nothing at <code>{path}</code>." in html
+        assert 'href="/me/">My jobs</a>' in html and "Sign out" in html  # the site's layout
+        assert "Resolver404" not in html
 
 
 def test_user_text_is_escaped(job, tree, client):
