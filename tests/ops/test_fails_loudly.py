@@ -14,7 +14,6 @@ settings), a Redis of the test's own and the test database:
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ from ops.worker_database import DATABASE_UNREACHABLE_EXIT
 from tests.ops.deploy import http, secret_key
 from tests.support.ports import free_port
 from tests.support.relay import Outage, closed_port
-from tests.support.workers import RedisServer
+from tests.support.workers import RedisServer, stop_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,13 +68,7 @@ class Process:
         return self.log.read_text()
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(30)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
+        stop_process(self.popen)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from ops.worker_database import DATABASE_UNREACHABLE_EXIT
 from scheduler.models import IdempotencyKey
 from tests.factories import UserFactory
 from tests.support.relay import Outage, closed_port
+from tests.support.workers import stop_process
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -91,13 +91,7 @@ class Worker:
             time.sleep(0.2)
 
     def stop(self) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(30)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
+        stop_process(self.popen)
 
 
 @pytest.fixture

@@ -66,6 +66,17 @@ for line in sys.stdin:
 """
 
 
+def stop_process(popen: subprocess.Popen, grace_s: float = 30) -> None:
+    """SIGTERM `popen` if it still runs, then SIGKILL after `grace_s`; reaped either way."""
+    if popen.poll() is None:
+        popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait()
+
+
 class WorkerProcess:
     """`celery -A config worker --pool=solo` as a child process (its log in `log_path`),
     forked by the process of `FORKS`."""
