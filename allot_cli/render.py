@@ -16,7 +16,14 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import TYPE_CHECKING, Any
 
 from allot_cli import plain
-from allot_common.figures import EMPTY, percent_text, runtime_text, share_text, span_text
+from allot_common.figures import (
+    EMPTY,
+    path_tail,
+    percent_text,
+    runtime_text,
+    share_text,
+    span_text,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -223,9 +230,9 @@ def plural(n: int, noun: str) -> str:
 
 
 def tail(text: str | None, limit: int = 24) -> str:
-    """A long path cut from the left ('…/pretraining'): its end names it."""
-    text = text or ""
-    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+    """A long path cut from the left at a "/" ('…/pretraining'): its end names it
+    (`path_tail`, the charts' rule too)."""
+    return path_tail(text, limit)
 
 
 def clip(text: str, limit: int) -> str:

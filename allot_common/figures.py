@@ -135,3 +135,23 @@ def usage_window_text(lookback_s: float, half_life_s: float | None) -> str:
         return f"over a decayed window (half-life {hours_text(half_life_s)})"
     days = lookback_s / 86400
     return f"over {days:g} day{'s' if days != 1 else ''}"
+
+
+def path_tail(path: str | None, limit: int) -> str:
+    """A project path cut from the left at a "/" to at most `limit` characters, as every
+    chart axis and CLI column shortens one: 'org/research/language-models/post-training'
+    -> '…/language-models/post-training', never inside a name ('…nguage-models/…'). The
+    project's own name (the last part) is kept whole where it fits alone; a longer one
+    is cut from the left with an ellipsis ('…-a-long-name-1'), its end naming it."""
+    path = path or ""
+    if len(path) <= limit:
+        return path
+    parts = path.split("/")
+    kept = parts[-1]
+    if len(kept) > limit:
+        return "…" + kept[-(limit - 1) :]
+    for part in reversed(parts[:-1]):
+        if len(f"…/{part}/{kept}") > limit:
+            break
+        kept = f"{part}/{kept}"
+    return kept if len(f"…/{kept}") > limit else f"…/{kept}"

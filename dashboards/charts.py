@@ -10,6 +10,7 @@ import datetime as dt
 from collections import defaultdict
 from typing import Any
 
+from allot_common.figures import path_tail
 from config.clock import span_text
 from dashboards.selectors import BUCKET_LABELS
 from ledger.selectors import STEPS, step_starts
@@ -112,13 +113,14 @@ def _iso(steps) -> list[str]:
 
 
 def short_label(text: str, limit: int = LABEL_CHARS) -> str:
-    """A long project path cut from the left ('…ls/pretraining-large'): its end names it."""
-    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+    """A long project path cut from the left at a "/" ('…/models/pretraining-large'):
+    its end names it (`path_tail`, the rule of every chart and CLI column)."""
+    return path_tail(text, limit)
 
 
 def leaf_label(path: str, limit: int = NARROW_LABEL_CHARS) -> str:
     """A project's own name (the end of its path), for the narrow axis of a phone."""
-    return short_label(path.rsplit("/", 1)[-1], limit)
+    return path_tail(path.rsplit("/", 1)[-1], limit)
 
 
 def narrow(figure: dict[str, Any], **paths: Any) -> dict[str, Any]:

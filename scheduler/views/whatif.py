@@ -16,6 +16,7 @@ from budgets.selectors import tree_index
 from config.access import participant_page, participant_required
 from config.errors import ApplicationError, PermissionDenied
 from config.text import is_id_text
+from dashboards.charts import leaf_label, short_label
 from ops.context_processors import read_banners
 from scheduler.models import PreviewState
 from scheduler.services.previews import preview_get, preview_request
@@ -58,6 +59,9 @@ def _whatif_context(preview) -> dict:
     rows = [_whatif_row(r) for r in result.get("projects", [])]
     chart = {
         "projects": [r["project"] for r in rows],
+        # the axis's labels, shortened by the rule of every chart (dashboards.charts)
+        "labels": [short_label(r["project"]) for r in rows],
+        "narrow_labels": [leaf_label(r["project"]) for r in rows],
         "recorded": [r.get("delivered_gpu_h_recorded") for r in rows],
         "before": [r["delivered_gpu_h_before"] for r in rows],
         "after": [r["delivered_gpu_h_after"] for r in rows],

@@ -1,10 +1,9 @@
 // Draws what-if preview charts (data from json_script blocks) once htmx has swapped them in.
-// Horizontal bars, one row per project (its path on the axis, shortened from the left when
-// long): delivered GPU-hours with the current (grey) and proposed (blue) weights; a tick
+// Horizontal bars, one row per project (its path on the axis, shortened from the left at a
+// "/" when long: the server's labels, dashboards.charts.short_label and leaf_label): delivered GPU-hours with the current (grey) and proposed (blue) weights; a tick
 // on each bar marks what that tree entitles the project to.
 // Plotly (4.8 MB) is only fetched once a result is on the page.
 let plotlyRequested = false;
-const LABEL_CHARS = 28;
 function loadPlotly() {
   const holder = document.getElementById("whatif");
   if (plotlyRequested || !holder) return;
@@ -15,9 +14,6 @@ function loadPlotly() {
   document.head.appendChild(script);
 }
 const NARROW_PX = 560;  // on a phone: a project's own name only, and a shorter title
-function shortLabel(text, limit) {
-  return text.length <= limit ? text : "\u2026" + text.slice(text.length - limit + 1);
-}
 function drawWhatif() {
   if (!document.querySelector(".whatif-chart:not([data-drawn])")) return;
   if (typeof Plotly === "undefined") { loadPlotly(); return; }
@@ -28,9 +24,7 @@ function drawWhatif() {
     div.dataset.drawn = "1";
     const at = function (shift) { return d.projects.map(function (_, i) { return i + shift; }); };
     const narrow = div.clientWidth < NARROW_PX;
-    const labels = d.projects.map(function (p) {
-      return narrow ? shortLabel(p.split("/").pop(), 16) : shortLabel(p, LABEL_CHARS);
-    });
+    const labels = narrow ? d.narrow_labels : d.labels;
     const xTitle = narrow ? "GPU-hours (allocated)"
       : "GPU-hours (allocated) over the " + d.days + " replayed days";
     const hover = "%{customdata}: %{x:,.0f} GPU-h<extra>%{fullData.name}</extra>";

@@ -33,6 +33,9 @@ def test_manager_previews_a_weight_change_on_past_jobs(tree, live_server, page):
     expect(result).to_contain_text("org/prog-a/a2")
     expect(result).to_contain_text("120 jobs of gpu")
     expect(page.locator("#whatif .whatif-chart .main-svg").first).to_be_visible()
+    # the axis names each project by the server's labels (dashboards.charts.short_label)
+    ticks = page.locator("#whatif .whatif-chart .ytick text").all_text_contents()
+    assert ticks and all(t.startswith("org/prog-") for t in ticks), ticks
     assert not [e for e in errors if "Content Security Policy" in e], errors
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1280, "height": 900})

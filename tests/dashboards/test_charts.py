@@ -133,3 +133,41 @@ def test_the_template_is_plotlys_default_look_for_bars_and_lines():
     for trace_type, value in TEMPLATE["data"].items():
         assert plotly["data"][trace_type] == value, trace_type
     assert {"plot_bgcolor", "colorway", "xaxis", "yaxis", "font"} <= TEMPLATE["layout"].keys()
+
+
+# the audit's project: cut from the left inside a name, it read "…nguage-models/post-training"
+POST_TRAINING = "org/research-division/language-models/post-training"
+LONG_LEAF = "org/research/a-project-whose-own-name-is-far-too-long"
+
+
+def test_a_long_path_is_cut_at_a_slash_on_every_chart_never_inside_a_name():
+    """/me/, the delivery dashboard and the what-if preview cut a long project path
+    at a "/" (`short_label`, one rule): the project's own name stays whole, and only
+    a name too long by itself is cut, from the left with an ellipsis."""
+    from types import SimpleNamespace
+
+    from scheduler.models import PreviewState
+    from scheduler.views.whatif import _whatif_context
+
+    paths = [POST_TRAINING, "org/research/models/post-training", LONG_LEAF]
+    cells = [{"cluster": "a100", "entitled_gpu_h": 1.0, "delivered_gpu_h": 1.0}]
+    mine = my_projects_figure([{"path": p, "clusters": cells} for p in paths])
+    delivery = {"projects": [{"path": p, "entitled_gpu_h": 1.0, "delivered_gpu_h": 1.0}
+                             for p in paths], "steps": STEPS, "entitled": [1.0] * 4,
+                "delivered": [1.0] * 4, "cumulative": [0.0] * 4}  # fmt: skip
+    preview = SimpleNamespace(
+        pk=1, state=PreviewState.DONE, progress=1.0, window_days=7,
+        cluster=SimpleNamespace(name="gpu"), result={"jobs": 1, "projects": [
+            {"project": p, "delivered_gpu_h_before": 1.0, "delivered_gpu_h_after": 1.0}
+            for p in paths]},
+    )  # fmt: skip
+    chart = _whatif_context(preview)["chart"]
+    shown = ["…/post-training", "…/models/post-training", "…se-own-name-is-far-too-long"]
+    assert mine["layout"]["yaxis"]["ticktext"] == shown
+    assert delivery_figures(delivery)["bars"]["layout"]["yaxis"]["ticktext"] == shown
+    assert chart["labels"] == shown
+    narrow = ["post-training", "post-training", "…is-far-too-long"]
+    assert mine["layout"]["meta"]["narrow"]["yaxis.ticktext"] == narrow
+    assert chart["narrow_labels"] == narrow
+    assert all(len(label) <= 28 for label in shown)
+    assert "…nguage-models" not in json.dumps([mine, chart], ensure_ascii=False)
