@@ -1,12 +1,13 @@
 """`allot usage` (the ledger's GPU-hours per project and step) and `allot shares` (the
 budget tree's fair share, like sshare -l), in the dashboards' formats."""
 
+import math
 from typing import Any
 
 from allot_cli import render
 from allot_cli.app import Context, Parser, api, cluster_option, command, json_flag, option
 from allot_cli.options import only_cluster
-from allot_common.figures import delivery_ratio
+from allot_common.figures import delivery_ratio, level_fs_text
 
 
 def add_usage(commands: Any) -> Parser:
@@ -188,17 +189,20 @@ def _share_name(node: dict[str, Any]) -> str:
 
 def _share_cell(node: dict[str, Any], column: str) -> str:
     """One figure of the fair-share table in the dashboard's format (usage in GPU-hours
-    with one decimal, level FS and factor with two); '–' where there is none, and for
-    a node without entitlement."""
+    with one decimal, level FS and factor with two, a level FS without usage "∞" as
+    `level_fs_text` writes it on every surface); '–' where there is none, and for a node
+    without entitlement."""
     value = node.get(column)
     if column in SHARE_FRACTIONS:
         return render.share(value)
     if column == "level_fs" and node.get("level_fs_infinite"):
-        return "inf"
+        return level_fs_text(math.inf)  # "∞" as the glossary and every page write it
     if value is None or (_no_entitlement(node) and column in ("level_fs", "fairshare")):
         return render.EMPTY
     if column == "raw_usage":
         return render.gpu_hours(value)
-    if column in ("level_fs", "fairshare"):
+    if column == "level_fs":
+        return level_fs_text(value)
+    if column == "fairshare":
         return render.factor(value)
     return render.number(value)

@@ -322,7 +322,10 @@ def test_shares_like_sshare(ann):
     # sshare's RawUsage is TRES-seconds; the window in the queue reasons' words
     assert "(RAW USAGE in GPU-hours over 7 days)" in result.stdout
     a1 = next(line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["a1"])
-    assert a1[6:8] == ["inf", "1.00"], a1  # no usage yet; the factor with 2 decimals, as the page
+    # no usage yet: level FS "∞" as the glossary and the page write it (sshare's "inf" was
+    # here); the factor with 2 decimals, as the page
+    assert a1[6:8] == ["∞", "1.00"], a1
+    assert "inf" not in result.stdout.split()
     org = next(line.split() for line in result.stdout.splitlines() if line.split()[:1] == ["org"])
     assert org[1] == "–", org  # the root has no weight: RAW SHARES as the tree page shows it
     nodes = json.loads(ann("shares", "--json").stdout)["nodes"]

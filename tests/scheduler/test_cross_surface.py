@@ -371,14 +371,14 @@ def _check_shares(cli: Cli, lv, root) -> None:
 
 def _dashboard_format(node: dict, column: str) -> str:
     """A fair-share figure as the dashboard writes it (usage in GPU-hours with one
-    decimal, level FS and factor with two, none: '–' as on the page; the CLI's infinite
-    level FS 'inf')."""
+    decimal, level FS and factor with two, none: '–' and an infinite level FS '∞' as on
+    the page and in the glossary)."""
     value = node[column]
     if column in SHARE_FRACTIONS and value is not None:
         return share_text(value)
     unentitled = node["depth"] > 0 and not node["entitled_share"]
     if column == "level_fs" and node["level_fs_infinite"]:
-        return "inf"
+        return "∞"
     if value is None or (unentitled and column in ("level_fs", "fairshare")):
         return "–"
     if column == "raw_usage":
