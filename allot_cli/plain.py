@@ -17,7 +17,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Literal, TextIO
 
 ELLIPSIS = "…"
 _PLAIN = re.compile(r"[ -Z\\\]^_`a-~…]*")  # printable ASCII but `[`, and the ellipsis
@@ -87,12 +87,14 @@ def table(
     layout: Layout,
     title: str | None,
     limit: int | None = None,
+    title_justify: Literal["left", "center"] = "center",
 ) -> bool:
     """Print a table as rich's `Table(box=None, pad_edge=False)` does, less the blanks
     that end its lines (`render` strips rich's too, into a pipe), when it fits (in
     `limit` columns, the terminal's width by default): each
     column as wide as its widest cell (at least its minimum, at most its maximum; a cell
-    over the maximum cut with an ellipsis), two spaces apart, the title centred above.
+    over the maximum cut with an ellipsis), two spaces apart, the title above, centred
+    or ("left", rich's `title_justify`) at the start of its line.
     False, printing nothing, where rich is needed."""
     if title is not None and (title != title.strip() or "  " in title):
         return False  # rich centres the title's words, wrapped: not spaces around them
@@ -111,7 +113,7 @@ def table(
         return False
     out = []
     if title:
-        left = (total - len(title)) // 2
+        left = (total - len(title)) // 2 if title_justify == "center" else 0
         out.append(" " * left + title)
     for row in (columns, *cells):
         out.append("  ".join(_fit(text, w) for text, w in zip(row, widths, strict=True)).rstrip())

@@ -13,7 +13,7 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from decimal import ROUND_HALF_UP, Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from allot_cli import plain
 from allot_common.figures import (
@@ -311,7 +311,9 @@ def table(
     names them); the cut columns share what the others leave, one that needs less than
     its share leaving the rest to the others (`_most_widths`). `whole`: every value
     whole, one line per row however long; by default into a pipe or a file (a script
-    reads whole values: `allot usage | grep language-models/pretraining` finds it). A
+    reads whole values: `allot usage | grep language-models/pretraining` finds it), the
+    title at the start of its line (centred over a line that long, it began after
+    hundreds of blanks). A
     text cell's UTC times (a reason's, a blocker's) are shown local (`local_times`).
     Where the whole columns leave the others less than their least width, the table is
     laid out wider than the terminal (which folds its lines) rather than cut a figure."""
@@ -323,8 +325,8 @@ def table(
     if whole if whole is not None else not to_terminal():
         span = max(sum(widths) + 2 * (len(columns) - 1), len(title or ""))
         layout: plain.Layout = [("", None, None)] * len(columns)
-        if not plain.table(columns, cells, layout, title, span):
-            _rich_table(columns, cells, layout, title, span)
+        if not plain.table(columns, cells, layout, title, span, title_justify="left"):
+            _rich_table(columns, cells, layout, title, span, title_justify="left")
         return
     cut = (*crop, *crop_left)
     fixed = sum(w for c, w in zip(columns, widths, strict=True) if c not in cut + tuple(wrap))
@@ -376,11 +378,14 @@ def _rich_table(
     layout: plain.Layout,
     title: str | None,
     width: int,
+    title_justify: Literal["left", "center"] = "center",
 ) -> None:
     from rich.table import Table  # here, not at the top: start-up time (module docstring)
     from rich.text import Text
 
-    t = Table(title=title, header_style="bold", box=None, pad_edge=False)
+    t = Table(
+        title=title, title_justify=title_justify, header_style="bold", box=None, pad_edge=False
+    )
     for column, (overflow, low, high) in zip(columns, layout, strict=True):
         if overflow == "fold":
             t.add_column(column, overflow="fold", min_width=low, ratio=1)

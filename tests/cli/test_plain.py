@@ -42,8 +42,11 @@ def printed(capsys, write) -> tuple[object, str]:
     data=st.data(),
     title=st.none() | TEXT,
     width=st.integers(10, 160),
+    justify=st.sampled_from(["center", "left"]),
 )
-def test_a_plain_table_is_what_rich_prints(capsys, monkeypatch, columns, data, title, width):
+def test_a_plain_table_is_what_rich_prints(
+    capsys, monkeypatch, columns, data, title, width, justify
+):
     monkeypatch.setenv("COLUMNS", str(width))
     n = len(columns)
     cells = data.draw(st.lists(st.lists(TEXT, min_size=n, max_size=n), max_size=5))
@@ -55,8 +58,10 @@ def test_a_plain_table_is_what_rich_prints(capsys, monkeypatch, columns, data, t
             max_size=n,
         )
     )
-    done, ours = printed(capsys, lambda: plain.table(columns, cells, layout, title))
-    _, theirs = printed(capsys, lambda: render._rich_table(columns, cells, layout, title, width))
+    done, ours = printed(capsys, lambda: plain.table(columns, cells, layout, title, None, justify))
+    _, theirs = printed(
+        capsys, lambda: render._rich_table(columns, cells, layout, title, width, justify)
+    )
     assert not done or ours == theirs
 
 

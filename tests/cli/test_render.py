@@ -365,6 +365,25 @@ def test_show_keeps_each_event_on_one_line_into_a_pipe_and_fits_a_terminal(
         assert sum("entitlement" in line for line in lines) == 1
 
 
+@pytest.mark.parametrize("mark", ["", " [x]"])  # the plain path, and rich's for "[x]"
+def test_show_into_a_pipe_starts_a_table_s_title_at_its_line_s_start(capsys, monkeypatch, mark):
+    """`allot show 42 | less`: the events table, its reasons whole, is hundreds of
+    columns wide, and its title "events" was centred over it, ~230 blanks in. A table
+    whose values are printed whole begins its title at the line's start; on a terminal
+    it stays centred over the table."""
+    reason = "preempted: acme-research/foundation-models/pretraining waits " * 4 + mark
+    event = {"at": _iso(60), "from_state": "running", "to_state": "preempted", "actor": None}
+    _terminal(monkeypatch, None)
+    monkeypatch.setenv("COLUMNS", "80")
+    _events_table([{**event, "reason": reason}])
+    lines = _printed(capsys)
+    assert lines[0] == "events" and len(lines[2]) > 230, lines[:1]
+    _terminal(monkeypatch, "80")
+    _events_table([{**event, "reason": reason}])
+    title = _printed(capsys)[0]
+    assert title.strip() == "events" and title.startswith(" " * 30), title
+
+
 def test_an_indented_tree_name_is_cut_after_its_first_letters_not_to_nothing():
     """`allot shares` on 80 columns printed "…" alone for "  language-models" and
     "    post-training": the tree's indentation was taken for a word break."""
