@@ -72,6 +72,18 @@ def fixed_text(value: float | int | Decimal | None, decimals: int) -> str:
     return format(rounded if rounded else abs(rounded), "f")
 
 
+def change_text(
+    before: float | Decimal | None, after: float | Decimal | None, decimals: int
+) -> str:
+    """A change from `before` to `after` (None as 0), signed, as the difference of the
+    two as shown (`fixed_text` with `decimals` places), so the figures beside it add up:
+    278.25 -> 235.54 shows 278.3 -> 235.5 and '-42.8', where the unrounded -42.71 gave
+    '-42.7'."""
+    shown = Decimal(fixed_text(after or 0, decimals)) - Decimal(fixed_text(before or 0, decimals))
+    text = fixed_text(shown, decimals)
+    return "+" + text if shown > 0 else text
+
+
 def level_fs_text(value: float, decimals: int = 2) -> str:
     """A level fair share as every surface writes it (docs/concepts.md#level-fair-share):
     `decimals` places (`fixed_text`), "∞" for a node that used nothing."""

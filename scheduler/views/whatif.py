@@ -11,6 +11,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
+from allot_common.figures import change_text
 from budgets.forms import posted_weights, weight_form_context
 from budgets.selectors import tree_index
 from config.access import participant_page, participant_required
@@ -39,7 +40,8 @@ def _whatif_row(r: dict) -> dict:
         **r,
         "delivered_gpu_h_before": before,
         "delivered_gpu_h_after": after,
-        "delta_gpu_h": (after or 0) - (before or 0),
+        # the Change column: the difference of the two as the table shows them
+        "change_gpu_h": change_text(before, after, 1),
         "p90_before_min": _per_minute(r.get("p90_replay_wait_s_before")),
         "p90_after_min": _per_minute(r.get("p90_replay_wait_s_after")),
         "share_before": r.get("entitled_share_before") or 0,

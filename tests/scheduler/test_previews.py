@@ -329,6 +329,31 @@ def test_the_recorded_column_writes_the_dashboards_digits():
     assert cells[5:8] == ["10.1%", "101.5%", "–"]
 
 
+@pytest.mark.parametrize(
+    ("before", "after", "shown"),
+    [(278.25, 235.54, ["278.3", "235.5", "-42.8"]), (0.96, 1.04, ["1.0", "1.0", "0.0"]),
+     (None, 2.25, ["–", "2.3", "+2.3"])],
+)  # fmt: skip
+def test_the_change_is_the_difference_of_the_figures_shown_beside_it(before, after, shown):
+    """The audit's preview read "278.3 -> 235.5" and a Change of "-42.7": the change
+    was the unrounded difference (-42.71). It is the difference of the two as shown."""
+    from types import SimpleNamespace
+
+    from django.template.loader import render_to_string
+
+    row = {"project": "org/prog-a/a1", "delivered_gpu_h_recorded": 1.0,
+           "delivered_gpu_h_before": before, "delivered_gpu_h_after": after}  # fmt: skip
+    preview = SimpleNamespace(
+        pk=7, state=PreviewState.DONE, progress=1.0, window_days=7,
+        cluster=SimpleNamespace(name="gpu"), result={"jobs": 3, "projects": [row]},
+    )  # fmt: skip
+    html = render_to_string("scheduler/_whatif.html", _whatif_context(preview))
+    cells = [
+        c.split("</td>")[0].split(" <small")[0].strip() for c in html.split('<td class="num">')[1:]
+    ]
+    assert cells[2:5] == shown
+
+
 def test_a_user_has_at_most_the_limit_of_previews_in_flight(tree, cluster, api_client):
     """The API: a preview over the limit is a 429 with Retry-After, and nothing is stored;
     one finished, failed or lost with its worker frees its place; others are not concerned."""
