@@ -139,9 +139,15 @@ class TimeField(serializers.DateTimeField):
             raise serializers.ValidationError(str(exc), code="invalid") from None
 
 
+# The serializer context key with which a page reads a query (`config.query.read_page_query`)
+CHOICES_AS_SHOWN = "choices_as_shown"
+
+
 class NamedChoicesMixin:
     """A refused choice names every valid value (`"foo" is not a valid choice; choose one
-    of: pending, running.`), so a client need not read the schema to correct it."""
+    of: pending, running.`), so a client need not read the schema to correct it. Read
+    for a page (context CHOICES_AS_SHOWN), each as its select shows it, with the value
+    the URL takes: `Weights changed (applied)`."""
 
     default_error_messages = {
         "invalid_choice": '"{input}" is not a valid choice; choose one of: {choices}.'
@@ -149,7 +155,14 @@ class NamedChoicesMixin:
 
     def fail(self, key: str, **kwargs: Any):
         if key == "invalid_choice":
-            kwargs.setdefault("choices", ", ".join(str(value) for value in self.choices))  # type: ignore[attr-defined]
+            shown = self.context.get(CHOICES_AS_SHOWN)  # type: ignore[attr-defined]
+            kwargs.setdefault(
+                "choices",
+                ", ".join(
+                    f"{label} ({value})" if shown and str(label) != str(value) else str(value)
+                    for value, label in self.choices.items()  # type: ignore[attr-defined]
+                ),
+            )
         return super().fail(key, **kwargs)  # type: ignore[misc]
 
 

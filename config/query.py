@@ -25,6 +25,7 @@ from django.http import QueryDict
 from rest_framework import serializers
 
 from config.api_errors import flatten_errors
+from config.api_fields import CHOICES_AS_SHOWN
 from config.errors import ApplicationError
 from config.negotiation import FORMAT_PARAMETER
 from config.pagination import PAGE_PARAMETERS
@@ -62,11 +63,16 @@ def read_query(
     multi: Collection[str] = (),
     blank_is_absent: bool = False,
     also_accepted: Collection[str] | None = None,
+    context: dict[str, Any] | None = None,
 ) -> serializers.Serializer:
-    """`params` checked by `query_class` (a valid, bound serializer); a refused value
-    raises DRF's ValidationError naming the field (the API's 400). With `also_accepted`,
-    a parameter that is neither a field of `query_class` nor in it is refused too."""
-    query = query_class(data=query_values(params, multi=multi, blank_is_absent=blank_is_absent))
+    """`params` checked by `query_class` (a valid, bound serializer, with `context`); a
+    refused value raises DRF's ValidationError naming the field (the API's 400). With
+    `also_accepted`, a parameter that is neither a field of `query_class` nor in it is
+    refused too."""
+    query = query_class(
+        data=query_values(params, multi=multi, blank_is_absent=blank_is_absent),
+        context=context or {},
+    )
     if also_accepted is not None:
         refuse_unknown_parameters(params, {*query.fields, *also_accepted})
     query.is_valid(raise_exception=True)
@@ -117,8 +123,12 @@ def read_page_query(
     query_class: type[serializers.Serializer], params: QueryDict
 ) -> tuple[dict[str, Any], list[FieldError]]:
     """A page's filters: (the valid values, no errors) or ({}, every refused field).
-    The form's empty "any" values count as absent."""
+    The form's empty "any" values count as absent; a refused choice names the choices as
+    the form's select shows them (`CHOICES_AS_SHOWN`)."""
     try:
-        return dict(read_query(query_class, params, blank_is_absent=True).validated_data), []
+        query = read_query(
+            query_class, params, blank_is_absent=True, context={CHOICES_AS_SHOWN: True}
+        )
+        return dict(query.validated_data), []
     except serializers.ValidationError as error:
         return {}, field_errors(error)

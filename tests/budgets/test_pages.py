@@ -262,6 +262,27 @@ def test_history_bad_filter_is_a_400_naming_the_field(client, tree, query, field
     assert BudgetEvent.objects.count() == events  # nothing else changes
 
 
+def test_history_unknown_kind_names_the_kinds_as_the_select_shows_them(client, tree, api_client):
+    """An unknown kind listed the codes (applied, scheduled, ...) where the form's select
+    shows "Weights changed", "Change scheduled", ...: the page names each as its select
+    does, with the code the URL takes; the API's 400 still lists the codes it takes."""
+    import re
+
+    client.force_login(tree.user("ann"))
+    page = client.get("/budgets/history/", {"kind": "nonsense"}).content.decode()
+    shown = ", ".join(f"{escape(label)} ({value})" for value, label in EventKind.choices)
+    assert (
+        f"<code>kind</code>: &quot;nonsense&quot; is not a valid choice; choose one of: {shown}."
+        in page
+    )
+    select = page.split('<select name="kind">')[1].split("</select>")[0]
+    options = re.findall(r"<option value=\"(\w+)\" >([^<]+)</option>", select)
+    assert options and all(f"{label} ({value})" in page for value, label in options)
+    api_client.force_authenticate(tree.user("ann"))
+    detail = api_client.get("/api/v1/budget-changes/?kind=nonsense").json()["errors"][0]["detail"]
+    assert detail.endswith(f"choose one of: {', '.join(EventKind.values)}."), detail
+
+
 def test_history_good_and_blank_filters_still_filter(client, tree):
     services.budget_change_create(
         actor=tree.user("lead-a"),
