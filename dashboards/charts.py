@@ -461,7 +461,7 @@ def fairshare_csv(rows: list[dict]) -> list[list[Any]]:
         ]
     ]
     for r in rows:
-        level = r["level_fs_text"] and "inf" or r["level_fs"]
+        level = "inf" if r["level_fs_infinite"] else r["level_fs"]
         out.append(
             [
                 r["path"],

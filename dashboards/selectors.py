@@ -185,7 +185,10 @@ def fairshare_now(
                 "usage_gpu_h": node["raw_usage"],
                 "usage_share": node["effective_usage"],
                 "level_fs": node["level_fs"] if entitled else None,
-                "level_fs_text": "∞" if infinite and entitled else None,
+                "level_fs_infinite": infinite and entitled,
+                "level_fs_text": level_fs_text(level_fs)
+                if entitled and level_fs is not None
+                else None,
                 "factor": node["fairshare"],
                 "rank": node["rank"],
                 "ranked": ranked,
