@@ -65,6 +65,9 @@ def main() -> None:
         seed_env = production_env(seeded_url, port=args.port, workers=1, var_dir=var_dir)
         manage(seed_env, "migrate", "--noinput", "-v0")
         manage(seed_env, "seed_demo")
+        # as a deploy does (deploy/allot-run): the 404 page a probe of an unknown path
+        # gets renders the site's layout, with its hashed static names
+        manage(seed_env, "collectstatic", "--noinput", "-v0")
         for role in args.roles.split(","):
             with fresh_database("fuzz", template=seeded_url) as database_url:
                 roles[role], served = _fuzz_as(role, database_url, args, var_dir)

@@ -13,7 +13,7 @@ from django.db.models import Count, Q, Sum
 
 from config.errors import ApplicationError, ValidationFailed
 from config.plainsql import columns, fetch_all, fetch_one, instance
-from config.text import is_id_text
+from config.text import is_id_text, refuse_control_characters
 from scheduler.models import (
     ACTIVE_STATES,
     Attempt,
@@ -43,6 +43,8 @@ def resolve_cluster(
     holds that version)."""
     if isinstance(value, bool) or not isinstance(value, int | str) or value == "":
         raise ValidationFailed(f"{field} must be a cluster's id or name.", field=field)
+    if isinstance(value, str):
+        refuse_control_characters(value, field=field, multiline=False)  # a NUL: SQL refuses
     if with_host_sizes:
         find = _with_host_sizes
     else:

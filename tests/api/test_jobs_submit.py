@@ -317,3 +317,17 @@ def test_a_submission_enters_no_audit_context(world, api_client):
         assert post(api_client, world.user("ann"), job_body()).status_code == 201
     assert not any("pghistory" in query["sql"] for query in queries.captured_queries)
     assert Context.objects.count() == contexts
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("cluster", "gp\x00u"), ("project", "org/prog-a/a\x001"), ("cluster", "_p\x11\x00")],
+)
+def test_a_nul_in_the_project_or_cluster_is_a_400_naming_it(world, api_client, field, value):
+    """The fuzzer's `"cluster": "_p\\x11...\\x00"` reached the one-statement lookup of the
+    project and cluster, and PostgreSQL refused the NUL: a 500. It is refused as any
+    control character is, naming the field, and nothing is stored."""
+    response = post(api_client, world.user("ann"), job_body(**{field: value}))
+    assert response.status_code == 400, response.content
+    assert response.json()["field"] == field
+    assert not Job.objects.exists()

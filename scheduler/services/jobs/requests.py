@@ -256,6 +256,8 @@ def resolve_project(
             f"{field} must be a project's id or its path like 'org/program/project'.",
             field=field,
         )
+    if isinstance(value, str):
+        refuse_control_characters(value, field=field, multiline=False)  # a NUL: SQL refuses
     if isinstance(value, int) or is_id_text(value):
         try:
             ancestors = BudgetNode.objects.ancestors(BudgetNode(pk=int(value)), include_self=True)
@@ -367,6 +369,8 @@ def _project_and_cluster(project: Any, cluster: Any) -> _Lookup | None:
         return None
     if isinstance(cluster, bool) or not isinstance(cluster, int | str) or cluster == "":
         return None
+    if "\x00" in project or (isinstance(cluster, str) and "\x00" in cluster):
+        return None  # PostgreSQL text holds no NUL: the field-by-field reads refuse it, named
     ident = cluster if isinstance(cluster, int) else int(cluster) if is_id_text(cluster) else None
     if ident is not None and not -(2**63) <= ident < 2**63:
         ident = -1  # beyond bigint: no cluster has that id
