@@ -1,0 +1,194 @@
+"""Mutation testing of the pure domain rules (`make mutants`; docs/testing.md, "How the
+suite was checked"): does each rule's test fail when the rule is broken?
+
+For each target module, mutmut (https://mutmut.readthedocs.io) breaks one operator,
+constant or call at a time and runs that module's own tests (only those, never the whole
+suite); a mutant the tests still pass on "survived". Each target runs in its own copy of
+the working tree under build/mutants/<module>/ (mutmut writes its `mutants/` folder there,
+not in the repository), with `ALLOT_NATIVE=0`: the engine is otherwise loaded compiled
+(scheduler/core/native.py) and a mutated source would never run.
+
+A survivor is either equivalent (no behaviour changes; listed in EQUIVALENT with the
+reason) or a gap in the tests; the command exits 1 while any gap is left.
+
+    .venv/bin/python tools/mutants.py [--minutes 15] [MODULE ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / "build" / "mutants"
+
+# module -> its own tests (pure, no database: each mutant forks one pytest run of those
+# of them that call the mutated function)
+TARGETS: dict[str, tuple[str, ...]] = {
+    "scheduler/core/engine/runs.py": (
+        "tests/core/engine/test_runs.py",
+        "tests/core/engine/test_short_reserve.py",
+        "tests/core/engine/test_idle_reclaim.py",
+        "tests/core/sim/test_eta_checkpoints.py",
+        "tests/core/sim/test_running_at_start.py",
+    ),
+    "scheduler/core/engine/fairshare.py": (
+        "tests/core/engine/test_fairshare.py",
+        "tests/core/engine/test_deciding_level.py",
+        "tests/core/engine/test_budget_tree.py",
+    ),
+    "budgets/rules.py": (
+        "tests/core/engine/test_budget_tree.py",
+        "tests/budgets/test_shares.py",
+        "tests/budgets/test_rules.py",
+    ),
+    "ledger/accounting.py": (
+        "tests/core/sim/test_accounting.py",
+        "tests/core/sim/test_figures.py",
+        "tests/ledger/test_accounting_rules.py",
+    ),
+    "allot_common/figures.py": (
+        "tests/dashboards/test_fixed_text.py",
+        "tests/core/engine/test_limit_text.py",
+        "tests/core/engine/test_deciding_level.py",
+        "tests/cli/test_render.py",
+        "tests/test_figures_text.py",
+    ),
+}
+
+# Survivors that change no behaviour, by mutmut's name for them, with the reason. A name
+# holds while its function's source is unchanged; a changed function is mutated anew.
+EQUIVALENT: dict[str, str] = {}
+
+
+
+def _copy_tree(dest: Path) -> None:
+    """The working tree's tracked and not-ignored files (uncommitted edits included)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for raw in listed:
+        if not raw:
+            continue
+        rel = raw.decode()
+        src = ROOT / rel
+        if not src.is_file():
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+
+
+def _configure(dest: Path, module: str, tests: tuple[str, ...]) -> None:
+    """mutmut's settings for one module, appended to the copy's pyproject.toml."""
+    entries = sorted(p.name for p in dest.iterdir())
+    packages = [e for e in entries if (dest / e / "__init__.py").exists() and e != "tests"]
+    others = [e for e in entries if e not in packages and e not in ("tests", "pyproject.toml")]
+    existing = [t for t in tests if (dest / t).exists()]
+    block = "\n".join(
+        [
+            "",
+            "[tool.mutmut]",
+            f"source_paths = {json.dumps(packages)}",
+            f"only_mutate = {json.dumps([module])}",
+            f"also_copy = {json.dumps(others)}",
+            f"pytest_add_cli_args_test_selection = {json.dumps(existing)}",
+            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-n", "0"]',
+            "use_git_change_detection = false",
+            "",
+        ]
+    )
+    with (dest / "pyproject.toml").open("a") as f:
+        f.write(block)
+
+
+def _results(dest: Path) -> dict[str, int | None]:
+    """mutmut's exit code per mutant (None: not run)."""
+    codes: dict[str, int | None] = {}
+    for meta in (dest / "mutants").rglob("*.meta"):
+        codes.update(json.loads(meta.read_text())["exit_code_by_key"])
+    return codes
+
+
+def run_module(module: str, minutes: float) -> dict[str, object]:
+    """Mutate `module`, run its tests per mutant for at most `minutes`, and count."""
+    slug = module.removesuffix(".py").replace("/", ".")
+    dest = WORK / slug
+    _copy_tree(dest)
+    _configure(dest, module, TARGETS[module])
+    env = dict(os.environ, ALLOT_NATIVE="0", PYTHONDONTWRITEBYTECODE="1")
+    cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", "1"]
+    log = (dest / "mutmut.log").open("w")
+    try:
+        subprocess.run(cmd, cwd=dest, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=minutes * 60)
+    except subprocess.TimeoutExpired:
+        print(f"{module}: stopped after {minutes} min; counted what ran", file=sys.stderr)
+    from mutmut.stats import status_by_exit_code  # what each of mutmut's exit codes means
+
+    codes = _results(dest)
+    status = {name: status_by_exit_code[code] for name, code in codes.items()}
+    # a mutant no test calls survives too
+    survivors = sorted(k for k, s in status.items() if s in ("survived", "no tests"))
+    gaps = [s for s in survivors if s not in EQUIVALENT]
+    diffs = []
+    for name in survivors:
+        shown = subprocess.run(
+            [sys.executable, "-m", "mutmut", "show", name], cwd=dest, env=env, capture_output=True, text=True
+        )
+        note = EQUIVALENT.get(name, "GAP")
+        diffs.append(f"## {name} ({note})\n{shown.stdout}")
+    (dest / "survivors.md").write_text("\n".join(diffs))
+    return {
+        "module": module,
+        "mutants": len(codes),
+        "killed": sum(1 for s in status.values() if s in ("killed", "caught by type check")),
+        "survived": len(survivors),
+        "equivalent": len(survivors) - len(gaps),
+        "timeouts": sum(1 for s in status.values() if s == "timeout"),
+        "not run": sum(1 for s in status.values() if s == "not checked"),
+        "other": sorted(f"{k}: {s}" for k, s in status.items() if s in ("suspicious", "segfault", "skipped")),
+        "gaps": gaps,
+        "survivors": str(dest.relative_to(ROOT) / "survivors.md"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the targets named (all by default) and print a row per module."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("modules", nargs="*", help=f"default: all of {', '.join(TARGETS)}")
+    parser.add_argument("--minutes", type=float, default=15.0, help="cap per module (default 15)")
+    args = parser.parse_args(argv)
+    unknown = [m for m in args.modules if m not in TARGETS]
+    if unknown:
+        parser.error(f"not a target: {', '.join(unknown)}")
+    today = datetime.date.today().isoformat()
+    print("| module | mutants | killed | survived (equivalent) | timeouts | date |")
+    print("|---|---|---|---|---|---|")
+    gaps = 0
+    for module in args.modules or list(TARGETS):
+        row = run_module(module, args.minutes)
+        not_run = f", {row['not run']} not run" if row["not run"] else ""
+        print(
+            f"| `{module}` | {row['mutants']} | {row['killed']} | {row['survived']} ({row['equivalent']}) "
+            f"| {row['timeouts']}{not_run} | {today} |",
+            flush=True,
+        )
+        for name in row["gaps"]:  # type: ignore[attr-defined]
+            print(f"  gap: {name} (see {row['survivors']})", flush=True)
+        gaps += len(row["gaps"])  # type: ignore[arg-type]
+    return 1 if gaps else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
