@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run serve test install native browser systemd slurm prometheus lint bench clean-var lock
+.PHONY: run serve test install native browser systemd slurm prometheus lint bench clean-var lock mutants
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -92,6 +92,15 @@ lock:
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( 2 * n < 8 ? 2 * n : 8 )))
 test: install browser systemd slurm prometheus
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+
+# Mutation testing of the pure rules (tools/mutants.py; docs/testing.md, "How the suite was
+# checked"): each module's own tests against mutmut's mutants of it, on the interpreted
+# engine, in copies under build/mutants/. Not part of `make test` (minutes per module).
+# MUTANTS names modules (default: all targets); MUTANTS_MINUTES caps each (default 15).
+MUTANTS ?=
+MUTANTS_MINUTES ?= 15
+mutants: install
+	$(BIN)/python tools/mutants.py --minutes $(MUTANTS_MINUTES) $(MUTANTS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -67,7 +67,6 @@ TARGETS: dict[str, tuple[str, ...]] = {
 EQUIVALENT: dict[str, str] = {}
 
 
-
 def _copy_tree(dest: Path) -> None:
     """The working tree's tracked and not-ignored files (uncommitted edits included)."""
     if dest.exists():
@@ -121,6 +120,25 @@ def _results(dest: Path) -> dict[str, int | None]:
     return codes
 
 
+_SHOW = """import sys
+from mutmut.__main__ import find_mutant, get_diff_for_mutant
+for name in sys.argv[1:]:
+    print("\\0" + name)
+    print(get_diff_for_mutant(name, path=find_mutant(name).path))
+"""
+
+
+def _diffs(dest: Path, env: dict[str, str], names: list[str]) -> list[tuple[str, str]]:
+    """Each mutant's diff, as `mutmut show` writes it (one process for all)."""
+    if not names:
+        return []
+    out = subprocess.run(
+        [sys.executable, "-c", _SHOW, *names], cwd=dest, env=env, capture_output=True, text=True
+    ).stdout
+    parts = [p.split("\n", 1) for p in out.split("\0")[1:]]
+    return [(p[0], p[1] if len(p) > 1 else "") for p in parts]
+
+
 def run_module(module: str, minutes: float) -> dict[str, object]:
     """Mutate `module`, run its tests per mutant for at most `minutes`, and count."""
     slug = module.removesuffix(".py").replace("/", ".")
@@ -131,7 +149,9 @@ def run_module(module: str, minutes: float) -> dict[str, object]:
     cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", "1"]
     log = (dest / "mutmut.log").open("w")
     try:
-        subprocess.run(cmd, cwd=dest, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=minutes * 60)
+        subprocess.run(
+            cmd, cwd=dest, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=minutes * 60
+        )
     except subprocess.TimeoutExpired:
         print(f"{module}: stopped after {minutes} min; counted what ran", file=sys.stderr)
     from mutmut.stats import status_by_exit_code  # what each of mutmut's exit codes means
@@ -141,13 +161,10 @@ def run_module(module: str, minutes: float) -> dict[str, object]:
     # a mutant no test calls survives too
     survivors = sorted(k for k, s in status.items() if s in ("survived", "no tests"))
     gaps = [s for s in survivors if s not in EQUIVALENT]
-    diffs = []
-    for name in survivors:
-        shown = subprocess.run(
-            [sys.executable, "-m", "mutmut", "show", name], cwd=dest, env=env, capture_output=True, text=True
-        )
-        note = EQUIVALENT.get(name, "GAP")
-        diffs.append(f"## {name} ({note})\n{shown.stdout}")
+    diffs = [
+        f"## {name} ({EQUIVALENT.get(name, 'GAP')})\n{diff}"
+        for name, diff in _diffs(dest, env, survivors)
+    ]
     (dest / "survivors.md").write_text("\n".join(diffs))
     return {
         "module": module,
@@ -157,7 +174,9 @@ def run_module(module: str, minutes: float) -> dict[str, object]:
         "equivalent": len(survivors) - len(gaps),
         "timeouts": sum(1 for s in status.values() if s == "timeout"),
         "not run": sum(1 for s in status.values() if s == "not checked"),
-        "other": sorted(f"{k}: {s}" for k, s in status.items() if s in ("suspicious", "segfault", "skipped")),
+        "other": sorted(
+            f"{k}: {s}" for k, s in status.items() if s in ("suspicious", "segfault", "skipped")
+        ),
         "gaps": gaps,
         "survivors": str(dest.relative_to(ROOT) / "survivors.md"),
     }
@@ -165,7 +184,9 @@ def run_module(module: str, minutes: float) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the targets named (all by default) and print a row per module."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("modules", nargs="*", help=f"default: all of {', '.join(TARGETS)}")
     parser.add_argument("--minutes", type=float, default=15.0, help="cap per module (default 15)")
     args = parser.parse_args(argv)
@@ -184,8 +205,10 @@ def main(argv: list[str] | None = None) -> int:
             f"| {row['timeouts']}{not_run} | {today} |",
             flush=True,
         )
-        for name in row["gaps"]:  # type: ignore[attr-defined]
-            print(f"  gap: {name} (see {row['survivors']})", flush=True)
+        for other in row["other"]:  # type: ignore[attr-defined]
+            print(f"  {other}", flush=True)
+        if row["gaps"]:
+            print(f"  {len(row['gaps'])} not equivalent: {row['survivors']}", flush=True)
         gaps += len(row["gaps"])  # type: ignore[arg-type]
     return 1 if gaps else 0
 

@@ -18,7 +18,9 @@ from allot_common.figures import fixed_text
 
 EDGES = [0, 0.0, -0.0, 0.05, 0.25, -0.25, 0.35, 1.45, 2.675, 1234.25, -0.04, -0.05, 1e-7,
          12345678.95, 1e17, 3, -7, 1 / 3, Decimal("2.50"), Decimal("-0.049"), None, math.inf,
-         -math.inf, math.nan, Decimal("Infinity"), 1e300, 5e-324]  # fmt: skip
+         -math.inf, math.nan, Decimal("Infinity"), 1e300, 5e-324,
+         Decimal("1E-199"), Decimal("1E-200")]  # fmt: skip
+# (the last two: 200 and 201 digits, either side of where floatformat stops rounding)
 
 
 @pytest.mark.parametrize("decimals", [0, 1, 2])
