@@ -91,33 +91,47 @@ def test_runs_on_down_or_draining_hosts_come_out_of_draining_first_then_down():
 
 
 def test_hour_count_covers_a_partial_last_hour_and_nothing_for_an_empty_window():
-    """One bucket per started hour; none for an empty or reversed window."""
-    assert hour_count(0.0, 0.0) == 0
-    assert hour_count(10.0, 5.0) == 0
-    assert hour_count(0.0, 1.0) == 1
-    assert hour_count(0.0, HOUR_S) == 1
-    assert hour_count(0.0, HOUR_S + 1.0) == 2
+    """One bucket per started hour of the window, wherever it starts; none for an empty
+    or reversed window."""
+    t0 = 1000 * HOUR_S
+    assert hour_count(t0, t0) == 0
+    assert hour_count(t0 + 10.0, t0 + 5.0) == 0
+    assert hour_count(t0, t0 + 1.0) == 1
+    assert hour_count(t0, t0 + HOUR_S) == 1
+    assert hour_count(t0, t0 + HOUR_S + 1.0) == 2
 
 
 def test_spans_are_clipped_to_the_window_and_weighted():
     """A span before the window starts counts from its start, a zero-weight or empty
-    span not at all; the weight multiplies the overlap."""
+    span not at all (and does not stop the spans after it); the weight multiplies the
+    overlap; hours count from the window's start."""
+    t0 = 1000 * HOUR_S
     got = bucket_spans(
-        [("a", 2.0, -HOUR_S, 1.5 * HOUR_S), ("b", 0.0, 0.0, HOUR_S), ("c", 3.0, 5.0, 5.0)],
-        0.0,
-        2 * HOUR_S,
+        [
+            ("b", 0.0, t0, t0 + HOUR_S),
+            ("c", 3.0, t0 + 5.0, t0 + 5.0),
+            ("a", 2.0, t0 - HOUR_S, t0 + 1.5 * HOUR_S),
+        ],
+        t0,
+        t0 + 2 * HOUR_S,
     )
     assert got == {"a": [2.0, 1.0]}
     # a span over three hours: its middle hour is whole
-    assert bucket_spans([("a", 1.0, 0.5 * HOUR_S, 2.5 * HOUR_S)], 0.0, 3 * HOUR_S) == {
-        "a": [0.5, 1.0, 0.5]
-    }
+    assert bucket_spans(
+        [("a", 1.0, t0 + 0.5 * HOUR_S, t0 + 2.5 * HOUR_S)], t0, t0 + 3 * HOUR_S
+    ) == {"a": [0.5, 1.0, 0.5]}
 
 
 def test_capacity_before_the_first_step_is_zero():
     """Capacity counts from its first step; an hour before it had none."""
     assert capacity_hourly([(HOUR_S, 8)], 0.0, 2 * HOUR_S) == [0.0, 8.0]
     assert capacity_hourly([], 0.0, 2 * HOUR_S) == [0.0, 0.0]
+    # each step holds until the next one
+    assert capacity_hourly([(0.0, 8), (HOUR_S, 4), (2 * HOUR_S, 6)], 0.0, 3 * HOUR_S) == [
+        8.0,
+        4.0,
+        6.0,
+    ]
 
 
 def test_a_project_without_share_or_demand_is_entitled_to_nothing():
@@ -166,3 +180,30 @@ def test_a_summary_without_entitlement_has_no_ratios():
     )
     assert (s.overall, s.worst, s.worst_project, s.projects_at_95) == (None, None, None, 0)
     assert s.projects["a"].delivered_gpu_h == 0.0  # an unallocated run is charged to no one
+
+
+def test_a_project_that_ran_nothing_or_is_not_in_the_shares_is_reported_as_it_is():
+    """A project entitled to GPU-hours that ran nothing delivered 0 (ratio 0, hourly
+    ratio 0); one that ran without a share is reported with nothing entitled and no
+    ratio; a total entitlement below one GPU-hour still has an overall figure."""
+    demand = [DemandSpan("a", 1, 0.0, HOUR_S), DemandSpan("b", 1, 0.0, HOUR_S)]
+    s = entitlement_summary(
+        {"a": 0.25, "b": 0.25},
+        [run("b", 1, 0.0, HOUR_S), run("x", 2, 0.0, HOUR_S)],
+        demand,
+        [(0.0, 2)],
+        0.0,
+        HOUR_S,
+    )
+    a, b, x = s.projects["a"], s.projects["b"], s.projects["x"]
+    assert (a.entitled_gpu_h, a.delivered_gpu_h, a.ratio, a.ratio_hourly) == (0.5, 0.0, 0.0, 0.0)
+    assert (b.ratio, b.ratio_hourly) == (2.0, 1.0)
+    assert (x.entitled_gpu_h, x.delivered_gpu_h, x.ratio, x.ratio_hourly) == (0.0, 2.0, None, None)
+    assert s.overall == 0.5  # (0 + 0.5) of 1 entitled GPU-hour
+
+
+def test_of_projects_with_the_same_ratio_the_first_listed_is_the_worst():
+    """Ties for the worst ratio name the project listed first in the shares."""
+    demand = [DemandSpan("b", 1, 0.0, HOUR_S), DemandSpan("a", 1, 0.0, HOUR_S)]
+    s = entitlement_summary({"b": 0.5, "a": 0.5}, [], demand, [(0.0, 2)], 0.0, HOUR_S)
+    assert (s.worst, s.worst_project) == (0.0, "b")
