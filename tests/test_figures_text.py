@@ -72,7 +72,14 @@ def test_a_runtime_reads_every_unit_it_has(seconds, text):
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0, "0 min"), (2700, "45 min"), (3599, "60 min"), (3600, "1.0 h"), (9000, "2.5 h")],
+    [
+        (0, "0 min"),
+        (2700, "45 min"),
+        (3599, "60 min"),
+        (3600, "1.0 h"),
+        (9000, "2.5 h"),
+        (360181, "100.1 h"),  # 100.05 h and a second: rounds up
+    ],
 )
 def test_hours_text_switches_to_hours_at_one_hour(seconds, text):
     """Below an hour in whole minutes, from one hour on in hours with one decimal."""
@@ -96,6 +103,7 @@ def test_the_delivery_ratio_is_delivered_over_entitled_and_empty_without_entitle
     assert delivery_ratio(0.0, 20.0) == 0.0
     assert delivery_ratio(5.0, 0.0) is None
     assert delivery_ratio(5.0, 1e-10) is None
+    assert delivery_ratio(5.0, 1e-9) is None
     assert delivery_ratio(1e-6, 1e-6) == 1.0
 
 

