@@ -273,3 +273,47 @@ def test_beats_after_answers_from_its_bounds_exactly_as_the_full_comparison(seed
             for delta in [*deltas, *near]:
                 want = fs._beats_after_exact(leaf[p], delta, q)
                 assert fs.beats_after(leaf[p], delta, q) == want, (p, q, delta, lo, hi)
+
+
+def test_fair_tree_reports_each_nodes_figures():
+    """The simulator's `fairshare` figures per node below the root: its share among
+    siblings, its usage among siblings (0 under a parent that used nothing), level FS,
+    raw usage and entitled share, by path; the order is the walk's for the same seed."""
+    got = fair_tree(SPEC_TREE, {"A1": 30.0, "A2": 10.0, "B1": 40.0})
+    nodes = got["nodes"]
+    assert set(nodes) == {"A", "B", "A/A1", "A/A2", "B/B1"}
+    a1 = nodes["A/A1"]
+    assert (a1["norm_shares"], a1["effective_usage"], a1["usage"]) == (0.7, 0.75, 30.0)
+    assert a1["level_fs"] == pytest.approx(0.7 * 40 / 30)
+    assert a1["entitled_share"] == pytest.approx(0.35)
+    assert (nodes["A"]["usage"], nodes["A"]["effective_usage"], nodes["A"]["level_fs"]) == (
+        40.0,
+        0.5,
+        1.0,
+    )
+    assert got["order"] == ["A2", "B1", "A1"]
+    small = fair_tree(SPEC_TREE, {"A1": 0.3, "A2": 0.1})["nodes"]
+    assert small["A/A1"]["effective_usage"] == pytest.approx(0.75)
+    assert small["B/B1"]["effective_usage"] == 0.0  # B used nothing
+    idle = fair_tree(SPEC_TREE, {})["nodes"]
+    assert idle["A/A1"]["effective_usage"] == 0.0 and idle["A/A1"]["level_fs"] == INF
+    flat = BudgetNode("r", children=tuple(BudgetNode(f"p{i}", 1) for i in range(8)))
+    assert fair_tree(flat, {})["order"] == compute_fair_share(flat, {}, 0).order
+
+
+def test_still_above_answers_as_beats_after_and_shares_its_bounds():
+    """A preemption search asks `still_above(p, delta)` for every victim's project: it
+    must answer exactly `beats_after(p, delta, other)` and fill the same per-pair
+    bounds (the cache the later calls read)."""
+    fs = compute_fair_share(SPEC_TREE, {"A1": 30.0, "A2": 10.0, "B1": 40.0})
+    leaf = fs.tree.leaf_index
+    for p in ("A1", "A2", "B1"):
+        for delta in (0.0, 5.0, 25.0, 1e6):
+            ask = fs.still_above(leaf[p], delta)
+            assert (ask.p, ask.delta) == (leaf[p], delta)
+            assert ask.bounds is fs.delta_bounds[leaf[p]]
+            for q in ("A1", "A2", "B1", "unknown"):
+                assert ask(q) == fs.beats_after(leaf[p], delta, q), (p, delta, q)
+    # A and B tie (level FS 1.0), so A2 (1.2) is compared with B1 (1.0) and ranks above
+    # it; 5 GPU-s more puts A below B, and A2 with it
+    assert fs.still_above(leaf["A2"], 0.0)("B1") and not fs.still_above(leaf["A2"], 5.0)("B1")
