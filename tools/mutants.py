@@ -65,6 +65,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
 # Survivors that change no behaviour, by mutmut's name for them, with the reason. A name
 # holds while its function's source is unchanged; a changed function is mutated anew.
 _ZIP = "zip(..., strict=True) of lists of one length by construction: strict never fires"
+_LEAF_EXIT = "a path ends at its leaf: the is_leaf test leaves the loop before its condition"
 EQUIVALENT: dict[str, str] = {
     # scheduler/core/engine/runs.py
     "scheduler.core.engine.runs.x_last_checkpoint_s__mutmut_4": "now < start: at now == start k is 0, None either way",
@@ -81,6 +82,11 @@ EQUIVALENT: dict[str, str] = {
     "budgets.rules.x_shares_by_id__mutmut_34": _ZIP,
     "budgets.rules.x__people__mutmut_3": "a missing list read as None: None gives () as [] does",
     "budgets.rules.x__people__mutmut_5": "a missing list read as None: None gives () as [] does",
+    # scheduler/core/engine/fairshare.py
+    "scheduler.core.engine.fairshare.xǁFairShareǁdeciding_nodes__mutmut_15": _LEAF_EXIT,
+    "scheduler.core.engine.fairshare.xǁFairShareǁdeciding_nodes__mutmut_16": _LEAF_EXIT,
+    "scheduler.core.engine.fairshare.xǁFairShareǁdeciding_nodes__mutmut_17": _LEAF_EXIT,
+    "scheduler.core.engine.fairshare.xǁFairShareǁdeciding_nodes__mutmut_20": _LEAF_EXIT,
     # ledger/accounting.py
     "ledger.accounting.x_bucket_spans__mutmut_8": "s <= start: assigns start_s to what equals it",
     "ledger.accounting.x_bucket_spans__mutmut_10": "e >= end: assigns end_s to what equals it",
@@ -201,7 +207,7 @@ def run_module(module: str, minutes: float) -> dict[str, object]:
         f"## {name} ({EQUIVALENT.get(name, 'GAP')})\n{diff}"
         for name, diff in _diffs(dest, env, survivors)
     ]
-    (dest / "survivors.md").write_text("\n".join(diffs))
+    (dest / "survivors.txt").write_text("\n".join(diffs))
     return {
         "module": module,
         "mutants": len(codes),
@@ -214,7 +220,7 @@ def run_module(module: str, minutes: float) -> dict[str, object]:
             f"{k}: {s}" for k, s in status.items() if s in ("suspicious", "segfault", "skipped")
         ),
         "gaps": gaps,
-        "survivors": str(dest.relative_to(ROOT) / "survivors.md"),
+        "survivors": str(dest.relative_to(ROOT) / "survivors.txt"),
     }
 
 
