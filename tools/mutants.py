@@ -21,6 +21,7 @@ import datetime
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -65,6 +66,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
 # Survivors that change no behaviour, by mutmut's name for them, with the reason. A name
 # holds while its function's source is unchanged; a changed function is mutated anew.
 _ZIP = "zip(..., strict=True) of lists of one length by construction: strict never fires"
+_WIDER = "the pair's bounds only widen: more calls take the exact comparison, same answers"
 _LEAF_EXIT = "a path ends at its leaf: the is_leaf test leaves the loop before its condition"
 EQUIVALENT: dict[str, str] = {
     # scheduler/core/engine/runs.py
@@ -87,6 +89,40 @@ EQUIVALENT: dict[str, str] = {
     "scheduler.core.engine.fairshare.xǁFairShareǁdeciding_nodes__mutmut_16": _LEAF_EXIT,
     "scheduler.core.engine.fairshare.xǁFairShareǁdeciding_nodes__mutmut_17": _LEAF_EXIT,
     "scheduler.core.engine.fairshare.xǁFairShareǁdeciding_nodes__mutmut_20": _LEAF_EXIT,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_beats_after_exact__mutmut_13": _LEAF_EXIT,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_beats_after_exact__mutmut_14": _LEAF_EXIT,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_beats_after_exact__mutmut_15": _LEAF_EXIT,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_beats_after_exact__mutmut_42": _LEAF_EXIT,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_beats_after_exact__mutmut_41": "> and >= where the two differ",
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeaten_all__mutmut_43": "> and >= where the two differ",
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_11": "two leaves' paths part before either ends, unless it is one leaf",
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_15": "(-inf, inf) sends the same project to the exact comparison, also False",
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_21": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_22": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_24": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_26": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_27": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_28": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_37": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_38": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_41": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_42": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeats_after__mutmut_13": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeats_after__mutmut_14": _WIDER,
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeats_after__mutmut_1": "the pair's bounds computed again on every call (no cache), same answers",
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeats_after__mutmut_2": "the pair's bounds computed again on every call (no cache), same answers",
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeats_after__mutmut_5": "the pair's bounds computed again on every call (no cache), same answers",
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeats_after__mutmut_6": "the pair's bounds computed again on every call (no cache), same answers",
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeats_after__mutmut_15": "at delta == lo, 1e-9 below where the pair parts, the answer is True either way",
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeats_after__mutmut_18": "at delta == hi, 1e-9 above where the pair parts, the answer is False either way",
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeaten_all__mutmut_10": "k = 0: the root's node before it is p's leaf, which has no children",
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeaten_all__mutmut_46": "kb + 1 >= npa only where ab is p's leaf, tested first",
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeaten_all__mutmut_48": "kb + 1 >= npa only where ab is p's leaf, tested first",
+    "scheduler.core.engine.fairshare.xǁFairShareǁbeaten_all__mutmut_68": "u + 0.0 == u - 0.0",
+    "scheduler.core.engine.fairshare.xǁFairShareǁposition_after__mutmut_8": "only the galloping probes change: the binary search finds the same first index",
+    "scheduler.core.engine.fairshare.xǁFairShareǁposition_after__mutmut_20": "only the galloping probes change: the binary search finds the same first index",
+    "scheduler.core.engine.fairshare.xǁFairShareǁposition_after__mutmut_24": "only the galloping probes change: the binary search finds the same first index",
+    "scheduler.core.engine.fairshare.xǁFairShareǁposition_after__mutmut_26": "only the galloping probes change: the binary search finds the same first index",
     # ledger/accounting.py
     "ledger.accounting.x_bucket_spans__mutmut_8": "s <= start: assigns start_s to what equals it",
     "ledger.accounting.x_bucket_spans__mutmut_10": "e >= end: assigns end_s to what equals it",
@@ -189,13 +225,17 @@ def run_module(module: str, minutes: float) -> dict[str, object]:
     _configure(dest, module, TARGETS[module])
     env = dict(os.environ, ALLOT_NATIVE="0", PYTHONDONTWRITEBYTECODE="1")
     cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", "1"]
-    log = (dest / "mutmut.log").open("w")
-    try:
-        subprocess.run(
-            cmd, cwd=dest, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=minutes * 60
+    # its own process group: at the cap, the forked worker goes with it
+    with (dest / "mutmut.log").open("w") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=dest, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
-    except subprocess.TimeoutExpired:
-        print(f"{module}: stopped after {minutes} min; counted what ran", file=sys.stderr)
+        try:
+            proc.wait(timeout=minutes * 60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            print(f"{module}: stopped after {minutes} min; counted what ran", file=sys.stderr)
     from mutmut.stats import status_by_exit_code  # what each of mutmut's exit codes means
 
     codes = _results(dest)

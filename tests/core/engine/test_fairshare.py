@@ -317,3 +317,27 @@ def test_still_above_answers_as_beats_after_and_shares_its_bounds():
     # A and B tie (level FS 1.0), so A2 (1.2) is compared with B1 (1.0) and ranks above
     # it; 5 GPU-s more puts A below B, and A2 with it
     assert fs.still_above(leaf["A2"], 0.0)("B1") and not fs.still_above(leaf["A2"], 5.0)("B1")
+
+
+def test_beaten_all_compares_down_through_two_tied_levels():
+    """Tied inner nodes are compared a level down (Slurm merges their children), again
+    and again: with X and Y tied and their only children X1 and Y1 tied too, the leaves
+    decide; the one-walk form follows the same levels as `beats_after`, and a project is
+    never above itself."""
+    pair = (BudgetNode("a", 1), BudgetNode("b", 1))
+    tree = BudgetNode(
+        "r",
+        children=(
+            BudgetNode("X", 1, (BudgetNode("X1", 1, pair),)),
+            BudgetNode("Y", 1, (BudgetNode("Y1", 1, (BudgetNode("c", 1), BudgetNode("d", 1))),)),
+        ),
+    )
+    fs = compute_fair_share(tree, {"a": 10.0, "b": 30.0, "c": 20.0, "d": 20.0})
+    leaf = fs.tree.leaf_index
+    assert fs.beaten_all(leaf["a"], 0.0) == {"b": True, "c": True, "d": True}
+    assert fs.beaten_all(leaf["b"], 0.0) == {"a": False, "c": False, "d": False}
+    for p in leaf:
+        assert fs.beaten_all(leaf[p], 0.0) == {
+            q: fs.beats_after(leaf[p], 0.0, q) for q in leaf if q != p
+        }
+        assert not fs.beats_after(leaf[p], 0.0, p)
