@@ -126,6 +126,11 @@ def test_shares_and_ratios_round_half_up_and_an_unknown_is_the_dash():
     assert percent_text(0.953) == "95.3%"
     assert percent_text(0.9535) == "95.4%"
     assert share_text(None) == percent_text(None) == EMPTY
+    # scaled in decimal: 0.0045 x 100 is 0.45 (the float product is 0.44999...)
+    assert percent_text(0.0045) == "0.5%"
+    assert share_text(0.00035) == "0.04%"
+    # a Decimal is rounded from its own digits, not from the nearest float's
+    assert share_text(Decimal("0.12344999999999999999")) == "12.34%"
 
 
 def test_fixed_text_empty_infinite_and_negative_zero():
