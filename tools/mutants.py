@@ -67,6 +67,9 @@ TARGETS: dict[str, tuple[str, ...]] = {
 # holds while its function's source is unchanged; a changed function is mutated anew.
 _ZIP = "zip(..., strict=True) of lists of one length by construction: strict never fires"
 _WIDER = "the pair's bounds only widen: more calls take the exact comparison, same answers"
+_REFUSED_WHOLE = (
+    "a node left out (or kept) only with a problem recorded: the document is refused whole"
+)
 _LEAF_EXIT = "a path ends at its leaf: the is_leaf test leaves the loop before its condition"
 EQUIVALENT: dict[str, str] = {
     # scheduler/core/engine/runs.py
@@ -123,6 +126,20 @@ EQUIVALENT: dict[str, str] = {
     "scheduler.core.engine.fairshare.xǁFairShareǁposition_after__mutmut_20": "only the galloping probes change: the binary search finds the same first index",
     "scheduler.core.engine.fairshare.xǁFairShareǁposition_after__mutmut_24": "only the galloping probes change: the binary search finds the same first index",
     "scheduler.core.engine.fairshare.xǁFairShareǁposition_after__mutmut_26": "only the galloping probes change: the binary search finds the same first index",
+    "budgets.rules.x__parse_children__mutmut_10": "None is falsy as False is",
+    "budgets.rules.x__parse_children__mutmut_27": _REFUSED_WHOLE,
+    "budgets.rules.x__parse_children__mutmut_28": _REFUSED_WHOLE,
+    "budgets.rules.x__parse_children__mutmut_39": _REFUSED_WHOLE,
+    "budgets.rules.x__parse_node__mutmut_52": _REFUSED_WHOLE,
+    "budgets.rules.x__parse_node__mutmut_53": _REFUSED_WHOLE,
+    "budgets.rules.x__parse_node__mutmut_68": _REFUSED_WHOLE,
+    "budgets.rules.x__parse_node__mutmut_69": _REFUSED_WHOLE,
+    "budgets.rules.x__parse_node__mutmut_162": _REFUSED_WHOLE,
+    "budgets.rules.x__parse_node__mutmut_72": "a missing children list read as None is made [] just below",
+    "budgets.rules.x__parse_node__mutmut_74": "a missing children list read as None is made [] just below",
+    "budgets.rules.x_parse_tree_document__mutmut_16": "the root's parent is only tested for truth: None as ''",
+    "budgets.rules.x_parse_tree_document__mutmut_17": "the index names a child without a name only, never the root",
+    "budgets.rules.x_parse_tree_document__mutmut_24": "the index names a child without a name only, never the root",
     # ledger/accounting.py
     "ledger.accounting.x_bucket_spans__mutmut_8": "s <= start: assigns start_s to what equals it",
     "ledger.accounting.x_bucket_spans__mutmut_10": "e >= end: assigns end_s to what equals it",
@@ -132,6 +149,8 @@ EQUIVALENT: dict[str, str] = {
     "ledger.accounting.x_bucket_spans__mutmut_60": "he == hs + 1: the two difference updates cancel",
     "ledger.accounting.x_bucket_spans__mutmut_61": "he > hs there (hs == he returned before)",
     "ledger.accounting.x_bucket_spans__mutmut_78": "every element of res is written before it is read",
+    "ledger.accounting.x_occupancy_hour__mutmut_27": "free == 0: takes 0 from draining and down",
+    "ledger.accounting.x_occupancy_hour__mutmut_48": "after the down step free is <= 0 either way, then clipped to 0",
     "ledger.accounting.x_entitlement_hourly__mutmut_7": "a share of 0 gives min(0, demand) = 0 as well",
     "ledger.accounting.x_entitlement_hourly__mutmut_21": _ZIP,
     "ledger.accounting.x_entitlement_hourly__mutmut_24": _ZIP,

@@ -242,3 +242,28 @@ def test_the_problems_listed_are_capped_and_the_rest_counted():
         "node 'org/n0': field 'weight': missing: every node below the root has a weight"
     )
     assert str(TreeIssue("org", None, "bad")) == "node 'org': bad"
+    two = TreeFileError([TreeIssue("org", None, "bad"), TreeIssue("org/a", "weight", "worse")])
+    assert two.more == 0
+    assert str(two) == "node 'org': bad\nnode 'org/a': field 'weight': worse"
+
+
+def test_usage_people_and_the_absent_fields_of_a_leaf():
+    """A leaf's usage may be 0 or a fraction; user names must be non-blank text (members
+    as managers); a node without usage has None, not 0."""
+    doc = {"name": "o", "children": [
+        {"name": "z", "weight": 1, "usage": 0},
+        {"name": "h", "weight": 1, "usage": 0.5},
+        {"name": "n", "weight": 1},
+    ]}  # fmt: skip
+    z, h, n = parse_tree_document(doc).children
+    assert (z.usage, h.usage, n.usage, n.members, n.managers) == (0.0, 0.5, None, (), ())
+    bad = {"name": "o", "children": [
+        {"name": "m", "weight": 1, "members": "ann"},
+        {"name": "b", "weight": 1, "members": ["ann", "  "]},
+        {"name": "k", "weight": 1, "managers": [3]},
+    ]}  # fmt: skip
+    assert [str(i) for i in issues_of(bad)] == [
+        "node 'o/m': field 'members': must be a list of user names",
+        "node 'o/b': field 'members': must be a list of user names",
+        "node 'o/k': field 'managers': must be a list of user names",
+    ]

@@ -75,6 +75,14 @@ def test_idle_time_is_idle_demand_up_to_the_work_that_waited():
     assert (served.idle_demand, served.idle) == (0.0, 12.0)
 
 
+def test_less_than_a_gpu_hour_free_is_idle_not_taken_from_draining():
+    """Free time under one GPU-hour is still free: it is idle, and draining keeps its
+    time (only time over the capacity is taken out of draining and down)."""
+    h = hour(allocated={"a": 12.5}, entitled={"a": 16.0}, draining_idle=3.0)
+    assert (h.draining, h.idle, h.down) == (3.0, 0.5, 0.0)
+    assert buckets(h) == 16.0
+
+
 def test_runs_on_down_or_draining_hosts_come_out_of_draining_first_then_down():
     """When runs, down and draining time exceed the capacity (runs recorded on a host
     counted down or draining), the excess comes out of draining first, then out of down,
@@ -116,6 +124,10 @@ def test_spans_are_clipped_to_the_window_and_weighted():
         t0 + 2 * HOUR_S,
     )
     assert got == {"a": [2.0, 1.0]}
+    # a span inside the first of three hours stays in it
+    assert bucket_spans(
+        [("a", 1.0, t0 + 0.25 * HOUR_S, t0 + 0.75 * HOUR_S)], t0, t0 + 3 * HOUR_S
+    ) == {"a": [0.5, 0.0, 0.0]}
     # a span over three hours: its middle hour is whole
     assert bucket_spans(
         [("a", 1.0, t0 + 0.5 * HOUR_S, t0 + 2.5 * HOUR_S)], t0, t0 + 3 * HOUR_S
