@@ -70,6 +70,7 @@ _WIDER = "the pair's bounds only widen: more calls take the exact comparison, sa
 _REFUSED_WHOLE = (
     "a node left out (or kept) only with a problem recorded: the document is refused whole"
 )
+_ONE_LEAF = "the paths part at their end only for one leaf, whose two paths have one length"
 _LEAF_EXIT = "a path ends at its leaf: the is_leaf test leaves the loop before its condition"
 EQUIVALENT: dict[str, str] = {
     # scheduler/core/engine/runs.py
@@ -140,6 +141,8 @@ EQUIVALENT: dict[str, str] = {
     "budgets.rules.x_parse_tree_document__mutmut_16": "the root's parent is only tested for truth: None as ''",
     "budgets.rules.x_parse_tree_document__mutmut_17": "the index names a child without a name only, never the root",
     "budgets.rules.x_parse_tree_document__mutmut_24": "the index names a child without a name only, never the root",
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_12": _ONE_LEAF,
+    "scheduler.core.engine.fairshare.xǁFairShareǁ_delta_bounds__mutmut_13": _ONE_LEAF,
     # ledger/accounting.py
     "ledger.accounting.x_bucket_spans__mutmut_8": "s <= start: assigns start_s to what equals it",
     "ledger.accounting.x_bucket_spans__mutmut_10": "e >= end: assigns end_s to what equals it",

@@ -299,6 +299,8 @@ def test_fair_tree_reports_each_nodes_figures():
     assert idle["A/A1"]["effective_usage"] == 0.0 and idle["A/A1"]["level_fs"] == INF
     flat = BudgetNode("r", children=tuple(BudgetNode(f"p{i}", 1) for i in range(8)))
     assert fair_tree(flat, {})["order"] == compute_fair_share(flat, {}, 0).order
+    assert fair_tree(flat, {}, seed=5)["order"] == compute_fair_share(flat, {}, 5).order
+    assert compute_fair_share(flat, {}, 5).order != compute_fair_share(flat, {}, 0).order
 
 
 def test_still_above_answers_as_beats_after_and_shares_its_bounds():
@@ -314,6 +316,13 @@ def test_still_above_answers_as_beats_after_and_shares_its_bounds():
             assert ask.bounds is fs.delta_bounds[leaf[p]]
             for q in ("A1", "A2", "B1", "unknown"):
                 assert ask(q) == fs.beats_after(leaf[p], delta, q), (p, delta, q)
+    # the preemption search reads a pair's bounds inline (`ask.bounds`): those a call
+    # computed are there, and still there for the next search of the same project
+    fresh = compute_fair_share(SPEC_TREE, {"A1": 30.0, "A2": 10.0, "B1": 40.0})
+    ask = fresh.still_above(leaf["A1"], 0.0)
+    ask("B1")
+    assert ask.bounds["B1"] == fresh.delta_bounds[leaf["A1"]]["B1"]
+    assert "B1" in fresh.still_above(leaf["A1"], 3.0).bounds
     # A and B tie (level FS 1.0), so A2 (1.2) is compared with B1 (1.0) and ranks above
     # it; 5 GPU-s more puts A below B, and A2 with it
     assert fs.still_above(leaf["A2"], 0.0)("B1") and not fs.still_above(leaf["A2"], 5.0)("B1")
