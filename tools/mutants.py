@@ -1,9 +1,8 @@
 """Mutation testing of the pure domain rules (`make mutants`; docs/testing.md, "How the
 suite was checked"): does each rule's test fail when the rule is broken?
 
-For each target module, mutmut (https://mutmut.readthedocs.io) breaks one operator,
-constant or call at a time and runs that module's own tests (only those, never the whole
-suite); a mutant the tests still pass on "survived". Each target runs in its own copy of
+For each target module, mutmut breaks one operator, constant or call at a time and runs
+that module's own tests (only those, never the whole suite); a mutant the tests still pass on "survived". Each target runs in its own copy of
 the working tree under build/mutants/<module>/ (mutmut writes its `mutants/` folder there,
 not in the repository), with `ALLOT_NATIVE=0`: the engine is otherwise loaded compiled
 (scheduler/core/native.py) and a mutated source would never run.
