@@ -2,9 +2,10 @@
 suite was checked"): does each rule's test fail when the rule is broken?
 
 For each target module, mutmut breaks one operator, constant or call at a time and runs
-that module's own tests (only those, never the whole suite); a mutant the tests still pass on "survived". Each target runs in its own copy of
-the working tree under build/mutants/<module>/ (mutmut writes its `mutants/` folder there,
-not in the repository), with `ALLOT_NATIVE=0`: the engine is otherwise loaded compiled
+that module's own tests (only those, never the whole suite); a mutant the tests still pass
+on "survived". Each target runs in its own copy of the working tree under
+build/mutants/<module>/ (mutmut writes its `mutants/` folder there, not in the
+repository), with `ALLOT_NATIVE=0`: the engine is otherwise loaded compiled
 (scheduler/core/native.py) and a mutated source would never run.
 
 A survivor is either equivalent (no behaviour changes; listed in EQUIVALENT with the
