@@ -15,10 +15,12 @@ import pytest
 
 from allot_common.figures import (
     EMPTY,
+    change_text,
     delivery_ratio,
     fixed_text,
     hours_text,
     level_fs_text,
+    path_tail,
     percent_text,
     runtime_text,
     share_change_text,
@@ -148,3 +150,40 @@ def test_a_level_fair_share_of_a_node_that_used_nothing_is_infinity():
     assert level_fs_text(math.inf) == "∞"
     assert level_fs_text(1.235) == "1.24"
     assert level_fs_text(1.235, 1) == "1.2"
+
+
+def test_a_change_is_the_difference_of_the_two_figures_shown():
+    """A change is after minus before as both are shown (so the three figures add up),
+    signed: '+' for a gain, '-' for a loss, no sign for none; None counts as 0."""
+    assert change_text(278.25, 235.54, 1) == "-42.8"  # 235.5 - 278.3, not -42.71
+    assert change_text(1, 2.5, 1) == "+1.5"
+    assert change_text(0.04, 0.06, 1) == "+0.1"  # 0.0 -> 0.1 as shown
+    assert change_text(0.06, 0.04, 1) == "-0.1"
+    assert change_text(None, 3, 0) == "+3"
+    assert change_text(3, None, 0) == "-3"
+    assert change_text(5, 5, 2) == "0.00"
+
+
+@pytest.mark.parametrize(
+    ("path", "limit", "text"),
+    [
+        (None, 10, ""),
+        ("org/a", 5, "org/a"),  # fits exactly
+        (
+            "org/research/language-models/post-training",
+            44,
+            "org/research/language-models/post-training",
+        ),
+        ("org/research/language-models/post-training", 31, "…/language-models/post-training"),
+        ("org/research/language-models/post-training", 30, "…/post-training"),
+        ("a/b/c/d", 5, "…/c/d"),
+        ("org/abcdefgh", 10, "…/abcdefgh"),
+        ("org/abcdefgh", 9, "abcdefgh"),  # the name alone fits, with "…/" it would not
+        ("org/a-very-long-project-name-1", 10, "…ct-name-1"),
+    ],
+)
+def test_a_path_is_cut_from_the_left_at_a_slash(path, limit, text):
+    """A path longer than `limit` keeps its last whole names behind '…/', never part of
+    a name; a name longer than `limit` alone keeps its end behind '…'."""
+    assert path_tail(path, limit) == text
+    assert len(text) <= limit
