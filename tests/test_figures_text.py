@@ -179,6 +179,7 @@ def test_a_change_is_the_difference_of_the_two_figures_shown():
         ("a/b/c/d", 5, "…/c/d"),
         ("org/abcdefgh", 10, "…/abcdefgh"),
         ("org/abcdefgh", 9, "abcdefgh"),  # the name alone fits, with "…/" it would not
+        ("org/abcdefghij", 10, "abcdefghij"),  # a name of exactly `limit` is kept whole
         ("org/a-very-long-project-name-1", 10, "…ct-name-1"),
     ],
 )
