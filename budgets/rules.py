@@ -292,7 +292,7 @@ def _parse_node(data: Any, parent: str, index: int, issues: _Issues) -> TreeDocu
             try:
                 weight = parse_weight(data["weight"])
             except WeightProblem as weight_problem:
-                issues.add(label, "weight", f"{weight_problem} (got {data['weight']!r})")
+                issues.add(label, "weight", _with_value(str(weight_problem), data["weight"]))
                 ok = False
     raw_children = data.get("children", [])
     if raw_children is None:
@@ -356,3 +356,9 @@ def parse_tree_document(data: Any) -> TreeDocument:
     if issues.items or root is None:
         raise TreeFileError(issues.items, issues.more)
     return root
+
+
+def _with_value(problem: str, value: object) -> str:
+    """`problem` with the value it refused, unless it quotes it already ("A weight cannot
+    be negative (got -1)." once read "... (got -1). (got -1)")."""
+    return problem if str(value) in problem else f"{problem} (got {value!r})"

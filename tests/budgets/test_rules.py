@@ -192,8 +192,8 @@ def test_each_problem_is_named_by_its_node_and_field():
         ],
     }
     got = [str(i) for i in issues_of(doc)]
-    # parse_weight's own message already names the value: "(got -1)" twice (kept apart)
-    assert got.pop(1).startswith("node 'org/b': field 'weight': A weight cannot be negative")
+    # parse_weight's own message names the value already: once, not "(got -1). (got -1)"
+    assert got.pop(1) == "node 'org/b': field 'weight': A weight cannot be negative (got -1)."
     assert got == [
         "node 'org/a': field 'weight': missing: every node below the root has a weight",
         "node 'org/children[2]': field 'name': A name is required. (got '')",
