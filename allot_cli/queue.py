@@ -84,7 +84,6 @@ def print_pending(name: str, page: dict[str, Any], *, me: bool, long: bool) -> N
             wrap=("REASON",) if long else (),
             crop=() if long else ("REASON",),
             crop_left=() if long else ("PROJECT",),
-            whole=piped,
         )
     _more(page)
 

@@ -67,21 +67,22 @@ def database_described() -> str:
     return f"postgres://{user}{db.get('HOST') or 'localhost'}{port}/{db.get('NAME')}"
 
 
-def ping_broker(timeout_s: float) -> None:
+def ping_broker(timeout_s: float) -> bool:
     """Raise when the Redis broker (CELERY_BROKER_URL) does not answer a PING within
-    `timeout_s`; a broker that is not Redis is not checked (`/healthz`'s broker check and
-    the start checks)."""
+    `timeout_s`; whether it was checked (a broker that is not Redis is not). `/healthz`'s
+    broker check and the start checks."""
     import redis
     from django.conf import settings
 
     url = settings.CELERY_BROKER_URL
     if not url.startswith(("redis://", "rediss://")):
-        return
+        return False
     client = redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
     try:
         client.ping()
     finally:
         client.close()
+    return True
 
 
 def broker_variable() -> str:

@@ -39,8 +39,6 @@ def rule_label(rule: str) -> str:
 
 @register.filter
 def any_mine(rows) -> bool:
-    """Whether a table's rows hold one of the viewer's projects (shown in bold, which
-    the table's note then says)."""
-    return any(
-        row.get("mine") if isinstance(row, dict) else getattr(row, "mine", False) for row in rows
-    )
+    """Whether a table's rows (the delivery and efficiency selectors' dicts) hold one of
+    the viewer's projects (shown in bold, which the table's note then says)."""
+    return any(row["mine"] for row in rows)
