@@ -350,3 +350,77 @@ def test_beaten_all_compares_down_through_two_tied_levels():
             q: fs.beats_after(leaf[p], 0.0, q) for q in leaf if q != p
         }
         assert not fs.beats_after(leaf[p], 0.0, p)
+
+
+def _agrees_with_the_walk(fs) -> None:
+    """`beats_after(p, 0, q)` and `beaten_all` answer as the Fair Tree walk's own order
+    (trees without full ties: a tie is "above" neither way)."""
+    leaf, order = fs.tree.leaf_index, fs.order
+    for p in leaf:
+        expected = {q: order.index(p) < order.index(q) for q in leaf if q != p}
+        assert {q: fs.beats_after(leaf[p], 0.0, q) for q in expected} == expected
+        assert fs.beaten_all(leaf[p], 0.0) == expected
+
+
+def test_merged_children_of_tied_nodes_compare_relative_to_their_own_parents():
+    """X and Y tie (share 0.25 at usage 10, 0.75 at 30), so their children are merged and
+    compared, each against its own parent's usage: a 0.5 x 10 / 2 = 2.5,
+    c 0.5 x 30 / 10 = 1.5, d 0.5 x 30 / 20 = 0.75, b 0.5 x 10 / 8 = 0.625. Without the
+    parent's usage in each child's level fair-share, b (8 of X's 10) would rank above
+    c and d (10 and 20 of Y's 30)."""
+    tree = BudgetNode(
+        "r",
+        children=(
+            BudgetNode("X", 1, (BudgetNode("a", 1), BudgetNode("b", 1))),
+            BudgetNode("Y", 3, (BudgetNode("c", 1), BudgetNode("d", 1))),
+        ),
+    )
+    fs = compute_fair_share(tree, {"a": 2.0, "b": 8.0, "c": 10.0, "d": 20.0})
+    leaf = fs.tree.leaf_index
+    assert fs.order == ["a", "c", "d", "b"]
+    assert fs.beaten_all(leaf["b"], 0.0) == {"a": False, "c": False, "d": False}
+    assert fs.beaten_all(leaf["c"], 0.0) == {"a": False, "b": True, "d": True}
+    assert not fs.beats_after(leaf["b"], 0.0, "c") and fs.beats_after(leaf["d"], 0.0, "b")
+    _agrees_with_the_walk(fs)
+
+
+def test_a_weighted_project_is_above_a_zero_weight_one_that_used_nothing():
+    """A zero share's level fair-share is 0 whatever its usage: an over-served weighted
+    project (level fair-share 1.0) still ranks above an idle zero-weight sibling."""
+    tree = BudgetNode("r", children=(BudgetNode("A", 1), BudgetNode("Z", 0)))
+    fs = compute_fair_share(tree, {"A": 10.0})
+    leaf = fs.tree.leaf_index
+    assert fs.order == ["A", "Z"]
+    assert fs.beats_after(leaf["A"], 0.0, "Z") and fs.beats_after(leaf["A"], 5.0, "Z")
+    assert not fs.beats_after(leaf["Z"], 0.0, "A")
+    _agrees_with_the_walk(fs)
+
+
+def test_usage_below_one_gpu_second_is_compared_like_any_other():
+    """Usage under 1 (a node's or its parent's) is ordinary usage, not "none": with
+    shares 0.1 / 0.9 and usage 0.9 / 1.5, A's level fair-share is 0.1 x 2.4 / 0.9 = 0.27,
+    B's 0.9 x 2.4 / 1.5 = 1.44; with usage 0.2 / 0.6 under a parent of 0.8, C's is
+    0.5 x 0.8 / 0.2 = 2 and D's 0.5 x 0.8 / 0.6 = 0.67."""
+    tree = BudgetNode("r", children=(BudgetNode("A", 1), BudgetNode("B", 9)))
+    fs = compute_fair_share(tree, {"A": 0.9, "B": 1.5})
+    assert fs.order == ["B", "A"]
+    assert not fs.beats_after(fs.tree.leaf_index["A"], 0.0, "B")
+    _agrees_with_the_walk(fs)
+    tree = BudgetNode(
+        "r",
+        children=(
+            BudgetNode("P", 1, (BudgetNode("C", 1), BudgetNode("D", 1))),
+            BudgetNode("Q", 1, (BudgetNode("E", 1),)),
+        ),
+    )
+    fs = compute_fair_share(tree, {"C": 0.2, "D": 0.6, "E": 100.0})
+    assert fs.order == ["C", "D", "E"]
+    assert fs.beats_after(fs.tree.leaf_index["C"], 0.0, "D")
+    assert not fs.beats_after(fs.tree.leaf_index["D"], 0.0, "C")
+    _agrees_with_the_walk(fs)
+
+
+def test_a_tree_of_only_its_root_has_no_project():
+    """An organisation without programs: the root is never a project of its own."""
+    fs = compute_fair_share(BudgetNode("r"), {"r": 5.0})
+    assert (fs.order, fs.tree.leaves, fs.tree.leaf_index) == ([], [], {})
