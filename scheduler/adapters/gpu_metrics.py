@@ -15,6 +15,10 @@ many exporters leave the profiling metrics off):
 A GPU without a value at a time is simply absent: the caller treats it as unknown,
 never as zero. Every failure to read (unreachable, an error status, a body that is not
 what the API promises) raises `MetricsUnavailable` with a sentence for the cycle record.
+
+httpx is imported by the two functions that read, not with the module, as in
+scheduler/adapters/simulated.py: the API's serializers import this module, and most
+processes never read a metric.
 """
 
 from __future__ import annotations
@@ -24,7 +28,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
@@ -107,6 +110,8 @@ def _query_range(
         "step": step_s,
     }
     url = source.url.rstrip("/") + "/api/v1/query_range"
+    import httpx  # at the first read, not at start (the module doc)
+
     try:
         response = httpx.get(url, params=params, headers=headers, timeout=TIMEOUT_S)
     except httpx.HTTPError as exc:
@@ -190,6 +195,8 @@ def parse_exposition(
 
 def read_exporter(url: str, at_s: float, *, timeout_s: float = TIMEOUT_S) -> list[GpuSample]:
     """One scrape of an exporter's metrics page (`url` is the page itself)."""
+    import httpx  # at the first read, not at start (the module doc)
+
     try:
         response = httpx.get(url, timeout=timeout_s)
     except httpx.HTTPError as exc:

@@ -10,16 +10,20 @@ When the process does not know the cluster (a fresh state directory), the adapte
 registers it again from the `Cluster` row's shape and options and repeats the request.
 
 Plain Python (no Django): `adapter_for_cluster` reads the row's attributes only.
+
+httpx is imported when an adapter is made, not with the module: the URL conf and the
+Celery app import this module through the services, and httpx's import (~0.2 CPU-s with
+the command line client its package loads: click, rich, pygments) would be part of the
+start of every process, most of which never reach a cluster
+(tests/ops/test_gunicorn_worker_init.py).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-import httpx
 
 from scheduler.adapters.base import (
     AdapterError,
@@ -32,6 +36,9 @@ from scheduler.adapters.base import (
     StartRequest,
 )
 from scheduler.adapters.simcluster import configured_url
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_TIMEOUT_S = 5.0
 # Options of `Cluster.adapter_options` that the simulated cluster itself takes.
@@ -52,6 +59,8 @@ class SimulatedClusterAdapter:
         timeout_s: float = DEFAULT_TIMEOUT_S,
         registration: Mapping[str, Any] | None = None,
     ) -> None:
+        import httpx  # when an adapter is made, not at start (the module doc)
+
         self.base_url = base_url.rstrip("/")
         self.cluster = cluster
         self.registration = dict(registration) if registration else None
@@ -179,6 +188,8 @@ class SimulatedClusterAdapter:
             return self._send(method, path, json=json, idempotent=idempotent)
 
     def _send(self, method: str, path: str, *, json: Any = None, idempotent: bool) -> Any:
+        import httpx  # loaded already: the adapter's __init__ imported it
+
         url = self._path + path
         for attempt in (1, 2):
             try:
@@ -226,6 +237,8 @@ class _UnknownCluster(Exception):
 
 
 def _describe(exc: httpx.TransportError) -> str:
+    import httpx  # loaded already: the adapter's __init__ imported it
+
     kind = "timed out" if isinstance(exc, httpx.TimeoutException) else "connection lost"
     return f"{kind}: {exc}" if str(exc) else kind
 

@@ -3,16 +3,22 @@
 Inside the planner a grid is a numpy matrix `steps x gpus` of job indexes
 (`Scenario.job_ids()` order: batch jobs first, then real-time services), -1 for
 an empty cell. PLAN.json carries the same grid with job ids and `null`.
+
+numpy is imported by the functions that compute with it, not with the module: the
+planner page's URL conf imports the planner, and numpy's import (~0.2 CPU-s) would be
+part of the start of every web worker, Celery worker and `manage.py` command, most of
+which never plan (tests/ops/test_gunicorn_worker_init.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from scheduler.core.planner.model import Scenario
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["MODES", "Plan", "Schedule", "build_matrix", "compute_metrics", "lipschitz_below"]
 
@@ -74,6 +80,8 @@ def build_matrix(scenario: Scenario, schedule: Schedule) -> np.ndarray:
     cluster by default), highest index first. Raises `ValueError` if a service
     cannot get the count the schedule gives it (a bug in the mode).
     """
+    import numpy as np  # at the first plan (the module doc)
+
     steps, gpus = scenario.steps, scenario.gpus
     m = np.full((steps, gpus), -1, dtype=np.int32)
     for idx, job in enumerate(scenario.batch):
@@ -103,6 +111,8 @@ def build_matrix(scenario: Scenario, schedule: Schedule) -> np.ndarray:
 
 def job_step_counts(scenario: Scenario, matrix: np.ndarray) -> np.ndarray:
     """`counts[t, j]` = cells job j holds at step t (column -1 absent)."""
+    import numpy as np  # at the first plan (the module doc)
+
     steps = matrix.shape[0]
     n = len(scenario.batch) + len(scenario.realtime)
     offsets = (np.arange(steps, dtype=np.int64) * (n + 1))[:, None]
@@ -118,6 +128,8 @@ def compute_metrics(scenario: Scenario, matrix: np.ndarray, runtime_ms: float) -
     priority; objective = sum of batch GPU-steps x priority x decay^t - penalty x
     unmet real-time GPU-steps; completed = batch jobs that ran their full duration.
     """
+    import numpy as np  # at the first plan (the module doc)
+
     steps, gpus = scenario.steps, scenario.gpus
     nb = len(scenario.batch)
     counts = job_step_counts(scenario, matrix)

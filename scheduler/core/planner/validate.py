@@ -28,12 +28,13 @@ import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from scheduler.core.planner.model import BatchJob, Scenario, is_power_of_two
 from scheduler.core.planner.plan import MODES, compute_metrics
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["CONSTRAINTS", "Violation", "validate_plan"]
 
@@ -218,6 +219,8 @@ def _check_metrics(
 
 def validate_plan(scenario: Scenario, doc: Any) -> list[Violation]:
     """Every violated constraint of a decoded PLAN.json against `scenario` (empty if legal)."""
+    import numpy as np  # at the first check, not at start (scheduler/core/planner/plan.py)
+
     out: list[Violation] = []
     if not isinstance(doc, dict) or not isinstance(doc.get("grid"), list):
         return [Violation("format", "a plan is an object with a 'grid' list")]

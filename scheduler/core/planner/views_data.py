@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from scheduler.core.planner.generate import SCENARIO_DIR
 from scheduler.core.planner.model import Scenario
 from scheduler.core.planner.plan import Plan
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["heatmap_data", "list_scenarios"]
 
@@ -43,6 +44,8 @@ def _matrix(
 ) -> tuple[np.ndarray, str, dict[str, Any]]:
     if isinstance(plan, Plan):
         return plan.matrix, plan.mode, dict(plan.metrics)
+    import numpy as np  # at the first plan read, not at start (scheduler/core/planner/plan.py)
+
     index = {job_id: i for i, job_id in enumerate(scenario.job_ids())}
     grid = plan["grid"]
     m = np.array([[index.get(c, -1) if c is not None else -1 for c in row] for row in grid])
