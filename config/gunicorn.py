@@ -70,10 +70,11 @@ def post_fork(server, worker):
 
 
 def post_worker_init(worker):
-    """Once per worker, before its first request: import the URLconf (every view, and
-    numpy and the planner through them: otherwise the first request's work), then move
-    everything the worker holds into the collector's permanent generation (`gc.freeze`),
-    so its collections walk what requests create, not the whole application again."""
+    """Once per worker, before its first request: import the URLconf (every view:
+    otherwise the first request's work), then move everything the worker holds into the
+    collector's permanent generation (`gc.freeze`), as the set-up's objects were
+    (config/startup.py), so its collections walk what requests create, not the whole
+    application again."""
     from django.urls import get_resolver  # Django is set up by now (the app is loaded)
 
     get_resolver().url_patterns  # noqa: B018 (imports the URLconf)

@@ -1,5 +1,7 @@
 """config/gunicorn.py's `post_worker_init`: a web worker imports the URLconf before its
-first request and freezes what it holds then, as gunicorn itself calls the hook.
+first request and freezes what it holds then, as gunicorn itself calls the hook. Before
+it, the worker set Django up with the cyclic collector paused, and the collector runs
+again with what the set-up made frozen (config/startup.py).
 
 What a process imports at start leaves out the modules only some requests need, each
 loaded by the code that needs it when it runs (`LATER`): OR-Tools (and the pandas it
@@ -28,10 +30,15 @@ exec(compile(open("config/gunicorn.py").read(), "gunicorn.py", "exec"), namespac
 cfg = Config()
 cfg.set("post_worker_init", namespace["post_worker_init"])
 from config.wsgi import application  # what the worker loads first
-assert "config.urls" not in sys.modules and gc.get_freeze_count() == 0
+assert "config.urls" not in sys.modules
+set_up = gc.get_freeze_count()
+print(gc.isenabled(), set_up > 100_000)
 # a worker after the first (the first also checks the database: test_fails_loudly.py)
 cfg.post_worker_init(types.SimpleNamespace(allot_slot=1))
-print("config.urls" in sys.modules, "scheduler.api.views" in sys.modules, gc.get_freeze_count() > 1000)
+print("config.urls" in sys.modules, "scheduler.api.views" in sys.modules, gc.get_freeze_count() > set_up + 1000)
+from config import startup
+startup.pause()  # the apps are ready: a no-op
+print(gc.isenabled())
 print("later:", *sorted(name for name in LATER if name in sys.modules))
 from config.celery import app
 app.loader.import_default_modules()  # a Celery worker's tasks modules
@@ -49,8 +56,10 @@ def test_a_worker_imports_the_urlconf_and_freezes_the_heap_before_its_first_requ
         check=False,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    worker, web_later, tasks, worker_later = done.stdout.splitlines()
+    set_up, worker, paused_late, web_later, tasks, worker_later = done.stdout.splitlines()
+    assert set_up.split() == ["True", "True"]  # the collector runs, the set-up frozen
     assert worker.split() == ["True", "True", "True"]
+    assert paused_late == "True"
     assert web_later == "later:"  # none of LATER
     assert tasks.split() == ["True", "True"]
     assert worker_later == "later:"
