@@ -17,14 +17,29 @@ import os
 
 import billiard.process
 from celery import Celery
+from celery.loaders.app import AppLoader
 from celery.signals import celeryd_init, setup_logging, worker_process_init
 
+from config import startup
 from ops.metrics import PROCESS_IDENTITY_ENV, identity_part
 from ops.worker_database import DatabaseAtStart
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.dev")
 
-app = Celery("allot", task_cls="ops.worker_database:DatabaseAwareTask")
+
+class Loader(AppLoader):
+    """Celery's loader, with Django's set-up (which a worker and beat make when their
+    loader imports the tasks modules) run with the cyclic collector paused until the
+    apps are ready (config/startup.py)."""
+
+    def init_worker(self) -> None:
+        startup.pause()
+        super().init_worker()
+
+
+app = Celery(
+    "allot", loader="config.celery:Loader", task_cls="ops.worker_database:DatabaseAwareTask"
+)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.steps["worker"].add(DatabaseAtStart)
 app.autodiscover_tasks()

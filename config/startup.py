@@ -6,14 +6,14 @@ made: ~300 collections of the young generations and two full ones, ~0.25 CPU-s o
 of a process's start (the suite starts hundreds of processes: servers, workers, commands).
 
 The entry points that set Django up next pause the collector first (`pause`): manage.py,
-config/wsgi.py (a web worker) and config/asgi.py. A Celery worker is left as it is: it
-sets Django up before its first signal (`celeryd_init`), and what its command imports
-first, the Celery app, the launcher and gunicorn's master import too, and they never set
-Django up. The last app's ready() (dashboards/apps.py) moves what the set-up made into
-the collector's permanent generation and starts it again (`resume`), as the Python
-documentation advises for a process that forks workers, and as a web worker does once
-more after its URL conf (config/gunicorn.py): later collections walk what requests and
-commands make, not the whole application again.
+config/wsgi.py (a web worker), config/asgi.py, and a Celery worker's or beat's loader as
+it imports the tasks modules (config/celery.py), which is when Celery sets Django up.
+(The Celery app's import itself pauses nothing: the launcher and gunicorn's master import
+it too, and they never set Django up.) The last app's ready() (dashboards/apps.py) moves
+what the set-up made into the collector's permanent generation and starts it again
+(`resume`), as the Python documentation advises for a process that forks workers, and as
+a web worker does once more after its URL conf (config/gunicorn.py): later collections
+walk what requests, tasks and commands make, not the whole application again.
 
 A process whose apps are loaded already (the tests, which set Django up themselves)
 keeps its collector as it is; nothing else in the product turns the collector off.
