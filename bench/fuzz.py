@@ -39,6 +39,9 @@ ROLES = {
     "anonymous": (None, "anonymous"),
 }
 DEMO_PASSWORD = "allot-demo"
+ADD_FUZZ_MEMBERS = (
+    "from tests.api.fuzz_world import add_fuzz_members; add_fuzz_members({manager!r})"
+)
 ACCESS_LINE = re.compile(r'"[A-Z]+ \S+ HTTP/[\d.]+" (\d{3}) ')
 
 
@@ -65,6 +68,9 @@ def main() -> None:
         seed_env = production_env(seeded_url, port=args.port, workers=1, var_dir=var_dir)
         manage(seed_env, "migrate", "--noinput", "-v0")
         manage(seed_env, "seed_demo")
+        # members in the manager's program, so that the membership ids the fuzzer draws
+        # are nearly all ones the manager may remove (tests/api/fuzz_world.py)
+        manage(seed_env, "shell", "-c", ADD_FUZZ_MEMBERS.format(manager=ROLES["manager"][0]))
         # as a deploy does (deploy/allot-run): the 404 page a probe of an unknown path
         # gets renders the site's layout, with its hashed static names
         manage(seed_env, "collectstatic", "--noinput", "-v0")
