@@ -1,8 +1,9 @@
 """OpenAPI: every operation documents its error responses with the one error shape.
 
 `AutoSchema` (set as DRF's DEFAULT_SCHEMA_CLASS) adds, to whatever a view declares:
-400 everywhere (a NUL in any query parameter, known or not, is refused before the view:
-RejectNulBytesMiddleware; and input the operation reads), 401 and 403 where
+400 everywhere (a query parameter the operation does not take: config.api_views; a NUL
+in any query parameter, known or not, is refused before the view: RejectNulBytesMiddleware;
+and input the operation reads), 401 and 403 where
 authentication is required, 403 for unsafe methods (CSRF on session requests), 404
 where the path has parameters, 406 everywhere (an unknown `?format=` or an Accept
 without JSON: config.negotiation), 413 on every write (a body over Django's
@@ -15,7 +16,8 @@ New endpoints get this without doing anything.
 from __future__ import annotations
 
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
-from drf_spectacular.utils import OpenApiResponse
+from drf_spectacular.plumbing import force_instance, is_basic_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 
@@ -45,15 +47,13 @@ class ErrorSerializer(serializers.Serializer):
         ref_name = "Error"
 
 
-# config.query.read_api_query's 400, on every operation that reads query parameters
+# every operation's 400 (config.api_views.ApiView: config.query.refuse_unknown_parameters)
 UNKNOWN_PARAMETER = (
     "a query parameter the operation does not take (`errors` names each, and the detail "
     "the parameters it accepts)"
 )
 ERROR_DESCRIPTIONS = {
-    "400": "Invalid input; `field` names it (on any operation: a NUL in a query parameter)",
-    # an operation that reads query parameters (config.query.read_api_query)
-    "400-query": f"Invalid input; `field` names it: {UNKNOWN_PARAMETER}, a malformed or "
+    "400": f"Invalid input; `field` names it: {UNKNOWN_PARAMETER}, a malformed or "
     "out-of-range value, or a NUL in a query parameter",
     "401": "Not signed in, or the token is invalid or revoked",
     "403": "Signed in but not allowed (or a session request without a CSRF token)",
@@ -83,9 +83,9 @@ def error_response(status: int | str) -> OpenApiResponse:
 
 class AutoSchema(SpectacularAutoSchema):
     def _error_statuses(self) -> list[str]:
-        # any operation: RejectNulBytesMiddleware refuses a NUL in any query parameter,
-        # one the operation does not take too (GET /api/v1/tree/?x=%00 was an undocumented
-        # 400); a write without a body also refuses one with a field
+        # any operation: a query parameter it does not take (config.api_views.ApiView),
+        # a NUL in any query parameter (RejectNulBytesMiddleware; GET /api/v1/tree/?x=%00
+        # was an undocumented 400); a write without a body also refuses one with a field
         statuses = ["400"]
         public = all(isinstance(p, AllowAny) for p in self.view.get_permissions())
         if self.view.get_authenticators():
@@ -121,17 +121,35 @@ class AutoSchema(SpectacularAutoSchema):
         responses = super()._get_response_bodies(direction)
         if direction != "response":
             return responses
-        takes_query = any(p.get("in") == "query" for p in self._get_parameters())
         for status in self._error_statuses():
             if status == "414":  # gunicorn's own page, not the API's error shape
                 responses.setdefault(status, {"description": ERROR_DESCRIPTIONS[status]})
             elif status not in responses:
-                # an unknown query parameter is a 400 where the operation reads any
-                described = "400-query" if status == "400" and takes_query else status
                 responses[status] = self._get_response_for_code(
-                    error_response(described), status, direction=direction
+                    error_response(status), status, direction=direction
                 )
         return responses
+
+
+def documented_query_parameters(view, method: str) -> set[str]:
+    """The query parameters `view`'s operation for `method` documents: those of its
+    `@extend_schema(parameters=...)` (an `OpenApiParameter` in the query, each writable
+    field of a serializer), read as drf-spectacular reads them for the schema."""
+    handler = getattr(view, method.lower(), None)
+    schema_class = getattr(handler, "kwargs", {}).get("schema")
+    if schema_class is None:
+        return set()
+    schema = schema_class()
+    schema.view, schema.method = view, method.upper()
+    names = set()
+    for parameter in schema.get_override_parameters():
+        if isinstance(parameter, OpenApiParameter):
+            if parameter.location == OpenApiParameter.QUERY and not parameter.response:
+                names.add(parameter.name)
+        elif is_basic_serializer(parameter):
+            fields = force_instance(parameter).fields
+            names.update(name for name, field in fields.items() if not field.read_only)
+    return names
 
 
 def _without_nul(schema: dict) -> dict:

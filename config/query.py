@@ -10,10 +10,12 @@ page shows beside its form with a 400 (`query_refused`): never a 200 that quietl
 the filter. A filter the serializer cannot judge (an unknown node) is the selector's
 ValidationFailed, which `field_errors` reads the same way.
 
-The API reads its queries with `read_api_query`, which also refuses a parameter the
-operation does not take (a typo such as `?stat=pending` once listed every job): a 400
-naming each unknown parameter and the ones the operation accepts. Pages keep ignoring
-parameters they do not read (a link may carry another page's)."""
+Every API operation refuses a parameter it does not take (a typo such as `?stat=pending`
+once listed every job): a 400 naming each unknown parameter and the ones the operation
+accepts (`refuse_unknown_parameters`, called by config.api_views.ApiView, the base of
+every API view, with the parameters the operation documents), then reads its query with
+`read_api_query`. Pages keep ignoring parameters they do not read (a link may carry
+another page's)."""
 
 from __future__ import annotations
 
@@ -28,10 +30,8 @@ from config.api_errors import flatten_errors
 from config.api_fields import CHOICES_AS_SHOWN
 from config.errors import ApplicationError
 from config.negotiation import FORMAT_PARAMETER
-from config.pagination import PAGE_PARAMETERS
 
 QUERY_REFUSED = 400
-PAGE_NAMES = tuple(parameter.name for parameter in PAGE_PARAMETERS)  # limit, offset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,26 +62,22 @@ def read_query(
     *,
     multi: Collection[str] = (),
     blank_is_absent: bool = False,
-    also_accepted: Collection[str] | None = None,
     context: dict[str, Any] | None = None,
 ) -> serializers.Serializer:
     """`params` checked by `query_class` (a valid, bound serializer, with `context`); a
-    refused value raises DRF's ValidationError naming the field (the API's 400). With
-    `also_accepted`, a parameter that is neither a field of `query_class` nor in it is
-    refused too."""
+    refused value raises DRF's ValidationError naming the field (the API's 400)."""
     query = query_class(
         data=query_values(params, multi=multi, blank_is_absent=blank_is_absent),
         context=context or {},
     )
-    if also_accepted is not None:
-        refuse_unknown_parameters(params, {*query.fields, *also_accepted})
     query.is_valid(raise_exception=True)
     return query
 
 
 def refuse_unknown_parameters(params: QueryDict, accepted: Collection[str]) -> None:
     """A 400 naming every parameter of `params` outside `accepted` (but `format`, which
-    content negotiation reads), with the parameters the operation accepts."""
+    content negotiation reads), with the parameters the operation accepts. Every API
+    operation calls it, before it does anything (config.api_views.ApiView)."""
     unknown = [name for name in params if name not in accepted and name != FORMAT_PARAMETER]
     if not unknown:
         return
@@ -97,19 +93,12 @@ def refuse_unknown_parameters(params: QueryDict, accepted: Collection[str]) -> N
     )
 
 
-def read_api_query(
-    query_class: type[serializers.Serializer], request, *, paged: bool = False
-) -> serializers.Serializer:
+def read_api_query(query_class: type[serializers.Serializer], request) -> serializers.Serializer:
     """An API operation's query parameters checked by `query_class` (a valid, bound
-    serializer; its `multi` class attribute: the parameters that take a list); `paged`:
-    the operation also takes the pagination's `limit` and `offset`. A parameter it does
-    not take, or a refused value, is a 400 naming it."""
-    return read_query(
-        query_class,
-        request.query_params,
-        multi=getattr(query_class, "multi", ()),
-        also_accepted=PAGE_NAMES if paged else (),
-    )
+    serializer; its `multi` class attribute: the parameters that take a list); a refused
+    value is a 400 naming it. (A parameter the operation does not take was refused
+    before: config.api_views.ApiView.)"""
+    return read_query(query_class, request.query_params, multi=getattr(query_class, "multi", ()))
 
 
 def field_errors(error: serializers.ValidationError | ApplicationError) -> list[FieldError]:

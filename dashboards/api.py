@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.views import APIView
 
 from config.api_schema import paginated
+from config.api_views import ApiView
 from config.pagination import PAGE_PARAMETERS
+from config.query import read_api_query
 from dashboards import selectors
-from ledger.api import BAD_QUERY, PeriodQuery, page_response, validated, window_fields
+from ledger.api import BAD_QUERY, PeriodQuery, page_response, window_fields
 
 
 class WaitRowOutput(serializers.Serializer):
@@ -21,7 +22,7 @@ class WaitRowOutput(serializers.Serializer):
     p90_wait_s = serializers.FloatField(help_text="90th percentile of the wait (s)")
 
 
-class WaitsApi(APIView):
+class WaitsApi(ApiView):
     @extend_schema(
         parameters=[PeriodQuery, *PAGE_PARAMETERS],
         responses={
@@ -32,6 +33,6 @@ class WaitsApi(APIView):
         summary="p50/p90 wait by job kind per step (first start - submission)",
     )
     def get(self, request):
-        period = validated(PeriodQuery, request).period()
+        period = read_api_query(PeriodQuery, request).period()
         rows = selectors.wait_rows(period)
         return page_response(request, self, rows, WaitRowOutput, span=period)

@@ -16,6 +16,7 @@ from rest_framework.views import APIView
 from budgets.selectors import tree_index
 from config.api_fields import ChoiceField, DeprecatedFloatField, InputSerializer, TimeField
 from config.api_schema import UNKNOWN_PARAMETER, ErrorSerializer, paginated
+from config.api_views import ApiView
 from config.pagination import PAGE_PARAMETERS, Pagination
 from config.query import read_api_query
 from ledger import selectors
@@ -29,14 +30,6 @@ PERIOD_RULES = (
     f"than {selectors.MAX_PERIOD.days} days"
 )
 BAD_QUERY = OpenApiResponse(ErrorSerializer, description=PERIOD_RULES)
-
-
-def validated(
-    query_class: type[serializers.Serializer], request, *, paged: bool = True
-) -> serializers.Serializer:
-    """The request's query parameters read by `query_class` (400 naming a bad field or
-    one the operation does not take; `paged`: it takes `limit` and `offset` too)."""
-    return read_api_query(query_class, request, paged=paged)
 
 
 def page_response(
@@ -193,7 +186,7 @@ class UsageRowOutput(serializers.Serializer):
     )
 
 
-class UsageApi(APIView):
+class UsageApi(ApiView):
     @list_schema(
         UsageQuery,
         UsageRowOutput,
@@ -203,7 +196,7 @@ class UsageApi(APIView):
         "demand-capped entitlement, delivered, measured and utilized (GPU utilization)",
     )
     def get(self, request):
-        query = validated(UsageQuery, request)
+        query = read_api_query(UsageQuery, request)
         args = query.validated_data
         span = query.span()
         cluster = None
@@ -251,7 +244,7 @@ class OccupancyRowOutput(serializers.Serializer):
 assert set(ClusterHour.BUCKETS) < set(OccupancyRowOutput().fields)
 
 
-class OccupancyApi(APIView):
+class OccupancyApi(ApiView):
     @list_schema(
         PeriodQuery,
         OccupancyRowOutput,
@@ -261,7 +254,7 @@ class OccupancyApi(APIView):
         "capacity); steps without ledger rows are left out",
     )
     def get(self, request):
-        period = validated(PeriodQuery, request).period()
+        period = read_api_query(PeriodQuery, request).period()
         rows = selectors.occupancy_rows(period, viewer=request.user)
         return page_response(request, self, rows, OccupancyRowOutput, span=period)
 
@@ -332,7 +325,7 @@ class FairshareOutput(serializers.Serializer):
     nodes = FairshareNodeOutput(many=True, help_text="Every node, depth first, the root first")
 
 
-class FairshareApi(APIView):
+class FairshareApi(ApiView):
     @extend_schema(
         parameters=[FairshareQuery],
         responses={200: FairshareOutput, 400: BAD_QUERY},
@@ -341,7 +334,7 @@ class FairshareApi(APIView):
         "shares, usage, level FS, factor and rank",
     )
     def get(self, request):
-        query = validated(FairshareQuery, request, paged=False)
+        query = read_api_query(FairshareQuery, request)
         cluster = selectors.resolve_cluster(query.validated_data["cluster"])
         answer = selectors.fairshare(viewer=request.user, cluster=cluster)
         return Response(FairshareOutput(answer).data)

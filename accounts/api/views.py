@@ -7,18 +7,18 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts import selectors, services
 from accounts.api import serializers as s
 from accounts.lockout import cooloff_seconds, lockout_message
 from accounts.models import ApiToken
 from config.api_fields import refuse_any_field
+from config.api_views import ApiView
 from config.errors import Throttled, ValidationFailed
 from config.query import read_api_query
 
 
-class TokenCreateApi(APIView):
+class TokenCreateApi(ApiView):
     """Exchange a user name and password for a new token (rate-limited by django-axes)."""
 
     authentication_classes: list = []
@@ -51,7 +51,7 @@ def _token_in_use(request) -> ApiToken | None:
     return request.auth if isinstance(request.auth, ApiToken) else None
 
 
-class TokenListApi(APIView):
+class TokenListApi(ApiView):
     permission_classes = [IsAuthenticated]  # a user without a role manages their tokens too
 
     @extend_schema(
@@ -80,7 +80,7 @@ class TokenListApi(APIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class TokenDetailApi(APIView):
+class TokenDetailApi(ApiView):
     permission_classes = [IsAuthenticated]
 
     @extend_schema(responses={204: None}, summary="Revoke one of your API tokens")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from budgets import selectors, services
 from budgets.api import serializers as s
 from config.api_fields import refuse_any_field
 from config.api_schema import error_response, paginated
+from config.api_views import ApiView
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS, Pagination
 from config.query import read_api_query
@@ -39,7 +39,7 @@ def _validated(serializer_class, data) -> dict:
     return serializer.validated_data
 
 
-class NodeListApi(APIView):
+class NodeListApi(ApiView):
     @extend_schema(responses=s.NodeOutput(many=True), summary="Every node with its shares")
     def get(self, request):
         index = selectors.tree_index(with_people=True)
@@ -63,7 +63,7 @@ class NodeListApi(APIView):
         )
 
 
-class NodeDetailApi(APIView):
+class NodeDetailApi(ApiView):
     @extend_schema(responses=s.NodeOutput, summary="One node with its shares")
     def get(self, request, node_id: int):
         index = selectors.tree_index(with_people=True)
@@ -90,7 +90,7 @@ class NodeDetailApi(APIView):
         return Response(s.NodeOutput(_node_payload(index, node_id)).data)
 
 
-class TreeApi(APIView):
+class TreeApi(ApiView):
     @extend_schema(
         responses=s.TreeOutput,
         summary="The whole tree in the import format, with ids and shares",
@@ -100,7 +100,7 @@ class TreeApi(APIView):
         return Response({"version": selectors.tree_version(), "tree": roots[0] if roots else None})
 
 
-class BudgetChangeListApi(APIView):
+class BudgetChangeListApi(ApiView):
     @extend_schema(
         parameters=[s.BudgetChangeFilter, *PAGE_PARAMETERS],
         responses=paginated(s.BudgetEventOutput, "PaginatedBudgetEventList"),
@@ -108,7 +108,7 @@ class BudgetChangeListApi(APIView):
         summary="Budget history, newest first",
     )
     def get(self, request):
-        filters = read_api_query(s.BudgetChangeFilter, request, paged=True).validated_data
+        filters = read_api_query(s.BudgetChangeFilter, request).validated_data
         events = selectors.budget_event_list(
             node_id=filters.get("node"),
             actor=filters.get("actor"),
@@ -137,7 +137,7 @@ class BudgetChangeListApi(APIView):
         return Response(s.BudgetEventOutput(event).data, status=status.HTTP_201_CREATED)
 
 
-class BudgetChangeDetailApi(APIView):
+class BudgetChangeDetailApi(ApiView):
     @extend_schema(responses=s.BudgetEventOutput, summary="One budget event")
     def get(self, request, event_id: int):
         event = selectors.budget_event_list().filter(pk=event_id).first()
@@ -146,7 +146,7 @@ class BudgetChangeDetailApi(APIView):
         return Response(s.BudgetEventOutput(event).data)
 
 
-class BudgetChangeCancelApi(APIView):
+class BudgetChangeCancelApi(ApiView):
     @extend_schema(
         request=s.BudgetCancelInput,
         responses={201: s.BudgetEventOutput, 409: error_response(409)},
@@ -161,14 +161,14 @@ class BudgetChangeCancelApi(APIView):
         return Response(s.BudgetEventOutput(event).data, status=status.HTTP_201_CREATED)
 
 
-class MembershipListApi(APIView):
+class MembershipListApi(ApiView):
     @extend_schema(
         parameters=[s.MembershipFilter, *PAGE_PARAMETERS],
         responses=paginated(s.MembershipOutput, "PaginatedMembershipList"),
         summary="Memberships, by node, role and user name",
     )
     def get(self, request):
-        filters = read_api_query(s.MembershipFilter, request, paged=True).validated_data
+        filters = read_api_query(s.MembershipFilter, request).validated_data
         memberships = selectors.membership_list(node_id=filters.get("node"))
         paginator = Pagination()
         page = paginator.paginate_queryset(memberships, request, view=self)
@@ -189,7 +189,7 @@ class MembershipListApi(APIView):
         return Response(s.MembershipOutput(membership).data, status=status.HTTP_201_CREATED)
 
 
-class MembershipDetailApi(APIView):
+class MembershipDetailApi(ApiView):
     @extend_schema(responses={204: None}, summary="Remove a membership")
     def delete(self, request, membership_id: int):
         refuse_any_field(request.data)

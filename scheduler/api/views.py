@@ -13,13 +13,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from budgets.permissions import roles_read_once
 from budgets.selectors import tree_index
 from config.api_fields import refuse_any_field
 from config.api_schema import ErrorSerializer, error_response, paginated
 from config.api_times import api_times
+from config.api_views import ApiView
 from config.errors import NotFound
 from config.pagination import PAGE_PARAMETERS, Pagination
 from config.query import read_api_query
@@ -120,7 +120,7 @@ def _rows(request, jobs: list[Job], paths: dict[int, str] | None = None) -> list
     ]
 
 
-class JobListApi(APIView):
+class JobListApi(ApiView):
     # Submitting stores jobs, their events and an Idempotency-Key, none of them audited
     # by pghistory (config.middleware.HistoryMiddleware).
     writes_audited = False
@@ -138,7 +138,7 @@ class JobListApi(APIView):
         summary="Jobs, newest first (everyone's; the spec only where you may read it)",
     )
     def get(self, request):
-        filters = read_api_query(JobFilterQuery, request, paged=True).validated_data
+        filters = read_api_query(JobFilterQuery, request).validated_data
         project, cluster = filters.get("project"), filters.get("cluster")
         jobs = selectors.job_list(
             actor=request.user,
@@ -246,7 +246,7 @@ def _job_detail_body(request, job: Job) -> dict:
     return body
 
 
-class JobDetailApi(APIView):
+class JobDetailApi(ApiView):
     @extend_schema(
         responses=s.JobDetailOutput,
         operation_id="jobs_retrieve",
@@ -260,7 +260,7 @@ class JobDetailApi(APIView):
         return Response(_job_detail_body(request, job))
 
 
-class JobCancelApi(APIView):
+class JobCancelApi(ApiView):
     @extend_schema(
         request=None,
         responses={200: s.JobDetailOutput},
@@ -296,7 +296,7 @@ def queue_row(row: dict[str, Any], queued_at: str | None) -> dict[str, Any]:
     }
 
 
-class QueueApi(APIView):
+class QueueApi(ApiView):
     @extend_schema(
         parameters=[
             s.QueueFilter,
@@ -306,7 +306,7 @@ class QueueApi(APIView):
         summary="Pending jobs in the order they will start, with position and reason",
     )
     def get(self, request):
-        filters = read_api_query(s.QueueFilter, request, paged=True).validated_data
+        filters = read_api_query(s.QueueFilter, request).validated_data
         cluster = resolve_cluster(filters["cluster"], with_queue_seen=True)
         paginator = Pagination()
         limit = paginator.get_limit(request)
@@ -356,7 +356,7 @@ def cluster_row(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class ClusterListApi(APIView):
+class ClusterListApi(ApiView):
     @extend_schema(
         responses=s.ClusterOutput(many=True),
         summary="Clusters: policy, hosts by health, jobs and the last cycle",
@@ -379,7 +379,7 @@ def cluster_detail_body(cluster_id: int, actor: Any) -> dict:
     return s.ClusterDetailOutput(body).data
 
 
-class ClusterDetailApi(APIView):
+class ClusterDetailApi(ApiView):
     @extend_schema(
         responses=s.ClusterDetailOutput,
         operation_id="clusters_retrieve",
@@ -399,7 +399,7 @@ class ClusterDetailApi(APIView):
         )
 
 
-class ClusterMetricsApi(APIView):
+class ClusterMetricsApi(ApiView):
     @extend_schema(
         request=s.ClusterMetricsInput,
         responses={200: s.ClusterDetailOutput},
@@ -437,7 +437,7 @@ def _host_row(host, used: dict) -> dict:
     }
 
 
-class HostListApi(APIView):
+class HostListApi(ApiView):
     @extend_schema(
         parameters=[s.HostFilter, *PAGE_PARAMETERS],
         responses={200: paginated(s.HostOutput, "PaginatedHostList")},
@@ -445,7 +445,7 @@ class HostListApi(APIView):
         summary="Hosts with their health and GPUs in use",
     )
     def get(self, request):
-        filters = read_api_query(s.HostFilter, request, paged=True).validated_data
+        filters = read_api_query(s.HostFilter, request).validated_data
         cluster_id = None
         if "cluster" in filters:
             cluster_id = resolve_cluster(filters["cluster"]).pk
@@ -458,7 +458,7 @@ class HostListApi(APIView):
         )
 
 
-class HostDetailApi(APIView):
+class HostDetailApi(ApiView):
     def _body(self, host_id: int) -> dict:
         found = selectors.host_detail(host_id=host_id)
         if found is None:
@@ -512,7 +512,7 @@ def preview_body(preview) -> dict:
     }
 
 
-class PreviewCreateApi(APIView):
+class PreviewCreateApi(ApiView):
     @extend_schema(
         request=s.PreviewInput,
         responses={
@@ -543,7 +543,7 @@ class PreviewCreateApi(APIView):
         return Response(s.PreviewOutput(preview_body(preview)).data, status=201)
 
 
-class PreviewDetailApi(APIView):
+class PreviewDetailApi(ApiView):
     @extend_schema(
         responses=s.PreviewOutput,
         operation_id="previews_retrieve",

@@ -1,9 +1,12 @@
 """A query parameter an operation does not take is a 400 naming it and the parameters the
 operation accepts (a typo such as `?stat=pending` once listed every job), on every
-operation that reads query parameters, as the schema documents; the documented
-parameters, the pagination's and `format` are accepted, and the CLI's requests too."""
+operation of the schema, those without query parameters too (they once ignored any), as
+each documents; the documented parameters, the pagination's and `format` are accepted,
+and the CLI's requests too."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from drf_spectacular.generators import SchemaGenerator
@@ -11,11 +14,13 @@ from rest_framework.test import APIClient
 
 from accounts.models import ApiToken
 from accounts.services import token_create
+from budgets.models import Membership
 from config.api_schema import UNKNOWN_PARAMETER
 from scheduler.models import Job
 from tests.api.conftest import job_body
 
 pytestmark = pytest.mark.django_db
+METHODS = {"get", "post", "put", "patch", "delete"}
 
 
 def _client(user) -> APIClient:
@@ -24,15 +29,15 @@ def _client(user) -> APIClient:
     return client
 
 
-def _query_operations() -> dict[tuple[str, str], dict]:
-    """(method, path) -> operation, for every operation with query parameters and no
-    path parameter (none of the schema's has both)."""
+def _operations() -> dict[tuple[str, str], dict]:
+    """(method, path) -> operation, for every operation of the schema, each path
+    parameter filled with 1 (the refusal comes before the object is looked up)."""
     schema = SchemaGenerator().get_schema(request=None, public=True)
     return {
-        (method, path): operation
+        (method, re.sub(r"\{[^}]+\}", "1", path)): operation
         for path, item in schema["paths"].items()
         for method, operation in item.items()
-        if any(p["in"] == "query" for p in operation.get("parameters", []))
+        if method in METHODS
     }
 
 
@@ -87,20 +92,25 @@ def test_pagination_only_where_the_operation_pages(world):
     assert client.get("/api/v1/fairshare/?cluster=gpu&format=json").status_code == 200
 
 
-def test_every_operation_with_query_parameters_refuses_an_unknown_one_as_documented(world):
-    """Driven by the schema: each operation that documents query parameters refuses one
-    it does not document (naming exactly the documented ones as accepted), documents
-    that 400, and takes each documented parameter (no `unknown_parameter` for it)."""
+def test_every_operation_refuses_an_unknown_query_parameter_as_documented(world):
+    """Driven by the schema: each operation refuses a query parameter it does not
+    document (naming exactly the documented ones as accepted, "none" where it documents
+    none), documents that 400, and takes each documented parameter (no
+    `unknown_parameter` for it)."""
     client = _client(world.user("root"))
-    operations = _query_operations()
+    operations = _operations()
     assert ("get", "/api/v1/jobs/") in operations and ("post", "/api/v1/jobs/") in operations
-    assert ("delete", "/api/v1/auth/tokens/") in operations
+    assert ("get", "/api/v1/tree/") in operations and (
+        "delete",
+        "/api/v1/jobs/1/",
+    ) not in operations
     for (method, path), operation in operations.items():
-        names = sorted(p["name"] for p in operation["parameters"] if p["in"] == "query")
+        names = sorted(p["name"] for p in operation.get("parameters", []) if p["in"] == "query")
         response = getattr(client, method)(f"{path}?zz_typo=1", {}, format="json")
         assert response.status_code == 400, (method, path, response.content)
         assert response.json()["field"] == "zz_typo", (method, path)
-        assert response.json()["detail"].endswith(f"accepts: {', '.join(names)}."), path
+        accepts = ", ".join(names) or "none"
+        assert response.json()["detail"].endswith(f"accepts: {accepts}."), (method, path)
         assert UNKNOWN_PARAMETER in operation["responses"]["400"]["description"], path
         for name in names:
             answer = getattr(client, method)(f"{path}?{name}=1", {}, format="json")
@@ -108,10 +118,19 @@ def test_every_operation_with_query_parameters_refuses_an_unknown_one_as_documen
             assert "unknown_parameter" not in codes, (method, path, name)
 
 
-def test_an_operation_without_query_parameters_keeps_its_400_description():
-    schema = SchemaGenerator().get_schema(request=None, public=True)
-    described = schema["paths"]["/api/v1/tree/"]["get"]["responses"]["400"]["description"]
-    assert UNKNOWN_PARAMETER not in described
+def test_an_operation_without_query_parameters_refuses_one_before_acting(world):
+    """`GET tree/?vesion=3` once answered the tree as if asked nothing, and a removal
+    with a stray parameter removed: now a 400 naming it, and nothing is removed."""
+    client = _client(world.user("root"))
+    tree = client.get("/api/v1/tree/?vesion=3")
+    assert tree.status_code == 400 and tree.json()["field"] == "vesion"
+    assert tree.json()["detail"].endswith("which accepts: none.")
+    membership = Membership.objects.get(user__username="ann")
+    removal = client.delete(f"/api/v1/memberships/{membership.pk}/?reason=left")
+    assert removal.status_code == 400 and removal.json()["field"] == "reason"
+    assert Membership.objects.filter(pk=membership.pk).exists()
+    assert client.get("/api/v1/tree/?format=json").status_code == 200
+    assert client.delete(f"/api/v1/memberships/{membership.pk}/").status_code == 204
 
 
 def test_the_clis_queries_are_accepted(world):
