@@ -20,16 +20,14 @@ from django.contrib.auth import get_user_model
 from django.db.models.functions import Coalesce
 
 from config.errors import ValidationFailed
-from config.query import FieldError, field_errors
 from scheduler.models import ACTIVE_STATES, Attempt, Cluster
 from scheduler.selectors.eta import CachedJobEtas, etas_for_page
-from scheduler.selectors.jobs import project_paths, projects_at_or_below, queue_page
+from scheduler.selectors.jobs import project_paths, queue_page
 from scheduler.selectors.protection import protection_end_at
 from scheduler.selectors.queue import last_cycle, stored_queue
 
 PAGE_SIZE = 50
 STATES = ("all", "pending", "running")  # like `squeue -t`
-TRUE_TEXT = ("1", "true", "on", "yes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,44 +47,9 @@ class QueueFilters:
         return self.state in ("all", state)
 
 
-def queue_filters(
-    *,
-    actor,
-    state: str | None = None,
-    project: str | None = None,
-    user: str | None = None,
-    mine: str | None = None,
-) -> tuple[QueueFilters | None, list[FieldError]]:
-    """The page's filters from its query: (the filters, no errors), or (None, every
-    refused field): an unknown state, project (id or path) or user is named as `state`,
-    `project` or `user` with why (as the API's filters answer and the history page shows
-    them), all of them at once; `mine` (a true value) is `actor`'s jobs, like
-    `squeue --me`, and wins over `user`."""
-    errors: list[FieldError] = []
-    state = (state or "all").strip().lower()
-    if state not in STATES:
-        errors.append(
-            FieldError("state", f"must be one of {', '.join(STATES)}; got {state[:40]!r}.")
-        )
-    project_ids = submitter_id = None
-    try:
-        if (project or "").strip():
-            project_ids = tuple(projects_at_or_below(project.strip()))
-    except ValidationFailed as error:
-        errors.extend(field_errors(error))
-    try:
-        if (mine or "").strip().lower() in TRUE_TEXT:
-            submitter_id = actor.pk
-        elif (user or "").strip():
-            submitter_id = _user_id(user.strip())
-    except ValidationFailed as error:
-        errors.extend(field_errors(error))
-    if errors:
-        return None, errors
-    return QueueFilters(state=state, project_ids=project_ids, submitter_id=submitter_id), []
-
-
-def _user_id(username: str) -> int:
+def user_id(username: str) -> int:
+    """The id of the user named `username`; an unknown one is a ValidationFailed naming
+    `user` (the queue page's filter)."""
     users = get_user_model()
     found = users.objects.filter(**{users.USERNAME_FIELD: username}).values_list("pk", flat=True)
     pk = next(iter(found), None)

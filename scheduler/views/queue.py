@@ -1,6 +1,7 @@
 """The cluster queue page (like `squeue`): `/queue/` picks a cluster, `/clusters/<id>/queue/`
 shows its pending jobs in start order and its running jobs, filtered and paged. Thin:
-parse, call the selectors (`scheduler.selectors.cluster_queue`), render."""
+parse (the filters as every page reads its query: `config.query.read_page_query` with
+`QueuePageFilter`), call the selectors (`scheduler.selectors.cluster_queue`), render."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from django.urls import reverse
 
 from config.access import participant_page
 from config.errors import ApplicationError
-from config.query import QUERY_REFUSED, field_errors
+from config.query import QUERY_REFUSED, field_errors, read_page_query
+from scheduler.api.serializers import QueuePageFilter
 from scheduler.models import Cluster
 from scheduler.selectors import cluster_queue as selectors
 from scheduler.selectors.clusters import cluster_list, resolve_cluster
@@ -50,10 +52,16 @@ def cluster_queue(request: HttpRequest, cluster_id: int) -> HttpResponse:
         raise Http404(f"No cluster {cluster_id}")
     params = {k: request.GET.get(k, "") for k in FILTER_KEYS}
     context: dict = {"cluster": cluster, "params": params}
-    filters, errors = selectors.queue_filters(actor=request.user, **params)
-    if filters is None:
+    values, errors = read_page_query(QueuePageFilter, request.GET)
+    if errors:
         context["errors"] = errors
         return _page(request, context, status=QUERY_REFUSED)
+    filters = selectors.QueueFilters(
+        state=values["state"],
+        project_ids=values.get("project"),
+        # `mine` is the user's own jobs, like `squeue --me`, and wins over `user`
+        submitter_id=request.user.pk if values["mine"] else values.get("user"),
+    )
     data = selectors.cluster_queue(
         cluster=cluster,
         filters=filters,

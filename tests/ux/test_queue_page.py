@@ -80,7 +80,9 @@ def test_the_filters_narrow_both_tables(live, client):
     bad = client.get(url + "?state=done")
     assert (
         bad.status_code == 400
-        and "<code>state</code>: must be one of all, pending, running" in bad.content.decode()
+        and "<code>state</code>: &quot;done&quot; is not a valid choice; choose one of: all, "
+        "pending, running."
+        in bad.content.decode()
     )
     unknown = client.get(url + "?user=nobody")
     assert (
@@ -91,19 +93,21 @@ def test_the_filters_narrow_both_tables(live, client):
 
 
 def test_every_refused_filter_is_named_with_its_field_at_once(live, client):
-    """Three bad filters: each is listed with its field, as the history page lists its
-    own (the page showed only the first refusal, and without its field's name), and no
-    job is listed."""
+    """Four bad filters: each is listed with its field, as the history page lists its
+    own, read the same way (one query serializer, `read_page_query`: the page showed only
+    the first refusal, and without its field's name, and `mine=perhaps` was taken as
+    false), and no job is listed."""
     _busy(live)
     client.force_login(live.tree.user("ann"))
     url = f"/clusters/{live.cluster.pk}/queue/"
-    response = client.get(url + "?state=done&project=nowhere&user=nobody")
+    response = client.get(url + "?state=done&project=nowhere&user=nobody&mine=perhaps")
     page = unescape(response.content.decode())
     refused = re.findall(r"<li><code>(\w+)</code>: ([^<]*)</li>", page)
     assert response.status_code == 400
-    assert [field for field, _ in refused] == ["state", "project", "user"]
-    assert "got 'done'" in refused[0][1] and "'nowhere'" in refused[1][1]
-    assert "There is no user 'nobody'" in refused[2][1]
+    assert [field for field, _ in refused] == ["state", "project", "user", "mine"]
+    assert refused[0][1] == '"done" is not a valid choice; choose one of: all, pending, running.'
+    assert "'nowhere'" in refused[1][1] and "There is no user 'nobody'" in refused[2][1]
+    assert refused[3][1] == "Must be a valid boolean."
     assert 'value="nowhere"' in page  # the form keeps what was typed
     assert 'id="pending"' not in page and "ann-wait" not in page
 

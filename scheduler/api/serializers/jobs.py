@@ -12,6 +12,7 @@ from config.api_fields import (
     StrictInput,
     TextField,
 )
+from config.errors import ValidationFailed
 from scheduler.api.serializers.fields import (
     MAX_ID,
     ClusterRefField,
@@ -20,6 +21,9 @@ from scheduler.api.serializers.fields import (
 )
 from scheduler.core.engine import RULE_LABELS, rule_label
 from scheduler.models import AttemptEnd, AttemptState, JobKind, JobState
+from scheduler.selectors.cluster_queue import STATES as QUEUE_STATES
+from scheduler.selectors.cluster_queue import user_id
+from scheduler.selectors.jobs import projects_at_or_below
 from scheduler.services import jobs as job_rules
 
 
@@ -388,6 +392,32 @@ class QueueFilter(InputSerializer):
         default=False,
         help_text="Only your own jobs (like `squeue --me`), at their places in the whole queue",
     )
+
+
+class QueuePageFilter(InputSerializer):
+    """The cluster queue page's filters (scheduler.views.queue), read as every page reads
+    its query (`config.query.read_page_query`): each refused one named with why, all at
+    once. `project` becomes the ids of the node and every node below it, `user` the
+    user's id (an unknown one is refused, as the API's filters refuse it)."""
+
+    state = ChoiceField(choices=QUEUE_STATES, required=False, default="all")
+    project = ProjectRefField(required=False)
+    user = serializers.CharField(required=False, max_length=150)
+    mine = serializers.BooleanField(required=False, default=False)
+
+    def validate_project(self, value) -> tuple[int, ...]:
+        return tuple(_checked(projects_at_or_below, str(value).strip()))
+
+    def validate_user(self, value: str) -> int:
+        return _checked(user_id, value.strip())
+
+
+def _checked(resolve, ref):
+    """`resolve(ref)`, a selector's refusal (ValidationFailed) as the field's error."""
+    try:
+        return resolve(ref)
+    except ValidationFailed as error:
+        raise serializers.ValidationError(error.message) from error
 
 
 class QueueRowOutput(serializers.Serializer):
