@@ -30,10 +30,12 @@ def share_text(fraction: float | Decimal | None) -> str:
     return _percent(fraction, SHARE_DECIMALS)
 
 
-def share_change_text(delta: float | Decimal) -> str:
-    """A change of a share, signed, in the same digits: 0.025 -> '+2.50%'."""
-    text = share_text(delta)
-    return text if text.startswith("-") or float(delta) == 0 else "+" + text
+def share_change_text(before: float | Decimal, after: float | Decimal) -> str:
+    """A share's change from `before` to `after` (fractions), signed, as the difference
+    of the two as shown (`share_text`, `change_text`'s rule), so the figures beside it
+    add up: 0.125 -> 0.15 is '+2.50%'; 12.504% -> 12.496% shows 12.50% -> 12.50% and
+    '0.00%', where the unrounded -0.008 points gave '-0.01%'."""
+    return change_text(_percent_points(before), _percent_points(after), SHARE_DECIMALS) + "%"
 
 
 def percent_text(value: float | Decimal | None) -> str:
@@ -47,8 +49,13 @@ def _percent(fraction: float | Decimal, decimals: int) -> str:
     """A fraction as a percentage rounded half up, as GPU-hours and factors are
     (`fixed_text`): 0.15625 -> '15.63%' (the binary float's own rounding wrote '15.62%'
     while the API gave 0.15625). Scaled in decimal, so 0.145 is 14.5, not 14.499..."""
+    return fixed_text(_percent_points(fraction), decimals) + "%"
+
+
+def _percent_points(fraction: float | Decimal) -> Decimal:
+    """A fraction in percent, exactly (scaled in decimal)."""
     exact = fraction if isinstance(fraction, Decimal) else Decimal(repr(float(fraction)))
-    return fixed_text(exact * 100, decimals) + "%"
+    return exact * 100
 
 
 _PLACES = [Decimal(1).scaleb(-n) for n in range(7)]

@@ -73,7 +73,6 @@ def _preview_rows(index: selectors.TreeIndex, edits: dict[int, Decimal]) -> list
                     "new_weight": edits.get(node.pk, node.weight),
                     "old": old,
                     "new": new,
-                    "delta": new - old,
                 }
             )
     return rows

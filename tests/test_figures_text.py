@@ -112,11 +112,22 @@ def test_the_delivery_ratio_is_delivered_over_entitled_and_empty_without_entitle
 def test_a_shares_change_is_signed_and_no_change_has_no_sign():
     """A gain reads '+', a loss '-', and no change '0.00%' with neither; in the
     shares' two decimals."""
-    assert share_change_text(0.025) == "+2.50%"
-    assert share_change_text(Decimal("0.025")) == "+2.50%"
-    assert share_change_text(-0.025) == "-2.50%"
-    assert share_change_text(0) == "0.00%"
-    assert share_change_text(0.0) == "0.00%"
+    assert share_change_text(0.125, 0.15) == "+2.50%"
+    assert share_change_text(Decimal("0.1"), Decimal("0.125")) == "+2.50%"
+    assert share_change_text(0.15, 0.125) == "-2.50%"
+    assert share_change_text(0, 0) == "0.00%"
+    assert share_change_text(0.3, 0.3) == "0.00%"
+
+
+def test_a_shares_change_is_the_difference_of_the_shares_as_shown():
+    """12.504% -> 12.496% shows 12.50% -> 12.50%: no change ('-0.01%' from the unrounded
+    difference); 12.494% -> 12.506% shows 12.49% -> 12.51%: +0.02% (not +0.01%)."""
+    for before, after in ((0.12504, 0.12496), (0.12494, 0.12506), (1 / 3, 2 / 7)):
+        shown = Decimal(share_text(after)[:-1]) - Decimal(share_text(before)[:-1])
+        assert Decimal(share_change_text(before, after)[:-1]) == shown
+    assert share_change_text(0.12504, 0.12496) == "0.00%"
+    assert share_change_text(0.12494, 0.12506) == "+0.02%"
+    assert share_change_text(Decimal("0.12504"), Decimal("0.12496")) == "0.00%"
 
 
 def test_shares_and_ratios_round_half_up_and_an_unknown_is_the_dash():

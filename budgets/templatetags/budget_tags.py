@@ -20,6 +20,7 @@ def share(value) -> str:
 
 
 @register.filter
-def share_change(value) -> str:
-    """A share's change, signed: 0.025 -> +2.50%."""
-    return share_change_text(value)
+def share_change(before, after) -> str:
+    """A share's change, signed, the difference of the two shares as shown:
+    `{{ old|share_change:new }}`, 12.50% -> 15.00% is +2.50%."""
+    return share_change_text(before, after)

@@ -64,7 +64,7 @@ def test_a_share_and_a_ratio_round_half_up_as_gpu_hours_and_factors_do(fraction)
 def test_share_text_and_its_change():
     assert share_text(0.125) == "12.50%" and share_text(0.225) == "22.50%"
     assert share_text(None) == "–"
-    assert share_change_text(0.025) == "+2.50%" and share_change_text(-0.025) == "-2.50%"
+    assert share_change_text(0.1, 0.125) == "+2.50%" and share_change_text(0.125, 0.1) == "-2.50%"
 
 
 def test_one_format_and_one_empty_mark_on_every_surface():
