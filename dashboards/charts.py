@@ -461,7 +461,8 @@ def fairshare_csv(rows: list[dict]) -> list[list[Any]]:
         ]
     ]
     for r in rows:
-        level = "inf" if r["level_fs_infinite"] else r["level_fs"]
+        # a node that used nothing: "∞", as the page writes it (`level_fs_text`)
+        level = r["level_fs_text"] if r["level_fs_infinite"] else r["level_fs"]
         out.append(
             [
                 r["path"],

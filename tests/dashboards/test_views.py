@@ -303,6 +303,12 @@ def test_fair_share_now_reads_the_window_usage(client, tree):
         client.get(reverse("dashboards:fairshare"), {"cluster": "h100", "format": "csv"})
     )
     assert {r["node"] for r in csv_rows} >= {"org/prog-a", "org/prog-a/a1", "org/prog-b/b1"}
+    by_node = {r["node"]: r for r in csv_rows}
+    # no usage: "∞" as the page and the glossary write it (it was Python's "inf"); a
+    # used node's level FS at full precision, as the API gives it
+    assert by_node["org/prog-a/a2"]["level_fs"] == "∞"
+    assert float(by_node["org/prog-a/a1"]["level_fs"]) == rows["org/prog-a/a1"]["level_fs"]
+    assert not any(r["level_fs"] == "inf" for r in csv_rows)
 
 
 @pytest.mark.parametrize(
