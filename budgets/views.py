@@ -6,6 +6,7 @@ routes (`scheduler.views.whatif`): `budgets` imports nothing of the scheduler.""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from decimal import Decimal
 
@@ -125,6 +126,19 @@ def _edit_form(
     return render(request, "budgets/edit.html", context, status=status)
 
 
+def _effective_at(request: HttpRequest) -> tuple[dt.datetime | None, str | None]:
+    """The form's "Effective at" (its label says so: a datetime-local without an offset
+    is read as UTC, as `read_time` reads every input): (the time, None), (None, None)
+    when empty (now), or (None, why it is refused; month 13 too, which was a 500)."""
+    raw = request.POST.get("effective_at", "").strip()
+    if not raw:
+        return None, None
+    try:
+        return read_time(raw), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
 @participant_required
 @require_http_methods(["GET", "POST"])
 def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
@@ -143,13 +157,10 @@ def edit_page(request: HttpRequest, node_id: int) -> HttpResponse:
     edits, weight_errors, changes = posted_weights(request, context["children"])
     field_errors = {f"weight-{pk}": message for pk, message in weight_errors.items()}
     context.update(preview=_preview_rows(context["index"], edits), posted=request.POST)
-    effective_at = None
-    raw_effective = request.POST.get("effective_at", "").strip()
-    if raw_effective:
-        try:  # the form's local time is UTC
-            effective_at = read_time(raw_effective)
-        except ValueError as exc:  # month 13 too (was a 500)
-            field_errors["effective_at"] = str(exc)
+    effective_at, effective_error = _effective_at(request)
+    context["effective_at"] = effective_at
+    if effective_error:
+        field_errors["effective_at"] = effective_error
     if field_errors:  # the reason too, so that one round trip names every refused field
         try:
             services.reason_check(request.POST.get("reason", ""))
@@ -189,14 +200,15 @@ def preview_partial(request: HttpRequest, node_id: int) -> HttpResponse:
         return HttpResponse(exc.message, status=403)
     edits, errors, _ = posted_weights(request, context["children"])
     labels = _field_labels(context["children"])  # named as a refused save names them
+    shown = {f"weight-{pk}": message for pk, message in errors.items()}
+    effective_at, shown["effective_at"] = _effective_at(request)
     return render(
         request,
         "budgets/_preview.html",
         {
             "preview": _preview_rows(context["index"], edits),
-            "errors": {
-                pk: f"{labels[f'weight-{pk}']}: {message}" for pk, message in errors.items()
-            },
+            "errors": {field: f"{labels[field]}: {why}" for field, why in shown.items() if why},
+            "effective_at": effective_at,
             "index": context["index"],
         },
     )

@@ -88,6 +88,34 @@ def test_preview_shows_new_entitled_shares_of_affected_nodes(tree, client):
     assert "Weight of a1: A weight cannot be negative (got -2)." in bad
 
 
+def test_the_effective_time_is_read_as_utc_as_the_label_and_the_preview_say(tree, client):
+    """The field is a datetime-local (no zone) read as UTC while the pages show times in
+    the reader's zone: the label says UTC, and the preview says when the change takes
+    effect as the moment it was read (shown in the reader's zone by the script, with its
+    UTC value), so 14:00 typed by a reader in CET reads "15:00 CET"; a time the save
+    would refuse is named in the preview, as a refused weight is."""
+    client.force_login(tree.user("lead-a"))
+    a1, prog_a = tree.node("a1"), tree.node("prog-a")
+    page = client.get(f"/budgets/nodes/{prog_a.pk}/edit/").content.decode()
+    assert "Effective at, in UTC (not your own time zone" in page
+    assert 'id="takes-effect"' not in page
+    preview = f"/budgets/nodes/{prog_a.pk}/preview/"
+    html = client.post(
+        preview, {f"weight-{a1.pk}": "30", "effective_at": "2030-01-02T14:00"}
+    ).content.decode()
+    assert '<time datetime="2030-01-02T14:00:00Z" data-local="minutes" data-relative="1">' in html
+    assert "2030-01-02 14:00 UTC" in html and ": the time typed, read as UTC." in html
+    bad = client.post(preview, {f"weight-{a1.pk}": "30", "effective_at": "2030-13-02T14:00"})
+    assert "Effective at: Not an ISO 8601 time" in bad.content.decode()
+    assert 'id="takes-effect"' not in bad.content.decode()
+    # a refused save shows the same line under the form, for the time as it was read
+    refused = client.post(
+        f"/budgets/nodes/{prog_a.pk}/edit/",
+        {f"weight-{a1.pk}": "-1", "reason": "r", "effective_at": "2030-01-02T14:00"},
+    ).content.decode()
+    assert '<time datetime="2030-01-02T14:00:00Z"' in refused
+
+
 def test_saving_requires_a_reason_and_valid_weights(tree, client):
     client.force_login(tree.user("lead-a"))
     a1, a2 = tree.node("a1"), tree.node("a2")
