@@ -19,11 +19,16 @@ from rest_framework.views import APIView
 from config.api_schema import documented_query_parameters
 from config.query import refuse_unknown_parameters
 
+# The methods of the schema's operations; any other (TRACE, OPTIONS) is answered as
+# before, whatever its query (a method the view does not serve: 405, not this 400)
+OPERATION_METHODS = frozenset({"get", "post", "put", "patch", "delete"})
+
 
 class ApiView(APIView):
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
-        if request.query_params:
+        method = request.method.lower()
+        if request.query_params and method in OPERATION_METHODS and hasattr(self, method):
             refuse_unknown_parameters(
                 request.query_params, documented_query_parameters(self, request.method)
             )
