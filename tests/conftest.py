@@ -15,7 +15,6 @@ from hypothesis import Phase, settings
 from xdist.scheduler import LoadGroupScheduling
 
 from config.celery import app as celery_app
-from tests.browser import CHROMIUM, LAUNCH_ARGS
 from tests.factories import SuperUserFactory
 from tests.support.require_all import (  # the hooks that make a skip a failure in CI
     pytest_make_collect_report,  # noqa: F401
@@ -39,6 +38,7 @@ pytest_plugins = [
     "tests.support.nodelay",
     "tests.support.static",
     "tests.support.bytecode",
+    "tests.support.browser_thread",  # `chromium` and `page`
 ]
 
 # Hypothesis's explain phase traces every line the test runs after a failure; on the
@@ -192,31 +192,6 @@ def api_client():
     from rest_framework.test import APIClient
 
     return APIClient()
-
-
-@pytest.fixture
-def page():
-    """A Playwright page in Debian's chromium (see tests/browser.py)."""
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import expect, sync_playwright
-
-    expect.set_options(timeout=20000)  # the planner page solves three plans before it renders
-
-    from django.db import connections
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        page = browser.new_page()
-        page.set_default_timeout(20000)
-        try:
-            yield page
-        finally:
-            browser.close()
-            # Playwright's event loop runs in this thread until the block ends, so the
-            # test's queries went through connections that asgiref keeps per context
-            # (not in the thread-local storage that Django's teardown sees): close them
-            # while that loop still runs, or the test database cannot be dropped.
-            connections.close_all()
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ Every page's screenshot is written to var/screenshots/<page>-<viewport>.png, for
 to look at (the README's tour takes the best of them); ALLOT_SCREENSHOTS=0 writes only
 those of pages with a finding (48 full-page screenshots are a sixth of this test's time).
 
-One browser for the module, one live server, the pages visited in a loop; two worlds:
+The process's browser (tests/support/browser_thread.py), one live server, the pages visited in a loop; two worlds:
 a busy one (long names, a thousand waiting jobs, history, drains, adapter errors, a
 what-if preview) and an empty one (no cluster, no job: the empty states)."""
 
@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connections
 from django.utils import timezone
 
 from accounts.services import token_create
@@ -35,7 +34,7 @@ from scheduler.models import (
     JobState,
     UtilizationSample,
 )
-from tests.browser import BROWSER_MARKS, CHROMIUM, DRAWN, LAUNCH_ARGS, sign_in
+from tests.browser import BROWSER_MARKS, DRAWN, sign_in
 from tests.dashboards import data
 from tests.factories import AttemptFactory, ClusterFactory, HostFactory, JobFactory
 from tests.support.jobs import seed_jobs
@@ -91,17 +90,14 @@ PAGE_CHECKS = """
 """
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """One chromium for every page of the module."""
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import expect, sync_playwright
+@pytest.fixture
+def browser(chromium):
+    """The process's chromium (tests/support/browser_thread.py: this module's test bodies
+    run in its thread); each Visitor opens a context of its own."""
+    from playwright.sync_api import expect
 
     expect.set_options(timeout=30000)  # a what-if preview replays its jobs before it draws
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=LAUNCH_ARGS)
-        yield chromium
-        chromium.close()
+    return chromium.browser()
 
 
 class Visitor:
@@ -332,18 +328,15 @@ def test_every_page_reads_well_on_a_desktop_and_a_phone(live, live_server, brows
     paths = _busy_world(live)
     charts_expected = {"dashboards": 6, "me": 1, "planner-mixed-control": 3, "whatif": 1}
     results: dict[str, dict] = {}
-    try:
-        for viewport, size in VIEWPORTS.items():
-            visitor = Visitor(browser, live_server.url)
-            visitor.page.set_viewport_size(size)
-            results[f"sign-in/{viewport}"] = visitor.visit("sign-in", "/accounts/login/", viewport)
-            sign_in(visitor.page, live_server.url, "ann")
-            for name, path in paths.items():
-                results[f"{name}/{viewport}"] = visitor.visit(name, path, viewport)
-            results[f"whatif/{viewport}"] = _whatif(visitor, live.tree, viewport)
-            visitor.close()
-    finally:
-        connections.close_all()  # see the `page` fixture in tests/conftest.py
+    for viewport, size in VIEWPORTS.items():
+        visitor = Visitor(browser, live_server.url)
+        visitor.page.set_viewport_size(size)
+        results[f"sign-in/{viewport}"] = visitor.visit("sign-in", "/accounts/login/", viewport)
+        sign_in(visitor.page, live_server.url, "ann")
+        for name, path in paths.items():
+            results[f"{name}/{viewport}"] = visitor.visit(name, path, viewport)
+        results[f"whatif/{viewport}"] = _whatif(visitor, live.tree, viewport)
+        visitor.close()
     _assert_clean(results)
     for name, count in charts_expected.items():
         for viewport in VIEWPORTS:
@@ -375,19 +368,16 @@ def test_the_empty_states_read_well_too(live_server, browser):
         "empty-history": "/budgets/history/?actor=nobody",
     }
     results: dict[str, dict] = {}
-    try:
-        for viewport, size in VIEWPORTS.items():
-            visitor = Visitor(browser, live_server.url)
-            visitor.page.set_viewport_size(size)
-            results[f"sign-in-demo/{viewport}"] = visitor.visit(
-                "sign-in-demo", "/accounts/login/", viewport
-            )
-            assert visitor.page.locator(".demo-logins").is_visible()
-            sign_in(visitor.page, live_server.url, "researcher")
-            for name, path in paths.items():
-                results[f"{name}/{viewport}"] = visitor.visit(name, path, viewport)
-            assert visitor.page.locator("header.top a:has-text('Now')").count() == 0
-            visitor.close()
-    finally:
-        connections.close_all()
+    for viewport, size in VIEWPORTS.items():
+        visitor = Visitor(browser, live_server.url)
+        visitor.page.set_viewport_size(size)
+        results[f"sign-in-demo/{viewport}"] = visitor.visit(
+            "sign-in-demo", "/accounts/login/", viewport
+        )
+        assert visitor.page.locator(".demo-logins").is_visible()
+        sign_in(visitor.page, live_server.url, "researcher")
+        for name, path in paths.items():
+            results[f"{name}/{viewport}"] = visitor.visit(name, path, viewport)
+        assert visitor.page.locator("header.top a:has-text('Now')").count() == 0
+        visitor.close()
     _assert_clean(results)
