@@ -252,8 +252,10 @@ def test_no_module_over_600_lines_outside_the_allowlist():
     assert not stale, "no longer over 600 lines, remove from MODULES_OVER:\n" + "\n".join(stale)
 
 
+@functools.cache
 def support_sources() -> list[tuple[str, ast.Module]]:
-    """(path relative to the root, parsed module) of the tests and tools."""
+    """(path relative to the root, parsed module) of the tests and tools (parsed once per
+    run: the size scan and the test-import scan read them)."""
     return [
         (path.relative_to(ROOT).as_posix(), ast.parse(path.read_text()))
         for folder in FUNCTION_SIZED_TOO
@@ -314,9 +316,10 @@ def test_no_test_module_imports_another():
     tests/support/ (or a package's helper module), never in a test module that others
     import (importing one runs its module-level code and hides where a helper lives)."""
     found = [
-        f"{path.relative_to(ROOT)}:{line} imports {name}"
-        for path in sorted((ROOT / "tests").rglob("*.py"))
-        for line, name in imported_test_modules(ast.parse(path.read_text()))
+        f"{path}:{line} imports {name}"
+        for path, tree in support_sources()
+        if path.startswith("tests/")
+        for line, name in imported_test_modules(tree)
     ]
     assert not found, "move the shared helper out of the test module:\n" + "\n".join(found)
 
