@@ -1,7 +1,7 @@
 """One chromium per pytest process, driven from a thread of its own (a pytest plugin).
 
 Each page test used to start Playwright's driver and launch chromium, then stop both
-(17 tests, about 1 CPU-s each on the 2-core machine, more under load). Playwright's sync
+(21 tests, 1.0-1.7 CPU-s each on the 2-core machine under load). Playwright's sync
 API runs its event loop in the thread that starts it, and while it runs that thread has
 a running asyncio loop (Django's async-unsafe checks fire, `async_to_sync` and
 `asyncio.run` refuse to run): started once in the worker's own thread for the session,
