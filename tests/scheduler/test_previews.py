@@ -4,8 +4,10 @@ no worker fixture for it), the REST endpoints and the empty state."""
 from __future__ import annotations
 
 import datetime as dt
+from types import SimpleNamespace
 
 import pytest
+from django.template.loader import render_to_string
 from django.utils import timezone
 
 from allot_common.figures import fixed_text, percent_text
@@ -25,6 +27,20 @@ from scheduler.views.whatif import _whatif_context
 from tests.dashboards.data import attempt
 from tests.factories import ClusterFactory, HostFactory, JobFactory
 from tests.support.jobs import seed_jobs
+
+
+def _whatif_cells(row: dict) -> list[str]:
+    """The number cells of a finished preview's table with one project `row`, as shown
+    (without the replay's "off the record" note)."""
+    preview = SimpleNamespace(
+        pk=7, state=PreviewState.DONE, progress=1.0, window_days=7,
+        cluster=SimpleNamespace(name="gpu"), result={"jobs": 3, "projects": [row]},
+    )  # fmt: skip
+    html = render_to_string("scheduler/_whatif.html", _whatif_context(preview))
+    return [
+        c.split("</td>")[0].split(" <small")[0].strip() for c in html.split('<td class="num">')[1:]
+    ]
+
 
 pytestmark = pytest.mark.django_db
 
@@ -306,24 +322,13 @@ def test_the_recorded_column_writes_the_dashboards_digits():
     of the preview is written by the dashboards' functions (`fixed_text` with one
     decimal, `percent_text`), and a ratio rounds from the fraction, as there (0.1005 is
     10.1%, where the float 10.049999... gave 10.0%)."""
-    from types import SimpleNamespace
-
-    from django.template.loader import render_to_string
-
     row = {
         "project": "org/prog-a/a1", "entitled_share_before": 0.125, "entitled_share_after": 0.15,
         "delivered_gpu_h_recorded": 2268.46, "delivered_gpu_h_before": 2398.04,
         "delivered_gpu_h_after": 3011.0, "ratio_recorded": 0.1005, "ratio_before": 1.0149,
         "ratio_after": None, "replay_difference": 0.057,
     }  # fmt: skip
-    preview = SimpleNamespace(
-        pk=7, state=PreviewState.DONE, progress=1.0, window_days=7,
-        cluster=SimpleNamespace(name="gpu"), result={"jobs": 3, "projects": [row]},
-    )  # fmt: skip
-    html = render_to_string("scheduler/_whatif.html", _whatif_context(preview))
-    cells = [
-        c.split("</td>")[0].split(" <small")[0].strip() for c in html.split('<td class="num">')[1:]
-    ]
+    cells = _whatif_cells(row)
     assert cells[1:5] == ["2268.5", "2398.0", "3011.0", "+613.0"]
     assert [fixed_text(2268.46, 1), percent_text(0.1005)] == ["2268.5", "10.1%"]
     assert cells[5:8] == ["10.1%", "101.5%", "–"]
@@ -337,20 +342,9 @@ def test_the_recorded_column_writes_the_dashboards_digits():
 def test_the_change_is_the_difference_of_the_figures_shown_beside_it(before, after, shown):
     """The audit's preview read "278.3 -> 235.5" and a Change of "-42.7": the change
     was the unrounded difference (-42.71). It is the difference of the two as shown."""
-    from types import SimpleNamespace
-
-    from django.template.loader import render_to_string
-
     row = {"project": "org/prog-a/a1", "delivered_gpu_h_recorded": 1.0,
            "delivered_gpu_h_before": before, "delivered_gpu_h_after": after}  # fmt: skip
-    preview = SimpleNamespace(
-        pk=7, state=PreviewState.DONE, progress=1.0, window_days=7,
-        cluster=SimpleNamespace(name="gpu"), result={"jobs": 3, "projects": [row]},
-    )  # fmt: skip
-    html = render_to_string("scheduler/_whatif.html", _whatif_context(preview))
-    cells = [
-        c.split("</td>")[0].split(" <small")[0].strip() for c in html.split('<td class="num">')[1:]
-    ]
+    cells = _whatif_cells(row)
     assert cells[2:5] == shown
 
 
