@@ -77,19 +77,20 @@ lock:
 	rm -rf build/lockenv && /usr/bin/python3 -m venv build/lockenv
 	build/lockenv/bin/python tools/lock_requirements.py
 
-# In parallel (pytest-xdist): two workers per core, at most 8, unless TEST_WORKERS says
-# otherwise. Most of the long tests wait (on servers, browsers, Celery workers, the
-# database), so a second worker per core fills that time: on the 2-core machine the
-# live, API and browser tests took 754 s and 633 s with 2 workers, 484 s with 3 and
-# 415 s with 4 (docs/testing.md). Each worker has its own test database and Redis database
-# (tests/conftest.py; REDIS_URL's database number plus the workers stays below 16);
+# In parallel (pytest-xdist): three workers per core, at most 8, unless TEST_WORKERS says
+# otherwise. Many of the long tests wait (on servers, browsers, Celery workers, cycles,
+# the database), so more workers than cores fill that time: on the 2-core machine the
+# whole suite took 457 s with 4 workers, 396 s with 6 and 482 s with 8 (2026-12-08, the
+# same clone, nothing else running; docs/testing.md). Each worker has its own test
+# database and Redis database (tests/conftest.py; REDIS_URL's database number plus the
+# workers stays below 16);
 # the modules of one xdist group run on one worker (--dist loadgroup; the groups, such as
 # the two of the Slurm tests, are XDIST_GROUPS in tests/conftest.py).
 # Bytecode is written even where the environment says PYTHONDONTWRITEBYTECODE (this
 # machine's does): otherwise every process the suite starts (the workers, servers, Celery
 # workers, CLI runs) compiles the project's modules again, and pytest rewrites the test
 # modules and its plugins' packages again (1.7 of 5.0 CPU-seconds per pytest process).
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( 2 * n < 8 ? 2 * n : 8 )))
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( 3 * n < 8 ? 3 * n : 8 )))
 test: install browser systemd slurm prometheus
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 

@@ -40,14 +40,15 @@ CHILDREN = {
 def _children(pid: int) -> dict[int, str]:
     """Command lines of `pid`'s child processes."""
     found = {}
-    for status in Path("/proc").glob("[0-9]*/stat"):
+    # not Path.glob: a process that exits while /proc is listed makes it raise
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
         try:
-            fields = status.read_text().rsplit(")", 1)[1].split()
+            fields = Path("/proc", name, "stat").read_text().rsplit(")", 1)[1].split()
             if int(fields[1]) == pid:
-                child = int(status.parent.name)
-                found[child] = (
-                    (status.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                )
+                cmdline = Path("/proc", name, "cmdline").read_bytes()
+                found[int(name)] = cmdline.replace(b"\0", b" ").decode()
         except (OSError, IndexError, ValueError):
             continue
     return found
