@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 
-import httpx
 import pytest
 from django.test import Client
 from django.utils import timezone
@@ -69,11 +68,7 @@ def sim(tree, make_simulated_cluster, prom):
 
 def _scraped_until(prom: PrometheusServer, at: dt.datetime) -> bool:
     """Prometheus holds a scrape from after `at`."""
-    answer = httpx.get(
-        f"{prom.url}/api/v1/query",
-        params={"query": "timestamp(DCGM_FI_DEV_GPU_UTIL)"},
-        timeout=5.0,
-    ).json()["data"]["result"]
+    answer = prom.query("timestamp(DCGM_FI_DEV_GPU_UTIL)")
     return bool(answer) and min(float(r["value"][1]) for r in answer) > at.timestamp()
 
 
