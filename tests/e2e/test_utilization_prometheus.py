@@ -6,6 +6,7 @@ leaves utilization unknown and the cycle, the pages and the API carry on."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 import pytest
 from django.test import Client
@@ -105,6 +106,8 @@ def test_utilization_recorded_per_attempt_is_what_the_cluster_served(sim, prom):
     assert all(a.state == AttemptState.RUNNING for a in attempts.values())
     # 12 wall seconds: training loads then trains (60 simulated s), the sweep climbs
     until = max(a.started_at for a in attempts.values()) + dt.timedelta(seconds=12)
+    # no scrape from after `until` exists before it: polled from then on, not for 12 s
+    time.sleep(min(60.0, max(0.0, (until - timezone.now()).total_seconds())))
     wait_for(lambda: _scraped_until(prom, until), 60, "twelve seconds of scrapes")
     written = utilization_collect(cluster=sim, now=until, step=1.0)
     assert written == 3
