@@ -225,7 +225,10 @@ def test_a_web_server_without_its_database_says_so_and_healthz_web_names_it(
 ):
     port = free_port()
     url = with_password(database_url(port=closed_port()))
-    web = Process(tmp_path, "web", DATABASE_URL=url, REDIS_URL=broker.url, ALLOT_PORT=str(port))
+    # two workers, the first of which checks the database (gunicorn.py's default, 2 x
+    # cores + 1, started a Django application in each of five or more, ~2 CPU-s each)
+    env = {"DATABASE_URL": url, "REDIS_URL": broker.url, "WEB_CONCURRENCY": "2"}
+    web = Process(tmp_path, "web", ALLOT_PORT=str(port), **env)
     processes.append(web)
     said = "DATABASE_URL (postgres://"
     wait_for(lambda: said in web.text(), web, "a line naming DATABASE_URL", 120)
