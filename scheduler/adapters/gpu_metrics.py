@@ -30,6 +30,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from scheduler.adapters.base import verifies_certificates
+
 UTIL_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 SM_ACTIVE_METRIC = "DCGM_FI_PROF_SM_ACTIVE"  # a ratio, 0-1
 FB_USED_METRIC = "DCGM_FI_DEV_FB_USED"  # MiB
@@ -113,7 +115,13 @@ def _query_range(
     import httpx  # at the first read, not at start (the module doc)
 
     try:
-        response = httpx.get(url, params=params, headers=headers, timeout=TIMEOUT_S)
+        response = httpx.get(
+            url,
+            params=params,
+            headers=headers,
+            timeout=TIMEOUT_S,
+            verify=verifies_certificates(url),
+        )
     except httpx.HTTPError as exc:
         raise MetricsUnavailable(f"Prometheus at {source.url} did not answer: {exc}") from exc
     if response.status_code != 200:
@@ -198,7 +206,7 @@ def read_exporter(url: str, at_s: float, *, timeout_s: float = TIMEOUT_S) -> lis
     import httpx  # at the first read, not at start (the module doc)
 
     try:
-        response = httpx.get(url, timeout=timeout_s)
+        response = httpx.get(url, timeout=timeout_s, verify=verifies_certificates(url))
     except httpx.HTTPError as exc:
         raise MetricsUnavailable(f"the metrics at {url} did not answer: {exc}") from exc
     if response.status_code != 200:

@@ -34,6 +34,7 @@ from scheduler.adapters.base import (
     ClusterPlacement,
     HostHealthState,
     StartRequest,
+    verifies_certificates,
 )
 from scheduler.adapters.simcluster import configured_url
 
@@ -65,12 +66,10 @@ class SimulatedClusterAdapter:
         self.cluster = cluster
         self.registration = dict(registration) if registration else None
         self._path = f"/v1/clusters/{quote(cluster, safe='')}"
-        # Plain HTTP needs no certificate store (loading one costs ~50 ms per client).
-        verify = not self.base_url.startswith("http://")
         self._client = httpx.Client(
             base_url=self.base_url,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 2.0)),
-            verify=verify,
+            verify=verifies_certificates(self.base_url),
         )
 
     # the protocol

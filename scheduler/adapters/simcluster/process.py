@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from scheduler.adapters.base import verifies_certificates
+
 
 class SimClusterProcess:
     """One `python -m scheduler.adapters.simcluster serve` child process.
@@ -122,11 +124,10 @@ class SimClusterProcess:
 
 def answers(url: str, *, timeout_s: float = 1.0) -> bool:
     """Whether a simulated cluster answers at `url`."""
-    # Plain HTTP needs no certificate store: loading one cost ~30 ms of CPU per call,
-    # and a start polls this every 20 ms (as `SimulatedAdapter` does for its client).
-    verify = not url.startswith("http://")
     try:
-        response = httpx.get(f"{url.rstrip('/')}/health", timeout=timeout_s, verify=verify)
+        response = httpx.get(
+            f"{url.rstrip('/')}/health", timeout=timeout_s, verify=verifies_certificates(url)
+        )
     except httpx.HTTPError:
         return False
     return response.status_code == 200 and response.json().get("status") == "ok"

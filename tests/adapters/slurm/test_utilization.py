@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import time
 
-import httpx
 import pytest
 from rest_framework.test import APIClient
 
@@ -86,11 +85,7 @@ def _exporter_for(cluster, profile_of: dict[str, str]) -> DcgmExporter:
 
 
 def _scraped_after(prom: PrometheusServer, at: dt.datetime) -> bool:
-    answer = httpx.get(
-        f"{prom.url}/api/v1/query",
-        params={"query": "timestamp(DCGM_FI_DEV_GPU_UTIL)"},
-        timeout=5.0,
-    ).json()["data"]["result"]
+    answer = prom.query("timestamp(DCGM_FI_DEV_GPU_UTIL)")
     return bool(answer) and min(float(r["value"][1]) for r in answer) > at.timestamp()
 
 
