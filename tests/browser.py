@@ -1,8 +1,10 @@
 """Launching Debian's chromium for the page tests (Playwright; nothing is downloaded), and
 waiting until a page is drawn and every request it made is answered."""
 
+import os
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +27,25 @@ BROWSER_MARKS = [
         reason="Debian's chromium is not installed (make test installs it as root)",
     ),
 ]
+
+
+SHOTS = Path(__file__).resolve().parent.parent / "var" / "screenshots"
+
+
+def every_screenshot() -> bool:
+    """Whether the browser tests write every screenshot (`ALLOT_SCREENSHOTS=1`, for the
+    README's tour); by default only a page with a finding gets one: a full-page screenshot
+    is chromium's costliest step (a sixth of the page-by-page test's CPU) and no test
+    reads it."""
+    return os.environ.get("ALLOT_SCREENSHOTS", "0") == "1"
+
+
+def screenshot(page, name: str, *, full_page: bool = True) -> None:
+    """Write the page's screenshot to var/screenshots/<name>.png when every screenshot is
+    asked for (`every_screenshot`)."""
+    if every_screenshot():
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=full_page)
 
 
 def sign_in(page, base_url: str, username: str, password: str = "pw") -> None:

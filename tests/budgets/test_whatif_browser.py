@@ -1,15 +1,12 @@
 """A real browser: a manager types a new weight, previews it on the cluster's recent
-jobs, sees the progress and then the before/after table and chart; the screenshot is
-var/screenshots/whatif.png."""
+jobs, sees the progress and then the before/after table and chart; its screenshot
+(ALLOT_SCREENSHOTS=1) is var/screenshots/whatif.png."""
 
-from pathlib import Path
-
-from tests.browser import BROWSER_MARKS, sign_in
+from tests.browser import BROWSER_MARKS, screenshot, sign_in
 from tests.factories import ClusterFactory, HostFactory
 from tests.support.jobs import seed_jobs
 
 pytestmark = BROWSER_MARKS
-SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 
 def test_manager_previews_a_weight_change_on_past_jobs(tree, live_server, page):
@@ -37,7 +34,6 @@ def test_manager_previews_a_weight_change_on_past_jobs(tree, live_server, page):
     ticks = page.locator("#whatif .whatif-chart .ytick text").all_text_contents()
     assert ticks and all(t.startswith("org/prog-") for t in ticks), ticks
     assert not [e for e in errors if "Content Security Policy" in e], errors
-    SHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1280, "height": 900})
     page.locator("#whatif").scroll_into_view_if_needed()
-    page.screenshot(path=str(SHOTS / "whatif.png"), full_page=True)
+    screenshot(page, "whatif")

@@ -1,18 +1,15 @@
 """The dashboards and /me/ in a real browser (Debian's chromium): every chart is drawn
-from its htmx partial under the content security policy, and screenshots are saved to
-var/screenshots/ for a person to look at."""
+from its htmx partial under the content security policy; ALLOT_SCREENSHOTS=1 saves their
+screenshots to var/screenshots/ for a person to look at."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tests.browser import BROWSER_MARKS, CUT_CELLS, sign_in
+from tests.browser import BROWSER_MARKS, CUT_CELLS, screenshot, sign_in
 from tests.dashboards import data
 from tests.factories import ClusterFactory
 
 pytestmark = BROWSER_MARKS
 
-SCREENSHOTS = Path("var/screenshots")
 CSP_LISTENER = """
 window.__csp = [];
 document.addEventListener('securitypolicyviolation', e => window.__csp.push(
@@ -26,7 +23,6 @@ def test_dashboards_and_me_draw_their_charts(tree, live_server, page):
     cluster = ClusterFactory(name="h100", host_count=8, gpus_per_host=8)
     data.history(tree, cluster)
     tree.user("lead-a")  # gives the user the password "pw"
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.add_init_script(CSP_LISTENER)
     page.set_viewport_size({"width": 1400, "height": 900})
     base = live_server.url
@@ -39,7 +35,7 @@ def test_dashboards_and_me_draw_their_charts(tree, live_server, page):
     expect(page.locator("#delivery")).to_contain_text("of 3")
     expect(page.locator("#waits table.drains")).to_contain_text("ECC errors on GPU 3")
     page.wait_for_load_state("networkidle")
-    page.screenshot(path=str(SCREENSHOTS / "dashboards.png"), full_page=True)
+    screenshot(page, "dashboards")
     assert page.evaluate("window.__csp") == []
 
     page.click("#delivery a.download >> nth=0")  # downloads do not break the page
@@ -54,7 +50,7 @@ def test_dashboards_and_me_draw_their_charts(tree, live_server, page):
     expect(page.locator("#my-jobs table.jobs tbody tr").first).to_contain_text("waiting-")
     expect(page.locator("#my-projects .chart .main-svg").first).to_be_visible()
     page.wait_for_load_state("networkidle")
-    page.screenshot(path=str(SCREENSHOTS / "me.png"), full_page=True)
+    screenshot(page, "me")
     assert page.evaluate("window.__csp") == []
 
 

@@ -5,19 +5,17 @@ content security policy, never scrolling sideways, unknown shown as unknown."""
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
 from scheduler.models import AttemptEnd, AttemptState, JobEvent, UtilizationSample
-from tests.browser import BROWSER_MARKS, sign_in
+from tests.browser import BROWSER_MARKS, screenshot, sign_in
 from tests.dashboards import data
 from tests.factories import AttemptFactory, ClusterFactory, JobFactory
 
 pytestmark = BROWSER_MARKS
 
-SCREENSHOTS = Path("var/screenshots")
 VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 CSP_LISTENER = """
 window.__csp = [];
@@ -85,7 +83,6 @@ def test_pyramid_efficiency_and_job_utilization(tree, live_server, page, viewpor
     cluster = ClusterFactory(name="h100", host_count=8, gpus_per_host=8)
     data.history(tree, cluster)
     job = _job_with_utilization(tree, cluster)
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.add_init_script(CSP_LISTENER)
     page.set_viewport_size(VIEWPORTS[viewport])
     base = live_server.url
@@ -99,7 +96,7 @@ def test_pyramid_efficiency_and_job_utilization(tree, live_server, page, viewpor
     expect(table).to_contain_text("org/prog-a/a2")
     expect(table.locator("tr", has_text="org/prog-a/a2")).to_contain_text("unknown")
     page.wait_for_load_state("networkidle")
-    page.screenshot(path=str(SCREENSHOTS / f"efficiency-{viewport}.png"), full_page=True)
+    screenshot(page, f"efficiency-{viewport}")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
     assert page.evaluate("window.__csp") == []
 
@@ -115,4 +112,4 @@ def test_pyramid_efficiency_and_job_utilization(tree, live_server, page, viewpor
     widths = page.evaluate(TABLE_WIDTHS)
     assert len(widths) == 4 and all(w <= room for w, room in widths.values()), widths
     assert page.evaluate("window.__csp") == []
-    page.screenshot(path=str(SCREENSHOTS / f"job-utilization-{viewport}.png"), full_page=True)
+    screenshot(page, f"job-utilization-{viewport}")

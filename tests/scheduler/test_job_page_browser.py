@@ -1,13 +1,10 @@
 """A real browser: a researcher opens the page of a job that waits behind protected
-work and sees its ranked blockers and its estimated start with a range; the screenshot
-is var/screenshots/job.png."""
+work and sees its ranked blockers and its estimated start with a range; its screenshot
+(ALLOT_SCREENSHOTS=1) is var/screenshots/job.png."""
 
-from pathlib import Path
-
-from tests.browser import BROWSER_MARKS, sign_in
+from tests.browser import BROWSER_MARKS, screenshot, sign_in
 
 pytestmark = BROWSER_MARKS
-SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
 
 
 def test_job_page_shows_blockers_and_eta(live, live_server, page):
@@ -30,6 +27,5 @@ def test_job_page_shows_blockers_and_eta(live, live_server, page):
     expect(eta).to_contain_text("(in ")
     expect(eta).not_to_contain_text("likely between")
     expect(eta).to_contain_text("Reservation-only estimate")
-    SHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1280, "height": 900})
-    page.screenshot(path=str(SHOTS / "job.png"), full_page=True)
+    screenshot(page, "job")

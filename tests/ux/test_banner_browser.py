@@ -1,26 +1,22 @@
 """The banner of a dead background worker in a real browser (Debian's chromium), on a
 desktop and on a phone: shown under the header, apart from the scheduling banner's
 colour, and no wider than the screen. Its screenshots are written to
-var/screenshots/banner-background-<viewport>.png (unless ALLOT_SCREENSHOTS=0)."""
+var/screenshots/banner-background-<viewport>.png when ALLOT_SCREENSHOTS=1."""
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-from pathlib import Path
 
 from django.utils import timezone
 from playwright.sync_api import expect
 
 from ops.services import heartbeat_record
 from scheduler.models import CycleRecord
-from tests.browser import BROWSER_MARKS, sign_in
+from tests.browser import BROWSER_MARKS, screenshot, sign_in
 from tests.factories import ClusterFactory
 
 pytestmark = BROWSER_MARKS
 
-SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
-EVERY_SHOT = os.environ.get("ALLOT_SCREENSHOTS", "1") != "0"
 VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 
 
@@ -50,6 +46,4 @@ def test_the_background_banner_reads_on_a_desktop_and_a_phone(tree, live_server,
         expect(banner).to_contain_text("what-if previews stay queued, job ETAs are not refreshed")
         expect(page.locator(".banner-stalled:not(.banner-background)")).to_have_count(0)
         assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-        if EVERY_SHOT:
-            SHOTS.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SHOTS / f"banner-background-{viewport}.png"))
+        screenshot(page, f"banner-background-{viewport}", full_page=False)

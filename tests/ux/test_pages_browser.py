@@ -1,9 +1,9 @@
 """Every page in a real browser (Debian's chromium), on a desktop (1440 x 900) and on a
 phone (390 x 844): the page never scrolls sideways, logs no console error, has no
 failed request, every Plotly axis is titled and no two tick labels of an axis overlap.
-Every page's screenshot is written to var/screenshots/<page>-<viewport>.png, for a person
-to look at (the README's tour takes the best of them); ALLOT_SCREENSHOTS=0 writes only
-those of pages with a finding (48 full-page screenshots are a sixth of this test's time).
+A page with a finding has its screenshot written to var/screenshots/<page>-<viewport>.png;
+ALLOT_SCREENSHOTS=1 writes every page's, for a person to look at (the README's tour takes
+the best of them; 48 full-page screenshots are a sixth of this test's CPU).
 
 The process's browser (tests/support/browser_thread.py), one live server, the pages visited in a loop; two worlds:
 a busy one (long names, a thousand waiting jobs, history, drains, adapter errors, a
@@ -12,9 +12,7 @@ what-if preview) and an empty one (no cluster, no job: the empty states)."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -34,15 +32,13 @@ from scheduler.models import (
     JobState,
     UtilizationSample,
 )
-from tests.browser import BROWSER_MARKS, DRAWN, sign_in
+from tests.browser import BROWSER_MARKS, DRAWN, SHOTS, every_screenshot, sign_in
 from tests.dashboards import data
 from tests.factories import AttemptFactory, ClusterFactory, HostFactory, JobFactory
 from tests.support.jobs import seed_jobs
 from tests.support.live import submit_job
 
 pytestmark = BROWSER_MARKS
-SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
-EVERY_SHOT = os.environ.get("ALLOT_SCREENSHOTS", "1") != "0"
 VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 LONG_NAME = "multilingual-pretraining-and-evaluation-of-very-large-language-models-2027"
 WAITING = 1000
@@ -150,7 +146,7 @@ class Visitor:
 
     def check(self, name: str, viewport: str) -> dict:
         """Check the page as it is now (its screenshot written when it has a finding, or
-        unless ALLOT_SCREENSHOTS=0); the findings."""
+        when every screenshot is asked for: ALLOT_SCREENSHOTS=1); the findings."""
         page = self.page
         self.settle()
         found = page.evaluate(PAGE_CHECKS)
@@ -164,7 +160,7 @@ class Visitor:
         if self.problems:
             findings["errors"] = list(self.problems)
             self.problems.clear()
-        if findings or EVERY_SHOT:
+        if findings or every_screenshot():
             SHOTS.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS / f"{name}-{viewport}.png"), full_page=True)
         return {"charts": found["charts"], **({"findings": findings} if findings else {})}
