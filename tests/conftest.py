@@ -80,7 +80,9 @@ XDIST_GROUPS = {
     "tests/adapters/slurm/test_governed_owner.py": "slurm-2",
     "tests/test_query_counts.py": "query-counts",
     "tests/core/engine/test_plan_hash.py": "plan-hash",
+    # the project's sources parsed once for both (tests/support/sources.py)
     "tests/test_layers.py": "layers",
+    "tests/test_project.py": "layers",
     # one migrate and one set of roles (`roles`, module scope) for all of its tests
     "tests/ops/test_db_roles.py": "db-roles",
     # the rows' objects and sign-ins made once (`world`, module scope) for all its rows

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import grimp
 
+from tests.support.sources import python_files, python_source
+
 ROOT = Path(__file__).resolve().parent.parent
 # The Django side: every package but the pure core (which builds its own inputs).
 PACKAGES = ("accounts", "allot_cli", "budgets", "config", "dashboards", "ledger", "scheduler")
@@ -127,13 +129,9 @@ def test_the_scan_sees_each_way_of_building_an_engine_input():
 def project_sources() -> list[tuple[str, ast.Module]]:
     """(path relative to the root, parsed module) of every product module, migrations
     aside (parsed once per run)."""
-    out = []
-    for package in PROJECT:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            rel = path.relative_to(ROOT).as_posix()
-            if "/migrations/" not in rel:
-                out.append((rel, ast.parse(path.read_text(), filename=rel)))
-    return out
+    return [
+        (rel, python_source(rel)[1]) for rel in python_files(PROJECT) if "/migrations/" not in rel
+    ]
 
 
 def _is_project_import(node: ast.AST) -> bool:
@@ -213,8 +211,23 @@ FUNCTIONS_OVER: set[str] = set()
 FUNCTION_SIZED_TOO = ("tests", "tools")
 
 
+# A definition is a statement: it lies in one of these lists of its enclosing statement,
+# never inside an expression (most of a tree's nodes, which the scans need not visit).
+STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def child_statements(node: ast.AST) -> list[ast.AST]:
+    """The statements, except handlers and match cases directly inside `node`."""
+    return [
+        child
+        for name in STATEMENT_LISTS
+        for child in getattr(node, name, None) or ()
+        if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case)
+    ]
+
+
 def module_lines(path: str) -> int:
-    return len((ROOT / path).read_text().splitlines())
+    return len(python_source(path)[0].splitlines())
 
 
 def long_functions(path: str, tree: ast.Module) -> dict[str, int]:
@@ -223,7 +236,7 @@ def long_functions(path: str, tree: ast.Module) -> dict[str, int]:
     found: dict[str, int] = {}
 
     def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
+        for child in child_statements(node):
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 name = f"{prefix}{child.name}"
                 if not isinstance(child, ast.ClassDef):
@@ -256,11 +269,7 @@ def test_no_module_over_600_lines_outside_the_allowlist():
 def support_sources() -> list[tuple[str, ast.Module]]:
     """(path relative to the root, parsed module) of the tests and tools (parsed once per
     run: the size scan and the test-import scan read them)."""
-    return [
-        (path.relative_to(ROOT).as_posix(), ast.parse(path.read_text()))
-        for folder in FUNCTION_SIZED_TOO
-        for path in sorted((ROOT / folder).rglob("*.py"))
-    ]
+    return [(rel, python_source(rel)[1]) for rel in python_files(FUNCTION_SIZED_TOO)]
 
 
 def test_no_function_over_80_lines_outside_the_allowlist():

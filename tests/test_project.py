@@ -1,6 +1,7 @@
 """Project-wide rules: settings refuse unsafe production, the pure packages stay pure."""
 
 import ast
+import functools
 import os
 import re
 import secrets
@@ -9,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.sources import python_files, python_source
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD_KEY = secrets.token_urlsafe(50)
@@ -55,8 +58,20 @@ def test_production_settings_refuse_unsafe_configuration(overrides, message):
     assert message in result.stderr
 
 
+@functools.cache
+def _configured_production() -> subprocess.CompletedProcess:
+    """Django set up under production settings with DEBUG off and a good key, printing
+    the settings that make it HTTPS-only (one process for the two tests that read it)."""
+    return _import_production(
+        {"DEBUG": "false", "SECRET_KEY": GOOD_KEY},
+        code="import django; django.setup(); from django.conf import settings as s; "
+        "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, "
+        "s.SECURE_HSTS_SECONDS, s.STORAGES['staticfiles']['BACKEND'])",
+    )
+
+
 def test_production_settings_start_when_configured():
-    result = _import_production({"DEBUG": "false", "SECRET_KEY": GOOD_KEY})
+    result = _configured_production()
     assert result.returncode == 0, result.stderr
 
 
@@ -78,12 +93,7 @@ def test_deploy_check_passes_with_no_warning_under_production_settings():
 
 
 def test_production_serves_https_only_with_hsts_and_secure_cookies():
-    result = _import_production(
-        {"DEBUG": "false", "SECRET_KEY": GOOD_KEY},
-        code="import django; django.setup(); from django.conf import settings as s; "
-        "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, "
-        "s.SECURE_HSTS_SECONDS, s.STORAGES['staticfiles']['BACKEND'])",
-    )
+    result = _configured_production()
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [
         "True",
@@ -312,22 +322,18 @@ def _docstrings(tree: ast.Module) -> list[str]:
     return found
 
 
-def _code_files():
-    for folder in CODE_DIRS:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            if "migrations" not in path.parts:
-                yield path
+def _code_files() -> list[str]:
+    return [rel for rel in python_files(CODE_DIRS) if "migrations" not in rel.split("/")]
 
 
 def test_every_path_a_docstring_or_comment_names_exists():
     """Documents named anywhere in the code (`*.md`) and file paths named in docstrings
     (`*.py` with a folder) exist in the repository."""
     missing = []
-    for path in _code_files():
-        text = path.read_text()
-        where = path.relative_to(ROOT)
+    for where in _code_files():
+        text, tree = python_source(where)
         missing += [f"{where}: {name}" for name in MD_NAME.findall(text) if not _exists(name)]
-        for doc in _docstrings(ast.parse(text)):
+        for doc in _docstrings(tree):
             missing += [f"{where}: {name}" for name in PY_PATH.findall(doc) if not _exists(name)]
             missing += [f"{where}: {m.group()!r} (outside)" for m in OUTSIDE.finditer(doc)]
     assert not missing, "\n".join(missing)
