@@ -83,6 +83,8 @@ XDIST_GROUPS = {
     # the project's sources parsed once for both (tests/support/sources.py)
     "tests/test_layers.py": "layers",
     "tests/test_project.py": "layers",
+    # the reach test counts the property's own run (400 examples) instead of a second one
+    "tests/core/engine/test_idle_reclaim.py": "idle-reclaim",
     # one migrate and one set of roles (`roles`, module scope) for all of its tests
     "tests/ops/test_db_roles.py": "db-roles",
     # the rows' objects and sign-ins made once (`world`, module scope) for all its rows
