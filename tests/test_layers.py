@@ -152,12 +152,39 @@ def _is_app_ready(path: str, fn: ast.AST, parents: dict[ast.AST, ast.AST]) -> bo
     )
 
 
+# A definition is a statement: it lies in one of these lists of its enclosing statement,
+# never inside an expression (most of a tree's nodes, which the scans need not visit).
+STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def child_statements(node: ast.AST) -> list[ast.AST]:
+    """The statements, except handlers and match cases directly inside `node`."""
+    return [
+        child
+        for name in STATEMENT_LISTS
+        for child in getattr(node, name, None) or ()
+        if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case)
+    ]
+
+
+def statement_parents(tree: ast.Module) -> dict[ast.AST, ast.AST]:
+    """Each statement (except handler, match case) of `tree` -> the node it lies in."""
+    parents: dict[ast.AST, ast.AST] = {}
+    todo: list[ast.AST] = [tree]
+    while todo:
+        node = todo.pop()
+        for child in child_statements(node):
+            parents[child] = node
+            todo.append(child)
+    return parents
+
+
 def function_level_imports(path: str, tree: ast.Module) -> list[int]:
     """Lines of the imports of project modules inside a function of `tree` (outside
     `AppConfig.ready`)."""
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    parents = statement_parents(tree)
     lines = []
-    for node in ast.walk(tree):
+    for node in parents:
         if not _is_project_import(node):
             continue
         owner = parents.get(node)
@@ -209,21 +236,6 @@ MODULES_OVER: set[str] = set()
 FUNCTIONS_OVER: set[str] = set()
 # The function limit holds everywhere but bench/: the tests and tools too.
 FUNCTION_SIZED_TOO = ("tests", "tools")
-
-
-# A definition is a statement: it lies in one of these lists of its enclosing statement,
-# never inside an expression (most of a tree's nodes, which the scans need not visit).
-STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
-
-
-def child_statements(node: ast.AST) -> list[ast.AST]:
-    """The statements, except handlers and match cases directly inside `node`."""
-    return [
-        child
-        for name in STATEMENT_LISTS
-        for child in getattr(node, name, None) or ()
-        if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case)
-    ]
 
 
 def module_lines(path: str) -> int:
@@ -398,12 +410,24 @@ def module_state(tree: ast.Module) -> list[str]:
         for deco in node.decorator_list
         if ast.unparse(deco).split("(")[0].rpartition(".")[2] in ("cache", "lru_cache")
     ]
-    for fn in ast.walk(tree):
-        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
+    for fn in outermost_functions(tree):  # a nested function is walked with its owner
         for node in ast.walk(fn):
             found += _state_writes(node, top)
     return [f"{line} {what}" for line, what in sorted(set(found))]
+
+
+def outermost_functions(tree: ast.Module) -> list[ast.AST]:
+    """The functions and methods of `tree` that no other function encloses."""
+    parents = statement_parents(tree)
+    functions = [n for n in parents if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    return [fn for fn in functions if not _enclosed_by_a_function(fn, parents)]
+
+
+def _enclosed_by_a_function(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    owner = parents.get(node)
+    while owner is not None and not isinstance(owner, ast.FunctionDef | ast.AsyncFunctionDef):
+        owner = parents.get(owner)
+    return owner is not None
 
 
 def _state_writes(node: ast.AST, top: set[str]) -> list[tuple[int, str]]:
