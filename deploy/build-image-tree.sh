@@ -10,7 +10,8 @@
 #                    by mypyc (build/native) and the static files collected (staticfiles)
 #
 # Needs python3 with venv, a C compiler and the Python headers (Debian: python3-venv,
-# python3-dev, gcc). PYTHON names another interpreter.
+# python3-dev, gcc). PYTHON names another interpreter. PIP_CERT names a CA bundle for pip
+# (behind a TLS-intercepting proxy; pip runs --isolated, so only this variable reaches it).
 set -eu
 
 SRC=$(cd "$1" && pwd)
@@ -24,7 +25,7 @@ DEST=$(cd "$DEST" && pwd)
 echo "build-image-tree: the runtime virtualenv (deploy/requirements.lock)"
 "$PYTHON" -m venv "$DEST/venv"
 "$DEST/venv/bin/python" -m pip install --isolated --no-cache-dir --quiet \
-    --require-hashes --no-deps -r "$SRC/deploy/requirements.lock"
+    ${PIP_CERT:+--cert "$PIP_CERT"} --require-hashes --no-deps -r "$SRC/deploy/requirements.lock"
 
 echo "build-image-tree: the application"
 mkdir -p "$DEST/app"
@@ -35,7 +36,7 @@ mkdir -p "$DEST/app"
 echo "build-image-tree: the compiled engine (mypyc; build tools from deploy/build-tools.lock)"
 "$PYTHON" -m venv "$WORK/tools"
 "$WORK/tools/bin/python" -m pip install --isolated --no-cache-dir --quiet \
-    --require-hashes --no-deps -r "$SRC/deploy/build-tools.lock"
+    ${PIP_CERT:+--cert "$PIP_CERT"} --require-hashes --no-deps -r "$SRC/deploy/build-tools.lock"
 (cd "$DEST/app" && "$WORK/tools/bin/python" tools/build_native.py)
 rm -rf "$DEST/app/build/native/c" "$DEST/app/build/native/tmp"
 
