@@ -67,12 +67,6 @@ def sim(tree, make_simulated_cluster, prom):
     return cluster
 
 
-def _scraped_until(prom: PrometheusServer, at: dt.datetime) -> bool:
-    """Prometheus holds a scrape from after `at`."""
-    answer = prom.query("timestamp(DCGM_FI_DEV_GPU_UTIL)")
-    return bool(answer) and min(float(r["value"][1]) for r in answer) > at.timestamp()
-
-
 def _expected_bounds(profile: str, attempt: Attempt, row: UtilizationSample, step: float):
     """The profile's mean over the row's sample times, lowest and highest: each value
     Prometheus returns is a scrape up to two scrape intervals old (an idle GPU's 0 when
@@ -108,7 +102,7 @@ def test_utilization_recorded_per_attempt_is_what_the_cluster_served(sim, prom):
     until = max(a.started_at for a in attempts.values()) + dt.timedelta(seconds=12)
     # no scrape from after `until` exists before it: polled from then on, not for 12 s
     time.sleep(min(60.0, max(0.0, (until - timezone.now()).total_seconds())))
-    wait_for(lambda: _scraped_until(prom, until), 60, "twelve seconds of scrapes")
+    wait_for(lambda: prom.scraped_after(until.timestamp()), 60, "twelve seconds of scrapes")
     written = utilization_collect(cluster=sim, now=until, step=1.0)
     assert written == 3
     for kind, attempt in attempts.items():
@@ -172,7 +166,7 @@ def test_a_missing_metric_is_unknown_not_zero(sim, prom):
         actor=None, cluster_id=sim.pk, changes={"selector": 'job="absent"'}, reason="wrong job"
     )
     now = timezone.now()
-    wait_for(lambda: _scraped_until(prom, now), 30, "a scrape")
+    wait_for(lambda: prom.scraped_after(now.timestamp()), 30, "a scrape")
     assert utilization_collect(cluster=sim, now=now, step=1.0) == 0
     attempt = Attempt.objects.get(job=job)
     assert attempt_figures([attempt], now=now)[attempt.pk].utilization is None

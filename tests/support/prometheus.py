@@ -89,6 +89,12 @@ class PrometheusServer:
             time.sleep(0.1)
         raise AssertionError("prometheus did not become ready")
 
+    def scraped_after(self, at_s: float) -> bool:
+        """Whether Prometheus holds a scrape of the GPU metrics from after `at_s` (epoch
+        seconds) for every series it has (and it has one)."""
+        answer = self.query("timestamp(DCGM_FI_DEV_GPU_UTIL)")
+        return bool(answer) and min(float(r["value"][1]) for r in answer) > at_s
+
     def series_count(self, query: str) -> int:
         """How many values Prometheus holds for `query` (an instant vector) now."""
         return len(self.query(query))

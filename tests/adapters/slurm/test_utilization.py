@@ -84,11 +84,6 @@ def _exporter_for(cluster, profile_of: dict[str, str]) -> DcgmExporter:
     return DcgmExporter(gpus)
 
 
-def _scraped_after(prom: PrometheusServer, at: dt.datetime) -> bool:
-    answer = prom.query("timestamp(DCGM_FI_DEV_GPU_UTIL)")
-    return bool(answer) and min(float(r["value"][1]) for r in answer) > at.timestamp()
-
-
 def test_a_slurm_clusters_gpus_are_attributed_to_its_attempts(tree, emu, tmp_path):
     jobs = {"training": _submit(tree, emu, "train", 2, "training"),
             "sweep": _submit(tree, emu, "sweep", 1, "sweep")}  # fmt: skip
@@ -116,7 +111,7 @@ def test_a_slurm_clusters_gpus_are_attributed_to_its_attempts(tree, emu, tmp_pat
             gpus = sum(h.gpus for h in Host.objects.filter(cluster=emu))
             wait_for(lambda: prom.series_count("DCGM_FI_DEV_GPU_UTIL") == gpus, 30, "a scrape")
             until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=10)  # scraped from now on
-            wait_for(lambda: _scraped_after(prom, until), 60, "ten seconds of scrapes")
+            wait_for(lambda: prom.scraped_after(until.timestamp()), 60, "ten seconds of scrapes")
             assert utilization_collect(cluster=emu, now=until, step=1.0) == 2
         finally:
             prom.stop()
